@@ -1,0 +1,382 @@
+/*
+ * ph_core.h — the public API of physd's physics core.
+ *
+ * A world holds bodies; a body holds one or more shapes at local poses (a
+ * body with several shapes is a compound); joints link two bodies. All of
+ * them are addressed by small handle structs that carry a generation, so a
+ * handle to something destroyed (even if its slot has been reused) is
+ * detected: every function that takes a handle validates it and returns
+ * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory.
+ *
+ * Units are SI throughout: metres, kilograms, seconds, radians, newtons.
+ * z is up by convention only; gravity is a world setting.
+ *
+ * Threading: a world may be stepped on any thread, but one world must not be
+ * used by two threads at once. Creating and destroying worlds is thread-safe.
+ * The core has no I/O, no sockets and no protocol knowledge.
+ */
+#ifndef PHYSD_PH_CORE_H
+#define PHYSD_PH_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ph_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* Functions return 0 on success or one of these negative codes. */
+typedef enum ph_error {
+    PH_OK = 0,
+    PH_ERR_INVALID_HANDLE = -1, /* null, stale or forged handle */
+    PH_ERR_INVALID_ARGUMENT = -2, /* NaN/inf, out-of-range value, bad enum */
+    PH_ERR_LIMIT = -3,           /* a world, body, shape or joint limit is reached */
+    PH_ERR_NO_MEMORY = -4,
+    PH_ERR_WRONG_KIND = -5,      /* e.g. a plane on a dynamic body */
+} ph_error;
+
+/* A short English message for an error code ("invalid handle", ...). */
+const char *ph_strerror(int err);
+
+/* --------------------------------------------------------------- handles */
+
+/* index1 is the slot index plus one, so an all-zero handle is null. */
+typedef struct ph_world_id {
+    uint16_t index1;
+    uint16_t gen;
+} ph_world_id;
+
+typedef struct ph_body_id {
+    int32_t index1;
+    uint16_t world0;
+    uint16_t gen;
+} ph_body_id;
+
+typedef struct ph_shape_id {
+    int32_t index1;
+    uint16_t world0;
+    uint16_t gen;
+} ph_shape_id;
+
+typedef struct ph_joint_id {
+    int32_t index1;
+    uint16_t world0;
+    uint16_t gen;
+} ph_joint_id;
+
+/* Handles as 64-bit integers (for the wire) and back. 0 is the null id. */
+uint64_t ph_body_id_to_u64(ph_body_id id);
+ph_body_id ph_body_id_from_u64(ph_world_id w, uint64_t v);
+uint64_t ph_joint_id_to_u64(ph_joint_id id);
+ph_joint_id ph_joint_id_from_u64(ph_world_id w, uint64_t v);
+uint64_t ph_shape_id_to_u64(ph_shape_id id);
+
+/* Maximum number of worlds alive at once in one process. */
+#define PH_MAX_WORLDS 4096
+/* Hard upper bounds per world (a world's own limits may be lower). */
+#define PH_MAX_BODIES 1000000
+#define PH_MAX_SHAPES_PER_BODY 64
+
+/* -------------------------------------------------------------- settings */
+
+typedef enum ph_friction_model {
+    /* NCP friction of Silcowitz et al. (seeds/000): each tangential impulse is
+     * bounded by ±mu·lambda_n using the current normal impulse of the same
+     * contact during the iterations. Default. */
+    PH_FRICTION_NCP = 0,
+    /* Scaled box of Bodin's SPOOK notes (seeds/002, eqs. 43-44): bounds
+     * ±mu·m·g·h with m the reduced mass of the pair divided by the number of
+     * points of its manifold and g = |gravity|, fixed during the solve. */
+    PH_FRICTION_SCALED_BOX = 1,
+} ph_friction_model;
+
+typedef enum ph_method {
+    PH_METHOD_PGS = 0, /* projected Gauss–Seidel with velocity bookkeeping */
+} ph_method;
+
+/* The row order the Gauss–Seidel sweep visits. */
+typedef enum ph_ordering {
+    PH_ORDER_DEFAULT = 0,  /* joints in creation order, then contacts by pair */
+    PH_ORDER_GRAVITY = 1,  /* contacts sorted bottom-up along gravity */
+} ph_ordering;
+
+/* SPOOK parameters of one constraint kind (seeds/002, eqs. 9-11). */
+typedef struct ph_spook {
+    double k; /* stiffness, N/m (per row), > 0 */
+    double d; /* relaxation, in time steps, >= 0 */
+} ph_spook;
+
+/* One struct per world; every field may be changed between steps with
+ * ph_world_set_settings. */
+typedef struct ph_settings {
+    double time_step;        /* s, default 1/60, in (0, 1] */
+    int substeps;            /* default 1, in [1, 64] */
+    int iterations;          /* max solver iterations per substep, default 10, [1, 10000] */
+    double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
+                                iterations (default 0), >= 0 */
+    ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
+    ph_spook contact;        /* default k = 1e8, d = 4 */
+    ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
+                                (only epsilon is used: friction has no position error) */
+    ph_spook joint;          /* default k = 1e10, d = 3 */
+    ph_friction_model friction_model; /* default PH_FRICTION_NCP */
+    ph_method method;        /* default PH_METHOD_PGS */
+    ph_ordering ordering;    /* default PH_ORDER_DEFAULT */
+    int warm_start;          /* reuse last step's impulses matched by feature keys, default 1 */
+    double warm_start_factor;/* fraction of the cached impulse applied, default 1.0, [0, 1] */
+    double restitution_threshold; /* m/s: approach speed above which a Newton–Coulomb
+                                     impact impulse is applied first, default 1.0 */
+    double contact_margin;   /* m: contacts are generated up to this separation (speculative),
+                                default 0.02 */
+    int gyroscopic;          /* implicit gyroscopic term, default 1 */
+    int record_merits;       /* compute merits after every iteration (needed for the
+                                per-iteration statistics), default 1 */
+    uint64_t seed;           /* seed of the world's generator, default 1 */
+} ph_settings;
+
+ph_settings ph_default_settings(void);
+
+/* Checks every field; returns 0 or PH_ERR_INVALID_ARGUMENT and, when msg is
+ * not NULL, points it at a static description of the first bad field. */
+int ph_settings_validate(const ph_settings *s, const char **msg);
+
+/* ---------------------------------------------------------------- worlds */
+
+typedef struct ph_world_def {
+    ph_settings settings;
+    int max_bodies; /* default 100000, [1, PH_MAX_BODIES] */
+    int max_joints; /* default 100000 */
+} ph_world_def;
+
+ph_world_def ph_default_world_def(void);
+
+/* Creates a world; returns a null id (index1 == 0) on failure and, if err is
+ * not NULL, stores the reason (PH_ERR_LIMIT when PH_MAX_WORLDS are alive). */
+ph_world_id ph_world_create(const ph_world_def *def, int *err);
+int ph_world_destroy(ph_world_id w);
+int ph_world_is_valid(ph_world_id w);
+
+int ph_world_get_settings(ph_world_id w, ph_settings *out);
+/* Validates and installs new settings; they take effect at the next step. */
+int ph_world_set_settings(ph_world_id w, const ph_settings *s);
+
+/* Advances the world by settings.time_step. */
+int ph_world_step(ph_world_id w);
+
+/* Number of steps taken since creation. */
+uint64_t ph_world_get_step_count(ph_world_id w);
+int ph_world_body_count(ph_world_id w);
+int ph_world_joint_count(ph_world_id w);
+
+/* Fills out with up to cap live body ids in slot order; returns the number
+ * written, or a negative error. */
+int ph_world_get_bodies(ph_world_id w, ph_body_id *out, int cap);
+
+/* Fills out with up to cap live joint ids in slot order; returns the number
+ * written, or a negative error. */
+int ph_world_get_joints(ph_world_id w, ph_joint_id *out, int cap);
+
+/* 64-bit FNV-1a hash of every live body's slot, position, orientation and
+ * velocities (bit patterns). Equal on equal states. */
+uint64_t ph_world_state_hash(ph_world_id w);
+
+/* ---------------------------------------------------------------- bodies */
+
+typedef enum ph_body_type {
+    PH_BODY_STATIC = 0,
+    PH_BODY_KINEMATIC = 1, /* moved by its velocity, unaffected by forces and contacts */
+    PH_BODY_DYNAMIC = 2,
+} ph_body_type;
+
+typedef struct ph_body_def {
+    ph_body_type type;       /* default PH_BODY_DYNAMIC */
+    ph_vec3 position;        /* m, default 0 */
+    ph_quat orientation;     /* unit quaternion, default identity (normalized on create) */
+    ph_vec3 linear_velocity; /* m/s, default 0 */
+    ph_vec3 angular_velocity;/* rad/s in world frame, default 0 */
+    double linear_damping;   /* 1/s, default 0: v *= 1/(1 + h·c) per step */
+    double angular_damping;  /* 1/s, default 0 */
+    double gravity_scale;    /* default 1 */
+    uint64_t user_data;      /* opaque, default 0 */
+} ph_body_def;
+
+ph_body_def ph_default_body_def(void);
+
+ph_body_id ph_body_create(ph_world_id w, const ph_body_def *def, int *err);
+/* Destroys the body, its shapes and every joint attached to it. */
+int ph_body_destroy(ph_body_id b);
+int ph_body_is_valid(ph_body_id b);
+
+/* The state of a body in one call. */
+typedef struct ph_body_state {
+    ph_body_type type;
+    ph_vec3 position;
+    ph_quat orientation;
+    ph_vec3 linear_velocity;
+    ph_vec3 angular_velocity; /* world frame */
+    double mass;              /* kg, 0 for static and kinematic */
+    ph_vec3 inertia;          /* principal moments about the centre of mass, body frame */
+    int shape_count;
+    uint64_t user_data;
+} ph_body_state;
+
+int ph_body_get_state(ph_body_id b, ph_body_state *out);
+int ph_body_get_transform(ph_body_id b, ph_transform *out);
+int ph_body_set_transform(ph_body_id b, ph_vec3 position, ph_quat orientation);
+int ph_body_set_velocity(ph_body_id b, ph_vec3 linear, ph_vec3 angular);
+/* Force (N) and torque (N m) accumulated for the next step only. */
+int ph_body_apply_force(ph_body_id b, ph_vec3 force, ph_vec3 world_point);
+int ph_body_apply_torque(ph_body_id b, ph_vec3 torque);
+/* Impulse (N s) applied immediately to the velocity. */
+int ph_body_apply_impulse(ph_body_id b, ph_vec3 impulse, ph_vec3 world_point);
+/* Kinematic bodies: velocities that bring the body to the pose in one step. */
+int ph_body_set_kinematic_target(ph_body_id b, ph_vec3 position, ph_quat orientation);
+/* Overrides the mass properties computed from the shapes. inertia is the
+ * diagonal inertia (kg m^2) in the body frame; the centre of mass stays at the
+ * body origin. */
+int ph_body_set_mass(ph_body_id b, double mass, ph_vec3 inertia);
+int ph_body_set_damping(ph_body_id b, double linear, double angular);
+/* Angular momentum about the centre of mass (kg m^2/s), world frame. */
+int ph_body_get_angular_momentum(ph_body_id b, ph_vec3 *out);
+
+/* ---------------------------------------------------------------- shapes */
+
+typedef enum ph_shape_type {
+    PH_SHAPE_SPHERE = 0,
+    PH_SHAPE_BOX = 1,
+    PH_SHAPE_CAPSULE = 2, /* segment along local z of half-length half_height, plus radius */
+    PH_SHAPE_PLANE = 3,   /* static bodies only: points with n·x <= offset are inside */
+    PH_SHAPE_TYPE_COUNT
+} ph_shape_type;
+
+typedef struct ph_shape_def {
+    ph_shape_type type;   /* default sphere */
+    double radius;        /* sphere and capsule, m, default 0.5 */
+    ph_vec3 half_extents; /* box, m, default (0.5, 0.5, 0.5) */
+    double half_height;   /* capsule: half length of the core segment, m, default 0.5 */
+    ph_vec3 normal;       /* plane: unit outward normal in body frame, default (0,0,1) */
+    double offset;        /* plane: n·x = offset on the surface, default 0 */
+    ph_transform local;   /* pose in the body frame, default identity */
+    double density;       /* kg/m^3, default 1000 */
+    double friction;      /* default 0.5; a pair uses sqrt(mu_a mu_b) */
+    double restitution;   /* default 0; a pair uses max(e_a, e_b) */
+} ph_shape_def;
+
+ph_shape_def ph_default_shape_def(void);
+
+/* Adds a shape and recomputes the body's mass properties from all its shapes
+ * (unless ph_body_set_mass was called). The centre of mass is the body
+ * origin: compound shapes should be placed around it. */
+ph_shape_id ph_shape_create(ph_body_id b, const ph_shape_def *def, int *err);
+int ph_shape_destroy(ph_shape_id s);
+int ph_shape_get_def(ph_shape_id s, ph_shape_def *out);
+int ph_body_get_shapes(ph_body_id b, ph_shape_id *out, int cap);
+
+/* Mass (kg) and principal inertia (body frame) of a shape of the given
+ * density, about the shape's own centre. Plane: 0. */
+void ph_shape_mass(const ph_shape_def *def, double *mass, ph_vec3 *inertia);
+
+/* ---------------------------------------------------------------- joints */
+
+typedef enum ph_joint_type {
+    PH_JOINT_BALL = 0,     /* anchors coincide (3 rows) */
+    PH_JOINT_HINGE = 1,    /* ball + axis alignment (5 rows) + optional limit and motor */
+    PH_JOINT_DISTANCE = 2, /* anchors at a fixed distance (1 row) */
+    PH_JOINT_FIXED = 3,    /* ball + relative orientation locked (6 rows) */
+} ph_joint_type;
+
+typedef struct ph_joint_def {
+    ph_joint_type type;     /* default ball */
+    ph_body_id body_a;      /* required */
+    ph_body_id body_b;      /* null id = the static world frame */
+    ph_vec3 anchor_a;       /* body A local frame, m */
+    ph_vec3 anchor_b;       /* body B local frame (world frame when body_b is null) */
+    ph_vec3 axis_a;         /* hinge: unit axis in A's frame, default (0,0,1) */
+    ph_vec3 axis_b;         /* hinge: unit axis in B's frame, default (0,0,1) */
+    double distance;        /* distance joint: rest length, m; < 0 means "current", default -1 */
+    int enable_limit;       /* hinge: default 0 */
+    double lower_angle;     /* hinge: rad, >= -pi, default -pi/4 */
+    double upper_angle;     /* hinge: rad, <= pi, >= lower, default pi/4 */
+    int enable_motor;       /* hinge: default 0 */
+    double motor_speed;     /* hinge: target relative angular speed, rad/s */
+    double max_motor_torque;/* hinge: N m, >= 0 */
+} ph_joint_def;
+
+ph_joint_def ph_default_joint_def(void);
+
+ph_joint_id ph_joint_create(ph_world_id w, const ph_joint_def *def, int *err);
+int ph_joint_destroy(ph_joint_id j);
+int ph_joint_is_valid(ph_joint_id j);
+/* The definition the joint was created with (distance resolved to its length). */
+int ph_joint_get_def(ph_joint_id j, ph_joint_def *out);
+/* Hinge: the angle of B relative to A about the axis, rad, in (-pi, pi]. */
+int ph_joint_get_hinge_angle(ph_joint_id j, double *angle);
+/* Distance between the two anchors in world space, m (ball, hinge, fixed:
+ * the error; distance joint: the current length). */
+int ph_joint_get_anchor_separation(ph_joint_id j, double *out);
+
+/* ------------------------------------------------------------ statistics */
+
+#define PH_STATS_MAX_ITERS 1024
+
+typedef enum ph_stage {
+    PH_STAGE_BROADPHASE = 0,
+    PH_STAGE_NARROWPHASE,
+    PH_STAGE_ROWS,      /* impacts, row build and warm start */
+    PH_STAGE_SOLVE,
+    PH_STAGE_INTEGRATE,
+    PH_STAGE_COUNT
+} ph_stage;
+
+/* Statistics of the last step (of its last substep for the solver parts),
+ * measured on the actual constraint rows. */
+typedef struct ph_step_stats {
+    uint64_t step;          /* the world's step count after this step */
+    int iterations;         /* iterations actually run */
+    int rows;               /* constraint rows */
+    int contacts;           /* contact points */
+    int manifolds;
+    int joints;
+    int bodies;             /* live bodies */
+    int pairs;              /* broadphase pairs */
+    int impacts;            /* Newton–Coulomb impacts applied */
+    /* Merits after each iteration (recorded when settings.record_merits or
+     * tolerance > 0; up to PH_STATS_MAX_ITERS entries): */
+    int merit_count;
+    double fischer[PH_STATS_MAX_ITERS];  /* psi = 1/2 sum phi_FB^2 (see solver docs) */
+    double minmap[PH_STATS_MAX_ITERS];   /* || lambda - clamp(lambda - y, lo, hi) ||_2 */
+    double fischer_final;
+    double minmap_final;
+    double rel_residual;    /* ||B - S lambda||_2 / ||B||_2 over all rows (0 when B = 0) */
+    double max_penetration; /* m, deepest contact at collision time of the last substep */
+    double stage_ms[PH_STAGE_COUNT];
+    double total_ms;
+} ph_step_stats;
+
+int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
+
+/* ------------------------------------------------------------- contacts */
+
+typedef struct ph_contact_info {
+    ph_body_id body_a, body_b;
+    ph_shape_id shape_a, shape_b;
+    ph_vec3 point;       /* world, midway between the surfaces */
+    ph_vec3 normal;      /* from A to B */
+    double depth;        /* m, > 0 penetrating */
+    double normal_impulse;
+    double tangent_impulse[2];
+    uint32_t feature;
+} ph_contact_info;
+
+/* Copies up to cap contact points of the last step; returns the total count. */
+int ph_world_get_contacts(ph_world_id w, ph_contact_info *out, int cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PHYSD_PH_CORE_H */

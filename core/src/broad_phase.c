@@ -1,0 +1,157 @@
+/*
+ * broad_phase.c — candidate shape pairs by sweep and prune.
+ *
+ * Normal path: refresh every shape's world AABB (grown by the contact
+ * margin), sort the finite shapes by their lower bound on the sweep axis,
+ * sweep them, test the other two axes, and emit pairs
+ * of shapes on different bodies where at least one body is dynamic. Planes
+ * (infinite) are tested against every finite shape's AABB. Pairs are then
+ * sorted by (shape a, shape b) so narrowphase and warm starting see a
+ * deterministic order.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY when the pair array cannot grow; the
+ * previous pairs are then kept.
+ *
+ * Invariants: pair (sa, sb) has sa < sb by slot; the sweep axis is the one of
+ * largest spread of AABB centres, chosen each step; ties in the sort are
+ * broken by slot index, so the order never depends on memory addresses.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ph_internal.h"
+
+int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return PH_OK;
+    int64_t nc = *cap ? (int64_t)*cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    if (nc > INT32_MAX) return PH_ERR_NO_MEMORY;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p) return PH_ERR_NO_MEMORY;
+    *arr = p;
+    *cap = (int32_t)nc;
+    return PH_OK;
+}
+
+static int body_moves(const ph__body *b) { return b->type != PH_BODY_STATIC; }
+
+static int pair_cmp(const void *x, const void *y) {
+    const ph__pair *a = x, *b = y;
+    if (a->sa != b->sa) return a->sa < b->sa ? -1 : 1;
+    if (a->sb != b->sb) return a->sb < b->sb ? -1 : 1;
+    return 0;
+}
+
+static int key_cmp(const void *x, const void *y) {
+    const ph__sap_key *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->slot < b->slot ? -1 : (a->slot > b->slot);
+}
+
+static int push_pair(ph__world *w, int32_t s1, int32_t s2) {
+    if (ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+    ph__pair *p = &w->pairs[w->pair_count++];
+    p->sa = s1 < s2 ? s1 : s2;
+    p->sb = s1 < s2 ? s2 : s1;
+    return PH_OK;
+}
+
+/* May shapes s1 and s2 (of different bodies) collide at all? */
+static int pair_allowed(const ph__world *w, int32_t s1, int32_t s2) {
+    const ph__body *b1 = &w->bodies[w->shapes[s1].body];
+    const ph__body *b2 = &w->bodies[w->shapes[s2].body];
+    if (w->shapes[s1].body == w->shapes[s2].body) return 0;
+    /* At least one side must be dynamic; kinematic–kinematic and
+     * kinematic–static pairs produce nothing. */
+    return b1->type == PH_BODY_DYNAMIC || b2->type == PH_BODY_DYNAMIC;
+}
+
+static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int axis) {
+    return ph_vget(alo, axis) <= ph_vget(bhi, axis) && ph_vget(blo, axis) <= ph_vget(ahi, axis);
+}
+
+int ph__broadphase(ph__world *w) {
+    const double margin = w->settings.contact_margin;
+    int32_t nfinite = 0, nplanes = 0;
+    /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
+    if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0);
+    for (int32_t s = 0; s < w->shape_hwm; s++) {
+        ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0) continue;
+        const ph__body *b = &w->bodies[sh->body];
+        ph_transform bt = {b->p, b->q};
+        ph_transform t = ph_xform_mul(bt, sh->local);
+        ph__geom_aabb(&sh->geom, t, margin, &sh->aabb_lo, &sh->aabb_hi);
+        if (sh->geom.type == PH_SHAPE_PLANE) {
+            nplanes++;
+            continue;
+        }
+        ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
+        csum = ph_add(csum, c);
+        csq = ph_add(csq, ph_cmul(c, c));
+        nfinite++;
+    }
+    /* 2. Sweep axis: largest variance of centres. */
+    int axis = 0;
+    if (nfinite > 1) {
+        ph_vec3 mean = ph_scale(csum, 1.0 / nfinite);
+        ph_vec3 var = ph_sub(ph_scale(csq, 1.0 / nfinite), ph_cmul(mean, mean));
+        axis = var.x >= var.y ? (var.x >= var.z ? 0 : 2) : (var.y >= var.z ? 1 : 2);
+    }
+    int ax1 = (axis + 1) % 3, ax2 = (axis + 2) % 3;
+
+    /* 3. Sort the finite shapes by lower bound on the axis, ties by slot. */
+    if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nfinite + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    int32_t n = 0;
+    for (int32_t s = 0; s < w->shape_hwm; s++) {
+        const ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE) continue;
+        w->sap_keys[n].key = ph_vget(sh->aabb_lo, axis);
+        w->sap_keys[n].slot = s;
+        n++;
+    }
+    if (n > 1) qsort(w->sap_keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
+    int32_t *ord = w->sap_order;
+    for (int32_t i = 0; i < n; i++) ord[i] = w->sap_keys[i].slot;
+
+    /* 4. Sweep. */
+    w->pair_count = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t s1 = ord[i];
+        const ph__shape *a = &w->shapes[s1];
+        double hi = ph_vget(a->aabb_hi, axis);
+        int moves1 = body_moves(&w->bodies[a->body]);
+        for (int32_t k = i + 1; k < n; k++) {
+            int32_t s2 = ord[k];
+            const ph__shape *b = &w->shapes[s2];
+            if (ph_vget(b->aabb_lo, axis) > hi) break;
+            if (!moves1 && !body_moves(&w->bodies[b->body])) continue;
+            if (!overlap_axis(a->aabb_lo, a->aabb_hi, b->aabb_lo, b->aabb_hi, ax1) ||
+                !overlap_axis(a->aabb_lo, a->aabb_hi, b->aabb_lo, b->aabb_hi, ax2))
+                continue;
+            if (!pair_allowed(w, s1, s2)) continue;
+            if (push_pair(w, s1, s2)) return PH_ERR_NO_MEMORY;
+        }
+    }
+    /* 5. Planes against every finite shape. */
+    if (nplanes > 0) {
+        for (int32_t p = 0; p < w->shape_hwm; p++) {
+            const ph__shape *pl = &w->shapes[p];
+            if (pl->body < 0 || pl->geom.type != PH_SHAPE_PLANE) continue;
+            for (int32_t i = 0; i < n; i++) {
+                int32_t s = ord[i];
+                const ph__shape *sh = &w->shapes[s];
+                if (w->bodies[sh->body].type != PH_BODY_DYNAMIC) continue;
+                if (!overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 0) ||
+                    !overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 1) ||
+                    !overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 2))
+                    continue;
+                if (!pair_allowed(w, p, s)) continue;
+                if (push_pair(w, p, s)) return PH_ERR_NO_MEMORY;
+            }
+        }
+    }
+    if (w->pair_count > 1) qsort(w->pairs, (size_t)w->pair_count, sizeof(ph__pair), pair_cmp);
+    return PH_OK;
+}

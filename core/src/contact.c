@@ -1,0 +1,247 @@
+/*
+ * contact.c — contact manifolds, warm-start matching, Newton–Coulomb
+ * impacts and the contact rows of the SPOOK system.
+ *
+ * Normal path: for every broadphase pair, collide the two shapes at their
+ * world poses; keep the manifold if it has points; match each point to the
+ * previous step's manifold of the same shape pair by feature key and copy its
+ * impulses (warm start). Then, for fast approaching points of restitutive
+ * pairs, apply Newton–Coulomb impulses (seeds/002, eqs. 1-7). Finally each
+ * point becomes three rows: the normal (unilateral, SPOOK stabilized) and two
+ * friction rows (NCP bounds +-mu lambda_n, or scaled box).
+ *
+ * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (the step is then
+ * abandoned before any state changes).
+ *
+ * Invariants: manifolds are in pair order (sorted by shape slots), so the
+ * previous step's manifolds can be searched by binary search; a manifold's
+ * normal points from shape sa's body (ba) to shape sb's body (bb).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ph_internal.h"
+
+static ph_transform shape_pose(const ph__world *w, const ph__shape *sh) {
+    const ph__body *b = &w->bodies[sh->body];
+    ph_transform bt = {b->p, b->q};
+    return ph_xform_mul(bt, sh->local);
+}
+
+static const ph__contact_manifold *find_prev(const ph__world *w, int32_t sa, int32_t sb) {
+    int32_t lo = 0, hi = w->prev_count - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) / 2;
+        const ph__contact_manifold *m = &w->prev_manifolds[mid];
+        if (m->sa == sa && m->sb == sb) return m;
+        if (m->sa < sa || (m->sa == sa && m->sb < sb)) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+int ph__narrowphase(ph__world *w) {
+    /* The current manifolds become the previous ones. */
+    ph__contact_manifold *t = w->prev_manifolds;
+    int32_t tc = w->prev_cap;
+    w->prev_manifolds = w->manifolds;
+    w->prev_cap = w->manifold_cap;
+    w->prev_count = w->manifold_count;
+    w->manifolds = t;
+    w->manifold_cap = tc;
+    w->manifold_count = 0;
+    if (ph__reserve((void **)&w->manifolds, &w->manifold_cap, w->pair_count + 1, sizeof(ph__contact_manifold)))
+        return PH_ERR_NO_MEMORY;
+    const double margin = w->settings.contact_margin;
+    const int warm = w->settings.warm_start;
+    double maxpen = 0;
+    for (int32_t i = 0; i < w->pair_count; i++) {
+        const ph__pair *p = &w->pairs[i];
+        const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
+        ph__contact_manifold *cm = &w->manifolds[w->manifold_count];
+        if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin, &cm->m) <= 0) continue;
+        cm->sa = p->sa;
+        cm->sb = p->sb;
+        cm->ba = a->body;
+        cm->bb = b->body;
+        cm->friction = sqrt(a->friction * b->friction);
+        cm->restitution = a->restitution > b->restitution ? a->restitution : b->restitution;
+        cm->row0 = -1;
+        ph_tangents(cm->m.normal, &cm->t1, &cm->t2);
+        const ph__contact_manifold *old = warm ? find_prev(w, p->sa, p->sb) : NULL;
+        for (int k = 0; k < cm->m.count; k++) {
+            cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
+            if (cm->m.pts[k].depth > maxpen) maxpen = cm->m.pts[k].depth;
+            if (!old) continue;
+            for (int q = 0; q < old->m.count; q++) {
+                if (old->m.pts[q].feature == cm->m.pts[k].feature) {
+                    /* Friction impulses through world space into the new basis. */
+                    ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[q]), ph_scale(old->t2, old->lt2[q]));
+                    cm->ln[k] = old->ln[q];
+                    cm->lt1[k] = ph_dot(f, cm->t1);
+                    cm->lt2[k] = ph_dot(f, cm->t2);
+                    break;
+                }
+            }
+        }
+        w->manifold_count++;
+    }
+    w->stats.max_penetration = maxpen;
+    return PH_OK;
+}
+
+/* Velocity of body point r (relative to the centre) of solver body s. */
+static ph_vec3 point_vel(const ph__sbody *s, ph_vec3 r) { return ph_add(s->v, ph_cross(s->w, r)); }
+
+static void apply_impulse(ph__sbody *s, ph_vec3 r, ph_vec3 j) {
+    s->v = ph_mul_add(s->v, s->inv_mass, j);
+    s->w = ph_add(s->w, ph_mat3_mulv(&s->inv_i, ph_cross(r, j)));
+}
+
+/* Collision matrix K of one body at arm r: (1/m) I - [r]x I^-1 [r]x. */
+static void add_k(ph_mat3 *k, const ph__sbody *s, ph_vec3 r) {
+    ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int c = 0; c < 3; c++) {
+        /* Column c: (1/m) e_c + (I^-1 (r x e_c)) x r. */
+        ph_vec3 col = ph_add(ph_scale(e[c], s->inv_mass), ph_cross(ph_mat3_mulv(&s->inv_i, ph_cross(r, e[c])), r));
+        k->m[0][c] += col.x;
+        k->m[1][c] += col.y;
+        k->m[2][c] += col.z;
+    }
+}
+
+int ph__impacts(ph__world *w) {
+    const double thr = w->settings.restitution_threshold;
+    int count = 0;
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        const double e = cm->restitution, mu = cm->friction;
+        if (e <= 0) continue; /* inelastic contacts are left to the solver */
+        ph__sbody *sa = &w->sbodies[w->body_to_sbody[cm->ba]];
+        ph__sbody *sb = &w->sbodies[w->body_to_sbody[cm->bb]];
+        const ph_vec3 n = cm->m.normal;
+        for (int k = 0; k < cm->m.count; k++) {
+            if (cm->m.pts[k].depth < 0) continue;
+            ph_vec3 pt = cm->m.pts[k].point;
+            ph_vec3 ra = ph_sub(pt, w->bodies[cm->ba].p), rb = ph_sub(pt, w->bodies[cm->bb].p);
+            ph_vec3 u = ph_sub(point_vel(sb, rb), point_vel(sa, ra));
+            double un = ph_dot(u, n);
+            if (un >= -thr) continue;
+            ph_mat3 K;
+            memset(&K, 0, sizeof K);
+            add_k(&K, sa, ra);
+            add_k(&K, sb, rb);
+            /* Stick: u' = -e u_n n (eq. 1-2), I = K^-1 (u' - u). */
+            ph_vec3 target = ph_scale(n, -e * un);
+            ph_vec3 J;
+            if (!ph_mat3_solve(&K, ph_sub(target, u), &J)) continue;
+            double jn = ph_dot(J, n);
+            ph_vec3 jt = ph_sub(J, ph_scale(n, jn));
+            if (ph_len(jt) > mu * jn) {
+                /* Sliding (eqs. 4-5): friction opposes the tangential velocity. */
+                ph_vec3 ut = ph_sub(u, ph_scale(n, un));
+                ph_vec3 tdir = ph_normalize(ut);
+                ph_vec3 kd = ph_mat3_mulv(&K, ph_sub(n, ph_scale(tdir, mu)));
+                double den = ph_dot(n, kd);
+                if (den <= 1e-300) continue;
+                double j = -(1.0 + e) * un / den;
+                J = ph_sub(ph_scale(n, j), ph_scale(tdir, mu * j));
+            }
+            apply_impulse(sb, rb, J);
+            apply_impulse(sa, ra, ph_neg(J));
+            count++;
+        }
+    }
+    return count;
+}
+
+/* Fills the Jacobian of a row along direction d at arms ra, rb. */
+static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
+    r->lin_a = ph_neg(d);
+    r->ang_a = ph_neg(ph_cross(ra, d));
+    r->lin_b = d;
+    r->ang_b = ph_cross(rb, d);
+}
+
+static double row_jv(const ph__world *w, const ph__row *r) {
+    const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
+    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
+}
+
+static double row_jv0(const ph__world *w, const ph__row *r) {
+    return ph_dot(r->lin_a, w->v0[r->ia]) + ph_dot(r->ang_a, w->w0[r->ia]) + ph_dot(r->lin_b, w->v0[r->ib]) +
+           ph_dot(r->ang_b, w->w0[r->ib]);
+}
+
+int ph__contact_rows(ph__world *w, double h) {
+    double a, b, eps, af, bf, epsf;
+    ph__spook(w->settings.contact, h, &a, &b, &eps);
+    ph__spook(w->settings.friction, h, &af, &bf, &epsf);
+    (void)af;
+    (void)bf;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const double g = ph_len(w->settings.gravity);
+    const ph_vec3 down = ph_normalize(w->settings.gravity);
+    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        const ph__body *bda = &w->bodies[cm->ba], *bdb = &w->bodies[cm->bb];
+        const ph_vec3 n = cm->m.normal, t1 = cm->t1, t2 = cm->t2;
+        double box_bound = 0;
+        if (box) {
+            double ima = w->sbodies[ia].inv_mass, imb = w->sbodies[ib].inv_mass;
+            double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
+            box_bound = cm->friction * mred * g * h / cm->m.count;
+        }
+        cm->row0 = w->row_count;
+        for (int k = 0; k < cm->m.count; k++) {
+            const ph__mpoint *mp = &cm->m.pts[k];
+            ph_vec3 ra = ph_sub(mp->point, bda->p), rb = ph_sub(mp->point, bdb->p);
+            double height = -ph_dot(mp->point, down);
+            ph__row *rn = ph__add_row(w);
+            if (!rn) return PH_ERR_NO_MEMORY;
+            int32_t nidx = w->row_count - 1;
+            rn->ia = ia;
+            rn->ib = ib;
+            set_linear_row(rn, n, ra, rb);
+            ph__finish_row(w, rn, eps);
+            /* g = -depth. Penetrating or touching: SPOOK, -a g - b G W (eq. 26
+             * with the velocity bookkeeping, see solver.c). Separated
+             * (speculative): allow the gap to close within this step. */
+            double gap = -mp->depth;
+            double jv0 = row_jv0(w, rn);
+            rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+            rn->B = rn->rhs - row_jv(w, rn);
+            rn->lo = 0;
+            rn->hi = INFINITY;
+            rn->lambda = cm->ln[k] * wsf;
+            rn->height = height;
+            for (int d = 0; d < 2; d++) {
+                ph__row *rt = ph__add_row(w);
+                if (!rt) return PH_ERR_NO_MEMORY;
+                rt->ia = ia;
+                rt->ib = ib;
+                set_linear_row(rt, d == 0 ? t1 : t2, ra, rb);
+                ph__finish_row(w, rt, epsf);
+                rt->rhs = 0;
+                rt->B = -row_jv(w, rt);
+                rt->mu = cm->friction;
+                rt->height = height;
+                if (box) {
+                    rt->lo = -box_bound;
+                    rt->hi = box_bound;
+                    rt->normal = -1;
+                } else {
+                    rt->normal = nidx;
+                    double bound = cm->friction * w->rows[nidx].lambda;
+                    rt->lo = -bound;
+                    rt->hi = bound;
+                }
+                double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * wsf;
+                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+            }
+        }
+    }
+    return PH_OK;
+}

@@ -1,0 +1,184 @@
+/*
+ * joint.c — the rows of ball-and-socket, hinge, distance and fixed joints.
+ *
+ * Normal path: each joint adds its rows with the Jacobian of its constraint
+ * g(q) and the SPOOK right-hand side -a g - b G W (seeds/002, eq. 8), using
+ * the world's joint k and d. Ball: three rows along the world axes on the
+ * anchor separation. Distance: one row along the anchor direction on
+ * |p_b - p_a| - L. Hinge: ball rows plus two angular rows keeping B's axis
+ * perpendicular to two directions normal to A's axis, plus an optional
+ * unilateral limit row and an optional motor row (target relative speed,
+ * impulse bounded by max torque x h). Fixed: ball rows plus three angular
+ * rows on the small-angle vector of the relative orientation error.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from row allocation.
+ *
+ * Invariants: a joint's rows appear in a fixed order each step, and each row
+ * keeps its impulse in the joint's lambda[] slot of the same meaning, so warm
+ * starting matches rows by meaning even when a limit row comes and goes.
+ */
+#include <string.h>
+
+#include "ph_internal.h"
+
+static ph_transform body_pose(const ph__world *w, int32_t b) {
+    ph_transform t = ph_transform_identity();
+    if (b >= 0) {
+        t.p = w->bodies[b].p;
+        t.q = w->bodies[b].q;
+    }
+    return t;
+}
+
+double ph__hinge_angle(const ph__world *w, const ph__joint *j) {
+    ph_transform ta = body_pose(w, j->a), tb = body_pose(w, j->b);
+    ph_vec3 axis = ph_rotate(ta.q, j->axis_a);
+    ph_vec3 ra = ph_rotate(ta.q, j->ref_a);
+    ph_vec3 rb = ph_rotate(tb.q, j->ref_b);
+    rb = ph_sub(rb, ph_scale(axis, ph_dot(rb, axis)));
+    return atan2(ph_dot(ph_cross(ra, rb), axis), ph_dot(ra, rb));
+}
+
+static double jv0(const ph__world *w, const ph__row *r) {
+    return ph_dot(r->lin_a, w->v0[r->ia]) + ph_dot(r->ang_a, w->w0[r->ia]) + ph_dot(r->lin_b, w->v0[r->ib]) +
+           ph_dot(r->ang_b, w->w0[r->ib]);
+}
+
+static double jv(const ph__world *w, const ph__row *r) {
+    const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
+    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
+}
+
+typedef struct jctx {
+    ph__world *w;
+    ph__joint *j;
+    int32_t ia, ib;
+    double a, b, eps, h, wsf;
+} jctx;
+
+/* Adds a bilateral (or bounded) row with position error g. */
+static ph__row *add(jctx *c, int slot, ph_vec3 la, ph_vec3 aa, ph_vec3 lb, ph_vec3 ab, double g) {
+    ph__row *r = ph__add_row(c->w);
+    if (!r) return NULL;
+    r->ia = c->ia;
+    r->ib = c->ib;
+    r->lin_a = la;
+    r->ang_a = aa;
+    r->lin_b = lb;
+    r->ang_b = ab;
+    ph__finish_row(c->w, r, c->eps);
+    r->rhs = -c->a * g + (1.0 - c->b) * jv0(c->w, r);
+    r->B = r->rhs - jv(c->w, r);
+    r->lambda = c->j->lambda[slot] * c->wsf;
+    c->j->row_slot[c->j->nrows++] = (int8_t)slot;
+    return r;
+}
+
+static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
+    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    int32_t first = c->w->row_count;
+    for (int k = 0; k < 3; k++) {
+        if (!add(c, k, ph_neg(e[k]), ph_neg(ph_cross(ra, e[k])), e[k], ph_cross(rb, e[k]), ph_vget(sep, k)))
+            return PH_ERR_NO_MEMORY;
+    }
+    /* The three rows share a long lever arm when the anchor is far from the
+     * centre of mass, which makes their 3x3 block badly conditioned for
+     * scalar Gauss–Seidel; they are solved as one block instead. */
+    return ph__make_block(c->w, first);
+}
+
+int ph__joint_rows(ph__world *w, double h) {
+    jctx c;
+    memset(&c, 0, sizeof c);
+    c.w = w;
+    c.h = h;
+    ph__spook(w->settings.joint, h, &c.a, &c.b, &c.eps);
+    c.wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const ph_vec3 zero = ph_v3(0, 0, 0);
+    for (int32_t i = 0; i < w->joint_hwm; i++) {
+        ph__joint *j = &w->joints[i];
+        if (!j->alive) continue;
+        c.j = j;
+        c.ia = w->body_to_sbody[j->a];
+        c.ib = j->b >= 0 ? w->body_to_sbody[j->b] : 0;
+        j->row0 = w->row_count;
+        j->nrows = 0;
+        ph_transform ta = body_pose(w, j->a), tb = body_pose(w, j->b);
+        ph_vec3 ra = ph_rotate(ta.q, j->anchor_a), rb = ph_rotate(tb.q, j->anchor_b);
+        ph_vec3 pa = ph_add(ta.p, ra), pb = ph_add(tb.p, rb);
+        ph_vec3 sep = ph_sub(pb, pa);
+        switch (j->type) {
+        case PH_JOINT_BALL:
+            if (ball_rows(&c, ra, rb, sep)) return PH_ERR_NO_MEMORY;
+            break;
+        case PH_JOINT_DISTANCE: {
+            double len = ph_len(sep);
+            if (len < 1e-9) break; /* direction undefined: skip this step */
+            ph_vec3 n = ph_scale(sep, 1.0 / len);
+            if (!add(&c, 0, ph_neg(n), ph_neg(ph_cross(ra, n)), n, ph_cross(rb, n), len - j->distance))
+                return PH_ERR_NO_MEMORY;
+            break;
+        }
+        case PH_JOINT_HINGE: {
+            if (ball_rows(&c, ra, rb, sep)) return PH_ERR_NO_MEMORY;
+            ph_vec3 axa = ph_rotate(ta.q, j->axis_a), axb = ph_rotate(tb.q, j->axis_b);
+            ph_vec3 t1, t2;
+            ph_tangents(axa, &t1, &t2);
+            ph_vec3 d1 = ph_cross(axb, t1), d2 = ph_cross(axb, t2);
+            if (!add(&c, 3, zero, ph_neg(d1), zero, d1, ph_dot(axb, t1))) return PH_ERR_NO_MEMORY;
+            if (!add(&c, 4, zero, ph_neg(d2), zero, d2, ph_dot(axb, t2))) return PH_ERR_NO_MEMORY;
+            if (j->enable_limit) {
+                double ang = ph__hinge_angle(w, j);
+                const double margin = 0.1; /* rad: the limit row is speculative within this */
+                if (ang - j->lower < margin) {
+                    ph__row *r = add(&c, 5, zero, ph_neg(axa), zero, axa, ang - j->lower);
+                    if (!r) return PH_ERR_NO_MEMORY;
+                    double g = ang - j->lower;
+                    if (g > 0) r->rhs = -g / h;
+                    r->B = r->rhs - jv(w, r);
+                    r->lo = 0;
+                    if (r->lambda < 0) r->lambda = 0;
+                }
+                if (j->upper - ang < margin) {
+                    ph__row *r = add(&c, 6, zero, axa, zero, ph_neg(axa), j->upper - ang);
+                    if (!r) return PH_ERR_NO_MEMORY;
+                    double g = j->upper - ang;
+                    if (g > 0) r->rhs = -g / h;
+                    r->B = r->rhs - jv(w, r);
+                    r->lo = 0;
+                    if (r->lambda < 0) r->lambda = 0;
+                }
+            }
+            if (j->enable_motor) {
+                ph__row *r = add(&c, 7, zero, ph_neg(axa), zero, axa, 0);
+                if (!r) return PH_ERR_NO_MEMORY;
+                double eps_m = 0;
+                ph__finish_row(w, r, eps_m);
+                r->rhs = j->motor_speed;
+                r->B = r->rhs - jv(w, r);
+                double bound = j->max_motor_torque * h;
+                r->lo = -bound;
+                r->hi = bound;
+                if (r->lambda < r->lo) r->lambda = r->lo;
+                if (r->lambda > r->hi) r->lambda = r->hi;
+            }
+            break;
+        }
+        case PH_JOINT_FIXED: {
+            if (ball_rows(&c, ra, rb, sep)) return PH_ERR_NO_MEMORY;
+            /* Error rotation e = q_b (q_a rel)^-1; small-angle vector 2 vec(e). */
+            ph_quat target = ph_quat_mul(ta.q, j->rel_q);
+            ph_quat e = ph_quat_mul(tb.q, ph_quat_conj(target));
+            double s = e.w < 0 ? -2.0 : 2.0;
+            ph_vec3 th = ph_v3(s * e.x, s * e.y, s * e.z);
+            static const ph_vec3 ax[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+            int32_t first = w->row_count;
+            for (int k = 0; k < 3; k++)
+                if (!add(&c, 3 + k, zero, ph_neg(ax[k]), zero, ax[k], ph_vget(th, k))) return PH_ERR_NO_MEMORY;
+            if (ph__make_block(w, first)) return PH_ERR_NO_MEMORY;
+            break;
+        }
+        }
+    }
+    return PH_OK;
+}

@@ -1,0 +1,236 @@
+/*
+ * solver.c — projected Gauss–Seidel on the SPOOK system with velocity
+ * bookkeeping, and the merit functions measured on the same rows.
+ *
+ * The system (seeds/002, eq. 8) is S lambda = B with S = G M^-1 G^T + Sigma,
+ * B = -a g - b G W - h G M^-1 f, and box bounds lo <= lambda <= hi. The
+ * solver never forms S. It keeps, per solver body, the current velocity
+ * v = W + h M^-1 f + M^-1 G^T lambda, so that for row i
+ *     (S lambda - B)_i = G_i v + eps_i lambda_i - rhs_i,
+ *     rhs_i = -a g_i + (1 - b) G_i W          (precomputed per row),
+ * and one Gauss–Seidel update (eqs. 19-20, 27-28, projection eq. 32) is
+ *     dl = -(G_i v + eps_i lambda_i - rhs_i) / S_ii,
+ *     lambda_i <- clamp(lambda_i + dl, lo_i, hi_i),
+ *     v <- v + M^-1 G_i^T (lambda_i new - lambda_i old)   (eqs. 33-34).
+ * For NCP friction (seeds/000) lo, hi = -+mu lambda_n with the normal row's
+ * current lambda, re-read on every visit.
+ *
+ * Merits after each iteration, with y = S lambda - B and the bounds at the
+ * current iterate:
+ *   Fischer–Burmeister psi = 1/2 sum phi_i^2, phi_i = y_i for free rows,
+ *     fb(lambda - lo, y) for lower-bounded rows, and
+ *     fb(lambda - lo, fb(hi - lambda, -y)) for boxed rows (Billups' form),
+ *     fb(a, b) = sqrt(a^2 + b^2) - a - b;
+ *   min-map || lambda - clamp(lambda - y, lo, hi) ||_2;
+ *   relative residual ||B - S lambda||_2 / ||B||_2 over all rows.
+ *
+ * Invariants: row order is given by w->order (a permutation); solver body 0
+ * is the fixed ground with zero inverse mass, so updates to it are no-ops.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "ph_internal.h"
+
+void ph__spook(ph_spook p, double h, double *a, double *b, double *eps) {
+    double d = p.d;
+    *a = 4.0 / (h * (1.0 + 4.0 * d));
+    *b = 4.0 * d / (1.0 + 4.0 * d);
+    *eps = 4.0 / (h * h * p.k * (1.0 + 4.0 * d));
+}
+
+ph__row *ph__add_row(ph__world *w) {
+    if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 1, sizeof(ph__row))) return NULL;
+    ph__row *r = &w->rows[w->row_count++];
+    memset(r, 0, sizeof *r);
+    r->lo = -INFINITY;
+    r->hi = INFINITY;
+    r->normal = -1;
+    r->block = -1;
+    return r;
+}
+
+static double row_dot(const ph__row *a, const ph__row *b) {
+    return ph_dot(a->lin_a, b->mlin_a) + ph_dot(a->ang_a, b->mang_a) + ph_dot(a->lin_b, b->mlin_b) +
+           ph_dot(a->ang_b, b->mang_b);
+}
+
+int ph__make_block(ph__world *w, int32_t first) {
+    if (ph__reserve((void **)&w->blocks, &w->block_cap, w->block_count + 1, sizeof(ph__block))) return PH_ERR_NO_MEMORY;
+    ph_mat3 s;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            s.m[i][j] = row_dot(&w->rows[first + i], &w->rows[first + j]) + (i == j ? w->rows[first + i].eps : 0);
+    ph__block *b = &w->blocks[w->block_count];
+    b->row = first;
+    /* Columns of the inverse by three solves; a singular block (a joint
+     * between two bodies without inertia) is left as scalar rows. */
+    ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int c = 0; c < 3; c++) {
+        ph_vec3 x;
+        if (!ph_mat3_solve(&s, e[c], &x)) return PH_OK;
+        b->inv.m[0][c] = x.x;
+        b->inv.m[1][c] = x.y;
+        b->inv.m[2][c] = x.z;
+    }
+    w->rows[first].block = w->block_count++;
+    w->rows[first + 1].block = -2;
+    w->rows[first + 2].block = -2;
+    return PH_OK;
+}
+
+void ph__finish_row(ph__world *w, ph__row *r, double eps) {
+    const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
+    r->mlin_a = ph_scale(r->lin_a, a->inv_mass);
+    r->mang_a = ph_mat3_mulv(&a->inv_i, r->ang_a);
+    r->mlin_b = ph_scale(r->lin_b, b->inv_mass);
+    r->mang_b = ph_mat3_mulv(&b->inv_i, r->ang_b);
+    double s = ph_dot(r->lin_a, r->mlin_a) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->lin_b, r->mlin_b) +
+               ph_dot(r->ang_b, r->mang_b) + eps;
+    r->eps = eps;
+    r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
+}
+
+static inline void apply(ph__sbody *sb, const ph__row *r, double dl) {
+    ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
+    a->v = ph_mul_add(a->v, dl, r->mlin_a);
+    a->w = ph_mul_add(a->w, dl, r->mang_a);
+    b->v = ph_mul_add(b->v, dl, r->mlin_b);
+    b->w = ph_mul_add(b->w, dl, r->mang_b);
+}
+
+static inline double row_jv(const ph__sbody *sb, const ph__row *r) {
+    const ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
+    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
+}
+
+/* One exact solve of a bilateral 3-row block (block Gauss–Seidel). */
+static void solve_block(ph__sbody *sb, ph__row *r, const ph__block *b) {
+    ph_vec3 res = ph_v3(row_jv(sb, &r[0]) + r[0].eps * r[0].lambda - r[0].rhs,
+                        row_jv(sb, &r[1]) + r[1].eps * r[1].lambda - r[1].rhs,
+                        row_jv(sb, &r[2]) + r[2].eps * r[2].lambda - r[2].rhs);
+    ph_vec3 dl = ph_neg(ph_mat3_mulv(&b->inv, res));
+    r[0].lambda += dl.x;
+    r[1].lambda += dl.y;
+    r[2].lambda += dl.z;
+    apply(sb, &r[0], dl.x);
+    apply(sb, &r[1], dl.y);
+    apply(sb, &r[2], dl.z);
+}
+
+void ph__warm_start(ph__world *w) {
+    for (int32_t i = 0; i < w->row_count; i++) {
+        const ph__row *r = &w->rows[i];
+        if (r->lambda != 0) apply(w->sbodies, r, r->lambda);
+    }
+    /* The ground must stay at rest whatever rounding did. */
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+}
+
+static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, double *hi) {
+    if (r->normal >= 0) {
+        double b = r->mu * rows[r->normal].lambda;
+        *lo = -b;
+        *hi = b;
+    } else {
+        *lo = r->lo;
+        *hi = r->hi;
+    }
+}
+
+static inline double fb(double a, double b) { return sqrt(a * a + b * b) - a - b; }
+
+/* Merits of the current iterate. */
+static void merits(const ph__world *w, double *psi, double *mm, double *res2, double *b2) {
+    double f = 0, m = 0, r2 = 0, bb = 0;
+    for (int32_t i = 0; i < w->row_count; i++) {
+        const ph__row *r = &w->rows[i];
+        double lo, hi;
+        bounds(w->rows, r, &lo, &hi);
+        double y = row_jv(w->sbodies, r) + r->eps * r->lambda - r->rhs;
+        double l = r->lambda, phi;
+        if (isinf(lo) && isinf(hi)) phi = y;
+        else if (isinf(hi)) phi = fb(l - lo, y);
+        else if (isinf(lo)) phi = -fb(hi - l, -y);
+        else phi = fb(l - lo, fb(hi - l, -y));
+        f += phi * phi;
+        double c = l - y;
+        c = c < lo ? lo : (c > hi ? hi : c);
+        m += (l - c) * (l - c);
+        r2 += y * y;
+        bb += r->B * r->B;
+    }
+    *psi = 0.5 * f;
+    *mm = sqrt(m);
+    *res2 = r2;
+    *b2 = bb;
+}
+
+void ph__solve(ph__world *w) {
+    const int iters = w->settings.iterations;
+    const double tol = w->settings.tolerance;
+    const int record = w->settings.record_merits || tol > 0;
+    ph__row *rows = w->rows;
+    ph__sbody *sb = w->sbodies;
+    const int32_t *order = w->order;
+    const int32_t n = w->row_count;
+    ph_step_stats *st = &w->stats;
+    st->merit_count = 0;
+    int it = 0;
+    double psi = 0, mm = 0, r2 = 0, b2 = 0;
+    for (it = 0; it < iters && n > 0; it++) {
+        for (int32_t k = 0; k < n; k++) {
+            ph__row *r = &rows[order[k]];
+            if (r->block != -1) {
+                if (r->block >= 0) solve_block(sb, r, &w->blocks[r->block]);
+                continue;
+            }
+            double lo, hi;
+            bounds(rows, r, &lo, &hi);
+            double dl = -(row_jv(sb, r) + r->eps * r->lambda - r->rhs) * r->inv_diag;
+            double nl = r->lambda + dl;
+            nl = nl < lo ? lo : (nl > hi ? hi : nl);
+            dl = nl - r->lambda;
+            r->lambda = nl;
+            apply(sb, r, dl);
+        }
+        sb[0].v = sb[0].w = ph_v3(0, 0, 0);
+        if (record) {
+            merits(w, &psi, &mm, &r2, &b2);
+            if (st->merit_count < PH_STATS_MAX_ITERS) {
+                st->fischer[st->merit_count] = psi;
+                st->minmap[st->merit_count] = mm;
+                st->merit_count++;
+            }
+            if (tol > 0 && psi < tol) {
+                it++;
+                break;
+            }
+        }
+    }
+    if (!record || n == 0) merits(w, &psi, &mm, &r2, &b2);
+    st->iterations = it;
+    st->rows = n;
+    st->fischer_final = psi;
+    st->minmap_final = mm;
+    st->rel_residual = b2 > 0 ? sqrt(r2 / b2) : 0.0;
+}
+
+void ph__store_impulses(ph__world *w) {
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        if (cm->row0 < 0) continue;
+        for (int k = 0; k < cm->m.count; k++) {
+            cm->ln[k] = w->rows[cm->row0 + 3 * k].lambda;
+            cm->lt1[k] = w->rows[cm->row0 + 3 * k + 1].lambda;
+            cm->lt2[k] = w->rows[cm->row0 + 3 * k + 2].lambda;
+        }
+    }
+    for (int32_t i = 0; i < w->joint_hwm; i++) {
+        ph__joint *j = &w->joints[i];
+        if (!j->alive) continue;
+        double keep[8] = {0};
+        for (int k = 0; k < j->nrows; k++) keep[j->row_slot[k]] = w->rows[j->row0 + k].lambda;
+        memcpy(j->lambda, keep, sizeof keep);
+    }
+}

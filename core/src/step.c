@@ -1,0 +1,223 @@
+/*
+ * step.c — one world step, read as a script:
+ *   for each substep of length h = time_step / substeps:
+ *     broadphase -> narrowphase (+ warm-start matching) -> solver bodies ->
+ *     Newton–Coulomb impacts -> external forces (gravity, forces, torques,
+ *     implicit gyroscopic term) -> joint and contact rows -> warm start ->
+ *     solve -> store impulses -> integrate positions (symplectic Euler,
+ *     quaternion q += h/2 (0, w) q, renormalized; seeds/002 eqs. 35-38).
+ * Each stage is timed into the world's statistics.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from a stage leaves positions and
+ * velocities as they were before the substep (no stage before integration
+ * writes body state) and is returned.
+ *
+ * Invariants: solver body 0 is the fixed ground; every dynamic and kinematic
+ * body has its own solver body in slot order; forces and torques are cleared
+ * after the step, whatever its outcome.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ph_internal.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Torque-free rotation over one step by the implicit midpoint rule on
+ * Euler's equations in the body frame,
+ *     I (w1 - w0) + h wm x I wm = 0,  wm = (w0 + w1) / 2,
+ * solved by Newton's method (3 iterations, quadratic convergence). The
+ * midpoint rule conserves every quadratic invariant of the flow, so both |L|
+ * and the kinetic energy are kept up to the Newton tolerance, where explicit
+ * Euler would add energy. */
+static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
+    ph_vec3 w0 = ph_inv_rotate(b->q, w_world);
+    const ph_vec3 I = b->inertia;
+    const double Ia[3] = {I.x, I.y, I.z};
+    ph_vec3 w1 = w0;
+    for (int it = 0; it < 3; it++) {
+        ph_vec3 wm = ph_scale(ph_add(w0, w1), 0.5);
+        ph_vec3 iw = ph_cmul(I, wm);
+        ph_vec3 f = ph_add(ph_cmul(I, ph_sub(w1, w0)), ph_scale(ph_cross(wm, iw), h));
+        if (ph_len2(f) < 1e-300) break;
+        /* d f / d w1 = I + h/2 (skew(wm) I - skew(I wm)) */
+        double sw[3][3] = {{0, -wm.z, wm.y}, {wm.z, 0, -wm.x}, {-wm.y, wm.x, 0}};
+        double si[3][3] = {{0, -iw.z, iw.y}, {iw.z, 0, -iw.x}, {-iw.y, iw.x, 0}};
+        ph_mat3 J;
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 3; c++) J.m[r][c] = (r == c ? Ia[r] : 0) + 0.5 * h * (sw[r][c] * Ia[c] - si[r][c]);
+        ph_vec3 dw;
+        if (!ph_mat3_solve(&J, f, &dw)) break;
+        w1 = ph_sub(w1, dw);
+    }
+    return ph_rotate(b->q, w1);
+}
+
+static int build_solver_bodies(ph__world *w) {
+    if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    int32_t n = 1;
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        const ph__body *b = &w->bodies[i];
+        w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC) ? n++ : 0;
+    }
+    if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
+    int32_t v0cap = w->v0_cap;
+    if (ph__reserve((void **)&w->v0, &v0cap, n, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
+    v0cap = w->v0_cap;
+    if (ph__reserve((void **)&w->w0, &v0cap, n, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
+    w->v0_cap = v0cap;
+    memset(&w->sbodies[0], 0, sizeof(ph__sbody));
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        int32_t s = w->body_to_sbody[i];
+        if (s == 0) continue;
+        const ph__body *b = &w->bodies[i];
+        ph__sbody *sb = &w->sbodies[s];
+        sb->v = b->v;
+        sb->w = b->w;
+        sb->inv_mass = b->inv_mass;
+        ph_mat3 r = ph_mat3_from_quat(b->q);
+        sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
+    }
+    w->sbody_count = n;
+    return PH_OK;
+}
+
+static void apply_forces(ph__world *w, double h) {
+    const ph_vec3 g = w->settings.gravity;
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        const ph__body *b = &w->bodies[i];
+        int32_t s = w->body_to_sbody[i];
+        if (s == 0) continue;
+        ph__sbody *sb = &w->sbodies[s];
+        w->v0[s] = sb->v;
+        w->w0[s] = sb->w;
+        if (b->type != PH_BODY_DYNAMIC) continue;
+        ph_vec3 v = ph_add(sb->v, ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h));
+        ph_vec3 av = sb->w;
+        if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
+        av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
+        if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
+        if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
+        sb->v = v;
+        sb->w = av;
+    }
+    w->v0[0] = w->w0[0] = ph_v3(0, 0, 0);
+}
+
+/* Row order: identity, or (gravity) joints first then contact triples
+ * sorted bottom-up by height, ties by row index (deterministic). The key
+ * array of the broadphase is reused as scratch. */
+static int cmp_key(const void *x, const void *y) {
+    const ph__sap_key *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->slot < b->slot ? -1 : (a->slot > b->slot);
+}
+
+static int build_order(ph__world *w, int32_t first_contact_row) {
+    if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < w->row_count; i++) w->order[i] = i;
+    if (w->settings.ordering == PH_ORDER_GRAVITY && w->row_count > first_contact_row) {
+        int32_t nc = (w->row_count - first_contact_row) / 3;
+        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nc + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+        for (int32_t k = 0; k < nc; k++) {
+            int32_t r = first_contact_row + 3 * k;
+            w->sap_keys[k].key = w->rows[r].height;
+            w->sap_keys[k].slot = r;
+        }
+        if (nc > 1) qsort(w->sap_keys, (size_t)nc, sizeof(ph__sap_key), cmp_key);
+        int32_t *o = w->order + first_contact_row;
+        for (int32_t k = 0; k < nc; k++) {
+            int32_t r = w->sap_keys[k].slot;
+            o[3 * k] = r;
+            o[3 * k + 1] = r + 1;
+            o[3 * k + 2] = r + 2;
+        }
+    }
+    return PH_OK;
+}
+
+static void integrate(ph__world *w, double h) {
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        ph__body *b = &w->bodies[i];
+        int32_t s = w->body_to_sbody[i];
+        if (s == 0) continue;
+        const ph__sbody *sb = &w->sbodies[s];
+        b->v = sb->v;
+        b->w = sb->w;
+        b->p = ph_mul_add(b->p, h, b->v);
+        ph_quat wq = {b->w.x, b->w.y, b->w.z, 0};
+        ph_quat dq = ph_quat_mul(wq, b->q);
+        ph_quat q = {b->q.x + 0.5 * h * dq.x, b->q.y + 0.5 * h * dq.y, b->q.z + 0.5 * h * dq.z, b->q.w + 0.5 * h * dq.w};
+        b->q = ph_quat_normalize(q);
+    }
+}
+
+static int substep(ph__world *w, double h) {
+    ph_step_stats *st = &w->stats;
+    double t0 = now_ms();
+    int e = ph__broadphase(w);
+    double t1 = now_ms();
+    st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
+    if (e) return e;
+    e = ph__narrowphase(w);
+    double t2 = now_ms();
+    st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
+    if (e) return e;
+    e = build_solver_bodies(w);
+    if (e) return e;
+    st->impacts += ph__impacts(w);
+    apply_forces(w, h);
+    w->row_count = 0;
+    w->block_count = 0;
+    e = ph__joint_rows(w, h);
+    if (e) return e;
+    int32_t first_contact = w->row_count;
+    e = ph__contact_rows(w, h);
+    if (e) return e;
+    e = build_order(w, first_contact);
+    if (e) return e;
+    ph__warm_start(w);
+    double t3 = now_ms();
+    st->stage_ms[PH_STAGE_ROWS] += t3 - t2;
+    ph__solve(w);
+    ph__store_impulses(w);
+    double t4 = now_ms();
+    st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
+    integrate(w, h);
+    st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
+    int contacts = 0;
+    for (int32_t i = 0; i < w->manifold_count; i++) contacts += w->manifolds[i].m.count;
+    st->contacts = contacts;
+    st->manifolds = w->manifold_count;
+    st->pairs = w->pair_count;
+    return PH_OK;
+}
+
+int ph_world_step(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    double t0 = now_ms();
+    ph_step_stats *st = &w->stats;
+    for (int k = 0; k < PH_STAGE_COUNT; k++) st->stage_ms[k] = 0;
+    st->impacts = 0;
+    const int n = w->settings.substeps;
+    const double h = w->settings.time_step / n;
+    int e = PH_OK;
+    for (int k = 0; k < n && e == PH_OK; k++) e = substep(w, h);
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        w->bodies[i].force = ph_v3(0, 0, 0);
+        w->bodies[i].torque = ph_v3(0, 0, 0);
+    }
+    if (e) return e;
+    w->steps++;
+    st->step = w->steps;
+    st->bodies = w->body_count;
+    st->joints = w->joint_count;
+    st->total_ms = now_ms() - t0;
+    return PH_OK;
+}

@@ -1,0 +1,221 @@
+/*
+ * test_joint.c — joints against mechanics: the period of a pendulum on a
+ * ball-and-socket joint, a hinge stopping at its limit, a motor reaching its
+ * speed, distance and fixed joints holding.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ph_test.h"
+
+#include "physd/ph_core.h"
+
+static ph_world_id new_world(void) {
+    ph_world_def d = ph_default_world_def();
+    int err;
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(err, PH_OK);
+    return w;
+}
+
+static ph_body_id add_body(ph_world_id w, ph_vec3 p, const ph_shape_def *sd) {
+    ph_body_def bd = ph_default_body_def();
+    bd.position = p;
+    int err;
+    ph_body_id b = ph_body_create(w, &bd, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_create(b, sd, &err);
+    assert_int_equal(err, PH_OK);
+    return b;
+}
+
+/* A sphere (r = 0.1) 2 m below a ball joint, released 5 degrees off the
+ * vertical. Period of the physical pendulum with the finite-amplitude
+ * correction: T = 2 pi sqrt((L^2 + 2/5 r^2) / (g L)) (1 + theta0^2 / 16). */
+static void test_pendulum_period(void **state) {
+    (void)state;
+    ph_world_id w = new_world();
+    const double L = 2.0, r = 0.1, th0 = 5.0 * PH_PI / 180.0, g = 9.81;
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = r;
+    ph_vec3 pivot = ph_v3(0, 0, 10);
+    ph_body_id b = add_body(w, ph_add(pivot, ph_v3(L * sin(th0), 0, -L * cos(th0))), &sd);
+    ph_joint_def jd = ph_default_joint_def();
+    jd.type = PH_JOINT_BALL;
+    jd.body_a = b;
+    jd.anchor_a = ph_v3(-L * sin(th0), 0, L * cos(th0));
+    jd.anchor_b = pivot;
+    int err;
+    ph_joint_id j = ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    /* Time the downward zero crossings of x (linear interpolation). */
+    double prev_x = L * sin(th0), t = 0, first = -1, last = -1, max_sep = 0;
+    int crossings = 0;
+    const double h = 1.0 / 60.0;
+    for (int i = 0; i < 60 * 30; i++) {
+        ph_world_step(w);
+        t += h;
+        ph_body_state st;
+        ph_body_get_state(b, &st);
+        double x = st.position.x;
+        if (prev_x > 0 && x <= 0) {
+            double tc = t - h * x / (x - prev_x);
+            if (first < 0) first = tc;
+            last = tc;
+            crossings++;
+        }
+        prev_x = x;
+        double sep;
+        ph_joint_get_anchor_separation(j, &sep);
+        if (sep > max_sep) max_sep = sep;
+    }
+    double period = (last - first) / (crossings - 1);
+    double expect = 2 * PH_PI * sqrt((L * L + 0.4 * r * r) / (g * L)) * (1 + th0 * th0 / 16);
+    print_message("pendulum: T = %.5f s, expected %.5f s (%.3f %%), joint error %.2e m\n", period, expect,
+                  100 * (period - expect) / expect, max_sep);
+    assert_true(crossings >= 10);
+    assert_true(fabs(period - expect) < 0.01 * expect);
+    assert_true(max_sep < 1e-3);
+    ph_world_destroy(w);
+}
+
+/* A 1 m rod hinged at one end about y, released horizontal: it swings down
+ * and must stop at the limit (60 degrees) within 1 degree. */
+static void test_hinge_limit(void **state) {
+    (void)state;
+    ph_world_id w = new_world();
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = PH_SHAPE_BOX;
+    sd.half_extents = ph_v3(0.5, 0.05, 0.05);
+    ph_body_id rod = add_body(w, ph_v3(0.5, 0, 5), &sd);
+    ph_joint_def jd = ph_default_joint_def();
+    jd.type = PH_JOINT_HINGE;
+    jd.body_a = rod;
+    jd.anchor_a = ph_v3(-0.5, 0, 0);
+    jd.anchor_b = ph_v3(0, 0, 5);
+    jd.axis_a = ph_v3(0, 1, 0);
+    jd.axis_b = ph_v3(0, 1, 0);
+    jd.enable_limit = 1;
+    const double limit = 60.0 * PH_PI / 180.0;
+    /* Falling rotates the rod about +y (x towards -z is a positive rotation
+     * about y), so the angle of B relative to A (A = rod, B = world) goes
+     * negative: the limit that stops it is the lower one. */
+    jd.lower_angle = -limit;
+    jd.upper_angle = limit;
+    int err;
+    ph_joint_id j = ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    double ang = 0, extreme = 0;
+    for (int i = 0; i < 240; i++) {
+        ph_world_step(w);
+        ph_joint_get_hinge_angle(j, &ang);
+        if (fabs(ang) > extreme) extreme = fabs(ang);
+    }
+    ph_body_state st;
+    ph_body_get_state(rod, &st);
+    print_message("hinge: final angle %.3f deg, extreme %.3f deg, limit %.1f deg; rod centre z %.4f\n",
+                  ang * 180 / PH_PI, extreme * 180 / PH_PI, limit * 180 / PH_PI, st.position.z);
+    assert_true(fabs(fabs(ang) - limit) < PH_PI / 180.0);
+    assert_true(extreme < limit + PH_PI / 180.0);
+    /* The rod hangs 60 degrees below the horizontal. */
+    assert_near(st.position.z, 5 - 0.5 * sin(limit), 0.01);
+    double sep;
+    ph_joint_get_anchor_separation(j, &sep);
+    assert_true(sep < 1e-3);
+    ph_world_destroy(w);
+}
+
+/* A hinge motor spins a free wheel (no gravity) up to its target speed. */
+static void test_hinge_motor(void **state) {
+    (void)state;
+    ph_world_id w = new_world();
+    ph_settings s;
+    ph_world_get_settings(w, &s);
+    s.gravity = ph_v3(0, 0, 0);
+    ph_world_set_settings(w, &s);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = 0.5;
+    ph_body_id wheel = add_body(w, ph_v3(0, 0, 0), &sd);
+    ph_joint_def jd = ph_default_joint_def();
+    jd.type = PH_JOINT_HINGE;
+    jd.body_a = wheel;
+    jd.axis_a = ph_v3(0, 0, 1);
+    jd.axis_b = ph_v3(0, 0, 1);
+    jd.enable_motor = 1;
+    jd.motor_speed = -2.0; /* B (world) relative to A: the wheel turns at +2 */
+    jd.max_motor_torque = 1000;
+    int err;
+    ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    for (int i = 0; i < 120; i++) ph_world_step(w);
+    ph_body_state st;
+    ph_body_get_state(wheel, &st);
+    assert_near(st.angular_velocity.z, 2.0, 1e-3);
+    assert_near(st.position.x, 0.0, 1e-6);
+    ph_world_destroy(w);
+}
+
+/* Distance and fixed joints keep their geometry: a sphere (4.2 kg) on a
+ * 1 m distance joint from (0, 0, 10), with a box (8 kg) welded 0.5 m further
+ * out by a fixed joint, released 20 degrees off the vertical. */
+static void test_distance_and_fixed(void **state) {
+    (void)state;
+    ph_world_id w = new_world();
+    const double th = 20.0 * PH_PI / 180.0;
+    const ph_vec3 pivot = ph_v3(0, 0, 10), d = ph_v3(sin(th), 0, -cos(th));
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = 0.1;
+    ph_body_id a = add_body(w, ph_add(pivot, d), &sd);
+    ph_joint_def jd = ph_default_joint_def();
+    jd.type = PH_JOINT_DISTANCE;
+    jd.body_a = a;
+    jd.anchor_b = pivot;
+    int err;
+    ph_joint_id dj = ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    sd.type = PH_SHAPE_BOX;
+    sd.half_extents = ph_v3(0.1, 0.1, 0.1);
+    ph_body_id b = add_body(w, ph_add(pivot, ph_scale(d, 1.5)), &sd);
+    jd = ph_default_joint_def();
+    jd.type = PH_JOINT_FIXED;
+    jd.body_a = a;
+    jd.body_b = b;
+    jd.anchor_a = ph_scale(d, 0.25);
+    jd.anchor_b = ph_scale(d, -0.25);
+    ph_joint_id fj = ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    double maxd = 0, maxf = 0, maxrot = 0;
+    for (int i = 0; i < 300; i++) {
+        ph_world_step(w);
+        double len, sep;
+        ph_joint_get_anchor_separation(dj, &len);
+        ph_joint_get_anchor_separation(fj, &sep);
+        if (fabs(len - 1.0) > maxd) maxd = fabs(len - 1.0);
+        if (sep > maxf) maxf = sep;
+        ph_body_state sa, sb;
+        ph_body_get_state(a, &sa);
+        ph_body_get_state(b, &sb);
+        ph_quat rel = ph_quat_mul(ph_quat_conj(sa.orientation), sb.orientation);
+        double rot = 2.0 * asin(fmin(1.0, sqrt(rel.x * rel.x + rel.y * rel.y + rel.z * rel.z)));
+        if (rot > maxrot) maxrot = rot;
+    }
+    print_message("distance error %.2e m, fixed anchor error %.2e m, relative rotation %.2e rad\n", maxd, maxf,
+                  maxrot);
+    assert_true(maxd < 5e-3);
+    assert_true(maxf < 5e-3);
+    assert_true(maxrot < 5e-3);
+    ph_world_destroy(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pendulum_period),
+        cmocka_unit_test(test_hinge_limit),
+        cmocka_unit_test(test_hinge_motor),
+        cmocka_unit_test(test_distance_and_fixed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
