@@ -1,0 +1,245 @@
+/*
+ * bench.c — physd-bench: the reference scenes side by side in physd, Open
+ * Dynamics Engine and Bullet, one JSON line per run on stdout.
+ *
+ * Normal path: for each selected scene, build physd's preset into a scratch
+ * world, read it back into the neutral description (scene_desc.c), then for
+ * each iteration count, engine and repeat run it (run.c) with the same
+ * configuration (h = 1/60, 1 substep, the preset's gravity) and print the
+ * line. Progress and diagnostics go to stderr; stdout carries JSON only.
+ *
+ * Failure modes: bad arguments (a message on stderr, exit 2); a scene that
+ * cannot be built or described, or an engine that cannot be created (a
+ * message on stderr, the other runs go on, exit 1 at the end).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "physd/ph_core.h"
+#include "physd/ph_scenes.h"
+#include "run.h"
+#include "scene_desc.h"
+
+#define MAX_LIST 64
+
+static const char *const default_scenes[] = {"stack20", "pyramid20", "grid1000", "spheres1000", "chain30"};
+static const int default_iterations[] = {10, 20};
+static const engine_vtable *const all_engines[] = {&engine_physd, &engine_ode, &engine_bullet};
+#define ENGINE_COUNT ((int)(sizeof all_engines / sizeof all_engines[0]))
+
+typedef struct options {
+    const char *scenes[MAX_LIST];
+    int scene_count;
+    const engine_vtable *engines[MAX_LIST];
+    int engine_count;
+    int iterations[MAX_LIST];
+    int iteration_count;
+    int steps;   /* 0 = the preset's reference length */
+    int repeat;
+    int substeps;
+    int collide_jointed;
+    int physd_from_desc;
+    int physd_record_merits;
+} options;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: physd-bench [options]\n"
+            "Runs the reference scenes in physd, ODE (quickstep) and Bullet (sequential impulse)\n"
+            "with the same time step (1/60 s), iterations and friction; prints one JSON line per run.\n"
+            "Without options: every benchmark scene in every engine at 10 and 20 iterations.\n"
+            "\n"
+            "  --scene NAME          a physd preset (repeatable; default: stack20 pyramid20\n"
+            "                        grid1000 spheres1000 chain30)\n"
+            "  --engine NAME         physd, ode or bullet (repeatable; default: all three)\n"
+            "  --iterations N        solver iterations per step (repeatable; default: 10 and 20)\n"
+            "  --steps N             steps per run (default: the preset's, 600 for the benchmark scenes)\n"
+            "  --repeat R            run each configuration R times, one line each (default 1)\n"
+            "  --substeps N          substeps per step in every engine (default 1)\n"
+            "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
+            "                        (default: they do not, the usual convention of both)\n"
+            "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
+            "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
+            "  --list                list physd's presets on stdout and exit\n"
+            "  --help                this text\n");
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "physd-bench: %s needs an integer in [%d, %d], got '%s'\n", opt, lo, hi, s ? s : "");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static const engine_vtable *find_engine(const char *name) {
+    for (int i = 0; i < ENGINE_COUNT; i++)
+        if (strcmp(all_engines[i]->name, name) == 0) return all_engines[i];
+    return NULL;
+}
+
+/* Returns 0 to run, 1 to exit successfully (--help, --list), -1 on error. */
+static int parse_args(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->repeat = 1;
+    o->substeps = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--list") == 0) {
+            for (int k = 0; k < ph_scene_count(); k++) {
+                const ph_scene_info *si = ph_scene_at(k);
+                printf("%-16s %6d steps %6d bodies  %s\n", si->name, si->steps, si->bodies,
+                       si->description ? si->description : "");
+            }
+            return 1;
+        } else if (strcmp(a, "--collide-jointed") == 0) {
+            o->collide_jointed = 1;
+        } else if (strcmp(a, "--physd-from-desc") == 0) {
+            o->physd_from_desc = 1;
+        } else if (strcmp(a, "--physd-record-merits") == 0) {
+            o->physd_record_merits = 1;
+        } else if (strcmp(a, "--scene") == 0) {
+            if (!v) {
+                fprintf(stderr, "physd-bench: --scene needs a name\n");
+                return -1;
+            }
+            if (!ph_scene_find(v)) {
+                fprintf(stderr, "physd-bench: unknown scene '%s' (see --list)\n", v);
+                return -1;
+            }
+            if (o->scene_count == MAX_LIST) {
+                fprintf(stderr, "physd-bench: too many --scene options\n");
+                return -1;
+            }
+            o->scenes[o->scene_count++] = v;
+            i++;
+        } else if (strcmp(a, "--engine") == 0) {
+            const engine_vtable *ev = v ? find_engine(v) : NULL;
+            if (!ev) {
+                fprintf(stderr, "physd-bench: --engine needs physd, ode or bullet, got '%s'\n", v ? v : "");
+                return -1;
+            }
+            if (o->engine_count == MAX_LIST) {
+                fprintf(stderr, "physd-bench: too many --engine options\n");
+                return -1;
+            }
+            o->engines[o->engine_count++] = ev;
+            i++;
+        } else if (strcmp(a, "--iterations") == 0) {
+            int n;
+            if (parse_int(a, v, 1, 10000, &n)) return -1;
+            if (o->iteration_count == MAX_LIST) {
+                fprintf(stderr, "physd-bench: too many --iterations options\n");
+                return -1;
+            }
+            o->iterations[o->iteration_count++] = n;
+            i++;
+        } else if (strcmp(a, "--steps") == 0) {
+            if (parse_int(a, v, 1, 10000000, &o->steps)) return -1;
+            i++;
+        } else if (strcmp(a, "--repeat") == 0) {
+            if (parse_int(a, v, 1, 1000, &o->repeat)) return -1;
+            i++;
+        } else if (strcmp(a, "--substeps") == 0) {
+            if (parse_int(a, v, 1, 64, &o->substeps)) return -1;
+            i++;
+        } else {
+            fprintf(stderr, "physd-bench: unknown argument '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (o->scene_count == 0) {
+        for (size_t k = 0; k < sizeof default_scenes / sizeof default_scenes[0]; k++)
+            o->scenes[o->scene_count++] = default_scenes[k];
+    }
+    if (o->engine_count == 0) {
+        for (int k = 0; k < ENGINE_COUNT; k++) o->engines[o->engine_count++] = all_engines[k];
+    }
+    if (o->iteration_count == 0) {
+        for (size_t k = 0; k < sizeof default_iterations / sizeof default_iterations[0]; k++)
+            o->iterations[o->iteration_count++] = default_iterations[k];
+    }
+    return 0;
+}
+
+/* Builds the preset into a scratch physd world and reads it back. */
+static int describe_scene(const char *name, scene_desc *d) {
+    int rc = 0;
+    ph_world_def wd = ph_default_world_def();
+    ph_world_id w = ph_world_create(&wd, &rc);
+    if (rc || !w.index1) {
+        fprintf(stderr, "physd-bench: ph_world_create: %s\n", ph_strerror(rc));
+        return -1;
+    }
+    rc = ph_scene_build(w, name);
+    if (rc) {
+        fprintf(stderr, "physd-bench: ph_scene_build(%s): %s\n", name, ph_strerror(rc));
+        ph_world_destroy(w);
+        return -1;
+    }
+    char err[256];
+    rc = sd_from_physd_world(w, name, d, err, sizeof err);
+    ph_world_destroy(w);
+    if (rc) {
+        fprintf(stderr, "physd-bench: describing %s: %s\n", name, err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int p = parse_args(argc, argv, &o);
+    if (p < 0) return 2;
+    if (p > 0) return 0;
+
+    int failures = 0;
+    for (int s = 0; s < o.scene_count; s++) {
+        scene_desc d;
+        if (describe_scene(o.scenes[s], &d) != 0) {
+            failures++;
+            continue;
+        }
+        const ph_scene_info *si = ph_scene_find(o.scenes[s]);
+        int steps = o.steps > 0 ? o.steps : (si && si->steps > 0 ? si->steps : 600);
+        fprintf(stderr, "physd-bench: %s: %d bodies (%d dynamic), %d shapes, %d joints, %d steps\n", d.name,
+                d.body_count, sd_dynamic_count(&d), d.shape_count, d.joint_count, steps);
+        for (int it = 0; it < o.iteration_count; it++) {
+            for (int e = 0; e < o.engine_count; e++) {
+                engine_config cfg = {
+                    .time_step = 1.0 / 60.0,
+                    .substeps = o.substeps,
+                    .iterations = o.iterations[it],
+                    .gravity = d.gravity,
+                    .collide_jointed = o.collide_jointed,
+                    .physd_from_desc = o.physd_from_desc,
+                    .physd_record_merits = o.physd_record_merits,
+                };
+                for (int r = 0; r < o.repeat; r++) {
+                    run_result res;
+                    char err[256];
+                    if (run_engine(o.engines[e], &d, &cfg, steps, &res, err, sizeof err) != 0) {
+                        fprintf(stderr, "physd-bench: %s on %s: %s\n", o.engines[e]->name, d.name, err);
+                        failures++;
+                        break;
+                    }
+                    run_print_json(stdout, o.engines[e], &d, &cfg, &res, r);
+                }
+            }
+        }
+        sd_free(&d);
+    }
+    return failures ? 1 : 0;
+}
