@@ -56,14 +56,43 @@ static int push_pair(ph__world *w, int32_t s1, int32_t s2) {
     return PH_OK;
 }
 
+/* Are bodies a < b joined by a joint that disables their contacts? */
+static int jointed(const ph__world *w, int32_t a, int32_t b) {
+    int32_t lo = 0, hi = w->jpair_count - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) / 2;
+        const ph__pair *p = &w->jpairs[mid];
+        if (p->sa == a && p->sb == b) return 1;
+        if (p->sa < a || (p->sa == a && p->sb < b)) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return 0;
+}
+
 /* May shapes s1 and s2 (of different bodies) collide at all? */
 static int pair_allowed(const ph__world *w, int32_t s1, int32_t s2) {
-    const ph__body *b1 = &w->bodies[w->shapes[s1].body];
-    const ph__body *b2 = &w->bodies[w->shapes[s2].body];
-    if (w->shapes[s1].body == w->shapes[s2].body) return 0;
+    int32_t i1 = w->shapes[s1].body, i2 = w->shapes[s2].body;
+    const ph__body *b1 = &w->bodies[i1], *b2 = &w->bodies[i2];
+    if (i1 == i2) return 0;
     /* At least one side must be dynamic; kinematic–kinematic and
      * kinematic–static pairs produce nothing. */
-    return b1->type == PH_BODY_DYNAMIC || b2->type == PH_BODY_DYNAMIC;
+    if (b1->type != PH_BODY_DYNAMIC && b2->type != PH_BODY_DYNAMIC) return 0;
+    return w->jpair_count == 0 || !jointed(w, i1 < i2 ? i1 : i2, i1 < i2 ? i2 : i1);
+}
+
+/* The sorted list of body pairs whose joints disable their contacts. */
+static int build_joint_pairs(ph__world *w) {
+    w->jpair_count = 0;
+    for (int32_t i = 0; i < w->joint_hwm; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (!j->alive || j->collide_connected || j->b < 0) continue;
+        if (ph__reserve((void **)&w->jpairs, &w->jpair_cap, w->jpair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+        ph__pair *p = &w->jpairs[w->jpair_count++];
+        p->sa = j->a < j->b ? j->a : j->b;
+        p->sb = j->a < j->b ? j->b : j->a;
+    }
+    if (w->jpair_count > 1) qsort(w->jpairs, (size_t)w->jpair_count, sizeof(ph__pair), pair_cmp);
+    return PH_OK;
 }
 
 static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int axis) {
@@ -72,6 +101,7 @@ static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int 
 
 int ph__broadphase(ph__world *w) {
     const double margin = w->settings.contact_margin;
+    if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
     int32_t nfinite = 0, nplanes = 0;
     /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
     if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;

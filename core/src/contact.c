@@ -54,6 +54,7 @@ int ph__narrowphase(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     const double margin = w->settings.contact_margin;
     const int warm = w->settings.warm_start;
+    const double match_dist = 0.01; /* m */
     double maxpen = 0;
     for (int32_t i = 0; i < w->pair_count; i++) {
         const ph__pair *p = &w->pairs[i];
@@ -73,15 +74,29 @@ int ph__narrowphase(ph__world *w) {
             cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
             if (cm->m.pts[k].depth > maxpen) maxpen = cm->m.pts[k].depth;
             if (!old) continue;
+            /* Match by feature key; failing that, by the nearest old point
+             * within match_dist (feature keys of clipped points can change
+             * when a corner sits exactly on a side plane of a flush face). */
+            int match = -1;
+            double bestd = match_dist * match_dist;
             for (int q = 0; q < old->m.count; q++) {
                 if (old->m.pts[q].feature == cm->m.pts[k].feature) {
-                    /* Friction impulses through world space into the new basis. */
-                    ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[q]), ph_scale(old->t2, old->lt2[q]));
-                    cm->ln[k] = old->ln[q];
-                    cm->lt1[k] = ph_dot(f, cm->t1);
-                    cm->lt2[k] = ph_dot(f, cm->t2);
+                    match = q;
                     break;
                 }
+                double dd = ph_len2(ph_sub(old->m.pts[q].point, cm->m.pts[k].point));
+                if (dd < bestd) {
+                    bestd = dd;
+                    match = q;
+                }
+            }
+            if (match >= 0) {
+                /* Friction impulses through world space into the new basis. */
+                const int q = match;
+                ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[q]), ph_scale(old->t2, old->lt2[q]));
+                cm->ln[k] = old->ln[q];
+                cm->lt1[k] = ph_dot(f, cm->t1);
+                cm->lt2[k] = ph_dot(f, cm->t2);
             }
         }
         w->manifold_count++;
@@ -174,11 +189,8 @@ static double row_jv0(const ph__world *w, const ph__row *r) {
 }
 
 int ph__contact_rows(ph__world *w, double h) {
-    double a, b, eps, af, bf, epsf;
-    ph__spook(w->settings.contact, h, &a, &b, &eps);
-    ph__spook(w->settings.friction, h, &af, &bf, &epsf);
-    (void)af;
-    (void)bf;
+    const ph__spook_coef cn = ph__spook(w->settings.contact, h), cf = ph__spook(w->settings.friction, h);
+    const double a = cn.a, b = cn.b;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const double g = ph_len(w->settings.gravity);
     const ph_vec3 down = ph_normalize(w->settings.gravity);
@@ -205,7 +217,7 @@ int ph__contact_rows(ph__world *w, double h) {
             rn->ia = ia;
             rn->ib = ib;
             set_linear_row(rn, n, ra, rb);
-            ph__finish_row(w, rn, eps);
+            ph__finish_row(w, rn, &cn);
             /* g = -depth. Penetrating or touching: SPOOK, -a g - b G W (eq. 26
              * with the velocity bookkeeping, see solver.c). Separated
              * (speculative): allow the gap to close within this step. */
@@ -223,7 +235,7 @@ int ph__contact_rows(ph__world *w, double h) {
                 rt->ia = ia;
                 rt->ib = ib;
                 set_linear_row(rt, d == 0 ? t1 : t2, ra, rb);
-                ph__finish_row(w, rt, epsf);
+                ph__finish_row(w, rt, &cf);
                 rt->rhs = 0;
                 rt->B = -row_jv(w, rt);
                 rt->mu = cm->friction;
@@ -242,6 +254,64 @@ int ph__contact_rows(ph__world *w, double h) {
                 rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
             }
         }
+    }
+    return PH_OK;
+}
+
+/* Deepest touching point of a manifold, or -1 when none has depth >= 0. */
+static int touching_point(const ph__contact_manifold *cm) {
+    int best = -1;
+    for (int k = 0; k < cm->m.count; k++)
+        if (cm->m.pts[k].depth >= 0 && (best < 0 || cm->m.pts[k].depth > cm->m.pts[best].depth)) best = k;
+    return best;
+}
+
+static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, int k) {
+    if (ph__reserve((void **)&w->events, &w->event_cap, w->event_count + 1, sizeof(ph_contact_event)))
+        return PH_ERR_NO_MEMORY;
+    ph_contact_event *e = &w->events[w->event_count++];
+    memset(e, 0, sizeof *e);
+    e->begin = begin;
+    /* The world slot is filled in by the query, which knows the world id. */
+    e->body_a.index1 = cm->ba + 1;
+    e->body_a.gen = w->bodies[cm->ba].gen;
+    e->body_b.index1 = cm->bb + 1;
+    e->body_b.gen = w->bodies[cm->bb].gen;
+    e->shape_a.index1 = cm->sa + 1;
+    e->shape_a.gen = w->shapes[cm->sa].gen;
+    e->shape_b.index1 = cm->sb + 1;
+    e->shape_b.gen = w->shapes[cm->sb].gen;
+    if (begin) {
+        const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+        ph_vec3 p = cm->m.pts[k].point, n = cm->m.normal;
+        ph_vec3 ua = ph_add(a->v, ph_cross(a->w, ph_sub(p, a->p)));
+        ph_vec3 ub = ph_add(b->v, ph_cross(b->w, ph_sub(p, b->p)));
+        e->point = p;
+        e->normal = n;
+        e->approach_speed = -ph_dot(ph_sub(ub, ua), n);
+    }
+    return PH_OK;
+}
+
+int ph__contact_events(ph__world *w) {
+    /* Merge the two pair-sorted manifold lists. Destroyed shapes have their
+     * cached manifolds emptied (world.c), so they end without an event here;
+     * that is documented as "may be stale" in the API. */
+    int32_t i = 0, j = 0;
+    while (i < w->manifold_count || j < w->prev_count) {
+        const ph__contact_manifold *c = i < w->manifold_count ? &w->manifolds[i] : NULL;
+        const ph__contact_manifold *p = j < w->prev_count ? &w->prev_manifolds[j] : NULL;
+        int cmp;
+        if (!c) cmp = 1;
+        else if (!p) cmp = -1;
+        else if (c->sa != p->sa) cmp = c->sa < p->sa ? -1 : 1;
+        else cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
+        int ct = (cmp <= 0) ? touching_point(c) : -1;
+        int pt = (cmp >= 0) ? touching_point(p) : -1;
+        if (ct >= 0 && pt < 0 && push_event(w, c, 1, ct)) return PH_ERR_NO_MEMORY;
+        if (ct < 0 && pt >= 0 && push_event(w, p, 0, pt)) return PH_ERR_NO_MEMORY;
+        if (cmp <= 0) i++;
+        if (cmp >= 0) j++;
     }
     return PH_OK;
 }

@@ -53,7 +53,8 @@ typedef struct jctx {
     ph__world *w;
     ph__joint *j;
     int32_t ia, ib;
-    double a, b, eps, h, wsf;
+    ph__spook_coef coef;
+    double a, b, h, wsf;
 } jctx;
 
 /* Adds a bilateral (or bounded) row with position error g. */
@@ -66,7 +67,7 @@ static ph__row *add(jctx *c, int slot, ph_vec3 la, ph_vec3 aa, ph_vec3 lb, ph_ve
     r->ang_a = aa;
     r->lin_b = lb;
     r->ang_b = ab;
-    ph__finish_row(c->w, r, c->eps);
+    ph__finish_row(c->w, r, &c->coef);
     r->rhs = -c->a * g + (1.0 - c->b) * jv0(c->w, r);
     r->B = r->rhs - jv(c->w, r);
     r->lambda = c->j->lambda[slot] * c->wsf;
@@ -92,7 +93,9 @@ int ph__joint_rows(ph__world *w, double h) {
     memset(&c, 0, sizeof c);
     c.w = w;
     c.h = h;
-    ph__spook(w->settings.joint, h, &c.a, &c.b, &c.eps);
+    c.coef = ph__spook(w->settings.joint, h);
+    c.a = c.coef.a;
+    c.b = c.coef.b;
     c.wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
     const ph_vec3 zero = ph_v3(0, 0, 0);
     for (int32_t i = 0; i < w->joint_hwm; i++) {
@@ -152,8 +155,7 @@ int ph__joint_rows(ph__world *w, double h) {
             if (j->enable_motor) {
                 ph__row *r = add(&c, 7, zero, ph_neg(axa), zero, axa, 0);
                 if (!r) return PH_ERR_NO_MEMORY;
-                double eps_m = 0;
-                ph__finish_row(w, r, eps_m);
+                ph__finish_row(w, r, NULL); /* a motor is a hard velocity target */
                 r->rhs = j->motor_speed;
                 r->B = r->rhs - jv(w, r);
                 double bound = j->max_motor_torque * h;

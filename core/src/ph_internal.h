@@ -96,7 +96,7 @@ typedef struct ph__joint {
     ph_vec3 ref_a;         /* hinge: reference direction perpendicular to axis, A frame */
     ph_vec3 ref_b;         /* hinge: the same direction in B's frame at creation */
     double distance;
-    int enable_limit, enable_motor;
+    int enable_limit, enable_motor, collide_connected;
     double lower, upper, motor_speed, max_motor_torque;
     double lambda[8];      /* warm start of its rows */
     int32_t row0, nrows;   /* its rows in this step */
@@ -183,6 +183,8 @@ struct ph__world {
     int32_t sap_cap;
     ph__sap_key *sap_keys;
     int32_t sap_keys_cap;
+    ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
+    int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;
     int32_t manifold_count, manifold_cap, prev_count, prev_cap;
     ph__row *rows;
@@ -197,6 +199,9 @@ struct ph__world {
     ph_vec3 *v0, *w0;      /* velocities before the solve, by solver body */
     int32_t v0_cap;
 
+    ph_contact_event *events; /* begin/end events of the current step */
+    int32_t event_count, event_cap;
+
     ph_step_stats stats;
 };
 typedef struct ph__world ph__world;
@@ -207,6 +212,7 @@ int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 /* Stages of a substep (step.c calls them in order). */
 int ph__broadphase(ph__world *w);           /* AABBs, sorted pairs in w->pairs */
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
+int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
 int ph__impacts(ph__world *w);              /* Newton–Coulomb impacts; returns count */
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
@@ -216,12 +222,18 @@ void ph__store_impulses(ph__world *w);
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 /* Adds a row (zeroed, lo = -inf, hi = inf, normal = -1); NULL on no memory. */
 ph__row *ph__add_row(ph__world *w);
-/* Fills J's M^-1 J^T and inv_diag for eps from the solver bodies. */
-void ph__finish_row(ph__world *w, ph__row *r, double eps);
+/* SPOOK parameters of one constraint kind at step h (seeds/002, eqs. 9-11):
+ * a, b, and the regularization eps = eps_abs + eps_rel (G M^-1 G^T) of a
+ * row (eps_rel is nonzero only for frequency-based stiffness). */
+typedef struct ph__spook_coef {
+    double a, b, eps_abs, eps_rel;
+} ph__spook_coef;
+ph__spook_coef ph__spook(ph_spook p, double h);
+/* Fills M^-1 J^T, eps and inv_diag of a row from the solver bodies; c NULL
+ * means no regularization. */
+void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c);
 /* Makes rows first..first+2 (bilateral, same bodies) one block. */
 int ph__make_block(ph__world *w, int32_t first);
-/* SPOOK a, b, eps (seeds/002, eqs. 9-11). */
-void ph__spook(ph_spook p, double h, double *a, double *b, double *eps);
 
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);

@@ -28,15 +28,23 @@
  * is the fixed ground with zero inverse mass, so updates to it are no-ops.
  */
 #include <string.h>
-#include <time.h>
 
 #include "ph_internal.h"
 
-void ph__spook(ph_spook p, double h, double *a, double *b, double *eps) {
-    double d = p.d;
-    *a = 4.0 / (h * (1.0 + 4.0 * d));
-    *b = 4.0 * d / (1.0 + 4.0 * d);
-    *eps = 4.0 / (h * h * p.k * (1.0 + 4.0 * d));
+ph__spook_coef ph__spook(ph_spook p, double h) {
+    ph__spook_coef c;
+    const double d = p.d, q = 1.0 + 4.0 * d;
+    c.a = 4.0 / (h * q);
+    c.b = 4.0 * d / q;
+    if (p.hertz > 0) {
+        const double om = 2.0 * PH_PI * p.hertz;
+        c.eps_abs = 0;
+        c.eps_rel = 4.0 / (h * h * om * om * q);
+    } else {
+        c.eps_abs = 4.0 / (h * h * p.k * q);
+        c.eps_rel = 0;
+    }
+    return c;
 }
 
 ph__row *ph__add_row(ph__world *w) {
@@ -79,15 +87,16 @@ int ph__make_block(ph__world *w, int32_t first) {
     return PH_OK;
 }
 
-void ph__finish_row(ph__world *w, ph__row *r, double eps) {
+void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c) {
     const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
     r->mlin_a = ph_scale(r->lin_a, a->inv_mass);
     r->mang_a = ph_mat3_mulv(&a->inv_i, r->ang_a);
     r->mlin_b = ph_scale(r->lin_b, b->inv_mass);
     r->mang_b = ph_mat3_mulv(&b->inv_i, r->ang_b);
     double s = ph_dot(r->lin_a, r->mlin_a) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->lin_b, r->mlin_b) +
-               ph_dot(r->ang_b, r->mang_b) + eps;
-    r->eps = eps;
+               ph_dot(r->ang_b, r->mang_b);
+    r->eps = c ? c->eps_abs + c->eps_rel * s : 0.0;
+    s += r->eps;
     r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
 }
 

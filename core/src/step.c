@@ -165,6 +165,7 @@ static int substep(ph__world *w, double h) {
     st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
     if (e) return e;
     e = ph__narrowphase(w);
+    if (e == PH_OK) e = ph__contact_events(w);
     double t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
@@ -205,6 +206,7 @@ int ph_world_step(ph_world_id id) {
     ph_step_stats *st = &w->stats;
     for (int k = 0; k < PH_STAGE_COUNT; k++) st->stage_ms[k] = 0;
     st->impacts = 0;
+    w->event_count = 0;
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
     int e = PH_OK;

@@ -55,6 +55,7 @@ ph_settings ph_default_settings(void) {
     s.gravity = ph_v3(0, 0, -9.81);
     s.contact.k = 1e8;
     s.contact.d = 4;
+    s.contact.hertz = 35;
     s.friction.k = 1e10;
     s.friction.d = 4;
     s.joint.k = 1e10;
@@ -77,7 +78,10 @@ static int bad(const char **msg, const char *m) {
     return PH_ERR_INVALID_ARGUMENT;
 }
 
-static int spook_ok(ph_spook p) { return isfinite(p.k) && isfinite(p.d) && p.k > 0 && p.d >= 0 && p.d <= 1000; }
+static int spook_ok(ph_spook p) {
+    return isfinite(p.k) && isfinite(p.d) && isfinite(p.hertz) && p.k > 0 && p.d >= 0 && p.d <= 1000 && p.hertz >= 0 &&
+           p.hertz <= 1e6;
+}
 
 int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (!s) return bad(msg, "settings is NULL");
@@ -182,10 +186,12 @@ int ph_world_destroy(ph_world_id id) {
     free(w->pairs);
     free(w->sap_order);
     free(w->sap_keys);
+    free(w->jpairs);
     free(w->manifolds);
     free(w->prev_manifolds);
     free(w->rows);
     free(w->order);
+    free(w->events);
     free(w->blocks);
     free(w->sbodies);
     free(w->body_to_sbody);
@@ -922,6 +928,7 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     }
     j->enable_limit = d.enable_limit != 0;
     j->enable_motor = d.enable_motor != 0;
+    j->collide_connected = d.collide_connected != 0;
     j->lower = d.lower_angle;
     j->upper = d.upper_angle;
     j->motor_speed = d.motor_speed;
@@ -971,6 +978,7 @@ int ph_joint_get_def(ph_joint_id id, ph_joint_def *out) {
     d.enable_motor = j->enable_motor;
     d.motor_speed = j->motor_speed;
     d.max_motor_torque = j->max_motor_torque;
+    d.collide_connected = j->collide_connected;
     *out = d;
     return PH_OK;
 }
@@ -1023,4 +1031,17 @@ int ph_world_get_contacts(ph_world_id wid, ph_contact_info *out, int cap) {
         }
     }
     return n;
+}
+
+int ph_world_get_contact_events(ph_world_id wid, ph_contact_event *out, int cap) {
+    ph__world *w = ph__world_get(wid);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
+    uint16_t w0 = (uint16_t)(wid.index1 - 1);
+    for (int32_t i = 0; i < w->event_count && i < cap; i++) {
+        out[i] = w->events[i];
+        out[i].body_a.world0 = out[i].body_b.world0 = w0;
+        out[i].shape_a.world0 = out[i].shape_b.world0 = w0;
+    }
+    return w->event_count;
 }

@@ -58,6 +58,11 @@ static ph_body_id add_box(ph_world_id w, ph_vec3 p, ph_quat q, double friction) 
 static void test_sphere_on_plane_eq26(void **state) {
     (void)state;
     ph_world_id w = new_world(1);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.contact.hertz = 0; /* the notes' fixed stiffness k */
+    set.contact.k = 1e8;
+    ph_world_set_settings(w, &set);
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 0.5 - 0.001);
@@ -94,11 +99,30 @@ static void test_sphere_on_plane_eq26(void **state) {
     /* One row, one Gauss–Seidel step: exact, so every merit vanishes. */
     assert_true(stats.fischer_final < 1e-20);
     assert_true(stats.rel_residual < 1e-12);
+
+    /* The same check with the default frequency-based stiffness: the row's
+     * k is m_eff (2 pi f)^2 with m_eff = m, so eps = 4 / (h^2 m (2 pi f)^2 (1 + 4d)). */
+    ph_body_set_transform(s, ph_v3(0, 0, 0.5 - 0.001), ph_quat_identity());
+    ph_body_set_velocity(s, ph_v3(0, 0, 0), ph_v3(0, 0, 0));
+    ph_settings def = ph_default_settings();
+    def.iterations = 1;
+    def.warm_start = 0;
+    ph_world_set_settings(w, &def);
+    assert_int_equal(ph_world_step(w), PH_OK);
+    const double om = 2 * PH_PI * def.contact.hertz;
+    const double eps_f = 4.0 / (h * h * m * om * om * (1 + 4 * d));
+    const double lambda_f = (-a * q - b * un - unf) / (1.0 / m + eps_f);
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 1);
+    print_message("eq. (26), f = %.0f Hz: lambda = %.12f, physd %.12f\n", def.contact.hertz, lambda_f,
+                  c[0].normal_impulse);
+    assert_near(c[0].normal_impulse, lambda_f, 1e-9 * lambda_f);
     ph_world_destroy(w);
 }
 
 typedef struct rest_result {
-    double drift, penetration;
+    double drift;       /* max horizontal displacement of any box, m */
+    double sag;         /* height lost by the top box, m */
+    double penetration; /* deepest contact over the whole run, m */
 } rest_result;
 
 /* n unit cubes stacked exactly touching, 10 s at h = 1/60, 10 iterations. */
@@ -107,7 +131,7 @@ static rest_result run_stack(int n) {
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id b[16];
     for (int i = 0; i < n; i++) b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
-    rest_result r = {0, 0};
+    rest_result r = {0, 0, 0};
     for (int s = 0; s < 600; s++) {
         assert_int_equal(ph_world_step(w), PH_OK);
         ph_step_stats st;
@@ -117,8 +141,9 @@ static rest_result run_stack(int n) {
     for (int i = 0; i < n; i++) {
         ph_body_state st;
         ph_body_get_state(b[i], &st);
-        double dd = ph_len(ph_sub(st.position, ph_v3(0, 0, 0.5 + i)));
+        double dd = hypot(st.position.x, st.position.y);
         if (dd > r.drift) r.drift = dd;
+        if (i == n - 1) r.sag = 0.5 + i - st.position.z;
     }
     ph_world_destroy(w);
     return r;
@@ -127,16 +152,19 @@ static rest_result run_stack(int n) {
 static void test_box_at_rest(void **state) {
     (void)state;
     rest_result r = run_stack(1);
-    print_message("box at rest: drift %.3e m, penetration %.3e m\n", r.drift, r.penetration);
+    print_message("box at rest: drift %.3e m, sag %.3e m, penetration %.3e m\n", r.drift, r.sag, r.penetration);
     assert_true(r.drift < 0.01);
+    assert_true(fabs(r.sag) < 0.005);
     assert_true(r.penetration < 0.005);
 }
 
 static void test_stack_of_ten(void **state) {
     (void)state;
     rest_result r = run_stack(10);
-    print_message("10-box stack: drift %.3e m, penetration %.3e m\n", r.drift, r.penetration);
+    print_message("10-box stack: drift %.3e m, sag %.3e m, penetration %.3e m\n", r.drift, r.sag, r.penetration);
     assert_true(r.drift < 0.01);
+    /* Ten contact layers of a 35 Hz contact spring under up to ten boxes. */
+    assert_true(r.sag > 0 && r.sag < 0.03);
     assert_true(r.penetration < 0.005);
 }
 

@@ -106,8 +106,11 @@ typedef enum ph_ordering {
 
 /* SPOOK parameters of one constraint kind (seeds/002, eqs. 9-11). */
 typedef struct ph_spook {
-    double k; /* stiffness, N/m (per row), > 0 */
-    double d; /* relaxation, in time steps, >= 0 */
+    double k;     /* stiffness, N/m (per row), > 0; used when hertz == 0 */
+    double d;     /* relaxation, in time steps, >= 0 */
+    double hertz; /* > 0: the stiffness of each row is instead m_eff (2 pi hertz)^2 with
+                     m_eff = 1 / (G M^-1 G^T) of that row, i.e. every row is a spring
+                     of this natural frequency whatever the masses; 0 = use k */
 } ph_spook;
 
 /* One struct per world; every field may be changed between steps with
@@ -119,7 +122,8 @@ typedef struct ph_settings {
     double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
                                 iterations (default 0), >= 0 */
     ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
-    ph_spook contact;        /* default k = 1e8, d = 4 */
+    ph_spook contact;        /* default hertz = 35 (mass-independent), d = 4; k = 1e8 when
+                                hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
     ph_spook joint;          /* default k = 1e10, d = 3 */
@@ -304,6 +308,7 @@ typedef struct ph_joint_def {
     int enable_motor;       /* hinge: default 0 */
     double motor_speed;     /* hinge: target relative angular speed, rad/s */
     double max_motor_torque;/* hinge: N m, >= 0 */
+    int collide_connected;  /* contacts between the two joined bodies, default 0 (none) */
 } ph_joint_def;
 
 ph_joint_def ph_default_joint_def(void);
@@ -374,6 +379,39 @@ typedef struct ph_contact_info {
 
 /* Copies up to cap contact points of the last step; returns the total count. */
 int ph_world_get_contacts(ph_world_id w, ph_contact_info *out, int cap);
+
+/* Contact begin/end events of the last step. A shape pair "touches" when
+ * its manifold has a point with depth >= 0 (speculative points within the
+ * margin do not count). begin: touching now and not in the previous step;
+ * end: touching in the previous step and not now (or one of the shapes was
+ * destroyed, in which case the ids may already be stale). */
+typedef struct ph_contact_event {
+    int begin;              /* 1 begin, 0 end */
+    ph_body_id body_a, body_b;
+    ph_shape_id shape_a, shape_b;
+    ph_vec3 point;          /* begin: deepest point; end: zero */
+    ph_vec3 normal;         /* begin: from A to B; end: zero */
+    double approach_speed;  /* begin: relative normal speed before the step, m/s (>= 0 approaching) */
+} ph_contact_event;
+
+/* Copies up to cap events of the last step; returns the total count. */
+int ph_world_get_contact_events(ph_world_id w, ph_contact_event *out, int cap);
+
+/* ---------------------------------------------------------------- queries */
+
+typedef struct ph_ray_hit {
+    ph_body_id body;
+    ph_shape_id shape;
+    ph_vec3 point;   /* world */
+    ph_vec3 normal;  /* unit surface normal at the hit, facing the ray origin */
+    double distance; /* m along the unit direction */
+} ph_ray_hit;
+
+/* Closest hit of the ray origin + t dir/|dir|, 0 <= t <= max_distance, over
+ * every shape of the world. Returns 1 (hit filled), 0 (no hit), or
+ * PH_ERR_INVALID_HANDLE / PH_ERR_INVALID_ARGUMENT (non-finite input, |dir| = 0,
+ * max_distance < 0). A ray starting inside a shape hits it at distance 0. */
+int ph_world_raycast(ph_world_id w, ph_vec3 origin, ph_vec3 dir, double max_distance, ph_ray_hit *hit);
 
 #ifdef __cplusplus
 }
