@@ -242,11 +242,171 @@ static void test_restitution(void **state) {
     ph_world_destroy(w);
 }
 
+/* A compound body — three spheres (r = 0.25) at the corners of a triangle on
+ * one body — rests on the plane on exactly three points at the right height,
+ * and a compound of two boxes lands on a static box with contacts from both
+ * of its shapes. */
+static void test_compound_bodies(void **state) {
+    (void)state;
+    ph_world_id w = new_world(10);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 0.25);
+    int err;
+    ph_body_id tri = ph_body_create(w, &bd, &err);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = 0.25;
+    for (int k = 0; k < 3; k++) {
+        double ang = 2 * PH_PI * k / 3;
+        sd.local.p = ph_v3(0.6 * cos(ang), 0.6 * sin(ang), 0);
+        ph_shape_create(tri, &sd, &err);
+        assert_int_equal(err, PH_OK);
+    }
+    /* Two boxes side by side on one body, dropped on a static box. */
+    ph_body_def sb = ph_default_body_def();
+    sb.type = PH_BODY_STATIC;
+    sb.position = ph_v3(5, 0, 0.5);
+    ph_body_id base = ph_body_create(w, &sb, &err);
+    ph_shape_def bx = ph_default_shape_def();
+    bx.type = PH_SHAPE_BOX;
+    bx.half_extents = ph_v3(2, 2, 0.5);
+    ph_shape_create(base, &bx, &err);
+    bd.position = ph_v3(5, 0, 1.5);
+    ph_body_id pair = ph_body_create(w, &bd, &err);
+    bx.half_extents = ph_v3(0.25, 0.25, 0.25);
+    bx.local.p = ph_v3(-0.5, 0, 0);
+    ph_shape_create(pair, &bx, &err);
+    bx.local.p = ph_v3(0.5, 0, 0);
+    ph_shape_create(pair, &bx, &err);
+    for (int i = 0; i < 240; i++) assert_int_equal(ph_world_step(w), PH_OK);
+    ph_contact_info c[32];
+    int n = ph_world_get_contacts(w, c, 32);
+    int on_tri = 0, on_pair = 0;
+    ph_shape_id pair_shapes[2];
+    ph_body_get_shapes(pair, pair_shapes, 2);
+    int from_shape[2] = {0, 0};
+    for (int i = 0; i < n && i < 32; i++) {
+        if (c[i].depth < 0) continue;
+        if (c[i].body_b.index1 == tri.index1 || c[i].body_a.index1 == tri.index1) on_tri++;
+        if (c[i].body_b.index1 == pair.index1 || c[i].body_a.index1 == pair.index1) {
+            on_pair++;
+            for (int k = 0; k < 2; k++)
+                if (c[i].shape_a.index1 == pair_shapes[k].index1 || c[i].shape_b.index1 == pair_shapes[k].index1)
+                    from_shape[k]++;
+        }
+    }
+    ph_body_state st;
+    ph_body_get_state(tri, &st);
+    print_message("compound: %d contacts under the three spheres (z = %.5f), %d under the box pair (%d + %d)\n",
+                  on_tri, st.position.z, on_pair, from_shape[0], from_shape[1]);
+    assert_int_equal(on_tri, 3);
+    assert_near(st.position.z, 0.25, 0.002);
+    assert_near(hypot(st.position.x, st.position.y), 0.0, 1e-3);
+    assert_int_equal(on_pair, 8); /* 4 face points from each shape */
+    assert_int_equal(from_shape[0], 4);
+    assert_int_equal(from_shape[1], 4);
+    ph_body_get_state(pair, &st);
+    assert_near(st.position.z, 1.25, 0.002);
+    ph_world_destroy(w);
+}
+
+/* Contact begin and end events: a sphere dropped on the plane begins one
+ * contact; lifted away by a velocity edit, the contact ends. */
+static void test_contact_events(void **state) {
+    (void)state;
+    ph_world_id w = new_world(10);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 1.0);
+    int err;
+    ph_body_id b = ph_body_create(w, &bd, &err);
+    ph_shape_def sd = ph_default_shape_def();
+    ph_shape_create(b, &sd, &err);
+    int begins = 0, ends = 0, begin_step = -1;
+    double speed = 0;
+    for (int i = 0; i < 120; i++) {
+        if (i == 60) ph_body_set_velocity(b, ph_v3(0, 0, 5), ph_v3(0, 0, 0));
+        ph_world_step(w);
+        ph_contact_event ev[4];
+        int n = ph_world_get_contact_events(w, ev, 4);
+        for (int k = 0; k < n; k++) {
+            if (ev[k].begin) {
+                begins++;
+                begin_step = i;
+                speed = ev[k].approach_speed;
+                assert_near(ev[k].normal.z, 1.0, 1e-12);
+                assert_int_equal(ev[k].body_b.index1, b.index1);
+            } else {
+                ends++;
+                assert_true(i > 60);
+            }
+        }
+    }
+    /* Free fall of 0.5 m: it touches within the step where z reaches 0.5. */
+    print_message("events: %d begin at step %d (approach %.3f m/s), %d end\n", begins, begin_step, speed, ends);
+    assert_int_equal(begins, 1);
+    assert_int_equal(ends, 1);
+    assert_true(begin_step >= 17 && begin_step <= 20);
+    assert_near(speed, sqrt(2 * 9.81 * 0.5), 0.25);
+    ph_world_destroy(w);
+}
+
+/* Ray casts against each shape type, closest hit first. */
+static void test_raycast(void **state) {
+    (void)state;
+    ph_world_id w = new_world(10);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 3);
+    int err;
+    ph_body_id s = ph_body_create(w, &bd, &err);
+    ph_shape_def sd = ph_default_shape_def();
+    ph_shape_create(s, &sd, &err);
+    bd.position = ph_v3(3, 0, 1);
+    bd.orientation = ph_quat_axis_angle(ph_v3(0, 0, 1), PH_PI / 4);
+    ph_body_id bx = ph_body_create(w, &bd, &err);
+    sd.type = PH_SHAPE_BOX;
+    ph_shape_create(bx, &sd, &err);
+    bd.position = ph_v3(-3, 0, 1);
+    bd.orientation = ph_quat_identity();
+    ph_body_id cap = ph_body_create(w, &bd, &err);
+    sd.type = PH_SHAPE_CAPSULE;
+    sd.radius = 0.2;
+    sd.half_height = 0.5;
+    ph_shape_create(cap, &sd, &err);
+    ph_ray_hit hit;
+    /* Straight down onto the sphere: hits its top at z = 3.5. */
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 10), ph_v3(0, 0, -2), 100, &hit), 1);
+    assert_int_equal(hit.body.index1, s.index1);
+    assert_near(hit.distance, 6.5, 1e-12);
+    assert_near(hit.normal.z, 1.0, 1e-12);
+    /* Along x at z = 1 towards the rotated box: its corner at x = 3 - sqrt(0.5). */
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1), ph_v3(1, 0, 0), 100, &hit), 1);
+    assert_int_equal(hit.body.index1, bx.index1);
+    assert_near(hit.point.x, 3 - sqrt(0.5), 1e-12);
+    /* Towards -x onto the capsule's side (radius 0.2 around x = -3). */
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1.2), ph_v3(-1, 0, 0), 100, &hit), 1);
+    assert_int_equal(hit.body.index1, cap.index1);
+    assert_near(hit.point.x, -2.8, 1e-12);
+    assert_near(hit.normal.x, 1.0, 1e-12);
+    /* Down far from everything: the ground plane at distance 10. */
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 100, &hit), 1);
+    assert_near(hit.distance, 10.0, 1e-12);
+    /* Too short, upwards, bad input. */
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 5, &hit), 0);
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, 1), 100, &hit), 0);
+    assert_int_equal(ph_world_raycast(w, ph_v3(NAN, 0, 0), ph_v3(0, 0, 1), 100, &hit), PH_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 0), ph_v3(0, 0, 0), 100, &hit), PH_ERR_INVALID_ARGUMENT);
+    ph_world_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sphere_on_plane_eq26), cmocka_unit_test(test_box_at_rest),
         cmocka_unit_test(test_stack_of_ten),         cmocka_unit_test(test_incline_sticks),
         cmocka_unit_test(test_incline_slides),       cmocka_unit_test(test_restitution),
+        cmocka_unit_test(test_compound_bodies),      cmocka_unit_test(test_contact_events),
+        cmocka_unit_test(test_raycast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

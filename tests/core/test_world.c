@@ -246,7 +246,11 @@ static void test_determinism_hash(void **state) {
     uint64_t a = run_scene(), b = run_scene();
     print_message("state hash %016llx\n", (unsigned long long)a);
     assert_true(a == b);
-    assert_true(a != 0);
+    /* Pinned: the same on -O2 release and the -O1 sanitizer build of this
+     * compiler (gcc 12, x86-64, -ffp-contract=off). A change of this value
+     * means the step computes something different: update it only for an
+     * intended change of the physics, and say so in the commit. */
+    assert_true(a == 0xd87722c2de6562dfull);
 }
 
 int main(void) {
