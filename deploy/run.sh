@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The main job: install dependencies, build (release), run physd's demo.
-# Usage: deploy/run.sh [demo arguments]
+# The main job: install dependencies, build (release) into build/release, and
+# start the physd daemon on 127.0.0.1:7447 with an embedded demo world.
+# Watch it from another terminal: ./build/release/server/physd --watch 1
+# Usage: deploy/run.sh [physd flags, see physd --help]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/setup.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DPHYSD_TESTS=OFF >/dev/null
 cmake --build build/release -j"$(nproc)"
-exec ./build/release/core/physd-demo "$@"
+exec ./build/release/server/physd "$@"

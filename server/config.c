@@ -1,0 +1,190 @@
+/*
+ * config.c — the configuration table: every option and limit of physd in
+ * one place (name, type, range, default, description), shared by the
+ * command line (--name value), the config file (name = value) and --help.
+ *
+ * Normal path: ps_config_defaults fills the defaults; ps_config_set parses
+ * one value by name, checks its type and range and stores it;
+ * ps_config_load applies a file line by line.
+ *
+ * Failure modes: an unknown name, a malformed number or a value out of
+ * range returns UV_EINVAL with a description; the config is unchanged for
+ * that entry.
+ *
+ * Invariants: every field of ps_config has exactly one table entry.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_internal.h"
+
+enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL };
+
+typedef struct entry {
+    const char *name;
+    int type;
+    size_t offset;
+    size_t size; /* strings */
+    double min, max;
+    const char *def;
+    const char *help;
+} entry;
+
+#define F(field) offsetof(ps_config, field)
+
+static const entry table[] = {
+    {"listen", T_STR, F(listen), sizeof(((ps_config *)0)->listen), 0, 0, "127.0.0.1", "address to listen on"},
+    {"port", T_INT, F(port), 0, 0, 65535, "7447", "TCP port (0: any free port)"},
+    {"max_frame", T_U64, F(max_frame), 0, 64, 1073741824, "4194304", "largest accepted frame, bytes"},
+    {"max_connections", T_INT, F(max_connections), 0, 1, 1000000, "1024", "simultaneous connections"},
+    {"max_worlds", T_INT, F(max_worlds), 0, 1, PH_MAX_WORLDS, "256", "simultaneous worlds"},
+    {"max_bodies_per_world", T_INT, F(max_bodies_per_world), 0, 1, PH_MAX_BODIES, "100000",
+     "bodies (and joints) per world"},
+    {"max_edits_per_batch", T_INT, F(max_edits_per_batch), 0, 1, 1000000, "10000", "ops in one EditBatch"},
+    {"max_subscriptions", T_INT, F(max_subscriptions), 0, 1, 100000, "256", "subscriptions per connection"},
+    {"max_pending_requests", T_INT, F(max_pending_requests), 0, 1, 1000000, "4096",
+     "requests waiting for one world's tick boundary"},
+    {"workers", T_INT, F(workers), 0, 0, 1024, "0", "step threads (0: number of CPUs; UV_THREADPOOL_SIZE wins)"},
+    {"output_soft_limit", T_U64, F(output_soft_limit), 0, 1024, 1e12, "1048576",
+     "pending output above which contact events are dropped, bytes"},
+    {"output_hard_limit", T_U64, F(output_hard_limit), 0, 4096, 1e12, "16777216",
+     "backlog past which a connection is closed, bytes"},
+    {"default_tick_rate", T_DBL, F(default_tick_rate), 0, 0.001, 100000, "60", "tick rate of new worlds, Hz"},
+    {"max_tick_rate", T_DBL, F(max_tick_rate), 0, 0.001, 100000, "1000", "highest tick rate a client may set, Hz"},
+    {"max_catchup", T_INT, F(max_catchup), 0, 1, 1000, "4",
+     "steps a late world runs back to back before skipping ticks"},
+    {"shutdown_timeout", T_DBL, F(shutdown_timeout), 0, 0, 3600, "2", "seconds to flush connections at shutdown"},
+    {"demo", T_BOOL, F(demo), 0, 0, 1, "0", "create the demo world at start (main: on unless --no-demo)"},
+    {"demo_scene", T_STR, F(demo_scene), sizeof(((ps_config *)0)->demo_scene), 0, 0, "chain30",
+     "preset of the demo world"},
+    {"quiet", T_BOOL, F(quiet), 0, 0, 1, "0", "no log lines"},
+};
+
+#define NENTRIES (sizeof table / sizeof table[0])
+
+static const entry *find(const char *name) {
+    char norm[64];
+    size_t k = 0;
+    for (; name[k] && k + 1 < sizeof norm; k++)
+        norm[k] = name[k] == '-' ? '_' : name[k];
+    norm[k] = 0;
+    for (size_t i = 0; i < NENTRIES; i++)
+        if (strcmp(table[i].name, norm) == 0) return &table[i];
+    return NULL;
+}
+
+static int set_entry(ps_config *cfg, const entry *e, const char *value, const char **err) {
+    char *base = (char *)cfg + e->offset;
+    char *end = NULL;
+    errno = 0;
+    switch (e->type) {
+    case T_STR:
+        if (strlen(value) >= e->size) {
+            if (err) *err = "value too long";
+            return UV_EINVAL;
+        }
+        memcpy(base, value, strlen(value) + 1);
+        return 0;
+    case T_BOOL:
+        if (!strcmp(value, "1") || !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on"))
+            *(int *)base = 1;
+        else if (!strcmp(value, "0") || !strcmp(value, "no") || !strcmp(value, "false") || !strcmp(value, "off"))
+            *(int *)base = 0;
+        else {
+            if (err) *err = "expected yes/no, true/false, on/off or 1/0";
+            return UV_EINVAL;
+        }
+        return 0;
+    default: {
+        double v = strtod(value, &end);
+        if (errno || end == value || *end || !isfinite(v) || v < e->min || v > e->max) {
+            if (err) *err = "not a number in the allowed range (see --help)";
+            return UV_EINVAL;
+        }
+        if (e->type != T_DBL && v != floor(v)) {
+            if (err) *err = "expected a whole number";
+            return UV_EINVAL;
+        }
+        if (e->type == T_INT)
+            *(int *)base = (int)v;
+        else if (e->type == T_U64)
+            *(uint64_t *)base = (uint64_t)v;
+        else
+            *(double *)base = v;
+        return 0;
+    }
+    }
+}
+
+void ps_config_defaults(ps_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NENTRIES; i++)
+        set_entry(cfg, &table[i], table[i].def, NULL);
+}
+
+int ps_config_set(ps_config *cfg, const char *name, const char *value, const char **err) {
+    const entry *e = find(name);
+    if (!e) {
+        if (err) *err = "unknown option";
+        return UV_EINVAL;
+    }
+    return set_entry(cfg, e, value, err);
+}
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    return s;
+}
+
+int ps_config_load(ps_config *cfg, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return UV_EINVAL;
+    }
+    char line[512];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char *s = trim(line);
+        if (!*s) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s:%d: expected \"key = value\"", path, lineno);
+            fclose(f);
+            return UV_EINVAL;
+        }
+        *eq = 0;
+        const char *why = NULL;
+        char *key = trim(s), *val = trim(eq + 1);
+        if (ps_config_set(cfg, key, val, &why) != 0) {
+            snprintf(err, errlen, "%s:%d: %s: %s", path, lineno, key, why);
+            fclose(f);
+            return UV_EINVAL;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+void ps_config_print_help(void *file) {
+    FILE *f = file;
+    for (size_t i = 0; i < NENTRIES; i++) {
+        char flag[64];
+        size_t k = 0;
+        for (; table[i].name[k] && k + 1 < sizeof flag; k++)
+            flag[k] = table[i].name[k] == '_' ? '-' : table[i].name[k];
+        flag[k] = 0;
+        fprintf(f, "  --%-22s %s (default %s)\n", flag, table[i].help, table[i].def);
+    }
+}

@@ -1,0 +1,483 @@
+/*
+ * conn.c — one client connection: the frame decoder, the output queue and
+ * the socket callbacks that drive them.
+ *
+ * Normal path: libuv reads into the connection's read buffer; the framer
+ * parses the varint length incrementally, checks it against max_frame and
+ * only then allocates exactly that many bytes, fills them and hands the
+ * complete frame to dispatch. Replies and pushes are queued on the output
+ * queue as refcounted buffers; the server's prepare phase starts one
+ * gathered write per connection (at most PS_WRITE_BATCH buffers), and the
+ * write callback starts the next.
+ *
+ * Failure modes: a malformed varint (more than 10 bytes) or a length above
+ * max_frame gets an error reply with request id 0 and the connection is
+ * closed after that reply is written; so does a frame that protobuf-c cannot
+ * parse and a frame cut short by EOF. A read or write error closes the
+ * connection. A connection whose backlog (pending output plus output
+ * dropped since its last completed write) passes the hard limit is closed.
+ *
+ * Invariants: handle memory is released only from the close callback and
+ * only when no deferred request still holds a reference (refs). Once
+ * closing is set nothing more is queued. Queued entries are never in
+ * flight: only entries still in the queue are replaced or dropped.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_internal.h"
+
+/* --------------------------------------------------------------- framer */
+
+static uint8_t empty_frame[1];
+
+void ps_framer_init(ps_framer *f, uint64_t max_frame) {
+    memset(f, 0, sizeof *f);
+    f->max_frame = max_frame;
+}
+
+void ps_framer_free(ps_framer *f) {
+    free(f->buf);
+    f->buf = NULL;
+}
+
+int ps_framer_partial(const ps_framer *f) { return f->started && f->in_body != 2; }
+
+static void framer_next(ps_framer *f) {
+    free(f->buf);
+    f->buf = NULL;
+    f->in_body = 0;
+    f->varint_len = 0;
+    f->len = 0;
+    f->have = 0;
+    f->started = 0;
+}
+
+int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame,
+                   size_t *frame_len) {
+    size_t i = 0;
+    if (f->in_body == 2) framer_next(f); /* the previous frame was handed out */
+    while (i < n) {
+        if (!f->in_body) {
+            uint8_t b = data[i++];
+            f->started = 1;
+            if (f->varint_len == 9 && (b & 0xfe) != 0) return PS_EVARINT; /* past 64 bits or an 11th byte */
+            f->len |= (uint64_t)(b & 0x7f) << (7 * f->varint_len);
+            f->varint_len++;
+            if (f->len > f->max_frame) return PS_ETOOBIG; /* before any allocation */
+            if (b & 0x80) continue;
+            if (f->len == 0) {
+                *used = i;
+                *frame = empty_frame;
+                *frame_len = 0;
+                f->in_body = 2;
+                return 1;
+            }
+            f->buf = malloc((size_t)f->len);
+            if (!f->buf) return PS_ENOMEM;
+            f->allocated += f->len;
+            f->in_body = 1;
+            f->have = 0;
+        } else {
+            uint64_t want = f->len - f->have;
+            size_t take = (size_t)((uint64_t)(n - i) < want ? (uint64_t)(n - i) : want);
+            memcpy(f->buf + f->have, data + i, take);
+            f->have += take;
+            i += take;
+            if (f->have == f->len) {
+                *used = i;
+                *frame = f->buf;
+                *frame_len = (size_t)f->len;
+                f->in_body = 2;
+                return 1;
+            }
+        }
+    }
+    *used = i;
+    return 0;
+}
+
+/* ---------------------------------------------------------- output queue */
+
+void ps_outq_init(ps_outq *q, uint64_t soft, uint64_t hard) {
+    memset(q, 0, sizeof *q);
+    q->soft = soft;
+    q->hard = hard;
+}
+
+void ps_outq_free(ps_outq *q) {
+    for (size_t k = 0; k < q->count; k++)
+        ps_buf_unref(q->q[(q->head + k) % q->cap].buf);
+    free(q->q);
+    q->q = NULL;
+    q->count = q->head = q->cap = 0;
+    q->queued_bytes = 0;
+}
+
+uint64_t ps_outq_pending(const ps_outq *q) { return q->queued_bytes + q->inflight_bytes; }
+uint64_t ps_outq_backlog(const ps_outq *q) { return q->queued_bytes + q->inflight_bytes + q->dropped_bytes; }
+
+static int outq_grow(ps_outq *q) {
+    size_t ncap = q->cap ? q->cap * 2 : 16;
+    ps_out_entry *nq = malloc(ncap * sizeof *nq);
+    if (!nq) return PS_ENOMEM;
+    for (size_t k = 0; k < q->count; k++)
+        nq[k] = q->q[(q->head + k) % q->cap];
+    free(q->q);
+    q->q = nq;
+    q->cap = ncap;
+    q->head = 0;
+    return 0;
+}
+
+int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream) {
+    if (kind == PS_OUT_FRAME) {
+        for (size_t k = 0; k < q->count; k++) {
+            ps_out_entry *e = &q->q[(q->head + k) % q->cap];
+            if (e->kind == PS_OUT_FRAME && e->stream == stream) {
+                q->dropped++;
+                q->dropped_bytes += e->buf->len;
+                q->queued_bytes -= e->buf->len;
+                if (ps_outq_backlog(q) + buf->len > q->hard) {
+                    /* Keep the old entry's accounting consistent before failing. */
+                    q->queued_bytes += e->buf->len;
+                    return PS_EHARD;
+                }
+                ps_buf_unref(e->buf);
+                ps_buf_ref(buf);
+                e->buf = buf;
+                q->queued_bytes += buf->len;
+                return 1;
+            }
+        }
+    }
+    if (kind == PS_OUT_EVENT && ps_outq_pending(q) > q->soft) {
+        q->dropped++;
+        q->dropped_bytes += buf->len;
+        return ps_outq_backlog(q) > q->hard ? PS_EHARD : 1;
+    }
+    if (ps_outq_backlog(q) + buf->len > q->hard) return PS_EHARD;
+    if (q->count == q->cap && outq_grow(q) != 0) return PS_ENOMEM;
+    ps_out_entry *e = &q->q[(q->head + q->count) % q->cap];
+    e->buf = buf;
+    e->kind = kind;
+    e->stream = stream;
+    ps_buf_ref(buf);
+    q->count++;
+    q->queued_bytes += buf->len;
+    return 0;
+}
+
+size_t ps_outq_take(ps_outq *q, ps_out_entry *out, size_t max) {
+    size_t n = 0;
+    while (n < max && q->count > 0) {
+        out[n] = q->q[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+        q->queued_bytes -= out[n].buf->len;
+        q->inflight_bytes += out[n].buf->len;
+        n++;
+    }
+    return n;
+}
+
+void ps_outq_written(ps_outq *q, uint64_t bytes) {
+    q->inflight_bytes -= bytes;
+    q->dropped_bytes = 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+void ps_conn_ref(ps_conn *c) { c->refs++; }
+
+void ps_conn_unref(ps_conn *c) {
+    if (--c->refs == 0) free(c);
+}
+
+static void on_close(uv_handle_t *handle) {
+    ps_conn *c = handle->data;
+    ps_server *s = c->srv;
+    ps_outq_free(&c->outq);
+    ps_framer_free(&c->framer);
+    ps_conn_unref(c);
+    ps_server_maybe_finish(s);
+}
+
+void ps_conn_close(ps_conn *c, const char *why) {
+    if (c->closing) return;
+    ps_server *s = c->srv;
+    c->closing = 1;
+    ps_log("conn %llu (%s%s%s) closed: %s", (unsigned long long)c->id, c->peer, c->name[0] ? " " : "", c->name, why);
+    if (c->nsubs > 0)
+        for (int i = 0; i < s->nhosts; i++)
+            ps_host_drop_conn(s->hosts[i], c);
+    /* Unlink from the connection list and the flush list. */
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    s->nconns--;
+    if (c->dirty) {
+        ps_conn **pp = &s->dirty;
+        while (*pp && *pp != c)
+            pp = &(*pp)->dirty_next;
+        if (*pp) *pp = c->dirty_next;
+        c->dirty = 0;
+    }
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+/* ---------------------------------------------------------------- writes */
+
+static void on_write(uv_write_t *req, int status) {
+    ps_conn *c = req->data;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < c->n_inflight; k++) {
+        bytes += c->inflight[k].buf->len;
+        ps_buf_unref(c->inflight[k].buf);
+    }
+    c->n_inflight = 0;
+    c->writing = 0;
+    ps_outq_written(&c->outq, bytes);
+    if (c->closing) return;
+    if (status < 0) {
+        ps_conn_close(c, uv_strerror(status));
+        return;
+    }
+    ps_conn_flush(c);
+}
+
+void ps_conn_flush(ps_conn *c) {
+    if (c->closing || c->writing) return;
+    size_t n = ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
+    if (n == 0) {
+        if (c->close_after_flush) ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        c->wbufs[k] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
+    c->n_inflight = n;
+    c->wreq.data = c;
+    int r = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)n, on_write);
+    if (r < 0) {
+        /* The callback will not run: release the buffers here. */
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < n; k++) {
+            bytes += c->inflight[k].buf->len;
+            ps_buf_unref(c->inflight[k].buf);
+        }
+        c->n_inflight = 0;
+        ps_outq_written(&c->outq, bytes);
+        ps_conn_close(c, uv_strerror(r));
+        return;
+    }
+    c->writing = 1;
+}
+
+int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream) {
+    if (c->closing || !b) return UV_ECANCELED;
+    int r = ps_outq_push(&c->outq, b, kind, stream);
+    if (r == PS_EHARD) {
+        char why[128];
+        snprintf(why, sizeof why, "output backlog past the hard limit (%llu bytes)", (unsigned long long)c->outq.hard);
+        ps_conn_close(c, why);
+        return r;
+    }
+    if (r < 0) {
+        ps_conn_close(c, "out of memory");
+        return r;
+    }
+    ps_server_mark_dirty(c->srv, c);
+    return r;
+}
+
+void ps_conn_report_drops(ps_conn *c, uint64_t now_ns) {
+    if (c->closing || c->outq.dropped == c->drops_reported) return;
+    if (now_ns - c->last_drop_notice_ns < 1000000000ull) return;
+    c->last_drop_notice_ns = now_ns;
+    c->drops_reported = c->outq.dropped;
+    Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
+    n.kind = PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED;
+    n.dropped = c->outq.dropped;
+    n.message = "pushes replaced or dropped because the connection reads too slowly";
+    ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
+    m.notice = &n;
+    ps_buf *b = ps_encode(&m);
+    ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX); /* a newer drop notice replaces an unsent one */
+    if (b) ps_buf_unref(b);
+}
+
+/* --------------------------------------------------------------- replies */
+
+void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
+    if (c->closing) return;
+    ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+    m.reply = r;
+    ps_buf *b = ps_encode(&m);
+    if (!b) {
+        ps_conn_close(c, "out of memory encoding a reply");
+        return;
+    }
+    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    ps_buf_unref(b);
+}
+
+void ps_reply_status(ps_conn *c, uint64_t request_id, const ps_status *st, uint64_t tick) {
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    Physd__V1__ErrorDetail d = PHYSD__V1__ERROR_DETAIL__INIT;
+    r.request_id = request_id;
+    r.status = (Physd__V1__Status)st->code;
+    r.message = (char *)st->msg;
+    r.tick = tick;
+    if (st->has_index) {
+        d.index = st->index;
+        r.error = &d;
+    }
+    ps_send_reply(c, &r);
+}
+
+void ps_reply_error(ps_conn *c, uint64_t request_id, int code, const char *msg) {
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.request_id = request_id;
+    r.status = (Physd__V1__Status)code;
+    r.message = (char *)msg;
+    ps_send_reply(c, &r);
+}
+
+void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg) {
+    if (c->closing) return;
+    Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
+    n.kind = (Physd__V1__NoticeKind)kind;
+    n.world_id = world_id;
+    n.tick = tick;
+    n.message = (char *)(msg ? msg : "");
+    ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
+    m.notice = &n;
+    ps_buf *b = ps_encode(&m);
+    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    if (b) ps_buf_unref(b);
+}
+
+/* ----------------------------------------------------------------- reads */
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+    (void)suggested;
+    ps_conn *c = handle->data;
+    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+}
+
+/* Replies with request id 0 and closes once the reply is written. */
+static void fatal_frame_error(ps_conn *c, int code, const char *msg) {
+    ps_log("conn %llu (%s): %s", (unsigned long long)c->id, c->peer, msg);
+    ps_reply_error(c, 0, code, msg);
+    c->close_after_flush = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    ps_server_mark_dirty(c->srv, c);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+    ps_conn *c = stream->data;
+    if (c->closing || c->close_after_flush) return;
+    if (nread < 0) {
+        if (nread == UV_EOF && ps_framer_partial(&c->framer)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "truncated frame: EOF after %llu of %llu bytes",
+                     (unsigned long long)c->framer.have, (unsigned long long)c->framer.len);
+            fatal_frame_error(c, PS_ST_INVALID, msg);
+            return;
+        }
+        if (c->writing || c->outq.count > 0) {
+            /* Half-closed by the peer: finish writing what it asked for. */
+            c->close_after_flush = 1;
+            uv_read_stop(stream);
+            ps_server_mark_dirty(c->srv, c);
+            return;
+        }
+        ps_conn_close(c, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)buf->base;
+    size_t left = (size_t)nread;
+    while (left > 0 && !c->closing && !c->close_after_flush) {
+        size_t used = 0;
+        const uint8_t *frame = NULL;
+        size_t flen = 0;
+        int r = ps_framer_feed(&c->framer, p, left, &used, &frame, &flen);
+        if (r < 0) {
+            char msg[160];
+            if (r == PS_ETOOBIG)
+                snprintf(msg, sizeof msg, "frame length exceeds max_frame (%llu bytes)",
+                         (unsigned long long)c->framer.max_frame);
+            else if (r == PS_EVARINT)
+                snprintf(msg, sizeof msg, "malformed frame length (varint longer than 10 bytes)");
+            else
+                snprintf(msg, sizeof msg, "out of memory for a frame");
+            fatal_frame_error(c,
+                              r == PS_ETOOBIG   ? PS_ST_EXHAUSTED
+                              : r == PS_EVARINT ? PS_ST_INVALID
+                                                : PS_ST_INTERNAL,
+                              msg);
+            return;
+        }
+        p += used;
+        left -= used;
+        if (r == 1 && ps_dispatch_frame(c, frame, flen) < 0) {
+            fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
+            return;
+        }
+    }
+}
+
+int ps_conn_accept(ps_server *s) {
+    ps_conn *c = calloc(1, sizeof *c);
+    if (!c) return UV_ENOMEM;
+    int r = uv_tcp_init(&s->loop, &c->tcp);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    c->tcp.data = c;
+    c->srv = s;
+    c->refs = 1;
+    c->id = ++s->next_conn_id;
+    ps_framer_init(&c->framer, s->cfg.max_frame);
+    ps_outq_init(&c->outq, s->cfg.output_soft_limit, s->cfg.output_hard_limit);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    r = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
+    if (r < 0) {
+        ps_conn_close(c, uv_strerror(r));
+        return r;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    snprintf(c->peer, sizeof c->peer, "?");
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_INET) {
+        char ip[48];
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        char ip[48];
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    }
+    if (s->nconns > s->cfg.max_connections) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "too many connections (max_connections = %d)", s->cfg.max_connections);
+        fatal_frame_error(c, PS_ST_EXHAUSTED, msg);
+        return 0;
+    }
+    ps_log("conn %llu (%s) accepted", (unsigned long long)c->id, c->peer);
+    r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (r < 0) ps_conn_close(c, uv_strerror(r));
+    return 0;
+}

@@ -1,0 +1,677 @@
+/*
+ * dispatch.c — the request table: one entry per ClientMessage request type
+ * with its handler and flags, and the generic checks run before handlers.
+ *
+ * Normal path: a complete frame is unpacked by protobuf-c into a
+ * ClientMessage; the oneof case selects the table entry; generic checks
+ * follow (known request type, hello done unless the entry allows it, the
+ * world named by world_id exists); an entry's prepare step decodes and
+ * checks the request's values without touching a world (codec.c); requests
+ * on a world then run at that world's tick boundary (immediately when it is
+ * idle, else after the step in flight) in arrival order, and every other
+ * request runs at once. Each request gets exactly one Reply carrying its
+ * request id.
+ *
+ * Failure modes: a frame protobuf-c cannot unpack makes ps_dispatch_frame
+ * return -1 (the connection replies with request id 0 and closes). An empty
+ * or unknown request gets UNIMPLEMENTED, a request before hello gets
+ * FAILED_PRECONDITION, an unknown or destroyed world NOT_FOUND, bad values
+ * INVALID_ARGUMENT (with the index of the element when there is one), limits
+ * RESOURCE_EXHAUSTED. The connection stays open after all of these.
+ *
+ * Invariants: handlers that read or change a world run only while it is
+ * idle (they are ps_run_fn called by the world host). The unpacked message
+ * is freed exactly once, by whoever ran the handler.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/ph_scenes.h"
+#include "ps_internal.h"
+
+
+typedef int (*ps_prepare_fn)(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st);
+typedef void (*ps_conn_fn)(ps_conn *c, ps_msg *m);
+
+enum {
+    H_NO_HELLO = 1, /* allowed before hello */
+    H_WORLD = 2,    /* names a world; runs at its tick boundary */
+};
+
+typedef struct ps_handler {
+    const char *name;
+    int flags;
+    ps_prepare_fn prepare; /* optional, world requests */
+    ps_run_fn run_world;   /* world requests */
+    ps_conn_fn run;        /* other requests */
+} ps_handler;
+
+static void reply_ok(ps_conn *c, uint64_t request_id, uint64_t tick, ps_reply_msg *r) {
+    r->request_id = request_id;
+    r->status = PHYSD__V1__STATUS__STATUS_OK;
+    r->message = "ok";
+    r->tick = tick;
+    ps_send_reply(c, r);
+}
+
+/* WorldInfo without settings and bodies. */
+static void world_info(ps_host *h, Physd__V1__WorldInfo *wi) {
+    physd__v1__world_info__init(wi);
+    wi->world_id = h->id;
+    wi->name = h->name;
+    wi->preset = h->preset;
+    wi->paused = h->paused != 0;
+    wi->tick = h->tick;
+    wi->body_count = (uint32_t)h->body_count;
+    wi->joint_count = (uint32_t)h->joint_count;
+    uint32_t nsubs = 0;
+    for (int i = 0; i < h->nsubs; i++)
+        nsubs += h->subs[i].conn != NULL;
+    wi->subscriptions = nsubs;
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static void h_hello(ps_conn *c, ps_msg *m) {
+    const Physd__V1__Hello *hm = m->hello;
+    ps_server *s = c->srv;
+    if (c->hello_done) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "hello was already received on this connection");
+        return;
+    }
+    if (hm->protocol_version != PS_PROTOCOL_VERSION) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "protocol version %u is not supported; this server speaks version %d",
+                 hm->protocol_version, PS_PROTOCOL_VERSION);
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, msg);
+        return;
+    }
+    if (strlen(hm->client_name) > 128) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "client_name is longer than 128 bytes");
+        return;
+    }
+    /* Credentials are accepted and ignored until access control exists. */
+    snprintf(c->name, sizeof c->name, "%s", hm->client_name);
+    c->hello_done = 1;
+    ps_log("conn %llu (%s) hello from \"%s\"", (unsigned long long)c->id, c->peer, c->name);
+    Physd__V1__HelloReply hr = PHYSD__V1__HELLO_REPLY__INIT;
+    hr.protocol_version = PS_PROTOCOL_VERSION;
+    hr.server = "physd " PS_VERSION;
+    hr.session_id = c->id;
+    hr.max_frame = s->cfg.max_frame;
+    hr.max_worlds = (uint32_t)s->cfg.max_worlds;
+    hr.max_bodies_per_world = (uint32_t)s->cfg.max_bodies_per_world;
+    hr.max_edits_per_batch = (uint32_t)s->cfg.max_edits_per_batch;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_HELLO;
+    r.hello = &hr;
+    reply_ok(c, m->request_id, 0, &r);
+}
+
+static void h_ping(ps_conn *c, ps_msg *m) {
+    if (m->ping->payload.len > 1024) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "ping payload is longer than 1024 bytes");
+        return;
+    }
+    Physd__V1__Pong p = PHYSD__V1__PONG__INIT;
+    p.payload = m->ping->payload;
+    p.server_time_ns = ps_now_ns();
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_PONG;
+    r.pong = &p;
+    reply_ok(c, m->request_id, 0, &r);
+}
+
+/* --------------------------------------------------------------- worlds */
+
+static void h_create_world(ps_conn *c, ps_msg *m) {
+    const Physd__V1__CreateWorld *cw = m->create_world;
+    ps_server *s = c->srv;
+    ps_status st;
+    if (strlen(cw->name) > 64) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "name is longer than 64 bytes");
+        return;
+    }
+    if (cw->preset[0] && (strlen(cw->preset) > 63 || !ph_scene_find(cw->preset))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "unknown preset \"%.64s\"", cw->preset);
+        ps_reply_error(c, m->request_id, PS_ST_NOT_FOUND, msg);
+        return;
+    }
+    if (cw->name[0] && ps_server_find_world_by_name(s, cw->name)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a world named \"%s\" exists", cw->name);
+        ps_reply_error(c, m->request_id, PS_ST_EXISTS, msg);
+        return;
+    }
+    ph_settings set = ph_default_settings();
+    double rate = s->cfg.default_tick_rate;
+    if (ps_codec_settings(cw->settings, &set, &rate, s->cfg.max_tick_rate, &st)) {
+        ps_reply_status(c, m->request_id, &st, 0);
+        return;
+    }
+    ps_host *h = NULL;
+    if (ps_host_create(s, cw->name, cw->preset, &set, rate, cw->start_paused, &h, &st)) {
+        ps_reply_status(c, m->request_id, &st, 0);
+        return;
+    }
+    Physd__V1__WorldInfo wi;
+    world_info(h, &wi);
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    wi.settings = &sm;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
+    r.world = &wi;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+static void h_list_worlds(ps_conn *c, ps_msg *m) {
+    ps_server *s = c->srv;
+    Physd__V1__WorldInfo *infos = calloc((size_t)s->nhosts + 1, sizeof *infos);
+    Physd__V1__WorldInfo **ptrs = calloc((size_t)s->nhosts + 1, sizeof *ptrs);
+    if (!infos || !ptrs) {
+        free(infos);
+        free(ptrs);
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+        return;
+    }
+    size_t n = 0;
+    for (int i = 0; i < s->nhosts; i++) {
+        if (s->hosts[i]->destroying) continue;
+        world_info(s->hosts[i], &infos[n]);
+        ptrs[n] = &infos[n];
+        n++;
+    }
+    Physd__V1__WorldList wl = PHYSD__V1__WORLD_LIST__INIT;
+    wl.n_worlds = n;
+    wl.worlds = ptrs;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLDS;
+    r.worlds = &wl;
+    reply_ok(c, m->request_id, 0, &r);
+    free(infos);
+    free(ptrs);
+}
+
+static void w_inspect(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    Physd__V1__WorldInfo wi;
+    world_info(h, &wi);
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    wi.settings = &sm;
+    ph_body_id *ids = NULL;
+    uint64_t *wire = NULL;
+    if (m->inspect_world->include_bodies) {
+        int n = ph_world_body_count(h->world);
+        if (n > 100000) n = 100000;
+        ids = malloc(((size_t)n + 1) * sizeof *ids);
+        wire = malloc(((size_t)n + 1) * sizeof *wire);
+        if (ids && wire) {
+            int got = ph_world_get_bodies(h->world, ids, n);
+            for (int k = 0; k < got; k++)
+                wire[k] = ph_body_id_to_u64(ids[k]);
+            wi.n_body_ids = got > 0 ? (size_t)got : 0;
+            wi.body_ids = wire;
+        }
+    }
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
+    r.world = &wi;
+    reply_ok(c, m->request_id, h->tick, &r);
+    free(ids);
+    free(wire);
+}
+
+static void w_destroy(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    reply_ok(c, m->request_id, h->tick, &r);
+    ps_host_destroy(h, "requested by a client");
+}
+
+/* ---------------------------------------------------------------- edits */
+
+static int p_edit(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st) {
+    ps_edit_batch *b = NULL;
+    if (ps_codec_edit_batch(m->edit, c->srv->cfg.max_edits_per_batch, &b, st)) return st->code;
+    *decoded = b;
+    *free_fn = ps_edit_batch_free;
+    return 0;
+}
+
+static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    ps_edit_batch *b = decoded;
+    ps_status st;
+    uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
+    if (!ids) {
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+        return;
+    }
+    if (ps_host_apply_edits(h, b->ops, b->n, ids, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+    } else {
+        Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
+        er.n_new_ids = b->n;
+        er.new_ids = ids;
+        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_EDIT;
+        r.edit = &er;
+        reply_ok(c, m->request_id, h->tick, &r);
+    }
+    free(ids);
+}
+
+/* ------------------------------------------------------------- settings */
+
+static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_status st;
+    ph_settings set = h->settings;
+    double rate = h->tick_rate;
+    if (ps_codec_settings(m->change_settings->settings, &set, &rate, c->srv->cfg.max_tick_rate, &st) ||
+        ps_host_set_settings(h, &set, rate, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
+    ps_log("world %llu: settings changed (iterations %d, h %.6g s, %.4g Hz)", (unsigned long long)h->id, set.iterations,
+           set.time_step, rate);
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_SETTINGS;
+    r.settings = &sm;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+/* -------------------------------------------------------------- control */
+
+static void w_pause(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_host_pause(h);
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+static void w_resume(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    if (h->steps_pending > 0) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "a step request is in progress");
+        return;
+    }
+    ps_host_resume(h);
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+static void w_step(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    uint32_t n = m->step->steps;
+    if (n < 1 || n > 100000) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "steps must be in [1, 100000]");
+        return;
+    }
+    if (!h->paused) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "the world is running; pause it before stepping");
+        return;
+    }
+    if (h->steps_pending > 0) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "a step request is already in progress");
+        return;
+    }
+    h->steps_pending = h->steps_requested = n;
+    h->step_conn = c;
+    h->step_request_id = m->request_id;
+    ps_conn_ref(c);
+    /* The reply is sent when the last step completes (world_host.c). */
+}
+
+static void w_reset(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_status st;
+    if (ps_host_reset(h, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+/* -------------------------------------------------------- subscriptions */
+
+static int p_subscribe(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st) {
+    (void)c, (void)decoded, (void)free_fn;
+    const Physd__V1__Subscribe *s = m->subscribe;
+    int k = (int)s->kind;
+    if (k != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS && k != PHYSD__V1__STREAM_KIND__STREAM_STATS &&
+        k != PHYSD__V1__STREAM_KIND__STREAM_CONTACTS)
+        return ps_fail(st, PS_ST_INVALID, "kind: unknown value %d", k);
+    if (s->every > 1000000) return ps_fail(st, PS_ST_INVALID, "every must be in [0, 1000000]");
+    if (s->n_body_ids > 0 && k != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
+        return ps_fail(st, PS_ST_INVALID, "body_ids are only for transform subscriptions");
+    if (s->n_body_ids > 100000) return ps_fail(st, PS_ST_EXHAUSTED, "at most 100000 body_ids");
+    return 0;
+}
+
+static void w_subscribe(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    const Physd__V1__Subscribe *s = m->subscribe;
+    ps_sub proto;
+    memset(&proto, 0, sizeof proto);
+    proto.kind = s->kind == PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS ? PS_SUB_TRANSFORMS
+                 : s->kind == PHYSD__V1__STREAM_KIND__STREAM_STATS    ? PS_SUB_STATS
+                                                                      : PS_SUB_CONTACTS;
+    proto.every = s->every ? s->every : 1;
+    proto.per_iteration = s->per_iteration_merits;
+    proto.nbodies = s->n_body_ids;
+    proto.bodies = s->body_ids;
+    uint64_t id = 0;
+    ps_status st;
+    if (ps_host_subscribe(h, c, &proto, &id, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
+    Physd__V1__SubscribeReply sr = PHYSD__V1__SUBSCRIBE_REPLY__INIT;
+    sr.subscription_id = id;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION;
+    r.subscription = &sr;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+static void h_unsubscribe(ps_conn *c, ps_msg *m) {
+    ps_server *s = c->srv;
+    for (int i = 0; i < s->nhosts; i++) {
+        if (ps_host_unsubscribe(s->hosts[i], c, m->unsubscribe->subscription_id) == 0) {
+            ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+            reply_ok(c, m->request_id, s->hosts[i]->tick, &r);
+            return;
+        }
+    }
+    char msg[96];
+    snprintf(msg, sizeof msg, "no subscription %llu on this connection",
+             (unsigned long long)m->unsubscribe->subscription_id);
+    ps_reply_error(c, m->request_id, PS_ST_NOT_FOUND, msg);
+}
+
+/* -------------------------------------------------------------- queries */
+
+static void vec_out(Physd__V1__Vec3 *m, ph_vec3 v) {
+    physd__v1__vec3__init(m);
+    m->x = v.x, m->y = v.y, m->z = v.z;
+}
+
+static int p_query_bodies(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st) {
+    (void)c, (void)decoded, (void)free_fn;
+    if (m->query_bodies->n_body_ids > 10000) return ps_fail(st, PS_ST_EXHAUSTED, "at most 10000 body_ids per query");
+    return 0;
+}
+
+/* Storage for one BodyState reply entry. */
+typedef struct body_out {
+    Physd__V1__BodyState bs;
+    Physd__V1__Pose pose;
+    Physd__V1__Vec3 pos, lv, av, inertia;
+    Physd__V1__Quat q;
+    size_t nshapes;
+    Physd__V1__ShapeState *shapes;
+    Physd__V1__ShapeState **shape_ptrs;
+    Physd__V1__ShapeDef *defs;
+    ps_shape_storage *storage;
+} body_out;
+
+static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    const Physd__V1__QueryBodies *q = m->query_bodies;
+    size_t n = q->n_body_ids;
+    for (size_t k = 0; k < n; k++) {
+        if (!ph_body_is_valid(ph_body_id_from_u64(h->world, q->body_ids[k]))) {
+            ps_status st;
+            ps_fail_at(&st, PS_ST_NOT_FOUND, (uint32_t)k, "body_ids[%zu] = %llu: no such body", k,
+                       (unsigned long long)q->body_ids[k]);
+            ps_reply_status(c, m->request_id, &st, h->tick);
+            return;
+        }
+    }
+    body_out *outs = calloc(n ? n : 1, sizeof *outs);
+    Physd__V1__BodyState **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    int oom = !outs || !ptrs;
+    for (size_t k = 0; k < n && !oom; k++) {
+        body_out *o = &outs[k];
+        ph_body_id id = ph_body_id_from_u64(h->world, q->body_ids[k]);
+        ph_body_state s;
+        ph_body_get_state(id, &s);
+        physd__v1__body_state__init(&o->bs);
+        physd__v1__pose__init(&o->pose);
+        physd__v1__quat__init(&o->q);
+        vec_out(&o->pos, s.position);
+        vec_out(&o->lv, s.linear_velocity);
+        vec_out(&o->av, s.angular_velocity);
+        vec_out(&o->inertia, s.inertia);
+        o->q.x = s.orientation.x, o->q.y = s.orientation.y, o->q.z = s.orientation.z, o->q.w = s.orientation.w;
+        o->pose.position = &o->pos;
+        o->pose.orientation = &o->q;
+        o->bs.body_id = q->body_ids[k];
+        o->bs.type = s.type == PH_BODY_STATIC      ? PHYSD__V1__BODY_TYPE__BODY_STATIC
+                     : s.type == PH_BODY_KINEMATIC ? PHYSD__V1__BODY_TYPE__BODY_KINEMATIC
+                                                   : PHYSD__V1__BODY_TYPE__BODY_DYNAMIC;
+        o->bs.pose = &o->pose;
+        o->bs.linear_velocity = &o->lv;
+        o->bs.angular_velocity = &o->av;
+        o->bs.mass = s.mass;
+        o->bs.inertia = &o->inertia;
+        o->bs.shape_count = (uint32_t)s.shape_count;
+        o->bs.user_data = s.user_data;
+        if (q->include_shapes && s.shape_count > 0) {
+            ph_shape_id sids[PH_MAX_SHAPES_PER_BODY];
+            int ns = ph_body_get_shapes(id, sids, PH_MAX_SHAPES_PER_BODY);
+            if (ns < 0) ns = 0;
+            o->shapes = calloc((size_t)ns + 1, sizeof *o->shapes);
+            o->shape_ptrs = calloc((size_t)ns + 1, sizeof *o->shape_ptrs);
+            o->defs = calloc((size_t)ns + 1, sizeof *o->defs);
+            o->storage = calloc((size_t)ns + 1, sizeof *o->storage);
+            if (!o->shapes || !o->shape_ptrs || !o->defs || !o->storage) {
+                oom = 1;
+                break;
+            }
+            for (int j = 0; j < ns; j++) {
+                ph_shape_def d;
+                ph_shape_get_def(sids[j], &d);
+                physd__v1__shape_state__init(&o->shapes[j]);
+                o->shapes[j].shape_id = ph_shape_id_to_u64(sids[j]);
+                ps_codec_shape_out(&d, &o->defs[j], &o->storage[j]);
+                o->shapes[j].def = &o->defs[j];
+                o->shape_ptrs[j] = &o->shapes[j];
+            }
+            o->bs.n_shapes = (size_t)ns;
+            o->bs.shapes = o->shape_ptrs;
+        }
+        ptrs[k] = &o->bs;
+    }
+    if (oom) {
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+    } else {
+        Physd__V1__BodyStates bs = PHYSD__V1__BODY_STATES__INIT;
+        bs.n_bodies = n;
+        bs.bodies = ptrs;
+        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_BODIES;
+        r.bodies = &bs;
+        reply_ok(c, m->request_id, h->tick, &r);
+    }
+    for (size_t k = 0; outs && k < n; k++) {
+        free(outs[k].shapes);
+        free(outs[k].shape_ptrs);
+        free(outs[k].defs);
+        free(outs[k].storage);
+    }
+    free(outs);
+    free(ptrs);
+}
+
+typedef struct ray_args {
+    ph_vec3 origin, dir;
+    double max_distance;
+} ray_args;
+
+static int p_raycast(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st) {
+    (void)c;
+    const Physd__V1__Raycast *rc = m->raycast;
+    ray_args a;
+    if (!rc->origin || !rc->direction) return ps_fail(st, PS_ST_INVALID, "origin and direction are required");
+    if (ps_codec_vec3(rc->origin, ph_v3(0, 0, 0), 1e12, &a.origin))
+        return ps_fail(st, PS_ST_INVALID, "origin must be finite (|x| <= 1e12)");
+    if (ps_codec_vec3(rc->direction, ph_v3(0, 0, 0), 1e12, &a.dir) || ph_len(a.dir) < 1e-12)
+        return ps_fail(st, PS_ST_INVALID, "direction must be finite and non-zero");
+    a.max_distance = rc->max_distance;
+    if (!isfinite(a.max_distance) || a.max_distance < 0)
+        return ps_fail(st, PS_ST_INVALID, "max_distance must be finite and >= 0");
+    ray_args *p = malloc(sizeof *p);
+    if (!p) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    *p = a;
+    *decoded = p;
+    *free_fn = free;
+    return 0;
+}
+
+static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    ray_args *a = decoded;
+    ph_ray_hit hit;
+    memset(&hit, 0, sizeof hit);
+    int r = ph_world_raycast(h->world, a->origin, a->dir, a->max_distance, &hit);
+    if (r < 0) {
+        ps_reply_error(c, m->request_id, ps_status_from_core(r), ph_strerror(r));
+        return;
+    }
+    Physd__V1__RaycastResult rr = PHYSD__V1__RAYCAST_RESULT__INIT;
+    Physd__V1__Vec3 pt, nm;
+    rr.hit = r == 1;
+    if (r == 1) {
+        rr.body_id = ph_body_id_to_u64(hit.body);
+        rr.shape_id = ph_shape_id_to_u64(hit.shape);
+        vec_out(&pt, hit.point);
+        vec_out(&nm, hit.normal);
+        rr.point = &pt;
+        rr.normal = &nm;
+        rr.distance = hit.distance;
+    }
+    ps_reply_msg rep = PHYSD__V1__REPLY__INIT;
+    rep.payload_case = PHYSD__V1__REPLY__PAYLOAD_RAY;
+    rep.ray = &rr;
+    reply_ok(c, m->request_id, h->tick, &rep);
+}
+
+static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    Physd__V1__WorldCounters wc = PHYSD__V1__WORLD_COUNTERS__INIT;
+    wc.tick = h->tick;
+    wc.ticks_total = h->ticks_total;
+    wc.overrun_ticks = h->overrun_ticks;
+    wc.edits_applied = h->edits_applied;
+    wc.batches_applied = h->batches_applied;
+    wc.batches_rejected = h->batches_rejected;
+    wc.frames_encoded = h->frames_encoded;
+    wc.pushes_queued = h->pushes_queued;
+    wc.pushes_dropped = h->pushes_dropped;
+    wc.last_step_ms = h->last_step_ms;
+    wc.mean_step_ms = h->ticks_total ? h->sum_step_ms / (double)h->ticks_total : 0;
+    wc.body_count = (uint32_t)h->body_count;
+    wc.joint_count = (uint32_t)h->joint_count;
+    wc.contact_count = (uint32_t)h->contact_count;
+    wc.tick_rate = h->tick_rate;
+    wc.uptime_s = (double)(ps_now_ns() - h->created_ns) / 1e9;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
+    r.counters = &wc;
+    reply_ok(c, m->request_id, h->tick, &r);
+}
+
+/* ---------------------------------------------------------------- table */
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define TABLE_SIZE (REQ(QUERY_COUNTERS) + 1)
+
+static const ps_handler table[TABLE_SIZE] = {
+    [REQ(HELLO)] = {"hello", H_NO_HELLO, NULL, NULL, h_hello},
+    [REQ(PING)] = {"ping", H_NO_HELLO, NULL, NULL, h_ping},
+    [REQ(CREATE_WORLD)] = {"create_world", 0, NULL, NULL, h_create_world},
+    [REQ(LIST_WORLDS)] = {"list_worlds", 0, NULL, NULL, h_list_worlds},
+    [REQ(INSPECT_WORLD)] = {"inspect_world", H_WORLD, NULL, w_inspect, NULL},
+    [REQ(DESTROY_WORLD)] = {"destroy_world", H_WORLD, NULL, w_destroy, NULL},
+    [REQ(EDIT)] = {"edit", H_WORLD, p_edit, w_edit, NULL},
+    [REQ(CHANGE_SETTINGS)] = {"change_settings", H_WORLD, NULL, w_change_settings, NULL},
+    [REQ(PAUSE)] = {"pause", H_WORLD, NULL, w_pause, NULL},
+    [REQ(RESUME)] = {"resume", H_WORLD, NULL, w_resume, NULL},
+    [REQ(STEP)] = {"step", H_WORLD, NULL, w_step, NULL},
+    [REQ(RESET)] = {"reset", H_WORLD, NULL, w_reset, NULL},
+    [REQ(SUBSCRIBE)] = {"subscribe", H_WORLD, p_subscribe, w_subscribe, NULL},
+    [REQ(UNSUBSCRIBE)] = {"unsubscribe", 0, NULL, NULL, h_unsubscribe},
+    [REQ(QUERY_BODIES)] = {"query_bodies", H_WORLD, p_query_bodies, w_query_bodies, NULL},
+    [REQ(RAYCAST)] = {"raycast", H_WORLD, p_raycast, w_raycast, NULL},
+    [REQ(QUERY_COUNTERS)] = {"query_counters", H_WORLD, NULL, w_counters, NULL},
+};
+
+static uint64_t world_id_of(const ps_msg *m) {
+    switch (m->request_case) {
+    case REQ(INSPECT_WORLD): return m->inspect_world->world_id;
+    case REQ(DESTROY_WORLD): return m->destroy_world->world_id;
+    case REQ(EDIT): return m->edit->world_id;
+    case REQ(CHANGE_SETTINGS): return m->change_settings->world_id;
+    case REQ(PAUSE): return m->pause->world_id;
+    case REQ(RESUME): return m->resume->world_id;
+    case REQ(STEP): return m->step->world_id;
+    case REQ(RESET): return m->reset->world_id;
+    case REQ(SUBSCRIBE): return m->subscribe->world_id;
+    case REQ(QUERY_BODIES): return m->query_bodies->world_id;
+    case REQ(RAYCAST): return m->raycast->world_id;
+    case REQ(QUERY_COUNTERS): return m->query_counters->world_id;
+    default: return 0;
+    }
+}
+
+int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
+    ps_msg *m = physd__v1__client_message__unpack(NULL, len, data);
+    if (!m) return -1;
+    unsigned k = (unsigned)m->request_case;
+    const ps_handler *h = k < TABLE_SIZE && table[k].name ? &table[k] : NULL;
+    if (!h) {
+        ps_reply_error(c, m->request_id, PS_ST_UNIMPLEMENTED,
+                       k == 0 ? "empty or unknown request (no known request field is set)" : "unknown request type");
+        physd__v1__client_message__free_unpacked(m, NULL);
+        return 0;
+    }
+    if (!(h->flags & H_NO_HELLO) && !c->hello_done) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "send hello first");
+        physd__v1__client_message__free_unpacked(m, NULL);
+        return 0;
+    }
+    if (h->flags & H_WORLD) {
+        uint64_t wid = world_id_of(m);
+        ps_host *host = ps_server_find_world(c->srv, wid);
+        ps_status st;
+        void *decoded = NULL;
+        void (*free_fn)(void *) = NULL;
+        if (!host || host->destroying) {
+            ps_fail(&st, PS_ST_NOT_FOUND, "no such world %llu", (unsigned long long)wid);
+            ps_reply_status(c, m->request_id, &st, 0);
+            physd__v1__client_message__free_unpacked(m, NULL);
+            return 0;
+        }
+        if (h->prepare && h->prepare(c, m, &decoded, &free_fn, &st)) {
+            ps_reply_status(c, m->request_id, &st, host->tick);
+            physd__v1__client_message__free_unpacked(m, NULL);
+            return 0;
+        }
+        ps_host_defer(host, c, m, decoded, free_fn, h->run_world);
+        return 0;
+    }
+    h->run(c, m);
+    physd__v1__client_message__free_unpacked(m, NULL);
+    return 0;
+}

@@ -1,0 +1,450 @@
+/*
+ * ps_internal.h — types and functions shared by the files of physd's
+ * daemon (prefix ps_). Not installed; tests/server may include it to drive
+ * the framing and output-queue state machines without sockets.
+ *
+ * Threads: everything here belongs to the loop thread except what a world
+ * step job touches (ps_host.job and the host's scratch arrays), which the
+ * worker owns between uv_queue_work and its after-work callback.
+ */
+#ifndef PHYSD_PS_INTERNAL_H
+#define PHYSD_PS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "physd/ph_core.h"
+#include "physd/v1/physd.pb-c.h"
+#include "server.h"
+
+/* Short names for the generated protocol types. */
+typedef Physd__V1__ClientMessage ps_msg;
+typedef Physd__V1__ServerMessage ps_smsg;
+typedef Physd__V1__Reply ps_reply_msg;
+
+/* ---------------------------------------------------------------- errors */
+
+/* Server-internal errors (negative, outside libuv's range). */
+enum {
+    PS_EVARINT = -20001, /* malformed length varint (more than 10 bytes) */
+    PS_ETOOBIG = -20002, /* declared frame length above max_frame */
+    PS_ENOMEM = -20003,
+    PS_EHARD = -20004, /* output backlog past the hard limit */
+};
+
+/* Status codes are the protocol's enum values. */
+#define PS_ST_OK PHYSD__V1__STATUS__STATUS_OK
+#define PS_ST_INVALID PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT
+#define PS_ST_NOT_FOUND PHYSD__V1__STATUS__STATUS_NOT_FOUND
+#define PS_ST_EXISTS PHYSD__V1__STATUS__STATUS_ALREADY_EXISTS
+#define PS_ST_DENIED PHYSD__V1__STATUS__STATUS_PERMISSION_DENIED
+#define PS_ST_EXHAUSTED PHYSD__V1__STATUS__STATUS_RESOURCE_EXHAUSTED
+#define PS_ST_PRECONDITION PHYSD__V1__STATUS__STATUS_FAILED_PRECONDITION
+#define PS_ST_UNIMPLEMENTED PHYSD__V1__STATUS__STATUS_UNIMPLEMENTED
+#define PS_ST_INTERNAL PHYSD__V1__STATUS__STATUS_INTERNAL
+#define PS_ST_UNAVAILABLE PHYSD__V1__STATUS__STATUS_UNAVAILABLE
+
+/* The outcome of a check: a status code, a readable message and, for
+ * errors about one element of a list, its index. */
+typedef struct ps_status {
+    int code;
+    int has_index;
+    uint32_t index;
+    char msg[200];
+} ps_status;
+
+/* Fills st and returns code (so "return ps_fail(st, ...)" reads well). */
+int ps_fail(ps_status *st, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* As ps_fail, for the element at index. */
+int ps_fail_at(ps_status *st, int code, uint32_t index, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* The status code for a core error (invalid handle -> NOT_FOUND, ...). */
+int ps_status_from_core(int err);
+const char *ps_status_name(int code);
+
+/* One log line on stderr: "physd: <text>" with a monotonic timestamp. */
+void ps_log(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+extern int ps_log_quiet;
+
+/* ------------------------------------------------- refcounted buffers */
+
+/* An encoded, length-prefixed server message shared by every connection it
+ * is queued to. refs is touched only on the loop thread once the buffer
+ * has been handed over from a worker. */
+typedef struct ps_buf {
+    int refs;
+    size_t len;
+    uint8_t data[];
+} ps_buf;
+
+ps_buf *ps_buf_new(size_t len);
+void ps_buf_ref(ps_buf *b);
+void ps_buf_unref(ps_buf *b);
+/* Encodes m as a delimited frame (varint length + message); NULL on ENOMEM. */
+ps_buf *ps_encode(const ps_smsg *m);
+
+/* ------------------------------------------------------------- framing */
+
+/* The incremental frame decoder: fed raw bytes, yields whole frames. */
+typedef struct ps_framer {
+    uint64_t max_frame;
+    int in_body;        /* 0: reading the varint, 1: reading the body */
+    int varint_len;     /* bytes of the varint seen */
+    uint64_t len;       /* the frame length (partial while reading the varint) */
+    uint64_t have;      /* body bytes received */
+    uint8_t *buf;       /* exactly len bytes, allocated once len is known and accepted */
+    uint64_t allocated; /* total bytes ever allocated (tests check the reject-before-alloc rule) */
+    int started;        /* a frame has begun (some varint byte seen) */
+} ps_framer;
+
+void ps_framer_init(ps_framer *f, uint64_t max_frame);
+void ps_framer_free(ps_framer *f);
+/* Consumes bytes from data[0..n). Returns 1 when a whole frame is ready
+ * (*frame, *frame_len valid until the next call; *used bytes consumed),
+ * 0 when every byte was consumed without completing a frame, or PS_EVARINT
+ * / PS_ETOOBIG / PS_ENOMEM (the framer is then unusable). */
+int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame, size_t *frame_len);
+/* 1 when a frame is partially received (a truncated frame at EOF). */
+int ps_framer_partial(const ps_framer *f);
+
+/* -------------------------------------------------------- output queue */
+
+enum {
+    PS_OUT_REPLY = 0, /* replies and notices: never dropped */
+    PS_OUT_FRAME = 1, /* transforms and stats: a newer one of the same stream replaces an unsent older one */
+    PS_OUT_EVENT = 2, /* contact events: dropped while pending output is above the soft limit */
+};
+
+typedef struct ps_out_entry {
+    ps_buf *buf;
+    uint64_t stream; /* replaceable stream key (PS_OUT_FRAME), else 0 */
+    int kind;
+} ps_out_entry;
+
+/* A connection's pending output: entries not yet handed to the socket
+ * (replaceable) and the bytes of the write in flight (not replaceable). */
+typedef struct ps_outq {
+    ps_out_entry *q;
+    size_t head, count, cap;
+    uint64_t queued_bytes;
+    uint64_t inflight_bytes;
+    uint64_t dropped_bytes; /* dropped since the last completed write */
+    uint64_t dropped;       /* pushes dropped or replaced, total */
+    uint64_t soft, hard;
+} ps_outq;
+
+void ps_outq_init(ps_outq *q, uint64_t soft, uint64_t hard);
+void ps_outq_free(ps_outq *q);
+/* Queues buf (taking a new reference). Returns 0 when queued, 1 when the
+ * push replaced an older entry or was dropped (counted in dropped), or
+ * PS_EHARD when the backlog (pending + dropped since the last completed
+ * write) is past the hard limit: the caller must close the connection. */
+int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream);
+/* Moves up to max entries to the caller (in flight); returns how many. */
+size_t ps_outq_take(ps_outq *q, ps_out_entry *out, size_t max);
+/* The write of bytes in flight completed. */
+void ps_outq_written(ps_outq *q, uint64_t bytes);
+uint64_t ps_outq_pending(const ps_outq *q);
+uint64_t ps_outq_backlog(const ps_outq *q);
+
+/* ---------------------------------------------------------- connections */
+
+typedef struct ps_host ps_host;
+
+#define PS_WRITE_BATCH 64
+
+typedef struct ps_conn {
+    uv_tcp_t tcp;
+    struct ps_server *srv;
+    struct ps_conn *prev, *next;
+    uint64_t id;
+    int refs;              /* 1 for the handle + 1 per deferred request holding it */
+    int closing;           /* uv_close called (or about to be); replies are dropped */
+    int close_after_flush; /* close once the output is written (bad frame, shutdown) */
+    int hello_done;
+    int nsubs;
+    char peer[64];
+    char name[129];
+    ps_framer framer;
+    ps_outq outq;
+    int writing;
+    int dirty; /* on the server's flush list */
+    struct ps_conn *dirty_next;
+    uv_write_t wreq;
+    size_t n_inflight;
+    ps_out_entry inflight[PS_WRITE_BATCH];
+    uv_buf_t wbufs[PS_WRITE_BATCH];
+    uint64_t drops_reported;
+    uint64_t last_drop_notice_ns;
+    char rbuf[16384];
+} ps_conn;
+
+int ps_conn_accept(struct ps_server *s);
+/* Queues an encoded message; closes the connection past its hard limit.
+ * Returns 0, 1 (replaced/dropped) or a negative error. */
+int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream);
+void ps_conn_close(ps_conn *c, const char *why);
+void ps_conn_ref(ps_conn *c);
+void ps_conn_unref(ps_conn *c);
+/* Starts the write of queued output (called from the prepare phase). */
+void ps_conn_flush(ps_conn *c);
+/* Queues a NOTICE_DROPPED if drops happened since the last one (at most
+ * one per second). */
+void ps_conn_report_drops(ps_conn *c, uint64_t now_ns);
+
+/* Replies. */
+void ps_send_reply(ps_conn *c, ps_reply_msg *r);
+void ps_reply_status(ps_conn *c, uint64_t request_id, const ps_status *st, uint64_t tick);
+void ps_reply_error(ps_conn *c, uint64_t request_id, int code, const char *msg);
+void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg);
+
+/* ---------------------------------------------------------------- server */
+
+struct ps_server {
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t stop_async;
+    uv_signal_t sigint, sigterm;
+    uv_prepare_t prepare;
+    uv_timer_t shutdown_timer;
+    ps_config cfg;
+    int port;
+    int stopping;
+    int listener_open;
+    ps_conn *conns;
+    int nconns;
+    ps_conn *dirty;
+    ps_host **hosts;
+    int nhosts, hosts_cap;
+    uint64_t next_world_id;
+    uint64_t next_sub_id;
+    uint64_t next_conn_id;
+    uint64_t start_ns;
+};
+
+/* Marks c to be flushed in the next prepare phase. */
+void ps_server_mark_dirty(struct ps_server *s, ps_conn *c);
+/* Called when a connection or world is gone, to finish a shutdown. */
+void ps_server_maybe_finish(struct ps_server *s);
+ps_host *ps_server_find_world(struct ps_server *s, uint64_t id);
+ps_host *ps_server_find_world_by_name(struct ps_server *s, const char *name);
+int ps_server_add_world(struct ps_server *s, ps_host *h);
+void ps_server_remove_world(struct ps_server *s, ps_host *h);
+uint64_t ps_now_ns(void);
+
+/* ------------------------------------------------------------- world host */
+
+enum { PS_SUB_TRANSFORMS = 0, PS_SUB_STATS = 1, PS_SUB_CONTACTS = 2 };
+
+typedef struct ps_sub {
+    uint64_t id;
+    ps_conn *conn;
+    int kind;
+    uint32_t every;
+    int per_iteration;
+    size_t nbodies;
+    uint64_t *bodies; /* transforms: the chosen set (NULL: all bodies) */
+} ps_sub;
+
+typedef struct ps_edit ps_edit;
+
+/* A request that must run while the world is idle (no step in flight). */
+typedef struct ps_deferred ps_deferred;
+typedef void (*ps_run_fn)(ps_host *h, ps_conn *c, ps_msg *m, void *decoded);
+struct ps_deferred {
+    ps_deferred *next;
+    ps_conn *conn;
+    ps_msg *msg;
+    void *decoded;
+    void (*free_decoded)(void *);
+    ps_run_fn run;
+};
+
+/* What a worker produces for one tick. */
+typedef struct ps_job {
+    int manual; /* a StepWorld step */
+    int want_frame, want_stats, want_stats_iters, want_events;
+    int err;
+    double step_ms;
+    uint64_t tick;
+    ps_buf *frame, *stats, *stats_iters, *events;
+    int contacts;
+} ps_job;
+
+struct ps_host {
+    struct ps_server *srv;
+    uint64_t id;
+    char name[65];
+    char preset[64];
+    ph_world_id world;
+    ph_settings settings;          /* current */
+    double tick_rate;              /* Hz */
+    ph_settings creation_settings; /* for reset */
+    double creation_tick_rate;
+    int paused;
+    int busy;       /* a step job is in flight */
+    int destroying; /* destroy requested; NOT_FOUND from now on */
+    int finalized;
+    int draining;
+    int delivering; /* ps_broadcast_deliver is iterating subs: removal leaves tombstones */
+    uv_timer_t timer;
+    uv_work_t work;
+    ps_job job;
+    /* clock: tick due n is at base_ns + n / tick_rate */
+    uint64_t base_ns;
+    uint64_t ticks_since_base;
+    /* step N while paused */
+    uint32_t steps_pending;
+    uint32_t steps_requested;
+    ps_conn *step_conn;
+    uint64_t step_request_id;
+    /* subscriptions */
+    ps_sub *subs;
+    int nsubs, subs_cap;
+    /* deferred requests */
+    ps_deferred *dq_head, *dq_tail;
+    int dq_len;
+    /* scratch owned by the job while busy */
+    ph_body_id *scratch_ids;
+    int scratch_cap;
+    /* cached for the loop (read while busy) */
+    uint64_t tick;
+    int body_count, joint_count, contact_count;
+    /* counters */
+    uint64_t ticks_total, overrun_ticks, edits_applied, batches_applied, batches_rejected;
+    uint64_t frames_encoded, pushes_queued, pushes_dropped;
+    double last_step_ms, sum_step_ms;
+    uint64_t created_ns;
+    uint64_t last_overrun_notice_ns, overrun_reported;
+};
+
+/* Creates the world from a decoded creation request; on failure fills st. */
+int ps_host_create(struct ps_server *s, const char *name, const char *preset, const ph_settings *settings,
+                   double tick_rate, int paused, ps_host **out, ps_status *st);
+/* Runs fn now if the world is idle, else queues it for the tick boundary.
+ * Takes ownership of m and decoded. */
+void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn);
+/* Re-evaluates the clock: drains deferred requests when idle, dispatches
+ * the next step when due, arms the timer otherwise. */
+void ps_host_kick(ps_host *h);
+/* Requests destruction: NOT_FOUND for new requests, finalized once idle. */
+void ps_host_destroy(ps_host *h, const char *why);
+void ps_host_pause(ps_host *h);
+void ps_host_resume(ps_host *h);
+/* Rebuilds the world from its creation request (world idle). */
+int ps_host_reset(ps_host *h, ps_status *st);
+/* Installs settings and tick rate (world idle). */
+int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_status *st);
+int ps_host_subscribe(ps_host *h, ps_conn *c, const ps_sub *proto, uint64_t *id, ps_status *st);
+int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id);
+/* Removes every subscription of c. */
+void ps_host_drop_conn(ps_host *h, ps_conn *c);
+/* Applies a decoded edit batch atomically (world idle). new_ids has one
+ * entry per op. */
+int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_ids, ps_status *st);
+
+/* ------------------------------------------------------------- broadcast */
+
+/* Worker side: encodes the shared products of one tick. */
+void ps_broadcast_encode(ps_host *h, ps_job *job);
+/* Loop side: queues the job's buffers (and per-subscriber frames) to every
+ * due subscriber, then releases the job's references. */
+void ps_broadcast_deliver(ps_host *h, ps_job *job);
+
+/* ---------------------------------------------------------------- codec */
+
+/* A decoded edit op (every value checked). */
+enum {
+    PS_EDIT_ADD_BODY = 1,
+    PS_EDIT_REMOVE_BODY,
+    PS_EDIT_SET_POSE,
+    PS_EDIT_SET_VELOCITY,
+    PS_EDIT_APPLY_FORCE,
+    PS_EDIT_APPLY_TORQUE,
+    PS_EDIT_APPLY_IMPULSE,
+    PS_EDIT_SET_KINEMATIC_TARGET,
+    PS_EDIT_ADD_JOINT,
+    PS_EDIT_REMOVE_JOINT,
+};
+
+/* A body named in an op: an existing id, or the body of an earlier AddBody
+ * op (new_op >= 0). */
+typedef struct ps_body_ref {
+    uint64_t id;
+    int new_op;
+    int present;
+} ps_body_ref;
+
+struct ps_edit {
+    int kind;
+    ps_body_ref body; /* every body op */
+    ph_body_def bdef; /* add body */
+    int nshapes;
+    ph_shape_def *shapes;
+    int has_mass;
+    double mass;
+    ph_vec3 inertia;
+    ph_vec3 v1, v2; /* velocity linear/angular, force/torque/impulse and point */
+    ph_quat q;
+    int has_point;
+    ph_joint_def jdef; /* add joint (body ids filled at apply time) */
+    ps_body_ref ja, jb;
+    uint64_t joint; /* remove joint */
+};
+
+typedef struct ps_edit_batch {
+    size_t n;
+    ps_edit *ops;
+} ps_edit_batch;
+
+int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, double max_tick_rate,
+                      ps_status *st);
+void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage);
+/* Storage for ps_codec_settings_out: wrapper messages it points into. */
+typedef struct ps_settings_storage {
+    Physd__V1__DoubleValue d[8];
+    Physd__V1__Int32Value i[2];
+    Physd__V1__BoolValue b[3];
+    Physd__V1__UInt64Value u;
+    Physd__V1__Vec3 gravity;
+    Physd__V1__Spook spook[3];
+    Physd__V1__FrictionModelValue fm;
+    Physd__V1__MethodValue me;
+    Physd__V1__OrderingValue ord;
+    Physd__V1__DoubleValue d2[2];
+    Physd__V1__Int32Value i2[2];
+    Physd__V1__BoolValue b2;
+    Physd__V1__GammaScopeValue gs;
+} ps_settings_storage;
+
+int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batch **out, ps_status *st);
+void ps_edit_batch_free(void *batch);
+int ps_codec_vec3(const Physd__V1__Vec3 *m, ph_vec3 def, double max_abs, ph_vec3 *out);
+int ps_codec_quat(const Physd__V1__Quat *m, ph_quat *out);
+void ps_codec_shape_out(const ph_shape_def *d, Physd__V1__ShapeDef *m, void *storage);
+typedef struct ps_shape_storage {
+    Physd__V1__DoubleValue d[5];
+    Physd__V1__Vec3 v[3];
+    Physd__V1__Quat q;
+    Physd__V1__Pose pose;
+} ps_shape_storage;
+
+/* ------------------------------------------------------------- dispatch */
+
+/* Decodes and dispatches one frame from c; returns 0, or -1 when the frame
+ * could not be parsed (the caller replies and closes). */
+int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len);
+
+#endif /* PHYSD_PS_INTERNAL_H */

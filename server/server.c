@@ -1,0 +1,300 @@
+/*
+ * server.c — the event loop: listener, accept, the prepare-phase flush,
+ * the world registry, graceful shutdown and logging.
+ *
+ * Normal path: ps_server_create initializes a private loop, binds and
+ * listens (so the port is known before run), and creates the demo world
+ * when asked. ps_server_run runs the loop. Connections queue output during
+ * an iteration; the prepare handle flushes every connection marked dirty
+ * once per iteration, just before the loop sleeps (as Redis does in
+ * beforeSleep).
+ *
+ * Shutdown (SIGINT, SIGTERM or ps_server_stop through an async handle):
+ * stop accepting (close the listener), destroy every world (each waits for
+ * its step in flight), send NOTICE_SHUTDOWN to every connection and close
+ * each once its output is written; a timer closes whatever is still open
+ * after shutdown_timeout. When the last connection and world are gone the
+ * remaining handles are closed, uv_run returns and uv_loop_close must
+ * return 0.
+ *
+ * Failure modes: bind/listen errors are returned by ps_server_create with
+ * everything released; accept errors are logged and the listener keeps
+ * going.
+ *
+ * Invariants: all of this runs on the loop thread, except ps_server_stop
+ * (uv_async_send is thread-safe) and ps_log. ps_server_create ignores
+ * SIGPIPE for the whole process (writes to a closed peer return EPIPE).
+ */
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "physd/ph_scenes.h"
+#include "ps_internal.h"
+
+int ps_log_quiet = 0;
+
+void ps_log(const char *fmt, ...) {
+    if (ps_log_quiet) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ physd: %s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+            tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, line);
+}
+
+uint64_t ps_now_ns(void) { return uv_hrtime(); }
+
+/* -------------------------------------------------------------- registry */
+
+ps_host *ps_server_find_world(ps_server *s, uint64_t id) {
+    for (int i = 0; i < s->nhosts; i++)
+        if (s->hosts[i]->id == id) return s->hosts[i];
+    return NULL;
+}
+
+ps_host *ps_server_find_world_by_name(ps_server *s, const char *name) {
+    for (int i = 0; i < s->nhosts; i++)
+        if (!s->hosts[i]->destroying && strcmp(s->hosts[i]->name, name) == 0) return s->hosts[i];
+    return NULL;
+}
+
+int ps_server_add_world(ps_server *s, ps_host *h) {
+    if (s->nhosts == s->hosts_cap) {
+        int ncap = s->hosts_cap ? s->hosts_cap * 2 : 16;
+        ps_host **nh = realloc(s->hosts, (size_t)ncap * sizeof *nh);
+        if (!nh) return PS_ENOMEM;
+        s->hosts = nh;
+        s->hosts_cap = ncap;
+    }
+    s->hosts[s->nhosts++] = h;
+    return 0;
+}
+
+void ps_server_remove_world(ps_server *s, ps_host *h) {
+    for (int i = 0; i < s->nhosts; i++) {
+        if (s->hosts[i] == h) {
+            memmove(&s->hosts[i], &s->hosts[i + 1], (size_t)(s->nhosts - i - 1) * sizeof *s->hosts);
+            s->nhosts--;
+            return;
+        }
+    }
+}
+
+/* ----------------------------------------------------------------- flush */
+
+void ps_server_mark_dirty(ps_server *s, ps_conn *c) {
+    if (c->dirty || c->closing) return;
+    c->dirty = 1;
+    c->dirty_next = s->dirty;
+    s->dirty = c;
+}
+
+static void on_prepare(uv_prepare_t *p) {
+    ps_server *s = p->data;
+    while (s->dirty) {
+        ps_conn *c = s->dirty;
+        s->dirty = c->dirty_next;
+        c->dirty = 0;
+        c->dirty_next = NULL;
+        ps_conn_flush(c);
+    }
+}
+
+/* ---------------------------------------------------------------- accept */
+
+static void on_connection(uv_stream_t *server, int status) {
+    ps_server *s = server->data;
+    if (status < 0) {
+        ps_log("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (s->stopping) return;
+    int r = ps_conn_accept(s);
+    if (r < 0) ps_log("accept failed: %s", uv_strerror(r));
+}
+
+/* -------------------------------------------------------------- shutdown */
+
+static void close_if_open(uv_handle_t *h) {
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+void ps_server_maybe_finish(ps_server *s) {
+    if (!s->stopping || s->nconns > 0 || s->nhosts > 0) return;
+    uv_timer_stop(&s->shutdown_timer);
+    close_if_open((uv_handle_t *)&s->shutdown_timer);
+    close_if_open((uv_handle_t *)&s->prepare);
+    close_if_open((uv_handle_t *)&s->stop_async);
+    if (s->cfg.handle_signals) {
+        close_if_open((uv_handle_t *)&s->sigint);
+        close_if_open((uv_handle_t *)&s->sigterm);
+    }
+}
+
+static void on_shutdown_timeout(uv_timer_t *t) {
+    ps_server *s = t->data;
+    ps_log("shutdown: %d connections did not drain in %.3g s; closing them", s->nconns, s->cfg.shutdown_timeout);
+    while (s->conns)
+        ps_conn_close(s->conns, "shutdown timeout");
+}
+
+static void begin_shutdown(ps_server *s, const char *why) {
+    if (s->stopping) return;
+    s->stopping = 1;
+    ps_log("shutting down (%s): %d connections, %d worlds", why, s->nconns, s->nhosts);
+    if (s->listener_open) {
+        s->listener_open = 0;
+        uv_close((uv_handle_t *)&s->listener, NULL);
+    }
+    /* Worlds: copy the list, finalization removes entries. */
+    int n = s->nhosts;
+    ps_host **hs = malloc((size_t)(n ? n : 1) * sizeof *hs);
+    if (hs) {
+        memcpy(hs, s->hosts, (size_t)n * sizeof *hs);
+        for (int i = 0; i < n; i++)
+            ps_host_destroy(hs[i], "shutdown");
+        free(hs);
+    }
+    for (ps_conn *c = s->conns; c; c = c->next) {
+        ps_send_notice(c, PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN, 0, 0, "the server is shutting down");
+        c->close_after_flush = 2;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        ps_server_mark_dirty(s, c);
+    }
+    uv_timer_start(&s->shutdown_timer, on_shutdown_timeout, (uint64_t)(s->cfg.shutdown_timeout * 1000.0), 0);
+    ps_server_maybe_finish(s);
+}
+
+static void on_stop_async(uv_async_t *a) { begin_shutdown(a->data, "stop requested"); }
+
+static void on_signal(uv_signal_t *sig, int signum) {
+    begin_shutdown(sig->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+void ps_server_stop(ps_server *s) { uv_async_send(&s->stop_async); }
+
+/* ------------------------------------------------------------- lifecycle */
+
+static void walk_close(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int ps_server_create(ps_server **out, const ps_config *cfg) {
+    *out = NULL;
+    ps_server *s = calloc(1, sizeof *s);
+    if (!s) return UV_ENOMEM;
+    s->cfg = *cfg;
+    ps_log_quiet = cfg->quiet;
+    /* A peer that closes while we write must give EPIPE, not kill the
+     * process (process-wide, as every socket server does). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    if (!getenv("UV_THREADPOOL_SIZE")) {
+        /* libuv reads this once, when the first work item is queued. */
+        char n[16];
+        snprintf(n, sizeof n, "%u", cfg->workers > 0 ? (unsigned)cfg->workers : uv_available_parallelism());
+        setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
+    int r = uv_loop_init(&s->loop);
+    if (r < 0) {
+        free(s);
+        return r;
+    }
+    s->start_ns = ps_now_ns();
+    uv_tcp_init(&s->loop, &s->listener);
+    s->listener.data = s;
+    s->listener_open = 1;
+    uv_async_init(&s->loop, &s->stop_async, on_stop_async);
+    s->stop_async.data = s;
+    uv_prepare_init(&s->loop, &s->prepare);
+    s->prepare.data = s;
+    uv_prepare_start(&s->prepare, on_prepare);
+    uv_timer_init(&s->loop, &s->shutdown_timer);
+    s->shutdown_timer.data = s;
+    if (cfg->handle_signals) {
+        uv_signal_init(&s->loop, &s->sigint);
+        uv_signal_init(&s->loop, &s->sigterm);
+        s->sigint.data = s->sigterm.data = s;
+        uv_signal_start(&s->sigint, on_signal, SIGINT);
+        uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    }
+    struct sockaddr_storage addr;
+    r = uv_ip4_addr(cfg->listen, cfg->port, (struct sockaddr_in *)&addr);
+    if (r < 0) r = uv_ip6_addr(cfg->listen, cfg->port, (struct sockaddr_in6 *)&addr);
+    if (r == 0) r = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
+    if (r == 0) r = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
+    if (r == 0) {
+        struct sockaddr_storage bound;
+        int len = sizeof bound;
+        uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+        s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    }
+    if (r == 0 && cfg->demo) {
+        ps_host *h = NULL;
+        ps_status st;
+        ph_settings set = ph_default_settings();
+        if (ps_host_create(s, "demo", cfg->demo_scene, &set, cfg->default_tick_rate, 0, &h, &st) != 0) {
+            ps_log("demo world failed: %s", st.msg);
+            r = UV_EINVAL;
+        } else {
+            const ph_scene_info *info = ph_scene_find(cfg->demo_scene);
+            ps_log("demo world %llu \"demo\" runs preset \"%s\" (%s) at %.4g Hz", (unsigned long long)h->id,
+                   cfg->demo_scene, info ? info->description : "", h->tick_rate);
+            ps_log("watch it: physd --watch %llu --port %d   (prints its statistics once a second)",
+                   (unsigned long long)h->id, s->port);
+        }
+    }
+    if (r < 0) {
+        s->stopping = 1;
+        for (int i = s->nhosts - 1; i >= 0; i--)
+            ps_host_destroy(s->hosts[i], "startup failed");
+        uv_walk(&s->loop, walk_close, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        free(s->hosts);
+        free(s);
+        return r;
+    }
+    ps_log("listening on %s:%d (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)", cfg->listen,
+           s->port, PS_VERSION, PS_PROTOCOL_VERSION, (unsigned long long)cfg->max_frame, cfg->max_connections,
+           cfg->max_worlds);
+    *out = s;
+    return 0;
+}
+
+int ps_server_port(const ps_server *s) { return s->port; }
+
+int ps_server_run(ps_server *s) {
+    int r = uv_run(&s->loop, UV_RUN_DEFAULT);
+    (void)r;
+    r = uv_loop_close(&s->loop);
+    if (r != 0) {
+        ps_log("uv_loop_close: %s (handles still open)", uv_strerror(r));
+        uv_walk(&s->loop, walk_close, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        return r;
+    }
+    ps_log("stopped cleanly");
+    return 0;
+}
+
+void ps_server_destroy(ps_server *s) {
+    if (!s) return;
+    free(s->hosts);
+    free(s);
+}

@@ -1,0 +1,76 @@
+/*
+ * server.h — physd's daemon as a library: configuration, start, run, stop.
+ *
+ * main.c and the integration tests use only this header. A server owns one
+ * libuv loop (its own, not uv_default_loop) and every socket of it; world
+ * steps run on libuv's thread pool (UV_THREADPOOL_SIZE, set from
+ * cfg.workers by ps_server_create when it is not already set).
+ *
+ * Normal path: ps_config_defaults, adjust fields (or ps_config_set from the
+ * command line and a config file), ps_server_create (binds and listens),
+ * ps_server_run on the thread that will own the loop, ps_server_stop from
+ * anywhere (thread-safe, async-signal-unsafe), ps_server_run returns 0 once
+ * every connection is flushed and closed and uv_loop_close succeeded, then
+ * ps_server_destroy.
+ *
+ * Failure modes: ps_server_create returns a negative libuv error (bind
+ * failure, UV_EADDRINUSE, ...) or UV_EINVAL for a bad configuration, and
+ * leaves nothing allocated.
+ */
+#ifndef PHYSD_SERVER_H
+#define PHYSD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PS_PROTOCOL_VERSION 1
+#define PS_VERSION "0.1.0"
+#define PS_DEFAULT_PORT 7447
+
+/* Every limit and option; see ps_config_table in config.c for ranges. */
+typedef struct ps_config {
+    char listen[64];            /* address to bind, default 127.0.0.1 */
+    int port;                   /* default 7447; 0 = ephemeral (tests) */
+    uint64_t max_frame;         /* bytes, default 4 MiB */
+    int max_connections;        /* default 1024 */
+    int max_worlds;             /* default 256 */
+    int max_bodies_per_world;   /* default 100000 */
+    int max_edits_per_batch;    /* default 10000 */
+    int max_subscriptions;      /* per connection, default 256 */
+    int max_pending_requests;   /* per world, queued while a step runs, default 4096 */
+    int workers;                /* step threads, default 0 = number of CPUs */
+    uint64_t output_soft_limit; /* bytes of pending output above which events are dropped, default 1 MiB */
+    uint64_t output_hard_limit; /* backlog bytes past which a connection is closed, default 16 MiB */
+    double default_tick_rate;   /* Hz, default 60 */
+    double max_tick_rate;       /* Hz, default 1000 */
+    int max_catchup;            /* steps a late world may run back to back before skipping, default 4 */
+    double shutdown_timeout;    /* s, flushing at shutdown, default 2 */
+    int demo;                   /* create the demo world at start, default 0 (main turns it on) */
+    char demo_scene[64];        /* preset of the demo world, default "chain30" */
+    int handle_signals;         /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
+    int quiet;                  /* no log lines (benchmarks), default 0 */
+} ps_config;
+
+void ps_config_defaults(ps_config *cfg);
+/* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
+ * UV_EINVAL and, when err is not NULL, a static description. Names may use
+ * '-' or '_'. */
+int ps_config_set(ps_config *cfg, const char *name, const char *value, const char **err);
+/* Reads "key = value" lines ('#' comments, blank lines); returns 0 or
+ * UV_EINVAL with the first bad line described in err (size errlen). */
+int ps_config_load(ps_config *cfg, const char *path, char *err, size_t errlen);
+/* Prints the table (name, default, range, description) to f. */
+void ps_config_print_help(void *file);
+
+typedef struct ps_server ps_server;
+
+int ps_server_create(ps_server **out, const ps_config *cfg);
+/* The bound port (useful with port 0). */
+int ps_server_port(const ps_server *s);
+/* Runs the loop until stopped; returns 0 after a clean shutdown. */
+int ps_server_run(ps_server *s);
+/* Thread-safe request to shut down gracefully. */
+void ps_server_stop(ps_server *s);
+void ps_server_destroy(ps_server *s);
+
+#endif /* PHYSD_SERVER_H */

@@ -1,0 +1,668 @@
+/*
+ * world_host.c — one hosted world: its core handle, settings, tick clock,
+ * pending requests, subscriptions and the step jobs on the worker pool.
+ *
+ * Normal path: a one-shot timer is armed for the next due tick. Tick n is
+ * due at base_ns + n / tick_rate (an accumulator against a fixed origin, so
+ * millisecond timer granularity never accumulates drift). When a tick is
+ * due and no step is in flight, one step job is queued on libuv's thread
+ * pool; the worker steps the world and encodes the shared pushes; the
+ * after-work callback (loop thread) delivers them, runs the requests that
+ * waited for the tick boundary (edits, settings, queries, ...) in arrival
+ * order, and re-evaluates the clock. At most one step per world is ever in
+ * flight, so the loop thread never reads a world a worker is stepping.
+ *
+ * Failure modes: a world that falls more than max_catchup ticks behind
+ * skips the excess ticks instead of spiralling (counted in overrun_ticks,
+ * logged and pushed to its subscribers as NOTICE_OVERRUN at most once a
+ * second). A step that fails pauses the world and is logged. Destroying a
+ * world answers its pending requests with NOT_FOUND and tells its
+ * subscribers; the core world is destroyed only once no step is in flight.
+ *
+ * Invariants: busy == 1 exactly while a job is queued or running; the world
+ * and the scratch arrays are touched by the loop thread only when !busy.
+ * Edit batches are checked completely against the world before any op is
+ * applied, so a rejected batch changes nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/ph_scenes.h"
+#include "ps_internal.h"
+
+static void host_finalize(ps_host *h);
+
+/* ------------------------------------------------------------ creation */
+
+static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
+
+int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_settings *settings, double tick_rate,
+                   int paused, ps_host **out, ps_status *st) {
+    if (s->nhosts >= s->cfg.max_worlds)
+        return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
+    ph_world_def def = ph_default_world_def();
+    def.settings = *settings;
+    def.max_bodies = s->cfg.max_bodies_per_world;
+    def.max_joints = s->cfg.max_bodies_per_world;
+    int err = 0;
+    ph_world_id w = ph_world_create(&def, &err);
+    if (w.index1 == 0) {
+        if (err == PH_ERR_LIMIT) return ps_fail(st, PS_ST_EXHAUSTED, "the core's world limit is reached");
+        return ps_fail(st, ps_status_from_core(err), "cannot create the world: %s", ph_strerror(err));
+    }
+    if (preset && preset[0]) {
+        err = ph_scene_build(w, preset);
+        if (err != PH_OK) {
+            ph_world_destroy(w);
+            if (err == PH_ERR_LIMIT)
+                return ps_fail(st, PS_ST_EXHAUSTED, "preset \"%s\" exceeds max_bodies_per_world (%d)", preset,
+                               s->cfg.max_bodies_per_world);
+            return ps_fail(st, ps_status_from_core(err), "preset \"%s\" failed: %s", preset, ph_strerror(err));
+        }
+    }
+    ps_host *h = calloc(1, sizeof *h);
+    if (!h) {
+        ph_world_destroy(w);
+        return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    }
+    h->srv = s;
+    h->world = w;
+    h->id = ++s->next_world_id;
+    snprintf(h->name, sizeof h->name, "%s", name ? name : "");
+    snprintf(h->preset, sizeof h->preset, "%s", preset ? preset : "");
+    ph_world_get_settings(w, &h->settings);
+    h->creation_settings = h->settings;
+    h->tick_rate = h->creation_tick_rate = tick_rate;
+    h->paused = paused;
+    h->created_ns = h->base_ns = ps_now_ns();
+    h->body_count = ph_world_body_count(w);
+    h->joint_count = ph_world_joint_count(w);
+    if (ps_server_add_world(s, h) != 0) {
+        ph_world_destroy(w);
+        free(h);
+        return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    }
+    uv_timer_init(&s->loop, &h->timer);
+    h->timer.data = h;
+    ps_log("world %llu \"%s\" created (preset \"%s\", %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
+           h->preset, h->body_count, h->tick_rate, paused ? ", paused" : "");
+    *out = h;
+    ps_host_kick(h);
+    return 0;
+}
+
+/* --------------------------------------------------------------- steps */
+
+static void work_cb(uv_work_t *req) {
+    ps_host *h = req->data;
+    uint64_t t0 = ps_now_ns();
+    h->job.err = ph_world_step(h->world);
+    h->job.step_ms = (double)(ps_now_ns() - t0) / 1e6;
+    h->job.tick = ph_world_get_step_count(h->world);
+    if (h->job.err == PH_OK) ps_broadcast_encode(h, &h->job);
+}
+
+static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value) {
+    /* One notice per connection even when it holds several subscriptions. */
+    for (int i = 0; i < h->nsubs; i++) {
+        ps_conn *c = h->subs[i].conn;
+        if (!c) continue;
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++)
+            seen = h->subs[k].conn == c;
+        if (seen) continue;
+        if (kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN) {
+            Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
+            n.kind = PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN;
+            n.world_id = h->id;
+            n.tick = h->tick;
+            n.overrun_ticks = value;
+            n.message = (char *)msg;
+            ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+            m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
+            m.notice = &n;
+            ps_buf *b = ps_encode(&m);
+            if (b) ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX - 1);
+            ps_buf_unref(b);
+        } else {
+            ps_send_notice(c, kind, h->id, h->tick, msg);
+        }
+    }
+}
+
+static void compact_subs(ps_host *h) {
+    int k = 0;
+    for (int i = 0; i < h->nsubs; i++) {
+        if (h->subs[i].conn)
+            h->subs[k++] = h->subs[i];
+        else
+            free(h->subs[i].bodies);
+    }
+    h->nsubs = k;
+}
+
+static void after_work_cb(uv_work_t *req, int status) {
+    ps_host *h = req->data;
+    ps_job *job = &h->job;
+    h->busy = 0;
+    (void)status;
+    h->ticks_total++;
+    h->last_step_ms = job->step_ms;
+    h->sum_step_ms += job->step_ms;
+    h->tick = ph_world_get_step_count(h->world);
+    h->body_count = ph_world_body_count(h->world);
+    h->joint_count = ph_world_joint_count(h->world);
+    if (job->err != PH_OK) {
+        ps_log("world %llu: step failed (%s); paused", (unsigned long long)h->id, ph_strerror(job->err));
+        h->paused = 1;
+        notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONE, "step failed; world paused", 0);
+    } else {
+        ph_step_stats *st = malloc(sizeof *st);
+        if (st && ph_world_get_stats(h->world, st) == PH_OK) h->contact_count = st->contacts;
+        free(st);
+        h->delivering = 1;
+        ps_broadcast_deliver(h, job);
+        h->delivering = 0;
+        compact_subs(h);
+    }
+    if (job->manual && h->steps_pending > 0 && --h->steps_pending == 0 && h->step_conn) {
+        ps_conn *c = h->step_conn;
+        Physd__V1__StepReply sr = PHYSD__V1__STEP_REPLY__INIT;
+        sr.steps_done = h->steps_requested;
+        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+        r.request_id = h->step_request_id;
+        r.message = "ok";
+        r.tick = h->tick;
+        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_STEP;
+        r.step = &sr;
+        ps_send_reply(c, &r);
+        h->step_conn = NULL;
+        ps_conn_unref(c);
+    }
+    ps_host_kick(h);
+}
+
+static void dispatch_step(ps_host *h, int manual) {
+    ps_job *job = &h->job;
+    memset(job, 0, sizeof *job);
+    job->manual = manual;
+    uint64_t next = h->tick + 1;
+    for (int i = 0; i < h->nsubs; i++) {
+        ps_sub *sub = &h->subs[i];
+        if (!sub->conn || next % sub->every != 0) continue;
+        if (sub->kind == PS_SUB_TRANSFORMS && !sub->bodies) job->want_frame = 1;
+        if (sub->kind == PS_SUB_STATS) {
+            if (sub->per_iteration)
+                job->want_stats_iters = 1;
+            else
+                job->want_stats = 1;
+        }
+        if (sub->kind == PS_SUB_CONTACTS) job->want_events = 1;
+    }
+    h->work.data = h;
+    h->busy = 1;
+    int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);
+    if (r < 0) {
+        h->busy = 0;
+        ps_log("world %llu: cannot queue a step: %s", (unsigned long long)h->id, uv_strerror(r));
+    }
+}
+
+static void free_deferred(ps_deferred *d) {
+    if (d->free_decoded && d->decoded) d->free_decoded(d->decoded);
+    if (d->msg) physd__v1__client_message__free_unpacked(d->msg, NULL);
+    ps_conn_unref(d->conn);
+    free(d);
+}
+
+void ps_host_kick(ps_host *h) {
+    if (h->busy || h->finalized || h->draining) return;
+    /* The tick boundary: run what waited for it, in arrival order. */
+    h->draining = 1;
+    while (h->dq_head && !h->destroying) {
+        ps_deferred *d = h->dq_head;
+        h->dq_head = d->next;
+        if (!h->dq_head) h->dq_tail = NULL;
+        h->dq_len--;
+        d->run(h, d->conn, d->msg, d->decoded);
+        free_deferred(d);
+    }
+    h->draining = 0;
+    if (h->destroying) {
+        host_finalize(h);
+        return;
+    }
+    if (h->paused) {
+        uv_timer_stop(&h->timer);
+        if (h->steps_pending > 0) dispatch_step(h, 1);
+        return;
+    }
+    uint64_t now = ps_now_ns();
+    uint64_t target = (uint64_t)floor((double)(now - h->base_ns) / 1e9 * h->tick_rate);
+    if (target > h->ticks_since_base) {
+        uint64_t due = target - h->ticks_since_base;
+        if (due > (uint64_t)h->srv->cfg.max_catchup) {
+            uint64_t skipped = due - 1;
+            h->overrun_ticks += skipped;
+            h->ticks_since_base += skipped;
+            if (now - h->last_overrun_notice_ns >= 1000000000ull) {
+                h->last_overrun_notice_ns = now;
+                ps_log("world %llu cannot keep up at %.4g Hz: %llu ticks skipped so far (last step %.3f ms)",
+                       (unsigned long long)h->id, h->tick_rate, (unsigned long long)h->overrun_ticks, h->last_step_ms);
+                notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN,
+                                   "the world cannot keep up with its tick rate", h->overrun_ticks);
+            }
+        }
+        h->ticks_since_base++;
+        uv_timer_stop(&h->timer);
+        dispatch_step(h, 0);
+        return;
+    }
+    double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
+    uint64_t next_ns = h->base_ns + (uint64_t)ceil(next_s * 1e9);
+    uint64_t delay_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    uv_timer_start(&h->timer, on_timer, delay_ms, 0);
+}
+
+void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn) {
+    if (!h->busy && !h->draining && !h->dq_head) {
+        fn(h, c, m, decoded);
+        if (free_decoded && decoded) free_decoded(decoded);
+        physd__v1__client_message__free_unpacked(m, NULL);
+        ps_host_kick(h);
+        return;
+    }
+    ps_deferred *d = NULL;
+    if (h->dq_len >= h->srv->cfg.max_pending_requests || !(d = malloc(sizeof *d))) {
+        ps_status st;
+        ps_fail(&st, PS_ST_EXHAUSTED, "too many requests waiting for world %llu's tick boundary (max %d)",
+                (unsigned long long)h->id, h->srv->cfg.max_pending_requests);
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        if (free_decoded && decoded) free_decoded(decoded);
+        physd__v1__client_message__free_unpacked(m, NULL);
+        return;
+    }
+    d->next = NULL;
+    d->conn = c;
+    d->msg = m;
+    d->decoded = decoded;
+    d->free_decoded = free_decoded;
+    d->run = fn;
+    ps_conn_ref(c);
+    if (h->dq_tail)
+        h->dq_tail->next = d;
+    else
+        h->dq_head = d;
+    h->dq_tail = d;
+    h->dq_len++;
+}
+
+/* ------------------------------------------------------------- control */
+
+void ps_host_pause(ps_host *h) {
+    h->paused = 1;
+    uv_timer_stop(&h->timer);
+}
+
+void ps_host_resume(ps_host *h) {
+    if (!h->paused) return;
+    h->paused = 0;
+    h->base_ns = ps_now_ns();
+    h->ticks_since_base = 0;
+}
+
+int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_status *st) {
+    int err = ph_world_set_settings(h->world, s);
+    if (err != PH_OK) {
+        const char *why = NULL;
+        ph_settings_validate(s, &why);
+        return ps_fail(st, PS_ST_INVALID, "settings rejected: %s", why ? why : ph_strerror(err));
+    }
+    h->settings = *s;
+    if (tick_rate != h->tick_rate) {
+        h->tick_rate = tick_rate;
+        h->base_ns = ps_now_ns();
+        h->ticks_since_base = 0;
+    }
+    return 0;
+}
+
+int ps_host_reset(ps_host *h, ps_status *st) {
+    ps_server *s = h->srv;
+    ph_world_def def = ph_default_world_def();
+    def.settings = h->creation_settings;
+    def.max_bodies = s->cfg.max_bodies_per_world;
+    def.max_joints = s->cfg.max_bodies_per_world;
+    int err = 0;
+    /* Build the new world first, so a failure leaves the old one intact. */
+    ph_world_id w = ph_world_create(&def, &err);
+    if (w.index1 == 0) return ps_fail(st, PS_ST_EXHAUSTED, "cannot create the world: %s", ph_strerror(err));
+    if (h->preset[0] && (err = ph_scene_build(w, h->preset)) != PH_OK) {
+        ph_world_destroy(w);
+        return ps_fail(st, ps_status_from_core(err), "preset \"%s\" failed: %s", h->preset, ph_strerror(err));
+    }
+    ph_world_destroy(h->world);
+    h->world = w;
+    h->settings = h->creation_settings;
+    h->tick_rate = h->creation_tick_rate;
+    h->tick = 0;
+    h->base_ns = ps_now_ns();
+    h->ticks_since_base = 0;
+    h->body_count = ph_world_body_count(w);
+    h->joint_count = ph_world_joint_count(w);
+    h->contact_count = 0;
+    ps_log("world %llu reset", (unsigned long long)h->id);
+    return 0;
+}
+
+/* ------------------------------------------------------- subscriptions */
+
+int ps_host_subscribe(ps_host *h, ps_conn *c, const ps_sub *proto, uint64_t *id, ps_status *st) {
+    if (c->nsubs >= h->srv->cfg.max_subscriptions)
+        return ps_fail(st, PS_ST_EXHAUSTED, "too many subscriptions on this connection (max_subscriptions = %d)",
+                       h->srv->cfg.max_subscriptions);
+    for (size_t k = 0; k < proto->nbodies; k++) {
+        ph_body_id b = ph_body_id_from_u64(h->world, proto->bodies[k]);
+        if (!ph_body_is_valid(b))
+            return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)k, "body_ids[%zu] = %llu: no such body", k,
+                              (unsigned long long)proto->bodies[k]);
+    }
+    if (h->nsubs == h->subs_cap) {
+        int ncap = h->subs_cap ? h->subs_cap * 2 : 4;
+        ps_sub *ns = realloc(h->subs, (size_t)ncap * sizeof *ns);
+        if (!ns) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        h->subs = ns;
+        h->subs_cap = ncap;
+    }
+    ps_sub sub = *proto;
+    sub.bodies = NULL;
+    if (proto->nbodies > 0) {
+        sub.bodies = malloc(proto->nbodies * sizeof *sub.bodies);
+        if (!sub.bodies) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        memcpy(sub.bodies, proto->bodies, proto->nbodies * sizeof *sub.bodies);
+    }
+    sub.id = ++h->srv->next_sub_id;
+    sub.conn = c;
+    if (sub.every == 0) sub.every = 1;
+    h->subs[h->nsubs++] = sub;
+    c->nsubs++;
+    *id = sub.id;
+    return 0;
+}
+
+int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id) {
+    for (int i = 0; i < h->nsubs; i++) {
+        if (h->subs[i].id == sub_id && h->subs[i].conn == c) {
+            h->subs[i].conn = NULL;
+            c->nsubs--;
+            if (!h->delivering) compact_subs(h);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void ps_host_drop_conn(ps_host *h, ps_conn *c) {
+    int any = 0;
+    for (int i = 0; i < h->nsubs; i++) {
+        if (h->subs[i].conn == c) {
+            h->subs[i].conn = NULL;
+            c->nsubs--;
+            any = 1;
+        }
+    }
+    if (any && !h->delivering) compact_subs(h);
+}
+
+/* ------------------------------------------------------------ teardown */
+
+static void on_host_timer_close(uv_handle_t *t) {
+    ps_host *h = t->data;
+    ps_server *s = h->srv;
+    for (int i = 0; i < h->nsubs; i++)
+        free(h->subs[i].bodies);
+    free(h->subs);
+    free(h->scratch_ids);
+    free(h);
+    ps_server_maybe_finish(s);
+}
+
+static void host_finalize(ps_host *h) {
+    if (h->finalized) return;
+    h->finalized = 1;
+    char msg[96];
+    snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
+    while (h->dq_head) {
+        ps_deferred *d = h->dq_head;
+        h->dq_head = d->next;
+        ps_reply_error(d->conn, d->msg->request_id, PS_ST_NOT_FOUND, msg);
+        free_deferred(d);
+    }
+    h->dq_tail = NULL;
+    h->dq_len = 0;
+    if (h->step_conn) {
+        ps_reply_error(h->step_conn, h->step_request_id, PS_ST_NOT_FOUND, msg);
+        ps_conn_unref(h->step_conn);
+        h->step_conn = NULL;
+    }
+    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0);
+    for (int i = 0; i < h->nsubs; i++)
+        if (h->subs[i].conn) h->subs[i].conn->nsubs--;
+    for (int i = 0; i < h->nsubs; i++)
+        free(h->subs[i].bodies);
+    h->nsubs = 0;
+    ph_world_destroy(h->world);
+    ps_server_remove_world(h->srv, h);
+    ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
+           (unsigned long long)h->ticks_total);
+    uv_timer_stop(&h->timer);
+    uv_close((uv_handle_t *)&h->timer, on_host_timer_close);
+}
+
+void ps_host_destroy(ps_host *h, const char *why) {
+    if (h->destroying) return;
+    h->destroying = 1;
+    ps_log("world %llu: destroy requested (%s)", (unsigned long long)h->id, why);
+    if (!h->busy && !h->draining) host_finalize(h);
+}
+
+/* ---------------------------------------------------------------- edits */
+
+/* Per-batch bookkeeping for the dry run. */
+typedef struct batch_state {
+    const ps_edit *ops;
+    size_t n;
+    uint64_t *removed; /* body ids removed earlier in the batch */
+    size_t nremoved;
+    uint8_t *new_removed; /* per op: the body this AddBody creates was removed */
+    uint64_t *removed_joints;
+    size_t nremoved_joints;
+} batch_state;
+
+static int was_removed(const batch_state *b, uint64_t id) {
+    for (size_t k = 0; k < b->nremoved; k++)
+        if (b->removed[k] == id) return 1;
+    return 0;
+}
+
+/* Checks a body reference at op i; returns the body type in *type. */
+static int check_ref(ps_host *h, batch_state *b, size_t i, const ps_body_ref *r, const char *what, int *type,
+                     ps_status *st) {
+    if (r->new_op >= 0) {
+        if (b->new_removed[r->new_op])
+            return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)i,
+                              "op %zu: %s: the body of op %d was removed earlier in the batch", i, what, r->new_op);
+        *type = b->ops[r->new_op].bdef.type;
+        return 0;
+    }
+    ph_body_state s;
+    ph_body_id id = ph_body_id_from_u64(h->world, r->id);
+    if (was_removed(b, r->id) || ph_body_get_state(id, &s) != PH_OK)
+        return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)i, "op %zu: %s: no such body %llu", i, what,
+                          (unsigned long long)r->id);
+    *type = s.type;
+    return 0;
+}
+
+static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
+    int bodies = h->body_count, joints = h->joint_count;
+    int max_bodies = h->srv->cfg.max_bodies_per_world;
+    for (size_t i = 0; i < b->n; i++) {
+        const ps_edit *e = &b->ops[i];
+        int type = 0, tb = 0;
+        switch (e->kind) {
+        case PS_EDIT_ADD_BODY:
+            if (++bodies > max_bodies)
+                return ps_fail_at(st, PS_ST_EXHAUSTED, (uint32_t)i,
+                                  "op %zu: the world would exceed max_bodies_per_world (%d)", i, max_bodies);
+            break;
+        case PS_EDIT_REMOVE_BODY:
+            if (check_ref(h, b, i, &e->body, "remove_body", &type, st)) return st->code;
+            if (e->body.new_op >= 0)
+                b->new_removed[e->body.new_op] = 1;
+            else
+                b->removed[b->nremoved++] = e->body.id;
+            bodies--;
+            break;
+        case PS_EDIT_SET_POSE:
+            if (check_ref(h, b, i, &e->body, "set_pose", &type, st)) return st->code;
+            break;
+        case PS_EDIT_SET_VELOCITY:
+            if (check_ref(h, b, i, &e->body, "set_velocity", &type, st)) return st->code;
+            if (type == PH_BODY_STATIC)
+                return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, "op %zu: set_velocity on a static body", i);
+            break;
+        case PS_EDIT_APPLY_FORCE:
+        case PS_EDIT_APPLY_TORQUE:
+        case PS_EDIT_APPLY_IMPULSE:
+            if (check_ref(h, b, i, &e->body, "apply", &type, st)) return st->code;
+            break;
+        case PS_EDIT_SET_KINEMATIC_TARGET:
+            if (check_ref(h, b, i, &e->body, "set_kinematic_target", &type, st)) return st->code;
+            if (type != PH_BODY_KINEMATIC)
+                return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                                  "op %zu: set_kinematic_target on a body that is not kinematic", i);
+            break;
+        case PS_EDIT_ADD_JOINT:
+            if (check_ref(h, b, i, &e->ja, "add_joint body_a", &type, st)) return st->code;
+            if (e->jb.present && check_ref(h, b, i, &e->jb, "add_joint body_b", &tb, st)) return st->code;
+            if (e->jb.present && e->ja.new_op == e->jb.new_op && (e->ja.new_op >= 0 || e->ja.id == e->jb.id))
+                return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, "op %zu: a joint needs two different bodies", i);
+            if (++joints > max_bodies)
+                return ps_fail_at(st, PS_ST_EXHAUSTED, (uint32_t)i,
+                                  "op %zu: the world would exceed its joint limit (%d)", i, max_bodies);
+            break;
+        case PS_EDIT_REMOVE_JOINT: {
+            ph_joint_id j = ph_joint_id_from_u64(h->world, e->joint);
+            ph_joint_def jd;
+            int gone = ph_joint_get_def(j, &jd) != PH_OK;
+            for (size_t k = 0; !gone && k < b->nremoved_joints; k++)
+                gone = b->removed_joints[k] == e->joint;
+            if (!gone)
+                gone = was_removed(b, ph_body_id_to_u64(jd.body_a)) ||
+                       (jd.body_b.index1 && was_removed(b, ph_body_id_to_u64(jd.body_b)));
+            if (gone)
+                return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)i, "op %zu: no such joint %llu", i,
+                                  (unsigned long long)e->joint);
+            b->removed_joints[b->nremoved_joints++] = e->joint;
+            joints--;
+            break;
+        }
+        default: return ps_fail_at(st, PS_ST_INTERNAL, (uint32_t)i, "op %zu: unknown op kind", i);
+        }
+    }
+    return 0;
+}
+
+static ph_body_id resolve(ps_host *h, const ps_body_ref *r, const ph_body_id *created) {
+    if (r->new_op >= 0) return created[r->new_op];
+    return ph_body_id_from_u64(h->world, r->id);
+}
+
+static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i, uint64_t *new_id) {
+    int err = PH_OK;
+    ph_body_id b = {0, 0, 0};
+    if (e->kind != PS_EDIT_ADD_BODY && e->kind != PS_EDIT_ADD_JOINT && e->kind != PS_EDIT_REMOVE_JOINT)
+        b = resolve(h, &e->body, created);
+    ph_transform t;
+    switch (e->kind) {
+    case PS_EDIT_ADD_BODY: {
+        b = ph_body_create(h->world, &e->bdef, &err);
+        if (err != PH_OK) return err;
+        for (int k = 0; k < e->nshapes && err == PH_OK; k++)
+            ph_shape_create(b, &e->shapes[k], &err);
+        if (err == PH_OK && e->has_mass) err = ph_body_set_mass(b, e->mass, e->inertia);
+        if (err != PH_OK) {
+            ph_body_destroy(b);
+            return err;
+        }
+        created[i] = b;
+        *new_id = ph_body_id_to_u64(b);
+        return 0;
+    }
+    case PS_EDIT_REMOVE_BODY: return ph_body_destroy(b);
+    case PS_EDIT_SET_POSE: return ph_body_set_transform(b, e->v1, e->q);
+    case PS_EDIT_SET_VELOCITY: return ph_body_set_velocity(b, e->v1, e->v2);
+    case PS_EDIT_APPLY_FORCE:
+        if (!e->has_point && (err = ph_body_get_transform(b, &t)) != PH_OK) return err;
+        return ph_body_apply_force(b, e->v1, e->has_point ? e->v2 : t.p);
+    case PS_EDIT_APPLY_TORQUE: return ph_body_apply_torque(b, e->v1);
+    case PS_EDIT_APPLY_IMPULSE:
+        if (!e->has_point && (err = ph_body_get_transform(b, &t)) != PH_OK) return err;
+        return ph_body_apply_impulse(b, e->v1, e->has_point ? e->v2 : t.p);
+    case PS_EDIT_SET_KINEMATIC_TARGET: return ph_body_set_kinematic_target(b, e->v1, e->q);
+    case PS_EDIT_ADD_JOINT: {
+        ph_joint_def d = e->jdef;
+        d.body_a = resolve(h, &e->ja, created);
+        if (e->jb.present) d.body_b = resolve(h, &e->jb, created);
+        ph_joint_id j = ph_joint_create(h->world, &d, &err);
+        if (err != PH_OK) return err;
+        *new_id = ph_joint_id_to_u64(j);
+        return 0;
+    }
+    case PS_EDIT_REMOVE_JOINT: return ph_joint_destroy(ph_joint_id_from_u64(h->world, e->joint));
+    default: return PH_ERR_INVALID_ARGUMENT;
+    }
+}
+
+int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_ids, ps_status *st) {
+    batch_state b;
+    memset(&b, 0, sizeof b);
+    b.ops = ops;
+    b.n = n;
+    b.removed = calloc(n ? n : 1, sizeof *b.removed);
+    b.new_removed = calloc(n ? n : 1, 1);
+    b.removed_joints = calloc(n ? n : 1, sizeof *b.removed_joints);
+    ph_body_id *created = calloc(n ? n : 1, sizeof *created);
+    int rc = 0;
+    if (!b.removed || !b.new_removed || !b.removed_joints || !created) {
+        rc = ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    } else if ((rc = dry_run(h, &b, st)) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            new_ids[i] = 0;
+            int err = apply_one(h, &ops[i], created, i, &new_ids[i]);
+            if (err != PH_OK) {
+                /* The dry run mirrors the core's checks, so this is a bug. */
+                rc = ps_fail_at(st, PS_ST_INTERNAL, (uint32_t)i,
+                                "op %zu failed after validation (%s); ops before it were applied", i, ph_strerror(err));
+                ps_log("world %llu: %s", (unsigned long long)h->id, st->msg);
+                break;
+            }
+        }
+    }
+    free(b.removed);
+    free(b.new_removed);
+    free(b.removed_joints);
+    free(created);
+    h->body_count = ph_world_body_count(h->world);
+    h->joint_count = ph_world_joint_count(h->world);
+    if (rc == 0) {
+        h->edits_applied += n;
+        h->batches_applied++;
+    } else {
+        h->batches_rejected++;
+    }
+    return rc;
+}

@@ -1,0 +1,437 @@
+/*
+ * test_itest_flows.c — a real physd on 127.0.0.1 driven over TCP: a sphere
+ * falls and rests, worlds tick at their own rates, settings changes show
+ * in the next statistics, and world control (pause, step, reset, destroy),
+ * edits with joints and queries behave as documented.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "itest.h"
+#include "ph_test.h"
+#include "physd/ph_core.h"
+
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+
+static int port;
+
+static int setup(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    port = itest_start(&cfg);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    itest_stop();
+    return 0;
+}
+
+/* Adds a static ground plane and a sphere of radius r at height z; returns
+ * the sphere's id. */
+static uint64_t add_ground_and_sphere(ps_client *c, uint64_t world, double r, double z) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op[2] = {PHYSD__V1__EDIT_OP__INIT, PHYSD__V1__EDIT_OP__INIT};
+    Physd__V1__EditOp *ops[2] = {&op[0], &op[1]};
+    Physd__V1__AddBody ab[2] = {PHYSD__V1__ADD_BODY__INIT, PHYSD__V1__ADD_BODY__INIT};
+    Physd__V1__BodyDef bd[2] = {PHYSD__V1__BODY_DEF__INIT, PHYSD__V1__BODY_DEF__INIT};
+    Physd__V1__ShapeDef sd[2] = {PHYSD__V1__SHAPE_DEF__INIT, PHYSD__V1__SHAPE_DEF__INIT};
+    Physd__V1__ShapeDef *sp0 = &sd[0], *sp1 = &sd[1];
+    Physd__V1__Pose pose = PHYSD__V1__POSE__INIT;
+    Physd__V1__Vec3 pos = PHYSD__V1__VEC3__INIT;
+    Physd__V1__DoubleValue rad = PHYSD__V1__DOUBLE_VALUE__INIT;
+    bd[0].type = PHYSD__V1__BODY_TYPE__BODY_STATIC;
+    sd[0].type = PHYSD__V1__SHAPE_TYPE__SHAPE_PLANE;
+    bd[0].n_shapes = 1;
+    bd[0].shapes = &sp0;
+    pos.z = z;
+    pose.position = &pos;
+    bd[1].pose = &pose;
+    rad.value = r;
+    sd[1].radius = &rad;
+    bd[1].n_shapes = 1;
+    bd[1].shapes = &sp1;
+    for (int k = 0; k < 2; k++) {
+        ab[k].body = &bd[k];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[k].add_body = &ab[k];
+    }
+    eb.world_id = world;
+    eb.n_ops = 2;
+    eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    smsg *rep = itest_expect(itest_call(c, &m), ST(OK));
+    assert_int_equal(rep->reply->payload_case, PHYSD__V1__REPLY__PAYLOAD_EDIT);
+    assert_int_equal(rep->reply->edit->n_new_ids, 2);
+    assert_true(rep->reply->edit->new_ids[0] != 0);
+    uint64_t id = rep->reply->edit->new_ids[1];
+    assert_true(id != 0);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    return id;
+}
+
+static void test_sphere_falls_and_rests(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "sphere");
+    /* 240 Hz with the default 1/60 s step: four simulated seconds a second. */
+    uint64_t w = itest_create_world(&c, "fall", NULL, 240, NULL);
+    uint64_t sphere = add_ground_and_sphere(&c, w, 0.5, 3.0);
+    uint64_t sub = 0;
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &sphere, 1, 0, &sub),
+                     ST(OK));
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_CONTACTS, 1, NULL, 0, 0, NULL), ST(OK));
+    double zmin = 1e9, zfirst = -1, zlast = -1;
+    uint64_t first_tick = 0, last_tick = 0, begin_tick = 0;
+    int frames = 0, begins = 0, ends = 0;
+    double approach = 0;
+    while (last_tick < first_tick + 300 || frames == 0) {
+        smsg *f = ps_client_recv(&c, 5000);
+        assert_non_null(f);
+        if (f->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS) {
+            for (size_t k = 0; k < f->contacts->n_events; k++) {
+                Physd__V1__ContactEvent *e = f->contacts->events[k];
+                assert_true(e->body_a == sphere || e->body_b == sphere);
+                if (e->begin && begins++ == 0) {
+                    begin_tick = f->contacts->tick;
+                    approach = e->approach_speed;
+                }
+                if (!e->begin) ends++;
+            }
+            physd__v1__server_message__free_unpacked(f, NULL);
+            continue;
+        }
+        assert_int_equal(f->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_FRAME);
+        assert_int_equal(f->frame->world_id, w);
+        assert_int_equal(f->frame->subscription_id, sub);
+        assert_int_equal(f->frame->n_body_ids, 1);
+        assert_int_equal(f->frame->body_ids[0], sphere);
+        assert_int_equal(f->frame->n_poses, 7);
+        double z = f->frame->poses[2];
+        if (frames == 0) {
+            zfirst = z;
+            first_tick = f->frame->tick;
+        }
+        if (z < zmin) zmin = z;
+        zlast = z;
+        last_tick = f->frame->tick;
+        frames++;
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    /* It lands once, after falling 2.5 m: v = sqrt(2 g 2.5) = 7.0 m/s. */
+    printf("contact begin at tick %llu, approach speed %.3f m/s; %d begin and %d end events\n",
+           (unsigned long long)begin_tick, approach, begins, ends);
+    assert_int_equal(begins, 1);
+    assert_int_equal(ends, 0);
+    assert_true(begin_tick > first_tick + 30 && begin_tick < first_tick + 60);
+    assert_near(approach, 7.0, 0.5);
+    printf("sphere: first z %.4f, lowest %.5f, final %.5f after %llu ticks (%d frames)\n", zfirst, zmin, zlast,
+           (unsigned long long)(last_tick - first_tick), frames);
+    assert_true(zfirst > 2.5);      /* it started high */
+    assert_near(zlast, 0.5, 0.005); /* and rests on the plane: centre at r */
+    assert_true(zmin > 0.25);       /* the impact at 7 m/s sinks in < 0.25 m, no tunnelling */
+
+    /* At rest: the queried velocity is ~0 and the pose matches the frame. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
+    q.world_id = w;
+    q.n_body_ids = 1;
+    q.body_ids = &sphere;
+    q.include_shapes = 1;
+    m.request_case = REQ(QUERY_BODIES);
+    m.query_bodies = &q;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    Physd__V1__BodyState *bs = r->reply->bodies->bodies[0];
+    assert_int_equal(bs->type, PHYSD__V1__BODY_TYPE__BODY_DYNAMIC);
+    assert_near(bs->pose->position->z, 0.5, 0.005);
+    assert_true(fabs(bs->linear_velocity->z) < 0.01);
+    assert_near(bs->mass, 1000.0 * 4.0 / 3.0 * PH_PI * 0.125, 1e-6);
+    assert_int_equal(bs->n_shapes, 1);
+    assert_int_equal(bs->shapes[0]->def->type, PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE);
+    assert_near(bs->shapes[0]->def->radius->value, 0.5, 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+
+    /* A ray straight down onto the sphere's top (z = 1). */
+    Physd__V1__Raycast rc = PHYSD__V1__RAYCAST__INIT;
+    Physd__V1__Vec3 o = PHYSD__V1__VEC3__INIT, d = PHYSD__V1__VEC3__INIT;
+    o.z = 10, d.z = -1;
+    rc.world_id = w, rc.origin = &o, rc.direction = &d, rc.max_distance = 100;
+    m.request_case = REQ(RAYCAST);
+    m.raycast = &rc;
+    r = itest_call(&c, &m);
+    itest_expect(r, ST(OK));
+    assert_true(r->reply->ray->hit);
+    assert_int_equal(r->reply->ray->body_id, sphere);
+    assert_near(r->reply->ray->distance, 9.0, 0.006);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    ps_client_close(&c);
+}
+
+/* Two worlds at 30 and 90 Hz on one connection: each advances at its own
+ * rate, within 1 % of rate x time. */
+static void test_independent_tick_rates(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "rates");
+    const double rates[2] = {30, 90};
+    uint64_t w[2];
+    for (int k = 0; k < 2; k++) {
+        w[k] = itest_create_world(&c, k ? "r90" : "r30", "box_on_plane", rates[k], NULL);
+        assert_int_equal(itest_subscribe(&c, w[k], PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, NULL),
+                         ST(OK));
+    }
+    double t_first[2] = {0, 0}, t_last[2] = {0, 0};
+    uint64_t tick_first[2] = {0, 0}, tick_last[2] = {0, 0};
+    int n[2] = {0, 0};
+    double start = itest_now();
+    while (itest_now() - start < 4.0) {
+        smsg *f = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_FRAME, 2000);
+        assert_non_null(f);
+        double t = itest_now();
+        int k = f->frame->world_id == w[1];
+        assert_int_equal(f->frame->n_body_ids, 2); /* ground and cube, all-bodies frame */
+        if (n[k] == 0) t_first[k] = t, tick_first[k] = f->frame->tick;
+        t_last[k] = t, tick_last[k] = f->frame->tick;
+        n[k]++;
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    for (int k = 0; k < 2; k++) {
+        double T = t_last[k] - t_first[k];
+        double ticks = (double)(tick_last[k] - tick_first[k]);
+        double expect = rates[k] * T;
+        printf("world at %.0f Hz: %.0f ticks in %.4f s, expected %.2f (%.3f %%), %d frames\n", rates[k], ticks, T,
+               expect, 100.0 * (ticks - expect) / expect, n[k]);
+        assert_true(fabs(ticks - expect) <= 0.01 * expect);
+        assert_int_equal(n[k], (int)ticks + 1); /* every tick's frame arrived */
+    }
+    ps_client_close(&c);
+}
+
+/* Changing the iteration count and the method shows in the statistics of
+ * the next step. */
+static void test_settings_change_shows_in_stats(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "settings");
+    uint64_t w = itest_create_world(&c, "iters", "box_on_plane", 120, NULL);
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 1, NULL), ST(OK));
+    for (int k = 0; k < 5; k++) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        assert_int_equal(s->stats->world_id, w);
+        assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_PGS);
+        assert_int_equal(s->stats->max_iterations, 10);
+        assert_int_equal(s->stats->iterations, 10);
+        assert_int_equal(s->stats->n_fischer, 10);
+        assert_int_equal(s->stats->n_minmap, 10);
+        assert_int_equal(s->stats->n_stage_ms, 5);
+        assert_true(s->stats->contacts >= 4);
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__Int32Value it = PHYSD__V1__INT32_VALUE__INIT;
+    Physd__V1__MethodValue mv = PHYSD__V1__METHOD_VALUE__INIT;
+    it.value = 37;
+    set.iterations = &it;
+    mv.value = PHYSD__V1__METHOD__METHOD_JACOBI;
+    set.method = &mv;
+    cs.world_id = w;
+    cs.settings = &set;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &cs;
+    /* Replies are matched by id; stats pushed meanwhile are skipped by the
+     * client, so read the reply first and then the stats that follow. */
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    uint64_t t_change = r->reply->tick;
+    assert_int_equal(r->reply->settings->iterations->value, 37);
+    assert_int_equal(r->reply->settings->method->value, PHYSD__V1__METHOD__METHOD_JACOBI);
+    assert_near(r->reply->settings->tick_rate->value, 120, 0);
+    assert_near(r->reply->settings->time_step->value, 1.0 / 60, 1e-15); /* unchanged fields stay */
+    physd__v1__server_message__free_unpacked(r, NULL);
+    int after = 0;
+    while (after < 5) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        if (s->stats->tick > t_change) {
+            assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_JACOBI);
+            assert_int_equal(s->stats->method_setting, PHYSD__V1__METHOD__METHOD_JACOBI);
+            assert_int_equal(s->stats->max_iterations, 37);
+            assert_int_equal(s->stats->iterations, 37);
+            assert_int_equal(s->stats->n_fischer, 37);
+            if (after == 0)
+                printf("iterations 10 -> 37, PGS -> Jacobi: first stats after the change is tick %llu (change at %llu)\n",
+                       (unsigned long long)s->stats->tick, (unsigned long long)t_change);
+            after++;
+        } else {
+            assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_PGS);
+            assert_int_equal(s->stats->iterations, 10);
+        }
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    /* An unknown method is refused and changes nothing. */
+    mv.value = (Physd__V1__Method)7;
+    set.iterations = NULL;
+    r = itest_expect(itest_call(&c, &m), ST(INVALID_ARGUMENT));
+    assert_non_null(strstr(r->reply->message, "method"));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+    assert_non_null(s);
+    assert_int_equal(s->stats->iterations, 37);
+    physd__v1__server_message__free_unpacked(s, NULL);
+    ps_client_close(&c);
+}
+
+static uint64_t counters_tick(ps_client *c, uint64_t w) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
+    q.world_id = w;
+    m.request_case = REQ(QUERY_COUNTERS);
+    m.query_counters = &q;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    uint64_t t = r->reply->counters->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return t;
+}
+
+static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;
+    Physd__V1__ResumeWorld rs = PHYSD__V1__RESUME_WORLD__INIT;
+    Physd__V1__StepWorld st = PHYSD__V1__STEP_WORLD__INIT;
+    Physd__V1__ResetWorld re = PHYSD__V1__RESET_WORLD__INIT;
+    Physd__V1__DestroyWorld de = PHYSD__V1__DESTROY_WORLD__INIT;
+    Physd__V1__InspectWorld in = PHYSD__V1__INSPECT_WORLD__INIT;
+    p.world_id = rs.world_id = st.world_id = re.world_id = de.world_id = in.world_id = w;
+    st.steps = steps;
+    in.include_bodies = 1;
+    m.request_case = (Physd__V1__ClientMessage__RequestCase)which;
+    m.pause = &p; /* the union member is chosen below */
+    switch (which) {
+    case REQ(PAUSE): m.pause = &p; break;
+    case REQ(RESUME): m.resume = &rs; break;
+    case REQ(STEP): m.step = &st; break;
+    case REQ(RESET): m.reset = &re; break;
+    case REQ(DESTROY_WORLD): m.destroy_world = &de; break;
+    case REQ(INSPECT_WORLD): m.inspect_world = &in; break;
+    default: fail();
+    }
+    return itest_call(c, &m);
+}
+
+static void test_world_control(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "control");
+    uint64_t w = itest_create_world(&c, "ctl", "box_drop", 60, NULL);
+    smsg *r = itest_expect(world_call(&c, REQ(PAUSE), w, 0), ST(OK));
+    uint64_t t0 = r->reply->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    /* Paused: the tick stands still. */
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(counters_tick(&c, w), t0);
+    /* Step 25 while paused: the reply comes after exactly 25 ticks. */
+    r = itest_expect(world_call(&c, REQ(STEP), w, 25), ST(OK));
+    assert_int_equal(r->reply->step->steps_done, 25);
+    assert_int_equal(r->reply->tick, t0 + 25);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    assert_int_equal(counters_tick(&c, w), t0 + 25);
+    assert_int_equal(itest_status(world_call(&c, REQ(STEP), w, 0)), ST(INVALID_ARGUMENT));
+    /* Running: stepping is refused. */
+    assert_int_equal(itest_status(world_call(&c, REQ(RESUME), w, 0)), ST(OK));
+    assert_int_equal(itest_status(world_call(&c, REQ(STEP), w, 5)), ST(FAILED_PRECONDITION));
+    nanosleep(&ts, NULL);
+    assert_true(counters_tick(&c, w) > t0 + 25);
+
+    /* Edits with joints: two new bodies linked by a ball joint in one batch
+     * (body refs by op index), then the joint removed. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op[3] = {PHYSD__V1__EDIT_OP__INIT, PHYSD__V1__EDIT_OP__INIT, PHYSD__V1__EDIT_OP__INIT};
+    Physd__V1__EditOp *ops[3] = {&op[0], &op[1], &op[2]};
+    Physd__V1__AddBody ab = PHYSD__V1__ADD_BODY__INIT;
+    Physd__V1__BodyDef bd = PHYSD__V1__BODY_DEF__INIT;
+    Physd__V1__ShapeDef sd = PHYSD__V1__SHAPE_DEF__INIT;
+    Physd__V1__ShapeDef *sp = &sd;
+    Physd__V1__Pose pose = PHYSD__V1__POSE__INIT;
+    Physd__V1__Vec3 pos = PHYSD__V1__VEC3__INIT;
+    pos.x = 5, pos.z = 5;
+    pose.position = &pos;
+    bd.pose = &pose;
+    bd.n_shapes = 1;
+    bd.shapes = &sp;
+    ab.body = &bd;
+    op[0].op_case = op[1].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+    op[0].add_body = op[1].add_body = &ab;
+    Physd__V1__AddJoint aj = PHYSD__V1__ADD_JOINT__INIT;
+    Physd__V1__JointDef jd = PHYSD__V1__JOINT_DEF__INIT;
+    Physd__V1__BodyRef ra = PHYSD__V1__BODY_REF__INIT, rb = PHYSD__V1__BODY_REF__INIT;
+    ra.ref_case = PHYSD__V1__BODY_REF__REF_NEW_BODY_OP, ra.new_body_op = 0;
+    rb.ref_case = PHYSD__V1__BODY_REF__REF_NEW_BODY_OP, rb.new_body_op = 1;
+    jd.type = PHYSD__V1__JOINT_TYPE__JOINT_DISTANCE;
+    jd.body_a = &ra, jd.body_b = &rb;
+    aj.joint = &jd;
+    op[2].op_case = PHYSD__V1__EDIT_OP__OP_ADD_JOINT;
+    op[2].add_joint = &aj;
+    eb.world_id = w, eb.n_ops = 3, eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    r = itest_expect(itest_call(&c, &m), ST(OK));
+    assert_int_equal(r->reply->edit->n_new_ids, 3);
+    uint64_t joint = r->reply->edit->new_ids[2];
+    assert_true(joint != 0 && r->reply->edit->new_ids[0] != r->reply->edit->new_ids[1]);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    r = itest_expect(world_call(&c, REQ(INSPECT_WORLD), w, 0), ST(OK));
+    assert_int_equal(r->reply->world->body_count, 4);
+    assert_int_equal(r->reply->world->joint_count, 1);
+    assert_int_equal(r->reply->world->n_body_ids, 4);
+    assert_string_equal(r->reply->world->preset, "box_drop");
+    assert_int_equal(r->reply->world->settings->iterations->value, 10);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    Physd__V1__RemoveJoint rj = PHYSD__V1__REMOVE_JOINT__INIT;
+    rj.joint = joint;
+    op[0].op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_JOINT;
+    op[0].remove_joint = &rj;
+    eb.n_ops = 1;
+    assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
+    r = itest_expect(itest_call(&c, &m), ST(NOT_FOUND)); /* now stale */
+    assert_non_null(r->reply->error);
+    assert_int_equal(r->reply->error->index, 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+
+    /* Reset: back to the preset (ground + cube), tick 0, still running. */
+    r = itest_expect(world_call(&c, REQ(RESET), w, 0), ST(OK));
+    assert_int_equal(r->reply->tick, 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    r = itest_expect(world_call(&c, REQ(INSPECT_WORLD), w, 0), ST(OK));
+    assert_int_equal(r->reply->world->body_count, 2);
+    assert_int_equal(r->reply->world->joint_count, 0);
+    assert_true(r->reply->world->tick < 30);
+    physd__v1__server_message__free_unpacked(r, NULL);
+
+    /* Destroy: the id is then unknown. */
+    assert_int_equal(itest_status(world_call(&c, REQ(DESTROY_WORLD), w, 0)), ST(OK));
+    assert_int_equal(itest_status(world_call(&c, REQ(INSPECT_WORLD), w, 0)), ST(NOT_FOUND));
+    assert_int_equal(itest_status(world_call(&c, REQ(PAUSE), w, 0)), ST(NOT_FOUND));
+    ps_client_close(&c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sphere_falls_and_rests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_independent_tick_rates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
