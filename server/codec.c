@@ -117,6 +117,9 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     DBL(sm_gamma)
     DBL(sm_stagnation)
     DBL(jacobi_relaxation)
+    DBL(sleep_linear)
+    DBL(sleep_angular)
+    DBL(sleep_time)
 #undef DBL
     if (m->k_pgs) n.k_pgs = m->k_pgs->value;
     if (m->k_sm) n.k_sm = m->k_sm->value;
@@ -163,6 +166,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->warm_start) n.warm_start = m->warm_start->value ? 1 : 0;
     if (m->gyroscopic) n.gyroscopic = m->gyroscopic->value ? 1 : 0;
     if (m->record_merits) n.record_merits = m->record_merits->value ? 1 : 0;
+    if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
     if (m->seed) n.seed = m->seed->value;
     if (m->tick_rate) {
         double v = m->tick_rate->value;
@@ -226,6 +230,12 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->d[7].value = s->sm_gamma, m->sm_gamma = &z->d[7];
     z->d2[0].value = s->sm_stagnation, m->sm_stagnation = &z->d2[0];
     z->d2[1].value = s->jacobi_relaxation, m->jacobi_relaxation = &z->d2[1];
+    for (int k = 0; k < 3; k++) physd__v1__double_value__init(&z->sl[k]);
+    physd__v1__bool_value__init(&z->sleep);
+    z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;
+    z->sl[0].value = s->sleep_linear, m->sleep_linear = &z->sl[0];
+    z->sl[1].value = s->sleep_angular, m->sleep_angular = &z->sl[1];
+    z->sl[2].value = s->sleep_time, m->sleep_time = &z->sl[2];
     z->i2[0].value = s->k_pgs, m->k_pgs = &z->i2[0];
     z->i2[1].value = s->k_sm, m->k_sm = &z->i2[1];
     z->b2.value = s->ordering_per_iteration != 0, m->ordering_per_iteration = &z->b2;
@@ -535,4 +545,10 @@ int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batc
     b->n = m->n_ops;
     *out = b;
     return 0;
+}
+
+ph_settings ps_default_world_settings(void) {
+    ph_settings s = ph_default_settings();
+    s.sleep = 1; /* a server keeps many worlds: resting islands cost nothing */
+    return s;
 }

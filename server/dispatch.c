@@ -146,7 +146,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_EXISTS, msg);
         return;
     }
-    ph_settings set = ph_default_settings();
+    ph_settings set = ps_default_world_settings();
     double rate = s->cfg.default_tick_rate;
     if (ps_codec_settings(cw->settings, &set, &rate, s->cfg.max_tick_rate, &st)) {
         ps_reply_status(c, m->request_id, &st, 0);

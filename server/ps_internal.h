@@ -426,8 +426,13 @@ typedef struct ps_settings_storage {
     Physd__V1__DoubleValue d2[2];
     Physd__V1__Int32Value i2[2];
     Physd__V1__BoolValue b2;
+    Physd__V1__BoolValue sleep;
+    Physd__V1__DoubleValue sl[3];
     Physd__V1__GammaScopeValue gs;
 } ps_settings_storage;
+
+/* The core's defaults with the server's own choices: sleeping on. */
+ph_settings ps_default_world_settings(void);
 
 int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batch **out, ps_status *st);
 void ps_edit_batch_free(void *batch);

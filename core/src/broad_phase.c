@@ -33,8 +33,6 @@ int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
     return PH_OK;
 }
 
-static int body_moves(const ph__body *b) { return b->type != PH_BODY_STATIC; }
-
 static int pair_cmp(const void *x, const void *y) {
     const ph__pair *a = x, *b = y;
     if (a->sa != b->sa) return a->sa < b->sa ? -1 : 1;
@@ -95,6 +93,13 @@ static int build_joint_pairs(ph__world *w) {
     return PH_OK;
 }
 
+/* One finite shape's box in sweep order: the sweep axis, then the other two. */
+typedef struct ph__sap_box {
+    double lo, hi, lo1, hi1, lo2, hi2;
+    int32_t slot;
+    int32_t active; /* its body is not static */
+} ph__sap_box;
+
 static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int axis) {
     return ph_vget(alo, axis) <= ph_vget(bhi, axis) && ph_vget(blo, axis) <= ph_vget(ahi, axis);
 }
@@ -122,46 +127,91 @@ int ph__broadphase(ph__world *w) {
         csq = ph_add(csq, ph_cmul(c, c));
         nfinite++;
     }
-    /* 2. Sweep axis: largest variance of centres. */
-    int axis = 0;
+    /* 2. Sweep axis: largest variance of centres, with hysteresis so that a
+     * nearly sorted order survives from one pass to the next. */
+    int axis = w->sap_axis;
     if (nfinite > 1) {
         ph_vec3 mean = ph_scale(csum, 1.0 / nfinite);
         ph_vec3 var = ph_sub(ph_scale(csq, 1.0 / nfinite), ph_cmul(mean, mean));
-        axis = var.x >= var.y ? (var.x >= var.z ? 0 : 2) : (var.y >= var.z ? 1 : 2);
+        int best = var.x >= var.y ? (var.x >= var.z ? 0 : 2) : (var.y >= var.z ? 1 : 2);
+        if (ph_vget(var, best) > 1.5 * ph_vget(var, axis)) axis = best;
     }
+    const int resort = axis != w->sap_axis;
+    w->sap_axis = axis;
     int ax1 = (axis + 1) % 3, ax2 = (axis + 2) % 3;
 
-    /* 3. Sort the finite shapes by lower bound on the axis, ties by slot. */
-    if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nfinite + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
-    int32_t n = 0;
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
-        const ph__shape *sh = &w->shapes[s];
-        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE) continue;
-        w->sap_keys[n].key = ph_vget(sh->aabb_lo, axis);
-        w->sap_keys[n].slot = s;
-        n++;
-    }
-    if (n > 1) qsort(w->sap_keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
+    /* 3. The order of the last pass, without shapes that are gone, then the
+     * new shapes by slot; insertion sort by lower bound (ties by slot) is
+     * close to linear on that nearly sorted list; a full sort when the axis
+     * changed. */
+    const uint64_t pass = ++w->sap_pass;
     int32_t *ord = w->sap_order;
-    for (int32_t i = 0; i < n; i++) ord[i] = w->sap_keys[i].slot;
+    int32_t n = 0;
+    for (int32_t i = 0; i < w->sap_count; i++) {
+        int32_t s = ord[i];
+        if (s >= w->shape_hwm) continue;
+        ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
+        sh->sap_stamp = pass;
+        ord[n++] = s;
+    }
+    for (int32_t s = 0; s < w->shape_hwm; s++) {
+        ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
+        sh->sap_stamp = pass;
+        ord[n++] = s;
+    }
+    w->sap_count = n;
+    if (resort) {
+        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+        for (int32_t i = 0; i < n; i++) {
+            w->sap_keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
+            w->sap_keys[i].slot = ord[i];
+        }
+        if (n > 1) qsort(w->sap_keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
+        for (int32_t i = 0; i < n; i++) ord[i] = w->sap_keys[i].slot;
+    } else {
+        for (int32_t i = 1; i < n; i++) {
+            int32_t s = ord[i];
+            double key = ph_vget(w->shapes[s].aabb_lo, axis);
+            int32_t j = i - 1;
+            while (j >= 0) {
+                int32_t t = ord[j];
+                double kt = ph_vget(w->shapes[t].aabb_lo, axis);
+                if (kt < key || (kt == key && t < s)) break;
+                ord[j + 1] = t;
+                j--;
+            }
+            ord[j + 1] = s;
+        }
+    }
 
-    /* 4. Sweep. */
+    /* 4. Sweep over a contiguous copy of the boxes in sweep order. */
+    if (ph__reserve((void **)&w->sap_boxes, &w->sap_boxes_cap, n + 1, sizeof(ph__sap_box))) return PH_ERR_NO_MEMORY;
+    ph__sap_box *bx = w->sap_boxes;
+    for (int32_t i = 0; i < n; i++) {
+        const ph__shape *sh = &w->shapes[ord[i]];
+        const ph__body *b = &w->bodies[sh->body];
+        bx[i].lo = ph_vget(sh->aabb_lo, axis);
+        bx[i].hi = ph_vget(sh->aabb_hi, axis);
+        bx[i].lo1 = ph_vget(sh->aabb_lo, ax1);
+        bx[i].hi1 = ph_vget(sh->aabb_hi, ax1);
+        bx[i].lo2 = ph_vget(sh->aabb_lo, ax2);
+        bx[i].hi2 = ph_vget(sh->aabb_hi, ax2);
+        bx[i].slot = ord[i];
+        /* Two static bodies never pair up. (Pairs of sleeping bodies do:
+         * narrowphase keeps their manifolds without colliding them.) */
+        bx[i].active = b->type != PH_BODY_STATIC;
+    }
     w->pair_count = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t s1 = ord[i];
-        const ph__shape *a = &w->shapes[s1];
-        double hi = ph_vget(a->aabb_hi, axis);
-        int moves1 = body_moves(&w->bodies[a->body]);
-        for (int32_t k = i + 1; k < n; k++) {
-            int32_t s2 = ord[k];
-            const ph__shape *b = &w->shapes[s2];
-            if (ph_vget(b->aabb_lo, axis) > hi) break;
-            if (!moves1 && !body_moves(&w->bodies[b->body])) continue;
-            if (!overlap_axis(a->aabb_lo, a->aabb_hi, b->aabb_lo, b->aabb_hi, ax1) ||
-                !overlap_axis(a->aabb_lo, a->aabb_hi, b->aabb_lo, b->aabb_hi, ax2))
-                continue;
-            if (!pair_allowed(w, s1, s2)) continue;
-            if (push_pair(w, s1, s2)) return PH_ERR_NO_MEMORY;
+        const ph__sap_box a = bx[i];
+        for (int32_t k = i + 1; k < n && bx[k].lo <= a.hi; k++) {
+            const ph__sap_box *b = &bx[k];
+            if (!a.active && !b->active) continue;
+            if (a.lo1 > b->hi1 || b->lo1 > a.hi1 || a.lo2 > b->hi2 || b->lo2 > a.hi2) continue;
+            if (!pair_allowed(w, a.slot, b->slot)) continue;
+            if (push_pair(w, a.slot, b->slot)) return PH_ERR_NO_MEMORY;
         }
     }
     /* 5. Planes against every finite shape. */

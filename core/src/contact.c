@@ -60,6 +60,18 @@ int ph__narrowphase(ph__world *w) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
         ph__contact_manifold *cm = &w->manifolds[w->manifold_count];
+        const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
+        if ((ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC)) {
+            /* Nothing on either side moved: keep last step's manifold and its
+             * impulses as they are, without colliding the shapes again. */
+            const ph__contact_manifold *old = find_prev(w, p->sa, p->sb);
+            if (old && old->m.count > 0) {
+                *cm = *old;
+                cm->row0 = -1;
+                w->manifold_count++;
+            }
+            continue;
+        }
         if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin, &cm->m) <= 0) continue;
         cm->sa = p->sa;
         cm->sb = p->sb;
@@ -205,6 +217,11 @@ int ph__contact_rows(ph__world *w, double h) {
             double ima = w->sbodies[ia].inv_mass, imb = w->sbodies[ib].inv_mass;
             double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
             box_bound = cm->friction * mred * g * h / cm->m.count;
+        }
+        if (ia == 0 && ib == 0) {
+            /* Both sides fixed or asleep: no rows; the impulses stay cached. */
+            cm->row0 = -1;
+            continue;
         }
         cm->row0 = w->row_count;
         for (int k = 0; k < cm->m.count; k++) {

@@ -94,6 +94,7 @@ int ph__joint_rows(ph__world *w, double h) {
     c.w = w;
     c.h = h;
     c.coef = ph__spook(w->settings.joint, h);
+    c.coef.pair_mass = 1;
     c.a = c.coef.a;
     c.b = c.coef.b;
     c.wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
@@ -104,8 +105,13 @@ int ph__joint_rows(ph__world *w, double h) {
         c.j = j;
         c.ia = w->body_to_sbody[j->a];
         c.ib = j->b >= 0 ? w->body_to_sbody[j->b] : 0;
-        j->row0 = w->row_count;
         j->nrows = 0;
+        if (c.ia == 0 && c.ib == 0) {
+            /* Both sides fixed or asleep: no rows; the impulses stay cached. */
+            j->row0 = -1;
+            continue;
+        }
+        j->row0 = w->row_count;
         ph_transform ta = body_pose(w, j->a), tb = body_pose(w, j->b);
         ph_vec3 ra = ph_rotate(ta.q, j->anchor_a), rb = ph_rotate(tb.q, j->anchor_b);
         ph_vec3 pa = ph_add(ta.p, ra), pb = ph_add(tb.p, rb);

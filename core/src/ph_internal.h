@@ -13,6 +13,9 @@
 #define PHYSD_PH_INTERNAL_H
 
 #include "physd/ph_core.h"
+#include "physd/ph_lcp.h"
+
+#include <math.h>
 
 /* ------------------------------------------------------------ collision */
 
@@ -63,6 +66,7 @@ typedef struct ph__shape {
     ph_transform local;
     double density, friction, restitution;
     ph_vec3 aabb_lo, aabb_hi; /* world, refreshed each broadphase */
+    uint64_t sap_stamp;       /* broadphase pass that last listed it */
 } ph__shape;
 
 typedef struct ph__body {
@@ -83,6 +87,8 @@ typedef struct ph__body {
     int32_t first_shape;   /* -1 none */
     int32_t shape_count;
     int32_t next_free;
+    uint8_t asleep;        /* 1 while its island sleeps */
+    double rest_time;      /* s the body has been below the sleep thresholds */
 } ph__body;
 
 typedef struct ph__joint {
@@ -183,6 +189,11 @@ struct ph__world {
     int32_t sap_cap;
     ph__sap_key *sap_keys;
     int32_t sap_keys_cap;
+    int32_t sap_count;     /* finite shapes in sap_order from the last pass */
+    int32_t sap_axis;      /* sweep axis of the last pass */
+    uint64_t sap_pass;     /* broadphase passes so far */
+    struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
+    int32_t sap_boxes_cap;
     ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;
@@ -202,7 +213,16 @@ struct ph__world {
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count, event_cap;
 
+    int32_t *island_parent; /* union-find over body slots, per step */
+    int32_t island_cap;
+    double *island_rest;    /* per island root: the least rest time of its bodies */
+    int32_t island_rest_cap;
+
     ph_step_stats stats;
+
+    /* Set by ph_world_step_capture for the duration of one step: the
+     * system of each substep is captured here when the solver starts. */
+    struct ph_lcp **capture;
 };
 typedef struct ph__world ph__world;
 
@@ -213,11 +233,15 @@ int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 int ph__broadphase(ph__world *w);           /* AABBs, sorted pairs in w->pairs */
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
 int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
+int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
 int ph__impacts(ph__world *w);              /* Newton–Coulomb impacts; returns count */
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
 void ph__warm_start(ph__world *w);
-void ph__solve(ph__world *w);
+/* Solves the rows with the world's method; 0 or PH_ERR_NO_MEMORY (then the
+ * velocities of the solver bodies may be partly updated but no body state
+ * has been written). */
+int ph__solve(ph__world *w);
 void ph__store_impulses(ph__world *w);
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 /* Adds a row (zeroed, lo = -inf, hi = inf, normal = -1); NULL on no memory. */
@@ -227,6 +251,10 @@ ph__row *ph__add_row(ph__world *w);
  * row (eps_rel is nonzero only for frequency-based stiffness). */
 typedef struct ph__spook_coef {
     double a, b, eps_abs, eps_rel;
+    int pair_mass; /* eps_rel scales the pair's translational (or, for purely
+                      angular rows, rotational) inverse mass instead of the
+                      row's full G M^-1 G^T: used for joints, whose anchors
+                      may sit far from the centres of mass */
 } ph__spook_coef;
 ph__spook_coef ph__spook(ph_spook p, double h);
 /* Fills M^-1 J^T, eps and inv_diag of a row from the solver bodies; c NULL
@@ -234,6 +262,185 @@ ph__spook_coef ph__spook(ph_spook p, double h);
 void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c);
 /* Makes rows first..first+2 (bilateral, same bodies) one block. */
 int ph__make_block(ph__world *w, int32_t first);
+
+/* ------------------------------------------------------ solver family */
+
+/* The solver family works on an abstract system (docs/solvers.md): rows
+ * 0..n-1 with the iterate lambda, fixed bounds lo/hi or NCP links
+ * (normal[i] >= 0: bounds -+mu_i lambda_normal), diag = S_ii, B (so that
+ * y = S lambda - B), and operations that the two back ends implement: the
+ * constraint rows of a world (or of a captured step) with the velocity
+ * bookkeeping, and a dense matrix (ph_lcp). */
+typedef struct ph__sys ph__sys;
+
+typedef struct ph__sys_ops {
+    /* y_i = (S lambda - B)_i of the current iterate. */
+    double (*row_y)(const ph__sys *s, int32_t i);
+    /* lambda_i += dl, keeping the bookkeeping consistent. */
+    void (*add)(ph__sys *s, int32_t i, double dl);
+    /* One projected Gauss–Seidel sweep over all rows in s->order. */
+    void (*sweep)(ph__sys *s);
+    /* out = S_{set,set} p for the m rows in set (without gamma). */
+    void (*matvec)(ph__sys *s, const int32_t *set, int32_t m, const double *p, double *out);
+    /* S_ij. */
+    double (*entry)(const ph__sys *s, int32_t i, int32_t j);
+    /* Keeps / brings back the current iterate (lambda and bookkeeping). */
+    void (*save)(ph__sys *s);
+    void (*restore)(ph__sys *s);
+} ph__sys_ops;
+
+struct ph__sys {
+    const ph__sys_ops *ops;
+    void *ctx;               /* the back end's state */
+    int32_t n;
+    double *lambda;
+    double *lo, *hi, *mu;    /* fixed bounds; mu for linked rows */
+    int32_t *normal;         /* NCP link or -1 */
+    double *diag;            /* S_ii > 0 (0 for an empty row) */
+    double *B;               /* for the relative residual */
+    double *height;          /* gravity key per row (-inf: joint row), or NULL */
+    int32_t *order;          /* the visiting order, a permutation of 0..n-1 */
+    int32_t group_count;     /* blocks: rows group_rows[group_off[g] .. group_off[g+1]) */
+    int32_t *group_off, *group_rows;
+    double *jacobi_w;        /* automatic Jacobi weights, or NULL */
+    const ph_settings *set;
+    uint64_t *rng;           /* the generator of the random ordering */
+    int fixed_order;         /* 1: order was given by the caller, never rebuilt */
+};
+
+/* Where a solve records its iterations: the capped arrays of a stats
+ * struct and, optionally, the caller's trace. */
+typedef struct ph__rec {
+    ph_step_stats *st;
+    ph_lcp_trace *tr;
+} ph__rec;
+
+/* The merits of one iterate. */
+typedef struct ph__merit {
+    double fischer, minmap, lcp_error, res2, b2;
+} ph__merit;
+
+/* Current bounds of row i. */
+static inline void ph__sys_bounds(const ph__sys *s, int32_t i, double *lo, double *hi) {
+    if (s->normal[i] >= 0) {
+        double b = s->mu[i] * s->lambda[s->normal[i]];
+        *lo = -b;
+        *hi = b;
+    } else {
+        *lo = s->lo[i];
+        *hi = s->hi[i];
+    }
+}
+
+static inline double ph__fb(double a, double b) { return sqrt(a * a + b * b) - a - b; }
+
+/* Adds row i's terms to the merits: phi_i^2 of the Fischer–Burmeister
+ * merit, the min-map term, the LCP-error term (velocity units, with d =
+ * S_ii) and y^2, for iterate l, residual y and bounds lo, hi. */
+static inline void ph__merit_row(double l, double y, double lo, double hi, double d, ph__merit *m) {
+    double phi;
+    if (isinf(lo) && isinf(hi)) phi = y;
+    else if (isinf(hi)) phi = ph__fb(l - lo, y);
+    else if (isinf(lo)) phi = -ph__fb(hi - l, -y);
+    else phi = ph__fb(l - lo, ph__fb(hi - l, -y));
+    m->fischer += phi * phi;
+    double c = l - y;
+    c = c < lo ? lo : (c > hi ? hi : c);
+    m->minmap += (l - c) * (l - c);
+    double e = y;
+    if (d > 0) {
+        double g = l - y / d;
+        g = g < lo ? lo : (g > hi ? hi : g);
+        e = d * (l - g);
+    }
+    m->lcp_error += e * e;
+    m->res2 += y * y;
+}
+
+/* Turns the sums of ph__merit_row into the merits (psi = sum / 2, norms). */
+static inline void ph__merit_finish(ph__merit *m) {
+    m->fischer *= 0.5;
+    m->minmap = sqrt(m->minmap);
+    m->lcp_error = sqrt(m->lcp_error);
+}
+
+/* Merits of the current iterate of s (merit.c). */
+void ph__sys_merits(const ph__sys *s, ph__merit *m);
+/* Records one iteration (merits m, cumulative work, phase). */
+void ph__rec_push(ph__rec *r, const ph__merit *m, double work, unsigned char phase);
+
+/* Orderings (ordering.c). */
+uint64_t ph__rng_next(uint64_t *state);
+/* Uniform in [0, n), n >= 1, by rejection (no modulo bias). */
+uint32_t ph__rng_below(uint64_t *state, uint32_t n);
+/* Builds s->order for the ordering of s->set; first = 1 at the start of a
+ * solve, 0 before a later iteration (only per-iteration orderings change
+ * then). DEFAULT and GRAVITY keep the order s came with unless heights are
+ * given and it is the first build of a standalone problem. Needs n doubles
+ * of scratch in keys. */
+void ph__order_build(ph__sys *s, int first, double *keys);
+/* Gravity order from s->height: joint rows (height -inf) first, then rows
+ * by height, ties by index. */
+void ph__order_gravity(ph__sys *s, double *keys);
+
+/* Small dense problems (solver_block.c): the mixed LCP / NCP of m <= 12
+ * rows y = A x + b with bounds lo/hi, or -+mu_i x_link[i] when link[i] >= 0
+ * (link targets are rows with fixed bounds), solved by enumerating the
+ * active sets (free / at lower / at upper bound per row). Returns the
+ * relative violation of the best state found (0 exact; see
+ * ph__small_check) and leaves that state's solution in x; guess (may be
+ * NULL) is tried first. States are accepted at once below
+ * PH__SMALL_ACCEPT. */
+#define PH__SMALL_MAX 12
+#define PH__SMALL_ACCEPT 1e-9
+double ph__small_lcp(int m, const double *A, const double *b, const double *lo, const double *hi, const double *mu,
+                     const int32_t *link, const double *guess, double *x);
+/* The relative violation of any x for that problem: the largest bound
+ * violation (times A_ii) or sign violation of y at a bound, over
+ * max(max |b_i|, max_i sum_j |A_ij x_j|). */
+double ph__small_check(int m, const double *A, const double *b, const double *lo, const double *hi, const double *mu,
+                       const int32_t *link, const double *x);
+
+/* The methods on an abstract system (solver_*.c). Each returns 0 or
+ * PH_ERR_NO_MEMORY and fills the solver part of st. */
+int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+/* Fills the final figures of st from the merits of the returned iterate. */
+void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__merit *m);
+
+/* Constraint rows as a system (solver_rows.c): the rows of a world step or
+ * of a captured one, with their solver bodies. */
+typedef struct ph__rowset {
+    ph__row *rows;
+    int32_t n;
+    const ph__block *blocks;
+    ph__sbody *sb;
+    int32_t nb;
+    const int32_t *order;    /* the base order (DEFAULT or GRAVITY), NULL = identity */
+    const double *height;    /* gravity keys, NULL = the rows' own */
+    const int32_t *glen;     /* per row: length of the block starting there, 0 inside one */
+} ph__rowset;
+
+/* Solves the rows with settings set (order NULL: by the ordering of set,
+ * else this order every iteration), writing lambda back to the rows and
+ * the velocities to the solver bodies. start (NULL = the rows' lambda) is
+ * the first iterate. */
+int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, const int32_t *order,
+                   const double *start, ph_step_stats *st, ph__rec *rec);
+/* S_ij of two rows. */
+double ph__rows_entry(const ph__row *a, const ph__row *b, int diag);
+/* Block lengths of the world's rows (contact triples, joints) into glen. */
+void ph__world_groups(const ph__world *w, int32_t *glen);
+/* Takes the capture of a world whose capture pointer is set (lcp.c). */
+int ph__capture(ph__world *w);
+
+/* Wakes a body (no-op for static bodies): it is stepped again and its rest
+ * timer restarts. */
+void ph__wake(ph__body *b);
 
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);

@@ -21,7 +21,9 @@
  * count, time step, friction model, gravity all stay the caller's); they
  * assume the default gravity (0, 0, -9.81). Bodies are created in a fixed
  * order, so a preset built into equal worlds gives bit-identical states.
- * Every preset creates exactly info.bodies dynamic bodies.
+ * Every preset creates exactly info.bodies dynamic bodies. Bodies start at
+ * rest, except in sliding_capsule and three_sphere, whose initial velocities
+ * are part of the experiment of seeds/001.
  */
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
@@ -345,6 +347,259 @@ static void build_wire_heavy_load(scene_ctx *c) {
     add_distance_joint(c, load, ph_v3(0, 0, box_half), prev, centre, spacing);
 }
 
+/* ------------------------------------------- scenes of the seed documents */
+
+/* The ground plane with a given friction (the ordering scenes of seeds/001
+ * use mu = 1.0: with a pair friction of sqrt(mu_a mu_b) both sides need 1). */
+static void add_ground_mu(scene_ctx *c, double mu) {
+    ph_body_id g = add_body(c, PH_BODY_STATIC, ph_v3(0, 0, 0), ph_quat_identity());
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = PH_SHAPE_PLANE;
+    sd.normal = ph_v3(0, 0, 1);
+    sd.offset = 0.0;
+    sd.friction = mu;
+    sd.restitution = 0.0;
+    add_shape(c, g, &sd);
+}
+
+static void set_velocity(scene_ctx *c, ph_body_id b, ph_vec3 v, ph_vec3 w) {
+    if (c->err != 0) return;
+    int e = ph_body_set_velocity(b, v, w);
+    if (e != 0) ctx_fail(c, e);
+}
+
+/* The arched snake of seeds/000 (Figure 2a): 13 links, boxes of
+ * half-extents (0.25, 0.2, 0.1) (40 kg), joined end to end by hinges about
+ * y with limits of -+0.02 rad around the building pose. Link i (i = 0..12)
+ * is turned so that its long axis rises at theta_i = 75 deg - i 12.5 deg
+ * from the horizontal: the chain is an arch over x whose two end links
+ * stand at -+75 deg with the lower edge of their outer end faces on the
+ * ground (exactly touching), and whose middle link (i = 6) is horizontal,
+ * its top face at z = 2.466 m. Limits within 0.1 rad of the angle are
+ * active rows, so every hinge has 7 rows. With heavy, a box of half-extent
+ * 0.2 and density 10000 (640 kg, 16 times a link) rests exactly on the
+ * middle of the middle link (Figure 2b). */
+static void build_snake(scene_ctx *c, int heavy) {
+    const int links = 13;
+    const double hx = 0.25, hy = 0.2, hz = 0.1, len = 2 * hx;
+    const double alpha = 75.0 * SCENE_PI / 180.0, step = 2 * alpha / (links - 1);
+    const double limit = 0.02;
+    double span = 0;
+    for (int i = 0; i < links; i++) span += len * cos(alpha - i * step);
+    ph_vec3 s = ph_v3(-0.5 * span, 0, hz * cos(alpha));
+    ph_body_id prev = {0, 0, 0};
+    ph_vec3 prev_pos = ph_v3(0, 0, 0);
+    ph_quat prev_q = ph_quat_identity();
+    ph_vec3 middle_top = ph_v3(0, 0, 0);
+    add_ground(c);
+    for (int i = 0; i < links; i++) {
+        const double th = alpha - i * step;
+        const ph_vec3 dir = ph_v3(cos(th), 0, sin(th));
+        const ph_vec3 pos = ph_add(s, ph_scale(dir, hx));
+        const ph_quat q = ph_quat_axis_angle(ph_v3(0, 1, 0), -th);
+        ph_body_id link = add_box(c, PH_BODY_DYNAMIC, pos, q, ph_v3(hx, hy, hz), SCENE_DENSITY);
+        if (i > 0) {
+            ph_joint_def jd = ph_default_joint_def();
+            jd.type = PH_JOINT_HINGE;
+            jd.body_a = prev;
+            jd.body_b = link;
+            jd.anchor_a = to_local(prev_pos, prev_q, s);
+            jd.anchor_b = to_local(pos, q, s);
+            jd.axis_a = ph_v3(0, 1, 0);
+            jd.axis_b = ph_v3(0, 1, 0);
+            jd.enable_limit = 1;
+            jd.lower_angle = -limit;
+            jd.upper_angle = limit;
+            add_joint(c, &jd);
+        }
+        if (i == links / 2) middle_top = ph_add(pos, ph_v3(0, 0, hz));
+        prev = link;
+        prev_pos = pos;
+        prev_q = q;
+        s = ph_add(s, ph_scale(dir, len));
+    }
+    if (heavy) {
+        const double half = 0.2;
+        add_box(c, PH_BODY_DYNAMIC, ph_add(middle_top, ph_v3(0, 0, half)), ph_quat_identity(), ph_v3(half, half, half),
+                10000.0);
+    }
+}
+
+static void build_arched_snake(scene_ctx *c) { build_snake(c, 0); }
+static void build_snake_heavy_box(scene_ctx *c) { build_snake(c, 1); }
+
+/* large_stack: 25 unit cubes stacked exactly touching (Figure 2c). */
+static void build_large_stack(scene_ctx *c) {
+    add_ground(c);
+    for (int i = 0; i < 25; i++) add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
+}
+
+/* heavy_on_light: four light cubes of half-extent 0.25 (125 kg) with
+ * centres (-+0.75, -+0.75, 0.25) carry a slab of half-extents
+ * (1.25, 1.25, 0.25) and density 4000 (12500 kg: mass ratio 100) resting
+ * exactly on them, centre (0, 0, 0.75) (Figure 2d). The slab is the last
+ * body; experiments change its mass with ph_body_set_mass. */
+static void build_heavy_on_light(scene_ctx *c) {
+    add_ground(c);
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 2; i++)
+            add_box(c, PH_BODY_DYNAMIC, ph_v3(i ? 0.75 : -0.75, j ? 0.75 : -0.75, 0.25), ph_quat_identity(),
+                    ph_v3(0.25, 0.25, 0.25), SCENE_DENSITY);
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.75), ph_quat_identity(), ph_v3(1.25, 1.25, 0.25), 4000.0);
+}
+
+/* incline_boxes: the ramp of `incline` at 20 deg (tan 20 = 0.364 < mu =
+ * 0.5, so static friction holds), with three unit cubes side by side at
+ * y = -1.5, 0, 1.5, 5 m up the slope, and a fourth cube on the middle one
+ * (Figure 2e). */
+static void build_incline_boxes(scene_ctx *c) {
+    const double angle = 20.0 * SCENE_PI / 180.0;
+    const ph_quat tilt = ph_quat_axis_angle(ph_v3(0, 1, 0), -angle);
+    const ph_vec3 n = ph_v3(-sin(angle), 0, cos(angle));
+    const ph_vec3 up_slope = ph_v3(cos(angle), 0, sin(angle));
+    add_ground(c);
+    add_box(c, PH_BODY_STATIC, ph_scale(n, -0.5), tilt, ph_v3(10, 5, 0.5), SCENE_DENSITY);
+    for (int k = -1; k <= 1; k++) {
+        ph_vec3 p = ph_add(ph_add(ph_scale(up_slope, 5.0), ph_scale(n, SCENE_CUBE_HALF)), ph_v3(0, 1.5 * k, 0));
+        add_cube(c, p, tilt);
+    }
+    add_cube(c, ph_add(ph_scale(up_slope, 5.0), ph_scale(n, 3 * SCENE_CUBE_HALF)), tilt);
+}
+
+/* One gear lying flat (axis z), a compound body: a core of three boxes of
+ * half-extents (0.45, 0.26, 0.1) turned 0, 60 and 120 deg about z (a
+ * hexagonal prism-like disc of radius 0.45 to 0.52) and eight teeth, boxes
+ * of half-extents (0.08, 0.06, 0.1) centred at radius 0.53 and turned
+ * radially; outer radius 0.61 m, thickness 0.2 m. */
+static void add_gear(scene_ctx *c, ph_vec3 position) {
+    ph_body_id b = add_body(c, PH_BODY_DYNAMIC, position, ph_quat_identity());
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = PH_SHAPE_BOX;
+    sd.density = SCENE_DENSITY;
+    sd.friction = SCENE_FRICTION;
+    sd.restitution = 0.0;
+    for (int k = 0; k < 3; k++) {
+        sd.half_extents = ph_v3(0.45, 0.26, 0.1);
+        sd.local.p = ph_v3(0, 0, 0);
+        sd.local.q = ph_quat_axis_angle(ph_v3(0, 0, 1), k * SCENE_PI / 3.0);
+        add_shape(c, b, &sd);
+    }
+    for (int k = 0; k < 8; k++) {
+        const double phi = k * SCENE_PI / 4.0;
+        sd.half_extents = ph_v3(0.08, 0.06, 0.1);
+        sd.local.p = ph_v3(0.53 * cos(phi), 0.53 * sin(phi), 0);
+        sd.local.q = ph_quat_axis_angle(ph_v3(0, 0, 1), phi);
+        add_shape(c, b, &sd);
+    }
+}
+
+/* A pyramid of flat gears in the x-z plane: a base row of `base` gears
+ * 1.3 m apart (teeth do not touch) at z = 0.1, each row above one gear
+ * shorter, offset by 0.65 m and 0.2 m higher, so each gear rests on the
+ * faces of two below (Figure 2f, 2g). */
+static void build_gears(scene_ctx *c, int base) {
+    add_ground(c);
+    for (int r = 0; r < base; r++) {
+        int n = base - r;
+        for (int i = 0; i < n; i++) add_gear(c, ph_v3(1.3 * ((double)i - 0.5 * (n - 1)), 0, 0.1 + 0.2 * r));
+    }
+}
+
+static void build_gears_small(scene_ctx *c) { build_gears(c, 3); }
+static void build_gears_medium(scene_ctx *c) { build_gears(c, 5); }
+
+/* A-frame of two planks (half-extents (0.05, 0.5, 0.5): 0.1 m thick, 1 m
+ * deep along y, 1 m tall, 100 kg) leaning on each other at 20 deg from the
+ * vertical, centred on x = cx, feet on the level z = zb: each plank's lower
+ * inner edge touches the level, their upper edges meet on the ridge line
+ * x = cx, z = zb + 2 (0.5 cos 20) = zb + 0.940. Friction at the feet holds
+ * them. */
+static void add_aframe(scene_ctx *c, double cx, double zb) {
+    const double beta = 20.0 * SCENE_PI / 180.0, hx = 0.05, hz = 0.5;
+    const double dx = hz * sin(beta) + hx * cos(beta), z = zb + hz * cos(beta) + hx * sin(beta);
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(cx - dx, 0, z), ph_quat_axis_angle(ph_v3(0, 1, 0), beta), ph_v3(hx, 0.5, hz),
+            SCENE_DENSITY);
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(cx + dx, 0, z), ph_quat_axis_angle(ph_v3(0, 1, 0), -beta), ph_v3(hx, 0.5, hz),
+            SCENE_DENSITY);
+}
+
+/* friction_structure: a three-level house of leaning planks (Figure 2h):
+ * A-frames at x = -1.5, 0, 1.5 on the ground; a flat plank of
+ * half-extents (1.9, 0.5, 0.05) on their ridges; A-frames at x = -+0.75 on
+ * it; a flat plank (1.15, 0.5, 0.05) on their ridges; one A-frame on top.
+ * Everything exactly touching; 14 bodies. */
+static void build_friction_structure(scene_ctx *c) {
+    const double ridge = 2 * 0.5 * cos(20.0 * SCENE_PI / 180.0), slab = 0.05;
+    add_ground(c);
+    for (int i = -1; i <= 1; i++) add_aframe(c, 1.5 * i, 0.0);
+    double z = ridge;
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(0, 0, z + slab), ph_quat_identity(), ph_v3(1.9, 0.5, slab), SCENE_DENSITY);
+    z += 2 * slab;
+    add_aframe(c, -0.75, z);
+    add_aframe(c, 0.75, z);
+    z += ridge;
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(0, 0, z + slab), ph_quat_identity(), ph_v3(1.15, 0.5, slab), SCENE_DENSITY);
+    z += 2 * slab;
+    add_aframe(c, 0.0, z);
+}
+
+/* sliding_capsule (seeds/001, Figure 1 left): a capsule of radius 0.2 and
+ * core half-length 0.4 lying on the plane with its axis horizontal at 30
+ * deg from x (centre z = 0.2, exactly touching: two contact points), mass
+ * 10 kg (density 10 / volume), friction 1.0 on a ground of friction 1.0,
+ * linear velocity (10, 0, 0) m/s and angular velocity (0, 0, 1) rad/s. The
+ * axis is kept off the tangent directions x and y: along the axis the two
+ * points' friction rows would be identical, a direction in which S is
+ * singular up to the friction regularization. */
+static void build_sliding_capsule(scene_ctx *c) {
+    add_ground_mu(c, 1.0);
+    /* Local z onto the horizontal direction (cos 30, sin 30, 0): first z onto
+     * x (about y by 90 deg), then about z by 30 deg. */
+    const ph_quat lay = ph_quat_mul(ph_quat_axis_angle(ph_v3(0, 0, 1), SCENE_PI / 6.0),
+                                    ph_quat_axis_angle(ph_v3(0, 1, 0), 0.5 * SCENE_PI));
+    ph_body_id b = add_body(c, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.2), lay);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = PH_SHAPE_CAPSULE;
+    sd.radius = 0.2;
+    sd.half_height = 0.4;
+    sd.density = 1.0;
+    double m1;
+    ph_vec3 i1;
+    ph_shape_mass(&sd, &m1, &i1);
+    sd.density = 10.0 / m1;
+    sd.friction = 1.0;
+    sd.restitution = 0.0;
+    add_shape(c, b, &sd);
+    set_velocity(c, b, ph_v3(10, 0, 0), ph_v3(0, 0, 1));
+}
+
+/* three_sphere (seeds/001, Figure 1 right): one body of three spheres of
+ * radius 0.2 centred at radius 0.4 from the body origin at 90, 210 and 330
+ * deg in the x-y plane, lying on the plane (centre z = 0.2: three contact
+ * points), mass 10 kg, friction 1.0 on a ground of friction 1.0, linear
+ * velocity (10, 0, 0) m/s and angular velocity (0, 0, 1) rad/s. */
+static void build_three_sphere(scene_ctx *c) {
+    add_ground_mu(c, 1.0);
+    ph_body_id b = add_body(c, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.2), ph_quat_identity());
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = PH_SHAPE_SPHERE;
+    sd.radius = 0.2;
+    sd.density = 1.0;
+    double m1;
+    ph_vec3 i1;
+    ph_shape_mass(&sd, &m1, &i1);
+    sd.density = 10.0 / (3.0 * m1);
+    sd.friction = 1.0;
+    sd.restitution = 0.0;
+    for (int k = 0; k < 3; k++) {
+        const double phi = SCENE_PI / 2.0 + k * 2.0 * SCENE_PI / 3.0;
+        sd.local.p = ph_v3(0.4 * cos(phi), 0.4 * sin(phi), 0);
+        sd.local.q = ph_quat_identity();
+        add_shape(c, b, &sd);
+    }
+    set_velocity(c, b, ph_v3(10, 0, 0), ph_v3(0, 0, 1));
+}
+
 /* ---------------------------------------------------------------- table */
 
 typedef struct scene_entry {
@@ -388,6 +643,35 @@ static const scene_entry scene_table[] = {
       "A wire of 10 light spheres joined by 0.3 m distance joints hanging from (0, 0, 10) and carrying a 1000 kg box.",
       600, 11},
      build_wire_heavy_load},
+    {{"arched_snake",
+      "Thirteen boxes joined by hinges with -+0.02 rad limits, standing as an arch on the ground (seeds/000, Figure 2a).",
+      300, 13},
+     build_arched_snake},
+    {{"snake_heavy_box", "The arched snake with a 640 kg box on its middle link (seeds/000, Figure 2b).", 300, 14},
+     build_snake_heavy_box},
+    {{"large_stack", "Twenty-five unit cubes stacked exactly touching (seeds/000, Figure 2c).", 300, 25},
+     build_large_stack},
+    {{"heavy_on_light",
+      "A 12500 kg slab resting on four 125 kg cubes, mass ratio 100 (seeds/000, Figure 2d).", 300, 5},
+     build_heavy_on_light},
+    {{"incline_boxes",
+      "Four unit cubes held by static friction on a 20 degree ramp with mu = 0.5 (seeds/000, Figure 2e).", 300, 4},
+     build_incline_boxes},
+    {{"gears_small", "A pyramid of six flat compound gears, base row of three (seeds/000, Figure 2f).", 300, 6},
+     build_gears_small},
+    {{"gears_medium", "A pyramid of fifteen flat compound gears, base row of five (seeds/000, Figure 2g).", 300, 15},
+     build_gears_medium},
+    {{"friction_structure",
+      "A three-level house of leaning planks held by friction, 14 bodies (seeds/000, Figure 2h).", 300, 14},
+     build_friction_structure},
+    {{"sliding_capsule",
+      "A 10 kg capsule sliding at 10 m/s and spinning at 1 rad/s on the plane, mu = 1 (seeds/001, 2 contacts).", 60, 1},
+     build_sliding_capsule},
+    {{"three_sphere",
+      "A 10 kg body of three spheres sliding at 10 m/s and spinning at 1 rad/s on the plane, mu = 1 (seeds/001, 3 "
+      "contacts).",
+      60, 1},
+     build_three_sphere},
 };
 
 #define SCENE_COUNT ((int)(sizeof scene_table / sizeof scene_table[0]))

@@ -22,11 +22,20 @@
  *     fb(lambda - lo, fb(hi - lambda, -y)) for boxed rows (Billups' form),
  *     fb(a, b) = sqrt(a^2 + b^2) - a - b;
  *   min-map || lambda - clamp(lambda - y, lo, hi) ||_2;
+ *   LCP error || D (lambda - clamp(lambda - D^-1 y, lo, hi)) ||_2, D = diag(S)
+ *     (merit.c; the same formulas serve every method);
  *   relative residual ||B - S lambda||_2 / ||B||_2 over all rows.
+ *
+ * Dispatch: ph__solve runs this loop for PGS in the DEFAULT or GRAVITY
+ * order (the default path, unchanged); every other method or ordering runs
+ * on the same rows through the solver family (solver_rows.c,
+ * docs/solvers.md). A pending capture (ph_world_step_capture) is taken
+ * first.
  *
  * Invariants: row order is given by w->order (a permutation); solver body 0
  * is the fixed ground with zero inverse mass, so updates to it are no-ops.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ph_internal.h"
@@ -44,6 +53,7 @@ ph__spook_coef ph__spook(ph_spook p, double h) {
         c.eps_abs = 4.0 / (h * h * p.k * q);
         c.eps_rel = 0;
     }
+    c.pair_mass = 0;
     return c;
 }
 
@@ -95,7 +105,12 @@ void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c) {
     r->mang_b = ph_mat3_mulv(&b->inv_i, r->ang_b);
     double s = ph_dot(r->lin_a, r->mlin_a) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->lin_b, r->mlin_b) +
                ph_dot(r->ang_b, r->mang_b);
-    r->eps = c ? c->eps_abs + c->eps_rel * s : 0.0;
+    double sm = s;
+    if (c && c->pair_mass) {
+        double lin = ph_len2(r->lin_a) * a->inv_mass + ph_len2(r->lin_b) * b->inv_mass;
+        sm = lin > 0 ? lin : ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b);
+    }
+    r->eps = c ? c->eps_abs + c->eps_rel * sm : 0.0;
     s += r->eps;
     r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
 }
@@ -147,35 +162,49 @@ static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, dou
     }
 }
 
-static inline double fb(double a, double b) { return sqrt(a * a + b * b) - a - b; }
-
-/* Merits of the current iterate. */
-static void merits(const ph__world *w, double *psi, double *mm, double *res2, double *b2) {
-    double f = 0, m = 0, r2 = 0, bb = 0;
+/* Merits of the current iterate (the formulas of merit.c, on the rows). */
+static void merits(const ph__world *w, ph__merit *m) {
+    memset(m, 0, sizeof *m);
     for (int32_t i = 0; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         double lo, hi;
         bounds(w->rows, r, &lo, &hi);
         double y = row_jv(w->sbodies, r) + r->eps * r->lambda - r->rhs;
-        double l = r->lambda, phi;
-        if (isinf(lo) && isinf(hi)) phi = y;
-        else if (isinf(hi)) phi = fb(l - lo, y);
-        else if (isinf(lo)) phi = -fb(hi - l, -y);
-        else phi = fb(l - lo, fb(hi - l, -y));
-        f += phi * phi;
-        double c = l - y;
-        c = c < lo ? lo : (c > hi ? hi : c);
-        m += (l - c) * (l - c);
-        r2 += y * y;
-        bb += r->B * r->B;
+        ph__merit_row(r->lambda, y, lo, hi, row_dot(r, r) + r->eps, m);
+        m->b2 += r->B * r->B;
     }
-    *psi = 0.5 * f;
-    *mm = sqrt(m);
-    *res2 = r2;
-    *b2 = bb;
+    ph__merit_finish(m);
 }
 
-void ph__solve(ph__world *w) {
+/* The other methods and orderings: the rows as a system of the family. */
+static int solve_family(ph__world *w) {
+    int32_t *glen = malloc((size_t)(w->row_count + 1) * sizeof *glen);
+    if (!glen) return PH_ERR_NO_MEMORY;
+    ph__world_groups(w, glen);
+    ph__rowset rs;
+    memset(&rs, 0, sizeof rs);
+    rs.rows = w->rows;
+    rs.n = w->row_count;
+    rs.blocks = w->blocks;
+    rs.sb = w->sbodies;
+    rs.nb = w->sbody_count;
+    rs.order = w->order;
+    rs.glen = glen;
+    ph__rec rec = {&w->stats, NULL};
+    int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
+    free(glen);
+    return e;
+}
+
+int ph__solve(ph__world *w) {
+    if (w->capture) {
+        int e = ph__capture(w);
+        if (e) return e;
+    }
+    const ph_settings *set = &w->settings;
+    if (set->method != PH_METHOD_PGS || (set->ordering != PH_ORDER_DEFAULT && set->ordering != PH_ORDER_GRAVITY))
+        return solve_family(w);
+    /* The core's PGS in the order built by step.c. */
     const int iters = w->settings.iterations;
     const double tol = w->settings.tolerance;
     const int record = w->settings.record_merits || tol > 0;
@@ -185,8 +214,14 @@ void ph__solve(ph__world *w) {
     const int32_t n = w->row_count;
     ph_step_stats *st = &w->stats;
     st->merit_count = 0;
+    st->method = PH_METHOD_PGS;
+    st->subspace_steps = 0;
+    st->cg_iterations = 0;
+    st->best_index = -1;
+    st->direct_status = 0;
     int it = 0;
-    double psi = 0, mm = 0, r2 = 0, b2 = 0;
+    ph__merit m;
+    memset(&m, 0, sizeof m);
     for (it = 0; it < iters && n > 0; it++) {
         for (int32_t k = 0; k < n; k++) {
             ph__row *r = &rows[order[k]];
@@ -205,24 +240,19 @@ void ph__solve(ph__world *w) {
         }
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {
-            merits(w, &psi, &mm, &r2, &b2);
-            if (st->merit_count < PH_STATS_MAX_ITERS) {
-                st->fischer[st->merit_count] = psi;
-                st->minmap[st->merit_count] = mm;
-                st->merit_count++;
-            }
-            if (tol > 0 && psi < tol) {
+            merits(w, &m);
+            ph__rec rec = {st, NULL};
+            ph__rec_push(&rec, &m, (double)(it + 1), PH_PHASE_SWEEP);
+            if (tol > 0 && m.fischer < tol) {
                 it++;
                 break;
             }
         }
     }
-    if (!record || n == 0) merits(w, &psi, &mm, &r2, &b2);
-    st->iterations = it;
+    if (!record || n == 0) merits(w, &m);
     st->rows = n;
-    st->fischer_final = psi;
-    st->minmap_final = mm;
-    st->rel_residual = b2 > 0 ? sqrt(r2 / b2) : 0.0;
+    ph__stats_final(st, it, (double)it, &m);
+    return PH_OK;
 }
 
 void ph__store_impulses(ph__world *w) {
@@ -237,7 +267,7 @@ void ph__store_impulses(ph__world *w) {
     }
     for (int32_t i = 0; i < w->joint_hwm; i++) {
         ph__joint *j = &w->joints[i];
-        if (!j->alive) continue;
+        if (!j->alive || j->row0 < 0) continue;
         double keep[8] = {0};
         for (int k = 0; k < j->nrows; k++) keep[j->row_slot[k]] = w->rows[j->row0 + k].lambda;
         memcpy(j->lambda, keep, sizeof keep);

@@ -63,7 +63,7 @@ static int build_solver_bodies(ph__world *w) {
     int32_t n = 1;
     for (int32_t i = 0; i < w->body_hwm; i++) {
         const ph__body *b = &w->bodies[i];
-        w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC) ? n++ : 0;
+        w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
     }
     if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
     int32_t v0cap = w->v0_cap;
@@ -166,6 +166,7 @@ static int substep(ph__world *w, double h) {
     if (e) return e;
     e = ph__narrowphase(w);
     if (e == PH_OK) e = ph__contact_events(w);
+    if (e == PH_OK) e = ph__islands(w, h);
     double t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
@@ -185,7 +186,8 @@ static int substep(ph__world *w, double h) {
     ph__warm_start(w);
     double t3 = now_ms();
     st->stage_ms[PH_STAGE_ROWS] += t3 - t2;
-    ph__solve(w);
+    e = ph__solve(w);
+    if (e) return e;
     ph__store_impulses(w);
     double t4 = now_ms();
     st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
@@ -219,6 +221,7 @@ int ph_world_step(ph_world_id id) {
     w->steps++;
     st->step = w->steps;
     st->bodies = w->body_count;
+    st->awake_bodies = w->sbody_count - 1;
     st->joints = w->joint_count;
     st->total_ms = now_ms() - t0;
     return PH_OK;

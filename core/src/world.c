@@ -60,6 +60,7 @@ ph_settings ph_default_settings(void) {
     s.friction.d = 4;
     s.joint.k = 1e10;
     s.joint.d = 3;
+    s.joint.hertz = 60;
     s.friction_model = PH_FRICTION_NCP;
     s.method = PH_METHOD_PGS;
     s.ordering = PH_ORDER_DEFAULT;
@@ -70,6 +71,19 @@ ph_settings ph_default_settings(void) {
     s.gyroscopic = 1;
     s.record_merits = 1;
     s.seed = 1;
+    s.sleep = 0;
+    s.sleep_linear = 0.05;
+    s.sleep_angular = 0.05;
+    s.sleep_time = 0.5;
+    s.ordering_per_iteration = 0;
+    s.k_pgs = 25;
+    s.k_sm = 5;
+    s.cg_tolerance = 1e-12;
+    s.sm_gamma = 0.0;
+    s.sm_gamma_scope = PH_GAMMA_ALL;
+    s.sm_stagnation = 1e-3;
+    s.sm_preconditioner = 1;
+    s.jacobi_relaxation = 0.0;
     return s;
 }
 
@@ -95,8 +109,22 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (!spook_ok(s->joint)) return bad(msg, "joint k must be > 0 and d in [0, 1000]");
     if (s->friction_model != PH_FRICTION_NCP && s->friction_model != PH_FRICTION_SCALED_BOX)
         return bad(msg, "unknown friction model");
-    if (s->method != PH_METHOD_PGS) return bad(msg, "unknown solver method");
-    if (s->ordering != PH_ORDER_DEFAULT && s->ordering != PH_ORDER_GRAVITY) return bad(msg, "unknown ordering");
+    if ((int)s->method < 0 || s->method >= PH_METHOD_COUNT) return bad(msg, "unknown solver method");
+    if ((int)s->ordering < 0 || s->ordering >= PH_ORDER_COUNT) return bad(msg, "unknown ordering");
+    if (s->ordering_per_iteration != 0 && s->ordering_per_iteration != 1)
+        return bad(msg, "ordering_per_iteration must be 0 or 1");
+    if (s->k_pgs < 1 || s->k_pgs > 10000) return bad(msg, "k_pgs must be in [1, 10000]");
+    if (s->k_sm < 0 || s->k_sm > 1000) return bad(msg, "k_sm must be in [0, 1000]");
+    if (!isfinite(s->cg_tolerance) || s->cg_tolerance < 0 || s->cg_tolerance > 1)
+        return bad(msg, "cg_tolerance must be in [0, 1]");
+    if (!isfinite(s->sm_gamma) || s->sm_gamma < 0 || s->sm_gamma > 1e6) return bad(msg, "sm_gamma must be in [0, 1e6]");
+    if (s->sm_gamma_scope != PH_GAMMA_ALL && s->sm_gamma_scope != PH_GAMMA_FRICTION)
+        return bad(msg, "unknown sm_gamma_scope");
+    if (!isfinite(s->sm_stagnation) || s->sm_stagnation < 0 || s->sm_stagnation > 1)
+        return bad(msg, "sm_stagnation must be in [0, 1]");
+    if (s->sm_preconditioner != 0 && s->sm_preconditioner != 1) return bad(msg, "sm_preconditioner must be 0 or 1");
+    if (!isfinite(s->jacobi_relaxation) || s->jacobi_relaxation < 0 || s->jacobi_relaxation > 2)
+        return bad(msg, "jacobi_relaxation must be in [0, 2]");
     if (s->warm_start != 0 && s->warm_start != 1) return bad(msg, "warm_start must be 0 or 1");
     if (!isfinite(s->warm_start_factor) || s->warm_start_factor < 0 || s->warm_start_factor > 1)
         return bad(msg, "warm_start_factor must be in [0, 1]");
@@ -106,6 +134,11 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
         return bad(msg, "contact_margin must be in [0, 1] m");
     if (s->gyroscopic != 0 && s->gyroscopic != 1) return bad(msg, "gyroscopic must be 0 or 1");
     if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
+    if (s->sleep != 0 && s->sleep != 1) return bad(msg, "sleep must be 0 or 1");
+    if (!isfinite(s->sleep_linear) || s->sleep_linear < 0 || !isfinite(s->sleep_angular) || s->sleep_angular < 0)
+        return bad(msg, "sleep_linear and sleep_angular must be finite and >= 0");
+    if (!isfinite(s->sleep_time) || s->sleep_time < 0 || s->sleep_time > 1e6)
+        return bad(msg, "sleep_time must be in [0, 1e6] s");
     if (msg) *msg = "ok";
     return PH_OK;
 }
@@ -186,12 +219,15 @@ int ph_world_destroy(ph_world_id id) {
     free(w->pairs);
     free(w->sap_order);
     free(w->sap_keys);
+    free(w->sap_boxes);
     free(w->jpairs);
     free(w->manifolds);
     free(w->prev_manifolds);
     free(w->rows);
     free(w->order);
     free(w->events);
+    free(w->island_parent);
+    free(w->island_rest);
     free(w->blocks);
     free(w->sbodies);
     free(w->body_to_sbody);
@@ -508,6 +544,16 @@ int ph_body_destroy(ph_body_id id) {
     ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     int32_t slot = id.index1 - 1;
+    /* What rested on it must fall: wake every body it touched or was joined to. */
+    for (int32_t k = 0; k < w->manifold_count; k++) {
+        const ph__contact_manifold *cm = &w->manifolds[k];
+        if (cm->m.count == 0) continue;
+        if (cm->ba == slot) ph__wake(&w->bodies[cm->bb]);
+        if (cm->bb == slot) ph__wake(&w->bodies[cm->ba]);
+    }
+    for (int32_t j = 0; j < w->joint_hwm; j++)
+        if (w->joints[j].alive && w->joints[j].b >= 0 && (w->joints[j].a == slot || w->joints[j].b == slot))
+            ph__wake(&w->bodies[w->joints[j].a == slot ? w->joints[j].b : w->joints[j].a]);
     for (int32_t j = 0; j < w->joint_hwm; j++)
         if (w->joints[j].alive && (w->joints[j].a == slot || w->joints[j].b == slot)) joint_free_slot(w, j);
     int32_t s = b->first_shape;
@@ -557,6 +603,7 @@ int ph_body_set_transform(ph_body_id id, ph_vec3 p, ph_quat q) {
     if (!finite3(p) || !finite4(q) || ph_quat_len(q) < 1e-9 || ph_len(p) > 1e12) return PH_ERR_INVALID_ARGUMENT;
     b->p = p;
     b->q = ph_quat_normalize(q);
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -567,6 +614,7 @@ int ph_body_set_velocity(ph_body_id id, ph_vec3 v, ph_vec3 av) {
     if (b->type == PH_BODY_STATIC) return PH_ERR_WRONG_KIND;
     b->v = v;
     b->w = av;
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -577,6 +625,7 @@ int ph_body_apply_force(ph_body_id id, ph_vec3 f, ph_vec3 pt) {
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
     b->force = ph_add(b->force, f);
     b->torque = ph_add(b->torque, ph_cross(ph_sub(pt, b->p), f));
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -586,6 +635,7 @@ int ph_body_apply_torque(ph_body_id id, ph_vec3 t) {
     if (!finite3(t)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
     b->torque = ph_add(b->torque, t);
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -601,6 +651,7 @@ int ph_body_apply_impulse(ph_body_id id, ph_vec3 j, ph_vec3 pt) {
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
     b->v = ph_mul_add(b->v, b->inv_mass, j);
     b->w = ph_add(b->w, world_inv_inertia_mul(b, ph_cross(ph_sub(pt, b->p), j)));
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -617,6 +668,7 @@ int ph_body_set_kinematic_target(ph_body_id id, ph_vec3 p, ph_quat q) {
     double s = sqrt(dq.x * dq.x + dq.y * dq.y + dq.z * dq.z);
     double angle = 2.0 * atan2(s, dq.w);
     b->w = s > 1e-15 ? ph_scale(ph_v3(dq.x, dq.y, dq.z), angle / (s * h)) : ph_v3(0, 0, 0);
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -631,6 +683,7 @@ int ph_body_set_mass(ph_body_id id, double mass, ph_vec3 inertia) {
     b->mass = mass;
     b->inertia = inertia;
     body_update_mass(w, b);
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -640,6 +693,19 @@ int ph_body_set_damping(ph_body_id id, double lin, double ang) {
     if (!isfinite(lin) || !isfinite(ang) || lin < 0 || ang < 0) return PH_ERR_INVALID_ARGUMENT;
     b->lin_damp = lin;
     b->ang_damp = ang;
+    return PH_OK;
+}
+
+int ph_body_is_awake(ph_body_id id) {
+    ph__body *b = ph__body_get(id, NULL);
+    if (!b) return PH_ERR_INVALID_HANDLE;
+    return b->type != PH_BODY_STATIC && !b->asleep;
+}
+
+int ph_body_wake(ph_body_id id) {
+    ph__body *b = ph__body_get(id, NULL);
+    if (!b) return PH_ERR_INVALID_HANDLE;
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -780,6 +846,7 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     }
     b->shape_count++;
     body_update_mass(w, b);
+    ph__wake(b);
     id.index1 = slot + 1;
     id.world0 = bid.world0;
     id.gen = gen;
@@ -802,6 +869,7 @@ int ph_shape_destroy(ph_shape_id id) {
     b->shape_count--;
     shape_free_slot(w, slot);
     body_update_mass(w, b);
+    ph__wake(b);
     return PH_OK;
 }
 
@@ -935,6 +1003,8 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     j->max_motor_torque = d.max_motor_torque;
     j->next_free = -1;
     w->joint_count++;
+    ph__wake(&w->bodies[j->a]);
+    if (j->b >= 0) ph__wake(&w->bodies[j->b]);
     id.index1 = slot + 1;
     id.world0 = (uint16_t)(wid.index1 - 1);
     id.gen = gen;
@@ -946,6 +1016,8 @@ int ph_joint_destroy(ph_joint_id id) {
     ph__world *w;
     ph__joint *j = joint_get(id, &w);
     if (!j) return PH_ERR_INVALID_HANDLE;
+    ph__wake(&w->bodies[j->a]);
+    if (j->b >= 0) ph__wake(&w->bodies[j->b]);
     joint_free_slot(w, id.index1 - 1);
     return PH_OK;
 }

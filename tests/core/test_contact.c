@@ -400,13 +400,68 @@ static void test_raycast(void **state) {
     ph_world_destroy(w);
 }
 
+/* Sleeping by islands: a resting stack falls asleep as a whole (its bodies
+ * are no longer stepped), and a sphere thrown at it wakes the whole island. */
+static void test_sleep_and_wake(void **state) {
+    (void)state;
+    ph_world_id w = new_world(10);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.sleep = 1;
+    ph_world_set_settings(w, &set);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_id b[3];
+    for (int i = 0; i < 3; i++) b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
+    int slept_at = -1;
+    for (int s = 0; s < 180 && slept_at < 0; s++) {
+        ph_world_step(w);
+        if (!ph_body_is_awake(b[0]) && !ph_body_is_awake(b[1]) && !ph_body_is_awake(b[2])) slept_at = s;
+        /* An island sleeps only as a whole. */
+        assert_int_equal(ph_body_is_awake(b[0]), ph_body_is_awake(b[2]));
+    }
+    ph_step_stats st;
+    ph_world_get_stats(w, &st);
+    print_message("stack asleep after %d steps; islands %d, awake bodies %d\n", slept_at, st.islands, st.awake_bodies);
+    assert_true(slept_at >= 30 && slept_at < 120); /* at least sleep_time = 0.5 s of rest */
+    ph_body_state top0;
+    ph_body_get_state(b[2], &top0);
+    for (int s = 0; s < 60; s++) ph_world_step(w);
+    ph_world_get_stats(w, &st);
+    assert_int_equal(st.awake_bodies, 0);
+    assert_int_equal(st.rows, 0);
+    ph_body_state top1;
+    ph_body_get_state(b[2], &top1);
+    assert_true(top1.position.z == top0.position.z); /* frozen bit for bit */
+    /* A sphere thrown at the top box wakes the stack and pushes it. */
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(-3, 0, 2.5);
+    bd.linear_velocity = ph_v3(15, 0, 0);
+    bd.gravity_scale = 0;
+    int err;
+    ph_body_id ball = ph_body_create(w, &bd, &err);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = 0.3;
+    sd.density = 5000;
+    ph_shape_create(ball, &sd, &err);
+    int woke = -1;
+    for (int s = 0; s < 60; s++) {
+        ph_world_step(w);
+        if (woke < 0 && ph_body_is_awake(b[0])) woke = s;
+    }
+    ph_body_get_state(b[2], &top1);
+    print_message("woken at step %d; top box moved %.3f m along x\n", woke, top1.position.x - top0.position.x);
+    assert_true(woke >= 0 && woke < 20);
+    assert_true(top1.position.x - top0.position.x > 0.05);
+    ph_world_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sphere_on_plane_eq26), cmocka_unit_test(test_box_at_rest),
         cmocka_unit_test(test_stack_of_ten),         cmocka_unit_test(test_incline_sticks),
         cmocka_unit_test(test_incline_slides),       cmocka_unit_test(test_restitution),
         cmocka_unit_test(test_compound_bodies),      cmocka_unit_test(test_contact_events),
-        cmocka_unit_test(test_raycast),
+        cmocka_unit_test(test_raycast),              cmocka_unit_test(test_sleep_and_wake),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,15 +94,50 @@ typedef enum ph_friction_model {
     PH_FRICTION_SCALED_BOX = 1,
 } ph_friction_model;
 
+/* The solver of the constraint rows (docs/solvers.md). Every method works
+ * on the same rows and the same velocity bookkeeping, so switching is a
+ * setting, not a rebuild. */
 typedef enum ph_method {
-    PH_METHOD_PGS = 0, /* projected Gauss–Seidel with velocity bookkeeping */
+    PH_METHOD_PGS = 0,       /* projected Gauss–Seidel with velocity bookkeeping (default) */
+    PH_METHOD_PGS_SM = 1,    /* PGS subspace minimization (seeds/000, section 4): k_pgs PGS
+                                sweeps estimate the active set, then up to k_sm subspace steps
+                                solve the reduced system by conjugate gradients; falls back to
+                                the best iterate by the Fischer merit */
+    PH_METHOD_BLOCK_PGS = 2, /* blockwise PGS (seeds/001): each contact point's normal and two
+                                friction rows, and each joint's rows, solved together exactly
+                                as one small problem per visit */
+    PH_METHOD_JACOBI = 3,    /* projected Jacobi (all rows from the same iterate), relaxed by
+                                jacobi_relaxation; for comparison */
+    PH_METHOD_DIRECT = 4,    /* exact reference solver: active-set enumeration, for at most
+                                PH_DIRECT_MAX_ROWS rows; larger problems fall back to PGS and
+                                report it in ph_step_stats.direct_status */
+    PH_METHOD_COUNT
 } ph_method;
 
-/* The row order the Gauss–Seidel sweep visits. */
+/* The direct method enumerates up to 3^rows active sets: it is for tiny
+ * worlds and for tests. */
+#define PH_DIRECT_MAX_ROWS 12
+
+/* The row order the Gauss–Seidel sweep visits (seeds/001, seeds/002). */
 typedef enum ph_ordering {
-    PH_ORDER_DEFAULT = 0,  /* joints in creation order, then contacts by pair */
-    PH_ORDER_GRAVITY = 1,  /* contacts sorted bottom-up along gravity */
+    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then contacts by pair (normal, t1, t2
+                                   per point) */
+    PH_ORDER_GRAVITY = 1,       /* contacts sorted bottom-up along gravity */
+    PH_ORDER_RANDOM = 2,        /* a random permutation of the rows from the world's seeded
+                                   generator: per step, or per iteration (deterministic) */
+    PH_ORDER_COMPLEMENTARITY = 3, /* rows by decreasing complementarity error of the current
+                                   iterate (the LCP error term of each row), ties by index */
+    PH_ORDER_EFFECTIVE_MASS = 4,  /* rows by decreasing effective mass 1 / S_ii, ties by index */
+    PH_ORDER_COUNT
 } ph_ordering;
+
+/* Which rows of the reduced PGS–SM system get the regularization gamma
+ * (seeds/000, section 5.1). */
+typedef enum ph_gamma_scope {
+    PH_GAMMA_ALL = 0,      /* every row of the active set (default) */
+    PH_GAMMA_FRICTION = 1, /* only friction rows ("only dampening the entries corresponding to
+                              friction forces") */
+} ph_gamma_scope;
 
 /* SPOOK parameters of one constraint kind (seeds/002, eqs. 9-11). */
 typedef struct ph_spook {
@@ -126,7 +161,7 @@ typedef struct ph_settings {
                                 hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
-    ph_spook joint;          /* default k = 1e10, d = 3 */
+    ph_spook joint;          /* default hertz = 60, d = 3; k = 1e10 when hertz is 0 */
     ph_friction_model friction_model; /* default PH_FRICTION_NCP */
     ph_method method;        /* default PH_METHOD_PGS */
     ph_ordering ordering;    /* default PH_ORDER_DEFAULT */
@@ -140,6 +175,36 @@ typedef struct ph_settings {
     int record_merits;       /* compute merits after every iteration (needed for the
                                 per-iteration statistics), default 1 */
     uint64_t seed;           /* seed of the world's generator, default 1 */
+    int sleep;               /* islands of bodies at rest go to sleep, default 0 (the server
+                                turns it on for its worlds); {0, 1} */
+    double sleep_linear;     /* m/s: a body moving slower than this ... default 0.05 */
+    double sleep_angular;    /* rad/s: ... and turning slower than this ... default 0.05 */
+    double sleep_time;       /* s: ... for this long is at rest; an island whose bodies are all
+                                at rest sleeps, default 0.5 */
+
+    /* Solver family (docs/solvers.md). For every method, iterations is the
+     * budget in units of one PGS sweep over all rows ("work"), and tolerance
+     * stops as soon as the Fischer merit psi < tolerance (the absolute
+     * criterion (25) of seeds/000). */
+    int ordering_per_iteration; /* 1: random and complementarity orderings are rebuilt before every
+                                   iteration instead of once per step; default 0, {0, 1} */
+    int k_pgs;               /* PGS–SM: PGS sweeps per cycle before the subspace steps, default 25,
+                                [1, 10000] */
+    int k_sm;                /* PGS–SM: maximum subspace steps per cycle, default 5, [0, 1000] */
+    double cg_tolerance;     /* PGS–SM: conjugate gradients stop when the residual of the reduced
+                                system ||r||_2 < cg_tolerance (m/s, rad/s), or after |A| iterations;
+                                default 1e-12, [0, 1] */
+    double sm_gamma;         /* PGS–SM: regularization gamma added to the diagonal of the reduced
+                                matrix A_AA (units of S: 1/kg), default 0, [0, 1e6] */
+    ph_gamma_scope sm_gamma_scope; /* PGS–SM: rows that get gamma, default PH_GAMMA_ALL */
+    double sm_stagnation;    /* PGS–SM: epsilon_rel of the stagnation criterion (27): the subspace
+                                phase ends when |psi_k+1 - psi_k| < epsilon_rel psi_k; default 1e-3,
+                                [0, 1] */
+    int sm_preconditioner;   /* PGS–SM: 1 = conjugate gradients preconditioned by the diagonal of
+                                the reduced matrix (default), 0 = plain CG as in seeds/000; {0, 1} */
+    double jacobi_relaxation;/* Jacobi: 0 = per-row weights 1 / (rows on the busier body of the
+                                row), which always converges on S = J M^-1 J^T + Sigma; > 0: one
+                                weight for all rows; default 0, [0, 2] */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -246,6 +311,12 @@ int ph_body_set_mass(ph_body_id b, double mass, ph_vec3 inertia);
 int ph_body_set_damping(ph_body_id b, double linear, double angular);
 /* Angular momentum about the centre of mass (kg m^2/s), world frame. */
 int ph_body_get_angular_momentum(ph_body_id b, ph_vec3 *out);
+/* 1 when the body is awake (static bodies: 0), 0 asleep, or an error. Any
+ * edit of a body (pose, velocity, force, torque, impulse, kinematic target,
+ * mass, shapes, joints) wakes it; contact with an awake body wakes its
+ * island at the next step. */
+int ph_body_is_awake(ph_body_id b);
+int ph_body_wake(ph_body_id b);
 
 /* ---------------------------------------------------------------- shapes */
 
@@ -328,6 +399,11 @@ int ph_joint_get_anchor_separation(ph_joint_id j, double *out);
 
 #define PH_STATS_MAX_ITERS 1024
 
+/* Kinds of recorded iterations (ph_step_stats.phase). */
+#define PH_PHASE_SWEEP 0    /* a PGS, blockwise PGS or Jacobi sweep */
+#define PH_PHASE_SUBSPACE 1 /* a PGS–SM subspace step */
+#define PH_PHASE_DIRECT 2   /* the direct solve */
+
 typedef enum ph_stage {
     PH_STAGE_BROADPHASE = 0,
     PH_STAGE_NARROWPHASE,
@@ -349,6 +425,8 @@ typedef struct ph_step_stats {
     int bodies;             /* live bodies */
     int pairs;              /* broadphase pairs */
     int impacts;            /* Newton–Coulomb impacts applied */
+    int islands;            /* islands of the last step (when sleeping is on, else 0) */
+    int awake_bodies;       /* dynamic bodies stepped (all of them when sleeping is off) */
     /* Merits after each iteration (recorded when settings.record_merits or
      * tolerance > 0; up to PH_STATS_MAX_ITERS entries): */
     int merit_count;
@@ -357,6 +435,28 @@ typedef struct ph_step_stats {
     double fischer_final;
     double minmap_final;
     double rel_residual;    /* ||B - S lambda||_2 / ||B||_2 over all rows (0 when B = 0) */
+    /* The LCP error of the reordering study (seeds/001), as physd defines it
+     * (docs/solvers.md): || D (lambda - clamp(lambda - D^-1 y, lo, hi)) ||_2
+     * with D = diag(S), in m/s: the velocity change one projected Gauss–Seidel
+     * update of every row would make. Per iteration like fischer/minmap. */
+    double lcp_error[PH_STATS_MAX_ITERS];
+    double lcp_error_final;
+    /* Work after each recorded iteration, cumulative, in units of one PGS
+     * sweep over all rows (a PGS sweep is 1; a PGS–SM subspace step counts
+     * its residual, its CG matrix-vector products |A|/rows each, and the
+     * merit it needs). */
+    double work[PH_STATS_MAX_ITERS];
+    /* What each recorded iteration was: PH_PHASE_* below. */
+    unsigned char phase[PH_STATS_MAX_ITERS];
+    double work_final;      /* total work of the solve */
+    int method;             /* the ph_method that ran (PH_METHOD_PGS after a direct fallback) */
+    int subspace_steps;     /* PGS–SM subspace steps taken */
+    int cg_iterations;      /* PGS–SM conjugate-gradient iterations, total */
+    int best_index;         /* PGS–SM: index of the returned iterate in the per-iteration arrays
+                               when it fell back to an earlier, better one; -1 otherwise */
+    int direct_status;      /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
+                               -2 no active set satisfied the conditions (PGS ran instead); 0 for
+                               the other methods */
     double max_penetration; /* m, deepest contact at collision time of the last substep */
     double stage_ms[PH_STAGE_COUNT];
     double total_ms;

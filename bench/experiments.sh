@@ -1,0 +1,95 @@
+#!/bin/sh
+# experiments.sh — the solver experiments of docs/solvers.md in one command:
+# builds the core (Release, build/solver-rel) and bench/experiments.c, runs
+# them into OUTDIR (default build/experiments) as CSV files, and plots them
+# with gnuplot as PNG files.
+#
+#   bench/experiments.sh [OUTDIR]
+#
+# Needs cmake, a C compiler and gnuplot. Takes about 20 s on one core (the
+# 362 880 orders of the three-sphere body take most of it).
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${1:-$ROOT/build/experiments}
+BUILD=$ROOT/build/solver-rel
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPHYSD_BENCH=OFF -DPHYSD_TESTS=OFF >/dev/null
+cmake --build "$BUILD" --target physd_core -j2 >/dev/null
+${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror \
+    -ffp-contract=off -I"$ROOT/core/include" "$ROOT/bench/experiments.c" "$BUILD/core/libphysd_core.a" -lm -lpthread \
+    -o "$BUILD/physd-experiments"
+"$BUILD/physd-experiments" "$OUT"
+
+cd "$OUT"
+# Figure 3 of seeds/000: psi against work, PGS and PGS-SM, eight scenes, per set-up.
+for setup in A B; do
+    gnuplot <<GP
+set terminal pngcairo size 1600,800 font ",10"
+set output "fig3_$setup.png"
+set datafile separator ","
+set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5)"
+set logscale y
+set format y "10^{%L}"
+set xlabel "work (PGS iterations)"
+set ylabel "psi"
+set key top right
+set xrange [0:1500]
+do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_boxes gears_small gears_medium friction_structure"] {
+    set title s noenhanced
+    plot "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw 2 title "PGS", \
+         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM"
+}
+unset multiplot
+GP
+done
+
+# The permutation histograms of seeds/001 with physd's strategies placed in them.
+for scene in sliding_capsule three_sphere; do
+    awk -F, -v s="$scene" '$1 == s {n++; printf "%s,%d,%s (%.0f%%)\n", $3, n, $2, $7}' perm_strategies.csv >"perm_labels_$scene.csv"
+    gnuplot <<GP
+set terminal pngcairo size 1100,600 font ",10"
+set output "perm_$scene.png"
+set datafile separator ","
+set title "$scene: iterations of PGS to LCP error < 1e-4 over all row orders, and physd's strategies" noenhanced
+set xlabel "iterations"
+set ylabel "fraction of orders"
+set style fill solid 0.5
+set boxwidth 0.8
+set key off
+set xrange [0:*]
+stats "perm_$scene.csv" using 3 every ::1 nooutput
+top = STATS_max
+set yrange [0:top*1.75]
+plot "perm_$scene.csv" using 1:3 every ::1 with boxes lc rgb "#4477aa", \
+     "perm_labels_$scene.csv" using 1:(top*(1.02+0.07*(\$2-1))) with points pt 7 ps 1 lc rgb "#cc3311", \
+     "perm_labels_$scene.csv" using 1:(top*(1.02+0.07*(\$2-1))):3 with labels left offset 1,0 font ",9" noenhanced
+GP
+    gnuplot <<GP
+set terminal pngcairo size 800,500 font ",10"
+set output "perm_curves_$scene.png"
+set datafile separator ","
+set title "$scene: LCP error of PGS per iteration, default, best and worst order" noenhanced
+set xlabel "iteration"
+set ylabel "LCP error (m/s)"
+set logscale y
+set format y "10^{%L}"
+plot for [o in "default best worst"] "< awk -F, '\$1==\"".o."\" {e=\$3; if (e < 1e-16) e = 1e-16; print \$2\",\"e}' perm_curves_$scene.csv" using 1:2 with linespoints title o
+GP
+done
+
+# Iterations to a tolerance against the mass ratio.
+for setup in A B; do
+    gnuplot <<GP
+set terminal pngcairo size 800,500 font ",10"
+set output "massratio_$setup.png"
+set datafile separator ","
+set title "heavy_on_light, set-up $setup: work to LCP error < 1e-5 m/s from a cold start (3000 max)" noenhanced
+set xlabel "mass ratio (slab / light cube)"
+set ylabel "work (PGS sweeps)"
+set logscale xy
+set key top left
+plot for [m in "PGS block-PGS PGS-SM"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
+GP
+done
+echo "experiments: CSV and PNG files in $OUT"

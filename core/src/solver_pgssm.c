@@ -1,0 +1,275 @@
+/*
+ * solver_pgssm.c — the projected Gauss–Seidel subspace minimization method
+ * of Silcowitz, Niebe and Erleben (seeds/000, section 4), on any system of
+ * the solver family (world rows with the velocity bookkeeping, or dense).
+ *
+ * Normal path (the algorithm of section 4.3, with iterations as the work
+ * budget in PGS sweeps):
+ *   while the budget lasts:
+ *     k_pgs PGS sweeps (each recorded with its merits), then psi is checked
+ *     against the absolute criterion (25) (settings.tolerance);
+ *     up to k_sm subspace steps, each:
+ *       - index sets from lambda (eq. 19) with the bounds of the current
+ *         iterate: L = {lambda_i = l_i}, U = {lambda_i = u_i}, A = the rest;
+ *         rows of L and U are put exactly on their bounds;
+ *       - the reduced system (eq. 22) A_AA lambda_A = -(b_A + A_AL l_L +
+ *         A_AU u_U) in correction form: A_AA d = -y_A, y_A the residual of
+ *         the current iterate, which already holds l_L and u_U; with the
+ *         regularization of section 5.1, (A_AA + gamma I)(lambda_A + d) =
+ *         -(b_A + ...), i.e. the right-hand side -(y_A + gamma lambda_A);
+ *         solved by unpreconditioned conjugate gradients from d = 0 with
+ *         matrix-vector products through the rows (scatter M^-1 J^T p onto
+ *         scratch body velocities, gather J), never forming A densely;
+ *         at most |A| iterations, or fewer to stay within the budget, and
+ *         stopping when ||r||_2 < cg_tolerance;
+ *       - bounds updated from the new normal impulses, then the projection
+ *         (24) of lambda_A and the assembly lambda = [lambda_A l_L u_U]
+ *         (unlinked rows first, then friction rows with their new bounds);
+ *       - its merits recorded; the cycle ends on (25), on an unchanged
+ *         active set (26), or on stagnation (27):
+ *         |psi_k+1 - psi_k| < sm_stagnation psi_k.
+ *   The iterate with the smallest psi seen is kept (lambda and the
+ *   bookkeeping) and returned when the last one is worse: the fall back to
+ *   the best iterate of section 4.3, so the result is never worse than the
+ *   best PGS sweep it made. physd also falls back at the end of every
+ *   subspace phase, so that a phase that guessed a wrong active set (the
+ *   spikes of Figure 3) does not spoil the next PGS phase.
+ *
+ * Reading of the paper: (26) and (27) end the subspace phase and return to
+ * PGS ("while not convergence" is read as (25) or the budget), so a solve
+ * always uses its budget unless (25) is met.
+ *
+ * Work (in PGS sweeps, the unit of Figure 3): a sweep is 1; a subspace step
+ * costs 0.5 |A|/n for the residual y_A, |A|/n per CG iteration (one
+ * scatter and one gather per active row, like a sweep over those rows),
+ * and 0.5 for the merit it needs; the merit at the end of a PGS phase is
+ * 0.5. Merits recorded after PGS sweeps only for the statistics are free.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed then).
+ * A CG breakdown (p^T A p <= 0: a singular reduced matrix, e.g. rows
+ * without regularization) stops CG with the correction reached so far.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ph_internal.h"
+
+enum { CLS_L = 0, CLS_U = 1, CLS_A = 2 };
+
+/* Relative distance to a bound within which a row pushing against that
+ * bound counts as on it (see classify). */
+#define SM_BOUND_TOL 1e-6
+
+/* Index sets of the current iterate; returns |A|. Eq. (19) puts a row in L
+ * (U) when lambda_i equals its lower (upper) bound. With NCP friction the
+ * bounds move with the normal impulse after the friction row was visited,
+ * so a sliding friction row visited before its normal ends a sweep just
+ * inside its box and (19) would call it free (y_i = 0, i.e. sticking) —
+ * a wildly wrong reduced system. physd therefore also counts a row as on
+ * a bound when it lies within SM_BOUND_TOL of the box width of that bound
+ * and y pushes against it (y_i >= 0 at lo, y_i <= 0 at hi: the sign
+ * conditions of (18)). Rows exactly on a bound stay in L or U as in (19). */
+static int32_t classify(const ph__sys *s, uint8_t *cls) {
+    int32_t na = 0;
+    for (int32_t i = 0; i < s->n; i++) {
+        double lo, hi;
+        ph__sys_bounds(s, i, &lo, &hi);
+        const double l = s->lambda[i];
+        if (l <= lo)
+            cls[i] = CLS_L;
+        else if (l >= hi)
+            cls[i] = CLS_U;
+        else {
+            cls[i] = CLS_A;
+            if (isfinite(lo) && isfinite(hi)) {
+                const double tol = SM_BOUND_TOL * (hi - lo);
+                if (l - lo <= tol || hi - l <= tol) {
+                    const double y = s->ops->row_y(s, i);
+                    if (l - lo <= tol && y >= 0)
+                        cls[i] = CLS_L;
+                    else if (hi - l <= tol && y <= 0)
+                        cls[i] = CLS_U;
+                }
+            }
+        }
+        na += cls[i] == CLS_A;
+    }
+    return na;
+}
+
+/* Puts the rows of one pass on their bounds (L, U) or projects them (A):
+ * pass 0 the rows with fixed bounds, pass 1 the NCP friction rows, whose
+ * bounds follow the normal impulses set in pass 0. */
+static void assemble(ph__sys *s, const uint8_t *cls, int pass) {
+    for (int32_t i = 0; i < s->n; i++) {
+        if ((s->normal[i] >= 0) != pass) continue;
+        double lo, hi;
+        ph__sys_bounds(s, i, &lo, &hi);
+        const double l = s->lambda[i];
+        double t = cls[i] == CLS_L ? lo : (cls[i] == CLS_U ? hi : (l < lo ? lo : (l > hi ? hi : l)));
+        if (t != l) s->ops->add(s, i, t - l);
+    }
+}
+
+static double dot(const double *a, const double *b, int32_t m) {
+    double v = 0;
+    for (int32_t k = 0; k < m; k++)
+        v += a[k] * b[k];
+    return v;
+}
+
+typedef struct sm_state {
+    ph__merit best;
+    int best_index;
+    int have_best;
+} sm_state;
+
+static void track(ph__sys *s, sm_state *b, const ph__merit *m, int index) {
+    if (!b->have_best || m->fischer < b->best.fischer) {
+        b->best = *m;
+        b->best_index = index;
+        b->have_best = 1;
+        s->ops->save(s);
+    }
+}
+
+int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
+    const ph_settings *set = s->set;
+    const int32_t n = s->n;
+    const double budget = (double)set->iterations, tol = set->tolerance;
+    double *keys = malloc((size_t)(n + 1) * sizeof *keys);
+    double *vec = malloc((size_t)(7 * n + 1) * sizeof *vec);
+    int32_t *idx = malloc((size_t)(n + 1) * sizeof *idx);
+    uint8_t *cls = malloc((size_t)(2 * n + 1));
+    if (!keys || !vec || !idx || !cls) {
+        free(keys);
+        free(vec);
+        free(idx);
+        free(cls);
+        return PH_ERR_NO_MEMORY;
+    }
+    double *r = vec, *p = vec + n, *ap = vec + 2 * n, *x = vec + 3 * n, *gam = vec + 4 * n, *z = vec + 5 * n,
+           *pinv = vec + 6 * n;
+    uint8_t *cls2 = cls + n;
+    for (int32_t i = 0; i < n; i++) {
+        const int friction = s->normal[i] >= 0 || s->mu[i] > 0;
+        gam[i] = (set->sm_gamma_scope == PH_GAMMA_ALL || friction) ? set->sm_gamma : 0.0;
+    }
+    sm_state bs;
+    memset(&bs, 0, sizeof bs);
+    bs.best_index = -1;
+    ph__merit m;
+    memset(&m, 0, sizeof m);
+    double work = 0;
+    int it = 0, done = 0, sweeps = 0;
+    ph__order_build(s, 1, keys);
+    while (!done && work < budget && n > 0) {
+        for (int k = 0; k < set->k_pgs && work + 1.0 <= budget; k++) {
+            if (sweeps++ > 0) ph__order_build(s, 0, keys);
+            s->ops->sweep(s);
+            work += 1.0;
+            ph__sys_merits(s, &m);
+            ph__rec_push(rec, &m, work, PH_PHASE_SWEEP);
+            track(s, &bs, &m, it++);
+            if (tol > 0 && m.fischer < tol) {
+                done = 1;
+                break;
+            }
+        }
+        if (done || work + 1.0 > budget) break; /* a last sweep would not fit either */
+        work += 0.5;                            /* the merit of the termination test (25) */
+        double psi_prev = m.fischer;
+        for (int k = 0; k < set->k_sm; k++) {
+            /* A step with one CG iteration must fit in the budget. */
+            const double est = (double)classify(s, cls) / (double)n;
+            if (est == 0 || work + 1.5 * est + 0.5 > budget) break;
+            /* Index sets (19); L and U exactly on their bounds. */
+            assemble(s, cls, 0);
+            assemble(s, cls, 1);
+            classify(s, cls); /* a normal put on 0 closes its friction box */
+            int32_t na = 0;
+            for (int32_t i = 0; i < n; i++)
+                if (cls[i] == CLS_A) idx[na++] = i;
+            if (na == 0) {
+                ph__sys_merits(s, &m); /* the assembly moved the iterate */
+                break;
+            }
+            const double frac = (double)na / (double)n;
+            /* Reduced system (22) in correction form, by (preconditioned)
+             * conjugate gradients from x = 0: z = P^-1 r, P = diag(A_AA +
+             * gamma) or I. */
+            for (int32_t k2 = 0; k2 < na; k2++) {
+                const int32_t i = idx[k2];
+                r[k2] = -(s->ops->row_y(s, i) + gam[i] * s->lambda[i]);
+                x[k2] = 0;
+                const double d = s->diag[i] + gam[i];
+                pinv[k2] = (set->sm_preconditioner && d > 0) ? 1.0 / d : 1.0;
+                z[k2] = pinv[k2] * r[k2];
+                p[k2] = z[k2];
+            }
+            work += 0.5 * frac;
+            double rz = dot(r, z, na), rr = dot(r, r, na);
+            int32_t maxit = na;
+            double afford = (budget - work - 0.5) / frac;
+            if (afford < (double)maxit) maxit = afford > 0 ? (int32_t)afford : 0;
+            for (int32_t c = 0; c < maxit && sqrt(rr) > set->cg_tolerance; c++) {
+                s->ops->matvec(s, idx, na, p, ap);
+                for (int32_t k2 = 0; k2 < na; k2++)
+                    ap[k2] += gam[idx[k2]] * p[k2];
+                work += frac;
+                st->cg_iterations++;
+                double pap = dot(p, ap, na);
+                if (!(pap > 0)) break;
+                double alpha = rz / pap;
+                for (int32_t k2 = 0; k2 < na; k2++) {
+                    x[k2] += alpha * p[k2];
+                    r[k2] -= alpha * ap[k2];
+                    z[k2] = pinv[k2] * r[k2];
+                }
+                double rz2 = dot(r, z, na);
+                double beta = rz2 / rz;
+                for (int32_t k2 = 0; k2 < na; k2++)
+                    p[k2] = z[k2] + beta * p[k2];
+                rz = rz2;
+                rr = dot(r, r, na);
+            }
+            for (int32_t k2 = 0; k2 < na; k2++)
+                if (x[k2] != 0) s->ops->add(s, idx[k2], x[k2]);
+            /* New bounds from the new normal impulses, projection (24),
+             * assembly of lambda (15). */
+            assemble(s, cls, 0);
+            assemble(s, cls, 1);
+            ph__sys_merits(s, &m);
+            work += 0.5;
+            ph__rec_push(rec, &m, work, PH_PHASE_SUBSPACE);
+            st->subspace_steps++;
+            track(s, &bs, &m, it++);
+            if (tol > 0 && m.fischer < tol) {
+                done = 1;
+                break;
+            }
+            classify(s, cls2);
+            if (memcmp(cls, cls2, (size_t)n) == 0) break;                          /* (26) */
+            if (fabs(psi_prev - m.fischer) < set->sm_stagnation * psi_prev) break; /* (27) */
+            psi_prev = m.fischer;
+        }
+        /* A subspace phase that guessed a wrong active set can leave a far
+         * worse iterate; the next PGS phase starts from the best one. */
+        if (!done && bs.have_best && bs.best.fischer < m.fischer) {
+            s->ops->restore(s);
+            m = bs.best;
+        }
+    }
+    if (n == 0) ph__sys_merits(s, &m);
+    if (bs.have_best && bs.best.fischer < m.fischer) {
+        s->ops->restore(s);
+        m = bs.best;
+        st->best_index = bs.best_index;
+    }
+    ph__stats_final(st, it, work, &m);
+    free(keys);
+    free(vec);
+    free(idx);
+    free(cls);
+    return PH_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * solver_sys.c — the method dispatch of the solver family on an abstract
+ * system (ph__sys, see ph_internal.h), and projected Gauss–Seidel on it.
+ *
+ * Normal path: ph__sys_solve resets the solver figures of the stats and
+ * runs the method of the settings. Generic PGS is the world's PGS (the same
+ * update, projection and bookkeeping, solver.c) in an order that may change
+ * between iterations (random or complementarity ordering per iteration).
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from a method's scratch; the iterate is
+ * then whatever the method reached, still within its bounds.
+ *
+ * Invariants: iterations is the work budget in PGS sweeps for every method;
+ * merits are recorded after each iteration when record_merits is set or a
+ * tolerance is given.
+ */
+#include <stdlib.h>
+
+#include "ph_internal.h"
+
+int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
+    const ph_settings *set = s->set;
+    const int record = set->record_merits || set->tolerance > 0;
+    double *keys = malloc((size_t)(s->n + 1) * sizeof *keys);
+    if (!keys) return PH_ERR_NO_MEMORY;
+    ph__merit m;
+    int it;
+    ph__order_build(s, 1, keys);
+    for (it = 0; it < set->iterations && s->n > 0; it++) {
+        if (it > 0) ph__order_build(s, 0, keys);
+        s->ops->sweep(s);
+        if (record) {
+            ph__sys_merits(s, &m);
+            ph__rec_push(rec, &m, (double)(it + 1), PH_PHASE_SWEEP);
+            if (set->tolerance > 0 && m.fischer < set->tolerance) {
+                it++;
+                break;
+            }
+        }
+    }
+    if (!record || s->n == 0) ph__sys_merits(s, &m);
+    ph__stats_final(st, it, (double)it, &m);
+    free(keys);
+    return PH_OK;
+}
+
+int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
+    st->merit_count = 0;
+    st->method = s->set->method;
+    st->subspace_steps = 0;
+    st->cg_iterations = 0;
+    st->best_index = -1;
+    st->direct_status = 0;
+    st->rows = s->n;
+    switch (s->set->method) {
+    case PH_METHOD_PGS_SM:
+        return ph__solve_pgssm(s, st, rec);
+    case PH_METHOD_BLOCK_PGS:
+        return ph__solve_block(s, st, rec);
+    case PH_METHOD_JACOBI:
+        return ph__solve_jacobi(s, st, rec);
+    case PH_METHOD_DIRECT:
+        return ph__solve_direct(s, st, rec);
+    case PH_METHOD_PGS:
+    case PH_METHOD_COUNT:
+        break;
+    }
+    return ph__solve_pgs(s, st, rec);
+}

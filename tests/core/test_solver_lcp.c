@@ -1,0 +1,523 @@
+/*
+ * test_solver_lcp.c — the solver family on standalone boxed LCPs (ph_lcp.h):
+ * every method against the direct oracle on random problems with symmetric
+ * positive definite A, the merit functions against hand-computed values,
+ * the orderings as deterministic permutations, and the limits of the direct
+ * method.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ph_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/ph_core.h"
+#include "physd/ph_lcp.h"
+
+#define MAXN 12
+
+static uint64_t rng_state;
+
+static double urand(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A random problem: A = M M^T + (n/2) I with M uniform in [-1, 1]; b uniform
+ * in [-2, 2]; rows cycle through unilateral [0, inf), boxed [-c, c] with c in
+ * [0.1, 1.1], and free. */
+typedef struct problem {
+    int n;
+    double A[MAXN * MAXN], b[MAXN], lo[MAXN], hi[MAXN];
+} problem;
+
+static void random_problem(problem *p, int n, uint64_t seed) {
+    rng_state = seed;
+    double M[MAXN * MAXN];
+    p->n = n;
+    for (int i = 0; i < n * n; i++)
+        M[i] = 2 * urand() - 1;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double v = i == j ? 0.5 * n : 0;
+            for (int k = 0; k < n; k++)
+                v += M[i * n + k] * M[j * n + k];
+            p->A[i * n + j] = v;
+        }
+    for (int i = 0; i < n; i++) {
+        p->b[i] = 4 * urand() - 2;
+        switch (i % 3) {
+        case 0:
+            p->lo[i] = 0;
+            p->hi[i] = INFINITY;
+            break;
+        case 1: {
+            double c = 0.1 + urand();
+            p->lo[i] = -c;
+            p->hi[i] = c;
+            break;
+        }
+        default:
+            p->lo[i] = -INFINITY;
+            p->hi[i] = INFINITY;
+            break;
+        }
+    }
+}
+
+static ph_lcp *make(const problem *p, const int *group) {
+    int err = -99;
+    ph_lcp *l = ph_lcp_create_dense(p->n, p->A, p->b, p->lo, p->hi, NULL, NULL, group, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    assert_non_null(l);
+    return l;
+}
+
+static ph_settings method_settings(ph_method m) {
+    ph_settings s = ph_default_settings();
+    s.method = m;
+    s.iterations = 10000;
+    s.tolerance = 1e-24;
+    s.k_pgs = 5;
+    s.k_sm = 5;
+    s.cg_tolerance = 1e-14;
+    return s;
+}
+
+/* Every method reaches the oracle within 1e-6 on 40 random problems of 3
+ * to 12 rows; the oracle's own merits are zero. */
+static void test_random_spd_all_methods(void **state) {
+    (void)state;
+    const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI};
+    int groups[MAXN];
+    for (int i = 0; i < MAXN; i++)
+        groups[i] = i / 3; /* blocks of three rows */
+    double worst[4] = {0, 0, 0, 0};
+    int iters[4] = {0, 0, 0, 0};
+    for (int t = 0; t < 40; t++) {
+        problem p;
+        random_problem(&p, 3 + t % 10, 1000 + (uint64_t)t);
+        ph_lcp *l = make(&p, groups);
+        double ref[MAXN], x[MAXN];
+        ph_settings sd = method_settings(PH_METHOD_DIRECT);
+        ph_step_stats st;
+        assert_int_equal(ph_lcp_solve(l, &sd, NULL, NULL, ref, &st, NULL), PH_OK);
+        assert_int_equal(st.direct_status, 1);
+        double f, mm, le;
+        assert_int_equal(ph_lcp_merits(l, ref, &f, &mm, &le), PH_OK);
+        assert_true(f < 1e-20);
+        assert_true(mm < 1e-10);
+        assert_true(le < 1e-10);
+        for (int k = 0; k < 4; k++) {
+            ph_settings s = method_settings(methods[k]);
+            assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+            for (int i = 0; i < p.n; i++) {
+                assert_near(x[i], ref[i], 1e-6);
+                double d = fabs(x[i] - ref[i]);
+                if (d > worst[k]) worst[k] = d;
+            }
+            if (st.iterations > iters[k]) iters[k] = st.iterations;
+        }
+        ph_lcp_destroy(l);
+    }
+    print_message("max |lambda - oracle|: PGS %.2e, PGS-SM %.2e, block %.2e, Jacobi %.2e\n", worst[0], worst[1],
+                  worst[2], worst[3]);
+    print_message("max iterations: PGS %d, PGS-SM %d, block %d, Jacobi %d\n", iters[0], iters[1], iters[2], iters[3]);
+}
+
+/* The same with NCP friction: triples (normal, t1, t2) whose friction
+ * bounds are -+mu lambda_n, with a contact-like A (diagonally dominant, so
+ * the NCP is well posed). */
+static void test_random_ncp_triples(void **state) {
+    (void)state;
+    const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI};
+    double worst = 0;
+    for (int t = 0; t < 20; t++) {
+        problem p;
+        const int n = 3 * (1 + t % 4);
+        random_problem(&p, n, 5000 + (uint64_t)t);
+        double mu[MAXN];
+        int normal[MAXN];
+        for (int i = 0; i < n; i++) {
+            if (i % 3 == 0) {
+                p.lo[i] = 0;
+                p.hi[i] = INFINITY;
+                p.b[i] = -1.0 - urand(); /* pressed together */
+                normal[i] = -1;
+                mu[i] = 0;
+            } else {
+                normal[i] = i - i % 3;
+                mu[i] = 0.3 + 0.5 * urand();
+                p.lo[i] = -INFINITY;
+                p.hi[i] = INFINITY;
+            }
+        }
+        int err;
+        ph_lcp *l = ph_lcp_create_dense(n, p.A, p.b, p.lo, p.hi, mu, normal, NULL, NULL, &err);
+        assert_int_equal(err, PH_OK);
+        double ref[MAXN], x[MAXN];
+        ph_settings sd = method_settings(PH_METHOD_DIRECT);
+        ph_step_stats st;
+        assert_int_equal(ph_lcp_solve(l, &sd, NULL, NULL, ref, &st, NULL), PH_OK);
+        assert_int_equal(st.direct_status, 1);
+        double le;
+        ph_lcp_merits(l, ref, NULL, NULL, &le);
+        assert_true(le < 1e-10);
+        for (int k = 0; k < 4; k++) {
+            ph_settings s = method_settings(methods[k]);
+            assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+            for (int i = 0; i < n; i++) {
+                assert_near(x[i], ref[i], 1e-6);
+                if (fabs(x[i] - ref[i]) > worst) worst = fabs(x[i] - ref[i]);
+            }
+        }
+        ph_lcp_destroy(l);
+    }
+    print_message("NCP triples: max |lambda - oracle| over all methods %.2e\n", worst);
+}
+
+/* The merits of a hand-computed 2x2 problem: A = [2 1; 1 2], b = (-1, 1),
+ * both rows unilateral, at lambda = 0 (y = b): psi = 1/2 (fb(0,-1)^2 +
+ * fb(0,1)^2) = 1/2 (2^2 + 0) = 2; min-map = |0 - max(0, 1)| = 1; LCP error =
+ * |2 (0 - max(0, 0 + 1/2))| = 1. At the solution (1/2, 0): y = (0, 3/2),
+ * every merit is 0. */
+static void test_merits_hand_computed(void **state) {
+    (void)state;
+    const double A[4] = {2, 1, 1, 2}, b[2] = {-1, 1}, lo[2] = {0, 0}, hi[2] = {INFINITY, INFINITY};
+    int err;
+    ph_lcp *l = ph_lcp_create_dense(2, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    double f, mm, le;
+    const double zero[2] = {0, 0}, sol[2] = {0.5, 0};
+    assert_int_equal(ph_lcp_merits(l, zero, &f, &mm, &le), PH_OK);
+    assert_near(f, 2.0, 1e-15);
+    assert_near(mm, 1.0, 1e-15);
+    assert_near(le, 1.0, 1e-15);
+    assert_int_equal(ph_lcp_merits(l, sol, &f, &mm, &le), PH_OK);
+    assert_near(f, 0.0, 1e-30);
+    assert_near(mm, 0.0, 1e-15);
+    assert_near(le, 0.0, 1e-15);
+    /* Away from the solution in every direction the merits are positive. */
+    const double away[4][2] = {{0.5 + 1e-3, 0}, {0.5 - 1e-3, 0}, {0.5, 1e-3}, {0.4, 0.2}};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ph_lcp_merits(l, away[k], &f, &mm, &le), PH_OK);
+        assert_true(f > 0 && mm > 0 && le > 0);
+    }
+    /* Direct solve gives the solution exactly. */
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_DIRECT;
+    double x[2];
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, NULL, NULL), PH_OK);
+    assert_near(x[0], 0.5, 1e-15);
+    assert_near(x[1], 0.0, 0);
+    ph_lcp_destroy(l);
+}
+
+/* Merits are zero at the oracle and positive at 200 perturbations of it on
+ * random problems. */
+static void test_merits_zero_only_at_solution(void **state) {
+    (void)state;
+    for (int t = 0; t < 10; t++) {
+        problem p;
+        random_problem(&p, 6, 77 + (uint64_t)t);
+        ph_lcp *l = make(&p, NULL);
+        ph_settings s = method_settings(PH_METHOD_DIRECT);
+        double ref[MAXN], x[MAXN], f, mm, le;
+        assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, ref, NULL, NULL), PH_OK);
+        ph_lcp_merits(l, ref, &f, &mm, &le);
+        assert_true(f < 1e-24 && mm < 1e-12 && le < 1e-12);
+        for (int k = 0; k < 20; k++) {
+            memcpy(x, ref, sizeof x);
+            int i = k % p.n;
+            x[i] += (k & 1 ? 1e-4 : -1e-4) * (1 + k);
+            ph_lcp_merits(l, x, &f, &mm, &le);
+            assert_true(f > 0);
+            assert_true(mm > 0);
+            assert_true(le > 0);
+        }
+        ph_lcp_destroy(l);
+    }
+}
+
+static int is_permutation(const int *o, int n) {
+    int seen[64] = {0};
+    for (int i = 0; i < n; i++) {
+        if (o[i] < 0 || o[i] >= n || seen[o[i]]) return 0;
+        seen[o[i]] = 1;
+    }
+    return 1;
+}
+
+/* Every ordering is a permutation, the same on every call for a fixed
+ * seed; random orders change with the seed; the sorted orders follow their
+ * keys. */
+static void test_orderings(void **state) {
+    (void)state;
+    problem p;
+    random_problem(&p, 12, 4242);
+    ph_lcp *l = make(&p, NULL);
+    for (int k = 0; k < PH_ORDER_COUNT; k++) {
+        ph_settings s = ph_default_settings();
+        s.ordering = (ph_ordering)k;
+        int a[MAXN], b[MAXN];
+        assert_int_equal(ph_lcp_order(l, &s, a), PH_OK);
+        assert_int_equal(ph_lcp_order(l, &s, b), PH_OK);
+        assert_true(is_permutation(a, p.n));
+        assert_memory_equal(a, b, sizeof(int) * (size_t)p.n);
+    }
+    /* Random: different seeds give different orders (12! possibilities). */
+    ph_settings s = ph_default_settings();
+    s.ordering = PH_ORDER_RANDOM;
+    int first[MAXN], o[MAXN], differ = 0;
+    s.seed = 1;
+    ph_lcp_order(l, &s, first);
+    for (uint64_t seed = 2; seed < 12; seed++) {
+        s.seed = seed;
+        ph_lcp_order(l, &s, o);
+        assert_true(is_permutation(o, p.n));
+        differ += memcmp(o, first, sizeof(int) * (size_t)p.n) != 0;
+    }
+    assert_int_equal(differ, 10);
+    /* Effective mass: decreasing 1 / A_ii. */
+    s.ordering = PH_ORDER_EFFECTIVE_MASS;
+    ph_lcp_order(l, &s, o);
+    for (int i = 1; i < p.n; i++)
+        assert_true(1.0 / p.A[o[i - 1] * p.n + o[i - 1]] >= 1.0 / p.A[o[i] * p.n + o[i]]);
+    /* Complementarity: decreasing LCP-error term at lambda = 0, i.e.
+     * |A_ii (0 - clamp(-b_i / A_ii, lo, hi))|. */
+    s.ordering = PH_ORDER_COMPLEMENTARITY;
+    ph_lcp_order(l, &s, o);
+    double prev = INFINITY;
+    for (int k = 0; k < p.n; k++) {
+        int i = o[k];
+        double d = p.A[i * p.n + i], g = -p.b[i] / d;
+        g = g < p.lo[i] ? p.lo[i] : (g > p.hi[i] ? p.hi[i] : g);
+        double e = fabs(d * g);
+        assert_true(e <= prev);
+        prev = e;
+    }
+    /* Per-iteration random ordering is deterministic for a fixed seed. */
+    s = method_settings(PH_METHOD_PGS);
+    s.ordering = PH_ORDER_RANDOM;
+    s.ordering_per_iteration = 1;
+    s.iterations = 30;
+    s.tolerance = 0;
+    double x1[MAXN], x2[MAXN];
+    ph_step_stats st1, st2;
+    ph_lcp_solve(l, &s, NULL, NULL, x1, &st1, NULL);
+    ph_lcp_solve(l, &s, NULL, NULL, x2, &st2, NULL);
+    assert_memory_equal(x1, x2, sizeof(double) * (size_t)p.n);
+    assert_memory_equal(st1.fischer, st2.fischer, sizeof(double) * 30);
+    ph_lcp_destroy(l);
+}
+
+/* An explicit order is checked and used: a non-permutation is rejected;
+ * two different orders give different PGS iterates after one sweep. */
+static void test_explicit_order(void **state) {
+    (void)state;
+    problem p;
+    random_problem(&p, 5, 99);
+    ph_lcp *l = make(&p, NULL);
+    ph_settings s = ph_default_settings();
+    s.iterations = 1;
+    int bad[5] = {0, 1, 2, 3, 3}, fwd[5] = {0, 1, 2, 3, 4}, rev[5] = {4, 3, 2, 1, 0};
+    double x[5], y[5];
+    assert_int_equal(ph_lcp_solve(l, &s, bad, NULL, x, NULL, NULL), PH_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ph_lcp_solve(l, &s, fwd, NULL, x, NULL, NULL), PH_OK);
+    assert_int_equal(ph_lcp_solve(l, &s, rev, NULL, y, NULL, NULL), PH_OK);
+    assert_true(memcmp(x, y, sizeof x) != 0);
+    ph_lcp_destroy(l);
+}
+
+/* The direct method refuses more than PH_DIRECT_MAX_ROWS rows; bad
+ * problems are rejected at creation. */
+static void test_direct_limits_and_validation(void **state) {
+    (void)state;
+    enum { N = PH_DIRECT_MAX_ROWS + 1 };
+    double A[N * N], b[N], lo[N], hi[N], x[N];
+    memset(A, 0, sizeof A);
+    for (int i = 0; i < N; i++) {
+        A[i * N + i] = 1;
+        b[i] = -1;
+        lo[i] = 0;
+        hi[i] = INFINITY;
+    }
+    int err;
+    ph_lcp *l = ph_lcp_create_dense(N, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
+    assert_non_null(l);
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_DIRECT;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, NULL, NULL), PH_ERR_LIMIT);
+    s.method = PH_METHOD_PGS;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, NULL, NULL), PH_OK);
+    assert_near(x[0], 1.0, 1e-15); /* A = I: one sweep is exact */
+    ph_lcp_destroy(l);
+    A[0] = 0; /* non-positive diagonal */
+    assert_null(ph_lcp_create_dense(N, A, b, lo, hi, NULL, NULL, NULL, NULL, &err));
+    assert_int_equal(err, PH_ERR_INVALID_ARGUMENT);
+    A[0] = 1;
+    int normal[N];
+    for (int i = 0; i < N; i++)
+        normal[i] = -1;
+    normal[2] = 1; /* row 1 is not a normal row with a lower bound... it is: lo 0, hi inf */
+    double mu[N] = {0};
+    l = ph_lcp_create_dense(N, A, b, lo, hi, mu, normal, NULL, NULL, &err);
+    assert_non_null(l);
+    ph_lcp_destroy(l);
+    hi[1] = 5; /* now row 1 is boxed: not a valid link target */
+    assert_null(ph_lcp_create_dense(N, A, b, lo, hi, mu, normal, NULL, NULL, &err));
+    assert_int_equal(err, PH_ERR_INVALID_ARGUMENT);
+    int groups[N] = {0}; /* one block of 13 rows: over the limit of 12 */
+    hi[1] = INFINITY;
+    assert_null(ph_lcp_create_dense(N, A, b, lo, hi, NULL, NULL, groups, NULL, &err));
+    assert_int_equal(err, PH_ERR_INVALID_ARGUMENT);
+}
+
+/* The settings of the family are validated. */
+static void test_settings_validation(void **state) {
+    (void)state;
+    ph_settings s = ph_default_settings();
+    assert_int_equal(ph_settings_validate(&s, NULL), PH_OK);
+    assert_int_equal(s.method, PH_METHOD_PGS);
+    assert_int_equal(s.ordering, PH_ORDER_DEFAULT);
+    assert_int_equal(s.k_pgs, 25);
+    assert_int_equal(s.k_sm, 5);
+    const char *msg = NULL;
+    ph_settings t = s;
+    t.method = PH_METHOD_COUNT;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.ordering = (ph_ordering)-1;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.k_pgs = 0;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.k_sm = -1;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.cg_tolerance = NAN;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.sm_gamma = -1;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.sm_gamma_scope = (ph_gamma_scope)2;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.sm_stagnation = 2;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.jacobi_relaxation = 3;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t = s;
+    t.ordering_per_iteration = 2;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+}
+
+/* PGS–SM with the regularization gamma: on a problem whose solution is
+ * interior (all rows free), one subspace step with gamma = 0 is exact (CG on
+ * an SPD system of n rows takes at most n steps); with gamma > 0 the reduced
+ * solve gives (A + gamma I) lambda = -b, the damping of section 5.1. */
+static void test_pgssm_subspace_and_gamma(void **state) {
+    (void)state;
+    problem p;
+    random_problem(&p, 8, 31337);
+    for (int i = 0; i < p.n; i++) {
+        p.lo[i] = -INFINITY;
+        p.hi[i] = INFINITY;
+    }
+    ph_lcp *l = make(&p, NULL);
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_PGS_SM;
+    s.k_pgs = 1;
+    s.k_sm = 1;
+    s.iterations = 12; /* one sweep, then a subspace step with up to 8 CG iterations */
+    s.tolerance = 1e-24;
+    s.cg_tolerance = 0;
+    double x[MAXN], ref[MAXN];
+    ph_step_stats st;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    assert_int_equal(st.subspace_steps, 1);
+    assert_int_equal(st.phase[1], PH_PHASE_SUBSPACE);
+    assert_true(st.fischer[1] < 1e-24);
+    ph_settings sd = method_settings(PH_METHOD_DIRECT);
+    ph_lcp_solve(l, &sd, NULL, NULL, ref, NULL, NULL);
+    for (int i = 0; i < p.n; i++)
+        assert_near(x[i], ref[i], 1e-10);
+    /* gamma: the subspace step solves (A + gamma I) lambda = -b, whose
+     * solution lambda_g is not the solution of the problem: the recorded
+     * merit of that step is the merit of lambda_g. */
+    problem q = p;
+    for (int i = 0; i < p.n; i++)
+        q.A[i * p.n + i] += 0.5;
+    ph_lcp *lq = make(&q, NULL);
+    double refq[MAXN], fq;
+    ph_lcp_solve(lq, &sd, NULL, NULL, refq, NULL, NULL);
+    ph_lcp_merits(l, refq, &fq, NULL, NULL);
+    s.sm_gamma = 0.5;
+    s.tolerance = 0;
+    s.iterations = 11; /* sweep 1 + merit 0.5 + residual 0.5 + 8 CG + merit 0.5 = 10.5 */
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    assert_int_equal(st.merit_count, 2);
+    assert_int_equal(st.phase[1], PH_PHASE_SUBSPACE);
+    assert_near(st.work[1], 10.5, 1e-12);
+    assert_true(fq > 1e-6);
+    assert_near(st.fischer[1], fq, 1e-8 * fq);
+    ph_lcp_destroy(lq);
+    ph_lcp_destroy(l);
+}
+
+/* The fall back to the best iterate: the returned psi is the smallest of
+ * all recorded, and never above the best PGS sweep. */
+static void test_pgssm_best_iterate(void **state) {
+    (void)state;
+    for (int t = 0; t < 20; t++) {
+        problem p;
+        random_problem(&p, 12, 900 + (uint64_t)t);
+        ph_lcp *l = make(&p, NULL);
+        ph_settings s = ph_default_settings();
+        s.method = PH_METHOD_PGS_SM;
+        s.k_pgs = 3;
+        s.k_sm = 2;
+        s.iterations = 12;
+        double x[MAXN], f;
+        ph_step_stats st;
+        assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+        double best = INFINITY, best_sweep = INFINITY;
+        for (int k = 0; k < st.merit_count; k++) {
+            if (st.fischer[k] < best) best = st.fischer[k];
+            if (st.phase[k] == PH_PHASE_SWEEP && st.fischer[k] < best_sweep) best_sweep = st.fischer[k];
+        }
+        assert_near(st.fischer_final, best, 0);
+        assert_true(st.fischer_final <= best_sweep);
+        ph_lcp_merits(l, x, &f, NULL, NULL);
+        assert_near(f, st.fischer_final, 1e-12 * (1 + f));
+        assert_true(st.work_final <= s.iterations + 1e-12);
+        ph_lcp_destroy(l);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_spd_all_methods),
+        cmocka_unit_test(test_random_ncp_triples),
+        cmocka_unit_test(test_merits_hand_computed),
+        cmocka_unit_test(test_merits_zero_only_at_solution),
+        cmocka_unit_test(test_orderings),
+        cmocka_unit_test(test_explicit_order),
+        cmocka_unit_test(test_direct_limits_and_validation),
+        cmocka_unit_test(test_settings_validation),
+        cmocka_unit_test(test_pgssm_subspace_and_gamma),
+        cmocka_unit_test(test_pgssm_best_iterate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,362 @@
+/*
+ * test_solver_world.c — the solver family inside worlds: on the sliding
+ * capsule (6 rows) and the three-sphere body (9 rows) of seeds/001 every
+ * method reaches the direct oracle's impulses within 1e-6; the rows back
+ * end reproduces the core's PGS bit for bit; orderings are deterministic
+ * permutations for a fixed seed; the direct method falls back to PGS on
+ * too many rows; PGS–SM beats PGS on the arched snake.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ph_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/ph_core.h"
+#include "physd/ph_lcp.h"
+#include "physd/ph_scenes.h"
+
+static ph_world_id scene_world(const char *name, ph_settings s) {
+    ph_world_def d = ph_default_world_def();
+    d.settings = s;
+    int err = -99;
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(err, PH_OK);
+    assert_int_equal(ph_scene_build(w, name), PH_OK);
+    return w;
+}
+
+/* The first step's system of a scene, captured from a default world. */
+static ph_lcp *first_step(const char *name) {
+    ph_world_id w = scene_world(name, ph_default_settings());
+    ph_lcp *p = NULL;
+    assert_int_equal(ph_world_step_capture(w, &p), PH_OK);
+    assert_non_null(p);
+    ph_world_destroy(w);
+    return p;
+}
+
+static ph_settings precise(ph_method m) {
+    ph_settings s = ph_default_settings();
+    s.method = m;
+    s.iterations = 5000;
+    s.tolerance = 1e-26;
+    return s;
+}
+
+static void oracle(const ph_lcp *p, double *ref) {
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_DIRECT;
+    ph_step_stats st;
+    assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, ref, &st, NULL), PH_OK);
+    assert_int_equal(st.direct_status, 1);
+    double f, mm, le;
+    assert_int_equal(ph_lcp_merits(p, ref, &f, &mm, &le), PH_OK);
+    assert_true(f < 1e-24);
+    assert_true(le < 1e-12);
+}
+
+static void check_scene(const char *name, int rows) {
+    ph_lcp *p = first_step(name);
+    assert_int_equal(ph_lcp_size(p), rows);
+    double ref[12], x[12];
+    oracle(p, ref);
+    print_message("%s: oracle lambda_n =", name);
+    for (int i = 0; i < rows; i += 3)
+        print_message(" %.9f", ref[i]);
+    print_message("\n");
+    /* Every method on the captured rows, and every method and ordering in a
+     * world stepping the same scene. */
+    for (int m = 0; m < PH_METHOD_COUNT; m++) {
+        ph_settings s = precise((ph_method)m);
+        ph_step_stats st;
+        assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, x, &st, NULL), PH_OK);
+        for (int i = 0; i < rows; i++)
+            assert_near(x[i], ref[i], 1e-6);
+        for (int o = 0; o < PH_ORDER_COUNT; o++) {
+            ph_settings ws = precise((ph_method)m);
+            ws.ordering = (ph_ordering)o;
+            ws.ordering_per_iteration = o % 2;
+            ph_world_id w = scene_world(name, ws);
+            assert_int_equal(ph_world_step(w), PH_OK);
+            ph_contact_info ci[4];
+            int nc = ph_world_get_contacts(w, ci, 4);
+            assert_int_equal(nc * 3, rows);
+            double worst = 0;
+            for (int k = 0; k < nc; k++) {
+                assert_near(ci[k].normal_impulse, ref[3 * k], 1e-6);
+                assert_near(ci[k].tangent_impulse[0], ref[3 * k + 1], 1e-6);
+                assert_near(ci[k].tangent_impulse[1], ref[3 * k + 2], 1e-6);
+                double d = fabs(ci[k].normal_impulse - ref[3 * k]);
+                if (d > worst) worst = d;
+            }
+            ph_world_get_stats(w, &st);
+            if (o == 0)
+                print_message("  method %d in the world: %d iterations, work %.1f, psi %.2e, |dlambda_n| %.1e\n", m,
+                              st.iterations, st.work_final, st.fischer_final, worst);
+            ph_world_destroy(w);
+        }
+    }
+    ph_lcp_destroy(p);
+}
+
+static void test_sliding_capsule_all_methods(void **state) {
+    (void)state;
+    check_scene("sliding_capsule", 6);
+}
+
+static void test_three_sphere_all_methods(void **state) {
+    (void)state;
+    check_scene("three_sphere", 9);
+}
+
+/* PGS–SM with k_sm = 0 runs the rows back end's PGS sweeps: its first 25
+ * recorded merits equal, bit for bit, those of the core's PGS on the same
+ * step; and PGS on a captured step reproduces them too. */
+static void test_rows_backend_matches_core_pgs(void **state) {
+    (void)state;
+    ph_settings a = ph_default_settings();
+    a.iterations = 25;
+    ph_settings b = a;
+    b.method = PH_METHOD_PGS_SM;
+    b.k_sm = 0;
+    b.iterations = 26;
+    ph_world_id wa = scene_world("arched_snake", a), wb = scene_world("arched_snake", b);
+    ph_step_stats sa, sb;
+    ph_lcp *p = NULL;
+    for (int i = 0; i < 30; i++) {
+        ph_world_step(wb);
+        if (i < 29)
+            ph_world_step(wa);
+        else
+            ph_world_step_capture(wa, &p);
+        ph_world_get_stats(wa, &sa);
+        ph_world_get_stats(wb, &sb);
+        assert_int_equal(sa.merit_count, 25);
+        assert_true(sb.merit_count >= 25);
+        assert_memory_equal(sa.fischer, sb.fischer, 25 * sizeof(double));
+        assert_memory_equal(sa.lcp_error, sb.lcp_error, 25 * sizeof(double));
+        /* The worlds stay identical while the fall back keeps the last sweep. */
+        if (sb.best_index == -1 || sb.best_index == 24) {
+            assert_true(ph_world_state_hash(wa) == ph_world_state_hash(wb));
+        } else {
+            break;
+        }
+    }
+    assert_non_null(p);
+    ph_settings s = a;
+    double x[512];
+    assert_true(ph_lcp_size(p) <= 512);
+    ph_step_stats st;
+    assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    ph_world_get_stats(wa, &sa);
+    for (int k = 0; k < 25; k++)
+        assert_near(st.fischer[k], sa.fischer[k], 1e-9 * sa.fischer[k]);
+    print_message("arched snake step 30: PGS psi after 25 sweeps %.6e (world) %.6e (captured)\n", sa.fischer[24],
+                  st.fischer[24]);
+    ph_lcp_destroy(p);
+    ph_world_destroy(wa);
+    ph_world_destroy(wb);
+}
+
+/* Random orderings in a world are deterministic for a fixed seed, per step
+ * and per iteration, and depend on the seed. */
+static uint64_t run_random(uint64_t seed, int per_iteration, ph_method m) {
+    ph_settings s = ph_default_settings();
+    s.ordering = PH_ORDER_RANDOM;
+    s.ordering_per_iteration = per_iteration;
+    s.seed = seed;
+    s.method = m;
+    ph_world_id w = scene_world("heavy_on_light", s);
+    for (int i = 0; i < 40; i++)
+        ph_world_step(w);
+    uint64_t h = ph_world_state_hash(w);
+    ph_world_destroy(w);
+    return h;
+}
+
+static void test_random_ordering_deterministic(void **state) {
+    (void)state;
+    for (int per = 0; per < 2; per++) {
+        for (int m = 0; m < 3; m++) {
+            uint64_t a = run_random(7, per, (ph_method)m), b = run_random(7, per, (ph_method)m);
+            uint64_t c = run_random(8, per, (ph_method)m);
+            assert_true(a == b);
+            assert_true(a != c);
+        }
+    }
+}
+
+static int is_permutation(const int *o, int n) {
+    char *seen = calloc((size_t)n, 1);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        if (o[i] < 0 || o[i] >= n || seen[o[i]])
+            ok = 0;
+        else
+            seen[o[i]] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+/* Orderings of a captured snake step (joint and contact rows): all are
+ * permutations and repeatable; gravity puts every joint row first and the
+ * contact rows bottom-up. */
+static void test_orderings_on_captured_rows(void **state) {
+    (void)state;
+    ph_world_id w = scene_world("snake_heavy_box", ph_default_settings());
+    for (int i = 0; i < 20; i++)
+        ph_world_step(w);
+    ph_lcp *p = NULL;
+    ph_world_step_capture(w, &p);
+    const int n = ph_lcp_size(p);
+    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
+    double *height = malloc(sizeof(double) * (size_t)n);
+    int *normal = malloc(sizeof(int) * (size_t)n);
+    ph_lcp_to_dense(p, NULL, NULL, NULL, NULL, NULL, normal, NULL, height);
+    for (int k = 0; k < PH_ORDER_COUNT; k++) {
+        ph_settings s = ph_default_settings();
+        s.ordering = (ph_ordering)k;
+        s.seed = 99;
+        assert_int_equal(ph_lcp_order(p, &s, a), PH_OK);
+        assert_int_equal(ph_lcp_order(p, &s, b), PH_OK);
+        assert_true(is_permutation(a, n));
+        assert_memory_equal(a, b, sizeof(int) * (size_t)n);
+    }
+    ph_settings s = ph_default_settings();
+    s.ordering = PH_ORDER_GRAVITY;
+    ph_lcp_order(p, &s, a);
+    /* 12 hinges x 7 rows come first, then contacts by height. */
+    const int joint_rows = 12 * 7;
+    for (int k = 0; k < joint_rows; k++)
+        assert_true(a[k] < joint_rows);
+    for (int k = joint_rows + 1; k < n; k++)
+        assert_true(height[a[k - 1]] <= height[a[k]]);
+    free(a);
+    free(b);
+    free(height);
+    free(normal);
+    ph_lcp_destroy(p);
+    ph_world_destroy(w);
+}
+
+/* The direct method: exact on a world of 12 rows, PGS with status -1 on 24. */
+static void test_direct_in_world(void **state) {
+    (void)state;
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_DIRECT;
+    ph_world_id w = scene_world("box_on_plane", s);
+    ph_step_stats st;
+    for (int i = 0; i < 10; i++)
+        ph_world_step(w);
+    ph_world_get_stats(w, &st);
+    assert_int_equal(st.rows, 12);
+    assert_int_equal(st.direct_status, 1);
+    assert_int_equal(st.method, PH_METHOD_DIRECT);
+    assert_true(st.lcp_error_final < 1e-9);
+    ph_world_destroy(w);
+    w = scene_world("heavy_on_light", s);
+    for (int i = 0; i < 3; i++)
+        ph_world_step(w);
+    ph_world_get_stats(w, &st);
+    assert_true(st.rows > PH_DIRECT_MAX_ROWS);
+    assert_int_equal(st.direct_status, -1);
+    assert_int_equal(st.method, PH_METHOD_PGS);
+    assert_int_equal(st.iterations, s.iterations);
+    ph_world_destroy(w);
+}
+
+/* The statistics' LCP error is the merit of the returned impulses. */
+static void test_stats_merits_match(void **state) {
+    (void)state;
+    for (int m = 0; m < PH_METHOD_COUNT; m++) {
+        ph_settings s = ph_default_settings();
+        s.method = (ph_method)m;
+        ph_world_id w = scene_world("three_sphere", s);
+        ph_world_step(w);
+        ph_lcp *p = NULL;
+        ph_world_step_capture(w, &p);
+        double x[9], f, le;
+        ph_step_stats st;
+        ph_world_get_stats(w, &st);
+        /* Re-solve the captured step the same way: same impulses, same merits. */
+        assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, x, NULL, NULL), PH_OK);
+        ph_lcp_merits(p, x, &f, NULL, &le);
+        assert_near(le, st.lcp_error_final, 1e-9 * (1 + le));
+        assert_near(f, st.fischer_final, 1e-9 * (1 + f));
+        ph_contact_info ci[3];
+        assert_int_equal(ph_world_get_contacts(w, ci, 3), 3);
+        for (int k = 0; k < 3; k++)
+            assert_near(ci[k].normal_impulse, x[3 * k], 1e-12);
+        ph_lcp_destroy(p);
+        ph_world_destroy(w);
+    }
+}
+
+/* Work (in PGS sweeps) at which the trace first has psi < tol, or inf. */
+static double work_to(const ph_lcp_trace *tr, double tol) {
+    for (int k = 0; k < tr->count; k++)
+        if (tr->fischer[k] < tol) return tr->work[k];
+    return INFINITY;
+}
+
+/* seeds/000 on the arched snake (docs/solvers.md, experiment 1): with the
+ * friction rows regularized like the normals (friction.hertz = 35) and a
+ * cold start, PGS–SM (k_pgs = 25, k_sm = 5) reaches psi < 1e-10 after its
+ * first subspace step, at under 100 units of work, where PGS needs more
+ * than 300; PGS reaches psi < 1e-4 at about 76 units, so the documents'
+ * "below 1e-10 before PGS reaches 1e-4" is not reproduced (the report says
+ * why). */
+static void test_pgssm_arched_snake(void **state) {
+    (void)state;
+    ph_settings ws = ph_default_settings();
+    ws.friction.hertz = 35;
+    ph_world_id w = scene_world("arched_snake", ws);
+    for (int i = 0; i < 120; i++)
+        ph_world_step(w);
+    ph_lcp *p = NULL;
+    ph_world_step_capture(w, &p);
+    const int n = ph_lcp_size(p);
+    double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
+    enum { CAP = 2000 };
+    static double f[CAP], work[CAP];
+    ph_lcp_trace tr = {CAP, 0, f, NULL, NULL, work, NULL};
+    ph_settings s = ph_default_settings();
+    s.iterations = 1500;
+    ph_lcp_solve(p, &s, NULL, zero, x, NULL, &tr);
+    const double pgs4 = work_to(&tr, 1e-4), pgs10 = work_to(&tr, 1e-10);
+    s.method = PH_METHOD_PGS_SM;
+    ph_step_stats st;
+    ph_lcp_solve(p, &s, NULL, zero, x, &st, &tr);
+    const double sm10 = work_to(&tr, 1e-10);
+    print_message("arched snake (%d rows, cold start): PGS work to psi < 1e-4 %.1f, to 1e-10 %.1f; PGS-SM to 1e-10 "
+                  "%.1f; PGS-SM final psi %.2e\n",
+                  n, pgs4, pgs10, sm10, st.fischer_final);
+    assert_true(sm10 < 100);
+    assert_true(pgs10 > 300);
+    assert_true(st.fischer_final < 1e-20);
+    free(x);
+    free(zero);
+    ph_lcp_destroy(p);
+    ph_world_destroy(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sliding_capsule_all_methods),
+        cmocka_unit_test(test_three_sphere_all_methods),
+        cmocka_unit_test(test_rows_backend_matches_core_pgs),
+        cmocka_unit_test(test_random_ordering_deterministic),
+        cmocka_unit_test(test_orderings_on_captured_rows),
+        cmocka_unit_test(test_direct_in_world),
+        cmocka_unit_test(test_stats_merits_match),
+        cmocka_unit_test(test_pgssm_arched_snake),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
