@@ -81,7 +81,22 @@ int ph__narrowphase(ph__world *w) {
         cm->restitution = a->restitution > b->restitution ? a->restitution : b->restitution;
         cm->row0 = -1;
         ph_tangents(cm->m.normal, &cm->t1, &cm->t2);
-        const ph__contact_manifold *old = warm ? find_prev(w, p->sa, p->sb) : NULL;
+        const ph__contact_manifold *prev = find_prev(w, p->sa, p->sb);
+        if (prev && prev->m.count > 0) {
+            cm->approach = prev->approach;
+        } else {
+            /* First time within the margin: the closing speed at the deepest
+             * point with the velocities of the start of the step (a
+             * speculative contact may stop the bodies before they touch). */
+            int deep = 0;
+            for (int k = 1; k < cm->m.count; k++)
+                if (cm->m.pts[k].depth > cm->m.pts[deep].depth) deep = k;
+            ph_vec3 pt = cm->m.pts[deep].point;
+            ph_vec3 ua = ph_add(ba->v_step, ph_cross(ba->w_step, ph_sub(pt, ba->p)));
+            ph_vec3 ub = ph_add(bb->v_step, ph_cross(bb->w_step, ph_sub(pt, bb->p)));
+            cm->approach = -ph_dot(ph_sub(ub, ua), cm->m.normal);
+        }
+        const ph__contact_manifold *old = warm ? prev : NULL;
         for (int k = 0; k < cm->m.count; k++) {
             cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
             if (cm->m.pts[k].depth > maxpen) maxpen = cm->m.pts[k].depth;
@@ -137,7 +152,7 @@ static void add_k(ph_mat3 *k, const ph__sbody *s, ph_vec3 r) {
     }
 }
 
-int ph__impacts(ph__world *w) {
+int ph__impacts(ph__world *w, double h) {
     const double thr = w->settings.restitution_threshold;
     int count = 0;
     for (int32_t i = 0; i < w->manifold_count; i++) {
@@ -148,12 +163,15 @@ int ph__impacts(ph__world *w) {
         ph__sbody *sb = &w->sbodies[w->body_to_sbody[cm->bb]];
         const ph_vec3 n = cm->m.normal;
         for (int k = 0; k < cm->m.count; k++) {
-            if (cm->m.pts[k].depth < 0) continue;
+            const double gap = -cm->m.pts[k].depth;
             ph_vec3 pt = cm->m.pts[k].point;
             ph_vec3 ra = ph_sub(pt, w->bodies[cm->ba].p), rb = ph_sub(pt, w->bodies[cm->bb].p);
             ph_vec3 u = ph_sub(point_vel(sb, rb), point_vel(sa, ra));
             double un = ph_dot(u, n);
-            if (un >= -thr) continue;
+            /* Touching, or separated but closing the gap within this step
+             * (a speculative point would otherwise stop the body inelastically
+             * just before it touches). */
+            if (un >= -thr || (gap > 0 && -un * h < gap)) continue;
             ph_mat3 K;
             memset(&K, 0, sizeof K);
             add_k(&K, sa, ra);
@@ -276,10 +294,16 @@ int ph__contact_rows(ph__world *w, double h) {
 }
 
 /* Deepest touching point of a manifold, or -1 when none has depth >= 0. */
+/* Points closer than this count as touching for events, so that a resting
+ * contact whose depth hovers around zero does not flicker between begin and
+ * end. */
+#define PH_TOUCH_SLOP 1e-3
+
 static int touching_point(const ph__contact_manifold *cm) {
     int best = -1;
     for (int k = 0; k < cm->m.count; k++)
-        if (cm->m.pts[k].depth >= 0 && (best < 0 || cm->m.pts[k].depth > cm->m.pts[best].depth)) best = k;
+        if (cm->m.pts[k].depth >= -PH_TOUCH_SLOP && (best < 0 || cm->m.pts[k].depth > cm->m.pts[best].depth))
+            best = k;
     return best;
 }
 
@@ -299,13 +323,9 @@ static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, i
     e->shape_b.index1 = cm->sb + 1;
     e->shape_b.gen = w->shapes[cm->sb].gen;
     if (begin) {
-        const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
-        ph_vec3 p = cm->m.pts[k].point, n = cm->m.normal;
-        ph_vec3 ua = ph_add(a->v, ph_cross(a->w, ph_sub(p, a->p)));
-        ph_vec3 ub = ph_add(b->v, ph_cross(b->w, ph_sub(p, b->p)));
-        e->point = p;
-        e->normal = n;
-        e->approach_speed = -ph_dot(ph_sub(ub, ua), n);
+        e->point = cm->m.pts[k].point;
+        e->normal = cm->m.normal;
+        e->approach_speed = cm->approach;
     }
     return PH_OK;
 }

@@ -88,6 +88,7 @@ typedef struct ph__body {
     int32_t shape_count;
     int32_t next_free;
     uint8_t asleep;        /* 1 while its island sleeps */
+    ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
     double rest_time;      /* s the body has been below the sleep thresholds */
 } ph__body;
 
@@ -124,6 +125,8 @@ typedef struct ph__contact_manifold {
     ph__manifold m;
     int32_t row0;          /* first of its 3 rows per point (normal, t1, t2), this step */
     ph_vec3 t1, t2;        /* friction directions; cached impulses are in this basis */
+    double approach;       /* relative normal speed (m/s, > 0 closing) at the start of the
+                              step in which the pair first came within the margin */
     double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
 } ph__contact_manifold;
 
@@ -234,7 +237,7 @@ int ph__broadphase(ph__world *w);           /* AABBs, sorted pairs in w->pairs *
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
 int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
 int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
-int ph__impacts(ph__world *w);              /* Newton–Coulomb impacts; returns count */
+int ph__impacts(ph__world *w, double h);              /* Newton–Coulomb impacts; returns count */
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
 void ph__warm_start(ph__world *w);

@@ -172,7 +172,7 @@ static int substep(ph__world *w, double h) {
     if (e) return e;
     e = build_solver_bodies(w);
     if (e) return e;
-    st->impacts += ph__impacts(w);
+    st->impacts += ph__impacts(w, h);
     apply_forces(w, h);
     w->row_count = 0;
     w->block_count = 0;
@@ -209,6 +209,10 @@ int ph_world_step(ph_world_id id) {
     for (int k = 0; k < PH_STAGE_COUNT; k++) st->stage_ms[k] = 0;
     st->impacts = 0;
     w->event_count = 0;
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        w->bodies[i].v_step = w->bodies[i].v;
+        w->bodies[i].w_step = w->bodies[i].w;
+    }
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
     int e = PH_OK;

@@ -49,13 +49,13 @@ ph_settings ph_default_settings(void) {
     ph_settings s;
     memset(&s, 0, sizeof s);
     s.time_step = 1.0 / 60.0;
-    s.substeps = 1;
-    s.iterations = 10;
+    s.substeps = 2;
+    s.iterations = 5;
     s.tolerance = 0.0;
     s.gravity = ph_v3(0, 0, -9.81);
     s.contact.k = 1e8;
     s.contact.d = 4;
-    s.contact.hertz = 35;
+    s.contact.hertz = 45;
     s.friction.k = 1e10;
     s.friction.d = 4;
     s.joint.k = 1e10;
@@ -84,6 +84,7 @@ ph_settings ph_default_settings(void) {
     s.sm_stagnation = 1e-3;
     s.sm_preconditioner = 1;
     s.jacobi_relaxation = 0.0;
+    s.sm_forcing = 0.03;
     return s;
 }
 
@@ -125,6 +126,7 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->sm_preconditioner != 0 && s->sm_preconditioner != 1) return bad(msg, "sm_preconditioner must be 0 or 1");
     if (!isfinite(s->jacobi_relaxation) || s->jacobi_relaxation < 0 || s->jacobi_relaxation > 2)
         return bad(msg, "jacobi_relaxation must be in [0, 2]");
+    if (!isfinite(s->sm_forcing) || s->sm_forcing < 0 || s->sm_forcing > 1) return bad(msg, "sm_forcing must be in [0, 1]");
     if (s->warm_start != 0 && s->warm_start != 1) return bad(msg, "warm_start must be 0 or 1");
     if (!isfinite(s->warm_start_factor) || s->warm_start_factor < 0 || s->warm_start_factor > 1)
         return bad(msg, "warm_start_factor must be in [0, 1]");

@@ -152,12 +152,13 @@ typedef struct ph_spook {
  * ph_world_set_settings. */
 typedef struct ph_settings {
     double time_step;        /* s, default 1/60, in (0, 1] */
-    int substeps;            /* default 1, in [1, 64] */
-    int iterations;          /* max solver iterations per substep, default 10, [1, 10000] */
+    int substeps;            /* default 2, in [1, 64] */
+    int iterations;          /* max solver iterations per substep, default 5, [1, 10000]
+                                (the default budget is 2 x 5 = 10 sweeps per step) */
     double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
                                 iterations (default 0), >= 0 */
     ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
-    ph_spook contact;        /* default hertz = 35 (mass-independent), d = 4; k = 1e8 when
+    ph_spook contact;        /* default hertz = 45 (mass-independent), d = 4; k = 1e8 when
                                 hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
@@ -205,6 +206,10 @@ typedef struct ph_settings {
     double jacobi_relaxation;/* Jacobi: 0 = per-row weights 1 / (rows on the busier body of the
                                 row), which always converges on S = J M^-1 J^T + Sigma; > 0: one
                                 weight for all rows; default 0, [0, 2] */
+    double sm_forcing;       /* PGS–SM: eta_max of the forcing term of an inexact subspace solve:
+                                CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
+                                sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
+                                0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -481,8 +486,9 @@ typedef struct ph_contact_info {
 int ph_world_get_contacts(ph_world_id w, ph_contact_info *out, int cap);
 
 /* Contact begin/end events of the last step. A shape pair "touches" when
- * its manifold has a point with depth >= 0 (speculative points within the
- * margin do not count). begin: touching now and not in the previous step;
+ * its manifold has a point deeper than -1 mm (so a resting contact hovering
+ * around zero depth does not flicker; speculative points farther apart do
+ * not count). begin: touching now and not in the previous step;
  * end: touching in the previous step and not now (or one of the shapes was
  * destroyed, in which case the ids may already be stale). */
 typedef struct ph_contact_event {
@@ -491,7 +497,9 @@ typedef struct ph_contact_event {
     ph_shape_id shape_a, shape_b;
     ph_vec3 point;          /* begin: deepest point; end: zero */
     ph_vec3 normal;         /* begin: from A to B; end: zero */
-    double approach_speed;  /* begin: relative normal speed before the step, m/s (>= 0 approaching) */
+    double approach_speed;  /* begin: closing speed, m/s (> 0 approaching), measured at the start
+                               of the step in which the pair first came within the contact
+                               margin (speculative contacts stop bodies just before they touch) */
 } ph_contact_event;
 
 /* Copies up to cap events of the last step; returns the total count. */
