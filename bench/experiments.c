@@ -9,13 +9,18 @@
  *      and PGS–SM (k_pgs = 25, k_sm = 5) for 1500 units of work; psi and
  *      the LCP error after every iteration, in two set-ups (A: physd's
  *      defaults, warm started as in the world; B: friction rows
- *      regularized like the normals, friction.hertz = 35, cold start);
+ *      regularized like the normals, friction.hertz = 35, cold start).
+ *      PGS–SM twice: with exact subspace solves as in the paper
+ *      (sm_forcing = 0, "PGS-SM-exact") and with physd's default forcing
+ *      term ("PGS-SM"); fig3_forcing.csv repeats PGS–SM for a range of
+ *      sm_forcing values;
  *   2. perm: the reordering study (seeds/001): the first step of the sliding
  *      capsule (6 rows) and of the three-sphere body (9 rows), PGS from
  *      lambda = 0 in every one of the 720 / 362880 row orders, iterations
  *      to LCP error < 1e-4 m/s, and where each of physd's strategies lands;
  *   3. massratio: heavy_on_light with the slab 1 to 10^4 times a light
- *      cube, iterations of PGS, blockwise PGS, PGS–SM and Jacobi from a cold
+ *      cube, iterations of PGS, blockwise PGS, PGS–SM (default and exact)
+ *      and Jacobi from a cold
  *      start to LCP error < 1e-5 m/s on a step captured after 60 settling
  *      steps (100 PGS iterations each), in set-ups A and B as for fig3.
  * Only the public API is used (ph_core.h, ph_lcp.h, ph_scenes.h).
@@ -30,6 +35,16 @@
 #include "physd/ph_core.h"
 #include "physd/ph_lcp.h"
 #include "physd/ph_scenes.h"
+
+/* The documents' formulation: one solve per step of h = 1/60 (one substep;
+ * physd's own default is 2 substeps x 5 iterations). */
+static ph_settings doc_settings(void) {
+    ph_settings s = ph_default_settings();
+    s.substeps = 1;
+    s.iterations = 10;
+    s.contact.hertz = 35; /* the formulation of docs/solvers.md (physd's default is now 45) */
+    return s;
+}
 
 static void die(const char *what, int e) {
     fprintf(stderr, "experiments: %s: %s\n", what, ph_strerror(e));
@@ -81,12 +96,14 @@ static void fig3(const char *dir) {
                                    "incline_boxes", "gears_small",     "gears_medium", "friction_structure"};
     FILE *f = open_csv(dir, "fig3.csv");
     FILE *g = open_csv(dir, "fig3_summary.csv");
+    FILE *h = open_csv(dir, "fig3_forcing.csv");
+    fprintf(h, "scene,setup,rows,sm_forcing,work_psi_1e-4,work_psi_1e-10,psi_final,subspace_steps,cg_iterations\n");
     fprintf(f, "scene,setup,method,k,work,psi,lcp_error,phase\n");
     fprintf(g, "scene,setup,rows,method,work_psi_1e-4,work_psi_1e-10,psi_final,lcp_error_final,subspace_steps,"
                "cg_iterations,ms\n");
     for (int setup = 0; setup < 2; setup++) {
         for (size_t sc = 0; sc < sizeof scenes / sizeof *scenes; sc++) {
-            ph_settings ws = ph_default_settings();
+            ph_settings ws = doc_settings();
             if (setup == 1) ws.friction.hertz = 35;
             ph_world_id w = make_world(scenes[sc], ws);
             for (int i = 0; i < 120; i++)
@@ -96,13 +113,15 @@ static void fig3(const char *dir) {
             if (e || !p) die("capture", e);
             const int n = ph_lcp_size(p);
             double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
-            for (int m = 0; m < 2; m++) {
-                ph_settings s = ph_default_settings();
+            static const char *mname[] = {"PGS", "PGS-SM-exact", "PGS-SM"};
+            for (int m = 0; m < 3; m++) {
+                ph_settings s = doc_settings();
                 s.method = m ? PH_METHOD_PGS_SM : PH_METHOD_PGS;
                 s.iterations = 1500;
                 s.tolerance = 1e-30;
                 s.k_pgs = 25;
                 s.k_sm = 5;
+                if (m == 1) s.sm_forcing = 0;
                 ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
                 ph_step_stats st;
                 double t0 = now_s();
@@ -110,12 +129,28 @@ static void fig3(const char *dir) {
                 double ms = 1e3 * (now_s() - t0);
                 if (e) die("solve", e);
                 for (int k = 0; k < tr.count; k++)
-                    fprintf(f, "%s,%c,%s,%d,%.4f,%.6e,%.6e,%d\n", scenes[sc], 'A' + setup, m ? "PGS-SM" : "PGS", k,
+                    fprintf(f, "%s,%c,%s,%d,%.4f,%.6e,%.6e,%d\n", scenes[sc], 'A' + setup, mname[m], k,
                             tr_w[k], tr_f[k], tr_l[k], tr_p[k]);
-                fprintf(g, "%s,%c,%d,%s,%.1f,%.1f,%.3e,%.3e,%d,%d,%.1f\n", scenes[sc], 'A' + setup, n,
-                        m ? "PGS-SM" : "PGS", first_below(tr_f, tr_w, tr.count, 1e-4),
+                fprintf(g, "%s,%c,%d,%s,%.1f,%.1f,%.3e,%.3e,%d,%d,%.1f\n", scenes[sc], 'A' + setup, n, mname[m],
+                        first_below(tr_f, tr_w, tr.count, 1e-4),
                         first_below(tr_f, tr_w, tr.count, 1e-10), st.fischer_final, st.lcp_error_final,
                         st.subspace_steps, st.cg_iterations, ms);
+            }
+            /* PGS–SM against the forcing term's eta_max (0 = exact). */
+            static const double etas[] = {0, 0.003, 0.01, 0.03, 0.1, 0.3, 1};
+            for (size_t k = 0; k < sizeof etas / sizeof *etas; k++) {
+                ph_settings s = doc_settings();
+                s.method = PH_METHOD_PGS_SM;
+                s.iterations = 1500;
+                s.tolerance = 1e-30;
+                s.sm_forcing = etas[k];
+                ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
+                ph_step_stats st;
+                e = ph_lcp_solve(p, &s, NULL, setup == 1 ? zero : NULL, x, &st, &tr);
+                if (e) die("solve", e);
+                fprintf(h, "%s,%c,%d,%g,%.1f,%.1f,%.3e,%d,%d\n", scenes[sc], 'A' + setup, n, etas[k],
+                        first_below(tr_f, tr_w, tr.count, 1e-4), first_below(tr_f, tr_w, tr.count, 1e-10),
+                        st.fischer_final, st.subspace_steps, st.cg_iterations);
             }
             printf("fig3 %c %-20s rows %5d\n", 'A' + setup, scenes[sc], n);
             fflush(stdout);
@@ -127,6 +162,7 @@ static void fig3(const char *dir) {
     }
     fclose(f);
     fclose(g);
+    fclose(h);
 }
 
 /* -------------------------------------------------------------- perm */
@@ -167,7 +203,7 @@ static int next_perm(int *a, int n) {
 
 static void perm_scene(const char *dir, const char *scene, FILE *place, FILE *summary) {
     const double tol = 1e-4;
-    ph_world_id w = make_world(scene, ph_default_settings());
+    ph_world_id w = make_world(scene, doc_settings());
     ph_lcp *cap = NULL;
     int e = ph_world_step_capture(w, &cap);
     if (e || !cap) die("capture", e);
@@ -183,7 +219,7 @@ static void perm_scene(const char *dir, const char *scene, FILE *place, FILE *su
         }
     ph_lcp *p = ph_lcp_create_dense(n, A, b, lo, hi, mu, normal, NULL, l0, &e);
     if (!p) die("dense", e);
-    ph_settings s = ph_default_settings();
+    ph_settings s = doc_settings();
     s.iterations = PERM_ITERS;
     s.tolerance = 0;
     s.record_merits = 1;
@@ -314,7 +350,7 @@ static void massratio(const char *dir) {
     const double ratios[] = {1, 3, 10, 30, 100, 300, 1000, 3000, 10000};
     for (int setup = 0; setup < 2; setup++)
         for (size_t r = 0; r < sizeof ratios / sizeof *ratios; r++) {
-            ph_settings ws = ph_default_settings();
+            ph_settings ws = doc_settings();
             ws.iterations = 100;
             if (setup == 1) ws.friction.hertz = 35;
             ph_world_id w = make_world("heavy_on_light", ws);
@@ -332,11 +368,13 @@ static void massratio(const char *dir) {
             if (e || !p) die("capture", e);
             const int n = ph_lcp_size(p);
             double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
-            const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_BLOCK_PGS, PH_METHOD_PGS_SM, PH_METHOD_JACOBI};
-            const char *names[] = {"PGS", "block-PGS", "PGS-SM", "Jacobi"};
-            for (int k = 0; k < 4; k++) {
-                ph_settings s = ph_default_settings();
+            const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_BLOCK_PGS, PH_METHOD_PGS_SM, PH_METHOD_JACOBI,
+                                         PH_METHOD_PGS_SM};
+            const char *names[] = {"PGS", "block-PGS", "PGS-SM", "Jacobi", "PGS-SM-exact"};
+            for (int k = 0; k < 5; k++) {
+                ph_settings s = doc_settings();
                 s.method = methods[k];
+                if (k == 4) s.sm_forcing = 0;
                 s.iterations = 3000;
                 ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
                 ph_step_stats st;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # experiments.sh — the solver experiments of docs/solvers.md in one command:
-# builds the core (Release, build/solver-rel) and bench/experiments.c, runs
+# builds the core (Release, build/solver-rel or $BUILD) and bench/experiments.c, runs
 # them into OUTDIR (default build/experiments) as CSV files, and plots them
 # with gnuplot as PNG files.
 #
@@ -11,7 +11,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/build/experiments}
-BUILD=$ROOT/build/solver-rel
+BUILD=${BUILD:-$ROOT/build/solver-rel}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPHYSD_BENCH=OFF -DPHYSD_TESTS=OFF >/dev/null
@@ -28,7 +28,7 @@ for setup in A B; do
 set terminal pngcairo size 1600,800 font ",10"
 set output "fig3_$setup.png"
 set datafile separator ","
-set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5)"
+set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5), exact and inexact subspace solves"
 set logscale y
 set format y "10^{%L}"
 set xlabel "work (PGS iterations)"
@@ -38,7 +38,8 @@ set xrange [0:1500]
 do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_boxes gears_small gears_medium friction_structure"] {
     set title s noenhanced
     plot "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw 2 title "PGS", \
-         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM"
+         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM-exact\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, exact CG (seeds/000)", \
+         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03 (default)"
 }
 unset multiplot
 GP
@@ -89,7 +90,7 @@ set xlabel "mass ratio (slab / light cube)"
 set ylabel "work (PGS sweeps)"
 set logscale xy
 set key top left
-plot for [m in "PGS block-PGS PGS-SM"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
+plot for [m in "PGS block-PGS PGS-SM-exact PGS-SM"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
 GP
 done
 echo "experiments: CSV and PNG files in $OUT"

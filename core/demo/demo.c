@@ -41,15 +41,17 @@ typedef struct demo_options {
     long iterations;
     long every;
     int list;
+    int no_merits;
 } demo_options;
 
 static void print_usage(FILE *f) {
     fprintf(f,
-            "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--list]\n"
+            "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--list]\n"
             "  --scene NAME      preset to build (default stack20; --list shows them)\n"
             "  --steps N         steps to run (default: the preset's reference steps)\n"
-            "  --iterations N    solver iterations per step, 1..10000 (default 10)\n"
+            "  --iterations N    solver iterations per substep, 1..10000 (default 5, with 2 substeps)\n"
             "  --every K         print statistics every K steps (default 60)\n"
+            "  --no-merits       do not compute the merits after every iteration (profiling)\n"
             "  --list            list the presets and exit\n");
 }
 
@@ -80,6 +82,10 @@ static int parse_args(int argc, char **argv, demo_options *o) {
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
+        if (strcmp(a, "--no-merits") == 0) {
+            o->no_merits = 1;
+            continue;
+        }
         if (strcmp(a, "--scene") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "physd-demo: --scene needs a preset name\n");
@@ -171,6 +177,7 @@ static int run(const demo_options *o) {
 
     ph_world_def wd = ph_default_world_def();
     if (o->iterations > 0) wd.settings.iterations = (int)o->iterations;
+    if (o->no_merits) wd.settings.record_merits = 0;
     int err = 0;
     ph_world_id w = ph_world_create(&wd, &err);
     if (w.index1 == 0) {
@@ -208,6 +215,7 @@ static int run(const demo_options *o) {
     ph_step_stats st;
     memset(&st, 0, sizeof st);
     double core_ms = 0.0, wall_ms = 0.0;
+    double stage_sum[PH_STAGE_COUNT] = {0};
     double top = 0.0;
     int nonfinite = 0;
     for (long i = 1; i <= steps; i++) {
@@ -225,6 +233,7 @@ static int run(const demo_options *o) {
             goto done;
         }
         core_ms += st.total_ms;
+        for (int k = 0; k < PH_STAGE_COUNT; k++) stage_sum[k] += st.stage_ms[k];
         if (i % o->every == 0 || i == steps) {
             top = highest_z(bodies, n, &nonfinite);
             print_row(&st, (double)ph_world_get_step_count(w) * set.time_step, top);
@@ -238,6 +247,11 @@ static int run(const demo_options *o) {
            "final top z %.4f, max penetration %.2e m\n",
            info->name, steps, set.iterations, wall_ms / (double)steps, core_ms / (double)steps,
            median, step_ms[steps - 1], top, st.max_penetration);
+    static const char *const stage_names[PH_STAGE_COUNT] = {"broadphase", "narrowphase", "rows", "solve",
+                                                             "integrate"};
+    printf("stages (mean ms/step):");
+    for (int k = 0; k < PH_STAGE_COUNT; k++) printf(" %s %.3f", stage_names[k], stage_sum[k] / (double)steps);
+    printf("\n");
     if (nonfinite > 0) {
         printf("FAILED: %d bodies ended with a non-finite position\n", nonfinite);
         goto done;

@@ -221,6 +221,7 @@ struct ph__world {
     double *island_rest;    /* per island root: the least rest time of its bodies */
     int32_t island_rest_cap;
 
+    int last_substep;      /* 1 while the last substep of a step runs */
     ph_step_stats stats;
 
     /* Set by ph_world_step_capture for the duration of one step: the

@@ -249,7 +249,9 @@ int ph__solve(ph__world *w) {
             }
         }
     }
-    if (!record || n == 0) merits(w, &m);
+    /* Without per-iteration merits the final ones are measured once per
+     * step, after its last substep (they are what the statistics report). */
+    if ((!record && w->last_substep) || n == 0) merits(w, &m);
     st->rows = n;
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;

@@ -17,17 +17,25 @@
  *         the current iterate, which already holds l_L and u_U; with the
  *         regularization of section 5.1, (A_AA + gamma I)(lambda_A + d) =
  *         -(b_A + ...), i.e. the right-hand side -(y_A + gamma lambda_A);
- *         solved by unpreconditioned conjugate gradients from d = 0 with
- *         matrix-vector products through the rows (scatter M^-1 J^T p onto
- *         scratch body velocities, gather J), never forming A densely;
- *         at most |A| iterations, or fewer to stay within the budget, and
- *         stopping when ||r||_2 < cg_tolerance;
+ *         solved by conjugate gradients (diagonally preconditioned unless
+ *         sm_preconditioner = 0) from d = 0 — i.e. warm started at the
+ *         current lambda_A — with matrix-vector products through the rows
+ *         (scatter M^-1 J^T p onto scratch body velocities, gather J),
+ *         never forming A densely; at most |A| iterations, or fewer to stay
+ *         within the budget; converged when ||r||_2 < cg_tolerance or
+ *         1/2 ||r||^2 <= tolerance / 2 (a free row's Fischer term is its
+ *         y, so (25) cannot ask for more); stopped early, inexactly, when
+ *         ||r|| <= eta ||r_0|| with the forcing term eta = min(sm_forcing,
+ *         sqrt(2 psi)) of the iterate the step starts from (inexact Newton,
+ *         eta ~ ||F||: Dembo, Eisenstat and Steihaug; sm_forcing = 0 gives
+ *         the exact solves of seeds/000, section 5);
  *       - bounds updated from the new normal impulses, then the projection
  *         (24) of lambda_A and the assembly lambda = [lambda_A l_L u_U]
  *         (unlinked rows first, then friction rows with their new bounds);
  *       - its merits recorded; the cycle ends on (25), on an unchanged
- *         active set (26), or on stagnation (27):
- *         |psi_k+1 - psi_k| < sm_stagnation psi_k.
+ *         active set (26) after a converged CG solve (after an inexact one
+ *         the same active set gets another step from the new iterate), or
+ *         on stagnation (27): |psi_k+1 - psi_k| < sm_stagnation psi_k.
  *   The iterate with the smallest psi seen is kept (lambda and the
  *   bookkeeping) and returned when the last one is worse: the fall back to
  *   the best iterate of section 4.3, so the result is never worse than the
@@ -180,6 +188,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         work += 0.5;                            /* the merit of the termination test (25) */
         double psi_prev = m.fischer;
         for (int k = 0; k < set->k_sm; k++) {
+            const double psi_step = m.fischer; /* the merit the forcing term follows */
             /* A step with one CG iteration must fit in the budget. */
             const double est = (double)classify(s, cls) / (double)n;
             if (est == 0 || work + 1.5 * est + 0.5 > budget) break;
@@ -212,7 +221,18 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
             int32_t maxit = na;
             double afford = (budget - work - 0.5) / frac;
             if (afford < (double)maxit) maxit = afford > 0 ? (int32_t)afford : 0;
-            for (int32_t c = 0; c < maxit && sqrt(rr) > set->cg_tolerance; c++) {
+            /* Stopping test on ||r||^2: converged below conv2 (cg_tolerance,
+             * or what (25) asks: 1/2 ||r||^2 <= tol / 2), inexact below
+             * stop2 >= conv2 (the forcing term). */
+            double conv2 = set->cg_tolerance * set->cg_tolerance;
+            if (tol > conv2) conv2 = tol;
+            double stop2 = conv2;
+            if (set->sm_forcing > 0) {
+                double eta = sqrt(2.0 * psi_step);
+                if (eta > set->sm_forcing) eta = set->sm_forcing;
+                if (eta * eta * rr > stop2) stop2 = eta * eta * rr;
+            }
+            for (int32_t c = 0; c < maxit && rr > stop2; c++) {
                 s->ops->matvec(s, idx, na, p, ap);
                 for (int32_t k2 = 0; k2 < na; k2++)
                     ap[k2] += gam[idx[k2]] * p[k2];
@@ -248,8 +268,11 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 done = 1;
                 break;
             }
+            /* (26) ends the phase only after a converged solve: after an
+             * inexact one (forcing term, or |A| iterations) the same active
+             * set is worth another step from the new iterate. */
             classify(s, cls2);
-            if (memcmp(cls, cls2, (size_t)n) == 0) break;                          /* (26) */
+            if (rr <= conv2 && memcmp(cls, cls2, (size_t)n) == 0) break;          /* (26) */
             if (fabs(psi_prev - m.fischer) < set->sm_stagnation * psi_prev) break; /* (27) */
             psi_prev = m.fischer;
         }

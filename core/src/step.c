@@ -216,7 +216,10 @@ int ph_world_step(ph_world_id id) {
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
     int e = PH_OK;
-    for (int k = 0; k < n && e == PH_OK; k++) e = substep(w, h);
+    for (int k = 0; k < n && e == PH_OK; k++) {
+        w->last_substep = k == n - 1;
+        e = substep(w, h);
+    }
     for (int32_t i = 0; i < w->body_hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);

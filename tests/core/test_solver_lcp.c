@@ -96,12 +96,14 @@ static ph_settings method_settings(ph_method m) {
  * to 12 rows; the oracle's own merits are zero. */
 static void test_random_spd_all_methods(void **state) {
     (void)state;
-    const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI};
+    /* PGS–SM twice: with the default forcing term, and exact (sm_forcing 0). */
+    const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI,
+                                 PH_METHOD_PGS_SM};
     int groups[MAXN];
     for (int i = 0; i < MAXN; i++)
         groups[i] = i / 3; /* blocks of three rows */
-    double worst[4] = {0, 0, 0, 0};
-    int iters[4] = {0, 0, 0, 0};
+    double worst[5] = {0, 0, 0, 0, 0};
+    int iters[5] = {0, 0, 0, 0, 0};
     for (int t = 0; t < 40; t++) {
         problem p;
         random_problem(&p, 3 + t % 10, 1000 + (uint64_t)t);
@@ -116,8 +118,9 @@ static void test_random_spd_all_methods(void **state) {
         assert_true(f < 1e-20);
         assert_true(mm < 1e-10);
         assert_true(le < 1e-10);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 5; k++) {
             ph_settings s = method_settings(methods[k]);
+            if (k == 4) s.sm_forcing = 0;
             assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
             for (int i = 0; i < p.n; i++) {
                 assert_near(x[i], ref[i], 1e-6);
@@ -128,9 +131,10 @@ static void test_random_spd_all_methods(void **state) {
         }
         ph_lcp_destroy(l);
     }
-    print_message("max |lambda - oracle|: PGS %.2e, PGS-SM %.2e, block %.2e, Jacobi %.2e\n", worst[0], worst[1],
-                  worst[2], worst[3]);
-    print_message("max iterations: PGS %d, PGS-SM %d, block %d, Jacobi %d\n", iters[0], iters[1], iters[2], iters[3]);
+    print_message("max |lambda - oracle|: PGS %.2e, PGS-SM %.2e (exact %.2e), block %.2e, Jacobi %.2e\n", worst[0],
+                  worst[1], worst[4], worst[2], worst[3]);
+    print_message("max iterations: PGS %d, PGS-SM %d (exact %d), block %d, Jacobi %d\n", iters[0], iters[1], iters[4],
+                  iters[2], iters[3]);
 }
 
 /* The same with NCP friction: triples (normal, t1, t2) whose friction
@@ -419,14 +423,27 @@ static void test_settings_validation(void **state) {
     t.jacobi_relaxation = 3;
     assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
     t = s;
+    t.sm_forcing = -0.1;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t.sm_forcing = 1.5;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t.sm_forcing = NAN;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
+    t.sm_forcing = 0;
+    assert_int_equal(ph_settings_validate(&t, &msg), PH_OK);
+    t = s;
     t.ordering_per_iteration = 2;
     assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
 }
 
 /* PGS–SM with the regularization gamma: on a problem whose solution is
  * interior (all rows free), one subspace step with gamma = 0 is exact (CG on
- * an SPD system of n rows takes at most n steps); with gamma > 0 the reduced
- * solve gives (A + gamma I) lambda = -b, the damping of section 5.1. */
+ * an SPD system of n rows takes at most n steps; no forcing term, and CG
+ * stops once 1/2 ||r||^2 <= tolerance / 2); with gamma > 0 the reduced
+ * solve gives (A + gamma I) lambda = -b, the damping of section 5.1. With
+ * the forcing term, the first step is inexact: its CG residual is at most
+ * eta ||r_0||, and further subspace steps on the unchanged active set
+ * finish the solve. */
 static void test_pgssm_subspace_and_gamma(void **state) {
     (void)state;
     problem p;
@@ -443,6 +460,7 @@ static void test_pgssm_subspace_and_gamma(void **state) {
     s.iterations = 12; /* one sweep, then a subspace step with up to 8 CG iterations */
     s.tolerance = 1e-24;
     s.cg_tolerance = 0;
+    s.sm_forcing = 0;
     double x[MAXN], ref[MAXN];
     ph_step_stats st;
     assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
@@ -472,6 +490,21 @@ static void test_pgssm_subspace_and_gamma(void **state) {
     assert_near(st.work[1], 10.5, 1e-12);
     assert_true(fq > 1e-6);
     assert_near(st.fischer[1], fq, 1e-8 * fq);
+    /* The forcing term: the first step stops CG early, the next ones run on
+     * the same (unchanged) active set without a PGS phase in between. */
+    s.sm_gamma = 0;
+    s.tolerance = 1e-24;
+    s.iterations = 200;
+    s.k_sm = 20;
+    s.sm_forcing = 0.5;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    assert_true(st.subspace_steps >= 2);
+    assert_int_equal(st.phase[1], PH_PHASE_SUBSPACE);
+    assert_int_equal(st.phase[2], PH_PHASE_SUBSPACE);
+    assert_true(st.fischer[1] > 1e-24);
+    assert_true(st.fischer_final < 1e-24);
+    for (int i = 0; i < p.n; i++)
+        assert_near(x[i], ref[i], 1e-10);
     ph_lcp_destroy(lq);
     ph_lcp_destroy(l);
 }

@@ -4,7 +4,7 @@
  * method reaches the direct oracle's impulses within 1e-6; the rows back
  * end reproduces the core's PGS bit for bit; orderings are deterministic
  * permutations for a fixed seed; the direct method falls back to PGS on
- * too many rows; PGS–SM beats PGS on the arched snake.
+ * too many rows; PGS–SM against PGS on the arched snake.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +21,16 @@
 #include "physd/ph_lcp.h"
 #include "physd/ph_scenes.h"
 
+/* The documents' formulation: one solve per step of h = 1/60 (one substep),
+ * 10 iterations. */
+static ph_settings base_settings(void) {
+    ph_settings s = ph_default_settings();
+    s.substeps = 1;
+    s.iterations = 10;
+    s.contact.hertz = 35; /* the formulation of docs/solvers.md (physd's default is now 45) */
+    return s;
+}
+
 static ph_world_id scene_world(const char *name, ph_settings s) {
     ph_world_def d = ph_default_world_def();
     d.settings = s;
@@ -33,7 +43,7 @@ static ph_world_id scene_world(const char *name, ph_settings s) {
 
 /* The first step's system of a scene, captured from a default world. */
 static ph_lcp *first_step(const char *name) {
-    ph_world_id w = scene_world(name, ph_default_settings());
+    ph_world_id w = scene_world(name, base_settings());
     ph_lcp *p = NULL;
     assert_int_equal(ph_world_step_capture(w, &p), PH_OK);
     assert_non_null(p);
@@ -42,7 +52,7 @@ static ph_lcp *first_step(const char *name) {
 }
 
 static ph_settings precise(ph_method m) {
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.method = m;
     s.iterations = 5000;
     s.tolerance = 1e-26;
@@ -50,7 +60,7 @@ static ph_settings precise(ph_method m) {
 }
 
 static void oracle(const ph_lcp *p, double *ref) {
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.method = PH_METHOD_DIRECT;
     ph_step_stats st;
     assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, ref, &st, NULL), PH_OK);
@@ -120,7 +130,7 @@ static void test_three_sphere_all_methods(void **state) {
  * step; and PGS on a captured step reproduces them too. */
 static void test_rows_backend_matches_core_pgs(void **state) {
     (void)state;
-    ph_settings a = ph_default_settings();
+    ph_settings a = base_settings();
     a.iterations = 25;
     ph_settings b = a;
     b.method = PH_METHOD_PGS_SM;
@@ -167,7 +177,7 @@ static void test_rows_backend_matches_core_pgs(void **state) {
 /* Random orderings in a world are deterministic for a fixed seed, per step
  * and per iteration, and depend on the seed. */
 static uint64_t run_random(uint64_t seed, int per_iteration, ph_method m) {
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.ordering = PH_ORDER_RANDOM;
     s.ordering_per_iteration = per_iteration;
     s.seed = seed;
@@ -210,7 +220,7 @@ static int is_permutation(const int *o, int n) {
  * contact rows bottom-up. */
 static void test_orderings_on_captured_rows(void **state) {
     (void)state;
-    ph_world_id w = scene_world("snake_heavy_box", ph_default_settings());
+    ph_world_id w = scene_world("snake_heavy_box", base_settings());
     for (int i = 0; i < 20; i++)
         ph_world_step(w);
     ph_lcp *p = NULL;
@@ -221,7 +231,7 @@ static void test_orderings_on_captured_rows(void **state) {
     int *normal = malloc(sizeof(int) * (size_t)n);
     ph_lcp_to_dense(p, NULL, NULL, NULL, NULL, NULL, normal, NULL, height);
     for (int k = 0; k < PH_ORDER_COUNT; k++) {
-        ph_settings s = ph_default_settings();
+        ph_settings s = base_settings();
         s.ordering = (ph_ordering)k;
         s.seed = 99;
         assert_int_equal(ph_lcp_order(p, &s, a), PH_OK);
@@ -229,7 +239,7 @@ static void test_orderings_on_captured_rows(void **state) {
         assert_true(is_permutation(a, n));
         assert_memory_equal(a, b, sizeof(int) * (size_t)n);
     }
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.ordering = PH_ORDER_GRAVITY;
     ph_lcp_order(p, &s, a);
     /* 12 hinges x 7 rows come first, then contacts by height. */
@@ -249,7 +259,7 @@ static void test_orderings_on_captured_rows(void **state) {
 /* The direct method: exact on a world of 12 rows, PGS with status -1 on 24. */
 static void test_direct_in_world(void **state) {
     (void)state;
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.method = PH_METHOD_DIRECT;
     ph_world_id w = scene_world("box_on_plane", s);
     ph_step_stats st;
@@ -276,7 +286,7 @@ static void test_direct_in_world(void **state) {
 static void test_stats_merits_match(void **state) {
     (void)state;
     for (int m = 0; m < PH_METHOD_COUNT; m++) {
-        ph_settings s = ph_default_settings();
+        ph_settings s = base_settings();
         s.method = (ph_method)m;
         ph_world_id w = scene_world("three_sphere", s);
         ph_world_step(w);
@@ -308,14 +318,19 @@ static double work_to(const ph_lcp_trace *tr, double tol) {
 
 /* seeds/000 on the arched snake (docs/solvers.md, experiment 1): with the
  * friction rows regularized like the normals (friction.hertz = 35) and a
- * cold start, PGS–SM (k_pgs = 25, k_sm = 5) reaches psi < 1e-10 after its
- * first subspace step, at under 100 units of work, where PGS needs more
- * than 300; PGS reaches psi < 1e-4 at about 76 units, so the documents'
- * "below 1e-10 before PGS reaches 1e-4" is not reproduced (the report says
- * why). */
+ * cold start, PGS (k_pgs = 25, k_sm = 5 for PGS–SM) needs about 76 units of
+ * work for psi < 1e-4 and over 300 for 1e-10. PGS–SM with exact subspace
+ * solves (sm_forcing = 0, the paper's CG) reaches 1e-10 after its first
+ * subspace step at 89.8 units; with the default forcing term it reaches
+ * 1e-4 at about 51 units and 1e-10 at about 84. The documents' claim,
+ * "below 1e-10 before PGS reaches 1e-4", is therefore NOT reproduced, and
+ * this test asserts the measured relation (sm10 > pgs4): the 25 sweeps plus
+ * the ~62 diagonally preconditioned CG iterations that reduce the reduced
+ * residual from 0.12 to 1.4e-5 cost more than 76 units (the report says
+ * why). Flip the assertion if a change makes the claim hold. */
 static void test_pgssm_arched_snake(void **state) {
     (void)state;
-    ph_settings ws = ph_default_settings();
+    ph_settings ws = base_settings();
     ws.friction.hertz = 35;
     ph_world_id w = scene_world("arched_snake", ws);
     for (int i = 0; i < 120; i++)
@@ -327,19 +342,27 @@ static void test_pgssm_arched_snake(void **state) {
     enum { CAP = 2000 };
     static double f[CAP], work[CAP];
     ph_lcp_trace tr = {CAP, 0, f, NULL, NULL, work, NULL};
-    ph_settings s = ph_default_settings();
+    ph_settings s = base_settings();
     s.iterations = 1500;
     ph_lcp_solve(p, &s, NULL, zero, x, NULL, &tr);
     const double pgs4 = work_to(&tr, 1e-4), pgs10 = work_to(&tr, 1e-10);
     s.method = PH_METHOD_PGS_SM;
+    s.sm_forcing = 0;
     ph_step_stats st;
     ph_lcp_solve(p, &s, NULL, zero, x, &st, &tr);
-    const double sm10 = work_to(&tr, 1e-10);
-    print_message("arched snake (%d rows, cold start): PGS work to psi < 1e-4 %.1f, to 1e-10 %.1f; PGS-SM to 1e-10 "
-                  "%.1f; PGS-SM final psi %.2e\n",
-                  n, pgs4, pgs10, sm10, st.fischer_final);
-    assert_true(sm10 < 100);
+    const double exact10 = work_to(&tr, 1e-10);
+    assert_true(st.fischer_final < 1e-20);
+    s.sm_forcing = ph_default_settings().sm_forcing;
+    ph_lcp_solve(p, &s, NULL, zero, x, &st, &tr);
+    const double sm4 = work_to(&tr, 1e-4), sm10 = work_to(&tr, 1e-10);
+    print_message("arched snake (%d rows, cold start): PGS work to psi < 1e-4 %.1f, to 1e-10 %.1f; PGS-SM exact to "
+                  "1e-10 %.1f; PGS-SM (forcing %g) to 1e-4 %.1f, to 1e-10 %.1f, final psi %.2e\n",
+                  n, pgs4, pgs10, exact10, s.sm_forcing, sm4, sm10, st.fischer_final);
     assert_true(pgs10 > 300);
+    assert_true(exact10 < 100);
+    assert_true(sm10 < 100);
+    assert_true(sm4 < pgs4);
+    assert_true(sm10 > pgs4); /* the claim of seeds/000 is not met (see above) */
     assert_true(st.fischer_final < 1e-20);
     free(x);
     free(zero);
