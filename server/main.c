@@ -79,6 +79,10 @@ int main(int argc, char **argv) {
             cfg.demo = 0;
             continue;
         }
+        if (!strcmp(a, "--quiet")) {
+            cfg.quiet = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "physd: unexpected argument \"%s\" (see --help)\n", a);
             return 2;

@@ -161,7 +161,7 @@ static void begin_shutdown(ps_server *s, const char *why) {
     int n = s->nhosts;
     ps_host **hs = malloc((size_t)(n ? n : 1) * sizeof *hs);
     if (hs) {
-        memcpy(hs, s->hosts, (size_t)n * sizeof *hs);
+        if (n > 0) memcpy(hs, s->hosts, (size_t)n * sizeof *hs);
         for (int i = 0; i < n; i++)
             ps_host_destroy(hs[i], "shutdown");
         free(hs);

@@ -1,0 +1,212 @@
+/*
+ * pc_client.h — the physd client library: one TCP connection to a physd
+ * server driven by a libuv loop the caller owns, speaking the protocol of
+ * proto/physd.proto (docs/protocol.md) through protobuf-c.
+ *
+ * Normal path: pc_client_connect starts resolving, connecting and the
+ * hello exchange, bounded as a whole by a timeout; its callback reports 0
+ * once the server has accepted the hello. Then pc_request sends any
+ * ClientMessage with a fresh request id and calls its callback exactly once
+ * with the matching Reply; any number of requests may be in flight
+ * (pipelining), and replies may come in any order (the server answers
+ * requests on one world in order). Pushes (transform frames, statistics,
+ * contact events, notices) go to the handlers set with
+ * pc_client_set_handlers. pc_client_close ends the connection; the memory
+ * is released in the close callback, as for libuv handles.
+ *
+ * Failure modes: functions return 0 or a negative error code (libuv's
+ * codes, such as UV_ECONNREFUSED or UV_ETIMEDOUT, or the PC_E* codes
+ * below; pc_strerror and pc_err_name describe both). A function that fails
+ * never calls its callback. When the connection is lost (the server closed
+ * it, a read or write failed, a malformed frame arrived) every pending
+ * request's callback is called exactly once with an error, then the
+ * on_disconnect handler; the client stays allocated until pc_client_close.
+ * Reconnection is left to the caller: close the client and connect a new
+ * one.
+ *
+ * Invariants: a client belongs to one loop and one thread. Callbacks run on
+ * that loop; any callback may call pc_request or pc_client_close. Messages
+ * handed to callbacks are valid only during the callback unless taken with
+ * pc_client_take_message.
+ */
+#ifndef PHYSD_PC_CLIENT_H
+#define PHYSD_PC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "physd/v1/physd.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PC_VERSION "0.1.0"
+#define PC_PROTOCOL_VERSION 1
+#define PC_DEFAULT_PORT 7447
+
+/* The library's own error codes (all negative, outside libuv's range);
+ * name, value, message. System and network errors use libuv's codes. */
+#define PC_ERRNO_MAP(XX)                                                                                               \
+    XX(CLOSED, -30001, "connection closed by the server")                                                              \
+    XX(NOTCONN, -30002, "not connected")                                                                               \
+    XX(PROTO, -30003, "malformed message from the server")                                                             \
+    XX(TOOBIG, -30004, "frame from the server exceeds max_frame")                                                      \
+    XX(HELLO, -30005, "the server rejected the hello")                                                                 \
+    XX(REJECTED, -30006, "the server reported an error and closed the connection")                                     \
+    XX(CANCELED, -30007, "canceled: the client was closed")                                                            \
+    XX(TIMEDOUT, -30008, "timed out waiting for the reply")                                                            \
+    XX(ENCODE, -30009, "the request could not be encoded")                                                             \
+    XX(STATUS, -30010, "the server answered with an error status")
+
+enum {
+#define PC_ERR_ENUM(name, value, msg) PC_E##name = (value),
+    PC_ERRNO_MAP(PC_ERR_ENUM)
+#undef PC_ERR_ENUM
+};
+
+/* A readable description of err (PC_E* or libuv code); never NULL. */
+const char *pc_strerror(int err);
+/* The error's name, such as "PC_ECLOSED" or "ECONNREFUSED"; never NULL. */
+const char *pc_err_name(int err);
+/* The name of a protocol status, such as "NOT_FOUND"; never NULL. */
+const char *pc_status_name(int status);
+
+typedef struct pc_client pc_client;
+
+/* Connection options; pc_options_default fills the defaults. */
+typedef struct pc_options {
+    const char *client_name; /* Hello.client_name (copied), default "pc_client" */
+    uint64_t max_frame;      /* largest frame accepted from the server before
+                                its hello reply says otherwise, bytes, default 64 MiB */
+    int nodelay;             /* TCP_NODELAY, default 1 */
+    int rcvbuf;              /* SO_RCVBUF in bytes, 0 = system default */
+} pc_options;
+
+void pc_options_default(pc_options *o);
+
+/* Called once per pc_client_connect: status 0 when connected and the hello
+ * was accepted, else a negative error (UV_ECONNREFUSED, UV_ETIMEDOUT for the
+ * overall timeout, PC_EHELLO, PC_ECLOSED, PC_ECANCELED, ...). After an error
+ * the client must still be closed with pc_client_close. */
+typedef void (*pc_connect_cb)(pc_client *c, int status, void *data);
+
+/* Called exactly once per accepted pc_request: err 0 and the Reply (whatever
+ * its status), or a negative error and reply NULL when no reply will come. */
+typedef void (*pc_reply_cb)(pc_client *c, int err, const Physd__V1__Reply *reply, void *data);
+
+typedef void (*pc_close_cb)(void *data);
+
+/* Push handlers: each may be NULL (the push is counted and dropped). */
+typedef struct pc_handlers {
+    void (*on_frame)(pc_client *c, const Physd__V1__Frame *f, void *data);
+    void (*on_stats)(pc_client *c, const Physd__V1__Stats *s, void *data);
+    void (*on_contacts)(pc_client *c, const Physd__V1__ContactEvents *e, void *data);
+    void (*on_notice)(pc_client *c, const Physd__V1__Notice *n, void *data);
+    /* The connection was lost (after every pending request got its error);
+     * err is PC_ECLOSED, PC_EREJECTED, PC_EPROTO, PC_ETOOBIG or a libuv
+     * code. Not called after pc_client_close. */
+    void (*on_disconnect)(pc_client *c, int err, void *data);
+    void *data;
+} pc_handlers;
+
+/* Counters of one client since it was created. */
+typedef struct pc_counters {
+    uint64_t bytes_sent, bytes_received;
+    uint64_t requests_sent, replies_received;
+    uint64_t frames, stats, contacts, notices; /* pushes received */
+    uint64_t dropped_notified;                 /* the largest Notice.dropped seen */
+    uint64_t pending;                          /* requests awaiting a reply */
+} pc_counters;
+
+/* Starts connecting to host (an IPv4/IPv6 literal or a name) and port; the
+ * whole of resolution, TCP connect and hello must finish within timeout_ms
+ * (0: no timeout). opts may be NULL (defaults). On success returns 0, sets
+ * *out and calls cb later; on failure returns UV_EINVAL or UV_ENOMEM, sets
+ * *out to NULL and never calls cb. */
+int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
+                      const pc_options *opts, pc_connect_cb cb, void *data);
+
+/* Replaces the push handlers (copied). */
+void pc_client_set_handlers(pc_client *c, const pc_handlers *h);
+
+/* Sends m with a fresh request id (written to m->request_id; m is not
+ * kept). Returns 0 and calls cb exactly once later, or a negative error
+ * (PC_ENOTCONN before the connect callback or after a disconnect,
+ * PC_EENCODE, UV_ENOMEM) without calling cb. cb may be NULL. */
+int pc_request(pc_client *c, Physd__V1__ClientMessage *m, pc_reply_cb cb, void *data);
+
+/* Inside a reply or push callback: takes ownership of the ServerMessage
+ * being delivered (free it with physd__v1__server_message__free_unpacked);
+ * NULL outside callbacks or when already taken. */
+Physd__V1__ServerMessage *pc_client_take_message(pc_client *c);
+
+/* Closes the connection: a connect in progress gets PC_ECANCELED, every
+ * pending request's callback gets PC_ECANCELED (each once), then cb(data)
+ * is called from the loop once the memory is released. Safe inside
+ * callbacks; a second call is ignored. */
+void pc_client_close(pc_client *c, pc_close_cb cb, void *data);
+
+/* 1 while connected and the hello was accepted. */
+int pc_client_connected(const pc_client *c);
+uv_loop_t *pc_client_loop(const pc_client *c);
+void pc_client_counters(const pc_client *c, pc_counters *out);
+/* The hello reply (NULL before it). */
+const Physd__V1__HelloReply *pc_client_server_info(const pc_client *c);
+/* The last message the server sent about an error that ends the
+ * connection (a reply with request id 0, a disconnect notice, a rejected
+ * hello), or "". */
+const char *pc_client_error_message(const pc_client *c);
+/* Arbitrary user pointer. */
+void pc_client_set_data(pc_client *c, void *data);
+void *pc_client_get_data(const pc_client *c);
+
+/* ---------------------------------------------------- request builders
+ * Each fills a ClientMessage on the stack and calls pc_request; same
+ * return values and callback contract. */
+
+int pc_ping(pc_client *c, pc_reply_cb cb, void *data);
+int pc_list_worlds(pc_client *c, pc_reply_cb cb, void *data);
+/* name and preset may be NULL; settings may be NULL (defaults). */
+int pc_create_world(pc_client *c, const char *name, const char *preset, const Physd__V1__Settings *settings,
+                    int start_paused, pc_reply_cb cb, void *data);
+/* The requests that take only a world id: case is one of
+ * INSPECT_WORLD, DESTROY_WORLD, PAUSE, RESUME, RESET, QUERY_COUNTERS
+ * (PHYSD__V1__CLIENT_MESSAGE__REQUEST_*). */
+int pc_world_request(pc_client *c, Physd__V1__ClientMessage__RequestCase kind, uint64_t world, pc_reply_cb cb,
+                     void *data);
+int pc_inspect_world(pc_client *c, uint64_t world, int include_bodies, pc_reply_cb cb, void *data);
+int pc_step(pc_client *c, uint64_t world, uint32_t steps, pc_reply_cb cb, void *data);
+int pc_change_settings(pc_client *c, uint64_t world, const Physd__V1__Settings *s, pc_reply_cb cb, void *data);
+int pc_edit(pc_client *c, uint64_t world, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb, void *data);
+/* kind: PHYSD__V1__STREAM_KIND__STREAM_*; ids may be NULL (all bodies). */
+int pc_subscribe(pc_client *c, uint64_t world, Physd__V1__StreamKind kind, uint32_t every, const uint64_t *ids,
+                 size_t n, int per_iteration_merits, pc_reply_cb cb, void *data);
+int pc_unsubscribe(pc_client *c, uint64_t subscription, pc_reply_cb cb, void *data);
+int pc_query_bodies(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, int include_shapes, pc_reply_cb cb,
+                    void *data);
+
+/* ------------------------------------------------------ blocking helpers
+ * For command-line tools and tests: they run the client's loop
+ * (uv_run(loop, UV_RUN_ONCE)) until done, so they must not be called from
+ * a callback of that loop. */
+
+/* Connects and returns 0 with *out set, or a negative error with *out
+ * NULL (the failed client is closed and released before returning). */
+int pc_connect_sync(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
+                    const pc_options *opts);
+/* Sends m and waits for its reply: returns 0 and *reply (free with
+ * physd__v1__server_message__free_unpacked; its reply field is set) or a
+ * negative error (PC_ETIMEDOUT after timeout_ms > 0, in which case the
+ * reply is discarded when it comes). */
+int pc_call(pc_client *c, Physd__V1__ClientMessage *m, int timeout_ms, Physd__V1__ServerMessage **reply);
+/* Closes c and runs the loop until it is released. */
+void pc_close_sync(pc_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PHYSD_PC_CLIENT_H */

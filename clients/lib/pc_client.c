@@ -1,0 +1,701 @@
+/*
+ * pc_client.c — the connection of pc_client.h: connect with a timeout,
+ * hello, request ids matched to callbacks, framed reads, coalesced writes,
+ * push dispatch, loss of the connection and close.
+ *
+ * Normal path: pc_client_connect opens a timer (the overall timeout) and a
+ * TCP handle, resolves the host (literal addresses directly, names through
+ * uv_getaddrinfo, preferring IPv4), connects, starts reading and sends the
+ * hello as an ordinary request; its reply completes the connect. Requests
+ * are encoded as varint-delimited ClientMessages and appended to an output
+ * buffer; at most one uv_write is in flight, and whatever was appended while
+ * it ran goes out as one write when it completes (two buffers swapped, so a
+ * burst of pipelined requests costs a handful of writes). Reads land in an
+ * input buffer; every complete frame is unpacked, dispatched (replies by
+ * request id through an open-addressing table, pushes to the handlers) and
+ * freed, and the unread tail is moved to the front.
+ *
+ * Failure modes: a synchronous failure returns an error and calls nothing.
+ * Resolution, connect or hello failures, and the timeout, end in exactly
+ * one connect callback with the error. A lost connection (EOF, read or write
+ * error, a frame above max_frame, a frame that does not parse) closes the
+ * socket, gives every pending request its error once (in request-id order),
+ * then calls on_disconnect. A reply with request id 0 is the server's
+ * framing or limit error: its message is kept and the following EOF is
+ * reported as PC_EREJECTED.
+ *
+ * Invariants: the timer handle stays open until pc_client_close, so every
+ * close ends in a close callback; the memory is released only there, once
+ * both handles are closed and no resolution is pending. Once the state is
+ * DISCONNECTED or closing is set, nothing more is sent and no further frame
+ * is dispatched. Each pending entry is removed from the table before its
+ * callback runs, so a callback runs at most once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/pc_client.h"
+
+/* ------------------------------------------------------------ errors */
+
+const char *pc_strerror(int err) {
+    switch (err) {
+#define PC_ERR_MSG(name, value, msg)                                                                                   \
+    case value:                                                                                                        \
+        return msg;
+        PC_ERRNO_MAP(PC_ERR_MSG)
+#undef PC_ERR_MSG
+    case 0:
+        return "ok";
+    default:
+        return err < 0 ? uv_strerror(err) : "unknown error";
+    }
+}
+
+const char *pc_err_name(int err) {
+    switch (err) {
+#define PC_ERR_NAME(name, value, msg)                                                                                  \
+    case value:                                                                                                        \
+        return "PC_E" #name;
+        PC_ERRNO_MAP(PC_ERR_NAME)
+#undef PC_ERR_NAME
+    case 0:
+        return "OK";
+    default:
+        return err < 0 ? uv_err_name(err) : "UNKNOWN";
+    }
+}
+
+const char *pc_status_name(int status) {
+    switch (status) {
+    case 0:
+        return "OK";
+    case 3:
+        return "INVALID_ARGUMENT";
+    case 5:
+        return "NOT_FOUND";
+    case 6:
+        return "ALREADY_EXISTS";
+    case 7:
+        return "PERMISSION_DENIED";
+    case 8:
+        return "RESOURCE_EXHAUSTED";
+    case 9:
+        return "FAILED_PRECONDITION";
+    case 12:
+        return "UNIMPLEMENTED";
+    case 13:
+        return "INTERNAL";
+    case 14:
+        return "UNAVAILABLE";
+    default:
+        return "UNKNOWN_STATUS";
+    }
+}
+
+/* ------------------------------------------------------- pending table */
+
+typedef struct pending {
+    uint64_t id; /* 0: empty slot */
+    pc_reply_cb cb;
+    void *data;
+} pending;
+
+typedef struct pending_table {
+    pending *slots;
+    size_t cap; /* a power of two, or 0 */
+    size_t count;
+} pending_table;
+
+static size_t slot_of(uint64_t id, size_t cap) {
+    /* Fibonacci hashing spreads sequential ids. */
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static int table_insert(pending_table *t, uint64_t id, pc_reply_cb cb, void *data) {
+    if ((t->count + 1) * 2 > t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 64;
+        pending *ns = calloc(ncap, sizeof *ns);
+        if (!ns) return UV_ENOMEM;
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->slots[i].id) continue;
+            size_t k = slot_of(t->slots[i].id, ncap);
+            while (ns[k].id)
+                k = (k + 1) & (ncap - 1);
+            ns[k] = t->slots[i];
+        }
+        free(t->slots);
+        t->slots = ns;
+        t->cap = ncap;
+    }
+    size_t k = slot_of(id, t->cap);
+    while (t->slots[k].id)
+        k = (k + 1) & (t->cap - 1);
+    t->slots[k].id = id;
+    t->slots[k].cb = cb;
+    t->slots[k].data = data;
+    t->count++;
+    return 0;
+}
+
+/* Removes id into *out; returns 1 when it was present. Deletion shifts the
+ * following entries of the probe run back, so no tombstones are needed. */
+static int table_remove(pending_table *t, uint64_t id, pending *out) {
+    if (!t->cap || !id) return 0;
+    size_t mask = t->cap - 1, k = slot_of(id, t->cap);
+    while (t->slots[k].id && t->slots[k].id != id)
+        k = (k + 1) & mask;
+    if (!t->slots[k].id) return 0;
+    *out = t->slots[k];
+    t->slots[k].id = 0;
+    t->count--;
+    size_t hole = k;
+    for (size_t j = (k + 1) & mask; t->slots[j].id; j = (j + 1) & mask) {
+        size_t home = slot_of(t->slots[j].id, t->cap);
+        /* Move j into the hole unless its home lies cyclically in (hole, j]. */
+        int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            t->slots[hole] = t->slots[j];
+            t->slots[j].id = 0;
+            hole = j;
+        }
+    }
+    return 1;
+}
+
+static int cmp_pending(const void *a, const void *b) {
+    uint64_t x = ((const pending *)a)->id, y = ((const pending *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------- client */
+
+enum { ST_RESOLVING, ST_CONNECTING, ST_HELLO, ST_CONNECTED, ST_DISCONNECTED };
+
+struct pc_client {
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_connect_t creq;
+    uv_getaddrinfo_t gai;
+    uv_write_t wreq;
+    int state;
+    int closing;  /* pc_client_close was called */
+    int tcp_open; /* the TCP handle is initialized and not yet closing */
+    int open_handles;
+    int gai_pending;
+    int writing;
+    int rejected; /* a reply with request id 0 arrived */
+    int connect_done;
+    pc_connect_cb connect_cb;
+    void *connect_data;
+    pc_close_cb close_cb;
+    void *close_data;
+    pc_handlers h;
+    pc_options opt;
+    char name[129];
+    char errmsg[256];
+    int port;
+    uint64_t max_frame;
+    uint64_t next_id;
+    pending_table table;
+    uint8_t *out, *wbuf, *in;
+    size_t out_len, out_cap, wbuf_len, wbuf_cap, in_len, in_cap;
+    Physd__V1__ServerMessage *cur;   /* being delivered */
+    Physd__V1__ServerMessage *hello; /* kept hello reply */
+    pc_counters k;
+    void *user;
+};
+
+static void on_handle_closed(uv_handle_t *h);
+
+static void maybe_free(pc_client *c) {
+    if (!c->closing || c->open_handles > 0 || c->gai_pending) return;
+    pc_close_cb cb = c->close_cb;
+    void *data = c->close_data;
+    if (c->hello) physd__v1__server_message__free_unpacked(c->hello, NULL);
+    free(c->table.slots);
+    free(c->out);
+    free(c->wbuf);
+    free(c->in);
+    free(c);
+    if (cb) cb(data);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+    pc_client *c = h->data;
+    c->open_handles--;
+    maybe_free(c);
+}
+
+static void close_tcp(pc_client *c) {
+    if (!c->tcp_open) return;
+    c->tcp_open = 0;
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+/* Gives every pending request the error err, once each, in id order. */
+static void fail_pending(pc_client *c, int err) {
+    if (!c->table.count) return;
+    size_t n = 0;
+    pending *all = malloc(c->table.count * sizeof *all);
+    if (!all) {
+        /* Without memory for a copy, deliver straight from the table. */
+        for (size_t i = 0; i < c->table.cap; i++) {
+            pending p;
+            if (c->table.slots[i].id && table_remove(&c->table, c->table.slots[i].id, &p)) {
+                if (p.cb) p.cb(c, err, NULL, p.data);
+                i = (size_t)-1; /* the table shifted: start again */
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < c->table.cap; i++)
+        if (c->table.slots[i].id) all[n++] = c->table.slots[i];
+    memset(c->table.slots, 0, c->table.cap * sizeof *c->table.slots);
+    c->table.count = 0;
+    qsort(all, n, sizeof *all, cmp_pending);
+    for (size_t i = 0; i < n; i++)
+        if (all[i].cb) all[i].cb(c, err, NULL, all[i].data);
+    free(all);
+}
+
+static void finish_connect(pc_client *c, int status) {
+    if (c->connect_done) return;
+    c->connect_done = 1;
+    if (c->connect_cb) c->connect_cb(c, status, c->connect_data);
+}
+
+/* The connection is gone (or never came): close the socket, fail what is
+ * pending, then tell whoever waits (the connect callback or on_disconnect). */
+static void disconnect(pc_client *c, int err) {
+    if (c->state == ST_DISCONNECTED) return;
+    int was_connected = c->state == ST_CONNECTED;
+    c->state = ST_DISCONNECTED;
+    if (!c->closing) uv_timer_stop(&c->timer);
+    if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai);
+    close_tcp(c);
+    fail_pending(c, err);
+    if (!c->connect_done) {
+        finish_connect(c, err);
+    } else if (was_connected && !c->closing && c->h.on_disconnect) {
+        c->h.on_disconnect(c, err, c->h.data);
+    }
+}
+
+/* ------------------------------------------------------------- writes */
+
+static void on_write(uv_write_t *req, int status);
+
+/* Starts a write of everything appended so far unless one is in flight. */
+static int flush(pc_client *c) {
+    if (c->writing || !c->out_len || !c->tcp_open) return 0;
+    uint8_t *b = c->wbuf;
+    size_t cap = c->wbuf_cap;
+    c->wbuf = c->out;
+    c->wbuf_cap = c->out_cap;
+    c->wbuf_len = c->out_len;
+    c->out = b;
+    c->out_cap = cap;
+    c->out_len = 0;
+    uv_buf_t buf = uv_buf_init((char *)c->wbuf, (unsigned)c->wbuf_len);
+    int r = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &buf, 1, on_write);
+    if (r < 0) return r;
+    c->writing = 1;
+    return 0;
+}
+
+static void on_write(uv_write_t *req, int status) {
+    pc_client *c = req->data;
+    c->writing = 0;
+    if (status < 0) {
+        disconnect(c, status);
+        return;
+    }
+    c->k.bytes_sent += c->wbuf_len;
+    c->wbuf_len = 0;
+    if (c->state == ST_DISCONNECTED) return;
+    int r = flush(c);
+    if (r < 0) disconnect(c, r);
+}
+
+static int reserve(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap : 4096;
+    while (ncap < need)
+        ncap *= 2;
+    uint8_t *nb = realloc(*buf, ncap);
+    if (!nb) return UV_ENOMEM;
+    *buf = nb;
+    *cap = ncap;
+    return 0;
+}
+
+/* Appends one delimited message to the output buffer. */
+static int append_message(pc_client *c, const Physd__V1__ClientMessage *m) {
+    size_t size = physd__v1__client_message__get_packed_size(m);
+    if (c->hello && size > c->hello->reply->hello->max_frame) return PC_ETOOBIG;
+    if (reserve(&c->out, &c->out_cap, c->out_len + size + 10)) return UV_ENOMEM;
+    uint8_t *p = c->out + c->out_len;
+    size_t hl = 0;
+    uint64_t v = size;
+    do {
+        p[hl] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) p[hl] |= 0x80;
+        hl++;
+    } while (v);
+    size_t packed = physd__v1__client_message__pack(m, p + hl);
+    if (packed != size) return PC_EENCODE;
+    c->out_len += hl + size;
+    return 0;
+}
+
+static int send_request(pc_client *c, Physd__V1__ClientMessage *m, pc_reply_cb cb, void *data) {
+    uint64_t id = c->next_id;
+    m->request_id = id;
+    size_t mark = c->out_len;
+    int r = append_message(c, m);
+    if (r < 0) return r;
+    r = table_insert(&c->table, id, cb, data);
+    if (r < 0) {
+        c->out_len = mark;
+        return r;
+    }
+    c->next_id++;
+    r = flush(c);
+    if (r < 0) {
+        pending p;
+        table_remove(&c->table, id, &p);
+        disconnect(c, r);
+        return r;
+    }
+    c->k.requests_sent++;
+    return 0;
+}
+
+int pc_request(pc_client *c, Physd__V1__ClientMessage *m, pc_reply_cb cb, void *data) {
+    if (!c || !m) return UV_EINVAL;
+    if (c->closing || c->state != ST_CONNECTED) return PC_ENOTCONN;
+    return send_request(c, m, cb, data);
+}
+
+/* -------------------------------------------------------------- reads */
+
+static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
+    c->cur = m;
+    switch (m->msg_case) {
+    case PHYSD__V1__SERVER_MESSAGE__MSG_REPLY: {
+        c->k.replies_received++;
+        pending p;
+        if (m->reply->request_id == 0) {
+            c->rejected = 1;
+            snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", pc_status_name((int)m->reply->status),
+                     m->reply->message ? m->reply->message : "");
+        } else if (table_remove(&c->table, m->reply->request_id, &p) && p.cb) {
+            p.cb(c, 0, m->reply, p.data);
+        }
+        break;
+    }
+    case PHYSD__V1__SERVER_MESSAGE__MSG_FRAME:
+        c->k.frames++;
+        if (c->h.on_frame) c->h.on_frame(c, m->frame, c->h.data);
+        break;
+    case PHYSD__V1__SERVER_MESSAGE__MSG_STATS:
+        c->k.stats++;
+        if (c->h.on_stats) c->h.on_stats(c, m->stats, c->h.data);
+        break;
+    case PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS:
+        c->k.contacts++;
+        if (c->h.on_contacts) c->h.on_contacts(c, m->contacts, c->h.data);
+        break;
+    case PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE: {
+        const Physd__V1__Notice *n = m->notice;
+        c->k.notices++;
+        if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED && n->dropped > c->k.dropped_notified)
+            c->k.dropped_notified = n->dropped;
+        if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DISCONNECT || n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN)
+            snprintf(c->errmsg, sizeof c->errmsg, "%s", n->message && n->message[0] ? n->message : "server shutdown");
+        if (c->h.on_notice) c->h.on_notice(c, n, c->h.data);
+        break;
+    }
+    default:
+        break; /* A message kind newer than this library: ignored. */
+    }
+    if (c->cur) physd__v1__server_message__free_unpacked(c->cur, NULL);
+    c->cur = NULL;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    pc_client *c = h->data;
+    (void)suggested;
+    if (reserve(&c->in, &c->in_cap, c->in_len + 65536)) {
+        buf->base = NULL;
+        buf->len = 0;
+        return;
+    }
+    buf->base = (char *)c->in + c->in_len;
+    buf->len = c->in_cap - c->in_len;
+}
+
+/* Parses and dispatches every complete frame; returns 0 or the error that
+ * ends the connection. */
+static int drain_frames(pc_client *c) {
+    size_t pos = 0;
+    int err = 0;
+    while (pos < c->in_len && c->state != ST_DISCONNECTED && !c->closing) {
+        uint64_t len = 0;
+        size_t hl = 0, k;
+        for (k = 0; pos + k < c->in_len && k < 10; k++) {
+            len |= (uint64_t)(c->in[pos + k] & 0x7f) << (7 * k);
+            if (!(c->in[pos + k] & 0x80)) {
+                hl = k + 1;
+                break;
+            }
+        }
+        if (!hl) {
+            if (k >= 10) err = PC_EPROTO;
+            break;
+        }
+        if (len > c->max_frame) {
+            err = PC_ETOOBIG;
+            break;
+        }
+        if (c->in_len - pos - hl < len) {
+            /* Make room for the whole frame at once. */
+            if (reserve(&c->in, &c->in_cap, (c->in_len - pos) + hl + (size_t)len + 65536)) err = UV_ENOMEM;
+            break;
+        }
+        Physd__V1__ServerMessage *m = physd__v1__server_message__unpack(NULL, (size_t)len, c->in + pos + hl);
+        pos += hl + (size_t)len;
+        if (!m) {
+            err = PC_EPROTO;
+            break;
+        }
+        dispatch(c, m);
+    }
+    if (pos > 0 && pos <= c->in_len) {
+        memmove(c->in, c->in + pos, c->in_len - pos);
+        c->in_len -= pos;
+    }
+    return err;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    pc_client *c = s->data;
+    (void)buf;
+    if (c->state == ST_DISCONNECTED || c->closing) return;
+    if (nread == UV_ENOBUFS) {
+        disconnect(c, UV_ENOMEM);
+        return;
+    }
+    if (nread < 0) {
+        /* After a reply with request id 0 the server closes on purpose;
+         * the close may come as a reset (our unread bytes at its end). */
+        disconnect(c, c->rejected ? PC_EREJECTED : nread == UV_EOF ? PC_ECLOSED : (int)nread);
+        return;
+    }
+    c->in_len += (size_t)nread;
+    c->k.bytes_received += (uint64_t)nread;
+    int err = drain_frames(c);
+    if (err) disconnect(c, err);
+}
+
+/* ------------------------------------------------------------ connect */
+
+static void on_hello(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)data;
+    if (err) {
+        disconnect(c, err);
+        return;
+    }
+    if (r->status != PHYSD__V1__STATUS__STATUS_OK || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_HELLO) {
+        snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", pc_status_name((int)r->status), r->message ? r->message : "");
+        disconnect(c, PC_EHELLO);
+        return;
+    }
+    c->hello = pc_client_take_message(c);
+    if (c->hello->reply->hello->max_frame > 0) c->max_frame = c->hello->reply->hello->max_frame;
+    c->state = ST_CONNECTED;
+    uv_timer_stop(&c->timer);
+    finish_connect(c, 0);
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+    pc_client *c = req->data;
+    if (c->state != ST_CONNECTING) return; /* canceled by a timeout or close */
+    if (status < 0) {
+        disconnect(c, status);
+        return;
+    }
+    if (c->opt.nodelay) uv_tcp_nodelay(&c->tcp, 1);
+    if (c->opt.rcvbuf > 0) {
+        int v = c->opt.rcvbuf;
+        uv_recv_buffer_size((uv_handle_t *)&c->tcp, &v);
+    }
+    int r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (r < 0) {
+        disconnect(c, r);
+        return;
+    }
+    c->state = ST_HELLO;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Hello h = PHYSD__V1__HELLO__INIT;
+    h.protocol_version = PC_PROTOCOL_VERSION;
+    h.client_name = c->name;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_HELLO;
+    m.hello = &h;
+    r = send_request(c, &m, on_hello, NULL);
+    if (r < 0) disconnect(c, r);
+}
+
+static int start_connect(pc_client *c, const struct sockaddr *addr) {
+    c->state = ST_CONNECTING;
+    return uv_tcp_connect(&c->creq, &c->tcp, addr, on_connect);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+    pc_client *c = req->data;
+    c->gai_pending = 0;
+    if (c->closing || c->state != ST_RESOLVING) {
+        uv_freeaddrinfo(res);
+        maybe_free(c);
+        return;
+    }
+    if (status < 0 || !res) {
+        uv_freeaddrinfo(res);
+        disconnect(c, status < 0 ? status : UV_EAI_NONAME);
+        return;
+    }
+    const struct addrinfo *pick = res;
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    int r = start_connect(c, pick->ai_addr);
+    uv_freeaddrinfo(res);
+    if (r < 0) disconnect(c, r);
+}
+
+static void on_timeout(uv_timer_t *t) {
+    pc_client *c = t->data;
+    if (!c->connect_done) disconnect(c, UV_ETIMEDOUT);
+}
+
+void pc_options_default(pc_options *o) {
+    memset(o, 0, sizeof *o);
+    o->client_name = "pc_client";
+    o->max_frame = 64u << 20;
+    o->nodelay = 1;
+}
+
+int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
+                      const pc_options *opts, pc_connect_cb cb, void *data) {
+    if (out) *out = NULL;
+    if (!out || !loop || !host || !host[0] || port <= 0 || port > 65535 || timeout_ms < 0) return UV_EINVAL;
+    pc_client *c = calloc(1, sizeof *c);
+    if (!c) return UV_ENOMEM;
+    if (opts)
+        c->opt = *opts;
+    else
+        pc_options_default(&c->opt);
+    snprintf(c->name, sizeof c->name, "%s", c->opt.client_name ? c->opt.client_name : "pc_client");
+    c->opt.client_name = c->name;
+    c->loop = loop;
+    c->port = port;
+    c->max_frame = c->opt.max_frame ? c->opt.max_frame : (64u << 20);
+    c->next_id = 1;
+    c->connect_cb = cb;
+    c->connect_data = data;
+    c->state = ST_RESOLVING;
+    c->tcp.data = c->timer.data = c->creq.data = c->gai.data = c->wreq.data = c;
+    int r = uv_timer_init(loop, &c->timer);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    c->open_handles = 1;
+    r = uv_tcp_init(loop, &c->tcp);
+    if (r == 0) {
+        c->open_handles++;
+        c->tcp_open = 1;
+    }
+    if (r == 0 && timeout_ms > 0) r = uv_timer_start(&c->timer, on_timeout, (uint64_t)timeout_ms, 0);
+    if (r == 0) {
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        if (uv_ip4_addr(host, port, &a4) == 0) {
+            r = start_connect(c, (const struct sockaddr *)&a4);
+        } else if (uv_ip6_addr(host, port, &a6) == 0) {
+            r = start_connect(c, (const struct sockaddr *)&a6);
+        } else {
+            char service[16];
+            snprintf(service, sizeof service, "%d", port);
+            struct addrinfo hints;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_UNSPEC;
+            hints.ai_socktype = SOCK_STREAM;
+            r = uv_getaddrinfo(loop, &c->gai, on_resolved, host, service, &hints);
+            if (r == 0) c->gai_pending = 1;
+        }
+    }
+    if (r < 0) {
+        /* Nothing was reported: release quietly from the close callbacks. */
+        c->connect_done = 1;
+        c->closing = 1;
+        c->state = ST_DISCONNECTED;
+        close_tcp(c);
+        uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+        return r;
+    }
+    *out = c;
+    return 0;
+}
+
+void pc_client_close(pc_client *c, pc_close_cb cb, void *data) {
+    if (!c || c->closing) return;
+    c->closing = 1;
+    c->close_cb = cb;
+    c->close_data = data;
+    if (c->state != ST_DISCONNECTED) {
+        c->state = ST_DISCONNECTED;
+        if (c->gai_pending) uv_cancel((uv_req_t *)&c->gai);
+        close_tcp(c);
+        fail_pending(c, PC_ECANCELED);
+        finish_connect(c, PC_ECANCELED);
+    }
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+/* ---------------------------------------------------------- accessors */
+
+void pc_client_set_handlers(pc_client *c, const pc_handlers *h) {
+    if (h)
+        c->h = *h;
+    else
+        memset(&c->h, 0, sizeof c->h);
+}
+
+Physd__V1__ServerMessage *pc_client_take_message(pc_client *c) {
+    Physd__V1__ServerMessage *m = c->cur;
+    c->cur = NULL;
+    return m;
+}
+
+int pc_client_connected(const pc_client *c) { return c && !c->closing && c->state == ST_CONNECTED; }
+uv_loop_t *pc_client_loop(const pc_client *c) { return c->loop; }
+
+void pc_client_counters(const pc_client *c, pc_counters *out) {
+    *out = c->k;
+    out->pending = c->table.count;
+}
+
+const Physd__V1__HelloReply *pc_client_server_info(const pc_client *c) {
+    return c->hello ? c->hello->reply->hello : NULL;
+}
+
+const char *pc_client_error_message(const pc_client *c) { return c->errmsg; }
+void pc_client_set_data(pc_client *c, void *data) { c->user = data; }
+void *pc_client_get_data(const pc_client *c) { return c->user; }

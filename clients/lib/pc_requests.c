@@ -1,0 +1,163 @@
+/*
+ * pc_requests.c — request builders of pc_client.h: each fills one
+ * ClientMessage with stack-allocated parts and hands it to pc_request.
+ *
+ * Normal path: build, pc_request (which encodes immediately, so nothing on
+ * the stack is kept).
+ *
+ * Failure modes: those of pc_request, plus UV_EINVAL for a request kind
+ * that pc_world_request does not cover or a NULL client.
+ *
+ * Invariants: none of these keep a pointer to their arguments.
+ */
+#include "physd/pc_client.h"
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+
+int pc_ping(pc_client *c, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Ping p = PHYSD__V1__PING__INIT;
+    m.request_case = REQ(PING);
+    m.ping = &p;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_list_worlds(pc_client *c, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListWorlds l = PHYSD__V1__LIST_WORLDS__INIT;
+    m.request_case = REQ(LIST_WORLDS);
+    m.list_worlds = &l;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_create_world(pc_client *c, const char *name, const char *preset, const Physd__V1__Settings *settings,
+                    int start_paused, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.name = (char *)(name ? name : "");
+    cw.preset = (char *)(preset ? preset : "");
+    cw.settings = (Physd__V1__Settings *)settings;
+    cw.start_paused = start_paused != 0;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_world_request(pc_client *c, Physd__V1__ClientMessage__RequestCase kind, uint64_t world, pc_reply_cb cb,
+                     void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    Physd__V1__DestroyWorld dw = PHYSD__V1__DESTROY_WORLD__INIT;
+    Physd__V1__PauseWorld pw = PHYSD__V1__PAUSE_WORLD__INIT;
+    Physd__V1__ResumeWorld rw = PHYSD__V1__RESUME_WORLD__INIT;
+    Physd__V1__ResetWorld xw = PHYSD__V1__RESET_WORLD__INIT;
+    Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
+    m.request_case = kind;
+    switch (kind) {
+    case REQ(INSPECT_WORLD):
+        iw.world_id = world;
+        m.inspect_world = &iw;
+        break;
+    case REQ(DESTROY_WORLD):
+        dw.world_id = world;
+        m.destroy_world = &dw;
+        break;
+    case REQ(PAUSE):
+        pw.world_id = world;
+        m.pause = &pw;
+        break;
+    case REQ(RESUME):
+        rw.world_id = world;
+        m.resume = &rw;
+        break;
+    case REQ(RESET):
+        xw.world_id = world;
+        m.reset = &xw;
+        break;
+    case REQ(QUERY_COUNTERS):
+        qc.world_id = world;
+        m.query_counters = &qc;
+        break;
+    default:
+        return UV_EINVAL;
+    }
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_inspect_world(pc_client *c, uint64_t world, int include_bodies, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = world;
+    iw.include_bodies = include_bodies != 0;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_step(pc_client *c, uint64_t world, uint32_t steps, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+    s.world_id = world;
+    s.steps = steps;
+    m.request_case = REQ(STEP);
+    m.step = &s;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_change_settings(pc_client *c, uint64_t world, const Physd__V1__Settings *set, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    cs.world_id = world;
+    cs.settings = (Physd__V1__Settings *)set;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &cs;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_edit(pc_client *c, uint64_t world, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = world;
+    eb.ops = ops;
+    eb.n_ops = n;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_subscribe(pc_client *c, uint64_t world, Physd__V1__StreamKind kind, uint32_t every, const uint64_t *ids,
+                 size_t n, int per_iteration_merits, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    s.world_id = world;
+    s.kind = kind;
+    s.every = every;
+    s.body_ids = (uint64_t *)ids;
+    s.n_body_ids = ids ? n : 0;
+    s.per_iteration_merits = per_iteration_merits != 0;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_unsubscribe(pc_client *c, uint64_t subscription, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Unsubscribe u = PHYSD__V1__UNSUBSCRIBE__INIT;
+    u.subscription_id = subscription;
+    m.request_case = REQ(UNSUBSCRIBE);
+    m.unsubscribe = &u;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_query_bodies(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, int include_shapes, pc_reply_cb cb,
+                    void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
+    q.world_id = world;
+    q.body_ids = (uint64_t *)ids;
+    q.n_body_ids = ids ? n : 0;
+    q.include_shapes = include_shapes != 0;
+    m.request_case = REQ(QUERY_BODIES);
+    m.query_bodies = &q;
+    return pc_request(c, &m, cb, data);
+}

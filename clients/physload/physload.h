@@ -1,0 +1,89 @@
+/*
+ * physload.h — what the files of physload share: the scenario, the
+ * latency histogram, the per-client and per-world state, the totals and
+ * the report.
+ */
+#ifndef PHYSD_PHYSLOAD_H
+#define PHYSD_PHYSLOAD_H
+
+#include <stdint.h>
+
+#include "json.h"
+#include "physd/pc_client.h"
+
+/* What to run (flags or a JSON scenario file with the same keys). */
+typedef struct scenario {
+    char host[256];
+    int port;
+    int clients;         /* connections, default 10 */
+    double duration;     /* s, default 10 (ramp-up included) */
+    double ramp;         /* s over which the clients connect, default 1 */
+    int worlds;          /* worlds created (by the first clients), default max(1, clients / 5) */
+    char preset[64];     /* scene of each world, default "box_drop" */
+    double tick_rate;    /* Hz of each world, default 60 */
+    double edit_rate;    /* edit batches per second per client, default 2 */
+    double query_rate;   /* body queries per second per client, default 5 */
+    int subscribe_every; /* transform frames every k-th tick, 0 = no subscription; default 1 */
+    double subscribers;  /* fraction of the clients that subscribe, default 1 */
+    int keep;            /* keep the worlds at the end, default 0 (destroyed) */
+    int json;            /* print the report as one JSON object */
+    int quiet;           /* no progress line */
+    int timeout_ms;      /* connect timeout, default 5000 */
+} scenario;
+
+void scenario_defaults(scenario *s);
+/* Applies the keys of a JSON object; 0 or -1 with err. */
+int scenario_from_json(scenario *s, const js_value *v, char *err, size_t n);
+/* Parses argv (flags and --scenario FILE); 0, 1 for --help (printed), or
+ * -1 with err. */
+int scenario_from_args(scenario *s, int argc, char **argv, char *err, size_t n);
+void scenario_usage(void);
+void scenario_write_json(jw *w, const scenario *s);
+
+/* Reply latencies: 64 sub-buckets per power of two (about 1.1 %). */
+#define HIST_BUCKETS (64 * 40)
+typedef struct histogram {
+    uint64_t count[HIST_BUCKETS];
+    uint64_t n, max_ns;
+    double sum_ns;
+} histogram;
+
+void hist_add(histogram *h, uint64_t ns);
+/* The q-quantile (0..1) in ns (the middle of its bucket; max for 1). */
+double hist_quantile(const histogram *h, double q);
+
+/* Error counts by name ("NOT_FOUND", "PC_ECLOSED", "ECONNREFUSED"). */
+#define MAX_ERROR_KINDS 32
+typedef struct error_counts {
+    char name[MAX_ERROR_KINDS][40];
+    uint64_t count[MAX_ERROR_KINDS];
+    int n;
+    uint64_t total;
+} error_counts;
+
+void errors_add(error_counts *e, const char *name);
+
+/* The totals the report is made of. */
+typedef struct totals {
+    double elapsed_s; /* from the start to the end of the measured run */
+    int connected, connect_failed, disconnected;
+    int worlds_ready;
+    uint64_t requests, replies; /* load requests (edits and queries) */
+    uint64_t edits, queries;
+    uint64_t all_requests, all_replies; /* including set-up and check requests */
+    uint64_t frames, frame_gaps, dropped_notified;
+    uint64_t bytes_received, bytes_sent;
+    histogram lat;
+    error_counts errors;
+    /* The server's own counts, summed over the worlds (query_counters). */
+    int checked;
+    uint64_t edits_acked, edits_applied;
+    uint64_t pushes_received, pushes_queued, pushes_dropped;
+    uint64_t ticks;
+    int agree;
+} totals;
+
+void report_text(const scenario *s, const totals *t, FILE *f);
+void report_json(const scenario *s, const totals *t, FILE *f);
+
+#endif

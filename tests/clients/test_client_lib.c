@@ -1,0 +1,751 @@
+/*
+ * test_client_lib.c — the client library (clients/lib) against a real
+ * physd on 127.0.0.1 (in process, on its own thread and loop) and against
+ * a scripted fake server in the test's own loop.
+ *
+ * Shows: 1000 pipelined requests in flight at once, every reply matched to
+ * its request (ping payloads echoed, world ids, payload kinds) and every
+ * callback called exactly once; subscription callbacks for frames (tick
+ * spacing = every), statistics with per-iteration merits, contact events
+ * and notices; clear errors when the server is absent (connection refused),
+ * silent (connect timeout), rejects the connection (max_connections), or
+ * closes the connection with requests pending (each gets PC_ECLOSED once,
+ * then on_disconnect); malformed and oversized frames; a failing function
+ * never calls its callback. Every test closes its loop (uv_loop_close
+ * returns 0).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+#include "physd/pc_client.h"
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+
+static double now_s(void) { return itest_now(); }
+
+/* Runs the loop until *flag is set or timeout_s passes. */
+static void run_until(uv_loop_t *loop, const int *flag, double timeout_s) {
+    double end = now_s() + timeout_s;
+    while (!*flag && now_s() < end)
+        uv_run(loop, UV_RUN_NOWAIT), uv_sleep(0);
+}
+
+static void close_loop(uv_loop_t *loop) {
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static int start_server(int max_connections) {
+    ps_config cfg;
+    itest_config(&cfg);
+    if (max_connections) cfg.max_connections = max_connections;
+    return itest_start(&cfg);
+}
+
+/* ------------------------------------------------------ error table */
+
+static void test_error_table(void **state) {
+    (void)state;
+    assert_string_equal(pc_err_name(PC_ECLOSED), "PC_ECLOSED");
+    assert_string_equal(pc_strerror(PC_ECLOSED), "connection closed by the server");
+    assert_string_equal(pc_err_name(UV_ECONNREFUSED), "ECONNREFUSED");
+    assert_string_equal(pc_strerror(UV_ETIMEDOUT), uv_strerror(UV_ETIMEDOUT));
+    assert_string_equal(pc_status_name(5), "NOT_FOUND");
+    assert_string_equal(pc_status_name(0), "OK");
+    /* Bad arguments fail synchronously and never call the callback. */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pc_client *c = (pc_client *)1;
+    assert_int_equal(pc_client_connect(&c, &loop, "127.0.0.1", 0, 100, NULL, NULL, NULL), UV_EINVAL);
+    assert_null(c);
+    assert_int_equal(pc_client_connect(&c, &loop, "", 7447, 100, NULL, NULL, NULL), UV_EINVAL);
+    close_loop(&loop);
+}
+
+/* ------------------------------------------------------- pipelining */
+
+#define NPIPE 1000
+
+typedef struct pipe_req {
+    uint64_t id;   /* the request id pc_request assigned */
+    int kind;      /* 0 ping, 1 inspect, 2 counters */
+    int calls;     /* callback count */
+    int ok;        /* the reply matched */
+    uint64_t tick; /* world requests: reply tick */
+} pipe_req;
+
+static uint64_t g_world;
+static int g_replies;
+
+static void on_pipe_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    pipe_req *q = data;
+    q->calls++;
+    g_replies++;
+    if (err || r->request_id != q->id || r->status != ST(OK)) return;
+    char want[32];
+    snprintf(want, sizeof want, "req-%llu", (unsigned long long)q->id);
+    switch (q->kind) {
+    case 0:
+        q->ok = r->payload_case == PHYSD__V1__REPLY__PAYLOAD_PONG && r->pong->payload.len == strlen(want) &&
+                memcmp(r->pong->payload.data, want, strlen(want)) == 0;
+        break;
+    case 1:
+        q->ok = r->payload_case == PHYSD__V1__REPLY__PAYLOAD_WORLD && r->world->world_id == g_world;
+        q->tick = r->tick;
+        break;
+    default:
+        q->ok = r->payload_case == PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
+        q->tick = r->tick;
+        break;
+    }
+}
+
+static void test_pipelining(void **state) {
+    (void)state;
+    int port = start_server(0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pc_client *c = NULL;
+    pc_options o;
+    pc_options_default(&o);
+    o.client_name = "pipeline";
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", port, 5000, &o), 0);
+    assert_true(pc_client_connected(c));
+    assert_string_equal(pc_client_server_info(c)->server, "physd 0.1.0");
+
+    /* A running world, so that world requests wait for tick boundaries
+     * while pings are answered at once: replies come out of order. */
+    Physd__V1__ServerMessage *rep = NULL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.preset = "stack20";
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    assert_int_equal(pc_call(c, &m, 5000, &rep), 0);
+    assert_int_equal(rep->reply->status, ST(OK));
+    g_world = rep->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(rep, NULL);
+
+    pipe_req *q = calloc(NPIPE, sizeof *q);
+    char payload[32];
+    g_replies = 0;
+    double t0 = now_s();
+    for (int i = 0; i < NPIPE; i++) {
+        q[i].kind = i % 3;
+        Physd__V1__ClientMessage cm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Ping p = PHYSD__V1__PING__INIT;
+        Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+        Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
+        if (q[i].kind == 0) {
+            /* The id pc_request will assign is the next one; the payload
+             * names it so the echo proves the match. */
+            pc_counters k;
+            pc_client_counters(c, &k);
+            snprintf(payload, sizeof payload, "req-%llu", (unsigned long long)(k.requests_sent + 1));
+            p.payload.data = (uint8_t *)payload;
+            p.payload.len = strlen(payload);
+            cm.request_case = REQ(PING);
+            cm.ping = &p;
+        } else if (q[i].kind == 1) {
+            iw.world_id = g_world;
+            cm.request_case = REQ(INSPECT_WORLD);
+            cm.inspect_world = &iw;
+        } else {
+            qc.world_id = g_world;
+            cm.request_case = REQ(QUERY_COUNTERS);
+            cm.query_counters = &qc;
+        }
+        assert_int_equal(pc_request(c, &cm, on_pipe_reply, &q[i]), 0);
+        q[i].id = cm.request_id;
+    }
+    pc_counters k;
+    pc_client_counters(c, &k);
+    /* All 1000 are in flight before the loop runs once. */
+    assert_int_equal(k.pending, NPIPE);
+    int all = 0;
+    double end = now_s() + 20;
+    while (g_replies < NPIPE && now_s() < end)
+        uv_run(&loop, UV_RUN_ONCE);
+    double dt = now_s() - t0;
+    all = g_replies == NPIPE;
+    assert_true(all);
+    int out_of_order = 0;
+    uint64_t last_id = 0;
+    (void)last_id;
+    uint64_t last_world_tick = 0;
+    for (int i = 0; i < NPIPE; i++) {
+        assert_int_equal(q[i].calls, 1);
+        if (!q[i].ok)
+            fail_msg("request %d (id %llu, kind %d) did not match its reply", i, (unsigned long long)q[i].id,
+                     q[i].kind);
+        if (i > 0) assert_int_equal(q[i].id, q[i - 1].id + 1);
+        if (q[i].kind != 0) {
+            /* Requests on one world are answered in order. */
+            assert_true(q[i].tick >= last_world_tick);
+            last_world_tick = q[i].tick;
+        }
+    }
+    pc_client_counters(c, &k);
+    assert_int_equal(k.pending, 0);
+    assert_int_equal(k.replies_received, NPIPE + 2); /* hello, create */
+    (void)out_of_order;
+    printf("    1000 pipelined requests (ping/inspect/counters) answered in %.1f ms, %llu bytes sent, %llu received\n",
+           dt * 1e3, (unsigned long long)k.bytes_sent, (unsigned long long)k.bytes_received);
+    free(q);
+    pc_close_sync(c);
+    close_loop(&loop);
+    itest_stop();
+}
+
+/* ---------------------------------------------------- subscriptions */
+
+typedef struct sub_state {
+    uint64_t world, box;
+    int frames, stats, contact_msgs, begins, notices, destroyed;
+    uint64_t first_tick, last_tick;
+    int bad_spacing;
+    int stats_iters_ok, stats_with_rows;
+    int stats_seen_iters;
+    double last_z;
+} sub_state;
+
+static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
+    (void)c;
+    sub_state *s = data;
+    if (f->world_id != s->world) return;
+    if (s->frames > 0 && f->tick != s->last_tick + 2) s->bad_spacing++;
+    if (s->frames == 0) s->first_tick = f->tick;
+    s->last_tick = f->tick;
+    s->frames++;
+    for (size_t i = 0; i < f->n_body_ids; i++)
+        if (f->body_ids[i] == s->box && f->n_poses >= 7 * (i + 1)) s->last_z = f->poses[7 * i + 2];
+}
+
+static void on_stats(pc_client *c, const Physd__V1__Stats *st, void *data) {
+    (void)c;
+    sub_state *s = data;
+    s->stats++;
+    /* Steps with constraint rows carry one merit per iteration run. */
+    if (st->rows > 0) {
+        s->stats_with_rows++;
+        if (st->n_fischer == st->iterations && st->n_minmap == st->iterations && st->iterations > 0)
+            s->stats_iters_ok++;
+        s->stats_seen_iters = (int)st->max_iterations;
+    }
+}
+
+static void on_contacts(pc_client *c, const Physd__V1__ContactEvents *e, void *data) {
+    (void)c;
+    sub_state *s = data;
+    s->contact_msgs++;
+    for (size_t i = 0; i < e->n_events; i++)
+        if (e->events[i]->begin) s->begins++;
+}
+
+static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data) {
+    (void)c;
+    sub_state *s = data;
+    s->notices++;
+    if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED && n->world_id == s->world) s->destroyed = 1;
+}
+
+typedef struct reply_box {
+    int done, err, status;
+    uint64_t value;
+} reply_box;
+
+static void on_box(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    reply_box *b = data;
+    b->done++;
+    b->err = err;
+    if (!err) {
+        b->status = (int)r->status;
+        if (r->payload_case == PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION) b->value = r->subscription->subscription_id;
+        if (r->payload_case == PHYSD__V1__REPLY__PAYLOAD_WORLD) b->value = r->world->world_id;
+    }
+}
+
+static void test_subscriptions(void **state) {
+    (void)state;
+    int port = start_server(0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pc_client *c = NULL;
+    assert_int_equal(pc_connect_sync(&c, &loop, "localhost", port, 5000, NULL), 0);
+    sub_state s;
+    memset(&s, 0, sizeof s);
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, NULL, &s};
+    pc_client_set_handlers(c, &h);
+
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__DoubleValue rate = PHYSD__V1__DOUBLE_VALUE__INIT;
+    rate.value = 240;
+    set.tick_rate = &rate;
+    reply_box created = {0};
+    assert_int_equal(pc_create_world(c, "drop", "box_drop", &set, 0, on_box, &created), 0);
+    run_until(&loop, &created.done, 5);
+    assert_int_equal(created.status, ST(OK));
+    s.world = created.value;
+
+    reply_box sub[3] = {{0}, {0}, {0}};
+    assert_int_equal(
+        pc_subscribe(c, s.world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 2, NULL, 0, 0, on_box, &sub[0]), 0);
+    assert_int_equal(pc_subscribe(c, s.world, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 1, on_box, &sub[1]), 0);
+    assert_int_equal(pc_subscribe(c, s.world, PHYSD__V1__STREAM_KIND__STREAM_CONTACTS, 1, NULL, 0, 0, on_box, &sub[2]),
+                     0);
+    run_until(&loop, &sub[2].done, 5);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sub[i].done, 1);
+        assert_int_equal(sub[i].status, ST(OK));
+        assert_true(sub[i].value > 0);
+    }
+    /* The box of box_drop is the second body (after the ground plane). */
+    Physd__V1__ServerMessage *rep = NULL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = s.world;
+    iw.include_bodies = 1;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    assert_int_equal(pc_call(c, &m, 5000, &rep), 0);
+    assert_int_equal(rep->reply->world->n_body_ids, 2);
+    s.box = rep->reply->world->body_ids[1];
+    physd__v1__server_message__free_unpacked(rep, NULL);
+
+    /* 240 Hz for 1.5 s: the box (dropped from z = 3) lands and rests. */
+    double end = now_s() + 10;
+    while ((s.frames < 150 || s.begins == 0) && now_s() < end)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_true(s.frames >= 150);
+    assert_int_equal(s.bad_spacing, 0);
+    assert_int_equal(s.first_tick % 2, 0);
+    assert_true(s.stats >= 2 * s.frames - 4);
+    assert_true(s.stats_with_rows > 0);
+    assert_int_equal(s.stats_iters_ok, s.stats_with_rows);
+    assert_true(s.stats_seen_iters > 0);
+    assert_true(s.begins >= 1);
+    assert_true(s.last_z > 0.4 && s.last_z < 0.9);
+    printf("    %d frames (every 2nd tick, ticks %llu..%llu), %d stats with per-iteration merits, %d contact "
+           "pushes (%d begin events), box at z = %.3f m\n",
+           s.frames, (unsigned long long)s.first_tick, (unsigned long long)s.last_tick, s.stats, s.contact_msgs,
+           s.begins, s.last_z);
+
+    /* Destroying the world: a notice, and no more frames. */
+    reply_box destroyed = {0};
+    assert_int_equal(pc_world_request(c, REQ(DESTROY_WORLD), s.world, on_box, &destroyed), 0);
+    run_until(&loop, &s.destroyed, 5);
+    assert_int_equal(destroyed.done, 1);
+    assert_int_equal(destroyed.status, ST(OK));
+    assert_int_equal(s.destroyed, 1);
+    pc_close_sync(c);
+    close_loop(&loop);
+    itest_stop();
+}
+
+/* -------------------------------------------------- absent servers */
+
+typedef struct conn_box {
+    int calls, status;
+} conn_box;
+
+static void on_conn(pc_client *c, int status, void *data) {
+    (void)c;
+    conn_box *b = data;
+    b->calls++;
+    b->status = status;
+}
+
+/* A port where nothing listens: bind an ephemeral port, then release it. */
+static int free_port(uv_loop_t *loop) {
+    uv_tcp_t t;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(loop, &t);
+    assert_int_equal(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    uv_tcp_getsockname(&t, (struct sockaddr *)&ss, &len);
+    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return port;
+}
+
+static void test_server_absent(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int port = free_port(&loop);
+    conn_box b = {0, 0};
+    pc_client *c = NULL;
+    assert_int_equal(pc_client_connect(&c, &loop, "127.0.0.1", port, 2000, NULL, on_conn, &b), 0);
+    /* Not connected yet: requests fail at once, without a callback. */
+    reply_box never = {0};
+    assert_int_equal(pc_ping(c, on_box, &never), PC_ENOTCONN);
+    double t0 = now_s();
+    run_until(&loop, &b.calls, 5);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.status, UV_ECONNREFUSED);
+    printf("    absent server: %s (%s) after %.2f ms\n", pc_err_name(b.status), pc_strerror(b.status),
+           (now_s() - t0) * 1e3);
+    assert_int_equal(pc_ping(c, on_box, &never), PC_ENOTCONN);
+    pc_close_sync(c);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(never.done, 0);
+
+    /* The blocking helper reports the same and leaves nothing behind. */
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", port, 2000, NULL), UV_ECONNREFUSED);
+    assert_null(c);
+    close_loop(&loop);
+}
+
+/* ------------------------------------------------ a scripted server */
+
+/* What the fake server does after the hello. */
+enum { FAKE_SILENT, FAKE_ANSWER_HALF_THEN_CLOSE, FAKE_REJECT, FAKE_GARBAGE, FAKE_HUGE };
+
+typedef struct fake {
+    uv_tcp_t listener, conn;
+    int mode, port, accepted, conn_open;
+    uint8_t buf[1 << 16];
+    size_t len;
+    int hello_done, requests;
+    uint64_t ids[64];
+} fake;
+
+static void fake_send(fake *f, const Physd__V1__ServerMessage *m) {
+    size_t n = physd__v1__server_message__get_packed_size(m);
+    uint8_t *b = malloc(n + 10);
+    size_t hl = 0;
+    uint64_t v = n;
+    do {
+        b[hl] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) b[hl] |= 0x80;
+        hl++;
+    } while (v);
+    physd__v1__server_message__pack(m, b + hl);
+    uv_buf_t buf = uv_buf_init((char *)b, (unsigned)(hl + n));
+    /* Small messages on loopback: try_write writes them whole. */
+    assert_int_equal(uv_try_write((uv_stream_t *)&f->conn, &buf, 1), (int)(hl + n));
+    free(b);
+}
+
+static void fake_reply(fake *f, uint64_t id, int status, const char *msg) {
+    Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+    Physd__V1__Reply r = PHYSD__V1__REPLY__INIT;
+    Physd__V1__HelloReply hr = PHYSD__V1__HELLO_REPLY__INIT;
+    r.request_id = id;
+    r.status = (Physd__V1__Status)status;
+    r.message = (char *)msg;
+    if (id == 1) {
+        hr.protocol_version = 1;
+        hr.server = "fake";
+        hr.max_frame = 4096;
+        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_HELLO;
+        r.hello = &hr;
+    }
+    sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+    sm.reply = &r;
+    fake_send(f, &sm);
+}
+
+static int g_fake_closing;
+
+static void fake_closed(uv_handle_t *h) {
+    (void)h;
+    g_fake_closing--;
+}
+
+static void fake_close(fake *f) {
+    if (f->conn_open) {
+        g_fake_closing++;
+        uv_close((uv_handle_t *)&f->conn, fake_closed);
+    }
+    f->conn_open = 0;
+}
+
+static void fake_alloc(uv_handle_t *h, size_t s, uv_buf_t *b) {
+    fake *f = h->data;
+    (void)s;
+    b->base = (char *)f->buf + f->len;
+    b->len = sizeof f->buf - f->len;
+}
+
+static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+    fake *f = st->data;
+    (void)b;
+    if (n < 0) {
+        fake_close(f);
+        return;
+    }
+    f->len += (size_t)n;
+    for (;;) {
+        uint64_t len = 0;
+        size_t hl = 0;
+        for (size_t k = 0; k < f->len && k < 10; k++) {
+            len |= (uint64_t)(f->buf[k] & 0x7f) << (7 * k);
+            if (!(f->buf[k] & 0x80)) {
+                hl = k + 1;
+                break;
+            }
+        }
+        if (!hl || f->len < hl + len) return;
+        Physd__V1__ClientMessage *m = physd__v1__client_message__unpack(NULL, (size_t)len, f->buf + hl);
+        assert_non_null(m);
+        uint64_t id = m->request_id;
+        int is_hello = m->request_case == REQ(HELLO);
+        physd__v1__client_message__free_unpacked(m, NULL);
+        memmove(f->buf, f->buf + hl + len, f->len - hl - len);
+        f->len -= hl + (size_t)len;
+        if (is_hello) {
+            f->hello_done = 1;
+            if (f->mode == FAKE_SILENT) continue;
+            if (f->mode == FAKE_REJECT) {
+                fake_reply(f, 0, 8, "too many connections");
+                fake_close(f);
+                return;
+            }
+            fake_reply(f, id, 0, "ok");
+            continue;
+        }
+        if (f->mode == FAKE_GARBAGE) {
+            /* A 5-byte frame that is not a ServerMessage. */
+            uv_buf_t g = uv_buf_init("\x05\xff\xff\xff\xff\xff", 6);
+            uv_try_write((uv_stream_t *)&f->conn, &g, 1);
+        } else if (f->mode == FAKE_HUGE) {
+            uv_buf_t g = uv_buf_init("\x80\x80\x80\x01", 4); /* 2 MiB > max_frame 4096 */
+            uv_try_write((uv_stream_t *)&f->conn, &g, 1);
+        }
+        if (f->requests < 64) f->ids[f->requests] = id;
+        f->requests++;
+        if (f->mode == FAKE_ANSWER_HALF_THEN_CLOSE && f->requests == 50) {
+            /* Answer the even-numbered half (out of order), then hang up. */
+            for (int i = 48; i >= 0; i -= 2)
+                fake_reply(f, f->ids[i], 0, "ok");
+            fake_close(f);
+            return;
+        }
+    }
+}
+
+static void fake_accept(uv_stream_t *server, int status) {
+    fake *f = server->data;
+    assert_int_equal(status, 0);
+    uv_tcp_init(server->loop, &f->conn);
+    f->conn.data = f;
+    assert_int_equal(uv_accept(server, (uv_stream_t *)&f->conn), 0);
+    f->accepted++;
+    f->conn_open = 1;
+    uv_read_start((uv_stream_t *)&f->conn, fake_alloc, fake_read);
+}
+
+static void fake_start(fake *f, uv_loop_t *loop, int mode) {
+    memset(f, 0, sizeof *f);
+    f->mode = mode;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(loop, &f->listener);
+    f->listener.data = f;
+    assert_int_equal(uv_tcp_bind(&f->listener, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->listener, 16, fake_accept), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    uv_tcp_getsockname(&f->listener, (struct sockaddr *)&ss, &len);
+    f->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Closes both handles and runs the loop until they are closed, so that f
+ * can be reused. */
+static void fake_stop(fake *f) {
+    fake_close(f);
+    g_fake_closing++;
+    uv_close((uv_handle_t *)&f->listener, fake_closed);
+    while (g_fake_closing > 0)
+        uv_run(f->listener.loop, UV_RUN_ONCE);
+}
+
+static void test_connect_timeout(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fake f;
+    fake_start(&f, &loop, FAKE_SILENT);
+    conn_box b = {0, 0};
+    pc_client *c = NULL;
+    double t0 = now_s();
+    assert_int_equal(pc_client_connect(&c, &loop, "127.0.0.1", f.port, 300, NULL, on_conn, &b), 0);
+    run_until(&loop, &b.calls, 5);
+    double dt = now_s() - t0;
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.status, UV_ETIMEDOUT);
+    assert_true(f.hello_done);
+    assert_true(dt >= 0.29 && dt < 2.0);
+    printf("    silent server: %s after %.0f ms (timeout 300 ms)\n", pc_err_name(b.status), dt * 1e3);
+    pc_close_sync(c);
+    assert_int_equal(b.calls, 1);
+    fake_stop(&f);
+    close_loop(&loop);
+}
+
+typedef struct close_state {
+    int calls[50];
+    int errs[50];
+    int ok;
+    int disconnects, disconnect_err, pending_at_disconnect;
+    int closed_cb;
+} close_state;
+
+static close_state g_cs;
+
+static void on_half(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    (void)r;
+    int i = (int)(intptr_t)data;
+    g_cs.calls[i]++;
+    g_cs.errs[i] = err;
+    if (!err) g_cs.ok++;
+}
+
+static void on_disc(pc_client *c, int err, void *data) {
+    (void)data;
+    pc_counters k;
+    pc_client_counters(c, &k);
+    g_cs.disconnects++;
+    g_cs.disconnect_err = err;
+    g_cs.pending_at_disconnect = (int)k.pending;
+    /* Requests after the loss fail at once. */
+    assert_int_equal(pc_ping(c, NULL, NULL), PC_ENOTCONN);
+}
+
+static void test_server_closes(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fake f;
+    fake_start(&f, &loop, FAKE_ANSWER_HALF_THEN_CLOSE);
+    pc_client *c = NULL;
+    memset(&g_cs, 0, sizeof g_cs);
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, NULL), 0);
+    pc_handlers h = {0};
+    h.on_disconnect = on_disc;
+    pc_client_set_handlers(c, &h);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(pc_ping(c, on_half, (void *)(intptr_t)i), 0);
+    run_until(&loop, &g_cs.disconnects, 5);
+    assert_int_equal(g_cs.disconnects, 1);
+    assert_int_equal(g_cs.disconnect_err, PC_ECLOSED);
+    assert_int_equal(g_cs.pending_at_disconnect, 0);
+    assert_int_equal(g_cs.ok, 25);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(g_cs.calls[i], 1);
+        assert_int_equal(g_cs.errs[i], i % 2 == 0 ? 0 : PC_ECLOSED);
+    }
+    printf("    server closed with 50 in flight: 25 replies, 25 x %s, on_disconnect once\n", pc_err_name(PC_ECLOSED));
+    pc_close_sync(c);
+    fake_stop(&f);
+
+    /* A reply with request id 0, then EOF: the connect fails with the
+     * server's message. */
+    fake_start(&f, &loop, FAKE_REJECT);
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, NULL), PC_EREJECTED);
+    fake_stop(&f);
+
+    /* Malformed and oversized frames end the connection. */
+    int modes[2] = {FAKE_GARBAGE, FAKE_HUGE}, want[2] = {PC_EPROTO, PC_ETOOBIG};
+    for (int k = 0; k < 2; k++) {
+        fake_start(&f, &loop, modes[k]);
+        memset(&g_cs, 0, sizeof g_cs);
+        assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, NULL), 0);
+        pc_client_set_handlers(c, &h);
+        assert_int_equal(pc_ping(c, on_half, (void *)(intptr_t)0), 0);
+        run_until(&loop, &g_cs.disconnects, 5);
+        assert_int_equal(g_cs.disconnect_err, want[k]);
+        assert_int_equal(g_cs.calls[0], 1);
+        assert_int_equal(g_cs.errs[0], want[k]);
+        pc_close_sync(c);
+        fake_stop(&f);
+    }
+    close_loop(&loop);
+}
+
+/* pc_client_close with requests pending: each gets PC_ECANCELED once. */
+static void test_close_cancels(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fake f;
+    fake_start(&f, &loop, FAKE_ANSWER_HALF_THEN_CLOSE);
+    pc_client *c = NULL;
+    memset(&g_cs, 0, sizeof g_cs);
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, NULL), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(pc_ping(c, on_half, (void *)(intptr_t)i), 0);
+    pc_close_sync(c);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(g_cs.calls[i], 1);
+        assert_int_equal(g_cs.errs[i], PC_ECANCELED);
+    }
+    fake_stop(&f);
+    close_loop(&loop);
+}
+
+/* A real physd with max_connections = 1 rejects the second connection. */
+static void test_server_rejects(void **state) {
+    (void)state;
+    int port = start_server(1);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pc_client *a = NULL, *b = NULL;
+    assert_int_equal(pc_connect_sync(&a, &loop, "127.0.0.1", port, 5000, NULL), 0);
+    conn_box box = {0, 0};
+    assert_int_equal(pc_client_connect(&b, &loop, "127.0.0.1", port, 5000, NULL, on_conn, &box), 0);
+    run_until(&loop, &box.calls, 5);
+    assert_int_equal(box.calls, 1);
+    /* physd writes the error reply and closes at once; when our hello is
+     * still unread at its end the close is a reset, which may discard the
+     * reply before we read it (then ECONNRESET; reported as a server
+     * issue). Normally the reply is read first: PC_EREJECTED. */
+    if (box.status != UV_ECONNRESET) {
+        assert_int_equal(box.status, PC_EREJECTED);
+        assert_non_null(strstr(pc_client_error_message(b), "RESOURCE_EXHAUSTED"));
+    }
+    printf("    second connection: %s: %s\n", pc_err_name(box.status), pc_client_error_message(b));
+    pc_close_sync(b);
+
+    /* Server shutdown: the notice, then PC_ECLOSED. (A world is created
+     * first: physd's shutdown with no world ever created trips UBSan in
+     * server.c, memcpy from a NULL host list; reported.) */
+    reply_box created = {0};
+    assert_int_equal(pc_create_world(a, NULL, NULL, NULL, 1, on_box, &created), 0);
+    run_until(&loop, &created.done, 5);
+    assert_int_equal(created.status, ST(OK));
+    sub_state s;
+    memset(&s, 0, sizeof s);
+    memset(&g_cs, 0, sizeof g_cs);
+    pc_handlers h = {NULL, NULL, NULL, on_notice, on_disc, &s};
+    pc_client_set_handlers(a, &h);
+    itest_stop();
+    run_until(&loop, &g_cs.disconnects, 5);
+    assert_int_equal(s.notices, 1);
+    assert_int_equal(g_cs.disconnects, 1);
+    assert_int_equal(g_cs.disconnect_err, PC_ECLOSED);
+    assert_non_null(strstr(pc_client_error_message(a), "shutting down"));
+    pc_close_sync(a);
+    close_loop(&loop);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_table),     cmocka_unit_test(test_pipelining),
+        cmocka_unit_test(test_subscriptions),   cmocka_unit_test(test_server_absent),
+        cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_server_closes),
+        cmocka_unit_test(test_close_cancels),   cmocka_unit_test(test_server_rejects),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
