@@ -40,6 +40,7 @@ typedef struct options {
     int steps;   /* 0 = the preset's reference length */
     int repeat;
     int substeps;
+    int physd_split; /* physd runs a budget of N sweeps as this many substeps of N / split */
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
@@ -59,6 +60,9 @@ static void usage(FILE *out) {
             "  --steps N             steps per run (default: the preset's, 600 for the benchmark scenes)\n"
             "  --repeat R            run each configuration R times, one line each (default 1)\n"
             "  --substeps N          substeps per step in every engine (default 1)\n"
+            "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
+            "                        iterations, its default step (default 2; 1 = like the others;\n"
+            "                        ignored with --substeps)\n"
             "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
             "                        (default: they do not, the usual convention of both)\n"
             "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
@@ -90,6 +94,7 @@ static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 1;
     o->substeps = 1;
+    o->physd_split = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -153,6 +158,8 @@ static int parse_args(int argc, char **argv, options *o) {
             i++;
         } else if (strcmp(a, "--substeps") == 0) {
             if (parse_int(a, v, 1, 64, &o->substeps)) return -1;
+        } else if (strcmp(a, "--physd-split") == 0) {
+            if (parse_int(a, v, 1, 64, &o->physd_split)) return -1;
             i++;
         } else {
             fprintf(stderr, "physd-bench: unknown argument '%s'\n", a);
@@ -227,6 +234,13 @@ int main(int argc, char **argv) {
                     .physd_from_desc = o.physd_from_desc,
                     .physd_record_merits = o.physd_record_merits,
                 };
+                /* The same budget of sweeps per step in every engine; physd
+                 * spends it its own default way (2 substeps x N/2). */
+                if (strcmp(o.engines[e]->name, "physd") == 0 && o.substeps == 1 && o.physd_split > 1 &&
+                    o.iterations[it] >= o.physd_split) {
+                    cfg.substeps = o.physd_split;
+                    cfg.iterations = o.iterations[it] / o.physd_split;
+                }
                 for (int r = 0; r < o.repeat; r++) {
                     run_result res;
                     char err[256];

@@ -52,11 +52,16 @@ def read_runs(stream):
 
 
 def group(runs):
-    """{(scene, iterations, engine): [runs]} plus the scenes in input order."""
+    """{(scene, budget, engine): [runs]} plus the scenes in input order. The
+    budget is substeps x iterations, the solver sweeps per step, so physd's
+    2 x 5 is compared with the others' 1 x 10."""
     groups = {}
     scenes = []
     for r in runs:
-        key = (r["scene"], r.get("iterations"), r["engine"])
+        budget = r.get("budget")
+        if budget is None and r.get("iterations") is not None:
+            budget = r["iterations"] * (r.get("substeps") or 1)
+        key = (r["scene"], budget, r["engine"])
         groups.setdefault(key, []).append(r)
         if r["scene"] not in scenes:
             scenes.append(r["scene"])
@@ -84,7 +89,7 @@ def main():
     groups, scenes = group(runs)
     keys = sorted(groups, key=sort_key(scenes))
 
-    print("| engine | scene | iterations | ms/step (median) | drift (m) | top loss (m) "
+    print("| engine | scene | sweeps/step (substeps × iterations) | ms/step (median) | drift (m) | top loss (m) "
           "| penetration (m) | below ground | joint error (m) | NaN |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for k in keys:
@@ -92,12 +97,13 @@ def main():
         r = rs[0]
         ms = median_ms(rs)
         runs_note = f" ({len(rs)} runs)" if len(rs) > 1 else ""
-        print(f"| {r['engine']} | {r['scene']} | {fmt(r.get('iterations'))} | {fmt(ms)}{runs_note} "
+        split = f"{fmt(k[1])} ({fmt(r.get('substeps') or 1)} × {fmt(r.get('iterations'))})"
+        print(f"| {r['engine']} | {r['scene']} | {split} | {fmt(ms)}{runs_note} "
               f"| {fmt(r.get('drift_max_m'))} | {fmt(r.get('top_loss_m'))} | {fmt(r.get('penetration_max_m'))} "
               f"| {fmt(r.get('below_ground'))} | {fmt(r.get('joint_error_max_m'))} | {fmt(r.get('nan'))} |")
 
     print()
-    print("| scene | iterations | physd ms | ode ms | bullet ms | physd/ode | physd/bullet |")
+    print("| scene | sweeps/step | physd ms | ode ms | bullet ms | physd/ode | physd/bullet |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     seen = []
     for scene, iters, _ in keys:
