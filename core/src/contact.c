@@ -99,6 +99,9 @@ int ph__narrowphase(ph__world *w) {
         const ph__contact_manifold *old = warm ? prev : NULL;
         for (int k = 0; k < cm->m.count; k++) {
             cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
+            cm->loc_a[k] = ph_inv_rotate(ba->q, ph_sub(cm->m.pts[k].point, ba->p));
+            cm->loc_b[k] = ph_inv_rotate(bb->q, ph_sub(cm->m.pts[k].point, bb->p));
+            cm->depth0[k] = cm->m.pts[k].depth;
             if (cm->m.pts[k].depth > maxpen) maxpen = cm->m.pts[k].depth;
             if (!old) continue;
             /* Match by feature key; failing that, by the nearest old point
@@ -351,4 +354,24 @@ int ph__contact_events(ph__world *w) {
         if (cmp >= 0) j++;
     }
     return PH_OK;
+}
+
+void ph__refresh_manifolds(ph__world *w) {
+    /* The normal and the feature set stay those of the collision; each
+     * point's two material points move with their bodies, and the depth
+     * changes by their relative motion along the normal. */
+    double maxpen = 0;
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+        for (int k = 0; k < cm->m.count; k++) {
+            ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
+            ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
+            ph__mpoint *mp = &cm->m.pts[k];
+            mp->depth = cm->depth0[k] - ph_dot(ph_sub(pb, pa), cm->m.normal);
+            mp->point = ph_scale(ph_add(pa, pb), 0.5);
+            if (mp->depth > maxpen) maxpen = mp->depth;
+        }
+    }
+    w->stats.max_penetration = maxpen;
 }

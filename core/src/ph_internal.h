@@ -125,6 +125,11 @@ typedef struct ph__contact_manifold {
     ph__manifold m;
     int32_t row0;          /* first of its 3 rows per point (normal, t1, t2), this step */
     ph_vec3 t1, t2;        /* friction directions; cached impulses are in this basis */
+    /* Where each point was on each body (body frames) and its depth when the
+     * shapes were last collided: later substeps of the same step move the
+     * point with the bodies instead of colliding again. */
+    ph_vec3 loc_a[PH_MAX_MANIFOLD_POINTS], loc_b[PH_MAX_MANIFOLD_POINTS];
+    double depth0[PH_MAX_MANIFOLD_POINTS];
     double approach;       /* relative normal speed (m/s, > 0 closing) at the start of the
                               step in which the pair first came within the margin */
     double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
@@ -238,7 +243,8 @@ int ph__broadphase(ph__world *w);           /* AABBs, sorted pairs in w->pairs *
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
 int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
 int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
-int ph__impacts(ph__world *w, double h);              /* Newton–Coulomb impacts; returns count */
+int ph__impacts(ph__world *w, double h);
+void ph__refresh_manifolds(ph__world *w);   /* substeps after the first: move points with bodies */              /* Newton–Coulomb impacts; returns count */
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
 void ph__warm_start(ph__world *w);

@@ -157,17 +157,22 @@ static void integrate(ph__world *w, double h) {
     }
 }
 
-static int substep(ph__world *w, double h) {
+static int substep(ph__world *w, double h, int collide) {
     ph_step_stats *st = &w->stats;
-    double t0 = now_ms();
-    int e = ph__broadphase(w);
-    double t1 = now_ms();
-    st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
-    if (e) return e;
-    e = ph__narrowphase(w);
-    if (e == PH_OK) e = ph__contact_events(w);
-    if (e == PH_OK) e = ph__islands(w, h);
-    double t2 = now_ms();
+    double t0 = now_ms(), t1 = t0, t2;
+    int e = PH_OK;
+    if (collide) {
+        e = ph__broadphase(w);
+        t1 = now_ms();
+        st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
+        if (e) return e;
+        e = ph__narrowphase(w);
+        if (e == PH_OK) e = ph__contact_events(w);
+        if (e == PH_OK) e = ph__islands(w, h);
+    } else {
+        ph__refresh_manifolds(w);
+    }
+    t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
     e = build_solver_bodies(w);
@@ -218,7 +223,7 @@ int ph_world_step(ph_world_id id) {
     int e = PH_OK;
     for (int k = 0; k < n && e == PH_OK; k++) {
         w->last_substep = k == n - 1;
-        e = substep(w, h);
+        e = substep(w, h, k == 0 || w->settings.collide_substeps);
     }
     for (int32_t i = 0; i < w->body_hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);

@@ -478,6 +478,31 @@ static void test_sleep_and_wake(void **state) {
     ph_world_destroy(w);
 }
 
+/* With collide_substeps = 0 the second substep moves the contact points with
+ * the bodies instead of colliding again: a dropped box still lands and
+ * rests flat at z = 0.5, and a 10-box stack still stands. */
+static void test_collide_once_per_step(void **state) {
+    (void)state;
+    ph_world_id w = new_world(0, 0);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.collide_substeps = 0;
+    ph_world_set_settings(w, &set);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_id box = add_box(w, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
+    for (int i = 0; i < 300; i++) assert_int_equal(ph_world_step(w), PH_OK);
+    ph_body_state st;
+    ph_body_get_state(box, &st);
+    ph_vec3 up = ph_rotate(st.orientation, ph_v3(0, 0, 1));
+    double flat = fmax(fabs(up.x), fmax(fabs(up.y), fabs(up.z)));
+    print_message("collide once per step: box at z = %.5f, |v| = %.2e, flatness %.6f\n", st.position.z,
+                  ph_len(st.linear_velocity), flat);
+    assert_near(st.position.z, 0.5, 0.005);
+    assert_true(ph_len(st.linear_velocity) < 1e-3);
+    assert_true(flat > 0.9999); /* one face down */
+    ph_world_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sphere_on_plane_eq26), cmocka_unit_test(test_box_at_rest),
@@ -485,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_incline_slides),       cmocka_unit_test(test_restitution),
         cmocka_unit_test(test_compound_bodies),      cmocka_unit_test(test_contact_events),
         cmocka_unit_test(test_raycast),              cmocka_unit_test(test_sleep_and_wake),
+        cmocka_unit_test(test_collide_once_per_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
