@@ -167,6 +167,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->gyroscopic) n.gyroscopic = m->gyroscopic->value ? 1 : 0;
     if (m->record_merits) n.record_merits = m->record_merits->value ? 1 : 0;
     if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
+    if (m->collide_substeps) n.collide_substeps = m->collide_substeps->value ? 1 : 0;
     if (m->seed) n.seed = m->seed->value;
     if (m->tick_rate) {
         double v = m->tick_rate->value;
@@ -233,6 +234,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     for (int k = 0; k < 3; k++) physd__v1__double_value__init(&z->sl[k]);
     physd__v1__bool_value__init(&z->sleep);
     z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;
+    physd__v1__bool_value__init(&z->collide);
+    z->collide.value = s->collide_substeps != 0, m->collide_substeps = &z->collide;
     z->sl[0].value = s->sleep_linear, m->sleep_linear = &z->sl[0];
     z->sl[1].value = s->sleep_angular, m->sleep_angular = &z->sl[1];
     z->sl[2].value = s->sleep_time, m->sleep_time = &z->sl[2];
