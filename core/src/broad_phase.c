@@ -104,7 +104,7 @@ static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int 
     return ph_vget(alo, axis) <= ph_vget(bhi, axis) && ph_vget(blo, axis) <= ph_vget(ahi, axis);
 }
 
-int ph__broadphase(ph__world *w) {
+int ph__broadphase(ph__world *w, double dt) {
     const double margin = w->settings.contact_margin;
     if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
     int32_t nfinite = 0, nplanes = 0;
@@ -117,7 +117,16 @@ int ph__broadphase(ph__world *w) {
         const ph__body *b = &w->bodies[sh->body];
         ph_transform bt = {b->p, b->q};
         ph_transform t = ph_xform_mul(bt, sh->local);
-        ph__geom_aabb(&sh->geom, t, margin, &sh->aabb_lo, &sh->aabb_hi);
+        ph__geom_aabb(&sh->geom, t, 0.0, &sh->aabb_lo, &sh->aabb_hi);
+        /* Speculative reach: no point of the shape moves farther than
+         * (|v| + |w| r) dt before the next collision, r bounding the shape
+         * around the body origin. */
+        sh->spec = 0;
+        if (b->type != PH_BODY_STATIC && sh->geom.type != PH_SHAPE_PLANE) {
+            double r = 0.5 * ph_len(ph_sub(sh->aabb_hi, sh->aabb_lo)) + ph_len(sh->local.p);
+            sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
+        }
+        ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
         if (sh->geom.type == PH_SHAPE_PLANE) {
             nplanes++;
             continue;

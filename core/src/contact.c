@@ -72,7 +72,9 @@ int ph__narrowphase(ph__world *w) {
             }
             continue;
         }
-        if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin, &cm->m) <= 0) continue;
+        if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
+            0)
+            continue;
         cm->sa = p->sa;
         cm->sb = p->sb;
         cm->ba = a->body;
@@ -356,14 +358,16 @@ int ph__contact_events(ph__world *w) {
     return PH_OK;
 }
 
-void ph__refresh_manifolds(ph__world *w) {
+int ph__refresh_manifolds(ph__world *w) {
     /* The normal and the feature set stay those of the collision; each
      * point's two material points move with their bodies, and the depth
-     * changes by their relative motion along the normal. */
+     * changes by their relative motion along the normal. A pair that starts
+     * or stops touching here gets its begin or end event now. */
     double maxpen = 0;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+        const int was = touching_point(cm) >= 0;
         for (int k = 0; k < cm->m.count; k++) {
             ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
             ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
@@ -372,6 +376,45 @@ void ph__refresh_manifolds(ph__world *w) {
             mp->point = ph_scale(ph_add(pa, pb), 0.5);
             if (mp->depth > maxpen) maxpen = mp->depth;
         }
+        const int now = touching_point(cm);
+        if (now >= 0 && !was && push_event(w, cm, 1, now)) return PH_ERR_NO_MEMORY;
+        if (now < 0 && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }
     w->stats.max_penetration = maxpen;
+    return PH_OK;
+}
+
+int ph__refresh_contact_rows(ph__world *w, double h) {
+    /* Substeps after the first with collide_substeps = 0: the rows keep the
+     * Jacobians and M^-1 J^T of the collision; the SPOOK right-hand side
+     * takes the refreshed depth and the velocities of this substep, and the
+     * warm start takes the impulses of the previous substep. */
+    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
+    const double a = cn.a, b = cn.b;
+    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        if (cm->row0 < 0) continue;
+        for (int k = 0; k < cm->m.count; k++) {
+            ph__row *rn = &w->rows[cm->row0 + 3 * k];
+            double gap = -cm->m.pts[k].depth;
+            double jv0 = row_jv0(w, rn);
+            rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+            rn->B = rn->rhs - row_jv(w, rn);
+            rn->lambda = cm->ln[k] * wsf;
+            for (int d = 1; d <= 2; d++) {
+                ph__row *rt = &w->rows[cm->row0 + 3 * k + d];
+                rt->B = -row_jv(w, rt);
+                if (!box) {
+                    double bound = rt->mu * rn->lambda;
+                    rt->lo = -bound;
+                    rt->hi = bound;
+                }
+                double l0 = (d == 1 ? cm->lt1[k] : cm->lt2[k]) * wsf;
+                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+            }
+        }
+    }
+    return PH_OK;
 }

@@ -294,8 +294,10 @@ static void work_free(work *k) {
 }
 
 static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
+    /* The default order is the world's own visiting order at capture (its
+     * joint rows first, though they follow the contact rows in memory). */
     for (int32_t i = 0; i < p->n; i++)
-        order[i] = i;
+        order[i] = p->order ? p->order[i] : i;
     if (set->ordering != PH_ORDER_GRAVITY) return PH_OK;
     ph__sys s;
     memset(&s, 0, sizeof s);

@@ -67,6 +67,8 @@ typedef struct ph__shape {
     double density, friction, restitution;
     ph_vec3 aabb_lo, aabb_hi; /* world, refreshed each broadphase */
     uint64_t sap_stamp;       /* broadphase pass that last listed it */
+    double spec;              /* m: how far it can move until the next collision (speed bound
+                                 x time), added to the contact margin of its pairs */
 } ph__shape;
 
 typedef struct ph__body {
@@ -227,6 +229,7 @@ struct ph__world {
     int32_t island_rest_cap;
 
     int last_substep;      /* 1 while the last substep of a step runs */
+    int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
 
     /* Set by ph_world_step_capture for the duration of one step: the
@@ -239,12 +242,15 @@ typedef struct ph__world ph__world;
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 
 /* Stages of a substep (step.c calls them in order). */
-int ph__broadphase(ph__world *w);           /* AABBs, sorted pairs in w->pairs */
+/* AABBs grown by the margin and by how far each shape can move within dt
+ * (the time until the next collision), sorted pairs in w->pairs. */
+int ph__broadphase(ph__world *w, double dt);
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
 int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
 int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
 int ph__impacts(ph__world *w, double h);
-void ph__refresh_manifolds(ph__world *w);   /* substeps after the first: move points with bodies */              /* Newton–Coulomb impacts; returns count */
+int ph__refresh_manifolds(ph__world *w);    /* substeps after the first: move points with bodies */
+int ph__refresh_contact_rows(ph__world *w, double h); /* ... and refresh their rows' SPOOK terms */              /* Newton–Coulomb impacts; returns count */
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
 void ph__warm_start(ph__world *w);

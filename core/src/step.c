@@ -118,19 +118,24 @@ static int cmp_key(const void *x, const void *y) {
     return a->slot < b->slot ? -1 : (a->slot > b->slot);
 }
 
-static int build_order(ph__world *w, int32_t first_contact_row) {
+/* Visiting order: the joint rows (after the contact rows in rows[]) first,
+ * then the contact rows in pair order or, with PH_ORDER_GRAVITY, as contact
+ * triples sorted bottom-up by height, ties by row index (deterministic). The
+ * key array of the broadphase is reused as scratch. */
+static int build_order(ph__world *w, int32_t ncontact) {
     if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
-    for (int32_t i = 0; i < w->row_count; i++) w->order[i] = i;
-    if (w->settings.ordering == PH_ORDER_GRAVITY && w->row_count > first_contact_row) {
-        int32_t nc = (w->row_count - first_contact_row) / 3;
+    const int32_t njoint = w->row_count - ncontact;
+    for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
+    int32_t *o = w->order + njoint;
+    for (int32_t i = 0; i < ncontact; i++) o[i] = i;
+    if (w->settings.ordering == PH_ORDER_GRAVITY && ncontact > 0) {
+        int32_t nc = ncontact / 3;
         if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nc + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
         for (int32_t k = 0; k < nc; k++) {
-            int32_t r = first_contact_row + 3 * k;
-            w->sap_keys[k].key = w->rows[r].height;
-            w->sap_keys[k].slot = r;
+            w->sap_keys[k].key = w->rows[3 * k].height;
+            w->sap_keys[k].slot = 3 * k;
         }
         if (nc > 1) qsort(w->sap_keys, (size_t)nc, sizeof(ph__sap_key), cmp_key);
-        int32_t *o = w->order + first_contact_row;
         for (int32_t k = 0; k < nc; k++) {
             int32_t r = w->sap_keys[k].slot;
             o[3 * k] = r;
@@ -162,15 +167,16 @@ static int substep(ph__world *w, double h, int collide) {
     double t0 = now_ms(), t1 = t0, t2;
     int e = PH_OK;
     if (collide) {
-        e = ph__broadphase(w);
+        e = ph__broadphase(w, w->settings.collide_substeps ? h : w->settings.time_step);
         t1 = now_ms();
         st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
         if (e) return e;
         e = ph__narrowphase(w);
         if (e == PH_OK) e = ph__contact_events(w);
-        if (e == PH_OK) e = ph__islands(w, h);
+        /* Rest timers advance by the time until the next collision. */
+        if (e == PH_OK) e = ph__islands(w, w->settings.collide_substeps ? h : w->settings.time_step);
     } else {
-        ph__refresh_manifolds(w);
+        e = ph__refresh_manifolds(w);
     }
     t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
@@ -179,14 +185,22 @@ static int substep(ph__world *w, double h, int collide) {
     if (e) return e;
     st->impacts += ph__impacts(w, h);
     apply_forces(w, h);
-    w->row_count = 0;
+    /* Contact rows first (kept across substeps when they are only
+     * refreshed), joint rows after (rebuilt every substep). */
     w->block_count = 0;
+    if (collide) {
+        w->row_count = 0;
+        e = ph__contact_rows(w, h);
+        if (e) return e;
+        w->contact_row_count = w->row_count;
+    } else {
+        w->row_count = w->contact_row_count;
+        e = ph__refresh_contact_rows(w, h);
+        if (e) return e;
+    }
     e = ph__joint_rows(w, h);
     if (e) return e;
-    int32_t first_contact = w->row_count;
-    e = ph__contact_rows(w, h);
-    if (e) return e;
-    e = build_order(w, first_contact);
+    e = build_order(w, w->contact_row_count);
     if (e) return e;
     ph__warm_start(w);
     double t3 = now_ms();

@@ -49,13 +49,13 @@ ph_settings ph_default_settings(void) {
     ph_settings s;
     memset(&s, 0, sizeof s);
     s.time_step = 1.0 / 60.0;
-    s.substeps = 2;
-    s.iterations = 5;
+    s.substeps = 5;
+    s.iterations = 2;
     s.tolerance = 0.0;
     s.gravity = ph_v3(0, 0, -9.81);
     s.contact.k = 1e8;
     s.contact.d = 4;
-    s.contact.hertz = 45;
+    s.contact.hertz = 60;
     s.friction.k = 1e10;
     s.friction.d = 4;
     s.joint.k = 1e10;
@@ -71,7 +71,7 @@ ph_settings ph_default_settings(void) {
     s.gyroscopic = 1;
     s.record_merits = 1;
     s.seed = 1;
-    s.collide_substeps = 1;
+    s.collide_substeps = 0;
     s.sleep = 0;
     s.sleep_linear = 0.05;
     s.sleep_angular = 0.05;

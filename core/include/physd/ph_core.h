@@ -152,13 +152,13 @@ typedef struct ph_spook {
  * ph_world_set_settings. */
 typedef struct ph_settings {
     double time_step;        /* s, default 1/60, in (0, 1] */
-    int substeps;            /* default 2, in [1, 64] */
-    int iterations;          /* max solver iterations per substep, default 5, [1, 10000]
-                                (the default budget is 2 x 5 = 10 sweeps per step) */
+    int substeps;            /* default 5, in [1, 64] */
+    int iterations;          /* max solver iterations per substep, default 2, [1, 10000]
+                                (the default budget is 5 x 2 = 10 sweeps per step) */
     double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
                                 iterations (default 0), >= 0 */
     ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
-    ph_spook contact;        /* default hertz = 45 (mass-independent), d = 4; k = 1e8 when
+    ph_spook contact;        /* default hertz = 60 (mass-independent), d = 4; k = 1e8 when
                                 hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
@@ -176,11 +176,11 @@ typedef struct ph_settings {
     int record_merits;       /* compute merits after every iteration (needed for the
                                 per-iteration statistics), default 1 */
     uint64_t seed;           /* seed of the world's generator, default 1 */
-    int collide_substeps;    /* 1 (default): every substep runs the broadphase and narrowphase;
-                                0: only the first, and later substeps move each contact point
-                                with its two bodies and update its depth from their relative
-                                motion along the normal (about 10 % faster at 2 substeps,
-                                slightly less accurate: see docs/profile.md) */
+    int collide_substeps;    /* 1: every substep runs the broadphase and narrowphase and builds
+                                its rows; 0 (default): only the first, and later substeps move
+                                each contact point with its two bodies, update its depth from
+                                their relative motion along the normal and refresh only the
+                                rows' SPOOK terms (see docs/profile.md) */
     int sleep;               /* islands of bodies at rest go to sleep, default 0 (the server
                                 turns it on for its worlds); {0, 1} */
     double sleep_linear;     /* m/s: a body moving slower than this ... default 0.05 */
