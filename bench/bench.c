@@ -61,7 +61,7 @@ static void usage(FILE *out) {
             "  --repeat R            run each configuration R times, one line each (default 1)\n"
             "  --substeps N          substeps per step in every engine (default 1)\n"
             "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
-            "                        iterations, its default step (default 2; 1 = like the others;\n"
+            "                        iterations, its default step (default 5; 1 = like the others;\n"
             "                        ignored with --substeps)\n"
             "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
             "                        (default: they do not, the usual convention of both)\n"
@@ -94,7 +94,7 @@ static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 1;
     o->substeps = 1;
-    o->physd_split = 2;
+    o->physd_split = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -235,7 +235,7 @@ int main(int argc, char **argv) {
                     .physd_record_merits = o.physd_record_merits,
                 };
                 /* The same budget of sweeps per step in every engine; physd
-                 * spends it its own default way (2 substeps x N/2). */
+                 * spends it its own default way (5 substeps x N/5). */
                 if (strcmp(o.engines[e]->name, "physd") == 0 && o.substeps == 1 && o.physd_split > 1 &&
                     o.iterations[it] >= o.physd_split) {
                     cfg.substeps = o.physd_split;
