@@ -168,6 +168,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->record_merits) n.record_merits = m->record_merits->value ? 1 : 0;
     if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
     if (m->collide_substeps) n.collide_substeps = m->collide_substeps->value ? 1 : 0;
+    if (m->joint_projection) n.joint_projection = m->joint_projection->value;
     if (m->seed) n.seed = m->seed->value;
     if (m->tick_rate) {
         double v = m->tick_rate->value;
@@ -236,6 +237,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;
     physd__v1__bool_value__init(&z->collide);
     z->collide.value = s->collide_substeps != 0, m->collide_substeps = &z->collide;
+    physd__v1__int32_value__init(&z->jp);
+    z->jp.value = s->joint_projection, m->joint_projection = &z->jp;
     z->sl[0].value = s->sleep_linear, m->sleep_linear = &z->sl[0];
     z->sl[1].value = s->sleep_angular, m->sleep_angular = &z->sl[1];
     z->sl[2].value = s->sleep_time, m->sleep_time = &z->sl[2];

@@ -190,3 +190,69 @@ int ph__joint_rows(ph__world *w, double h) {
     }
     return PH_OK;
 }
+
+/* World inverse inertia times a vector for a body (zero for bodies that do
+ * not move). */
+static ph_vec3 inv_inertia_mul(const ph__body *b, ph_vec3 v) {
+    return ph_rotate(b->q, ph_cmul(b->inv_inertia, ph_inv_rotate(b->q, v)));
+}
+
+static void add_cross_k(ph_mat3 *k, const ph__body *b, ph_vec3 r) {
+    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int c = 0; c < 3; c++) {
+        ph_vec3 col = ph_add(ph_scale(e[c], b->inv_mass), ph_cross(inv_inertia_mul(b, ph_cross(r, e[c])), r));
+        k->m[0][c] += col.x;
+        k->m[1][c] += col.y;
+        k->m[2][c] += col.z;
+    }
+}
+
+static void move_body(ph__body *b, ph_vec3 r, ph_vec3 p, double sign) {
+    b->p = ph_mul_add(b->p, sign * b->inv_mass, p);
+    ph_vec3 th = ph_scale(inv_inertia_mul(b, ph_cross(r, p)), sign);
+    ph_quat tq = {th.x, th.y, th.z, 0};
+    ph_quat dq = ph_quat_mul(tq, b->q);
+    ph_quat q = {b->q.x + 0.5 * dq.x, b->q.y + 0.5 * dq.y, b->q.z + 0.5 * dq.z, b->q.w + 0.5 * dq.w};
+    b->q = ph_quat_normalize(q);
+}
+
+void ph__joint_project(ph__world *w, int iterations) {
+    /* Nonlinear Gauss–Seidel on the joints' anchor positions after the
+     * step: each joint's anchors are moved together by the positional
+     * correction -K^-1 C with K the 3x3 (1-D for distance joints) collision
+     * matrix at the current pose. Velocities are not changed. */
+    static const ph__body fixed_body; /* zero inverse mass and inertia */
+    for (int it = 0; it < iterations; it++) {
+        for (int32_t i = 0; i < w->joint_hwm; i++) {
+            const ph__joint *j = &w->joints[i];
+            if (!j->alive) continue;
+            ph__body *a = &w->bodies[j->a];
+            ph__body *b = j->b >= 0 ? &w->bodies[j->b] : NULL;
+            const ph__body *ea = (a->type == PH_BODY_DYNAMIC && !a->asleep) ? a : &fixed_body;
+            const ph__body *eb = (b && b->type == PH_BODY_DYNAMIC && !b->asleep) ? b : &fixed_body;
+            if (ea == &fixed_body && eb == &fixed_body) continue;
+            ph_vec3 ra = ph_rotate(a->q, j->anchor_a);
+            ph_vec3 rb = b ? ph_rotate(b->q, j->anchor_b) : ph_v3(0, 0, 0);
+            ph_vec3 pa = ph_add(a->p, ra), pb = b ? ph_add(b->p, rb) : j->anchor_b;
+            ph_vec3 c = ph_sub(pb, pa);
+            ph_mat3 k;
+            memset(&k, 0, sizeof k);
+            add_cross_k(&k, ea, ra);
+            add_cross_k(&k, eb, rb);
+            ph_vec3 p;
+            if (j->type == PH_JOINT_DISTANCE) {
+                double len = ph_len(c);
+                if (len < 1e-9) continue;
+                ph_vec3 n = ph_scale(c, 1.0 / len);
+                double kn = ph_dot(n, ph_mat3_mulv(&k, n));
+                if (kn <= 1e-300) continue;
+                p = ph_scale(n, -(len - j->distance) / kn);
+            } else {
+                if (!ph_mat3_solve(&k, ph_neg(c), &p)) continue;
+            }
+            /* p acts on B, -p on A. */
+            if (ea != &fixed_body) move_body(a, ra, p, -1.0);
+            if (eb != &fixed_body) move_body(b, rb, p, 1.0);
+        }
+    }
+}

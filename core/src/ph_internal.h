@@ -260,6 +260,8 @@ void ph__warm_start(ph__world *w);
 int ph__solve(ph__world *w);
 void ph__store_impulses(ph__world *w);
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
+/* Positional correction of the joints' anchors after a step. */
+void ph__joint_project(ph__world *w, int iterations);
 /* Adds a row (zeroed, lo = -inf, hi = inf, normal = -1); NULL on no memory. */
 ph__row *ph__add_row(ph__world *w);
 /* SPOOK parameters of one constraint kind at step h (seeds/002, eqs. 9-11):

@@ -239,6 +239,7 @@ int ph_world_step(ph_world_id id) {
         w->last_substep = k == n - 1;
         e = substep(w, h, k == 0 || w->settings.collide_substeps);
     }
+    if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
     for (int32_t i = 0; i < w->body_hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);

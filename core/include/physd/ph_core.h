@@ -176,6 +176,9 @@ typedef struct ph_settings {
     int record_merits;       /* compute merits after every iteration (needed for the
                                 per-iteration statistics), default 1 */
     uint64_t seed;           /* seed of the world's generator, default 1 */
+    int joint_projection;    /* passes of positional correction of the joints' anchors after each
+                                step (nonlinear Gauss–Seidel on positions; velocities are not
+                                changed), default 2, [0, 100] */
     int collide_substeps;    /* 1: every substep runs the broadphase and narrowphase and builds
                                 its rows; 0 (default): only the first, and later substeps move
                                 each contact point with its two bodies, update its depth from
