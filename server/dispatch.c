@@ -468,6 +468,9 @@ static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         o->bs.inertia = &o->inertia;
         o->bs.shape_count = (uint32_t)s.shape_count;
         o->bs.user_data = s.user_data;
+        o->bs.linear_damping = s.linear_damping;
+        o->bs.angular_damping = s.angular_damping;
+        o->bs.gravity_scale = s.gravity_scale;
         if (q->include_shapes && s.shape_count > 0) {
             ph_shape_id sids[PH_MAX_SHAPES_PER_BODY];
             int ns = ph_body_get_shapes(id, sids, PH_MAX_SHAPES_PER_BODY);
@@ -511,6 +514,113 @@ static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         free(outs[k].defs);
         free(outs[k].storage);
     }
+    free(outs);
+    free(ptrs);
+}
+
+static int p_query_joints(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st) {
+    (void)c, (void)decoded, (void)free_fn;
+    if (m->query_joints->n_joint_ids > 10000) return ps_fail(st, PS_ST_EXHAUSTED, "at most 10000 joint_ids per query");
+    return 0;
+}
+
+/* Storage for one JointState reply entry. */
+typedef struct joint_out {
+    Physd__V1__JointState js;
+    Physd__V1__JointDef def;
+    Physd__V1__BodyRef ra, rb;
+    Physd__V1__Vec3 anc_a, anc_b, ax_a, ax_b;
+    Physd__V1__DoubleValue dist, lo, hi;
+} joint_out;
+
+static void joint_out_fill(joint_out *o, ph_joint_id id, const ph_joint_def *d) {
+    physd__v1__joint_state__init(&o->js);
+    physd__v1__joint_def__init(&o->def);
+    physd__v1__body_ref__init(&o->ra);
+    physd__v1__body_ref__init(&o->rb);
+    physd__v1__double_value__init(&o->dist);
+    physd__v1__double_value__init(&o->lo);
+    physd__v1__double_value__init(&o->hi);
+    o->js.joint_id = ph_joint_id_to_u64(id);
+    o->def.type = (Physd__V1__JointType)d->type;
+    o->ra.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    o->ra.id = ph_body_id_to_u64(d->body_a);
+    o->def.body_a = &o->ra;
+    if (d->body_b.index1 != 0) {
+        o->rb.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        o->rb.id = ph_body_id_to_u64(d->body_b);
+        o->def.body_b = &o->rb;
+    }
+    vec_out(&o->anc_a, d->anchor_a);
+    vec_out(&o->anc_b, d->anchor_b);
+    vec_out(&o->ax_a, d->axis_a);
+    vec_out(&o->ax_b, d->axis_b);
+    o->def.anchor_a = &o->anc_a;
+    o->def.anchor_b = &o->anc_b;
+    o->def.axis_a = &o->ax_a;
+    o->def.axis_b = &o->ax_b;
+    o->dist.value = d->distance;
+    o->def.distance = &o->dist;
+    o->def.enable_limit = d->enable_limit != 0;
+    o->lo.value = d->lower_angle;
+    o->hi.value = d->upper_angle;
+    o->def.lower_angle = &o->lo;
+    o->def.upper_angle = &o->hi;
+    o->def.enable_motor = d->enable_motor != 0;
+    o->def.motor_speed = d->motor_speed;
+    o->def.max_motor_torque = d->max_motor_torque;
+    o->js.def = &o->def;
+}
+
+static void w_query_joints(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    const Physd__V1__QueryJoints *q = m->query_joints;
+    size_t n = q->n_joint_ids;
+    ph_joint_id *ids = NULL;
+    if (n == 0) {
+        int total = ph_world_joint_count(h->world);
+        if (total > 10000) {
+            ps_status st;
+            ps_fail(&st, PS_ST_EXHAUSTED, "the world has %d joints: ask for at most 10000 by id", total);
+            ps_reply_status(c, m->request_id, &st, h->tick);
+            return;
+        }
+        ids = calloc((size_t)(total > 0 ? total : 1), sizeof *ids);
+        if (ids) n = (size_t)ph_world_get_joints(h->world, ids, total > 0 ? total : 0);
+    } else {
+        ids = calloc(n, sizeof *ids);
+        for (size_t k = 0; ids && k < n; k++) {
+            ids[k] = ph_joint_id_from_u64(h->world, q->joint_ids[k]);
+            if (!ph_joint_is_valid(ids[k])) {
+                ps_status st;
+                ps_fail_at(&st, PS_ST_NOT_FOUND, (uint32_t)k, "joint_ids[%zu] = %llu: no such joint", k,
+                           (unsigned long long)q->joint_ids[k]);
+                ps_reply_status(c, m->request_id, &st, h->tick);
+                free(ids);
+                return;
+            }
+        }
+    }
+    joint_out *outs = calloc(n ? n : 1, sizeof *outs);
+    Physd__V1__JointState **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    if (!ids || !outs || !ptrs) {
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+    } else {
+        for (size_t k = 0; k < n; k++) {
+            ph_joint_def d;
+            ph_joint_get_def(ids[k], &d);
+            joint_out_fill(&outs[k], ids[k], &d);
+            ptrs[k] = &outs[k].js;
+        }
+        Physd__V1__JointStates js = PHYSD__V1__JOINT_STATES__INIT;
+        js.n_joints = n;
+        js.joints = ptrs;
+        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_JOINTS;
+        r.joints = &js;
+        reply_ok(c, m->request_id, h->tick, &r);
+    }
+    free(ids);
     free(outs);
     free(ptrs);
 }
@@ -595,7 +705,7 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
 /* ---------------------------------------------------------------- table */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-#define TABLE_SIZE (REQ(QUERY_COUNTERS) + 1)
+#define TABLE_SIZE (REQ(QUERY_JOINTS) + 1)
 
 static const ps_handler table[TABLE_SIZE] = {
     [REQ(HELLO)] = {"hello", H_NO_HELLO, NULL, NULL, h_hello},
@@ -615,6 +725,7 @@ static const ps_handler table[TABLE_SIZE] = {
     [REQ(QUERY_BODIES)] = {"query_bodies", H_WORLD, p_query_bodies, w_query_bodies, NULL},
     [REQ(RAYCAST)] = {"raycast", H_WORLD, p_raycast, w_raycast, NULL},
     [REQ(QUERY_COUNTERS)] = {"query_counters", H_WORLD, NULL, w_counters, NULL},
+    [REQ(QUERY_JOINTS)] = {"query_joints", H_WORLD, p_query_joints, w_query_joints, NULL},
 };
 
 static uint64_t world_id_of(const ps_msg *m) {
@@ -631,6 +742,7 @@ static uint64_t world_id_of(const ps_msg *m) {
     case REQ(QUERY_BODIES): return m->query_bodies->world_id;
     case REQ(RAYCAST): return m->raycast->world_id;
     case REQ(QUERY_COUNTERS): return m->query_counters->world_id;
+    case REQ(QUERY_JOINTS): return m->query_joints->world_id;
     default: return 0;
     }
 }

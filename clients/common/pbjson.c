@@ -247,6 +247,15 @@ static void write_message(jw *w, const ProtobufCMessage *m, int flags) {
         write_scalar(w, &d->fields[0], CFIELD_PTR(m, d->fields[0].offset), flags);
         return;
     }
+    if (strcmp(d->name, "physd.v1.BodyRef") == 0) {
+        /* The reader's shorthand: a bare number is the index of an AddBody op. */
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, "new_body_op");
+        if (f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)CFIELD_PTR(m, f->quantifier_offset) == f->id) {
+            jw_uint(w, *(const uint32_t *)CFIELD_PTR(m, f->offset));
+            return;
+        }
+    }
     if (is_vector(d)) {
         jw_array_inline(w);
         for (unsigned i = 0; i < d->n_fields; i++)

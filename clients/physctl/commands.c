@@ -713,6 +713,12 @@ static int cmd_save(ctl *x, int argc, char **argv) {
         bd->angular_velocity = bs->angular_velocity;
         bs->angular_velocity = NULL;
         bd->user_data = bs->user_data;
+        bd->linear_damping = bs->linear_damping;
+        bd->angular_damping = bs->angular_damping;
+        if (bs->gravity_scale != 1.0) {
+            bd->gravity_scale = (Physd__V1__DoubleValue *)pbj_new(&physd__v1__double_value__descriptor);
+            if (bd->gravity_scale) bd->gravity_scale->value = bs->gravity_scale;
+        }
         bd->shapes = calloc(bs->n_shapes ? bs->n_shapes : 1, sizeof *bd->shapes);
         for (size_t k = 0; bd->shapes && k < bs->n_shapes; k++) {
             bd->shapes[k] = bs->shapes[k]->def;
@@ -728,15 +734,47 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             }
         }
     }
-    if (s.n_bodies != n) {
+    /* Joints: read back, their bodies named by the index of their AddBody op
+     * in the file (the order of the bodies above). */
+    smsg *joints = NULL;
+    if (s.n_bodies == n && wi->joint_count > 0) {
+        Physd__V1__ClientMessage q = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__QueryJoints qj = PHYSD__V1__QUERY_JOINTS__INIT;
+        qj.world_id = w;
+        q.request_case = REQ(QUERY_JOINTS);
+        q.query_joints = &qj;
+        r = ctl_call(x, &q, &joints);
+        size_t nj = r ? 0 : joints->reply->joints->n_joints;
+        s.joints = calloc(nj ? nj : 1, sizeof *s.joints);
+        for (size_t i = 0; !r && s.joints && i < nj; i++) {
+            Physd__V1__JointDef *jd = joints->reply->joints->joints[i]->def;
+            Physd__V1__BodyRef *refs[2] = {jd->body_a, jd->body_b};
+            for (int e = 0; e < 2; e++) {
+                if (!refs[e] || refs[e]->ref_case != PHYSD__V1__BODY_REF__REF_ID) continue;
+                size_t k = 0;
+                while (k < n && bodies->reply->bodies->bodies[k]->body_id != refs[e]->id) k++;
+                if (k == n) {
+                    r = ctl_fail(x, EXIT_REQUEST, "joint %llu names body %llu, which is not in the world",
+                                 (unsigned long long)joints->reply->joints->joints[i]->joint_id,
+                                 (unsigned long long)refs[e]->id);
+                    break;
+                }
+                refs[e]->ref_case = PHYSD__V1__BODY_REF__REF_NEW_BODY_OP;
+                refs[e]->new_body_op = (uint32_t)k;
+            }
+            if (r) break;
+            s.joints[s.n_joints++] = jd;
+            joints->reply->joints->joints[i]->def = NULL;
+        }
+        if (!r && !s.joints) r = ctl_fail(x, EXIT_FILE, "out of memory");
+    }
+    if (r) {
+        /* reported above */
+    } else if (s.n_bodies != n) {
         r = ctl_fail(x, EXIT_FILE, "out of memory");
     } else if (scene_write(argv[2], &s) != 0) {
         r = ctl_fail(x, EXIT_FILE, "cannot write %s: %s", argv[2], strerror(errno));
     } else {
-        if (wi->joint_count > 0)
-            fprintf(stderr,
-                    "physctl save: warning: %u joint%s not saved (the protocol has no request that reads joints)\n",
-                    wi->joint_count, wi->joint_count == 1 ? "" : "s");
         if (x->json) {
             jw j;
             jw_init(&j, 1);
@@ -747,18 +785,23 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             jw_string(&j, argv[2]);
             jw_key(&j, "bodies");
             jw_uint(&j, s.n_bodies);
-            jw_key(&j, "joints_not_saved");
-            jw_uint(&j, wi->joint_count);
+            jw_key(&j, "joints");
+            jw_uint(&j, s.n_joints);
             jw_object_end(&j);
             ctl_print_json(&j);
             jw_free(&j);
         } else {
-            printf("saved world %llu (%zu bodies) to %s\n", (unsigned long long)w, s.n_bodies, argv[2]);
+            printf("saved world %llu (%zu bodies, %zu joints) to %s\n", (unsigned long long)w, s.n_bodies,
+                   s.n_joints, argv[2]);
         }
     }
     for (size_t i = 0; i < s.n_bodies; i++)
         physd__v1__body_def__free_unpacked(s.bodies[i], NULL);
     free(s.bodies);
+    for (size_t i = 0; i < s.n_joints; i++)
+        physd__v1__joint_def__free_unpacked(s.joints[i], NULL);
+    free(s.joints);
+    free_msg(joints);
     free_msg(world);
     free_msg(bodies);
     return r;

@@ -591,6 +591,9 @@ int ph_body_get_state(ph_body_id id, ph_body_state *o) {
     o->inertia = b->inertia;
     o->shape_count = b->shape_count;
     o->user_data = b->user_data;
+    o->linear_damping = b->lin_damp;
+    o->angular_damping = b->ang_damp;
+    o->gravity_scale = b->gravity_scale;
     return PH_OK;
 }
 

@@ -304,6 +304,9 @@ typedef struct ph_body_state {
     ph_vec3 inertia;          /* principal moments about the centre of mass, body frame */
     int shape_count;
     uint64_t user_data;
+    double linear_damping;  /* 1/s */
+    double angular_damping; /* 1/s */
+    double gravity_scale;
 } ph_body_state;
 
 int ph_body_get_state(ph_body_id b, ph_body_state *out);
