@@ -48,6 +48,8 @@ static const entry table[] = {
     {"max_subscriptions", T_INT, F(max_subscriptions), 0, 1, 100000, "256", "subscriptions per connection"},
     {"max_pending_requests", T_INT, F(max_pending_requests), 0, 1, 1000000, "4096",
      "requests waiting for one world's tick boundary"},
+    {"max_requests_per_second", T_DBL, F(max_requests_per_second), 0, 0, 1e9, "20000",
+     "requests per second per connection, bursts up to one second's worth (0: unlimited)"},
     {"workers", T_INT, F(workers), 0, 0, 1024, "0", "step threads (0: number of CPUs; UV_THREADPOOL_SIZE wins)"},
     {"output_soft_limit", T_U64, F(output_soft_limit), 0, 1024, 1e12, "1048576",
      "pending output above which contact events are dropped, bytes"},

@@ -758,6 +758,23 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         physd__v1__client_message__free_unpacked(m, NULL);
         return 0;
     }
+    const double rate = c->srv->cfg.max_requests_per_second;
+    if (rate > 0) {
+        /* Token bucket: refills at the rate, holds one second's worth. */
+        uint64_t now = ps_now_ns();
+        if (c->rate_last_ns == 0) c->rate_tokens = rate;
+        else c->rate_tokens += rate * (double)(now - c->rate_last_ns) * 1e-9;
+        if (c->rate_tokens > rate) c->rate_tokens = rate;
+        c->rate_last_ns = now;
+        if (c->rate_tokens < 1.0) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "over max_requests_per_second (%g); retry later", rate);
+            ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
+            physd__v1__client_message__free_unpacked(m, NULL);
+            return 0;
+        }
+        c->rate_tokens -= 1.0;
+    }
     if (!(h->flags & H_NO_HELLO) && !c->hello_done) {
         ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "send hello first");
         physd__v1__client_message__free_unpacked(m, NULL);

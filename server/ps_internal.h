@@ -186,6 +186,8 @@ typedef struct ps_conn {
     size_t n_inflight;
     ps_out_entry inflight[PS_WRITE_BATCH];
     uv_buf_t wbufs[PS_WRITE_BATCH];
+    double rate_tokens;     /* request-rate token bucket */
+    uint64_t rate_last_ns;
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
     char rbuf[16384];

@@ -38,6 +38,8 @@ typedef struct ps_config {
     int max_edits_per_batch;    /* default 10000 */
     int max_subscriptions;      /* per connection, default 256 */
     int max_pending_requests;   /* per world, queued while a step runs, default 4096 */
+    double max_requests_per_second; /* per connection (token bucket holding one second's worth),
+                                       0 = unlimited, default 20000 */
     int workers;                /* step threads, default 0 = number of CPUs */
     uint64_t output_soft_limit; /* bytes of pending output above which events are dropped, default 1 MiB */
     uint64_t output_hard_limit; /* backlog bytes past which a connection is closed, default 16 MiB */

@@ -409,10 +409,62 @@ static void test_bad_frames(void **state) {
     ps_client_close(&keeper);
 }
 
+/* The request-rate limit: a connection may burst one second's worth of
+ * requests (here 50), the rest get RESOURCE_EXHAUSTED, and after a pause it
+ * is served again; other connections are not affected. */
+static int setup_rate(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_requests_per_second = 50;
+    port = itest_start(&cfg);
+    return 0;
+}
+
+static void test_request_rate(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "burst"); /* the hello spends one token */
+    const int n = 200;
+    for (int k = 0; k < n; k++) {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Ping p = PHYSD__V1__PING__INIT;
+        m.request_id = 1000 + (uint64_t)k;
+        m.request_case = REQ(PING);
+        m.ping = &p;
+        assert_int_equal(ps_client_send(&c, &m), 0);
+    }
+    int ok = 0, limited = 0;
+    for (int k = 0; k < n; k++) {
+        smsg *r = ps_client_recv(&c, 5000);
+        assert_non_null(r);
+        assert_int_equal(r->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_REPLY);
+        if (r->reply->status == ST(OK)) ok++;
+        else {
+            assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
+            assert_non_null(strstr(r->reply->message, "max_requests_per_second"));
+            limited++;
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    printf("200 pings at once against 50/s: %d answered, %d limited\n", ok, limited);
+    assert_int_equal(ok + limited, n);
+    assert_true(ok >= 49 && ok <= 55); /* the burst plus what refilled meanwhile */
+    ps_client other;
+    itest_connect(&other, port, "other");
+    ping_ok(&other);
+    struct timespec pause = {0, 500000000};
+    nanosleep(&pause, NULL);
+    ping_ok(&c); /* refilled */
+    ps_client_close(&other);
+    ps_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_rate, setup_rate, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
