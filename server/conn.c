@@ -196,6 +196,8 @@ void ps_conn_unref(ps_conn *c) {
     if (--c->refs == 0) free(c);
 }
 
+static void start_drain(ps_conn *c);
+
 static void on_close(uv_handle_t *handle) {
     ps_conn *c = handle->data;
     ps_server *s = c->srv;
@@ -209,6 +211,7 @@ void ps_conn_close(ps_conn *c, const char *why) {
     if (c->closing) return;
     ps_server *s = c->srv;
     c->closing = 1;
+    if (c->draining) s->ndraining--;
     ps_log("conn %llu (%s%s%s) closed: %s", (unsigned long long)c->id, c->peer, c->name[0] ? " " : "", c->name, why);
     if (c->nsubs > 0)
         for (int i = 0; i < s->nhosts; i++)
@@ -228,6 +231,61 @@ void ps_conn_close(ps_conn *c, const char *why) {
         c->dirty = 0;
     }
     uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+/* ----------------------------------------------------------- lingering */
+
+/* After an error reply that ends the connection, the peer may still have
+ * unread bytes in flight (the hello of a refused connection): closing at
+ * once would make the kernel reset the connection and the client could lose
+ * the reply. So the server sends FIN (uv_shutdown), reads and discards until
+ * the peer closes, and gives up after one second (the server's drain timer). */
+static void on_drain_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+    (void)suggested;
+    ps_conn *c = handle->data;
+    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+}
+
+static void on_drain_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+    (void)buf;
+    ps_conn *c = stream->data;
+    if (nread < 0 && !c->closing) ps_conn_close(c, "after error reply");
+}
+
+static void on_drain_shutdown(uv_shutdown_t *req, int status) {
+    ps_conn *c = req->data;
+    if (status < 0 && !c->closing) ps_conn_close(c, "after error reply");
+    ps_conn_unref(c);
+}
+
+static void on_drain_timer(uv_timer_t *t) {
+    ps_server *s = t->data;
+    uint64_t now = ps_now_ns();
+    for (ps_conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->draining && !c->closing && now >= c->drain_deadline_ns) ps_conn_close(c, "after error reply (drain timeout)");
+    }
+    if (s->ndraining == 0) uv_timer_stop(t);
+}
+
+static void start_drain(ps_conn *c) {
+    if (c->draining || c->closing) return;
+    ps_server *s = c->srv;
+    c->draining = 1;
+    c->drain_deadline_ns = ps_now_ns() + 1000000000ull;
+    c->sreq.data = c;
+    ps_conn_ref(c);
+    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_drain_shutdown) != 0) {
+        ps_conn_unref(c);
+        ps_conn_close(c, "after error reply");
+        return;
+    }
+    s->ndraining++;
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_drain_alloc, on_drain_read) != 0) {
+        ps_conn_close(c, "after error reply");
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&s->drain_timer)) uv_timer_start(&s->drain_timer, on_drain_timer, 100, 100);
 }
 
 /* ---------------------------------------------------------------- writes */
@@ -254,7 +312,8 @@ void ps_conn_flush(ps_conn *c) {
     if (c->closing || c->writing) return;
     size_t n = ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
     if (n == 0) {
-        if (c->close_after_flush) ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
+        if (c->close_after_flush == 1 && !c->srv->stopping) start_drain(c);
+        else if (c->close_after_flush) ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
         return;
     }
     for (size_t k = 0; k < n; k++)

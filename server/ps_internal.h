@@ -186,6 +186,9 @@ typedef struct ps_conn {
     size_t n_inflight;
     ps_out_entry inflight[PS_WRITE_BATCH];
     uv_buf_t wbufs[PS_WRITE_BATCH];
+    uv_shutdown_t sreq;     /* after a fatal error reply: FIN sent, input drained */
+    int draining;
+    uint64_t drain_deadline_ns;
     double rate_tokens;     /* request-rate token bucket */
     uint64_t rate_last_ns;
     uint64_t drops_reported;
@@ -221,6 +224,8 @@ struct ps_server {
     uv_signal_t sigint, sigterm;
     uv_prepare_t prepare;
     uv_timer_t shutdown_timer;
+    uv_timer_t drain_timer; /* closes connections that linger after an error reply */
+    int ndraining;
     ps_config cfg;
     int port;
     int stopping;

@@ -134,6 +134,8 @@ void ps_server_maybe_finish(ps_server *s) {
     if (!s->stopping || s->nconns > 0 || s->nhosts > 0) return;
     uv_timer_stop(&s->shutdown_timer);
     close_if_open((uv_handle_t *)&s->shutdown_timer);
+    uv_timer_stop(&s->drain_timer);
+    close_if_open((uv_handle_t *)&s->drain_timer);
     close_if_open((uv_handle_t *)&s->prepare);
     close_if_open((uv_handle_t *)&s->stop_async);
     if (s->cfg.handle_signals) {
@@ -224,6 +226,8 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     s->prepare.data = s;
     uv_prepare_start(&s->prepare, on_prepare);
     uv_timer_init(&s->loop, &s->shutdown_timer);
+    uv_timer_init(&s->loop, &s->drain_timer);
+    s->drain_timer.data = s;
     s->shutdown_timer.data = s;
     if (cfg->handle_signals) {
         uv_signal_init(&s->loop, &s->sigint);

@@ -394,6 +394,31 @@ static void test_bad_frames(void **state) {
     assert_null(ps_client_recv(&extra[3], 5000));
     assert_true(extra[3].eof);
     ps_client_close(&extra[3]);
+    /* A refused client that sends its hello at once gets the reply and then
+     * an orderly close (the server shuts down its side and drains the unread
+     * hello before closing, so the close is not a reset where a peer's stack
+     * would drop the reply). */
+    for (int k = 0; k < 20; k++) {
+        ps_client rc;
+        assert_int_equal(ps_client_connect(&rc, "127.0.0.1", port, 0), 0);
+        Physd__V1__ClientMessage hm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Hello hello = PHYSD__V1__HELLO__INIT;
+        hello.protocol_version = 1;
+        hello.client_name = "refused";
+        hm.request_id = 1;
+        hm.request_case = REQ(HELLO);
+        hm.hello = &hello;
+        assert_int_equal(ps_client_send(&rc, &hm), 0);
+        struct timespec settle = {0, 20000000}; /* the server has replied and decided by now */
+        nanosleep(&settle, NULL);
+        smsg *rr = ps_client_recv(&rc, 5000);
+        assert_non_null(rr);
+        assert_int_equal(rr->reply->status, ST(RESOURCE_EXHAUSTED));
+        physd__v1__server_message__free_unpacked(rr, NULL);
+        assert_null(ps_client_recv(&rc, 5000));
+        assert_true(rc.eof);
+        ps_client_close(&rc);
+    }
     for (int k = 0; k < 3; k++)
         ps_client_close(&extra[k]);
     struct timespec pause = {0, 100000000};
