@@ -393,6 +393,10 @@ int ph__refresh_contact_rows(ph__world *w, double h) {
     const double a = cn.a, b = cn.b;
     const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    /* B (for the relative residual) is read only when merits are measured:
+     * every iteration with record_merits or a tolerance, else once after the
+     * last substep, and by a capture. */
+    const int need_b = w->last_substep || w->settings.record_merits || w->settings.tolerance > 0 || w->capture;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;
@@ -401,11 +405,11 @@ int ph__refresh_contact_rows(ph__world *w, double h) {
             double gap = -cm->m.pts[k].depth;
             double jv0 = row_jv0(w, rn);
             rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-            rn->B = rn->rhs - row_jv(w, rn);
+            if (need_b) rn->B = rn->rhs - row_jv(w, rn);
             rn->lambda = cm->ln[k] * wsf;
             for (int d = 1; d <= 2; d++) {
                 ph__row *rt = &w->rows[cm->row0 + 3 * k + d];
-                rt->B = -row_jv(w, rt);
+                if (need_b) rt->B = -row_jv(w, rt);
                 if (!box) {
                     double bound = rt->mu * rn->lambda;
                     rt->lo = -bound;

@@ -36,6 +36,9 @@ static double now_ms(void) {
  * and the kinetic energy are kept up to the Newton tolerance, where explicit
  * Euler would add energy. */
 static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
+    /* The gyroscopic term is quadratic in w: nothing to do for a body at rest
+     * (and most bodies of a resting pile are). */
+    if (ph_len2(w_world) < 1e-18) return w_world;
     ph_vec3 w0 = ph_inv_rotate(b->q, w_world);
     const ph_vec3 I = b->inertia;
     const double Ia[3] = {I.x, I.y, I.z};
@@ -54,6 +57,7 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
         ph_vec3 dw;
         if (!ph_mat3_solve(&J, f, &dw)) break;
         w1 = ph_sub(w1, dw);
+        if (ph_len2(dw) <= 1e-30 * ph_len2(w1)) break; /* converged to rounding */
     }
     return ph_rotate(b->q, w1);
 }
