@@ -207,20 +207,15 @@ int ph__impacts(ph__world *w, double h) {
 
 /* Fills the Jacobian of a row along direction d at arms ra, rb. */
 static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
-    r->lin_a = ph_neg(d);
+    r->lin = d;
     r->ang_a = ph_neg(ph_cross(ra, d));
-    r->lin_b = d;
     r->ang_b = ph_cross(rb, d);
 }
 
-static double row_jv(const ph__world *w, const ph__row *r) {
-    const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
-    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
-}
+static double row_jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w->sbodies, r); }
 
 static double row_jv0(const ph__world *w, const ph__row *r) {
-    return ph_dot(r->lin_a, w->v0[r->ia]) + ph_dot(r->ang_a, w->w0[r->ia]) + ph_dot(r->lin_b, w->v0[r->ib]) +
-           ph_dot(r->ang_b, w->w0[r->ib]);
+    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
 }
 
 int ph__contact_rows(ph__world *w, double h) {

@@ -40,14 +40,10 @@ double ph__hinge_angle(const ph__world *w, const ph__joint *j) {
 }
 
 static double jv0(const ph__world *w, const ph__row *r) {
-    return ph_dot(r->lin_a, w->v0[r->ia]) + ph_dot(r->ang_a, w->w0[r->ia]) + ph_dot(r->lin_b, w->v0[r->ib]) +
-           ph_dot(r->ang_b, w->w0[r->ib]);
+    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
 }
 
-static double jv(const ph__world *w, const ph__row *r) {
-    const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
-    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
-}
+static double jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w->sbodies, r); }
 
 typedef struct jctx {
     ph__world *w;
@@ -57,15 +53,15 @@ typedef struct jctx {
     double a, b, h, wsf;
 } jctx;
 
-/* Adds a bilateral (or bounded) row with position error g. */
-static ph__row *add(jctx *c, int slot, ph_vec3 la, ph_vec3 aa, ph_vec3 lb, ph_vec3 ab, double g) {
+/* Adds a bilateral (or bounded) row with position error g: linear part lin
+ * on B (-lin on A), angular parts aa on A and ab on B. */
+static ph__row *add(jctx *c, int slot, ph_vec3 lin, ph_vec3 aa, ph_vec3 ab, double g) {
     ph__row *r = ph__add_row(c->w);
     if (!r) return NULL;
     r->ia = c->ia;
     r->ib = c->ib;
-    r->lin_a = la;
+    r->lin = lin;
     r->ang_a = aa;
-    r->lin_b = lb;
     r->ang_b = ab;
     ph__finish_row(c->w, r, &c->coef);
     r->rhs = -c->a * g + (1.0 - c->b) * jv0(c->w, r);
@@ -79,7 +75,7 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
     int32_t first = c->w->row_count;
     for (int k = 0; k < 3; k++) {
-        if (!add(c, k, ph_neg(e[k]), ph_neg(ph_cross(ra, e[k])), e[k], ph_cross(rb, e[k]), ph_vget(sep, k)))
+        if (!add(c, k, e[k], ph_neg(ph_cross(ra, e[k])), ph_cross(rb, e[k]), ph_vget(sep, k)))
             return PH_ERR_NO_MEMORY;
     }
     /* The three rows share a long lever arm when the anchor is far from the
@@ -124,7 +120,7 @@ int ph__joint_rows(ph__world *w, double h) {
             double len = ph_len(sep);
             if (len < 1e-9) break; /* direction undefined: skip this step */
             ph_vec3 n = ph_scale(sep, 1.0 / len);
-            if (!add(&c, 0, ph_neg(n), ph_neg(ph_cross(ra, n)), n, ph_cross(rb, n), len - j->distance))
+            if (!add(&c, 0, n, ph_neg(ph_cross(ra, n)), ph_cross(rb, n), len - j->distance))
                 return PH_ERR_NO_MEMORY;
             break;
         }
@@ -134,13 +130,13 @@ int ph__joint_rows(ph__world *w, double h) {
             ph_vec3 t1, t2;
             ph_tangents(axa, &t1, &t2);
             ph_vec3 d1 = ph_cross(axb, t1), d2 = ph_cross(axb, t2);
-            if (!add(&c, 3, zero, ph_neg(d1), zero, d1, ph_dot(axb, t1))) return PH_ERR_NO_MEMORY;
-            if (!add(&c, 4, zero, ph_neg(d2), zero, d2, ph_dot(axb, t2))) return PH_ERR_NO_MEMORY;
+            if (!add(&c, 3, zero, ph_neg(d1), d1, ph_dot(axb, t1))) return PH_ERR_NO_MEMORY;
+            if (!add(&c, 4, zero, ph_neg(d2), d2, ph_dot(axb, t2))) return PH_ERR_NO_MEMORY;
             if (j->enable_limit) {
                 double ang = ph__hinge_angle(w, j);
                 const double margin = 0.1; /* rad: the limit row is speculative within this */
                 if (ang - j->lower < margin) {
-                    ph__row *r = add(&c, 5, zero, ph_neg(axa), zero, axa, ang - j->lower);
+                    ph__row *r = add(&c, 5, zero, ph_neg(axa), axa, ang - j->lower);
                     if (!r) return PH_ERR_NO_MEMORY;
                     double g = ang - j->lower;
                     if (g > 0) r->rhs = -g / h;
@@ -149,7 +145,7 @@ int ph__joint_rows(ph__world *w, double h) {
                     if (r->lambda < 0) r->lambda = 0;
                 }
                 if (j->upper - ang < margin) {
-                    ph__row *r = add(&c, 6, zero, axa, zero, ph_neg(axa), j->upper - ang);
+                    ph__row *r = add(&c, 6, zero, axa, ph_neg(axa), j->upper - ang);
                     if (!r) return PH_ERR_NO_MEMORY;
                     double g = j->upper - ang;
                     if (g > 0) r->rhs = -g / h;
@@ -159,7 +155,7 @@ int ph__joint_rows(ph__world *w, double h) {
                 }
             }
             if (j->enable_motor) {
-                ph__row *r = add(&c, 7, zero, ph_neg(axa), zero, axa, 0);
+                ph__row *r = add(&c, 7, zero, ph_neg(axa), axa, 0);
                 if (!r) return PH_ERR_NO_MEMORY;
                 ph__finish_row(w, r, NULL); /* a motor is a hard velocity target */
                 r->rhs = j->motor_speed;
@@ -182,7 +178,7 @@ int ph__joint_rows(ph__world *w, double h) {
             static const ph_vec3 ax[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
             int32_t first = w->row_count;
             for (int k = 0; k < 3; k++)
-                if (!add(&c, 3 + k, zero, ph_neg(ax[k]), zero, ax[k], ph_vget(th, k))) return PH_ERR_NO_MEMORY;
+                if (!add(&c, 3 + k, zero, ph_neg(ax[k]), ax[k], ph_vget(th, k))) return PH_ERR_NO_MEMORY;
             if (ph__make_block(w, first)) return PH_ERR_NO_MEMORY;
             break;
         }

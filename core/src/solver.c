@@ -68,9 +68,10 @@ ph__row *ph__add_row(ph__world *w) {
     return r;
 }
 
+/* The coupling of two rows of one block (same bodies); a body slot 0 has
+ * zero inverse mass and inertia, so the general form is exact. */
 static double row_dot(const ph__row *a, const ph__row *b) {
-    return ph_dot(a->lin_a, b->mlin_a) + ph_dot(a->ang_a, b->mang_a) + ph_dot(a->lin_b, b->mlin_b) +
-           ph_dot(a->ang_b, b->mang_b);
+    return ph_dot(a->lin, b->lin) * (b->ima + b->imb) + ph_dot(a->ang_a, b->mang_a) + ph_dot(a->ang_b, b->mang_b);
 }
 
 int ph__make_block(ph__world *w, int32_t first) {
@@ -99,34 +100,23 @@ int ph__make_block(ph__world *w, int32_t first) {
 
 void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c) {
     const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
-    r->mlin_a = ph_scale(r->lin_a, a->inv_mass);
+    r->ima = a->inv_mass;
+    r->imb = b->inv_mass;
     r->mang_a = ph_mat3_mulv(&a->inv_i, r->ang_a);
-    r->mlin_b = ph_scale(r->lin_b, b->inv_mass);
     r->mang_b = ph_mat3_mulv(&b->inv_i, r->ang_b);
-    double s = ph_dot(r->lin_a, r->mlin_a) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->lin_b, r->mlin_b) +
-               ph_dot(r->ang_b, r->mang_b);
+    const double lin = ph_len2(r->lin) * (r->ima + r->imb);
+    const double ang = ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b);
+    double s = lin + ang;
     double sm = s;
-    if (c && c->pair_mass) {
-        double lin = ph_len2(r->lin_a) * a->inv_mass + ph_len2(r->lin_b) * b->inv_mass;
-        sm = lin > 0 ? lin : ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b);
-    }
+    if (c && c->pair_mass) sm = lin > 0 ? lin : ang;
     r->eps = c ? c->eps_abs + c->eps_rel * sm : 0.0;
     s += r->eps;
     r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
 }
 
-static inline void apply(ph__sbody *sb, const ph__row *r, double dl) {
-    ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
-    a->v = ph_mul_add(a->v, dl, r->mlin_a);
-    a->w = ph_mul_add(a->w, dl, r->mang_a);
-    b->v = ph_mul_add(b->v, dl, r->mlin_b);
-    b->w = ph_mul_add(b->w, dl, r->mang_b);
-}
+static inline void apply(ph__sbody *sb, const ph__row *r, double dl) { ph__row_apply(sb, r, dl); }
 
-static inline double row_jv(const ph__sbody *sb, const ph__row *r) {
-    const ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
-    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
-}
+static inline double row_jv(const ph__sbody *sb, const ph__row *r) { return ph__row_jv(sb, r); }
 
 /* One exact solve of a bilateral 3-row block (block Gauss–Seidel). */
 static void solve_block(ph__sbody *sb, ph__row *r, const ph__block *b) {

@@ -36,25 +36,12 @@ typedef struct rows_ctx {
     double *slam;     /* saved impulses */
 } rows_ctx;
 
-static inline double jv(const ph__sbody *sb, const ph__row *r) {
-    const ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
-    return ph_dot(r->lin_a, a->v) + ph_dot(r->ang_a, a->w) + ph_dot(r->lin_b, b->v) + ph_dot(r->ang_b, b->w);
-}
+static inline double jv(const ph__sbody *sb, const ph__row *r) { return ph__row_jv(sb, r); }
 
-static inline void apply(ph__sbody *sb, const ph__row *r, double dl) {
-    ph__sbody *a = &sb[r->ia], *b = &sb[r->ib];
-    a->v = ph_mul_add(a->v, dl, r->mlin_a);
-    a->w = ph_mul_add(a->w, dl, r->mang_a);
-    b->v = ph_mul_add(b->v, dl, r->mlin_b);
-    b->w = ph_mul_add(b->w, dl, r->mang_b);
-}
+static inline void apply(ph__sbody *sb, const ph__row *r, double dl) { ph__row_apply(sb, r, dl); }
 
 double ph__rows_entry(const ph__row *a, const ph__row *b, int diag) {
-    double v = 0;
-    if (a->ia != 0 && a->ia == b->ia) v += ph_dot(a->lin_a, b->mlin_a) + ph_dot(a->ang_a, b->mang_a);
-    if (a->ia != 0 && a->ia == b->ib) v += ph_dot(a->lin_a, b->mlin_b) + ph_dot(a->ang_a, b->mang_b);
-    if (a->ib != 0 && a->ib == b->ia) v += ph_dot(a->lin_b, b->mlin_a) + ph_dot(a->ang_b, b->mang_a);
-    if (a->ib != 0 && a->ib == b->ib) v += ph_dot(a->lin_b, b->mlin_b) + ph_dot(a->ang_b, b->mang_b);
+    double v = ph__row_couple(a, b);
     if (diag) v += a->eps;
     return v;
 }
@@ -115,15 +102,14 @@ static void op_matvec(ph__sys *s, const int32_t *set, int32_t m, const double *p
     }
     for (int32_t k = 0; k < m; k++) {
         const ph__row *r = &c->rows[set[k]];
-        c->dv[r->ia] = ph_mul_add(c->dv[r->ia], p[k], r->mlin_a);
+        c->dv[r->ia] = ph_mul_add(c->dv[r->ia], -p[k] * r->ima, r->lin);
         c->dw[r->ia] = ph_mul_add(c->dw[r->ia], p[k], r->mang_a);
-        c->dv[r->ib] = ph_mul_add(c->dv[r->ib], p[k], r->mlin_b);
+        c->dv[r->ib] = ph_mul_add(c->dv[r->ib], p[k] * r->imb, r->lin);
         c->dw[r->ib] = ph_mul_add(c->dw[r->ib], p[k], r->mang_b);
     }
     for (int32_t k = 0; k < m; k++) {
         const ph__row *r = &c->rows[set[k]];
-        out[k] = ph_dot(r->lin_a, c->dv[r->ia]) + ph_dot(r->ang_a, c->dw[r->ia]) + ph_dot(r->lin_b, c->dv[r->ib]) +
-                 ph_dot(r->ang_b, c->dw[r->ib]) + r->eps * p[k];
+        out[k] = ph__row_jv_of(r, c->dv[r->ia], c->dw[r->ia], c->dv[r->ib], c->dw[r->ib]) + r->eps * p[k];
     }
 }
 
@@ -217,8 +203,8 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
         s.hi[i] = r->hi;
         s.mu[i] = r->mu;
         s.normal[i] = r->normal;
-        s.diag[i] = ph_dot(r->lin_a, r->mlin_a) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->lin_b, r->mlin_b) +
-                    ph_dot(r->ang_b, r->mang_b) + r->eps;
+        s.diag[i] = ph_len2(r->lin) * (r->ima + r->imb) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b) +
+                    r->eps;
         s.B[i] = r->B;
         s.height[i] = rs->height ? rs->height[i] : r->height;
         s.order[i] = order ? order[i] : (rs->order ? rs->order[i] : i);
