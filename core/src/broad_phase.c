@@ -1,19 +1,23 @@
 /*
  * broad_phase.c — candidate shape pairs by sweep and prune.
  *
- * Normal path: refresh every shape's world AABB (grown by the contact
- * margin), sort the finite shapes by their lower bound on the sweep axis,
- * sweep them, test the other two axes, and emit pairs
- * of shapes on different bodies where at least one body is dynamic. Planes
+ * Normal path: refresh every shape's world AABB, grown by the contact margin
+ * and by how far the shape can move before the next collision ((|v| + |w| r)
+ * dt, its speculative reach, also used as extra contact margin); keep last
+ * pass's order of the finite shapes and insertion-sort it by the lower bound
+ * on the sweep axis (near linear on a nearly sorted list; a full sort when
+ * the axis changes); sweep a contiguous array of the boxes, test the other
+ * two axes, and emit pairs of shapes on different bodies where at least one
+ * body is dynamic and no joint between them disables contact. Planes
  * (infinite) are tested against every finite shape's AABB. Pairs are then
  * sorted by (shape a, shape b) so narrowphase and warm starting see a
  * deterministic order.
  *
- * Failure modes: PH_ERR_NO_MEMORY when the pair array cannot grow; the
- * previous pairs are then kept.
+ * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow; the previous
+ * pairs are then kept.
  *
  * Invariants: pair (sa, sb) has sa < sb by slot; the sweep axis is the one of
- * largest spread of AABB centres, chosen each step; ties in the sort are
+ * largest spread of AABB centres, with hysteresis; ties in the sorts are
  * broken by slot index, so the order never depends on memory addresses.
  */
 #include <stdlib.h>

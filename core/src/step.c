@@ -1,20 +1,25 @@
 /*
  * step.c — one world step, read as a script:
  *   for each substep of length h = time_step / substeps:
- *     broadphase -> narrowphase (+ warm-start matching) -> solver bodies ->
- *     Newton–Coulomb impacts -> external forces (gravity, forces, torques,
- *     implicit gyroscopic term) -> joint and contact rows -> warm start ->
- *     solve -> store impulses -> integrate positions (symplectic Euler,
- *     quaternion q += h/2 (0, w) q, renormalized; seeds/002 eqs. 35-38).
+ *     [first substep, or every one with collide_substeps] broadphase ->
+ *     narrowphase (+ warm-start matching, contact events, islands)
+ *     [later substeps] move the contact points with their bodies ->
+ *     solver bodies -> Newton–Coulomb impacts -> external forces (gravity,
+ *     forces, torques, implicit gyroscopic term) -> contact rows (built, or
+ *     their SPOOK terms refreshed) -> joint rows -> warm start -> solve ->
+ *     store impulses -> integrate positions (symplectic Euler, quaternion
+ *     q += h/2 (0, w) q, renormalized; seeds/002 eqs. 35-38);
+ *   then the joints' positional correction (joint_projection passes).
  * Each stage is timed into the world's statistics.
  *
- * Failure modes: PH_ERR_NO_MEMORY from a stage leaves positions and
- * velocities as they were before the substep (no stage before integration
- * writes body state) and is returned.
+ * Failure modes: PH_ERR_NO_MEMORY from a stage is returned; a substep stops
+ * before its integration, so body state is that of the last whole substep.
  *
- * Invariants: solver body 0 is the fixed ground; every dynamic and kinematic
- * body has its own solver body in slot order; forces and torques are cleared
- * after the step, whatever its outcome.
+ * Invariants: solver body 0 is the fixed ground; every awake dynamic and
+ * kinematic body has its own solver body in slot order; contact rows come
+ * first in rows[] and joint rows after, while the visiting order puts the
+ * joints first; forces and torques are cleared after the step, whatever its
+ * outcome.
  */
 #include <stdlib.h>
 #include <string.h>
