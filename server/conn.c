@@ -271,7 +271,6 @@ static void on_drain_timer(uv_timer_t *t) {
 static void start_drain(ps_conn *c) {
     if (c->draining || c->closing) return;
     ps_server *s = c->srv;
-    c->draining = 1;
     c->drain_deadline_ns = ps_now_ns() + 1000000000ull;
     c->sreq.data = c;
     ps_conn_ref(c);
@@ -280,6 +279,7 @@ static void start_drain(ps_conn *c) {
         ps_conn_close(c, "after error reply");
         return;
     }
+    c->draining = 1; /* counted in s->ndraining until ps_conn_close */
     s->ndraining++;
     if (uv_read_start((uv_stream_t *)&c->tcp, on_drain_alloc, on_drain_read) != 0) {
         ps_conn_close(c, "after error reply");
