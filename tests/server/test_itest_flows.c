@@ -426,12 +426,77 @@ static void test_world_control(void **state) {
     ps_client_close(&c);
 }
 
+/* Server worlds sleep by default: a box resting on the plane is stepped for
+ * sleep_time (0.5 s), then its island sleeps and the statistics say so; an
+ * impulse edit wakes it. */
+static void test_sleeping_world(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "sleep");
+    uint64_t w = itest_create_world(&c, "sleepy", "box_on_plane", 0, NULL);
+    assert_true(w > 0);
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, NULL), ST(OK));
+    uint64_t asleep_tick = 0;
+    for (int k = 0; k < 200 && !asleep_tick; k++) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        assert_int_equal(s->stats->islands, 1);
+        if (s->stats->awake_bodies == 0) asleep_tick = s->stats->tick;
+        else assert_int_equal(s->stats->awake_bodies, 1);
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    printf("box_on_plane asleep at tick %llu\n", (unsigned long long)asleep_tick);
+    assert_true(asleep_tick >= 29 && asleep_tick <= 40); /* 0.5 s of rest at 60 Hz */
+    /* Wake it with an impulse on the box (the preset's second body). */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    iw.include_bodies = 1;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    assert_int_equal(r->reply->world->n_body_ids, 2);
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = r->reply->world->body_ids[1];
+    physd__v1__server_message__free_unpacked(r, NULL);
+    Physd__V1__Vec3 imp = PHYSD__V1__VEC3__INIT;
+    imp.z = 5000;
+    Physd__V1__ApplyImpulse ai = PHYSD__V1__APPLY_IMPULSE__INIT;
+    ai.body = &ref;
+    ai.impulse = &imp;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_IMPULSE;
+    op.apply_impulse = &ai;
+    Physd__V1__EditOp *ops[1] = {&op};
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    physd__v1__client_message__init(&m);
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    r = itest_expect(itest_call(&c, &m), ST(OK));
+    uint64_t edit_tick = r->reply->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    int woke = 0;
+    for (int k = 0; k < 100 && !woke; k++) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        if (s->stats->tick > edit_tick && s->stats->awake_bodies == 1) woke = 1;
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    assert_true(woke);
+    ps_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sphere_falls_and_rests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_independent_tick_rates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
