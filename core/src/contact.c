@@ -145,18 +145,6 @@ static void apply_impulse(ph__sbody *s, ph_vec3 r, ph_vec3 j) {
     s->w = ph_add(s->w, ph_mat3_mulv(&s->inv_i, ph_cross(r, j)));
 }
 
-/* Collision matrix K of one body at arm r: (1/m) I - [r]x I^-1 [r]x. */
-static void add_k(ph_mat3 *k, const ph__sbody *s, ph_vec3 r) {
-    ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-    for (int c = 0; c < 3; c++) {
-        /* Column c: (1/m) e_c + (I^-1 (r x e_c)) x r. */
-        ph_vec3 col = ph_add(ph_scale(e[c], s->inv_mass), ph_cross(ph_mat3_mulv(&s->inv_i, ph_cross(r, e[c])), r));
-        k->m[0][c] += col.x;
-        k->m[1][c] += col.y;
-        k->m[2][c] += col.z;
-    }
-}
-
 int ph__impacts(ph__world *w, double h) {
     const double thr = w->settings.restitution_threshold;
     int count = 0;
@@ -179,8 +167,8 @@ int ph__impacts(ph__world *w, double h) {
             if (un >= -thr || (gap > 0 && -un * h < gap)) continue;
             ph_mat3 K;
             memset(&K, 0, sizeof K);
-            add_k(&K, sa, ra);
-            add_k(&K, sb, rb);
+            ph__add_collision_k(&K, sa->inv_mass, &sa->inv_i, ra);
+            ph__add_collision_k(&K, sb->inv_mass, &sb->inv_i, rb);
             /* Stick: u' = -e u_n n (eq. 1-2), I = K^-1 (u' - u). */
             ph_vec3 target = ph_scale(n, -e * un);
             ph_vec3 J;
@@ -214,9 +202,7 @@ static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
 
 static double row_jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w->sbodies, r); }
 
-static double row_jv0(const ph__world *w, const ph__row *r) {
-    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
-}
+static double row_jv0(const ph__world *w, const ph__row *r) { return ph__row_jv0(w, r); }
 
 int ph__contact_rows(ph__world *w, double h) {
     const ph__spook_coef cn = ph__spook(w->settings.contact, h), cf = ph__spook(w->settings.friction, h);

@@ -39,9 +39,7 @@ double ph__hinge_angle(const ph__world *w, const ph__joint *j) {
     return atan2(ph_dot(ph_cross(ra, rb), axis), ph_dot(ra, rb));
 }
 
-static double jv0(const ph__world *w, const ph__row *r) {
-    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
-}
+static double jv0(const ph__world *w, const ph__row *r) { return ph__row_jv0(w, r); }
 
 static double jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w->sbodies, r); }
 
@@ -193,14 +191,9 @@ static ph_vec3 inv_inertia_mul(const ph__body *b, ph_vec3 v) {
     return ph_rotate(b->q, ph_cmul(b->inv_inertia, ph_inv_rotate(b->q, v)));
 }
 
-static void add_cross_k(ph_mat3 *k, const ph__body *b, ph_vec3 r) {
-    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-    for (int c = 0; c < 3; c++) {
-        ph_vec3 col = ph_add(ph_scale(e[c], b->inv_mass), ph_cross(inv_inertia_mul(b, ph_cross(r, e[c])), r));
-        k->m[0][c] += col.x;
-        k->m[1][c] += col.y;
-        k->m[2][c] += col.z;
-    }
+static ph_mat3 world_inv_inertia(const ph__body *b) {
+    ph_mat3 r = ph_mat3_from_quat(b->q);
+    return ph_mat3_rdrt(&r, b->inv_inertia);
 }
 
 static void move_body(ph__body *b, ph_vec3 r, ph_vec3 p, double sign) {
@@ -233,8 +226,9 @@ void ph__joint_project(ph__world *w, int iterations) {
             ph_vec3 c = ph_sub(pb, pa);
             ph_mat3 k;
             memset(&k, 0, sizeof k);
-            add_cross_k(&k, ea, ra);
-            add_cross_k(&k, eb, rb);
+            ph_mat3 ria = world_inv_inertia(ea), rib = world_inv_inertia(eb);
+            ph__add_collision_k(&k, ea->inv_mass, &ria, ra);
+            ph__add_collision_k(&k, eb->inv_mass, &rib, rb);
             ph_vec3 p;
             if (j->type == PH_JOINT_DISTANCE) {
                 double len = ph_len(c);

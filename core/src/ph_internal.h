@@ -182,6 +182,18 @@ typedef struct ph__sbody {
     ph_mat3 inv_i;         /* world */
 } ph__sbody;
 
+/* Adds one body's part of the collision matrix at arm r to k:
+ * (1/m) I - [r]x I^-1 [r]x, column by column (SPOOK notes, eq. 2). */
+static inline void ph__add_collision_k(ph_mat3 *k, double inv_mass, const ph_mat3 *inv_i, ph_vec3 r) {
+    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int c = 0; c < 3; c++) {
+        ph_vec3 col = ph_add(ph_scale(e[c], inv_mass), ph_cross(ph_mat3_mulv(inv_i, ph_cross(r, e[c])), r));
+        k->m[0][c] += col.x;
+        k->m[1][c] += col.y;
+        k->m[2][c] += col.z;
+    }
+}
+
 /* J v of a row for the given velocities of its two bodies. */
 static inline double ph__row_jv_of(const ph__row *r, ph_vec3 va, ph_vec3 wa, ph_vec3 vb, ph_vec3 wb) {
     return ph_dot(r->lin, ph_sub(vb, va)) + ph_dot(r->ang_a, wa) + ph_dot(r->ang_b, wb);
@@ -272,6 +284,12 @@ struct ph__world {
     struct ph_lcp **capture;
 };
 typedef struct ph__world ph__world;
+
+/* J W of a row with the velocities of its bodies before this substep's
+ * forces (the W of the SPOOK right-hand side). */
+static inline double ph__row_jv0(const ph__world *w, const ph__row *r) {
+    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
+}
 
 /* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);

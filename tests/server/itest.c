@@ -126,6 +126,22 @@ smsg *itest_ping(ps_client *c) {
     return ps_client_call(c, &m, 10000);
 }
 
+smsg *itest_counters(ps_client *c, uint64_t w) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
+    q.world_id = w;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_QUERY_COUNTERS;
+    m.query_counters = &q;
+    return itest_expect(itest_call(c, &m), PHYSD__V1__STATUS__STATUS_OK);
+}
+
+uint64_t itest_world_tick(ps_client *c, uint64_t w) {
+    smsg *r = itest_counters(c, w);
+    uint64_t t = r->reply->counters->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return t;
+}
+
 smsg *itest_next_push(ps_client *c, int msg_case, int timeout_ms) {
     double end = itest_now() + timeout_ms / 1000.0;
     for (;;) {

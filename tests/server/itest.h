@@ -41,8 +41,12 @@ uint64_t itest_create_world(ps_client *c, const char *name, const char *preset, 
 /* Subscribes; returns the status and the subscription id in *sub. */
 int itest_subscribe(ps_client *c, uint64_t world, int kind, uint32_t every, const uint64_t *ids, size_t n, int per_iter,
                     uint64_t *sub);
-/* Sends a ClientMessage with one request set through a setter. */
+/* Sends a ping with payload "abc" and returns the reply. */
 smsg *itest_ping(ps_client *c);
+/* query_counters for world w (asserts OK); the caller frees the reply. */
+smsg *itest_counters(ps_client *c, uint64_t w);
+/* The world's tick from its counters. */
+uint64_t itest_world_tick(ps_client *c, uint64_t w);
 /* Waits for the next push of the given ServerMessage case (skipping
  * others); NULL on timeout. */
 smsg *itest_next_push(ps_client *c, int msg_case, int timeout_ms);

@@ -61,18 +61,6 @@ static void ping_ok(ps_client *c) {
     physd__v1__server_message__free_unpacked(r, NULL);
 }
 
-static uint64_t tick_of(ps_client *c, uint64_t w) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-    q.world_id = w;
-    m.request_case = REQ(QUERY_COUNTERS);
-    m.query_counters = &q;
-    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
-    uint64_t t = r->reply->counters->tick;
-    physd__v1__server_message__free_unpacked(r, NULL);
-    return t;
-}
-
 /* One dynamic sphere at (0, 0, z). */
 typedef struct one_body {
     Physd__V1__EditOp op;
@@ -334,10 +322,10 @@ static void test_bad_requests(void **state) {
     assert_true(itest_create_world(&c, "w4", NULL, 0, NULL) != 0);
 
     /* After all that: the world still runs and the connection answers. */
-    uint64_t t1 = tick_of(&c, w);
+    uint64_t t1 = itest_world_tick(&c, w);
     struct timespec pause = {0, 100000000};
     nanosleep(&pause, NULL);
-    assert_true(tick_of(&c, w) > t1);
+    assert_true(itest_world_tick(&c, w) > t1);
     ping_ok(&c);
     ps_client_close(&c);
 }
@@ -367,7 +355,7 @@ static void test_bad_frames(void **state) {
     ps_client keeper;
     itest_connect(&keeper, port, "keeper");
     uint64_t w = itest_create_world(&keeper, "runs", "box_drop", 60, NULL);
-    uint64_t t0 = tick_of(&keeper, w);
+    uint64_t t0 = itest_world_tick(&keeper, w);
 
     const uint8_t garbage[] = {4, 0xff, 0xff, 0xff, 0xff}; /* field 0 / bad wire type: unparseable */
     fatal_frame(garbage, sizeof garbage, 0, ST(INVALID_ARGUMENT), "malformed frame");
@@ -429,7 +417,7 @@ static void test_bad_frames(void **state) {
     ps_client fresh;
     itest_connect(&fresh, port, "fresh");
     ping_ok(&fresh);
-    assert_true(tick_of(&fresh, w) > t0);
+    assert_true(itest_world_tick(&fresh, w) > t0);
     ps_client_close(&fresh);
     ps_client_close(&keeper);
 }

@@ -291,18 +291,6 @@ static void test_settings_change_shows_in_stats(void **state) {
     ps_client_close(&c);
 }
 
-static uint64_t counters_tick(ps_client *c, uint64_t w) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-    q.world_id = w;
-    m.request_case = REQ(QUERY_COUNTERS);
-    m.query_counters = &q;
-    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
-    uint64_t t = r->reply->counters->tick;
-    physd__v1__server_message__free_unpacked(r, NULL);
-    return t;
-}
-
 static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;
@@ -339,19 +327,19 @@ static void test_world_control(void **state) {
     /* Paused: the tick stands still. */
     struct timespec ts = {0, 200000000};
     nanosleep(&ts, NULL);
-    assert_int_equal(counters_tick(&c, w), t0);
+    assert_int_equal(itest_world_tick(&c, w), t0);
     /* Step 25 while paused: the reply comes after exactly 25 ticks. */
     r = itest_expect(world_call(&c, REQ(STEP), w, 25), ST(OK));
     assert_int_equal(r->reply->step->steps_done, 25);
     assert_int_equal(r->reply->tick, t0 + 25);
     physd__v1__server_message__free_unpacked(r, NULL);
-    assert_int_equal(counters_tick(&c, w), t0 + 25);
+    assert_int_equal(itest_world_tick(&c, w), t0 + 25);
     assert_int_equal(itest_status(world_call(&c, REQ(STEP), w, 0)), ST(INVALID_ARGUMENT));
     /* Running: stepping is refused. */
     assert_int_equal(itest_status(world_call(&c, REQ(RESUME), w, 0)), ST(OK));
     assert_int_equal(itest_status(world_call(&c, REQ(STEP), w, 5)), ST(FAILED_PRECONDITION));
     nanosleep(&ts, NULL);
-    assert_true(counters_tick(&c, w) > t0 + 25);
+    assert_true(itest_world_tick(&c, w) > t0 + 25);
 
     /* Edits with joints: two new bodies linked by a ball joint in one batch
      * (body refs by op index), then the joint removed. */

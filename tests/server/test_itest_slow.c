@@ -168,12 +168,7 @@ static void test_slow_subscriber(void **state) {
            t_gone - t_stuck, frames, notices);
 
     /* The server counted the replaced frames; the reader still gets every tick. */
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-    q.world_id = w;
-    m.request_case = REQ(QUERY_COUNTERS);
-    m.query_counters = &q;
-    smsg *r = itest_expect(itest_call(&a, &m), ST(OK));
+    smsg *r = itest_counters(&a, w);
     printf("world counters: %llu ticks, %llu pushes queued, %llu dropped, %llu overrun ticks, mean step %.3f ms\n",
            (unsigned long long)r->reply->counters->tick, (unsigned long long)r->reply->counters->pushes_queued,
            (unsigned long long)r->reply->counters->pushes_dropped,
