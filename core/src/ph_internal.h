@@ -176,6 +176,25 @@ typedef struct ph__block {
     ph_mat3 inv;
 } ph__block;
 
+/* The contact rows of PH_LANES contact points side by side (solver_wide.c):
+ * one lane per point, structure of arrays. 8-byte alignment so that the
+ * arrays can live in ordinary allocations (the loads are unaligned ones). */
+#define PH_LANES 4
+typedef double ph__vd __attribute__((vector_size(PH_LANES * 8), aligned(8)));
+
+typedef struct ph__wrow {
+    ph__vd lin[3], ang_a[3], ang_b[3], mang_a[3], mang_b[3];
+    ph__vd inv_diag, eps, rhs, lambda;
+} ph__wrow;
+
+typedef struct ph__wbatch {
+    int32_t point[PH_LANES];  /* contact point (rows 3p..3p+2), -1: empty lane */
+    int32_t pm[PH_LANES];     /* its manifold (pm >> 2) and point in it (pm & 3) */
+    int32_t ia[PH_LANES], ib[PH_LANES];
+    ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
+    ph__wrow r[3];            /* normal, t1, t2 */
+} ph__wbatch;
+
 typedef struct ph__sbody {
     ph_vec3 v, w;
     double inv_mass;
@@ -275,6 +294,17 @@ struct ph__world {
     double *island_rest;    /* per island root: the least rest time of its bodies */
     int32_t island_rest_cap;
 
+    /* Coloured batches of contact points (solver_wide.c). */
+    ph__wbatch *wbatches;
+    int32_t wbatch_count, wbatch_cap;
+    uint64_t *wmask;
+    int32_t wmask_cap;
+    int32_t *wcolour, *wpoint;
+    int32_t wcolour_cap, wpoint_cap;
+    int wide_ok;           /* 1: the batches hold this step's contact rows */
+    int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
+                              the contact rows' lambda may not be) */
+
     int last_substep;      /* 1 while the last substep of a step runs */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
@@ -312,6 +342,19 @@ void ph__warm_start(ph__world *w);
  * has been written). */
 int ph__solve(ph__world *w);
 void ph__store_impulses(ph__world *w);
+/* The coloured default order of the contact rows and their batches
+ * (solver_wide.c); ncontact = number of contact rows (triples first in
+ * rows[]). Writes the contact part of w->order. */
+int ph__wide_build(ph__world *w, int32_t ncontact);
+void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
+void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
+void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
+/* Later substeps of the PGS path without merits: right-hand sides and warm
+ * starts computed into the batches from the manifolds (the rows are left
+ * as they are). */
+void ph__wide_refresh_fast(ph__world *w, double h);
+void ph__wide_warm_start(ph__world *w);     /* the batches' impulses onto the bodies */
+void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 /* Positional correction of the joints' anchors after a step. */
 void ph__joint_project(ph__world *w, int iterations);

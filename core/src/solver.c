@@ -133,7 +133,19 @@ static void solve_block(ph__sbody *sb, ph__row *r, const ph__block *b) {
 }
 
 void ph__warm_start(ph__world *w) {
-    for (int32_t i = 0; i < w->row_count; i++) {
+    int32_t first = 0;
+    if (w->wide_ok) {
+        /* Contact rows in the batches' order (lanes touch disjoint bodies,
+         * so the vector pass and the scalar loop give the same sums). */
+        if (w->settings.vector_solver) {
+            ph__wide_warm_start(w);
+        } else {
+            for (int32_t k = w->row_count - w->contact_row_count; k < w->row_count; k++)
+                apply(w->sbodies, &w->rows[w->order[k]], w->rows[w->order[k]].lambda);
+        }
+        first = w->contact_row_count;
+    }
+    for (int32_t i = first; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         if (r->lambda != 0) apply(w->sbodies, r, r->lambda);
     }
@@ -192,6 +204,7 @@ int ph__solve(ph__world *w) {
         if (e) return e;
     }
     const ph_settings *set = &w->settings;
+    w->wide_solved = 0;
     if (set->method != PH_METHOD_PGS || (set->ordering != PH_ORDER_DEFAULT && set->ordering != PH_ORDER_GRAVITY))
         return solve_family(w);
     /* The core's PGS in the order built by step.c. */
@@ -212,8 +225,13 @@ int ph__solve(ph__world *w) {
     int it = 0;
     ph__merit m;
     memset(&m, 0, sizeof m);
+    /* With the default order the contact rows are solved by batches of
+     * coloured points (solver_wide.c), which is the same sweep. */
+    const int wide = w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT;
+    w->wide_solved = wide;
+    const int32_t nscalar = wide ? n - w->contact_row_count : n;
     for (it = 0; it < iters && n > 0; it++) {
-        for (int32_t k = 0; k < n; k++) {
+        for (int32_t k = 0; k < nscalar; k++) {
             ph__row *r = &rows[order[k]];
             if (r->block != -1) {
                 if (r->block >= 0) solve_block(sb, r, &w->blocks[r->block]);
@@ -228,8 +246,10 @@ int ph__solve(ph__world *w) {
             r->lambda = nl;
             apply(sb, r, dl);
         }
+        if (wide) ph__wide_sweep(w);
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {
+            if (wide) ph__wide_store(w);
             merits(w, &m);
             ph__rec rec = {st, NULL};
             ph__rec_push(&rec, &m, (double)(it + 1), PH_PHASE_SWEEP);
@@ -241,14 +261,18 @@ int ph__solve(ph__world *w) {
     }
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report). */
-    if ((!record && w->last_substep) || n == 0) merits(w, &m);
+    if ((!record && w->last_substep) || n == 0) {
+        if (wide) ph__wide_store(w);
+        merits(w, &m);
+    }
     st->rows = n;
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;
 }
 
 void ph__store_impulses(ph__world *w) {
-    for (int32_t i = 0; i < w->manifold_count; i++) {
+    if (w->wide_solved) ph__wide_store_impulses(w);
+    for (int32_t i = 0; i < w->manifold_count && !w->wide_solved; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;
         for (int k = 0; k < cm->m.count; k++) {

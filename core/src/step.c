@@ -131,9 +131,20 @@ static int cmp_key(const void *x, const void *y) {
  * then the contact rows in pair order or, with PH_ORDER_GRAVITY, as contact
  * triples sorted bottom-up by height, ties by row index (deterministic). The
  * key array of the broadphase is reused as scratch. */
-static int build_order(ph__world *w, int32_t ncontact) {
+static int build_order(ph__world *w, int32_t ncontact, int collide) {
     if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     const int32_t njoint = w->row_count - ncontact;
+    if (w->settings.ordering == PH_ORDER_DEFAULT) {
+        /* Contacts in colour order (solver_wide.c), built once per collision;
+         * later substeps refresh the batches' right-hand sides and warm
+         * starts. The joint rows go first. */
+        int e = PH_OK;
+        if (collide || !w->wide_ok) e = ph__wide_build(w, ncontact);
+        if (e) return e;
+        for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
+        return PH_OK;
+    }
+    w->wide_ok = 0;
     for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
     int32_t *o = w->order + njoint;
     for (int32_t i = 0; i < ncontact; i++) o[i] = i;
@@ -171,6 +182,17 @@ static void integrate(ph__world *w, double h) {
     }
 }
 
+/* Later substeps of the default PGS path may refresh the contact batches
+ * straight from the manifolds, leaving the rows alone, unless something
+ * will read the rows: merits (every iteration, or the last substep's),
+ * a tolerance, a capture, or another method. */
+static int wide_fast(const ph__world *w) {
+    const ph_settings *s = &w->settings;
+    return w->wide_ok && s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS &&
+           !s->record_merits &&
+           !(s->tolerance > 0) && !w->capture && !w->last_substep;
+}
+
 static int substep(ph__world *w, double h, int collide) {
     ph_step_stats *st = &w->stats;
     double t0 = now_ms(), t1 = t0, t2;
@@ -204,12 +226,17 @@ static int substep(ph__world *w, double h, int collide) {
         w->contact_row_count = w->row_count;
     } else {
         w->row_count = w->contact_row_count;
-        e = ph__refresh_contact_rows(w, h);
-        if (e) return e;
+        if (wide_fast(w)) {
+            ph__wide_refresh_fast(w, h);
+        } else {
+            e = ph__refresh_contact_rows(w, h);
+            if (e) return e;
+            if (w->wide_ok) ph__wide_refresh(w);
+        }
     }
     e = ph__joint_rows(w, h);
     if (e) return e;
-    e = build_order(w, w->contact_row_count);
+    e = build_order(w, w->contact_row_count, collide);
     if (e) return e;
     ph__warm_start(w);
     double t3 = now_ms();

@@ -72,6 +72,7 @@ ph_settings ph_default_settings(void) {
     s.record_merits = 1;
     s.seed = 1;
     s.collide_substeps = 0;
+    s.vector_solver = 1;
     s.joint_projection = 2;
     s.sleep = 0;
     s.sleep_linear = 0.05;
@@ -139,6 +140,7 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->gyroscopic != 0 && s->gyroscopic != 1) return bad(msg, "gyroscopic must be 0 or 1");
     if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
     if (s->collide_substeps != 0 && s->collide_substeps != 1) return bad(msg, "collide_substeps must be 0 or 1");
+    if (s->vector_solver != 0 && s->vector_solver != 1) return bad(msg, "vector_solver must be 0 or 1");
     if (s->joint_projection < 0 || s->joint_projection > 100) return bad(msg, "joint_projection must be in [0, 100]");
     if (s->sleep != 0 && s->sleep != 1) return bad(msg, "sleep must be 0 or 1");
     if (!isfinite(s->sleep_linear) || s->sleep_linear < 0 || !isfinite(s->sleep_angular) || s->sleep_angular < 0)
@@ -231,6 +233,10 @@ int ph_world_destroy(ph_world_id id) {
     free(w->prev_manifolds);
     free(w->rows);
     free(w->order);
+    free(w->wbatches);
+    free(w->wmask);
+    free(w->wcolour);
+    free(w->wpoint);
     free(w->events);
     free(w->island_parent);
     free(w->island_rest);

@@ -182,12 +182,14 @@ static void test_stack_of_ten(void **state) {
     assert_true(r.penetration < 0.005);
     assert_true(r.sag > 0 && r.sag < 0.02);
     /* Literally 10 iterations in one substep: it holds with a 35 Hz contact
-     * (ten contact layers of a softer spring sag more). */
+     * (ten contact layers of a softer spring sag more). In the coloured
+     * default order (even contacts, then odd ones) the deepest point reaches
+     * 5.5 mm (below 5 mm in the pair order this test was written for). */
     r = run_stack(10, 35);
     print_message("10-box stack, 1 x 10 at 35 Hz: drift %.3e m, sag %.3e m, penetration %.3e m\n", r.drift, r.sag,
                   r.penetration);
     assert_true(r.drift < 0.01);
-    assert_true(r.penetration < 0.005);
+    assert_true(r.penetration < 0.006);
     assert_true(r.sag > 0 && r.sag < 0.03);
 }
 

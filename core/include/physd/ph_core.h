@@ -120,8 +120,10 @@ typedef enum ph_method {
 
 /* The row order the Gauss–Seidel sweep visits (seeds/001, seeds/002). */
 typedef enum ph_ordering {
-    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then contacts by pair (normal, t1, t2
-                                   per point) */
+    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then contacts in colour order: the
+                                   manifolds greedily coloured in pair order so that no two of a
+                                   colour share a moving body, colour after colour; each point's
+                                   normal, t1, t2 together (solver_wide.c, docs/core.md) */
     PH_ORDER_GRAVITY = 1,       /* contacts sorted bottom-up along gravity */
     PH_ORDER_RANDOM = 2,        /* a random permutation of the rows from the world's seeded
                                    generator: per step, or per iteration (deterministic) */
@@ -184,6 +186,10 @@ typedef struct ph_settings {
                                 each contact point with its two bodies, update its depth from
                                 their relative motion along the normal and refresh only the
                                 rows' SPOOK terms (see docs/profile.md) */
+    int vector_solver;       /* 1 (default): with PH_METHOD_PGS and PH_ORDER_DEFAULT the contact
+                                rows are solved four contact points at a time (SIMD, lanes
+                                touch disjoint bodies); 0: the scalar loop in the same order.
+                                Both give the same numbers, bit for bit; {0, 1} */
     int sleep;               /* islands of bodies at rest go to sleep, default 0 (the server
                                 turns it on for its worlds); {0, 1} */
     double sleep_linear;     /* m/s: a body moving slower than this ... default 0.05 */

@@ -1,0 +1,347 @@
+/*
+ * solver_wide.c — the contact rows of the default order, coloured and
+ * solved PH_LANES contact points at a time.
+ *
+ * Normal path:
+ *   ph__wide_build (first substep of a step, after the contact rows are
+ *   built, ordering DEFAULT): greedy colouring of the contact points (a
+ *   point's three rows, normal, t1, t2) so that no two points of one colour
+ *   share a moving body (solver body 0, the fixed ground, never conflicts:
+ *   it is never changed). Colours are taken in rounds of 64 (one bit per
+ *   colour in a per-body mask); a point that finds no free colour in a round
+ *   waits for the next. The points of each colour, in point order, are cut
+ *   into batches of PH_LANES; each batch holds its points' rows as vectors
+ *   (one lane per point, structure of arrays). The visiting order w->order
+ *   becomes: the joint rows, then, batch after batch, lane after lane, the
+ *   point's normal, t1 and t2 rows. This order is the meaning of
+ *   PH_ORDER_DEFAULT for every method.
+ *   ph__wide_refresh (later substeps): the rows' right-hand sides and warm
+ *   starts into the batches.
+ *   ph__wide_sweep: one projected Gauss–Seidel pass over the batches, the
+ *   arithmetic of solver.c's scalar loop done on PH_LANES points at once:
+ *   gather the bodies' velocities, update normal, t1, t2 (friction bounded
+ *   by mu times the point's new normal impulse, or the scaled box), scatter
+ *   the velocities back. Because the lanes of a batch touch disjoint moving
+ *   bodies, this is exactly the scalar sweep in w->order, operation for
+ *   operation (-ffp-contract=off: no fused multiply-add in either), so every
+ *   method sees the same order and the same numbers.
+ *   ph__wide_store: the batches' impulses back into the rows.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from ph__wide_build (then the world runs
+ * the scalar loop in the order it had, w->wide_ok = 0).
+ *
+ * Invariants: contact rows are triples 3k, 3k+1, 3k+2 at the start of
+ * rows[]; an empty lane has bodies 0 and 0 and all-zero rows, so it changes
+ * nothing (the ground's velocity stays zero).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ph_internal.h"
+
+typedef long long ph__vi __attribute__((vector_size(PH_LANES * 8), aligned(8)));
+
+static inline __attribute__((always_inline)) ph__vd splat(double x) {
+    double a[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) a[j] = x;
+    ph__vd v;
+    memcpy(&v, a, sizeof v);
+    return v;
+}
+
+/* m ? a : b, lane by lane (m from a vector comparison: all ones or zero). */
+static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a, ph__vd b) {
+    return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
+}
+
+static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
+    const ph__contact_manifold *cm = &w->manifolds[mi];
+    const int32_t p = cm->row0 / 3 + k;
+    const ph__row *r = &w->rows[3 * p];
+    wb->point[j] = p;
+    wb->pm[j] = 4 * mi + k;
+    wb->ia[j] = r->ia;
+    wb->ib[j] = r->ib;
+    wb->ima[j] = r->ima;
+    wb->imb[j] = r->imb;
+    wb->mu[j] = r[1].mu;
+    wb->box[j] = r[1].hi;
+    for (int q = 0; q < 3; q++) {
+        const ph__row *s = &r[q];
+        ph__wrow *d = &wb->r[q];
+        d->lin[0][j] = s->lin.x;
+        d->lin[1][j] = s->lin.y;
+        d->lin[2][j] = s->lin.z;
+        d->ang_a[0][j] = s->ang_a.x;
+        d->ang_a[1][j] = s->ang_a.y;
+        d->ang_a[2][j] = s->ang_a.z;
+        d->ang_b[0][j] = s->ang_b.x;
+        d->ang_b[1][j] = s->ang_b.y;
+        d->ang_b[2][j] = s->ang_b.z;
+        d->mang_a[0][j] = s->mang_a.x;
+        d->mang_a[1][j] = s->mang_a.y;
+        d->mang_a[2][j] = s->mang_a.z;
+        d->mang_b[0][j] = s->mang_b.x;
+        d->mang_b[1][j] = s->mang_b.y;
+        d->mang_b[2][j] = s->mang_b.z;
+        d->inv_diag[j] = s->inv_diag;
+        d->eps[j] = s->eps;
+        d->rhs[j] = s->rhs;
+        d->lambda[j] = s->lambda;
+    }
+}
+
+int ph__wide_build(ph__world *w, int32_t ncontact) {
+    w->wide_ok = 0;
+    const int32_t nm = w->manifold_count;
+    const int32_t nsb = w->sbody_count;
+    if (ph__reserve((void **)&w->wmask, &w->wmask_cap, nsb + 1, sizeof(uint64_t)) ||
+        ph__reserve((void **)&w->wcolour, &w->wcolour_cap, nm + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->wpoint, &w->wpoint_cap, nm + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
+        return PH_ERR_NO_MEMORY;
+    /* Colour the manifolds with rows, in rounds of 64; -1 = not yet. */
+    int32_t left = 0, round = 0, ncol = 0;
+    for (int32_t i = 0; i < nm; i++) {
+        const int active = w->manifolds[i].row0 >= 0;
+        w->wcolour[i] = active ? -1 : -2;
+        left += active;
+    }
+    while (left > 0) {
+        memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
+        for (int32_t i = 0; i < nm; i++) {
+            if (w->wcolour[i] != -1) continue;
+            const ph__row *r = &w->rows[w->manifolds[i].row0];
+            const uint64_t used = (r->ia ? w->wmask[r->ia] : 0) | (r->ib ? w->wmask[r->ib] : 0);
+            if (used == ~(uint64_t)0) continue;
+            const int c = __builtin_ctzll(~used);
+            if (r->ia) w->wmask[r->ia] |= (uint64_t)1 << c;
+            if (r->ib) w->wmask[r->ib] |= (uint64_t)1 << c;
+            w->wcolour[i] = 64 * round + c;
+            if (64 * round + c + 1 > ncol) ncol = 64 * round + c + 1;
+            left--;
+        }
+        round++;
+    }
+    /* Manifolds by colour, stable (counting sort). */
+    int32_t *start = calloc((size_t)ncol + 1, sizeof *start);
+    if (!start) return PH_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < nm; i++)
+        if (w->wcolour[i] >= 0) start[w->wcolour[i] + 1]++;
+    for (int32_t c = 0; c < ncol; c++) start[c + 1] += start[c];
+    for (int32_t i = 0; i < nm; i++)
+        if (w->wcolour[i] >= 0) w->wpoint[start[w->wcolour[i]]++] = i;
+    /* start[c] is now the end of colour c. Groups of PH_LANES manifolds of
+     * one colour; batch k of a group holds point k of each. */
+    int32_t nbatch = 0, pos = 0;
+    for (int32_t c = 0; c < ncol; c++) {
+        for (; pos < start[c]; pos += PH_LANES) {
+            int kmax = 0;
+            for (int j = 0; j < PH_LANES && pos + j < start[c]; j++)
+                if (w->manifolds[w->wpoint[pos + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[pos + j]].m.count;
+            nbatch += kmax;
+        }
+        pos = start[c];
+    }
+    if (ph__reserve((void **)&w->wbatches, &w->wbatch_cap, nbatch + 1, sizeof(ph__wbatch))) {
+        free(start);
+        return PH_ERR_NO_MEMORY;
+    }
+    memset(w->wbatches, 0, (size_t)nbatch * sizeof(ph__wbatch));
+    const int32_t njoint = w->row_count - ncontact;
+    int32_t *o = w->order + njoint;
+    int32_t b = 0;
+    pos = 0;
+    for (int32_t c = 0; c < ncol; c++) {
+        for (; pos < start[c]; pos += PH_LANES) {
+            const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
+            for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
+                int any = 0;
+                for (int j = 0; j < lanes; j++) any |= w->manifolds[w->wpoint[pos + j]].m.count > k;
+                if (!any) break;
+                ph__wbatch *wb = &w->wbatches[b++];
+                for (int j = 0; j < PH_LANES; j++) {
+                    wb->point[j] = -1;
+                    if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) continue;
+                    fill_lane(w, wb, j, w->wpoint[pos + j], k);
+                    for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
+                }
+            }
+        }
+        pos = start[c];
+    }
+    free(start);
+    w->wbatch_count = nbatch;
+    w->wide_ok = 1;
+    return PH_OK;
+}
+
+void ph__wide_refresh_fast(ph__world *w, double h) {
+    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
+    const double a = cn.a, b = cn.b;
+    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
+        ph__wbatch *wb = &w->wbatches[bi];
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            const ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
+            const int k = wb->pm[j] & 3;
+            const ph__wrow *rn = &wb->r[0];
+            const ph_vec3 va = w->v0[wb->ia[j]], wa = w->w0[wb->ia[j]];
+            const ph_vec3 vb = w->v0[wb->ib[j]], wbv = w->w0[wb->ib[j]];
+            const double jv0 = (rn->lin[0][j] * (vb.x - va.x) + rn->lin[1][j] * (vb.y - va.y) +
+                                rn->lin[2][j] * (vb.z - va.z)) +
+                               (rn->ang_a[0][j] * wa.x + rn->ang_a[1][j] * wa.y + rn->ang_a[2][j] * wa.z) +
+                               (rn->ang_b[0][j] * wbv.x + rn->ang_b[1][j] * wbv.y + rn->ang_b[2][j] * wbv.z);
+            const double gap = -cm->m.pts[k].depth;
+            wb->r[0].rhs[j] = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+            const double ln = cm->ln[k] * wsf;
+            wb->r[0].lambda[j] = ln;
+            const double bound = box ? wb->box[j] : wb->mu[j] * ln;
+            const double l1 = cm->lt1[k] * wsf, l2 = cm->lt2[k] * wsf;
+            wb->r[1].lambda[j] = l1 < -bound ? -bound : (l1 > bound ? bound : l1);
+            wb->r[2].lambda[j] = l2 < -bound ? -bound : (l2 > bound ? bound : l2);
+        }
+    }
+}
+
+void ph__wide_store_impulses(ph__world *w) {
+    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
+        const ph__wbatch *wb = &w->wbatches[bi];
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
+            const int k = wb->pm[j] & 3;
+            cm->ln[k] = wb->r[0].lambda[j];
+            cm->lt1[k] = wb->r[1].lambda[j];
+            cm->lt2[k] = wb->r[2].lambda[j];
+        }
+    }
+}
+
+void ph__wide_refresh(ph__world *w) {
+    for (int32_t b = 0; b < w->wbatch_count; b++) {
+        ph__wbatch *wb = &w->wbatches[b];
+        for (int j = 0; j < PH_LANES; j++) {
+            const int32_t p = wb->point[j];
+            if (p < 0) continue;
+            for (int k = 0; k < 3; k++) {
+                wb->r[k].rhs[j] = w->rows[3 * p + k].rhs;
+                wb->r[k].lambda[j] = w->rows[3 * p + k].lambda;
+            }
+        }
+    }
+}
+
+void ph__wide_store(ph__world *w) {
+    for (int32_t b = 0; b < w->wbatch_count; b++) {
+        const ph__wbatch *wb = &w->wbatches[b];
+        for (int j = 0; j < PH_LANES; j++) {
+            const int32_t p = wb->point[j];
+            if (p < 0) continue;
+            for (int k = 0; k < 3; k++) w->rows[3 * p + k].lambda = wb->r[k].lambda[j];
+        }
+    }
+}
+
+typedef struct wvel {
+    ph__vd va[3], wa[3], vb[3], wb[3];
+} wvel;
+
+/* The lanes' body velocities as vectors. Built from the scalars directly
+ * (element inserts): storing them to a scratch array and loading that as
+ * vectors would stall on store forwarding. */
+#define PH_GATHER4(f) ((ph__vd){p0->f, p1->f, p2->f, p3->f})
+/* GCC 12 reports the element inserts of a vector literal as reads of an
+ * uninitialized vector (a false positive of -Wmaybe-uninitialized). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
+    _Static_assert(PH_LANES == 4, "gather is written for four lanes");
+    const ph__sbody *p0 = &sb[wb->ia[0]], *p1 = &sb[wb->ia[1]], *p2 = &sb[wb->ia[2]], *p3 = &sb[wb->ia[3]];
+    u->va[0] = PH_GATHER4(v.x);
+    u->va[1] = PH_GATHER4(v.y);
+    u->va[2] = PH_GATHER4(v.z);
+    u->wa[0] = PH_GATHER4(w.x);
+    u->wa[1] = PH_GATHER4(w.y);
+    u->wa[2] = PH_GATHER4(w.z);
+    p0 = &sb[wb->ib[0]];
+    p1 = &sb[wb->ib[1]];
+    p2 = &sb[wb->ib[2]];
+    p3 = &sb[wb->ib[3]];
+    u->vb[0] = PH_GATHER4(v.x);
+    u->vb[1] = PH_GATHER4(v.y);
+    u->vb[2] = PH_GATHER4(v.z);
+    u->wb[0] = PH_GATHER4(w.x);
+    u->wb[1] = PH_GATHER4(w.y);
+    u->wb[2] = PH_GATHER4(w.z);
+}
+#pragma GCC diagnostic pop
+#undef PH_GATHER4
+
+static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
+    for (int j = 0; j < PH_LANES; j++) {
+        ph__sbody *a = &sb[wb->ia[j]], *c = &sb[wb->ib[j]];
+        a->v = ph_v3(u->va[0][j], u->va[1][j], u->va[2][j]);
+        a->w = ph_v3(u->wa[0][j], u->wa[1][j], u->wa[2][j]);
+        c->v = ph_v3(u->vb[0][j], u->vb[1][j], u->vb[2][j]);
+        c->w = ph_v3(u->wb[0][j], u->wb[1][j], u->wb[2][j]);
+    }
+}
+
+/* v += M^-1 J^T lambda of one row of every lane (solver.c's apply). */
+static inline __attribute__((always_inline)) void row_apply(const ph__wrow *r, ph__vd dl, ph__vd ima, ph__vd imb,
+                                                            wvel *u) {
+    const ph__vd sa = -dl * ima, sb = dl * imb;
+    for (int c = 0; c < 3; c++) {
+        u->va[c] = u->va[c] + sa * r->lin[c];
+        u->wa[c] = u->wa[c] + dl * r->mang_a[c];
+        u->vb[c] = u->vb[c] + sb * r->lin[c];
+        u->wb[c] = u->wb[c] + dl * r->mang_b[c];
+    }
+}
+
+/* One row of every lane, as solver.c's scalar update. */
+static inline __attribute__((always_inline)) void row_update(ph__wrow *r, ph__vd lo, ph__vd hi, ph__vd ima, ph__vd imb, wvel *u) {
+    const ph__vd jv = ((r->lin[0] * (u->vb[0] - u->va[0]) + r->lin[1] * (u->vb[1] - u->va[1]) +
+                        r->lin[2] * (u->vb[2] - u->va[2])) +
+                       (r->ang_a[0] * u->wa[0] + r->ang_a[1] * u->wa[1] + r->ang_a[2] * u->wa[2])) +
+                      (r->ang_b[0] * u->wb[0] + r->ang_b[1] * u->wb[1] + r->ang_b[2] * u->wb[2]);
+    const ph__vd dl0 = -(jv + r->eps * r->lambda - r->rhs) * r->inv_diag;
+    ph__vd nl = r->lambda + dl0;
+    nl = select_vd(nl < lo, lo, select_vd(nl > hi, hi, nl));
+    const ph__vd dl = nl - r->lambda;
+    r->lambda = nl;
+    row_apply(r, dl, ima, imb, u);
+}
+
+__attribute__((target_clones("avx2", "default"))) void ph__wide_warm_start(ph__world *w) {
+    ph__sbody *sb = w->sbodies;
+    for (int32_t b = 0; b < w->wbatch_count; b++) {
+        const ph__wbatch *wb = &w->wbatches[b];
+        wvel u;
+        gather(sb, wb, &u);
+        for (int k = 0; k < 3; k++) row_apply(&wb->r[k], wb->r[k].lambda, wb->ima, wb->imb, &u);
+        scatter(sb, wb, &u);
+    }
+}
+
+/* Compiled twice: for AVX2 (four doubles per instruction) and for the
+ * baseline (two SSE2 halves); the loader picks one. Neither contracts to
+ * fused multiply-adds, so both give the same numbers. */
+__attribute__((target_clones("avx2", "default"))) void ph__wide_sweep(ph__world *w) {
+    ph__sbody *sb = w->sbodies;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY);
+    for (int32_t b = 0; b < w->wbatch_count; b++) {
+        ph__wbatch *wb = &w->wbatches[b];
+        wvel u;
+        gather(sb, wb, &u);
+        row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, &u);
+        const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
+        row_update(&wb->r[1], -bound, bound, wb->ima, wb->imb, &u);
+        row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, &u);
+        scatter(sb, wb, &u);
+    }
+}
