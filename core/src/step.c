@@ -44,8 +44,11 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
     /* The gyroscopic term is quadratic in w: nothing to do for a body at rest
      * (and most bodies of a resting pile are). */
     if (ph_len2(w_world) < 1e-18) return w_world;
-    ph_vec3 w0 = ph_inv_rotate(b->q, w_world);
     const ph_vec3 I = b->inertia;
+    /* With equal principal moments (spheres, cubes) w x I w = 0 exactly:
+     * the rotation is torque-free at constant w. */
+    if (I.x == I.y && I.y == I.z) return w_world;
+    ph_vec3 w0 = ph_inv_rotate(b->q, w_world);
     const double Ia[3] = {I.x, I.y, I.z};
     ph_vec3 w1 = w0;
     for (int it = 0; it < 3; it++) {
@@ -89,8 +92,15 @@ static int build_solver_bodies(ph__world *w) {
         sb->v = b->v;
         sb->w = b->w;
         sb->inv_mass = b->inv_mass;
-        ph_mat3 r = ph_mat3_from_quat(b->q);
-        sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
+        const ph_vec3 ii = b->inv_inertia;
+        if (ii.x == ii.y && ii.y == ii.z) {
+            /* Isotropic (spheres, cubes): R D R^T = D, without rounding. */
+            memset(&sb->inv_i, 0, sizeof sb->inv_i);
+            sb->inv_i.m[0][0] = sb->inv_i.m[1][1] = sb->inv_i.m[2][2] = ii.x;
+        } else {
+            ph_mat3 r = ph_mat3_from_quat(b->q);
+            sb->inv_i = ph_mat3_rdrt(&r, ii);
+        }
     }
     w->sbody_count = n;
     return PH_OK;
