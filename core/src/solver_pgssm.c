@@ -161,7 +161,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     uint8_t *cls2 = cls + n;
     ph__ic ic; /* the IC(0) factor of sm_preconditioner = 2, valid for ic.set when ic_ok */
     memset(&ic, 0, sizeof ic);
-    int ic_ok = 0;
+    int ic_ok = 0, ic_broken = 0;
     for (int32_t i = 0; i < n; i++) {
         const int friction = s->normal[i] >= 0 || s->mu[i] > 0;
         gam[i] = (set->sm_gamma_scope == PH_GAMMA_ALL || friction) ? set->sm_gamma : 0.0;
@@ -224,14 +224,17 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
              * its cost counted; on breakdown, or when it cannot fit in the
              * budget, this step is diagonally preconditioned. */
             int use_ic = 0;
-            if (set->sm_preconditioner == 2) {
+            if (set->sm_preconditioner == 2 && !ic_broken) {
                 if (ic_ok && ic.m == na && memcmp(ic.set, idx, (size_t)na * sizeof *idx) == 0)
                     use_ic = 1;
                 else {
                     ic_ok = 0;
                     const int e = ph__ic_factor(&ic, s, idx, na, gam, (budget - work - 0.5 - frac) * (double)n);
                     if (e == PH_OK || e == 1) work += ic.factor_cost / (double)n;
-                    if (e == 1) st->sm_precond_fallbacks++;
+                    if (e == 1) {
+                        st->sm_precond_fallbacks++;
+                        ic_broken = 1;
+                    }
                     use_ic = ic_ok = e == PH_OK;
                 }
                 if (use_ic) {

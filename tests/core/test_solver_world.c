@@ -51,9 +51,11 @@ static ph_lcp *first_step(const char *name) {
     return p;
 }
 
-static ph_settings precise(ph_method m) {
+/* m = PH_METHOD_COUNT: PGS–SM with the incomplete Cholesky preconditioner. */
+static ph_settings precise(int m) {
     ph_settings s = base_settings();
-    s.method = m;
+    s.method = m == PH_METHOD_COUNT ? PH_METHOD_PGS_SM : (ph_method)m;
+    if (m == PH_METHOD_COUNT) s.sm_preconditioner = 2;
     s.iterations = 5000;
     s.tolerance = 1e-26;
     return s;
@@ -80,16 +82,16 @@ static void check_scene(const char *name, int rows) {
     for (int i = 0; i < rows; i += 3)
         print_message(" %.9f", ref[i]);
     print_message("\n");
-    /* Every method on the captured rows, and every method and ordering in a
-     * world stepping the same scene. */
-    for (int m = 0; m < PH_METHOD_COUNT; m++) {
-        ph_settings s = precise((ph_method)m);
+    /* Every method (and PGS–SM with IC(0)) on the captured rows, and every
+     * method and ordering in a world stepping the same scene. */
+    for (int m = 0; m <= PH_METHOD_COUNT; m++) {
+        ph_settings s = precise(m);
         ph_step_stats st;
         assert_int_equal(ph_lcp_solve(p, &s, NULL, NULL, x, &st, NULL), PH_OK);
         for (int i = 0; i < rows; i++)
             assert_near(x[i], ref[i], 1e-6);
         for (int o = 0; o < PH_ORDER_COUNT; o++) {
-            ph_settings ws = precise((ph_method)m);
+            ph_settings ws = precise(m);
             ws.ordering = (ph_ordering)o;
             ws.ordering_per_iteration = o % 2;
             ph_world_id w = scene_world(name, ws);
