@@ -17,8 +17,10 @@
  *         the current iterate, which already holds l_L and u_U; with the
  *         regularization of section 5.1, (A_AA + gamma I)(lambda_A + d) =
  *         -(b_A + ...), i.e. the right-hand side -(y_A + gamma lambda_A);
- *         solved by conjugate gradients (diagonally preconditioned unless
- *         sm_preconditioner = 0) from d = 0 — i.e. warm started at the
+ *         solved by conjugate gradients (preconditioned by the diagonal,
+ *         sm_preconditioner = 1; none, 0; or the incomplete Cholesky
+ *         factor of solver_ic.c, 2, factored once per active set and
+ *         reused while it is unchanged) from d = 0 — i.e. warm started at the
  *         current lambda_A — with matrix-vector products through the rows
  *         (scatter M^-1 J^T p onto scratch body velocities, gather J),
  *         never forming A densely; at most |A| iterations, or fewer to stay
@@ -52,10 +54,17 @@
  * scatter and one gather per active row, like a sweep over those rows),
  * and 0.5 for the merit it needs; the merit at the end of a PGS phase is
  * 0.5. Merits recorded after PGS sweeps only for the statistics are free.
+ * IC(0) adds its factorization (0.5 per off-diagonal entry formed, 1/24 per
+ * multiply-add) and each application (two triangular solves), in sweep-rows
+ * over n (solver_ic.c); the diagonal preconditioner is not counted.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed then).
  * A CG breakdown (p^T A p <= 0: a singular reduced matrix, e.g. rows
  * without regularization) stops CG with the correction reached so far.
+ * An IC(0) breakdown (non-positive pivot) makes that step and the rest of
+ * the solve use the diagonal (counted in stats sm_precond_fallbacks, its
+ * cost in the work); an IC(0) factorization that cannot fit in the budget
+ * or its scratch is not made (diagonal for that step).
  */
 #include <stdlib.h>
 #include <string.h>

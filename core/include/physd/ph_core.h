@@ -462,8 +462,9 @@ typedef struct ph_step_stats {
     double lcp_error_final;
     /* Work after each recorded iteration, cumulative, in units of one PGS
      * sweep over all rows (a PGS sweep is 1; a PGS–SM subspace step counts
-     * its residual, its CG matrix-vector products |A|/rows each, and the
-     * merit it needs). */
+     * its residual, its CG matrix-vector products |A|/rows each, the
+     * merit it needs and, with sm_preconditioner 2, the factorization and
+     * applications of the preconditioner; docs/solvers.md). */
     double work[PH_STATS_MAX_ITERS];
     /* What each recorded iteration was: PH_PHASE_* below. */
     unsigned char phase[PH_STATS_MAX_ITERS];
