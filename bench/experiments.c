@@ -10,17 +10,19 @@
  *      the LCP error after every iteration, in two set-ups (A: physd's
  *      defaults, warm started as in the world; B: friction rows
  *      regularized like the normals, friction.hertz = 35, cold start).
- *      PGS–SM twice: with exact subspace solves as in the paper
- *      (sm_forcing = 0, "PGS-SM-exact") and with physd's default forcing
- *      term ("PGS-SM"); fig3_forcing.csv repeats PGS–SM for a range of
- *      sm_forcing values;
+ *      PGS–SM four times: diagonally preconditioned CG with exact subspace
+ *      solves as in the paper (sm_forcing = 0, "PGS-SM-exact") and with
+ *      physd's default forcing term ("PGS-SM"), and the same two with the
+ *      incomplete Cholesky preconditioner (sm_preconditioner = 2,
+ *      "PGS-SM-IC-exact", "PGS-SM-IC"); fig3_forcing.csv repeats the
+ *      diagonal PGS–SM for a range of sm_forcing values;
  *   2. perm: the reordering study (seeds/001): the first step of the sliding
  *      capsule (6 rows) and of the three-sphere body (9 rows), PGS from
  *      lambda = 0 in every one of the 720 / 362880 row orders, iterations
  *      to LCP error < 1e-4 m/s, and where each of physd's strategies lands;
  *   3. massratio: heavy_on_light with the slab 1 to 10^4 times a light
- *      cube, iterations of PGS, blockwise PGS, PGS–SM (default and exact)
- *      and Jacobi from a cold
+ *      cube, iterations of PGS, blockwise PGS, PGS–SM (diagonal: forcing
+ *      0.03 and exact; IC(0): forcing 0.03) and Jacobi from a cold
  *      start to LCP error < 1e-5 m/s on a step captured after 60 settling
  *      steps (100 PGS iterations each), in set-ups A and B as for fig3.
  * Only the public API is used (ph_core.h, ph_lcp.h, ph_scenes.h).
@@ -113,15 +115,16 @@ static void fig3(const char *dir) {
             if (e || !p) die("capture", e);
             const int n = ph_lcp_size(p);
             double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
-            static const char *mname[] = {"PGS", "PGS-SM-exact", "PGS-SM"};
-            for (int m = 0; m < 3; m++) {
+            static const char *mname[] = {"PGS", "PGS-SM-exact", "PGS-SM", "PGS-SM-IC-exact", "PGS-SM-IC"};
+            for (int m = 0; m < 5; m++) {
                 ph_settings s = doc_settings();
                 s.method = m ? PH_METHOD_PGS_SM : PH_METHOD_PGS;
                 s.iterations = 1500;
                 s.tolerance = 1e-30;
                 s.k_pgs = 25;
                 s.k_sm = 5;
-                if (m == 1) s.sm_forcing = 0;
+                s.sm_forcing = (m == 1 || m == 3) ? 0 : 0.03;
+                s.sm_preconditioner = m >= 3 ? 2 : 1;
                 ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
                 ph_step_stats st;
                 double t0 = now_s();
@@ -144,6 +147,7 @@ static void fig3(const char *dir) {
                 s.iterations = 1500;
                 s.tolerance = 1e-30;
                 s.sm_forcing = etas[k];
+                s.sm_preconditioner = 1;
                 ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
                 ph_step_stats st;
                 e = ph_lcp_solve(p, &s, NULL, setup == 1 ? zero : NULL, x, &st, &tr);
@@ -368,13 +372,14 @@ static void massratio(const char *dir) {
             if (e || !p) die("capture", e);
             const int n = ph_lcp_size(p);
             double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
-            const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_BLOCK_PGS, PH_METHOD_PGS_SM, PH_METHOD_JACOBI,
-                                         PH_METHOD_PGS_SM};
-            const char *names[] = {"PGS", "block-PGS", "PGS-SM", "Jacobi", "PGS-SM-exact"};
-            for (int k = 0; k < 5; k++) {
+            const ph_method methods[] = {PH_METHOD_PGS,    PH_METHOD_BLOCK_PGS, PH_METHOD_PGS_SM,
+                                         PH_METHOD_JACOBI, PH_METHOD_PGS_SM,    PH_METHOD_PGS_SM};
+            const char *names[] = {"PGS", "block-PGS", "PGS-SM", "Jacobi", "PGS-SM-exact", "PGS-SM-IC"};
+            for (int k = 0; k < 6; k++) {
                 ph_settings s = doc_settings();
                 s.method = methods[k];
-                if (k == 4) s.sm_forcing = 0;
+                s.sm_forcing = k == 4 ? 0 : 0.03;
+                s.sm_preconditioner = k == 5 ? 2 : 1;
                 s.iterations = 3000;
                 ph_lcp_trace tr = {TRACE_CAP, 0, tr_f, NULL, tr_l, tr_w, tr_p};
                 ph_step_stats st;

@@ -28,7 +28,7 @@ for setup in A B; do
 set terminal pngcairo size 1600,800 font ",10"
 set output "fig3_$setup.png"
 set datafile separator ","
-set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5), exact and inexact subspace solves"
+set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5), exact and inexact subspace solves, diagonal and IC(0) preconditioner"
 set logscale y
 set format y "10^{%L}"
 set xlabel "work (PGS iterations)"
@@ -39,7 +39,8 @@ do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_bo
     set title s noenhanced
     plot "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw 2 title "PGS", \
          "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM-exact\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, exact CG (seeds/000)", \
-         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03 (default)"
+         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03, diagonal", \
+         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM-IC\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03, IC(0)"
 }
 unset multiplot
 GP
@@ -90,7 +91,7 @@ set xlabel "mass ratio (slab / light cube)"
 set ylabel "work (PGS sweeps)"
 set logscale xy
 set key top left
-plot for [m in "PGS block-PGS PGS-SM-exact PGS-SM"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
+plot for [m in "PGS block-PGS PGS-SM-exact PGS-SM PGS-SM-IC"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
 GP
 done
 echo "experiments: CSV and PNG files in $OUT"

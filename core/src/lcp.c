@@ -269,7 +269,19 @@ static void d_restore(ph__sys *s) {
     memcpy(s->lambda, c->saved, (size_t)s->n * sizeof *c->saved);
 }
 
-static const ph__sys_ops dense_ops = {d_row_y, d_add, d_sweep, d_matvec, d_entry, d_save, d_restore};
+/* Rows coupled to row i: the nonzero entries of its row and column. */
+static int32_t d_neighbours(const ph__sys *s, int32_t i, int32_t *out) {
+    const dense_ctx *c = s->ctx;
+    const size_t n = (size_t)s->n;
+    int32_t k = 0;
+    for (int32_t j = 0; j < s->n; j++)
+        if (j != i && (c->p->A[(size_t)i * n + (size_t)j] != 0 || c->p->A[(size_t)j * n + (size_t)i] != 0))
+            out[k++] = j;
+    return k;
+}
+
+static const ph__sys_ops dense_ops = {d_row_y, d_add,  d_sweep,     d_matvec,
+                                      d_entry, d_save, d_restore, d_neighbours};
 
 /* ------------------------------------------------------------- solving */
 

@@ -401,6 +401,11 @@ typedef struct ph__sys_ops {
     /* Keeps / brings back the current iterate (lambda and bookkeeping). */
     void (*save)(ph__sys *s);
     void (*restore)(ph__sys *s);
+    /* The rows j != i that S may couple to row i (S_ij can be nonzero),
+     * each once, in no particular order, into out (room for n - 1);
+     * returns their count. Rows: the rows sharing a body with row i other
+     * than the ground; dense: the j with A_ij or A_ji nonzero. */
+    int32_t (*neighbours)(const ph__sys *s, int32_t i, int32_t *out);
 } ph__sys_ops;
 
 struct ph__sys {
@@ -523,6 +528,37 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+
+/* Incomplete Cholesky IC(0) of a reduced matrix S_AA + diag(gamma_A)
+ * (solver_ic.c), the sparse preconditioner of PGS–SM's subspace CG: an
+ * L D L^T factorization restricted to the pattern of S_AA (rows coupled
+ * through a shared body), in the order of set, with its cost counted in
+ * sweep-row units (docs/solvers.md). */
+typedef struct ph__ic {
+    int32_t m;               /* rows of the factored set */
+    int64_t nnz;             /* strictly lower entries of L */
+    int32_t *set;            /* the factored set (system rows), for reuse */
+    int32_t *ptr, *col;      /* L by rows: columns ptr[k]..ptr[k+1], increasing */
+    double *val, *d;         /* L's entries and the pivots D */
+    int32_t *pos, *mark, *nb;/* scratch: position of a system row in set, marks, neighbours */
+    double *w;
+    int32_t cap_m, cap_n;
+    int64_t cap_nnz;
+    double factor_cost;      /* sweep-row units of the last factorization */
+    double apply_cost;       /* sweep-row units of one application */
+} ph__ic;
+/* Multiply-adds per sweep-row unit (one row's gather and scatter). */
+#define PH__IC_OPS_PER_ROW 24.0
+/* Factors S_AA + diag(gamma) for the m rows of set (gamma indexed by
+ * system row; NULL = 0). max_cost bounds the sweep-row units spent: a
+ * factorization that could cost more is not started. Returns 0 (f holds
+ * the factor, f->factor_cost its cost), 1 on breakdown (a pivot <= 1e-12
+ * of its diagonal: f->factor_cost is what the attempt cost, f unusable),
+ * 2 when over max_cost (nothing spent), PH_ERR_NO_MEMORY. */
+int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, const double *gamma, double max_cost);
+/* z = (L D L^T)^-1 r over the factored set (z may not alias r). */
+void ph__ic_apply(const ph__ic *f, const double *r, double *z);
+void ph__ic_free(ph__ic *f);
 /* Fills the final figures of st from the merits of the returned iterate. */
 void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__merit *m);
 

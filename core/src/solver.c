@@ -220,6 +220,7 @@ int ph__solve(ph__world *w) {
     st->method = PH_METHOD_PGS;
     st->subspace_steps = 0;
     st->cg_iterations = 0;
+    st->sm_precond_fallbacks = 0;
     st->best_index = -1;
     st->direct_status = 0;
     int it = 0;

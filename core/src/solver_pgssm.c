@@ -17,8 +17,10 @@
  *         the current iterate, which already holds l_L and u_U; with the
  *         regularization of section 5.1, (A_AA + gamma I)(lambda_A + d) =
  *         -(b_A + ...), i.e. the right-hand side -(y_A + gamma lambda_A);
- *         solved by conjugate gradients (diagonally preconditioned unless
- *         sm_preconditioner = 0) from d = 0 — i.e. warm started at the
+ *         solved by conjugate gradients (preconditioned by the diagonal,
+ *         sm_preconditioner = 1; none, 0; or the incomplete Cholesky
+ *         factor of solver_ic.c, 2, factored once per active set and
+ *         reused while it is unchanged) from d = 0 — i.e. warm started at the
  *         current lambda_A — with matrix-vector products through the rows
  *         (scatter M^-1 J^T p onto scratch body velocities, gather J),
  *         never forming A densely; at most |A| iterations, or fewer to stay
@@ -52,10 +54,17 @@
  * scatter and one gather per active row, like a sweep over those rows),
  * and 0.5 for the merit it needs; the merit at the end of a PGS phase is
  * 0.5. Merits recorded after PGS sweeps only for the statistics are free.
+ * IC(0) adds its factorization (0.5 per off-diagonal entry formed, 1/24 per
+ * multiply-add) and each application (two triangular solves), in sweep-rows
+ * over n (solver_ic.c); the diagonal preconditioner is not counted.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed then).
  * A CG breakdown (p^T A p <= 0: a singular reduced matrix, e.g. rows
  * without regularization) stops CG with the correction reached so far.
+ * An IC(0) breakdown (non-positive pivot) makes that step and the rest of
+ * the solve use the diagonal (counted in stats sm_precond_fallbacks, its
+ * cost in the work); an IC(0) factorization that cannot fit in the budget
+ * or its scratch is not made (diagonal for that step).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +168,9 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     double *r = vec, *p = vec + n, *ap = vec + 2 * n, *x = vec + 3 * n, *gam = vec + 4 * n, *z = vec + 5 * n,
            *pinv = vec + 6 * n;
     uint8_t *cls2 = cls + n;
+    ph__ic ic; /* the IC(0) factor of sm_preconditioner = 2, valid for ic.set when ic_ok */
+    memset(&ic, 0, sizeof ic);
+    int ic_ok = 0, ic_broken = 0;
     for (int32_t i = 0; i < n; i++) {
         const int friction = s->normal[i] >= 0 || s->mu[i] > 0;
         gam[i] = (set->sm_gamma_scope == PH_GAMMA_ALL || friction) ? set->sm_gamma : 0.0;
@@ -206,7 +218,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
             const double frac = (double)na / (double)n;
             /* Reduced system (22) in correction form, by (preconditioned)
              * conjugate gradients from x = 0: z = P^-1 r, P = diag(A_AA +
-             * gamma) or I. */
+             * gamma), I, or the IC(0) factor L D L^T of A_AA + gamma. */
             for (int32_t k2 = 0; k2 < na; k2++) {
                 const int32_t i = idx[k2];
                 r[k2] = -(s->ops->row_y(s, i) + gam[i] * s->lambda[i]);
@@ -214,12 +226,37 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 const double d = s->diag[i] + gam[i];
                 pinv[k2] = (set->sm_preconditioner && d > 0) ? 1.0 / d : 1.0;
                 z[k2] = pinv[k2] * r[k2];
-                p[k2] = z[k2];
             }
             work += 0.5 * frac;
+            /* IC(0): factored once per active set (A_AA does not depend on
+             * lambda, so consecutive steps on an unchanged set reuse it),
+             * its cost counted; on breakdown, or when it cannot fit in the
+             * budget, this step is diagonally preconditioned. */
+            int use_ic = 0;
+            if (set->sm_preconditioner == 2 && !ic_broken) {
+                if (ic_ok && ic.m == na && memcmp(ic.set, idx, (size_t)na * sizeof *idx) == 0)
+                    use_ic = 1;
+                else {
+                    ic_ok = 0;
+                    const int e = ph__ic_factor(&ic, s, idx, na, gam, (budget - work - 0.5 - frac) * (double)n);
+                    if (e == PH_OK || e == 1) work += ic.factor_cost / (double)n;
+                    if (e == 1) {
+                        st->sm_precond_fallbacks++;
+                        ic_broken = 1;
+                    }
+                    use_ic = ic_ok = e == PH_OK;
+                }
+                if (use_ic) {
+                    ph__ic_apply(&ic, r, z);
+                    work += ic.apply_cost / (double)n;
+                }
+            }
+            const double apply = use_ic ? ic.apply_cost / (double)n : 0.0;
+            for (int32_t k2 = 0; k2 < na; k2++)
+                p[k2] = z[k2];
             double rz = dot(r, z, na), rr = dot(r, r, na);
             int32_t maxit = na;
-            double afford = (budget - work - 0.5) / frac;
+            double afford = (budget - work - 0.5) / (frac + apply);
             if (afford < (double)maxit) maxit = afford > 0 ? (int32_t)afford : 0;
             /* Stopping test on ||r||^2: converged below conv2 (cg_tolerance,
              * or what (25) asks: 1/2 ||r||^2 <= tol / 2), inexact below
@@ -246,12 +283,18 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                     r[k2] -= alpha * ap[k2];
                     z[k2] = pinv[k2] * r[k2];
                 }
+                rr = dot(r, r, na);
+                if (use_ic) {
+                    /* Applied (and counted) only when CG goes on. */
+                    if (rr <= stop2 || c + 1 >= maxit) break;
+                    ph__ic_apply(&ic, r, z);
+                    work += apply;
+                }
                 double rz2 = dot(r, z, na);
                 double beta = rz2 / rz;
                 for (int32_t k2 = 0; k2 < na; k2++)
                     p[k2] = z[k2] + beta * p[k2];
                 rz = rz2;
-                rr = dot(r, r, na);
             }
             for (int32_t k2 = 0; k2 < na; k2++)
                 if (x[k2] != 0) s->ops->add(s, idx[k2], x[k2]);
@@ -290,6 +333,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         st->best_index = bs.best_index;
     }
     ph__stats_final(st, it, work, &m);
+    ph__ic_free(&ic);
     free(keys);
     free(vec);
     free(idx);

@@ -13,7 +13,9 @@
  *   sweep: the world's PGS update (solver.c), joint 3x3 blocks included,
  *   matvec: scatter M^-1 G^T p onto scratch velocities of the bodies of the
  *     set, gather G (S_AA p without forming S_AA),
- *   entry: S_ij from the shared bodies of the two rows.
+ *   entry: S_ij from the shared bodies of the two rows,
+ *   neighbours: the rows sharing a body other than the ground, from an
+ *     index of each body's rows built once per solve.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (the rows keep their
  * impulses then, the velocities match them).
@@ -34,6 +36,7 @@ typedef struct rows_ctx {
     ph_vec3 *dv, *dw; /* matvec scratch, by solver body */
     ph_vec3 *sv, *sw; /* saved velocities */
     double *slam;     /* saved impulses */
+    const int32_t *boff, *brow; /* rows of body b: brow[boff[b] .. boff[b+1]) */
 } rows_ctx;
 
 static inline double jv(const ph__sbody *sb, const ph__row *r) { return ph__row_jv(sb, r); }
@@ -118,6 +121,24 @@ static double op_entry(const ph__sys *s, int32_t i, int32_t j) {
     return ph__rows_entry(&c->rows[i], &c->rows[j], i == j);
 }
 
+static int32_t op_neighbours(const ph__sys *s, int32_t i, int32_t *out) {
+    const rows_ctx *c = s->ctx;
+    const ph__row *r = &c->rows[i];
+    int32_t k = 0;
+    /* Rows of body ia, then those of body ib that do not also touch ia
+     * (listed already); the ground (body 0) couples nothing. */
+    if (r->ia != 0)
+        for (int32_t q = c->boff[r->ia]; q < c->boff[r->ia + 1]; q++)
+            if (c->brow[q] != i) out[k++] = c->brow[q];
+    if (r->ib != 0 && r->ib != r->ia)
+        for (int32_t q = c->boff[r->ib]; q < c->boff[r->ib + 1]; q++) {
+            const int32_t j = c->brow[q];
+            const ph__row *o = &c->rows[j];
+            if (j != i && (r->ia == 0 || (o->ia != r->ia && o->ib != r->ia))) out[k++] = j;
+        }
+    return k;
+}
+
 static void op_save(ph__sys *s) {
     rows_ctx *c = s->ctx;
     memcpy(c->slam, s->lambda, (size_t)s->n * sizeof *c->slam);
@@ -136,7 +157,8 @@ static void op_restore(ph__sys *s) {
     }
 }
 
-static const ph__sys_ops rows_ops = {op_row_y, op_add, op_sweep, op_matvec, op_entry, op_save, op_restore};
+static const ph__sys_ops rows_ops = {op_row_y, op_add,  op_sweep,     op_matvec,
+                                     op_entry, op_save, op_restore, op_neighbours};
 
 void ph__world_groups(const ph__world *w, int32_t *glen) {
     memset(glen, 0, (size_t)w->row_count * sizeof *glen);
@@ -157,7 +179,7 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     const int32_t n = rs->n, nb = rs->nb;
     const size_t N = (size_t)n + 1;
     double *dbl = malloc(9 * N * sizeof *dbl);
-    int32_t *ints = malloc((4 * N + (size_t)nb + 1) * sizeof *ints);
+    int32_t *ints = malloc((6 * N + 2 * (size_t)nb + 3) * sizeof *ints);
     ph_vec3 *vec = malloc(4 * ((size_t)nb + 1) * sizeof *vec);
     if (!dbl || !ints || !vec) {
         free(dbl);
@@ -217,6 +239,24 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
         int32_t k = count[r->ia] > count[r->ib] ? count[r->ia] : count[r->ib];
         s.jacobi_w[i] = k > 0 ? 1.0 / (double)k : 1.0;
     }
+    /* Each body's rows (a row on the same body twice counts once). */
+    int32_t *boff = ints + 4 * N + nb + 1, *brow = boff + nb + 2;
+    memset(count, 0, ((size_t)nb + 1) * sizeof *count);
+    for (int32_t i = 0; i < n; i++) {
+        const ph__row *r = &rs->rows[i];
+        if (r->ia != 0) count[r->ia]++;
+        if (r->ib != 0 && r->ib != r->ia) count[r->ib]++;
+    }
+    boff[0] = 0;
+    for (int32_t b = 0; b <= nb; b++)
+        boff[b + 1] = boff[b] + count[b];
+    for (int32_t i = 0; i < n; i++) {
+        const ph__row *r = &rs->rows[i];
+        if (r->ia != 0) brow[boff[r->ia + 1] - count[r->ia]--] = i;
+        if (r->ib != 0 && r->ib != r->ia) brow[boff[r->ib + 1] - count[r->ib]--] = i;
+    }
+    c.boff = boff;
+    c.brow = brow;
     /* Blocks: contiguous runs given by glen, orphan rows alone. */
     int32_t g = 0;
     for (int32_t i = 0; i < n;) {

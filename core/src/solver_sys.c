@@ -49,6 +49,7 @@ int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     st->method = s->set->method;
     st->subspace_steps = 0;
     st->cg_iterations = 0;
+    st->sm_precond_fallbacks = 0;
     st->best_index = -1;
     st->direct_status = 0;
     st->rows = s->n;

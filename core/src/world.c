@@ -126,7 +126,7 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
         return bad(msg, "unknown sm_gamma_scope");
     if (!isfinite(s->sm_stagnation) || s->sm_stagnation < 0 || s->sm_stagnation > 1)
         return bad(msg, "sm_stagnation must be in [0, 1]");
-    if (s->sm_preconditioner != 0 && s->sm_preconditioner != 1) return bad(msg, "sm_preconditioner must be 0 or 1");
+    if (s->sm_preconditioner < 0 || s->sm_preconditioner > 2) return bad(msg, "sm_preconditioner must be 0, 1 or 2");
     if (!isfinite(s->jacobi_relaxation) || s->jacobi_relaxation < 0 || s->jacobi_relaxation > 2)
         return bad(msg, "jacobi_relaxation must be in [0, 2]");
     if (!isfinite(s->sm_forcing) || s->sm_forcing < 0 || s->sm_forcing > 1) return bad(msg, "sm_forcing must be in [0, 1]");

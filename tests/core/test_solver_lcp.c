@@ -96,14 +96,16 @@ static ph_settings method_settings(ph_method m) {
  * to 12 rows; the oracle's own merits are zero. */
 static void test_random_spd_all_methods(void **state) {
     (void)state;
-    /* PGS–SM twice: with the default forcing term, and exact (sm_forcing 0). */
+    /* PGS–SM three times: with the default forcing term, exact (sm_forcing
+     * 0), and with the incomplete Cholesky preconditioner (here a complete
+     * one: A is dense, so IC(0) drops nothing). */
     const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI,
-                                 PH_METHOD_PGS_SM};
+                                 PH_METHOD_PGS_SM, PH_METHOD_PGS_SM};
     int groups[MAXN];
     for (int i = 0; i < MAXN; i++)
         groups[i] = i / 3; /* blocks of three rows */
-    double worst[5] = {0, 0, 0, 0, 0};
-    int iters[5] = {0, 0, 0, 0, 0};
+    double worst[6] = {0, 0, 0, 0, 0, 0};
+    int iters[6] = {0, 0, 0, 0, 0, 0};
     for (int t = 0; t < 40; t++) {
         problem p;
         random_problem(&p, 3 + t % 10, 1000 + (uint64_t)t);
@@ -118,9 +120,10 @@ static void test_random_spd_all_methods(void **state) {
         assert_true(f < 1e-20);
         assert_true(mm < 1e-10);
         assert_true(le < 1e-10);
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 6; k++) {
             ph_settings s = method_settings(methods[k]);
             if (k == 4) s.sm_forcing = 0;
+            if (k == 5) s.sm_preconditioner = 2;
             assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
             for (int i = 0; i < p.n; i++) {
                 assert_near(x[i], ref[i], 1e-6);
@@ -131,10 +134,10 @@ static void test_random_spd_all_methods(void **state) {
         }
         ph_lcp_destroy(l);
     }
-    print_message("max |lambda - oracle|: PGS %.2e, PGS-SM %.2e (exact %.2e), block %.2e, Jacobi %.2e\n", worst[0],
-                  worst[1], worst[4], worst[2], worst[3]);
-    print_message("max iterations: PGS %d, PGS-SM %d (exact %d), block %d, Jacobi %d\n", iters[0], iters[1], iters[4],
-                  iters[2], iters[3]);
+    print_message("max |lambda - oracle|: PGS %.2e, PGS-SM %.2e (exact %.2e, IC(0) %.2e), block %.2e, Jacobi %.2e\n",
+                  worst[0], worst[1], worst[4], worst[5], worst[2], worst[3]);
+    print_message("max iterations: PGS %d, PGS-SM %d (exact %d, IC(0) %d), block %d, Jacobi %d\n", iters[0], iters[1],
+                  iters[4], iters[5], iters[2], iters[3]);
 }
 
 /* The same with NCP friction: triples (normal, t1, t2) whose friction
@@ -432,6 +435,12 @@ static void test_settings_validation(void **state) {
     t.sm_forcing = 0;
     assert_int_equal(ph_settings_validate(&t, &msg), PH_OK);
     t = s;
+    assert_int_equal(s.sm_preconditioner, 1);
+    for (int v = -1; v <= 3; v++) {
+        t.sm_preconditioner = v;
+        assert_int_equal(ph_settings_validate(&t, &msg), v >= 0 && v <= 2 ? PH_OK : PH_ERR_INVALID_ARGUMENT);
+    }
+    t = s;
     t.ordering_per_iteration = 2;
     assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
 }
@@ -539,6 +548,122 @@ static void test_pgssm_best_iterate(void **state) {
     }
 }
 
+/* A tree-structured system: a chain of NB "bodies" with R rows per link
+ * between body k and k + 1, and one row between body 0 and the ground;
+ * rows couple when their links share a body: A = J M^-1 J^T + eps I with
+ * random J blocks, so A is block tridiagonal. All rows free: the solution
+ * is one subspace step away. In this order IC(0) eliminates the chain
+ * without fill, so L D L^T = A and CG converges in one iteration (measured:
+ * 1; asserted <= 2); the diagonal needs many more (measured below). */
+enum { CH_LINKS = 8, CH_R = 3, CH_N = CH_LINKS * CH_R + 1, CH_DOF = 3 };
+
+static void chain_problem(double *A, double *b) {
+    /* J: row i acts on the bodies of its link with random 3-vectors. */
+    static double J[CH_N][(CH_LINKS + 1) * CH_DOF];
+    memset(J, 0, sizeof J);
+    rng_state = 4242;
+    for (int i = 0; i < CH_N; i++) {
+        const int link = i == 0 ? -1 : (i - 1) / CH_R; /* row 0: body 0 against the ground */
+        for (int c = 0; c < CH_DOF; c++) {
+            if (link >= 0) J[i][link * CH_DOF + c] = 2 * urand() - 1;
+            J[i][(link + 1) * CH_DOF + c] = 2 * urand() - 1;
+        }
+    }
+    for (int i = 0; i < CH_N; i++)
+        for (int j = 0; j < CH_N; j++) {
+            double v = i == j ? 1e-3 : 0;
+            for (int q = 0; q < (CH_LINKS + 1) * CH_DOF; q++)
+                v += J[i][q] * J[j][q];
+            A[i * CH_N + j] = v;
+        }
+    for (int i = 0; i < CH_N; i++)
+        b[i] = 4 * urand() - 2;
+}
+
+static void test_pgssm_ic_chain(void **state) {
+    (void)state;
+    static double A[CH_N * CH_N];
+    double b[CH_N], lo[CH_N], hi[CH_N], x[CH_N], ref[CH_N];
+    chain_problem(A, b);
+    /* Block tridiagonal: rows of links two apart do not couple. */
+    assert_true(A[1 * CH_N + (1 + 2 * CH_R)] == 0);
+    for (int i = 0; i < CH_N; i++) {
+        lo[i] = -INFINITY;
+        hi[i] = INFINITY;
+    }
+    int err = -99;
+    ph_lcp *l = ph_lcp_create_dense(CH_N, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_PGS_SM;
+    s.k_pgs = 1;
+    s.k_sm = 1;
+    s.iterations = 200;
+    s.tolerance = 1e-24;
+    s.cg_tolerance = 0;
+    s.sm_forcing = 0;
+    ph_step_stats st, sd;
+    s.sm_preconditioner = 2;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    s.sm_preconditioner = 1;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, ref, &sd, NULL), PH_OK);
+    print_message("chain of %d rows: CG iterations with IC(0) %d (work %.2f), diagonal %d (work %.2f)\n", CH_N,
+                  st.cg_iterations, st.work_final, sd.cg_iterations, sd.work_final);
+    assert_int_equal(st.subspace_steps, 1);
+    assert_int_equal(st.sm_precond_fallbacks, 0);
+    assert_true(st.cg_iterations <= 2);
+    assert_true(sd.cg_iterations >= 10);
+    assert_true(st.fischer_final < 1e-24);
+    for (int i = 0; i < CH_N; i++)
+        assert_near(x[i], ref[i], 1e-9);
+    ph_lcp_destroy(l);
+}
+
+/* IC(0) breaks down on Kershaw's matrix (SPD, not an M-matrix: the pivot
+ * of the last row is -5 when the fill at (2,0) and (3,1) is dropped); the
+ * subspace step then runs diagonally preconditioned CG, counts the
+ * fallback and still reaches the oracle; the attempt's cost is counted. */
+static void test_pgssm_ic_breakdown(void **state) {
+    (void)state;
+    const double A[16] = {3, -2, 0, 2, -2, 3, -2, 0, 0, -2, 3, -2, 2, 0, -2, 3};
+    const double b[4] = {1, -2, 0.5, 1.5};
+    const double lo[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    const double hi[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+    int err = -99;
+    ph_lcp *l = ph_lcp_create_dense(4, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_PGS_SM;
+    s.k_pgs = 1;
+    s.k_sm = 1;
+    s.iterations = 100;
+    s.tolerance = 1e-24;
+    s.cg_tolerance = 0;
+    s.sm_forcing = 0;
+    double x[4], ref[4];
+    ph_step_stats st, sd;
+    s.sm_preconditioner = 2;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    s.sm_preconditioner = 1;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, ref, &sd, NULL), PH_OK);
+    ph_settings so = method_settings(PH_METHOD_DIRECT);
+    double orc[4];
+    assert_int_equal(ph_lcp_solve(l, &so, NULL, NULL, orc, NULL, NULL), PH_OK);
+    print_message("Kershaw: fallbacks %d, CG iterations %d (diagonal %d), work %.3f (diagonal %.3f)\n",
+                  st.sm_precond_fallbacks, st.cg_iterations, sd.cg_iterations, st.work_final, sd.work_final);
+    assert_true(st.sm_precond_fallbacks >= 1);
+    assert_int_equal(sd.sm_precond_fallbacks, 0);
+    assert_int_equal(st.subspace_steps, sd.subspace_steps);
+    assert_int_equal(st.cg_iterations, sd.cg_iterations);
+    assert_true(st.work_final > sd.work_final); /* the failed attempt is not free */
+    assert_true(st.fischer_final < 1e-24);
+    for (int i = 0; i < 4; i++) {
+        assert_near(x[i], orc[i], 1e-9);
+        assert_near(x[i], ref[i], 1e-12);
+    }
+    ph_lcp_destroy(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_spd_all_methods),
@@ -551,6 +676,8 @@ int main(void) {
         cmocka_unit_test(test_settings_validation),
         cmocka_unit_test(test_pgssm_subspace_and_gamma),
         cmocka_unit_test(test_pgssm_best_iterate),
+        cmocka_unit_test(test_pgssm_ic_chain),
+        cmocka_unit_test(test_pgssm_ic_breakdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,8 +215,11 @@ typedef struct ph_settings {
     double sm_stagnation;    /* PGS–SM: epsilon_rel of the stagnation criterion (27): the subspace
                                 phase ends when |psi_k+1 - psi_k| < epsilon_rel psi_k; default 1e-3,
                                 [0, 1] */
-    int sm_preconditioner;   /* PGS–SM: 1 = conjugate gradients preconditioned by the diagonal of
-                                the reduced matrix (default), 0 = plain CG as in seeds/000; {0, 1} */
+    int sm_preconditioner;   /* PGS–SM: preconditioner of the conjugate gradients on the reduced
+                                matrix A_AA: 0 = none (plain CG as in seeds/000), 1 = its diagonal
+                                (default), 2 = incomplete Cholesky IC(0) on the pattern of rows
+                                sharing a body, its cost counted in the work (diagonal after a
+                                breakdown); {0, 1, 2} */
     double jacobi_relaxation;/* Jacobi: 0 = per-row weights 1 / (rows on the busier body of the
                                 row), which always converges on S = J M^-1 J^T + Sigma; > 0: one
                                 weight for all rows; default 0, [0, 2] */
@@ -465,8 +468,9 @@ typedef struct ph_step_stats {
     double lcp_error_final;
     /* Work after each recorded iteration, cumulative, in units of one PGS
      * sweep over all rows (a PGS sweep is 1; a PGS–SM subspace step counts
-     * its residual, its CG matrix-vector products |A|/rows each, and the
-     * merit it needs). */
+     * its residual, its CG matrix-vector products |A|/rows each, the
+     * merit it needs and, with sm_preconditioner 2, the factorization and
+     * applications of the preconditioner; docs/solvers.md). */
     double work[PH_STATS_MAX_ITERS];
     /* What each recorded iteration was: PH_PHASE_* below. */
     unsigned char phase[PH_STATS_MAX_ITERS];
@@ -474,6 +478,9 @@ typedef struct ph_step_stats {
     int method;             /* the ph_method that ran (PH_METHOD_PGS after a direct fallback) */
     int subspace_steps;     /* PGS–SM subspace steps taken */
     int cg_iterations;      /* PGS–SM conjugate-gradient iterations, total */
+    int sm_precond_fallbacks; /* PGS–SM with sm_preconditioner 2: subspace steps whose incomplete
+                                 Cholesky factorization broke down (a non-positive pivot), so CG
+                                 ran with the diagonal preconditioner */
     int best_index;         /* PGS–SM: index of the returned iterate in the per-iteration arrays
                                when it fell back to an earlier, better one; -1 otherwise */
     int direct_status;      /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
