@@ -152,13 +152,20 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
     int32_t *o = w->order + njoint;
     int32_t b = 0;
     pos = 0;
+    /* Within a colour: first point 0 of every group, then point 1, ...:
+     * consecutive batches then touch disjoint bodies and the processor can
+     * overlap them (batch k + 1 of one group would wait for batch k's
+     * velocities). Each manifold's points keep their order, and manifolds
+     * of one colour are independent, so this is the same sweep as any other
+     * arrangement of the colour. */
+    int32_t c0 = 0;
     for (int32_t c = 0; c < ncol; c++) {
-        for (; pos < start[c]; pos += PH_LANES) {
-            const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
-            for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
+        for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
+            for (pos = c0; pos < start[c]; pos += PH_LANES) {
+                const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
                 int any = 0;
                 for (int j = 0; j < lanes; j++) any |= w->manifolds[w->wpoint[pos + j]].m.count > k;
-                if (!any) break;
+                if (!any) continue;
                 ph__wbatch *wb = &w->wbatches[b++];
                 for (int j = 0; j < PH_LANES; j++) {
                     wb->point[j] = -1;
@@ -168,7 +175,7 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
                 }
             }
         }
-        pos = start[c];
+        c0 = start[c];
     }
     free(start);
     w->wbatch_count = nbatch;
@@ -316,7 +323,7 @@ static inline __attribute__((always_inline)) void row_update(ph__wrow *r, ph__vd
     row_apply(r, dl, ima, imb, u);
 }
 
-__attribute__((target_clones("avx2", "default"))) void ph__wide_warm_start(ph__world *w) {
+static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         const ph__wbatch *wb = &w->wbatches[b];
@@ -327,10 +334,7 @@ __attribute__((target_clones("avx2", "default"))) void ph__wide_warm_start(ph__w
     }
 }
 
-/* Compiled twice: for AVX2 (four doubles per instruction) and for the
- * baseline (two SSE2 halves); the loader picks one. Neither contracts to
- * fused multiply-adds, so both give the same numbers. */
-__attribute__((target_clones("avx2", "default"))) void ph__wide_sweep(ph__world *w) {
+static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
@@ -344,4 +348,36 @@ __attribute__((target_clones("avx2", "default"))) void ph__wide_sweep(ph__world 
         row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, &u);
         scatter(sb, wb, &u);
     }
+}
+
+/* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
+ * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
+ * in registers), AVX2, and the x86-64 baseline (two SSE2 halves). The CPU
+ * decides at run time. None contracts to fused multiply-adds
+ * (-ffp-contract=off), so all give the same numbers. */
+__attribute__((target("avx512f,avx512vl"))) static void warm_start_avx512(ph__world *w) { warm_start_body(w); }
+__attribute__((target("avx2"))) static void warm_start_avx2(ph__world *w) { warm_start_body(w); }
+static void warm_start_base(ph__world *w) { warm_start_body(w); }
+__attribute__((target("avx512f,avx512vl"))) static void sweep_avx512(ph__world *w) { sweep_body(w); }
+__attribute__((target("avx2"))) static void sweep_avx2(ph__world *w) { sweep_body(w); }
+static void sweep_base(ph__world *w) { sweep_body(w); }
+
+static int isa_level(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return 2;
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
+void ph__wide_warm_start(ph__world *w) {
+    const int l = isa_level();
+    if (l == 2) warm_start_avx512(w);
+    else if (l == 1) warm_start_avx2(w);
+    else warm_start_base(w);
+}
+
+void ph__wide_sweep(ph__world *w) {
+    const int l = isa_level();
+    if (l == 2) sweep_avx512(w);
+    else if (l == 1) sweep_avx2(w);
+    else sweep_base(w);
 }
