@@ -190,6 +190,7 @@ typedef struct ph__wrow {
 typedef struct ph__wbatch {
     int32_t point[PH_LANES];  /* contact point (rows 3p..3p+2), -1: empty lane */
     int32_t pm[PH_LANES];     /* its manifold (pm >> 2) and point in it (pm & 3) */
+    int32_t indep;            /* 1: touches no body of the batch before it (same colour) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
     ph__wrow r[3];            /* normal, t1, t2 */

@@ -167,6 +167,7 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
                 for (int j = 0; j < lanes; j++) any |= w->manifolds[w->wpoint[pos + j]].m.count > k;
                 if (!any) continue;
                 ph__wbatch *wb = &w->wbatches[b++];
+                wb->indep = pos > c0 || k > 0 ? 1 : 0;
                 for (int j = 0; j < PH_LANES; j++) {
                     wb->point[j] = -1;
                     if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) continue;
@@ -340,6 +341,27 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         ph__wbatch *wb = &w->wbatches[b];
+        if (b + 1 < w->wbatch_count && wb[1].indep) {
+            /* Two batches of one colour (disjoint bodies) interleaved, so
+             * that their dependency chains overlap; the same numbers as one
+             * after the other. */
+            ph__wbatch *wc = &wb[1];
+            wvel u, v;
+            gather(sb, wb, &u);
+            gather(sb, wc, &v);
+            row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, &u);
+            row_update(&wc->r[0], zero, inf, wc->ima, wc->imb, &v);
+            const ph__vd bu = box ? wb->box : wb->mu * wb->r[0].lambda;
+            const ph__vd bv = box ? wc->box : wc->mu * wc->r[0].lambda;
+            row_update(&wb->r[1], -bu, bu, wb->ima, wb->imb, &u);
+            row_update(&wc->r[1], -bv, bv, wc->ima, wc->imb, &v);
+            row_update(&wb->r[2], -bu, bu, wb->ima, wb->imb, &u);
+            row_update(&wc->r[2], -bv, bv, wc->ima, wc->imb, &v);
+            scatter(sb, wb, &u);
+            scatter(sb, wc, &v);
+            b++;
+            continue;
+        }
         wvel u;
         gather(sb, wb, &u);
         row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, &u);
