@@ -251,6 +251,10 @@ struct ph__world {
     uint64_t sap_pass;     /* broadphase passes so far */
     struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
     int32_t sap_boxes_cap;
+    int32_t *bp_ints;      /* broadphase scratch: cell lists, then the pair sort's counts */
+    int32_t bp_ints_cap;
+    ph__pair *bp_pairs;    /* broadphase scratch: the pair sort's second buffer */
+    int32_t bp_pairs_cap;
     ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;
