@@ -52,7 +52,9 @@ static int key_cmp(const void *x, const void *y) {
 }
 
 static int push_pair(ph__world *w, int32_t s1, int32_t s2) {
-    if (ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+    if (w->pair_count >= w->pair_cap &&
+        ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair)))
+        return PH_ERR_NO_MEMORY;
     ph__pair *p = &w->pairs[w->pair_count++];
     p->sa = s1 < s2 ? s1 : s2;
     p->sb = s1 < s2 ? s2 : s1;
@@ -188,20 +190,28 @@ int ph__broadphase(ph__world *w, double dt) {
         const ph__body *b = &w->bodies[sh->body];
         ph_transform bt = {b->p, b->q};
         ph_transform t = ph_xform_mul(bt, sh->local);
-        ph__geom_aabb(&sh->geom, t, 0.0, &sh->aabb_lo, &sh->aabb_hi);
-        /* Speculative reach: no point of the shape moves farther than
-         * (|v| + |w| r) dt before the next collision, r bounding the shape
-         * around the body origin. */
         sh->spec = 0;
-        if (b->type != PH_BODY_STATIC && sh->geom.type != PH_SHAPE_PLANE) {
-            double r = 0.5 * ph_len(ph_sub(sh->aabb_hi, sh->aabb_lo)) + ph_len(sh->local.p);
-            sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
-        }
-        ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
         if (sh->geom.type == PH_SHAPE_PLANE) {
+            ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
             nplanes++;
             continue;
         }
+        /* The bare box from the shape's parts (one rotation), then the box
+         * grown by the margins; the same bits as two ph__geom_aabb calls. */
+        ph_vec3 plo, phi, ext;
+        ph__geom_aabb_parts(&sh->geom, t, &plo, &phi, &ext);
+        /* Speculative reach: no point of the shape moves farther than
+         * (|v| + |w| r) dt before the next collision, r bounding the shape
+         * around the body origin. */
+        if (b->type != PH_BODY_STATIC) {
+            ph_vec3 e0 = ph_add(ext, ph_v3(0.0, 0.0, 0.0));
+            double r = 0.5 * ph_len(ph_sub(ph_add(phi, e0), ph_sub(plo, e0))) + ph_len(sh->local.p);
+            sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
+        }
+        const double grow = margin + sh->spec;
+        ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
+        sh->aabb_lo = ph_sub(plo, eg);
+        sh->aabb_hi = ph_add(phi, eg);
         ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
         csum = ph_add(csum, c);
         csq = ph_add(csq, ph_cmul(c, c));
@@ -245,29 +255,27 @@ int ph__broadphase(ph__world *w, double dt) {
         ord[n++] = s;
     }
     w->sap_count = n;
+    /* Sorted as (lower bound, slot) pairs in a contiguous array. */
+    if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    ph__sap_key *keys = w->sap_keys;
+    for (int32_t i = 0; i < n; i++) {
+        keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
+        keys[i].slot = ord[i];
+    }
     if (resort) {
-        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
-        for (int32_t i = 0; i < n; i++) {
-            w->sap_keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
-            w->sap_keys[i].slot = ord[i];
-        }
-        if (n > 1) qsort(w->sap_keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
-        for (int32_t i = 0; i < n; i++) ord[i] = w->sap_keys[i].slot;
+        if (n > 1) qsort(keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
     } else {
         for (int32_t i = 1; i < n; i++) {
-            int32_t s = ord[i];
-            double key = ph_vget(w->shapes[s].aabb_lo, axis);
+            const ph__sap_key k = keys[i];
             int32_t j = i - 1;
-            while (j >= 0) {
-                int32_t t = ord[j];
-                double kt = ph_vget(w->shapes[t].aabb_lo, axis);
-                if (kt < key || (kt == key && t < s)) break;
-                ord[j + 1] = t;
+            while (j >= 0 && !(keys[j].key < k.key || (keys[j].key == k.key && keys[j].slot < k.slot))) {
+                keys[j + 1] = keys[j];
                 j--;
             }
-            ord[j + 1] = s;
+            keys[j + 1] = k;
         }
     }
+    for (int32_t i = 0; i < n; i++) ord[i] = keys[i].slot;
 
     /* 4. A contiguous copy of the boxes in sweep order, each with the cells
      * it covers in a grid over the two other axes: cells of about the mean

@@ -1022,33 +1022,37 @@ int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transf
 
 /* ---------------------------------------------------------------- AABB */
 
-void ph__geom_aabb(const ph__geom *g, ph_transform t, double margin, ph_vec3 *lo, ph_vec3 *hi) {
+void ph__geom_aabb_parts(const ph__geom *g, ph_transform t, ph_vec3 *base_lo, ph_vec3 *base_hi, ph_vec3 *ext) {
     switch (g->type) {
-    case PH_SHAPE_SPHERE: {
-        double e = g->radius + margin;
-        *lo = ph_sub(t.p, ph_v3(e, e, e));
-        *hi = ph_add(t.p, ph_v3(e, e, e));
+    case PH_SHAPE_SPHERE:
+        *base_lo = *base_hi = t.p;
+        *ext = ph_v3(g->radius, g->radius, g->radius);
         return;
-    }
     case PH_SHAPE_BOX: {
         ph_mat3 r = ph_mat3_from_quat(t.q);
-        ph_vec3 ext = ph_v3(0, 0, 0);
+        *base_lo = *base_hi = t.p;
         for (int k = 0; k < 3; k++)
-            set_comp(&ext, k,
+            set_comp(ext, k,
                      g->half_extents.x * fabs(r.m[k][0]) + g->half_extents.y * fabs(r.m[k][1]) +
-                         g->half_extents.z * fabs(r.m[k][2]) + margin);
-        *lo = ph_sub(t.p, ext);
-        *hi = ph_add(t.p, ext);
+                         g->half_extents.z * fabs(r.m[k][2]));
         return;
     }
     case PH_SHAPE_CAPSULE: {
         ph_vec3 e0 = capsule_end(g, t, -1.0), e1 = capsule_end(g, t, 1.0);
-        double e = g->radius + margin;
-        *lo = ph_sub(ph_vmin(e0, e1), ph_v3(e, e, e));
-        *hi = ph_add(ph_vmax(e0, e1), ph_v3(e, e, e));
+        *base_lo = ph_vmin(e0, e1);
+        *base_hi = ph_vmax(e0, e1);
+        *ext = ph_v3(g->radius, g->radius, g->radius);
         return;
     }
-    case PH_SHAPE_PLANE: {
+    default: /* planes are not finite; see ph__geom_aabb */
+        *base_lo = *base_hi = t.p;
+        *ext = ph_v3(0.0, 0.0, 0.0);
+        return;
+    }
+}
+
+void ph__geom_aabb(const ph__geom *g, ph_transform t, double margin, ph_vec3 *lo, ph_vec3 *hi) {
+    if (g->type == PH_SHAPE_PLANE) {
         ph_vec3 n;
         double off;
         plane_world(g, t, &n, &off);
@@ -1063,9 +1067,9 @@ void ph__geom_aabb(const ph__geom *g, ph_transform t, double margin, ph_vec3 *lo
         }
         return;
     }
-    default:
-        *lo = ph_sub(t.p, ph_v3(margin, margin, margin));
-        *hi = ph_add(t.p, ph_v3(margin, margin, margin));
-        return;
-    }
+    ph_vec3 blo, bhi, ext;
+    ph__geom_aabb_parts(g, t, &blo, &bhi, &ext);
+    ph_vec3 e = ph_add(ext, ph_v3(margin, margin, margin));
+    *lo = ph_sub(blo, e);
+    *hi = ph_add(bhi, e);
 }
