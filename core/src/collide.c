@@ -955,12 +955,12 @@ static int box_box(const ph__geom *ga, ph_transform ta, const ph__geom *gb, ph_t
     double se = -HUGE_VAL;
     ph_vec3 en = ph_v3(0, 0, 1);
     for (int i = 0; i < 3; i++) {
-        const int i1 = (i + 1) % 3, i2 = (i + 2) % 3;
+        const int i1 = i == 2 ? 0 : i + 1, i2 = i == 0 ? 2 : i - 1;
         for (int j = 0; j < 3; j++) {
             ph_vec3 l = ph_cross(a.u[i], b.u[j]);
             double len = ph_len(l);
             if (len < 1e-6) continue;
-            const int j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+            const int j1 = j == 2 ? 0 : j + 1, j2 = j == 0 ? 2 : j - 1;
             double bound = fabs(ph_dot(d, l)) - (a.h[i1] * ar[i2][j] + a.h[i2] * ar[i1][j] + b.h[j1] * ar[i][j2] +
                                                  b.h[j2] * ar[i][j1]);
             if (len > 1e-3 && bound < skip_below * len) continue;
