@@ -1,22 +1,32 @@
 /*
- * broad_phase.c — candidate shape pairs by sweep and prune.
+ * broad_phase.c — candidate shape pairs by sweep and prune in the cells of a
+ * grid.
  *
  * Normal path: refresh every shape's world AABB, grown by the contact margin
  * and by how far the shape can move before the next collision ((|v| + |w| r)
  * dt, its speculative reach, also used as extra contact margin); keep last
  * pass's order of the finite shapes and insertion-sort it by the lower bound
  * on the sweep axis (near linear on a nearly sorted list; a full sort when
- * the axis changes); sweep a contiguous array of the boxes, test the other
- * two axes, and emit pairs of shapes on different bodies where at least one
- * body is dynamic and no joint between them disables contact. Planes
- * (infinite) are tested against every finite shape's AABB. Pairs are then
- * sorted by (shape a, shape b) so narrowphase and warm starting see a
+ * the axis changes). Divide the two other axes into a uniform grid of cells
+ * of about the mean AABB extent (at most about one cell per shape), list each
+ * box in the cells it covers, in sweep order, and sweep each cell's list:
+ * test the other two axes and emit pairs of shapes on different bodies where
+ * at least one body is dynamic and no joint between them disables contact.
+ * A pair is emitted only in the cell of its larger lower bounds on the grid
+ * axes, which both boxes cover whenever they overlap, so exactly once. Boxes
+ * covering more than BIG_CELLS cells are swept against every box instead.
+ * Planes (infinite) are tested against every finite shape's AABB. Pairs are
+ * then sorted by (shape a, shape b) so narrowphase and warm starting see a
  * deterministic order.
  *
- * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow; the previous
- * pairs are then kept.
+ * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (or the cell
+ * lists would pass INT32_MAX entries); the step then fails, and the pair
+ * list may be partial. NaN bounds give an unspecified (but memory-safe) pair
+ * set: they fall into cell 0 and fail the overlap tests.
  *
- * Invariants: pair (sa, sb) has sa < sb by slot; the sweep axis is the one of
+ * Invariants: pair (sa, sb) has sa < sb by slot; the pair set is exactly the
+ * pairs whose AABBs overlap on all three axes (closed intervals), whatever
+ * the grid, so the grid only changes the cost; the sweep axis is the one of
  * largest spread of AABB centres, with hysteresis; ties in the sorts are
  * broken by slot index, so the order never depends on memory addresses.
  */
