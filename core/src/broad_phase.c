@@ -1,25 +1,36 @@
 /*
- * broad_phase.c — candidate shape pairs by sweep and prune.
+ * broad_phase.c — candidate shape pairs by sweep and prune in the cells of a
+ * grid.
  *
  * Normal path: refresh every shape's world AABB, grown by the contact margin
  * and by how far the shape can move before the next collision ((|v| + |w| r)
  * dt, its speculative reach, also used as extra contact margin); keep last
  * pass's order of the finite shapes and insertion-sort it by the lower bound
  * on the sweep axis (near linear on a nearly sorted list; a full sort when
- * the axis changes); sweep a contiguous array of the boxes, test the other
- * two axes, and emit pairs of shapes on different bodies where at least one
- * body is dynamic and no joint between them disables contact. Planes
- * (infinite) are tested against every finite shape's AABB. Pairs are then
- * sorted by (shape a, shape b) so narrowphase and warm starting see a
+ * the axis changes). Divide the two other axes into a uniform grid of cells
+ * of about the mean AABB extent (at most about one cell per shape), list each
+ * box in the cells it covers, in sweep order, and sweep each cell's list:
+ * test the other two axes and emit pairs of shapes on different bodies where
+ * at least one body is dynamic and no joint between them disables contact.
+ * A pair is emitted only in the cell of its larger lower bounds on the grid
+ * axes, which both boxes cover whenever they overlap, so exactly once. Boxes
+ * covering more than BIG_CELLS cells are swept against every box instead.
+ * Planes (infinite) are tested against every finite shape's AABB. Pairs are
+ * then sorted by (shape a, shape b) so narrowphase and warm starting see a
  * deterministic order.
  *
- * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow; the previous
- * pairs are then kept.
+ * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (or the cell
+ * lists would pass INT32_MAX entries); the step then fails, and the pair
+ * list may be partial. NaN bounds give an unspecified (but memory-safe) pair
+ * set: they fall into cell 0 and fail the overlap tests.
  *
- * Invariants: pair (sa, sb) has sa < sb by slot; the sweep axis is the one of
+ * Invariants: pair (sa, sb) has sa < sb by slot; the pair set is exactly the
+ * pairs whose AABBs overlap on all three axes (closed intervals), whatever
+ * the grid, so the grid only changes the cost; the sweep axis is the one of
  * largest spread of AABB centres, with hysteresis; ties in the sorts are
  * broken by slot index, so the order never depends on memory addresses.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +62,9 @@ static int key_cmp(const void *x, const void *y) {
 }
 
 static int push_pair(ph__world *w, int32_t s1, int32_t s2) {
-    if (ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+    if (w->pair_count >= w->pair_cap &&
+        ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair)))
+        return PH_ERR_NO_MEMORY;
     ph__pair *p = &w->pairs[w->pair_count++];
     p->sa = s1 < s2 ? s1 : s2;
     p->sb = s1 < s2 ? s2 : s1;
@@ -97,15 +110,80 @@ static int build_joint_pairs(ph__world *w) {
     return PH_OK;
 }
 
-/* One finite shape's box in sweep order: the sweep axis, then the other two. */
+/* One finite shape's box in sweep order: the sweep axis, then the other two,
+ * and the range of grid cells it covers on those two. */
 typedef struct ph__sap_box {
     double lo, hi, lo1, hi1, lo2, hi2;
     int32_t slot;
-    int32_t active; /* its body is not static */
+    uint8_t active;  /* its body is not static */
+    uint8_t dynamic; /* its body is dynamic (may touch a plane) */
+    int32_t c1lo, c1hi, c2lo, c2hi;
 } ph__sap_box;
 
-static int overlap_axis(ph_vec3 alo, ph_vec3 ahi, ph_vec3 blo, ph_vec3 bhi, int axis) {
-    return ph_vget(alo, axis) <= ph_vget(bhi, axis) && ph_vget(blo, axis) <= ph_vget(ahi, axis);
+/* A shape covering more cells than this is swept against every shape
+ * instead of being listed in its cells. */
+#define BIG_CELLS 16
+
+/* A uniform division of [base, base + n width) into n cells. */
+typedef struct cell_axis {
+    double base, width;
+    int32_t n;
+} cell_axis;
+
+/* How many cells of about extent ext fit in [lo, hi]: at least 1, 1 when
+ * the figures are not finite or not positive. */
+static double cells_wanted(double lo, double hi, double ext) {
+    double span = hi - lo;
+    if (!(span > 0.0 && span < 1e300 && ext > 0.0)) return 1.0;
+    double k = span / ext;
+    return k > 1.0 ? k : 1.0;
+}
+
+/* k cells over [lo, hi] (k truncated, at least 1). */
+static cell_axis make_axis(double lo, double hi, double k) {
+    cell_axis c = {lo, 1.0, 1};
+    if (k >= 2.0 && hi - lo > 0.0) {
+        c.n = (int32_t)k;
+        c.width = (hi - lo) / c.n;
+    }
+    return c;
+}
+
+/* Cell of coordinate x: monotone in x (so two overlapping intervals always
+ * share the cell of the larger lower bound); NaN goes to cell 0. */
+static int32_t cell_of(const cell_axis *c, double x) {
+    double t = (x - c->base) / c->width;
+    if (!(t > 0.0)) return 0;
+    if (t >= (double)(c->n - 1)) return c->n - 1;
+    return (int32_t)t;
+}
+
+static int overlap_boxes(const ph__sap_box *a, const ph__sap_box *b) {
+    return a->lo <= b->hi && b->lo <= a->hi && a->lo1 <= b->hi1 && b->lo1 <= a->hi1 && a->lo2 <= b->hi2 &&
+           b->lo2 <= a->hi2;
+}
+
+/* Sorts w->pairs by (sa, sb): a counting sort by sb, then a stable one by
+ * sa; keys are unique, so this is the order any sort by (sa, sb) gives. */
+static int sort_pairs(ph__world *w) {
+    const int32_t np = w->pair_count, ns = w->shape_hwm;
+    if (np < 2) return PH_OK;
+    if (ph__reserve((void **)&w->bp_ints, &w->bp_ints_cap, ns + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->bp_pairs, &w->bp_pairs_cap, np, sizeof(ph__pair)))
+        return PH_ERR_NO_MEMORY;
+    int32_t *cnt = w->bp_ints;
+    ph__pair *src = w->pairs, *dst = w->bp_pairs;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(cnt, 0, (size_t)(ns + 1) * sizeof(int32_t));
+        for (int32_t i = 0; i < np; i++) cnt[(pass ? src[i].sa : src[i].sb) + 1]++;
+        for (int32_t s = 0; s < ns; s++) cnt[s + 1] += cnt[s];
+        for (int32_t i = 0; i < np; i++) dst[cnt[pass ? src[i].sa : src[i].sb]++] = src[i];
+        ph__pair *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* After two passes the sorted pairs are back in w->pairs. */
+    return PH_OK;
 }
 
 int ph__broadphase(ph__world *w, double dt) {
@@ -114,30 +192,42 @@ int ph__broadphase(ph__world *w, double dt) {
     int32_t nfinite = 0, nplanes = 0;
     /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
     if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
-    ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0);
+    ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
+    ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
     for (int32_t s = 0; s < w->shape_hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];
         ph_transform bt = {b->p, b->q};
         ph_transform t = ph_xform_mul(bt, sh->local);
-        ph__geom_aabb(&sh->geom, t, 0.0, &sh->aabb_lo, &sh->aabb_hi);
-        /* Speculative reach: no point of the shape moves farther than
-         * (|v| + |w| r) dt before the next collision, r bounding the shape
-         * around the body origin. */
         sh->spec = 0;
-        if (b->type != PH_BODY_STATIC && sh->geom.type != PH_SHAPE_PLANE) {
-            double r = 0.5 * ph_len(ph_sub(sh->aabb_hi, sh->aabb_lo)) + ph_len(sh->local.p);
-            sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
-        }
-        ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
         if (sh->geom.type == PH_SHAPE_PLANE) {
+            ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
             nplanes++;
             continue;
         }
+        /* The bare box from the shape's parts (one rotation), then the box
+         * grown by the margins; the same bits as two ph__geom_aabb calls. */
+        ph_vec3 plo, phi, ext;
+        ph__geom_aabb_parts(&sh->geom, t, &plo, &phi, &ext);
+        /* Speculative reach: no point of the shape moves farther than
+         * (|v| + |w| r) dt before the next collision, r bounding the shape
+         * around the body origin. */
+        if (b->type != PH_BODY_STATIC) {
+            ph_vec3 e0 = ph_add(ext, ph_v3(0.0, 0.0, 0.0));
+            double r = 0.5 * ph_len(ph_sub(ph_add(phi, e0), ph_sub(plo, e0))) + ph_len(sh->local.p);
+            sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
+        }
+        const double grow = margin + sh->spec;
+        ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
+        sh->aabb_lo = ph_sub(plo, eg);
+        sh->aabb_hi = ph_add(phi, eg);
         ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
         csum = ph_add(csum, c);
         csq = ph_add(csq, ph_cmul(c, c));
+        esum = ph_add(esum, ph_sub(sh->aabb_hi, sh->aabb_lo));
+        blo = ph_vmin(blo, sh->aabb_lo);
+        bhi = ph_vmax(bhi, sh->aabb_hi);
         nfinite++;
     }
     /* 2. Sweep axis: largest variance of centres, with hysteresis so that a
@@ -175,76 +265,164 @@ int ph__broadphase(ph__world *w, double dt) {
         ord[n++] = s;
     }
     w->sap_count = n;
+    /* Sorted as (lower bound, slot) pairs in a contiguous array. */
+    if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    ph__sap_key *keys = w->sap_keys;
+    for (int32_t i = 0; i < n; i++) {
+        keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
+        keys[i].slot = ord[i];
+    }
     if (resort) {
-        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
-        for (int32_t i = 0; i < n; i++) {
-            w->sap_keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
-            w->sap_keys[i].slot = ord[i];
-        }
-        if (n > 1) qsort(w->sap_keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
-        for (int32_t i = 0; i < n; i++) ord[i] = w->sap_keys[i].slot;
+        if (n > 1) qsort(keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
     } else {
         for (int32_t i = 1; i < n; i++) {
-            int32_t s = ord[i];
-            double key = ph_vget(w->shapes[s].aabb_lo, axis);
+            const ph__sap_key k = keys[i];
             int32_t j = i - 1;
-            while (j >= 0) {
-                int32_t t = ord[j];
-                double kt = ph_vget(w->shapes[t].aabb_lo, axis);
-                if (kt < key || (kt == key && t < s)) break;
-                ord[j + 1] = t;
+            while (j >= 0 && !(keys[j].key < k.key || (keys[j].key == k.key && keys[j].slot < k.slot))) {
+                keys[j + 1] = keys[j];
                 j--;
             }
-            ord[j + 1] = s;
+            keys[j + 1] = k;
         }
     }
+    for (int32_t i = 0; i < n; i++) ord[i] = keys[i].slot;
 
-    /* 4. Sweep over a contiguous copy of the boxes in sweep order. */
+    /* 4. A contiguous copy of the boxes in sweep order, each with the cells
+     * it covers in a grid over the two other axes: cells of about the mean
+     * box extent, at most about one per shape. */
+    cell_axis g1 = {0.0, 1.0, 1}, g2 = {0.0, 1.0, 1};
+    if (n > 1) {
+        double k1 = cells_wanted(ph_vget(blo, ax1), ph_vget(bhi, ax1), ph_vget(esum, ax1) / n);
+        double k2 = cells_wanted(ph_vget(blo, ax2), ph_vget(bhi, ax2), ph_vget(esum, ax2) / n);
+        if (k1 * k2 > n) {
+            /* At most about one cell per shape. */
+            double f = sqrt(n / (k1 * k2));
+            k1 = k1 * f > 1.0 ? k1 * f : 1.0;
+            k2 = k2 * f > 1.0 ? k2 * f : 1.0;
+            if (k1 > n) k1 = n;
+            if (k2 > n) k2 = n;
+        }
+        g1 = make_axis(ph_vget(blo, ax1), ph_vget(bhi, ax1), k1);
+        g2 = make_axis(ph_vget(blo, ax2), ph_vget(bhi, ax2), k2);
+    }
+    const int32_t ncells = g1.n * g2.n;
     if (ph__reserve((void **)&w->sap_boxes, &w->sap_boxes_cap, n + 1, sizeof(ph__sap_box))) return PH_ERR_NO_MEMORY;
     ph__sap_box *bx = w->sap_boxes;
+    int64_t nentries = 0;
+    int32_t nbig = 0;
     for (int32_t i = 0; i < n; i++) {
         const ph__shape *sh = &w->shapes[ord[i]];
         const ph__body *b = &w->bodies[sh->body];
-        bx[i].lo = ph_vget(sh->aabb_lo, axis);
-        bx[i].hi = ph_vget(sh->aabb_hi, axis);
-        bx[i].lo1 = ph_vget(sh->aabb_lo, ax1);
-        bx[i].hi1 = ph_vget(sh->aabb_hi, ax1);
-        bx[i].lo2 = ph_vget(sh->aabb_lo, ax2);
-        bx[i].hi2 = ph_vget(sh->aabb_hi, ax2);
-        bx[i].slot = ord[i];
+        ph__sap_box *x = &bx[i];
+        x->lo = ph_vget(sh->aabb_lo, axis);
+        x->hi = ph_vget(sh->aabb_hi, axis);
+        x->lo1 = ph_vget(sh->aabb_lo, ax1);
+        x->hi1 = ph_vget(sh->aabb_hi, ax1);
+        x->lo2 = ph_vget(sh->aabb_lo, ax2);
+        x->hi2 = ph_vget(sh->aabb_hi, ax2);
+        x->slot = ord[i];
         /* Two static bodies never pair up. (Pairs of sleeping bodies do:
          * narrowphase keeps their manifolds without colliding them.) */
-        bx[i].active = b->type != PH_BODY_STATIC;
-    }
-    w->pair_count = 0;
-    for (int32_t i = 0; i < n; i++) {
-        const ph__sap_box a = bx[i];
-        for (int32_t k = i + 1; k < n && bx[k].lo <= a.hi; k++) {
-            const ph__sap_box *b = &bx[k];
-            if (!a.active && !b->active) continue;
-            if (a.lo1 > b->hi1 || b->lo1 > a.hi1 || a.lo2 > b->hi2 || b->lo2 > a.hi2) continue;
-            if (!pair_allowed(w, a.slot, b->slot)) continue;
-            if (push_pair(w, a.slot, b->slot)) return PH_ERR_NO_MEMORY;
+        x->active = b->type != PH_BODY_STATIC;
+        x->dynamic = b->type == PH_BODY_DYNAMIC;
+        x->c1lo = cell_of(&g1, x->lo1);
+        x->c1hi = cell_of(&g1, x->hi1);
+        x->c2lo = cell_of(&g2, x->lo2);
+        x->c2hi = cell_of(&g2, x->hi2);
+        if (x->c1hi < x->c1lo) x->c1hi = x->c1lo; /* NaN bounds */
+        if (x->c2hi < x->c2lo) x->c2hi = x->c2lo;
+        int64_t cover = (int64_t)(x->c1hi - x->c1lo + 1) * (x->c2hi - x->c2lo + 1);
+        if (cover > BIG_CELLS) {
+            x->c1lo = -1; /* marks a big box */
+            nbig++;
+        } else {
+            nentries += cover;
         }
     }
-    /* 5. Planes against every finite shape. */
+    /* Scratch: cell starts (ncells + 1), then the entries (indices into bx,
+     * increasing within a cell), then the big boxes. */
+    if (ncells + 1 + nentries + nbig > INT32_MAX) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->bp_ints, &w->bp_ints_cap, (int32_t)(ncells + 1 + nentries + nbig), sizeof(int32_t)))
+        return PH_ERR_NO_MEMORY;
+    int32_t *start = w->bp_ints, *entry = start + ncells + 1, *big = entry + nentries;
+    memset(start, 0, (size_t)(ncells + 1) * sizeof(int32_t));
+    nbig = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const ph__sap_box *x = &bx[i];
+        if (x->c1lo < 0) {
+            big[nbig++] = i;
+            continue;
+        }
+        for (int32_t c1 = x->c1lo; c1 <= x->c1hi; c1++)
+            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++) start[c1 * g2.n + c2 + 1]++;
+    }
+    for (int32_t c = 0; c < ncells; c++) start[c + 1] += start[c];
+    for (int32_t i = 0; i < n; i++) {
+        const ph__sap_box *x = &bx[i];
+        if (x->c1lo < 0) continue;
+        for (int32_t c1 = x->c1lo; c1 <= x->c1hi; c1++)
+            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++) entry[start[c1 * g2.n + c2]++] = i;
+    }
+    /* start[c] is now the end of cell c, i.e. the start of cell c + 1. */
+
+    /* 5. Sweep each cell. A pair overlapping on every axis shares the cell
+     * of its larger lower bounds on the two grid axes and is emitted there
+     * only, so every overlapping pair comes out exactly once. */
+    w->pair_count = 0;
+    for (int32_t c = 0; c < ncells; c++) {
+        const int32_t c1 = c / g2.n, c2 = c % g2.n;
+        const int32_t e0 = c > 0 ? start[c - 1] : 0, e1 = start[c];
+        for (int32_t i = e0; i < e1; i++) {
+            const ph__sap_box *a = &bx[entry[i]];
+            const double ahi = a->hi;
+            for (int32_t k = i + 1; k < e1; k++) {
+                const ph__sap_box *b = &bx[entry[k]];
+                if (b->lo > ahi) break;
+                if (!a->active && !b->active) continue;
+                if (a->lo1 > b->hi1 || b->lo1 > a->hi1 || a->lo2 > b->hi2 || b->lo2 > a->hi2) continue;
+                if ((a->c1lo > b->c1lo ? a->c1lo : b->c1lo) != c1 || (a->c2lo > b->c2lo ? a->c2lo : b->c2lo) != c2)
+                    continue;
+                if (!pair_allowed(w, a->slot, b->slot)) continue;
+                if (push_pair(w, a->slot, b->slot)) return PH_ERR_NO_MEMORY;
+            }
+        }
+    }
+    /* Big boxes against every box: forward along the sweep as above, and
+     * backward against every earlier box that is not big itself (a pair of
+     * big boxes is found by the earlier one's forward sweep). */
+    for (int32_t j = 0; j < nbig; j++) {
+        const int32_t i = big[j];
+        const ph__sap_box *a = &bx[i];
+        for (int32_t k = i + 1; k < n && bx[k].lo <= a->hi; k++) {
+            const ph__sap_box *b = &bx[k];
+            if ((!a->active && !b->active) || !overlap_boxes(a, b) || !pair_allowed(w, a->slot, b->slot)) continue;
+            if (push_pair(w, a->slot, b->slot)) return PH_ERR_NO_MEMORY;
+        }
+        for (int32_t k = 0; k < i; k++) {
+            const ph__sap_box *b = &bx[k];
+            if (b->c1lo < 0 || (!a->active && !b->active) || !overlap_boxes(a, b) || !pair_allowed(w, b->slot, a->slot))
+                continue;
+            if (push_pair(w, b->slot, a->slot)) return PH_ERR_NO_MEMORY;
+        }
+    }
+    /* 6. Planes against every finite shape of a dynamic body. */
     if (nplanes > 0) {
         for (int32_t p = 0; p < w->shape_hwm; p++) {
             const ph__shape *pl = &w->shapes[p];
             if (pl->body < 0 || pl->geom.type != PH_SHAPE_PLANE) continue;
+            ph__sap_box q;
+            q.lo = ph_vget(pl->aabb_lo, axis);
+            q.hi = ph_vget(pl->aabb_hi, axis);
+            q.lo1 = ph_vget(pl->aabb_lo, ax1);
+            q.hi1 = ph_vget(pl->aabb_hi, ax1);
+            q.lo2 = ph_vget(pl->aabb_lo, ax2);
+            q.hi2 = ph_vget(pl->aabb_hi, ax2);
             for (int32_t i = 0; i < n; i++) {
-                int32_t s = ord[i];
-                const ph__shape *sh = &w->shapes[s];
-                if (w->bodies[sh->body].type != PH_BODY_DYNAMIC) continue;
-                if (!overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 0) ||
-                    !overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 1) ||
-                    !overlap_axis(pl->aabb_lo, pl->aabb_hi, sh->aabb_lo, sh->aabb_hi, 2))
-                    continue;
-                if (!pair_allowed(w, p, s)) continue;
-                if (push_pair(w, p, s)) return PH_ERR_NO_MEMORY;
+                if (!bx[i].dynamic || !overlap_boxes(&q, &bx[i])) continue;
+                if (!pair_allowed(w, p, bx[i].slot)) continue;
+                if (push_pair(w, p, bx[i].slot)) return PH_ERR_NO_MEMORY;
             }
         }
     }
-    if (w->pair_count > 1) qsort(w->pairs, (size_t)w->pair_count, sizeof(ph__pair), pair_cmp);
-    return PH_OK;
+    return sort_pairs(w);
 }

@@ -56,6 +56,11 @@ int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transf
  * normal is axis aligned. */
 void ph__geom_aabb(const ph__geom *g, ph_transform t, double margin, ph_vec3 *lo, ph_vec3 *hi);
 
+/* The parts of a finite shape's world AABB: ph__geom_aabb(g, t, margin) is,
+ * bit for bit, base_lo - (ext + margin) and base_hi + (ext + margin) per
+ * component, so a box can be grown by several margins from one rotation. */
+void ph__geom_aabb_parts(const ph__geom *g, ph_transform t, ph_vec3 *base_lo, ph_vec3 *base_hi, ph_vec3 *ext);
+
 /* ----------------------------------------------------------------- world */
 
 typedef struct ph__shape {
@@ -271,6 +276,10 @@ struct ph__world {
     uint64_t sap_pass;     /* broadphase passes so far */
     struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
     int32_t sap_boxes_cap;
+    int32_t *bp_ints;      /* broadphase scratch: cell lists, then the pair sort's counts */
+    int32_t bp_ints_cap;
+    ph__pair *bp_pairs;    /* broadphase scratch: the pair sort's second buffer */
+    int32_t bp_pairs_cap;
     ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;

@@ -228,6 +228,8 @@ int ph_world_destroy(ph_world_id id) {
     free(w->sap_order);
     free(w->sap_keys);
     free(w->sap_boxes);
+    free(w->bp_ints);
+    free(w->bp_pairs);
     free(w->jpairs);
     free(w->manifolds);
     free(w->prev_manifolds);
