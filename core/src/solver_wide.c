@@ -158,7 +158,7 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
      * velocities). Each manifold's points keep their order, and manifolds
      * of one colour are independent, so this is the same sweep as any other
      * arrangement of the colour. */
-    int32_t c0 = 0;
+    int32_t c0 = 0, prev_c = -1, prev_pos = -1;
     for (int32_t c = 0; c < ncol; c++) {
         for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
             for (pos = c0; pos < start[c]; pos += PH_LANES) {
@@ -167,7 +167,11 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
                 for (int j = 0; j < lanes; j++) any |= w->manifolds[w->wpoint[pos + j]].m.count > k;
                 if (!any) continue;
                 ph__wbatch *wb = &w->wbatches[b++];
-                wb->indep = pos > c0 || k > 0 ? 1 : 0;
+                /* Independent of the batch before it when that one is of the
+                 * same colour and another group of manifolds. */
+                wb->indep = prev_c == c && prev_pos != pos;
+                prev_c = c;
+                prev_pos = pos;
                 for (int j = 0; j < PH_LANES; j++) {
                     wb->point[j] = -1;
                     if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) continue;
