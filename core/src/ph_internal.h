@@ -205,6 +205,8 @@ typedef struct ph__sbody {
     ph_vec3 v, w;
     double inv_mass;
     ph_mat3 inv_i;         /* world */
+    int iso;               /* 1: inv_i is inv_i.m[0][0] times the identity (equal principal
+                              moments, or the ground), so inv_i v = inv_i.m[0][0] v exactly */
 } ph__sbody;
 
 /* Adds one body's part of the collision matrix at arm r to k:

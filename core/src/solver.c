@@ -102,8 +102,10 @@ void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c) {
     const ph__sbody *a = &w->sbodies[r->ia], *b = &w->sbodies[r->ib];
     r->ima = a->inv_mass;
     r->imb = b->inv_mass;
-    r->mang_a = ph_mat3_mulv(&a->inv_i, r->ang_a);
-    r->mang_b = ph_mat3_mulv(&b->inv_i, r->ang_b);
+    /* A diagonal inv_i = c I gives c x + 0 y + 0 z = c x, bit for bit (finite
+     * arms): the scale is the same product without the zeros. */
+    r->mang_a = a->iso ? ph_scale(r->ang_a, a->inv_i.m[0][0]) : ph_mat3_mulv(&a->inv_i, r->ang_a);
+    r->mang_b = b->iso ? ph_scale(r->ang_b, b->inv_i.m[0][0]) : ph_mat3_mulv(&b->inv_i, r->ang_b);
     const double lin = ph_len2(r->lin) * (r->ima + r->imb);
     const double ang = ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b);
     double s = lin + ang;

@@ -84,6 +84,7 @@ static int build_solver_bodies(ph__world *w) {
     if (ph__reserve((void **)&w->w0, &v0cap, n, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
     w->v0_cap = v0cap;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
+    w->sbodies[0].iso = 1;
     for (int32_t i = 0; i < w->body_hwm; i++) {
         int32_t s = w->body_to_sbody[i];
         if (s == 0) continue;
@@ -97,9 +98,11 @@ static int build_solver_bodies(ph__world *w) {
             /* Isotropic (spheres, cubes): R D R^T = D, without rounding. */
             memset(&sb->inv_i, 0, sizeof sb->inv_i);
             sb->inv_i.m[0][0] = sb->inv_i.m[1][1] = sb->inv_i.m[2][2] = ii.x;
+            sb->iso = 1;
         } else {
             ph_mat3 r = ph_mat3_from_quat(b->q);
             sb->inv_i = ph_mat3_rdrt(&r, ii);
+            sb->iso = 0;
         }
     }
     w->sbody_count = n;
