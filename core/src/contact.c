@@ -204,24 +204,77 @@ static double row_jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w
 
 static double row_jv0(const ph__world *w, const ph__row *r) { return ph__row_jv0(w, r); }
 
+void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c) {
+    c->cn = ph__spook(w->settings.contact, h);
+    c->cf = ph__spook(w->settings.friction, h);
+    c->h = h;
+    c->box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    c->g = ph_len(w->settings.gravity);
+    c->down = ph_normalize(w->settings.gravity);
+    c->wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+}
+
+void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
+                            ph__row r[3]) {
+    const double a = c->cn.a, b = c->cn.b, h = c->h;
+    const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+    const ph__body *bda = &w->bodies[cm->ba], *bdb = &w->bodies[cm->bb];
+    double box_bound = 0;
+    if (c->box) {
+        double ima = w->sbodies[ia].inv_mass, imb = w->sbodies[ib].inv_mass;
+        double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
+        box_bound = cm->friction * mred * c->g * h / cm->m.count;
+    }
+    const ph__mpoint *mp = &cm->m.pts[k];
+    ph_vec3 ra = ph_sub(mp->point, bda->p), rb = ph_sub(mp->point, bdb->p);
+    double height = -ph_dot(mp->point, c->down);
+    for (int q = 0; q < 3; q++) {
+        memset(&r[q], 0, sizeof r[q]);
+        r[q].normal = -1;
+        r[q].block = -1;
+        r[q].ia = ia;
+        r[q].ib = ib;
+        r[q].height = height;
+    }
+    ph__row *rn = &r[0];
+    set_linear_row(rn, cm->m.normal, ra, rb);
+    ph__finish_row(w, rn, &c->cn);
+    /* g = -depth. Penetrating or touching: SPOOK, -a g - b G W (eq. 26
+     * with the velocity bookkeeping, see solver.c). Separated
+     * (speculative): allow the gap to close within this step. */
+    double gap = -mp->depth;
+    double jv0 = row_jv0(w, rn);
+    rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+    rn->B = rn->rhs - row_jv(w, rn);
+    rn->lo = 0;
+    rn->hi = INFINITY;
+    rn->lambda = cm->ln[k] * c->wsf;
+    for (int d = 0; d < 2; d++) {
+        ph__row *rt = &r[1 + d];
+        set_linear_row(rt, d == 0 ? cm->t1 : cm->t2, ra, rb);
+        ph__finish_row(w, rt, &c->cf);
+        rt->rhs = 0;
+        rt->B = -row_jv(w, rt);
+        rt->mu = cm->friction;
+        if (c->box) {
+            rt->lo = -box_bound;
+            rt->hi = box_bound;
+        } else {
+            double bound = cm->friction * rn->lambda;
+            rt->lo = -bound;
+            rt->hi = bound;
+        }
+        double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * c->wsf;
+        rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+    }
+}
+
 int ph__contact_rows(ph__world *w, double h) {
-    const ph__spook_coef cn = ph__spook(w->settings.contact, h), cf = ph__spook(w->settings.friction, h);
-    const double a = cn.a, b = cn.b;
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    const double g = ph_len(w->settings.gravity);
-    const ph_vec3 down = ph_normalize(w->settings.gravity);
-    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    ph__contact_ctx c;
+    ph__contact_ctx_init(w, h, &c);
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
-        const ph__body *bda = &w->bodies[cm->ba], *bdb = &w->bodies[cm->bb];
-        const ph_vec3 n = cm->m.normal, t1 = cm->t1, t2 = cm->t2;
-        double box_bound = 0;
-        if (box) {
-            double ima = w->sbodies[ia].inv_mass, imb = w->sbodies[ib].inv_mass;
-            double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
-            box_bound = cm->friction * mred * g * h / cm->m.count;
-        }
         if (ia == 0 && ib == 0) {
             /* Both sides fixed or asleep: no rows; the impulses stay cached. */
             cm->row0 = -1;
@@ -229,51 +282,12 @@ int ph__contact_rows(ph__world *w, double h) {
         }
         cm->row0 = w->row_count;
         for (int k = 0; k < cm->m.count; k++) {
-            const ph__mpoint *mp = &cm->m.pts[k];
-            ph_vec3 ra = ph_sub(mp->point, bda->p), rb = ph_sub(mp->point, bdb->p);
-            double height = -ph_dot(mp->point, down);
-            ph__row *rn = ph__add_row(w);
-            if (!rn) return PH_ERR_NO_MEMORY;
-            int32_t nidx = w->row_count - 1;
-            rn->ia = ia;
-            rn->ib = ib;
-            set_linear_row(rn, n, ra, rb);
-            ph__finish_row(w, rn, &cn);
-            /* g = -depth. Penetrating or touching: SPOOK, -a g - b G W (eq. 26
-             * with the velocity bookkeeping, see solver.c). Separated
-             * (speculative): allow the gap to close within this step. */
-            double gap = -mp->depth;
-            double jv0 = row_jv0(w, rn);
-            rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-            rn->B = rn->rhs - row_jv(w, rn);
-            rn->lo = 0;
-            rn->hi = INFINITY;
-            rn->lambda = cm->ln[k] * wsf;
-            rn->height = height;
-            for (int d = 0; d < 2; d++) {
-                ph__row *rt = ph__add_row(w);
-                if (!rt) return PH_ERR_NO_MEMORY;
-                rt->ia = ia;
-                rt->ib = ib;
-                set_linear_row(rt, d == 0 ? t1 : t2, ra, rb);
-                ph__finish_row(w, rt, &cf);
-                rt->rhs = 0;
-                rt->B = -row_jv(w, rt);
-                rt->mu = cm->friction;
-                rt->height = height;
-                if (box) {
-                    rt->lo = -box_bound;
-                    rt->hi = box_bound;
-                    rt->normal = -1;
-                } else {
-                    rt->normal = nidx;
-                    double bound = cm->friction * w->rows[nidx].lambda;
-                    rt->lo = -bound;
-                    rt->hi = bound;
-                }
-                double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * wsf;
-                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
-            }
+            if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 3, sizeof(ph__row)))
+                return PH_ERR_NO_MEMORY;
+            ph__row *r = &w->rows[w->row_count];
+            ph__contact_point_rows(w, &c, cm, k, r);
+            if (!c.box) r[1].normal = r[2].normal = w->row_count;
+            w->row_count += 3;
         }
     }
     return PH_OK;

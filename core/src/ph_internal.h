@@ -190,6 +190,7 @@ typedef double ph__vd __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 typedef struct ph__wrow {
     ph__vd lin[3], ang_a[3], ang_b[3], mang_a[3], mang_b[3];
     ph__vd inv_diag, eps, rhs, lambda;
+    ph__vd B;                 /* the row's SPOOK right-hand side B (merits only) */
 } ph__wrow;
 
 typedef struct ph__wbatch {
@@ -314,6 +315,9 @@ struct ph__world {
     int32_t *wcolour, *wpoint;
     int32_t wcolour_cap, wpoint_cap;
     int wide_ok;           /* 1: the batches hold this step's contact rows */
+    int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
+                              default order, vector solver, nothing reads the rows) */
+    int32_t native_rows;   /* contact rows in the batches when native */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
 
@@ -364,7 +368,10 @@ void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the PGS path without merits: right-hand sides and warm
  * starts computed into the batches from the manifolds (the rows are left
  * as they are). */
-void ph__wide_refresh_fast(ph__world *w, double h);
+void ph__wide_refresh_fast(ph__world *w, double h, int need_b);
+/* The batches built straight from the manifolds, without contact rows
+ * (w->native steps); same numbers as building the rows first. */
+int ph__wide_build_native(ph__world *w, double h);
 void ph__wide_warm_start(ph__world *w);     /* the batches' impulses onto the bodies */
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
@@ -386,6 +393,19 @@ ph__spook_coef ph__spook(ph_spook p, double h);
 /* Fills M^-1 J^T, eps and inv_diag of a row from the solver bodies; c NULL
  * means no regularization. */
 void ph__finish_row(ph__world *w, ph__row *r, const ph__spook_coef *c);
+/* What the rows of one substep's contact points share. */
+typedef struct ph__contact_ctx {
+    ph__spook_coef cn, cf;
+    double h, g, wsf;
+    int box;
+    ph_vec3 down;
+} ph__contact_ctx;
+void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c);
+/* The three rows (normal, t1, t2) of point k of a manifold whose bodies
+ * have solver bodies, as ph__contact_rows builds them (the friction rows'
+ * NCP link is left to the caller: normal = -1). */
+void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
+                            ph__row r[3]);
 /* Makes rows first..first+2 (bilateral, same bodies) one block. */
 int ph__make_block(ph__world *w, int32_t first);
 
@@ -450,6 +470,10 @@ typedef struct ph__rec {
 typedef struct ph__merit {
     double fischer, minmap, lcp_error, res2, b2;
 } ph__merit;
+
+/* Adds the merit terms of the contact rows held in the batches (native
+ * steps), as solver.c's merits() does for rows. */
+void ph__wide_merits(const ph__world *w, ph__merit *m);
 
 /* Current bounds of row i. */
 static inline void ph__sys_bounds(const ph__sys *s, int32_t i, double *lo, double *hi) {

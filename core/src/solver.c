@@ -169,6 +169,7 @@ static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, dou
 /* Merits of the current iterate (the formulas of merit.c, on the rows). */
 static void merits(const ph__world *w, ph__merit *m) {
     memset(m, 0, sizeof *m);
+    if (w->native) ph__wide_merits(w, m);
     for (int32_t i = 0; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         double lo, hi;
@@ -233,7 +234,8 @@ int ph__solve(ph__world *w) {
     const int wide = w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT;
     w->wide_solved = wide;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
-    for (it = 0; it < iters && n > 0; it++) {
+    const int32_t total = n + (w->native ? w->native_rows : 0);
+    for (it = 0; it < iters && total > 0; it++) {
         for (int32_t k = 0; k < nscalar; k++) {
             ph__row *r = &rows[order[k]];
             if (r->block != -1) {
@@ -264,11 +266,11 @@ int ph__solve(ph__world *w) {
     }
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report). */
-    if ((!record && w->last_substep) || n == 0) {
-        if (wide) ph__wide_store(w);
+    if ((!record && w->last_substep) || total == 0) {
+        if (wide && !w->native) ph__wide_store(w);
         merits(w, &m);
     }
-    st->rows = n;
+    st->rows = total;
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;
 }

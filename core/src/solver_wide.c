@@ -54,10 +54,16 @@ static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a
     return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
 }
 
-static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
+/* Lane j of a batch from the three rows r of point k of manifold mi.
+ * With ctx (native build) the rows are made here, on the stack; without,
+ * they are the world's contact rows. */
+static void fill_lane(ph__world *w, const ph__contact_ctx *ctx, ph__wbatch *wb, int j, int32_t mi, int k) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
     const int32_t p = cm->row0 / 3 + k;
-    const ph__row *r = &w->rows[3 * p];
+    ph__row tmp[3];
+    const ph__row *r = tmp;
+    if (ctx) ph__contact_point_rows(w, ctx, cm, k, tmp);
+    else r = &w->rows[3 * p];
     wb->point[j] = p;
     wb->pm[j] = 4 * mi + k;
     wb->ia[j] = r->ia;
@@ -88,10 +94,15 @@ static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
         d->eps[j] = s->eps;
         d->rhs[j] = s->rhs;
         d->lambda[j] = s->lambda;
+        d->B[j] = s->B;
     }
 }
 
-int ph__wide_build(ph__world *w, int32_t ncontact) {
+/* ctx NULL: from the world's contact rows (ncontact of them), writing the
+ * contact part of w->order; else natively, without contact rows: each
+ * manifold with a moving body gets row0 = 3 x its first point (the rows it
+ * would have), the rows are made lane by lane. */
+static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     w->wide_ok = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
@@ -101,22 +112,29 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
         ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
         return PH_ERR_NO_MEMORY;
     /* Colour the manifolds with rows, in rounds of 64; -1 = not yet. */
-    int32_t left = 0, round = 0, ncol = 0;
+    int32_t left = 0, round = 0, ncol = 0, npoint = 0;
     for (int32_t i = 0; i < nm; i++) {
-        const int active = w->manifolds[i].row0 >= 0;
+        ph__contact_manifold *cm = &w->manifolds[i];
+        if (ctx) {
+            const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+            cm->row0 = moving ? 3 * npoint : -1;
+            npoint += moving ? cm->m.count : 0;
+        }
+        const int active = cm->row0 >= 0;
         w->wcolour[i] = active ? -1 : -2;
         left += active;
     }
+    w->native_rows = 3 * npoint;
     while (left > 0) {
         memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
         for (int32_t i = 0; i < nm; i++) {
             if (w->wcolour[i] != -1) continue;
-            const ph__row *r = &w->rows[w->manifolds[i].row0];
-            const uint64_t used = (r->ia ? w->wmask[r->ia] : 0) | (r->ib ? w->wmask[r->ib] : 0);
+            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+            const uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
             if (used == ~(uint64_t)0) continue;
             const int c = __builtin_ctzll(~used);
-            if (r->ia) w->wmask[r->ia] |= (uint64_t)1 << c;
-            if (r->ib) w->wmask[r->ib] |= (uint64_t)1 << c;
+            if (ia) w->wmask[ia] |= (uint64_t)1 << c;
+            if (ib) w->wmask[ib] |= (uint64_t)1 << c;
             w->wcolour[i] = 64 * round + c;
             if (64 * round + c + 1 > ncol) ncol = 64 * round + c + 1;
             left--;
@@ -175,8 +193,9 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
                 for (int j = 0; j < PH_LANES; j++) {
                     wb->point[j] = -1;
                     if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) continue;
-                    fill_lane(w, wb, j, w->wpoint[pos + j], k);
-                    for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
+                    fill_lane(w, ctx, wb, j, w->wpoint[pos + j], k);
+                    if (!ctx)
+                        for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
                 }
             }
         }
@@ -188,7 +207,52 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
     return PH_OK;
 }
 
-void ph__wide_refresh_fast(ph__world *w, double h) {
+int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, NULL); }
+
+int ph__wide_build_native(ph__world *w, double h) {
+    ph__contact_ctx c;
+    ph__contact_ctx_init(w, h, &c);
+    return build(w, 0, &c);
+}
+
+void ph__wide_merits(const ph__world *w, ph__merit *m) {
+    const ph__sbody *sb = w->sbodies;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
+        const ph__wbatch *wb = &w->wbatches[bi];
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            const ph__sbody *A = &sb[wb->ia[j]], *Bd = &sb[wb->ib[j]];
+            const double ima = wb->ima[j], imb = wb->imb[j];
+            for (int q = 0; q < 3; q++) {
+                const ph__wrow *r = &wb->r[q];
+                const ph_vec3 lin = ph_v3(r->lin[0][j], r->lin[1][j], r->lin[2][j]);
+                const ph_vec3 aa = ph_v3(r->ang_a[0][j], r->ang_a[1][j], r->ang_a[2][j]);
+                const ph_vec3 ab = ph_v3(r->ang_b[0][j], r->ang_b[1][j], r->ang_b[2][j]);
+                const ph_vec3 ma = ph_v3(r->mang_a[0][j], r->mang_a[1][j], r->mang_a[2][j]);
+                const ph_vec3 mb = ph_v3(r->mang_b[0][j], r->mang_b[1][j], r->mang_b[2][j]);
+                double lo, hi;
+                if (q == 0) {
+                    lo = 0;
+                    hi = INFINITY;
+                } else {
+                    const double bd = box ? wb->box[j] : wb->mu[j] * wb->r[0].lambda[j];
+                    lo = -bd;
+                    hi = bd;
+                }
+                /* solver.c's merits() on the same row: y = J v + eps l - rhs,
+                 * d = S_ii. */
+                const double jv = ph_dot(lin, ph_sub(Bd->v, A->v)) + ph_dot(aa, A->w) + ph_dot(ab, Bd->w);
+                const double y = jv + r->eps[j] * r->lambda[j] - r->rhs[j];
+                const double d = ph_dot(lin, lin) * (ima + imb) + ph_dot(aa, ma) + ph_dot(ab, mb);
+                ph__merit_row(r->lambda[j], y, lo, hi, d + r->eps[j], m);
+                m->b2 += r->B[j] * r->B[j];
+            }
+        }
+    }
+}
+
+void ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
     const double a = cn.a, b = cn.b;
     const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
@@ -214,6 +278,20 @@ void ph__wide_refresh_fast(ph__world *w, double h) {
             const double l1 = cm->lt1[k] * wsf, l2 = cm->lt2[k] * wsf;
             wb->r[1].lambda[j] = l1 < -bound ? -bound : (l1 > bound ? bound : l1);
             wb->r[2].lambda[j] = l2 < -bound ? -bound : (l2 > bound ? bound : l2);
+            if (need_b) {
+                /* contact.c's B = rhs - J v with this substep's velocities
+                 * (the merits' relative residual). */
+                const ph_vec3 ua = w->sbodies[wb->ia[j]].v, oa = w->sbodies[wb->ia[j]].w;
+                const ph_vec3 ub = w->sbodies[wb->ib[j]].v, ob = w->sbodies[wb->ib[j]].w;
+                for (int q = 0; q < 3; q++) {
+                    const ph__wrow *r = &wb->r[q];
+                    const ph_vec3 lin = ph_v3(r->lin[0][j], r->lin[1][j], r->lin[2][j]);
+                    const ph_vec3 aa = ph_v3(r->ang_a[0][j], r->ang_a[1][j], r->ang_a[2][j]);
+                    const ph_vec3 ab = ph_v3(r->ang_b[0][j], r->ang_b[1][j], r->ang_b[2][j]);
+                    const double jv = ph_dot(lin, ph_sub(ub, ua)) + ph_dot(aa, oa) + ph_dot(ab, ob);
+                    wb->r[q].B[j] = q == 0 ? wb->r[0].rhs[j] - jv : -jv;
+                }
+            }
         }
     }
 }

@@ -152,7 +152,7 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
          * later substeps refresh the batches' right-hand sides and warm
          * starts. The joint rows go first. */
         int e = PH_OK;
-        if (collide || !w->wide_ok) e = ph__wide_build(w, ncontact);
+        if (!w->native && (collide || !w->wide_ok)) e = ph__wide_build(w, ncontact);
         if (e) return e;
         for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
         return PH_OK;
@@ -195,15 +195,14 @@ static void integrate(ph__world *w, double h) {
     }
 }
 
-/* Later substeps of the default PGS path may refresh the contact batches
- * straight from the manifolds, leaving the rows alone, unless something
- * will read the rows: merits (every iteration, or the last substep's),
- * a tolerance, a capture, or another method. */
-static int wide_fast(const ph__world *w) {
+/* The default PGS path keeps its contact rows only in the batches
+ * (solver_wide.c), built and refreshed straight from the manifolds, unless
+ * something reads the rows: per-iteration merits, a tolerance, a capture,
+ * another method or order, or the scalar loop (vector_solver = 0). */
+static int native_step(const ph__world *w) {
     const ph_settings *s = &w->settings;
-    return w->wide_ok && s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS &&
-           !s->record_merits &&
-           !(s->tolerance > 0) && !w->capture && !w->last_substep;
+    return s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS && !s->record_merits &&
+           !(s->tolerance > 0) && !w->capture;
 }
 
 static int substep(ph__world *w, double h, int collide) {
@@ -234,13 +233,13 @@ static int substep(ph__world *w, double h, int collide) {
     w->block_count = 0;
     if (collide) {
         w->row_count = 0;
-        e = ph__contact_rows(w, h);
+        e = w->native ? ph__wide_build_native(w, h) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
     } else {
         w->row_count = w->contact_row_count;
-        if (wide_fast(w)) {
-            ph__wide_refresh_fast(w, h);
+        if (w->native && w->wide_ok) {
+            ph__wide_refresh_fast(w, h, w->last_substep);
         } else {
             e = ph__refresh_contact_rows(w, h);
             if (e) return e;
@@ -283,6 +282,7 @@ int ph_world_step(ph_world_id id) {
     }
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
+    w->native = native_step(w);
     int e = PH_OK;
     for (int k = 0; k < n && e == PH_OK; k++) {
         w->last_substep = k == n - 1;
