@@ -116,6 +116,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     DBL(cg_tolerance)
     DBL(sm_gamma)
     DBL(sm_stagnation)
+    DBL(sm_forcing)
     DBL(jacobi_relaxation)
     DBL(sleep_linear)
     DBL(sleep_angular)
@@ -123,6 +124,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
 #undef DBL
     if (m->k_pgs) n.k_pgs = m->k_pgs->value;
     if (m->k_sm) n.k_sm = m->k_sm->value;
+    if (m->sm_preconditioner) n.sm_preconditioner = m->sm_preconditioner->value;
     if (m->ordering_per_iteration) n.ordering_per_iteration = m->ordering_per_iteration->value ? 1 : 0;
     if (m->sm_gamma_scope) {
         int v = (int)m->sm_gamma_scope->value;
@@ -233,6 +235,10 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->d[7].value = s->sm_gamma, m->sm_gamma = &z->d[7];
     z->d2[0].value = s->sm_stagnation, m->sm_stagnation = &z->d2[0];
     z->d2[1].value = s->jacobi_relaxation, m->jacobi_relaxation = &z->d2[1];
+    physd__v1__int32_value__init(&z->pc);
+    z->pc.value = s->sm_preconditioner, m->sm_preconditioner = &z->pc;
+    physd__v1__double_value__init(&z->fo);
+    z->fo.value = s->sm_forcing, m->sm_forcing = &z->fo;
     for (int k = 0; k < 3; k++) physd__v1__double_value__init(&z->sl[k]);
     physd__v1__bool_value__init(&z->sleep);
     z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;

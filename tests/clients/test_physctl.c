@@ -203,6 +203,12 @@ static void test_session(void **state) {
     assert_string_equal(at(&set, "method")->str, "pgs_sm");
     assert_int_equal((int)num(&set, "iterations"), 25);
     js_free(&set);
+    /* The PGS–SM preconditioner and forcing term (protocol fields 35, 36). */
+    set = ctl_json("set", ws, "sm_preconditioner=2", "sm_forcing=0.1", NULL);
+    assert_int_equal((int)num(&set, "sm_preconditioner"), 2);
+    assert_float_equal(num(&set, "sm_forcing"), 0.1, 0);
+    assert_string_equal(at(&set, "method")->str, "pgs_sm");
+    js_free(&set);
 
     /* Worlds lists it; stats counts the edits. */
     js_value l = ctl_json("worlds", NULL);

@@ -316,6 +316,131 @@ static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
     return itest_call(c, &m);
 }
 
+/* change_settings with one settings message; returns the reply. */
+static smsg *change_settings(ps_client *c, uint64_t w, Physd__V1__Settings *set) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    cs.world_id = w;
+    cs.settings = set;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &cs;
+    return itest_call(c, &m);
+}
+
+/* The settings of world w as inspect_world reports them. */
+static void expect_solver_settings(ps_client *c, uint64_t w, int method, int precond, double forcing, int iterations) {
+    smsg *r = itest_expect(world_call(c, REQ(INSPECT_WORLD), w, 0), ST(OK));
+    const Physd__V1__Settings *s = r->reply->world->settings;
+    assert_non_null(s);
+    assert_non_null(s->method);
+    assert_non_null(s->sm_preconditioner);
+    assert_non_null(s->sm_forcing);
+    assert_int_equal(s->method->value, method);
+    assert_int_equal(s->sm_preconditioner->value, precond);
+    assert_true(s->sm_forcing->value == forcing);
+    assert_int_equal(s->iterations->value, iterations);
+    physd__v1__server_message__free_unpacked(r, NULL);
+}
+
+/* Every PGS–SM parameter travels over the protocol: sm_preconditioner and
+ * sm_forcing (fields 35, 36) default to the core's 1 and 0.03, change with
+ * change_settings (IC(0) with PGS–SM here), read back from the reply and
+ * from inspect_world, show in the statistics' method, and out-of-range
+ * values are refused with INVALID_ARGUMENT naming the field, changing
+ * nothing (not even the valid fields of the same request). create_world
+ * takes them too. */
+static void test_solver_settings_round_trip(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "solver-settings");
+    uint64_t w = itest_create_world(&c, "precond", "box_on_plane", 120, NULL);
+    const ph_settings def = ph_default_settings();
+    expect_solver_settings(&c, w, PHYSD__V1__METHOD__METHOD_PGS, def.sm_preconditioner, def.sm_forcing, def.iterations);
+    assert_int_equal(def.sm_preconditioner, 1);
+
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__MethodValue mv = PHYSD__V1__METHOD_VALUE__INIT;
+    Physd__V1__Int32Value pc = PHYSD__V1__INT32_VALUE__INIT;
+    Physd__V1__DoubleValue fo = PHYSD__V1__DOUBLE_VALUE__INIT;
+    mv.value = PHYSD__V1__METHOD__METHOD_PGS_SM;
+    pc.value = 2;
+    fo.value = 0.1;
+    set.method = &mv;
+    set.sm_preconditioner = &pc;
+    set.sm_forcing = &fo;
+    smsg *r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    uint64_t t_change = r->reply->tick;
+    assert_int_equal(r->reply->settings->method->value, PHYSD__V1__METHOD__METHOD_PGS_SM);
+    assert_int_equal(r->reply->settings->sm_preconditioner->value, 2);
+    assert_true(r->reply->settings->sm_forcing->value == 0.1);
+    assert_int_equal(r->reply->settings->k_pgs->value, def.k_pgs); /* unchanged fields stay */
+    physd__v1__server_message__free_unpacked(r, NULL);
+    expect_solver_settings(&c, w, PHYSD__V1__METHOD__METHOD_PGS_SM, 2, 0.1, def.iterations);
+
+    /* The world runs with them: the statistics after the change say PGS–SM. */
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, NULL), ST(OK));
+    for (;;) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        const int done = s->stats->tick > t_change;
+        if (done) assert_int_equal(s->stats->method_setting, PHYSD__V1__METHOD__METHOD_PGS_SM);
+        physd__v1__server_message__free_unpacked(s, NULL);
+        if (done) break;
+    }
+
+    /* Out of range: refused, named, nothing changes. */
+    const struct {
+        int precond;      /* -100: absent */
+        double forcing;   /* -100: absent */
+        const char *name; /* expected in the message */
+    } bad[] = {{3, -100, "sm_preconditioner"}, {-1, -100, "sm_preconditioner"}, {-100, 1.5, "sm_forcing"},
+               {-100, -0.01, "sm_forcing"},    {-100, NAN, "sm_forcing"},       {2, 2.0, "sm_forcing"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        Physd__V1__Settings b = PHYSD__V1__SETTINGS__INIT;
+        Physd__V1__Int32Value bp = PHYSD__V1__INT32_VALUE__INIT, bi = PHYSD__V1__INT32_VALUE__INIT;
+        Physd__V1__DoubleValue bf = PHYSD__V1__DOUBLE_VALUE__INIT;
+        Physd__V1__MethodValue bm = PHYSD__V1__METHOD_VALUE__INIT;
+        bi.value = 7; /* valid, but must not be applied either */
+        b.iterations = &bi;
+        bm.value = PHYSD__V1__METHOD__METHOD_PGS;
+        b.method = &bm;
+        if (bad[k].precond != -100) bp.value = bad[k].precond, b.sm_preconditioner = &bp;
+        if (bad[k].forcing != -100) bf.value = bad[k].forcing, b.sm_forcing = &bf;
+        r = itest_expect(change_settings(&c, w, &b), ST(INVALID_ARGUMENT));
+        assert_non_null(strstr(r->reply->message, bad[k].name));
+        physd__v1__server_message__free_unpacked(r, NULL);
+        expect_solver_settings(&c, w, PHYSD__V1__METHOD__METHOD_PGS_SM, 2, 0.1, def.iterations);
+    }
+
+    /* create_world takes them, and validates them the same way. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    Physd__V1__Settings cset = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__Int32Value cpc = PHYSD__V1__INT32_VALUE__INIT;
+    Physd__V1__DoubleValue cfo = PHYSD__V1__DOUBLE_VALUE__INIT;
+    cpc.value = 0;
+    cfo.value = 0;
+    cset.sm_preconditioner = &cpc;
+    cset.sm_forcing = &cfo;
+    cw.name = "plain-cg";
+    cw.preset = "box_on_plane";
+    cw.settings = &cset;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    r = itest_expect(itest_call(&c, &m), ST(OK));
+    uint64_t w2 = r->reply->world->world_id;
+    assert_int_equal(r->reply->world->settings->sm_preconditioner->value, 0);
+    assert_true(r->reply->world->settings->sm_forcing->value == 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    expect_solver_settings(&c, w2, PHYSD__V1__METHOD__METHOD_PGS, 0, 0, def.iterations);
+    cpc.value = 5;
+    cw.name = "bad-precond";
+    r = itest_expect(itest_call(&c, &m), ST(INVALID_ARGUMENT));
+    assert_non_null(strstr(r->reply->message, "sm_preconditioner"));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    ps_client_close(&c);
+}
+
 static void test_world_control(void **state) {
     (void)state;
     ps_client c;
@@ -483,6 +608,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_sphere_falls_and_rests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_independent_tick_rates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_solver_settings_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
     };
