@@ -276,7 +276,10 @@ int ph__solve(ph__world *w) {
 }
 
 void ph__store_impulses(ph__world *w) {
-    if (w->wide_solved) ph__wide_store_impulses(w);
+    /* Native steps keep the impulses in the batches between substeps (the
+     * next refresh warm-starts from them); the manifolds get them after
+     * the last one. */
+    if (w->wide_solved && (!w->native || w->last_substep)) ph__wide_store_impulses(w);
     for (int32_t i = 0; i < w->manifold_count && !w->wide_solved; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;

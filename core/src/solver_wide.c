@@ -215,87 +215,6 @@ int ph__wide_build_native(ph__world *w, double h) {
     return build(w, 0, &c);
 }
 
-void ph__wide_merits(const ph__world *w, ph__merit *m) {
-    const ph__sbody *sb = w->sbodies;
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
-        const ph__wbatch *wb = &w->wbatches[bi];
-        for (int j = 0; j < PH_LANES; j++) {
-            if (wb->point[j] < 0) continue;
-            const ph__sbody *A = &sb[wb->ia[j]], *Bd = &sb[wb->ib[j]];
-            const double ima = wb->ima[j], imb = wb->imb[j];
-            for (int q = 0; q < 3; q++) {
-                const ph__wrow *r = &wb->r[q];
-                const ph_vec3 lin = ph_v3(r->lin[0][j], r->lin[1][j], r->lin[2][j]);
-                const ph_vec3 aa = ph_v3(r->ang_a[0][j], r->ang_a[1][j], r->ang_a[2][j]);
-                const ph_vec3 ab = ph_v3(r->ang_b[0][j], r->ang_b[1][j], r->ang_b[2][j]);
-                const ph_vec3 ma = ph_v3(r->mang_a[0][j], r->mang_a[1][j], r->mang_a[2][j]);
-                const ph_vec3 mb = ph_v3(r->mang_b[0][j], r->mang_b[1][j], r->mang_b[2][j]);
-                double lo, hi;
-                if (q == 0) {
-                    lo = 0;
-                    hi = INFINITY;
-                } else {
-                    const double bd = box ? wb->box[j] : wb->mu[j] * wb->r[0].lambda[j];
-                    lo = -bd;
-                    hi = bd;
-                }
-                /* solver.c's merits() on the same row: y = J v + eps l - rhs,
-                 * d = S_ii. */
-                const double jv = ph_dot(lin, ph_sub(Bd->v, A->v)) + ph_dot(aa, A->w) + ph_dot(ab, Bd->w);
-                const double y = jv + r->eps[j] * r->lambda[j] - r->rhs[j];
-                const double d = ph_dot(lin, lin) * (ima + imb) + ph_dot(aa, ma) + ph_dot(ab, mb);
-                ph__merit_row(r->lambda[j], y, lo, hi, d + r->eps[j], m);
-                m->b2 += r->B[j] * r->B[j];
-            }
-        }
-    }
-}
-
-void ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
-    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
-    const double a = cn.a, b = cn.b;
-    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
-        ph__wbatch *wb = &w->wbatches[bi];
-        for (int j = 0; j < PH_LANES; j++) {
-            if (wb->point[j] < 0) continue;
-            const ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
-            const int k = wb->pm[j] & 3;
-            const ph__wrow *rn = &wb->r[0];
-            const ph_vec3 va = w->v0[wb->ia[j]], wa = w->w0[wb->ia[j]];
-            const ph_vec3 vb = w->v0[wb->ib[j]], wbv = w->w0[wb->ib[j]];
-            const double jv0 = (rn->lin[0][j] * (vb.x - va.x) + rn->lin[1][j] * (vb.y - va.y) +
-                                rn->lin[2][j] * (vb.z - va.z)) +
-                               (rn->ang_a[0][j] * wa.x + rn->ang_a[1][j] * wa.y + rn->ang_a[2][j] * wa.z) +
-                               (rn->ang_b[0][j] * wbv.x + rn->ang_b[1][j] * wbv.y + rn->ang_b[2][j] * wbv.z);
-            const double gap = -cm->m.pts[k].depth;
-            wb->r[0].rhs[j] = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-            const double ln = cm->ln[k] * wsf;
-            wb->r[0].lambda[j] = ln;
-            const double bound = box ? wb->box[j] : wb->mu[j] * ln;
-            const double l1 = cm->lt1[k] * wsf, l2 = cm->lt2[k] * wsf;
-            wb->r[1].lambda[j] = l1 < -bound ? -bound : (l1 > bound ? bound : l1);
-            wb->r[2].lambda[j] = l2 < -bound ? -bound : (l2 > bound ? bound : l2);
-            if (need_b) {
-                /* contact.c's B = rhs - J v with this substep's velocities
-                 * (the merits' relative residual). */
-                const ph_vec3 ua = w->sbodies[wb->ia[j]].v, oa = w->sbodies[wb->ia[j]].w;
-                const ph_vec3 ub = w->sbodies[wb->ib[j]].v, ob = w->sbodies[wb->ib[j]].w;
-                for (int q = 0; q < 3; q++) {
-                    const ph__wrow *r = &wb->r[q];
-                    const ph_vec3 lin = ph_v3(r->lin[0][j], r->lin[1][j], r->lin[2][j]);
-                    const ph_vec3 aa = ph_v3(r->ang_a[0][j], r->ang_a[1][j], r->ang_a[2][j]);
-                    const ph_vec3 ab = ph_v3(r->ang_b[0][j], r->ang_b[1][j], r->ang_b[2][j]);
-                    const double jv = ph_dot(lin, ph_sub(ub, ua)) + ph_dot(aa, oa) + ph_dot(ab, ob);
-                    wb->r[q].B[j] = q == 0 ? wb->r[0].rhs[j] - jv : -jv;
-                }
-            }
-        }
-    }
-}
-
 void ph__wide_store_impulses(ph__world *w) {
     for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
         const ph__wbatch *wb = &w->wbatches[bi];
@@ -484,4 +403,131 @@ void ph__wide_sweep(ph__world *w) {
     if (l == 2) sweep_avx512(w);
     else if (l == 1) sweep_avx2(w);
     else sweep_base(w);
+}
+
+/* Velocities of the lanes' bodies from per-body vector arrays. */
+#define PH_G4(arr, idx, f) ((ph__vd){arr[idx[0]].f, arr[idx[1]].f, arr[idx[2]].f, arr[idx[3]].f})
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
+                                                                const ph__wbatch *wb, wvel *u) {
+    u->va[0] = PH_G4(v, wb->ia, x);
+    u->va[1] = PH_G4(v, wb->ia, y);
+    u->va[2] = PH_G4(v, wb->ia, z);
+    u->wa[0] = PH_G4(om, wb->ia, x);
+    u->wa[1] = PH_G4(om, wb->ia, y);
+    u->wa[2] = PH_G4(om, wb->ia, z);
+    u->vb[0] = PH_G4(v, wb->ib, x);
+    u->vb[1] = PH_G4(v, wb->ib, y);
+    u->vb[2] = PH_G4(v, wb->ib, z);
+    u->wb[0] = PH_G4(om, wb->ib, x);
+    u->wb[1] = PH_G4(om, wb->ib, y);
+    u->wb[2] = PH_G4(om, wb->ib, z);
+}
+#pragma GCC diagnostic pop
+#undef PH_G4
+
+/* J v of one row of every lane: ph__row_jv_of's order of operations. */
+static inline __attribute__((always_inline)) ph__vd row_jv(const ph__wrow *r, const wvel *u) {
+    return ((r->lin[0] * (u->vb[0] - u->va[0]) + r->lin[1] * (u->vb[1] - u->va[1]) +
+             r->lin[2] * (u->vb[2] - u->va[2])) +
+            (r->ang_a[0] * u->wa[0] + r->ang_a[1] * u->wa[1] + r->ang_a[2] * u->wa[2])) +
+           (r->ang_b[0] * u->wb[0] + r->ang_b[1] * u->wb[1] + r->ang_b[2] * u->wb[2]);
+}
+
+static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
+    return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
+}
+
+/* contact.c's refresh of a point's rows, lane by lane: the SPOOK
+ * right-hand side from the refreshed depth and this substep's W, the warm
+ * start from the impulses the batches hold (the last substep's), and on
+ * need_b the rows' B with the current velocities. */
+static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
+    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
+    const ph__vd a = splat(cn.a), omb = splat(1.0 - cn.b), hv = splat(h), zero = splat(0.0);
+    const ph__vd wsf = splat(w->settings.warm_start ? w->settings.warm_start_factor : 0.0);
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
+        ph__wbatch *wb = &w->wbatches[bi];
+        double g[PH_LANES];
+        for (int j = 0; j < PH_LANES; j++)
+            g[j] = wb->point[j] < 0 ? 0.0 : -w->manifolds[wb->pm[j] >> 2].m.pts[wb->pm[j] & 3].depth;
+        ph__vd gap;
+        memcpy(&gap, g, sizeof gap);
+        wvel u0;
+        gather_arrays(w->v0, w->w0, wb, &u0);
+        const ph__vd jv0 = row_jv(&wb->r[0], &u0);
+        wb->r[0].rhs = select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv);
+        const ph__vd ln = wb->r[0].lambda * wsf;
+        wb->r[0].lambda = ln;
+        const ph__vd bound = box ? wb->box : wb->mu * ln;
+        wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
+        wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
+        if (need_b) {
+            wvel u;
+            gather(w->sbodies, wb, &u);
+            wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
+            wb->r[1].B = -row_jv(&wb->r[1], &u);
+            wb->r[2].B = -row_jv(&wb->r[2], &u);
+        }
+    }
+}
+
+/* solver.c's merits() on the batches' rows: y = J v + eps l - rhs and
+ * d = S_ii by lanes, the merit terms lane by lane. */
+static inline __attribute__((always_inline)) void merits_body(const ph__world *w, ph__merit *m) {
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
+        const ph__wbatch *wb = &w->wbatches[bi];
+        wvel u;
+        gather(w->sbodies, wb, &u);
+        const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
+        double y[3][PH_LANES], d[3][PH_LANES];
+        for (int q = 0; q < 3; q++) {
+            const ph__wrow *r = &wb->r[q];
+            const ph__vd yv = row_jv(r, &u) + r->eps * r->lambda - r->rhs;
+            const ph__vd dv = (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) *
+                                  (wb->ima + wb->imb) +
+                              (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
+                              (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) +
+                              r->eps;
+            memcpy(y[q], &yv, sizeof yv);
+            memcpy(d[q], &dv, sizeof dv);
+        }
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            for (int q = 0; q < 3; q++) {
+                const ph__wrow *r = &wb->r[q];
+                const double lo = q == 0 ? 0.0 : -bound[j], hi = q == 0 ? INFINITY : bound[j];
+                ph__merit_row(r->lambda[j], y[q][j], lo, hi, d[q][j], m);
+                m->b2 += r->B[j] * r->B[j];
+            }
+        }
+    }
+}
+
+__attribute__((target("avx512f,avx512vl"))) static void refresh_avx512(ph__world *w, double h, int nb) {
+    refresh_body(w, h, nb);
+}
+__attribute__((target("avx2"))) static void refresh_avx2(ph__world *w, double h, int nb) { refresh_body(w, h, nb); }
+static void refresh_base(ph__world *w, double h, int nb) { refresh_body(w, h, nb); }
+__attribute__((target("avx512f,avx512vl"))) static void merits_avx512(const ph__world *w, ph__merit *m) {
+    merits_body(w, m);
+}
+__attribute__((target("avx2"))) static void merits_avx2(const ph__world *w, ph__merit *m) { merits_body(w, m); }
+static void merits_base(const ph__world *w, ph__merit *m) { merits_body(w, m); }
+
+void ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
+    const int l = isa_level();
+    if (l == 2) refresh_avx512(w, h, need_b);
+    else if (l == 1) refresh_avx2(w, h, need_b);
+    else refresh_base(w, h, need_b);
+}
+
+void ph__wide_merits(const ph__world *w, ph__merit *m) {
+    const int l = isa_level();
+    if (l == 2) merits_avx512(w, m);
+    else if (l == 1) merits_avx2(w, m);
+    else merits_base(w, m);
 }

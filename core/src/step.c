@@ -185,12 +185,16 @@ static void integrate(ph__world *w, double h) {
         int32_t s = w->body_to_sbody[i];
         if (s == 0) continue;
         const ph__sbody *sb = &w->sbodies[s];
-        b->v = sb->v;
-        b->w = sb->w;
-        b->p = ph_mul_add(b->p, h, b->v);
-        ph_quat wq = {b->w.x, b->w.y, b->w.z, 0};
-        ph_quat dq = ph_quat_mul(wq, b->q);
-        ph_quat q = {b->q.x + 0.5 * h * dq.x, b->q.y + 0.5 * h * dq.y, b->q.z + 0.5 * h * dq.z, b->q.w + 0.5 * h * dq.w};
+        /* Through locals: reading back a vector just stored field by field
+         * would stall on store forwarding. */
+        const ph_vec3 v = sb->v, av = sb->w;
+        const ph_quat q0 = b->q;
+        b->v = v;
+        b->w = av;
+        b->p = ph_mul_add(b->p, h, v);
+        ph_quat wq = {av.x, av.y, av.z, 0};
+        ph_quat dq = ph_quat_mul(wq, q0);
+        ph_quat q = {q0.x + 0.5 * h * dq.x, q0.y + 0.5 * h * dq.y, q0.z + 0.5 * h * dq.z, q0.w + 0.5 * h * dq.w};
         b->q = ph_quat_normalize(q);
     }
 }
