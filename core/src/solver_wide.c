@@ -261,33 +261,63 @@ typedef struct wvel {
 /* The lanes' body velocities as vectors. Built from the scalars directly
  * (element inserts): storing them to a scratch array and loading that as
  * vectors would stall on store forwarding. */
-#define PH_GATHER4(f) ((ph__vd){p0->f, p1->f, p2->f, p3->f})
+#if PH_LANES == 4
+#define PH_LF(p, f) {p[0]->f, p[1]->f, p[2]->f, p[3]->f}
+#elif PH_LANES == 8
+#define PH_LF(p, f) {p[0]->f, p[1]->f, p[2]->f, p[3]->f, p[4]->f, p[5]->f, p[6]->f, p[7]->f}
+#else
+#error "PH_LANES must be 4 or 8"
+#endif
 /* GCC 12 reports the element inserts of a vector literal as reads of an
  * uninitialized vector (a false positive of -Wmaybe-uninitialized). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
-    _Static_assert(PH_LANES == 4, "gather is written for four lanes");
-    const ph__sbody *p0 = &sb[wb->ia[0]], *p1 = &sb[wb->ia[1]], *p2 = &sb[wb->ia[2]], *p3 = &sb[wb->ia[3]];
-    u->va[0] = PH_GATHER4(v.x);
-    u->va[1] = PH_GATHER4(v.y);
-    u->va[2] = PH_GATHER4(v.z);
-    u->wa[0] = PH_GATHER4(w.x);
-    u->wa[1] = PH_GATHER4(w.y);
-    u->wa[2] = PH_GATHER4(w.z);
-    p0 = &sb[wb->ib[0]];
-    p1 = &sb[wb->ib[1]];
-    p2 = &sb[wb->ib[2]];
-    p3 = &sb[wb->ib[3]];
-    u->vb[0] = PH_GATHER4(v.x);
-    u->vb[1] = PH_GATHER4(v.y);
-    u->vb[2] = PH_GATHER4(v.z);
-    u->wb[0] = PH_GATHER4(w.x);
-    u->wb[1] = PH_GATHER4(w.y);
-    u->wb[2] = PH_GATHER4(w.z);
+    const ph__sbody *pa[PH_LANES], *pb[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) {
+        pa[j] = &sb[wb->ia[j]];
+        pb[j] = &sb[wb->ib[j]];
+    }
+    u->va[0] = (ph__vd)PH_LF(pa, v.x);
+    u->va[1] = (ph__vd)PH_LF(pa, v.y);
+    u->va[2] = (ph__vd)PH_LF(pa, v.z);
+    u->wa[0] = (ph__vd)PH_LF(pa, w.x);
+    u->wa[1] = (ph__vd)PH_LF(pa, w.y);
+    u->wa[2] = (ph__vd)PH_LF(pa, w.z);
+    u->vb[0] = (ph__vd)PH_LF(pb, v.x);
+    u->vb[1] = (ph__vd)PH_LF(pb, v.y);
+    u->vb[2] = (ph__vd)PH_LF(pb, v.z);
+    u->wb[0] = (ph__vd)PH_LF(pb, w.x);
+    u->wb[1] = (ph__vd)PH_LF(pb, w.y);
+    u->wb[2] = (ph__vd)PH_LF(pb, w.z);
+}
+
+/* The same from per-body arrays of vectors (the velocities W before the
+ * substep's forces). */
+static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
+                                                                const ph__wbatch *wb, wvel *u) {
+    const ph_vec3 *va[PH_LANES], *wa[PH_LANES], *vb[PH_LANES], *wb_[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) {
+        va[j] = &v[wb->ia[j]];
+        wa[j] = &om[wb->ia[j]];
+        vb[j] = &v[wb->ib[j]];
+        wb_[j] = &om[wb->ib[j]];
+    }
+    u->va[0] = (ph__vd)PH_LF(va, x);
+    u->va[1] = (ph__vd)PH_LF(va, y);
+    u->va[2] = (ph__vd)PH_LF(va, z);
+    u->wa[0] = (ph__vd)PH_LF(wa, x);
+    u->wa[1] = (ph__vd)PH_LF(wa, y);
+    u->wa[2] = (ph__vd)PH_LF(wa, z);
+    u->vb[0] = (ph__vd)PH_LF(vb, x);
+    u->vb[1] = (ph__vd)PH_LF(vb, y);
+    u->vb[2] = (ph__vd)PH_LF(vb, z);
+    u->wb[0] = (ph__vd)PH_LF(wb_, x);
+    u->wb[1] = (ph__vd)PH_LF(wb_, y);
+    u->wb[2] = (ph__vd)PH_LF(wb_, z);
 }
 #pragma GCC diagnostic pop
-#undef PH_GATHER4
+#undef PH_LF
 
 static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
     for (int j = 0; j < PH_LANES; j++) {
@@ -405,27 +435,6 @@ void ph__wide_sweep(ph__world *w) {
     else sweep_base(w);
 }
 
-/* Velocities of the lanes' bodies from per-body vector arrays. */
-#define PH_G4(arr, idx, f) ((ph__vd){arr[idx[0]].f, arr[idx[1]].f, arr[idx[2]].f, arr[idx[3]].f})
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
-                                                                const ph__wbatch *wb, wvel *u) {
-    u->va[0] = PH_G4(v, wb->ia, x);
-    u->va[1] = PH_G4(v, wb->ia, y);
-    u->va[2] = PH_G4(v, wb->ia, z);
-    u->wa[0] = PH_G4(om, wb->ia, x);
-    u->wa[1] = PH_G4(om, wb->ia, y);
-    u->wa[2] = PH_G4(om, wb->ia, z);
-    u->vb[0] = PH_G4(v, wb->ib, x);
-    u->vb[1] = PH_G4(v, wb->ib, y);
-    u->vb[2] = PH_G4(v, wb->ib, z);
-    u->wb[0] = PH_G4(om, wb->ib, x);
-    u->wb[1] = PH_G4(om, wb->ib, y);
-    u->wb[2] = PH_G4(om, wb->ib, z);
-}
-#pragma GCC diagnostic pop
-#undef PH_G4
 
 /* J v of one row of every lane: ph__row_jv_of's order of operations. */
 static inline __attribute__((always_inline)) ph__vd row_jv(const ph__wrow *r, const wvel *u) {
