@@ -167,6 +167,8 @@ typedef struct ph__row {
     double lo, hi;         /* bounds; for NCP friction recomputed from the normal row */
     double mu;             /* friction rows: coefficient */
     int32_t normal;        /* friction rows (NCP): index of the normal row, else -1 */
+    int32_t direct;        /* 1: solved with the joints' direct block (joint_direct.c), not
+                              by the scalar loop */
     double lambda;
     int32_t block;         /* >= 0: first row of a bilateral 3-row block (index into
                               w->blocks); -2: a later row of a block; -1: none */
@@ -313,6 +315,8 @@ struct ph__world {
     uint64_t *wmask;
     int32_t wmask_cap;
     int32_t *wcolour, *wpoint;
+    ph__sap_key *wkeys;    /* manifold heights for the level order */
+    int32_t wkeys_cap;
     int32_t wcolour_cap, wpoint_cap;
     int wide_ok;           /* 1: the batches hold this step's contact rows */
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
@@ -320,6 +324,13 @@ struct ph__world {
     int32_t native_rows;   /* contact rows in the batches when native */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
+
+    /* The joints' direct block of the current substep (joint_direct.c). */
+    int32_t jd_count;      /* rows in it; 0: none */
+    int32_t *jd_row, *jd_first, *jd_bfirst;
+    int64_t *jd_off;
+    double *jd_env, *jd_d;
+    int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
 
     int last_substep;      /* 1 while the last substep of a step runs */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
@@ -358,6 +369,11 @@ void ph__warm_start(ph__world *w);
  * has been written). */
 int ph__solve(ph__world *w);
 void ph__store_impulses(ph__world *w);
+/* The bilateral joint rows as one exactly solved block (joint_direct.c):
+ * factor once per substep (PH_ERR_NO_MEMORY or PH_OK; a factorization that
+ * fails leaves the rows to the scalar loop), solve at each sweep. */
+int ph__joint_direct_factor(ph__world *w);
+void ph__joint_direct_solve(ph__world *w);
 /* The coloured default order of the contact rows and their batches
  * (solver_wide.c); ncontact = number of contact rows (triples first in
  * rows[]). Writes the contact part of w->order. */

@@ -235,9 +235,13 @@ int ph__solve(ph__world *w) {
     w->wide_solved = wide;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
     const int32_t total = n + (w->native ? w->native_rows : 0);
+    int e = ph__joint_direct_factor(w);
+    if (e) return e;
     for (it = 0; it < iters && total > 0; it++) {
+        ph__joint_direct_solve(w);
         for (int32_t k = 0; k < nscalar; k++) {
             ph__row *r = &rows[order[k]];
+            if (r->direct) continue;
             if (r->block != -1) {
                 if (r->block >= 0) solve_block(sb, r, &w->blocks[r->block]);
                 continue;

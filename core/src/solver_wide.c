@@ -1,38 +1,43 @@
 /*
- * solver_wide.c — the contact rows of the default order, coloured and
- * solved PH_LANES contact points at a time.
+ * solver_wide.c — the contact rows of the default order, solved PH_LANES
+ * contact points at a time.
  *
  * Normal path:
- *   ph__wide_build (first substep of a step, after the contact rows are
- *   built, ordering DEFAULT): greedy colouring of the contact points (a
- *   point's three rows, normal, t1, t2) so that no two points of one colour
- *   share a moving body (solver body 0, the fixed ground, never conflicts:
- *   it is never changed). Colours are taken in rounds of 64 (one bit per
- *   colour in a per-body mask); a point that finds no free colour in a round
- *   waits for the next. The points of each colour, in point order, are cut
- *   into batches of PH_LANES; each batch holds its points' rows as vectors
- *   (one lane per point, structure of arrays). The visiting order w->order
- *   becomes: the joint rows, then, batch after batch, lane after lane, the
- *   point's normal, t1 and t2 rows. This order is the meaning of
- *   PH_ORDER_DEFAULT for every method.
- *   ph__wide_refresh (later substeps): the rows' right-hand sides and warm
- *   starts into the batches.
- *   ph__wide_sweep: one projected Gauss–Seidel pass over the batches, the
- *   arithmetic of solver.c's scalar loop done on PH_LANES points at once:
- *   gather the bodies' velocities, update normal, t1, t2 (friction bounded
- *   by mu times the point's new normal impulse, or the scaled box), scatter
- *   the velocities back. Because the lanes of a batch touch disjoint moving
- *   bodies, this is exactly the scalar sweep in w->order, operation for
- *   operation (-ffp-contract=off: no fused multiply-add in either), so every
- *   method sees the same order and the same numbers.
- *   ph__wide_store: the batches' impulses back into the rows.
+ *   ph__wide_build / ph__wide_build_native (first substep of a step, order
+ *   DEFAULT): the manifolds with a moving body are sorted bottom-up by
+ *   height (the mean of their points along -gravity; ties by pair order)
+ *   and given levels: each goes one level above the last manifold before it
+ *   that touched either of its moving bodies (solver body 0, the fixed
+ *   ground, never conflicts: it never changes). Level by level, the sweep is
+ *   exactly the sequential Gauss–Seidel sweep in height order — any two
+ *   manifolds sharing a body keep their order — while the manifolds of one
+ *   level touch disjoint bodies. Each level's manifolds, in pair order, are
+ *   cut into groups of PH_LANES; batch k of a group holds point k of each
+ *   (one lane per manifold, structure of arrays), and within a level the
+ *   batches go point-major (point 0 of every group, then point 1, ...) so
+ *   that consecutive batches touch disjoint bodies. The visiting order
+ *   w->order becomes: the joint rows, then batch after batch, lane after
+ *   lane, each point's normal, t1 and t2 rows. This is the meaning of
+ *   PH_ORDER_DEFAULT for every method. The native build makes each point's
+ *   rows on the stack (contact.c's ph__contact_point_rows) instead of
+ *   copying them from the world's contact rows, which are then never built.
+ *   Refresh (later substeps): right-hand sides from the refreshed depths and
+ *   this substep's velocities, warm starts from the impulses the batches
+ *   hold (native), or copied from the refreshed rows.
+ *   Sweep: the arithmetic of solver.c's scalar loop on PH_LANES points at
+ *   once: gather the bodies' velocities, update normal, t1, t2 (friction
+ *   bounded by mu times the point's new normal impulse, or the scaled box),
+ *   scatter the velocities back. Because the lanes of a batch touch disjoint
+ *   moving bodies this is the scalar sweep in w->order, operation for
+ *   operation (-ffp-contract=off: no fused multiply-add in any build), so
+ *   every method and vector_solver = 0 see the same numbers.
  *
- * Failure modes: PH_ERR_NO_MEMORY from ph__wide_build (then the world runs
- * the scalar loop in the order it had, w->wide_ok = 0).
+ * Failure modes: PH_ERR_NO_MEMORY from a build (the step fails).
  *
- * Invariants: contact rows are triples 3k, 3k+1, 3k+2 at the start of
- * rows[]; an empty lane has bodies 0 and 0 and all-zero rows, so it changes
- * nothing (the ground's velocity stays zero).
+ * Invariants: contact rows, when built, are triples 3k, 3k+1, 3k+2 at the
+ * start of rows[], and a manifold's row0 is 3 x its first point either way;
+ * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
+ * (the ground's velocity stays zero).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,12 @@ static inline __attribute__((always_inline)) ph__vd splat(double x) {
 /* m ? a : b, lane by lane (m from a vector comparison: all ones or zero). */
 static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a, ph__vd b) {
     return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
+}
+
+static int cmp_key(const void *x, const void *y) {
+    const ph__sap_key *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->slot < b->slot ? -1 : (a->slot > b->slot);
 }
 
 /* Lane j of a batch from the three rows r of point k of manifold mi.
@@ -111,8 +122,8 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         ph__reserve((void **)&w->wpoint, &w->wpoint_cap, nm + 1, sizeof(int32_t)) ||
         ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
         return PH_ERR_NO_MEMORY;
-    /* Colour the manifolds with rows, in rounds of 64; -1 = not yet. */
-    int32_t left = 0, round = 0, ncol = 0, npoint = 0;
+    /* Manifolds with rows (with moving bodies); -1: none. */
+    int32_t ncol = 0, npoint = 0;
     for (int32_t i = 0; i < nm; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         if (ctx) {
@@ -120,26 +131,39 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
             cm->row0 = moving ? 3 * npoint : -1;
             npoint += moving ? cm->m.count : 0;
         }
-        const int active = cm->row0 >= 0;
-        w->wcolour[i] = active ? -1 : -2;
-        left += active;
+        w->wcolour[i] = -1;
     }
     w->native_rows = 3 * npoint;
-    while (left > 0) {
-        memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
-        for (int32_t i = 0; i < nm; i++) {
-            if (w->wcolour[i] != -1) continue;
-            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
-            const uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
-            if (used == ~(uint64_t)0) continue;
-            const int c = __builtin_ctzll(~used);
-            if (ia) w->wmask[ia] |= (uint64_t)1 << c;
-            if (ib) w->wmask[ib] |= (uint64_t)1 << c;
-            w->wcolour[i] = 64 * round + c;
-            if (64 * round + c + 1 > ncol) ncol = 64 * round + c + 1;
-            left--;
-        }
-        round++;
+    /* Levels bottom-up: the manifolds sorted by height (the mean of their
+     * points along -gravity, ties by pair order); each goes one level above
+     * the last one before it that touched either of its moving bodies. The
+     * level-by-level sweep is then exactly the sequential sweep in height
+     * order (every pair of manifolds sharing a body keeps its order), with
+     * the manifolds of one level independent of each other. */
+    const ph_vec3 down = ph_normalize(w->settings.gravity);
+    if (ph__reserve((void **)&w->wkeys, &w->wkeys_cap, nm + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    int32_t na = 0;
+    for (int32_t i = 0; i < nm; i++) {
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        if (cm->row0 < 0) continue;
+        double hsum = 0;
+        for (int k = 0; k < cm->m.count; k++) hsum += -ph_dot(cm->m.pts[k].point, down);
+        w->wkeys[na].key = hsum / cm->m.count;
+        w->wkeys[na].slot = i;
+        na++;
+    }
+    if (na > 1) qsort(w->wkeys, (size_t)na, sizeof(ph__sap_key), cmp_key);
+    memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t i = w->wkeys[q].slot;
+        const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+        uint64_t lv = 0;
+        if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
+        if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
+        w->wcolour[i] = (int32_t)lv;
+        if (ia) w->wmask[ia] = lv + 1;
+        if (ib) w->wmask[ib] = lv + 1;
+        if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
     /* Manifolds by colour, stable (counting sort). */
     int32_t *start = calloc((size_t)ncol + 1, sizeof *start);

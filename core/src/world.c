@@ -49,18 +49,18 @@ ph_settings ph_default_settings(void) {
     ph_settings s;
     memset(&s, 0, sizeof s);
     s.time_step = 1.0 / 60.0;
-    s.substeps = 5;
-    s.iterations = 2;
+    s.substeps = 10;
+    s.iterations = 1;
     s.tolerance = 0.0;
     s.gravity = ph_v3(0, 0, -9.81);
     s.contact.k = 1e8;
-    s.contact.d = 4;
-    s.contact.hertz = 60;
+    s.contact.d = 5;
+    s.contact.hertz = 110;
     s.friction.k = 1e10;
     s.friction.d = 4;
     s.joint.k = 1e10;
     s.joint.d = 3;
-    s.joint.hertz = 60;
+    s.joint.hertz = 1000;
     s.friction_model = PH_FRICTION_NCP;
     s.method = PH_METHOD_PGS;
     s.ordering = PH_ORDER_DEFAULT;
@@ -73,6 +73,7 @@ ph_settings ph_default_settings(void) {
     s.seed = 1;
     s.collide_substeps = 0;
     s.vector_solver = 1;
+    s.joint_solver = PH_JOINT_SOLVER_DIRECT;
     s.joint_projection = 2;
     s.sleep = 0;
     s.sleep_linear = 0.05;
@@ -141,6 +142,7 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
     if (s->collide_substeps != 0 && s->collide_substeps != 1) return bad(msg, "collide_substeps must be 0 or 1");
     if (s->vector_solver != 0 && s->vector_solver != 1) return bad(msg, "vector_solver must be 0 or 1");
+    if ((int)s->joint_solver < 0 || s->joint_solver >= PH_JOINT_SOLVER_COUNT) return bad(msg, "unknown joint_solver");
     if (s->joint_projection < 0 || s->joint_projection > 100) return bad(msg, "joint_projection must be in [0, 100]");
     if (s->sleep != 0 && s->sleep != 1) return bad(msg, "sleep must be 0 or 1");
     if (!isfinite(s->sleep_linear) || s->sleep_linear < 0 || !isfinite(s->sleep_angular) || s->sleep_angular < 0)
@@ -239,6 +241,13 @@ int ph_world_destroy(ph_world_id id) {
     free(w->wmask);
     free(w->wcolour);
     free(w->wpoint);
+    free(w->wkeys);
+    free(w->jd_row);
+    free(w->jd_first);
+    free(w->jd_bfirst);
+    free(w->jd_off);
+    free(w->jd_env);
+    free(w->jd_d);
     free(w->events);
     free(w->island_parent);
     free(w->island_rest);

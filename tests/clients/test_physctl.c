@@ -199,7 +199,7 @@ static void test_session(void **state) {
     js_value set = ctl_json("set", ws, "contact.hertz=30", "method=pgs_sm", "iterations=25", NULL);
     assert_float_equal(num(&set, "contact.hertz"), 30, 0);
     assert_float_equal(num(&set, "contact.k"), 1e8, 0);
-    assert_float_equal(num(&set, "contact.d"), 4, 0);
+    assert_float_equal(num(&set, "contact.d"), 5, 0);
     assert_string_equal(at(&set, "method")->str, "pgs_sm");
     assert_int_equal((int)num(&set, "iterations"), 25);
     js_free(&set);

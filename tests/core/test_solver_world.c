@@ -28,7 +28,11 @@ static ph_settings base_settings(void) {
     ph_settings s = ph_default_settings();
     s.substeps = 1;
     s.iterations = 10;
-    s.contact.hertz = 35; /* the formulation of docs/solvers.md (physd's default is now 45) */
+    /* The formulation of docs/solvers.md (bench/experiments.c, doc_settings). */
+    s.contact.hertz = 35;
+    s.contact.d = 4;
+    s.joint.hertz = 60;
+    s.joint_solver = PH_JOINT_SOLVER_GS;
     return s;
 }
 

@@ -228,10 +228,10 @@ static void test_settings_change_shows_in_stats(void **state) {
         assert_non_null(s);
         assert_int_equal(s->stats->world_id, w);
         assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_PGS);
-        assert_int_equal(s->stats->max_iterations, 2); /* the default: 5 substeps x 2 */
-        assert_int_equal(s->stats->iterations, 2);
-        assert_int_equal(s->stats->n_fischer, 2);
-        assert_int_equal(s->stats->n_minmap, 2);
+        assert_int_equal(s->stats->max_iterations, 1); /* the default: 10 substeps x 1 */
+        assert_int_equal(s->stats->iterations, 1);
+        assert_int_equal(s->stats->n_fischer, 1);
+        assert_int_equal(s->stats->n_minmap, 1);
         assert_int_equal(s->stats->n_stage_ms, 5);
         assert_true(s->stats->contacts >= 4);
         physd__v1__server_message__free_unpacked(s, NULL);
@@ -269,12 +269,12 @@ static void test_settings_change_shows_in_stats(void **state) {
             assert_int_equal(s->stats->iterations, 37);
             assert_int_equal(s->stats->n_fischer, 37);
             if (after == 0)
-                printf("iterations 2 -> 37, PGS -> Jacobi: first stats after the change is tick %llu (change at %llu)\n",
+                printf("iterations 1 -> 37, PGS -> Jacobi: first stats after the change is tick %llu (change at %llu)\n",
                        (unsigned long long)s->stats->tick, (unsigned long long)t_change);
             after++;
         } else {
             assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_PGS);
-            assert_int_equal(s->stats->iterations, 2);
+            assert_int_equal(s->stats->iterations, 1);
         }
         physd__v1__server_message__free_unpacked(s, NULL);
     }
@@ -509,7 +509,7 @@ static void test_world_control(void **state) {
     assert_int_equal(r->reply->world->joint_count, 1);
     assert_int_equal(r->reply->world->n_body_ids, 4);
     assert_string_equal(r->reply->world->preset, "box_drop");
-    assert_int_equal(r->reply->world->settings->iterations->value, 2);
+    assert_int_equal(r->reply->world->settings->iterations->value, 1);
     physd__v1__server_message__free_unpacked(r, NULL);
     Physd__V1__RemoveJoint rj = PHYSD__V1__REMOVE_JOINT__INIT;
     rj.joint = joint;

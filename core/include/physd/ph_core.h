@@ -118,6 +118,17 @@ typedef enum ph_method {
  * worlds and for tests. */
 #define PH_DIRECT_MAX_ROWS 12
 
+/* How PGS treats the joints' bilateral rows (the linear and angular rows of
+ * ball, hinge, fixed and distance joints; limit and motor rows are always
+ * scalar projected updates). */
+typedef enum ph_joint_solver {
+    PH_JOINT_SOLVER_GS = 0,     /* scalar Gauss–Seidel updates, 3-row blocks for ball and fixed
+                                   joints' linear rows */
+    PH_JOINT_SOLVER_DIRECT = 1, /* all of them as one block solved exactly in every sweep: a sparse
+                                   L D L^T factor of their S, once per substep (joint_direct.c) */
+    PH_JOINT_SOLVER_COUNT
+} ph_joint_solver;
+
 /* The row order the Gauss–Seidel sweep visits (seeds/001, seeds/002). */
 typedef enum ph_ordering {
     PH_ORDER_DEFAULT = 0,       /* joints in creation order, then contacts in colour order: the
@@ -186,6 +197,8 @@ typedef struct ph_settings {
                                 each contact point with its two bodies, update its depth from
                                 their relative motion along the normal and refresh only the
                                 rows' SPOOK terms (see docs/profile.md) */
+    ph_joint_solver joint_solver; /* PGS only: how the joints' bilateral rows are solved in each
+                                sweep (see ph_joint_solver), default PH_JOINT_SOLVER_DIRECT */
     int vector_solver;       /* 1 (default): with PH_METHOD_PGS and PH_ORDER_DEFAULT the contact
                                 rows are solved four contact points at a time (SIMD, lanes
                                 touch disjoint bodies); 0: the scalar loop in the same order.

@@ -1,0 +1,150 @@
+/*
+ * joint_direct.c — the bilateral joint rows of a substep solved together,
+ * exactly, as one block of the Gauss–Seidel sweep (settings.joint_solver =
+ * PH_JOINT_SOLVER_DIRECT).
+ *
+ * Why: a chain's tension has to cross every joint within the sweeps of one
+ * substep. Gauss–Seidel moves it about one joint per sweep, so a 30-link
+ * chain whipping under its own weight stretches its joints by centimetres
+ * at 10 sweeps per step (docs/core.md). The joint rows' block of
+ * S = J M^-1 J^T + Sigma is sparse — rows couple only through a shared body
+ * — and for chains and trees numbered along the chain its Cholesky factor
+ * has no fill outside the rows' envelope, so it is cheap to factor once per
+ * substep and to solve in every sweep (the blockwise Gauss–Seidel of
+ * seeds/001 with the whole joint set as one block).
+ *
+ * Normal path:
+ *   ph__joint_direct_factor (once per substep, after the joint rows are
+ *   built): D = the joint rows with no bounds (lo = -inf, hi = inf): the
+ *   linear and angular rows of ball, hinge, fixed and distance joints; a
+ *   hinge's limit and motor rows keep their scalar projected updates. For
+ *   each row of D its envelope starts at the first row of D sharing one of
+ *   its moving bodies. S_DD is filled in the envelope and factored as
+ *   L diag(d) L^T (the envelope holds L exactly: the profile of a matrix is
+ *   preserved by its factorization). S_DD is symmetric positive definite
+ *   whenever every row has SPOOK regularization (eps > 0); a pivot below
+ *   1e-12 of its diagonal, or an envelope larger than PH_DIRECT_MAX_ENV
+ *   entries, leaves the joints to the scalar loop for this substep.
+ *   ph__joint_direct_solve (at the start of every sweep): with y = S lambda
+ *   - B of the current iterate (J v + eps lambda - rhs by the velocity
+ *   bookkeeping), solve S_DD delta = -y_D by the factor, lambda_D += delta,
+ *   v += M^-1 J_D^T delta. The rows of D are flagged (row.direct = 1) so the
+ *   scalar loop skips them.
+ *
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed; the
+ * caller fails the step). A failed factorization is not an error.
+ *
+ * Invariants: joint rows are rows [contact_row_count, row_count) of the
+ * world; the factor describes this substep's rows only (w->jd_count = 0
+ * when there is none).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ph_internal.h"
+
+/* Largest envelope (entries of L) factored; a bigger one (a dense mesh of
+ * joints numbered badly) is left to Gauss–Seidel. */
+#define PH_DIRECT_MAX_ENV (1 << 22)
+
+int ph__joint_direct_factor(ph__world *w) {
+    w->jd_count = 0;
+    const int32_t first = w->contact_row_count, n = w->row_count - first;
+    if (w->settings.joint_solver != PH_JOINT_SOLVER_DIRECT || n <= 0) return PH_OK;
+    ph__row *rows = w->rows + first;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        rows[i].direct = isinf(rows[i].lo) && isinf(rows[i].hi) && rows[i].lo < 0 && rows[i].hi > 0;
+        m += rows[i].direct;
+    }
+    if (m == 0) return PH_OK;
+    if (ph__reserve((void **)&w->jd_row, &w->jd_row_cap, m + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->jd_first, &w->jd_first_cap, m + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->jd_off, &w->jd_off_cap, m + 1, sizeof(int64_t)) ||
+        ph__reserve((void **)&w->jd_d, &w->jd_d_cap, 2 * m + 2, sizeof(double)) ||
+        ph__reserve((void **)&w->jd_bfirst, &w->jd_bfirst_cap, w->sbody_count + 1, sizeof(int32_t)))
+        return PH_ERR_NO_MEMORY;
+    for (int32_t b = 0; b < w->sbody_count; b++) w->jd_bfirst[b] = -1;
+    /* Envelope: row k starts at the first row of D that touches one of its
+     * moving bodies. */
+    int64_t env = 0;
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!rows[i].direct) continue;
+        const int32_t ia = rows[i].ia, ib = rows[i].ib;
+        int32_t f = k;
+        if (ia != 0) {
+            if (w->jd_bfirst[ia] < 0) w->jd_bfirst[ia] = k;
+            if (w->jd_bfirst[ia] < f) f = w->jd_bfirst[ia];
+        }
+        if (ib != 0) {
+            if (w->jd_bfirst[ib] < 0) w->jd_bfirst[ib] = k;
+            if (w->jd_bfirst[ib] < f) f = w->jd_bfirst[ib];
+        }
+        w->jd_row[k] = first + i;
+        w->jd_first[k] = f;
+        w->jd_off[k] = env - f; /* L[k][j] at jd_env[jd_off[k] + j], f <= j <= k */
+        env += k - f + 1;
+        k++;
+    }
+    if (env > PH_DIRECT_MAX_ENV) {
+        for (int32_t i = 0; i < n; i++) rows[i].direct = 0;
+        return PH_OK;
+    }
+    int32_t envcap = w->jd_env_cap;
+    if (ph__reserve((void **)&w->jd_env, &envcap, (int32_t)env + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    w->jd_env_cap = envcap;
+    double *L = w->jd_env, *d = w->jd_d;
+    /* Fill and factor row by row (the row's entries are final once the rows
+     * above are done). */
+    for (k = 0; k < m; k++) {
+        const ph__row *rk = &w->rows[w->jd_row[k]];
+        const int32_t fk = w->jd_first[k];
+        double *Lk = L + w->jd_off[k];
+        for (int32_t j = fk; j <= k; j++) Lk[j] = ph__rows_entry(rk, &w->rows[w->jd_row[j]], j == k);
+        for (int32_t j = fk; j < k; j++) {
+            const int32_t fj = w->jd_first[j];
+            const double *Lj = L + w->jd_off[j];
+            double s = Lk[j];
+            for (int32_t q = fk > fj ? fk : fj; q < j; q++) s -= Lk[q] * d[q] * Lj[q];
+            Lk[j] = s / d[j];
+        }
+        double s = Lk[k];
+        for (int32_t q = fk; q < k; q++) s -= Lk[q] * Lk[q] * d[q];
+        if (!(s > 1e-12 * Lk[k])) {
+            for (int32_t i = 0; i < n; i++) rows[i].direct = 0;
+            return PH_OK;
+        }
+        d[k] = s;
+        Lk[k] = 1.0;
+    }
+    w->jd_count = m;
+    return PH_OK;
+}
+
+void ph__joint_direct_solve(ph__world *w) {
+    const int32_t m = w->jd_count;
+    if (m == 0) return;
+    ph__sbody *sb = w->sbodies;
+    const double *L = w->jd_env, *d = w->jd_d;
+    double *z = w->jd_d + m + 1;
+    /* z = -y; forward L z' = z; z'' = z' / d; backward L^T delta = z''. */
+    for (int32_t k = 0; k < m; k++) {
+        const ph__row *r = &w->rows[w->jd_row[k]];
+        double s = -(ph__row_jv(sb, r) + r->eps * r->lambda - r->rhs);
+        const double *Lk = L + w->jd_off[k];
+        for (int32_t q = w->jd_first[k]; q < k; q++) s -= Lk[q] * z[q];
+        z[k] = s;
+    }
+    for (int32_t k = 0; k < m; k++) z[k] /= d[k];
+    for (int32_t k = m - 1; k >= 0; k--) {
+        const double *Lk = L + w->jd_off[k];
+        const double zk = z[k];
+        for (int32_t q = w->jd_first[k]; q < k; q++) z[q] -= Lk[q] * zk;
+    }
+    for (int32_t k = 0; k < m; k++) {
+        ph__row *r = &w->rows[w->jd_row[k]];
+        r->lambda += z[k];
+        ph__row_apply(sb, r, z[k]);
+    }
+}
