@@ -171,6 +171,12 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
     if (m->collide_substeps) n.collide_substeps = m->collide_substeps->value ? 1 : 0;
     if (m->vector_solver) n.vector_solver = m->vector_solver->value ? 1 : 0;
+    if (m->joint_solver) {
+        int v = (int)m->joint_solver->value;
+        if (v < 0 || v >= PH_JOINT_SOLVER_COUNT)
+            return ps_fail(st, PS_ST_INVALID, "settings.joint_solver: unknown value %d", v);
+        n.joint_solver = (ph_joint_solver)v;
+    }
     if (m->joint_projection) n.joint_projection = m->joint_projection->value;
     if (m->seed) n.seed = m->seed->value;
     if (m->tick_rate) {
@@ -246,6 +252,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->collide.value = s->collide_substeps != 0, m->collide_substeps = &z->collide;
     physd__v1__bool_value__init(&z->vector);
     z->vector.value = s->vector_solver != 0, m->vector_solver = &z->vector;
+    physd__v1__joint_solver_value__init(&z->js);
+    z->js.value = (Physd__V1__JointSolver)s->joint_solver, m->joint_solver = &z->js;
     physd__v1__int32_value__init(&z->jp);
     z->jp.value = s->joint_projection, m->joint_projection = &z->jp;
     z->sl[0].value = s->sleep_linear, m->sleep_linear = &z->sl[0];
