@@ -349,6 +349,35 @@ static void expect_solver_settings(ps_client *c, uint64_t w, int method, int pre
  * values are refused with INVALID_ARGUMENT naming the field, changing
  * nothing (not even the valid fields of the same request). create_world
  * takes them too. */
+/* joint_solver (37): the default (direct) is reported, GS can be chosen and
+ * reads back, an unknown value is refused by name and changes nothing. */
+static void test_joint_solver_setting(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "joint-solver");
+    uint64_t w = itest_create_world(&c, "chain", "chain30", 120, NULL);
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__JointSolverValue js = PHYSD__V1__JOINT_SOLVER_VALUE__INIT;
+    smsg *r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_non_null(r->reply->settings->joint_solver);
+    assert_int_equal(r->reply->settings->joint_solver->value, PHYSD__V1__JOINT_SOLVER__JOINT_SOLVER_DIRECT);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    js.value = PHYSD__V1__JOINT_SOLVER__JOINT_SOLVER_GS;
+    set.joint_solver = &js;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_int_equal(r->reply->settings->joint_solver->value, PHYSD__V1__JOINT_SOLVER__JOINT_SOLVER_GS);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    js.value = (Physd__V1__JointSolver)5;
+    r = itest_expect(change_settings(&c, w, &set), ST(INVALID_ARGUMENT));
+    assert_non_null(strstr(r->reply->message, "joint_solver"));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    set.joint_solver = NULL;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_int_equal(r->reply->settings->joint_solver->value, PHYSD__V1__JOINT_SOLVER__JOINT_SOLVER_GS);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    ps_client_close(&c);
+}
+
 static void test_solver_settings_round_trip(void **state) {
     (void)state;
     ps_client c;
@@ -609,6 +638,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_independent_tick_rates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_solver_settings_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_joint_solver_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
     };
