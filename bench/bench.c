@@ -61,8 +61,8 @@ static void usage(FILE *out) {
             "  --repeat R            run each configuration R times, one line each (default 1)\n"
             "  --substeps N          substeps per step in every engine (default 1)\n"
             "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
-            "                        iterations, its default step (default 5; 1 = like the others;\n"
-            "                        ignored with --substeps)\n"
+            "                        iterations (default: its default step, N substeps of 1;\n"
+            "                        1 = like the others; ignored with --substeps)\n"
             "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
             "                        (default: they do not, the usual convention of both)\n"
             "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
@@ -94,7 +94,7 @@ static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->repeat = 1;
     o->substeps = 1;
-    o->physd_split = 5;
+    o->physd_split = 0; /* physd's default step: N substeps x 1 */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -235,11 +235,13 @@ int main(int argc, char **argv) {
                     .physd_record_merits = o.physd_record_merits,
                 };
                 /* The same budget of sweeps per step in every engine; physd
-                 * spends it its own default way (5 substeps x N/5). */
-                if (strcmp(o.engines[e]->name, "physd") == 0 && o.substeps == 1 && o.physd_split > 1 &&
-                    o.iterations[it] >= o.physd_split) {
-                    cfg.substeps = o.physd_split;
-                    cfg.iterations = o.iterations[it] / o.physd_split;
+                 * spends it its own default way (N substeps x 1 iteration)
+                 * unless --physd-split says otherwise. */
+                const int split = o.physd_split > 0 ? o.physd_split : o.iterations[it];
+                if (strcmp(o.engines[e]->name, "physd") == 0 && o.substeps == 1 && split > 1 &&
+                    o.iterations[it] >= split) {
+                    cfg.substeps = split;
+                    cfg.iterations = o.iterations[it] / split;
                 }
                 for (int r = 0; r < o.repeat; r++) {
                     run_result res;
