@@ -39,6 +39,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,7 +281,93 @@ void ph__wide_store(ph__world *w) {
 
 typedef struct wvel {
     ph__vd va[3], wa[3], vb[3], wb[3];
+    ph__vd ka[2], kb[2]; /* (four lanes) inv_mass and inv_i[0][0], stored back as loaded */
 } wvel;
+
+#if PH_LANES == 4
+/* Four lanes move as 4 x 4 blocks: each body's (v.x v.y v.z w.x) and
+ * (w.y w.z inv_mass inv_i[0][0]) are two 32-byte loads, transposed into
+ * one vector per component, and stored back the same way. The next batch
+ * then reads whole 32-byte stores (store forwarding works), and a body
+ * costs two loads and two stores instead of six scalar ones each way. */
+typedef long long ph__vi4 __attribute__((vector_size(32)));
+_Static_assert(offsetof(ph__sbody, w) == 3 * sizeof(double) && offsetof(ph__sbody, inv_mass) == 6 * sizeof(double) &&
+                   offsetof(ph__sbody, inv_i) == 7 * sizeof(double),
+               "ph__sbody must start v, w, inv_mass, inv_i");
+
+static inline __attribute__((always_inline)) ph__vd load4(const double *p) {
+    ph__vd v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void store4(double *p, ph__vd v) { memcpy(p, &v, sizeof v); }
+
+/* Rows r0..r3 to columns c[0..3] (and back: a transpose is its own
+ * inverse). */
+static inline __attribute__((always_inline)) void transpose4(ph__vd r0, ph__vd r1, ph__vd r2, ph__vd r3, ph__vd *c0,
+                                                             ph__vd *c1, ph__vd *c2, ph__vd *c3) {
+    const ph__vi4 lo = {0, 4, 2, 6}, hi = {1, 5, 3, 7}, first = {0, 1, 4, 5}, second = {2, 3, 6, 7};
+    const ph__vd t0 = __builtin_shuffle(r0, r1, lo), t1 = __builtin_shuffle(r0, r1, hi);
+    const ph__vd t2 = __builtin_shuffle(r2, r3, lo), t3 = __builtin_shuffle(r2, r3, hi);
+    *c0 = __builtin_shuffle(t0, t2, first);
+    *c2 = __builtin_shuffle(t0, t2, second);
+    *c1 = __builtin_shuffle(t1, t3, first);
+    *c3 = __builtin_shuffle(t1, t3, second);
+}
+
+static inline __attribute__((always_inline)) void gather_side(const ph__sbody *sb, const int32_t *idx, ph__vd *v,
+                                                              ph__vd *om, ph__vd *k) {
+    const double *p0 = &sb[idx[0]].v.x, *p1 = &sb[idx[1]].v.x, *p2 = &sb[idx[2]].v.x, *p3 = &sb[idx[3]].v.x;
+    transpose4(load4(p0), load4(p1), load4(p2), load4(p3), &v[0], &v[1], &v[2], &om[0]);
+    transpose4(load4(p0 + 4), load4(p1 + 4), load4(p2 + 4), load4(p3 + 4), &om[1], &om[2], &k[0], &k[1]);
+}
+
+static inline __attribute__((always_inline)) void scatter_side(ph__sbody *sb, const int32_t *idx, const ph__vd *v,
+                                                               const ph__vd *om, const ph__vd *k) {
+    double *p0 = &sb[idx[0]].v.x, *p1 = &sb[idx[1]].v.x, *p2 = &sb[idx[2]].v.x, *p3 = &sb[idx[3]].v.x;
+    ph__vd r0, r1, r2, r3;
+    transpose4(v[0], v[1], v[2], om[0], &r0, &r1, &r2, &r3);
+    store4(p0, r0);
+    store4(p1, r1);
+    store4(p2, r2);
+    store4(p3, r3);
+    transpose4(om[1], om[2], k[0], k[1], &r0, &r1, &r2, &r3);
+    store4(p0 + 4, r0);
+    store4(p1 + 4, r1);
+    store4(p2 + 4, r2);
+    store4(p3 + 4, r3);
+}
+
+static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
+    gather_side(sb, wb->ia, u->va, u->wa, u->ka);
+    gather_side(sb, wb->ib, u->vb, u->wb, u->kb);
+}
+
+static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
+    /* B before A: an empty lane has both on the ground, whose stored
+     * values are its loaded ones either way. */
+    scatter_side(sb, wb->ib, u->vb, u->wb, u->kb);
+    scatter_side(sb, wb->ia, u->va, u->wa, u->ka);
+}
+
+/* The same from per-body arrays of vectors (the velocities W before the
+ * substep's forces; each array has one spare element at its end, so the
+ * 32-byte load of the last vector stays inside it). */
+static inline __attribute__((always_inline)) void gather_vec3(const ph_vec3 *a, const int32_t *idx, ph__vd *c) {
+    ph__vd junk;
+    transpose4(load4(&a[idx[0]].x), load4(&a[idx[1]].x), load4(&a[idx[2]].x), load4(&a[idx[3]].x), &c[0], &c[1],
+               &c[2], &junk);
+}
+
+static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
+                                                                const ph__wbatch *wb, wvel *u) {
+    gather_vec3(v, wb->ia, u->va);
+    gather_vec3(om, wb->ia, u->wa);
+    gather_vec3(v, wb->ib, u->vb);
+    gather_vec3(om, wb->ib, u->wb);
+}
+#else
 
 /* The lanes' body velocities as vectors. Built from the scalars directly
  * (element inserts): storing them to a scratch array and loading that as
@@ -352,6 +439,8 @@ static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const p
         c->w = ph_v3(u->wb[0][j], u->wb[1][j], u->wb[2][j]);
     }
 }
+#endif
+
 
 /* v += M^-1 J^T lambda of one row of every lane (solver.c's apply). */
 static inline __attribute__((always_inline)) void row_apply(const ph__wrow *r, ph__vd dl, ph__vd ima, ph__vd imb,

@@ -79,9 +79,10 @@ static int build_solver_bodies(ph__world *w) {
     }
     if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
     int32_t v0cap = w->v0_cap;
-    if (ph__reserve((void **)&w->v0, &v0cap, n, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
+    /* One spare element: the wide solver loads 32 bytes from each vector. */
+    if (ph__reserve((void **)&w->v0, &v0cap, n + 1, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
     v0cap = w->v0_cap;
-    if (ph__reserve((void **)&w->w0, &v0cap, n, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->w0, &v0cap, n + 1, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
     w->v0_cap = v0cap;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
