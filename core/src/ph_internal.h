@@ -322,6 +322,7 @@ struct ph__world {
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
                               default order, vector solver, nothing reads the rows) */
     int32_t native_rows;   /* contact rows in the batches when native */
+    int warm_done;         /* 1: this substep's contact warm start is already applied */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
 
@@ -384,7 +385,9 @@ void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the PGS path without merits: right-hand sides and warm
  * starts computed into the batches from the manifolds (the rows are left
  * as they are). */
-void ph__wide_refresh_fast(ph__world *w, double h, int need_b);
+/* Returns 1 when it also warm-started the contact rows (not on need_b:
+ * B must see the velocities before the warm start). */
+int ph__wide_refresh_fast(ph__world *w, double h, int need_b);
 /* The batches built straight from the manifolds, without contact rows
  * (w->native steps); same numbers as building the rows first. */
 int ph__wide_build_native(ph__world *w, double h);
@@ -415,6 +418,8 @@ typedef struct ph__contact_ctx {
     double h, g, wsf;
     int box;
     ph_vec3 down;
+    int lean;   /* 1: only what the batches read is filled in (solver_wide.c's native build) */
+    int need_b; /* with lean: B is needed (merits at the end of this substep) */
 } ph__contact_ctx;
 void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c);
 /* The three rows (normal, t1, t2) of point k of a manifold whose bodies

@@ -139,7 +139,9 @@ void ph__warm_start(ph__world *w) {
     if (w->wide_ok) {
         /* Contact rows in the batches' order (lanes touch disjoint bodies,
          * so the vector pass and the scalar loop give the same sums). */
-        if (w->settings.vector_solver) {
+        if (w->warm_done) {
+            /* Applied by the native refresh, batch by batch. */
+        } else if (w->settings.vector_solver) {
             ph__wide_warm_start(w);
         } else {
             for (int32_t k = w->row_count - w->contact_row_count; k < w->row_count; k++)
@@ -147,6 +149,7 @@ void ph__warm_start(ph__world *w) {
         }
         first = w->contact_row_count;
     }
+    w->warm_done = 0;
     for (int32_t i = first; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         if (r->lambda != 0) apply(w->sbodies, r, r->lambda);

@@ -241,18 +241,22 @@ static int substep(ph__world *w, double h, int collide) {
         e = w->native ? ph__wide_build_native(w, h) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
+        e = ph__joint_rows(w, h);
+        if (e) return e;
     } else {
+        /* Joint rows first here: they read the velocities before any warm
+         * start, which the native refresh applies as it goes. */
         w->row_count = w->contact_row_count;
+        e = ph__joint_rows(w, h);
+        if (e) return e;
         if (w->native && w->wide_ok) {
-            ph__wide_refresh_fast(w, h, w->last_substep);
+            w->warm_done = ph__wide_refresh_fast(w, h, w->last_substep);
         } else {
             e = ph__refresh_contact_rows(w, h);
             if (e) return e;
             if (w->wide_ok) ph__wide_refresh(w);
         }
     }
-    e = ph__joint_rows(w, h);
-    if (e) return e;
     e = build_order(w, w->contact_row_count, collide);
     if (e) return e;
     ph__warm_start(w);
