@@ -356,26 +356,50 @@ int ph__contact_events(ph__world *w) {
     return PH_OK;
 }
 
+/* World positions of a manifold's points: midway between the two material
+ * points, which move with their bodies. */
+static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
+    const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+    for (int k = 0; k < cm->m.count; k++) {
+        ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
+        ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
+        cm->m.pts[k].point = ph_scale(ph_add(pa, pb), 0.5);
+    }
+}
+
 int ph__refresh_manifolds(ph__world *w) {
     /* The normal and the feature set stay those of the collision; each
      * point's two material points move with their bodies, and the depth
-     * changes by their relative motion along the normal. A pair that starts
-     * or stops touching here gets its begin or end event now. */
+     * changes by their relative motion along the normal:
+     *   depth = depth0 - n . (p_b + R_b l_b - p_a - R_a l_a)
+     *         = depth0 - (n . (p_b - p_a) + l_b . R_b^T n - l_a . R_a^T n),
+     * two rotations per manifold instead of two per point. The points'
+     * world positions are needed only by impacts (restitutive pairs), by a
+     * begin event and after the last substep (queries, the next
+     * collision's events), and are moved only then. A pair that starts or
+     * stops touching here gets its begin or end event now. */
     double maxpen = 0;
+    const int all_points = w->last_substep;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
         const int was = touching_point(cm) >= 0;
+        const ph_vec3 n = cm->m.normal;
+        const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
+        const double base = ph_dot(ph_sub(b->p, a->p), n);
+        double *gap = w->native && w->wide_ok && cm->row0 >= 0 ? &w->wgap[cm->row0 / 3] : NULL;
         for (int k = 0; k < cm->m.count; k++) {
-            ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
-            ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
             ph__mpoint *mp = &cm->m.pts[k];
-            mp->depth = cm->depth0[k] - ph_dot(ph_sub(pb, pa), cm->m.normal);
-            mp->point = ph_scale(ph_add(pa, pb), 0.5);
+            mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
             if (mp->depth > maxpen) maxpen = mp->depth;
+            if (gap) gap[k] = -mp->depth;
         }
+        if (all_points || cm->restitution > 0) refresh_points(w, cm);
         const int now = touching_point(cm);
-        if (now >= 0 && !was && push_event(w, cm, 1, now)) return PH_ERR_NO_MEMORY;
+        if (now >= 0 && !was) {
+            if (!all_points && !(cm->restitution > 0)) refresh_points(w, cm);
+            if (push_event(w, cm, 1, now)) return PH_ERR_NO_MEMORY;
+        }
         if (now < 0 && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }
     w->stats.max_penetration = maxpen;

@@ -322,6 +322,9 @@ struct ph__world {
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
                               default order, vector solver, nothing reads the rows) */
     int32_t native_rows;   /* contact rows in the batches when native */
+    double *wgap;          /* native: gap (-depth) of each contact point, by point (row0 / 3 + k),
+                              written by the manifolds' refresh */
+    int32_t wgap_cap;
     int warm_done;         /* 1: this substep's contact warm start is already applied */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */

@@ -135,6 +135,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         w->wcolour[i] = -1;
     }
     w->native_rows = 3 * npoint;
+    if (ctx && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
     /* Levels bottom-up: the manifolds sorted by height (the mean of their
      * points along -gravity, ties by pair order); each goes one level above
      * the last one before it that touched either of its moving bodies. The
@@ -573,8 +574,7 @@ static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w, const ph__wbatch *wb) {
     double g[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++)
-        g[j] = wb->point[j] < 0 ? 0.0 : -w->manifolds[wb->pm[j] >> 2].m.pts[wb->pm[j] & 3].depth;
+    for (int j = 0; j < PH_LANES; j++) g[j] = wb->point[j] < 0 ? 0.0 : w->wgap[wb->point[j]];
 #if PH_LANES == 4
     return (ph__vd){g[0], g[1], g[2], g[3]};
 #else

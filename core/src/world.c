@@ -242,6 +242,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->wcolour);
     free(w->wpoint);
     free(w->wkeys);
+    free(w->wgap);
     free(w->jd_row);
     free(w->jd_first);
     free(w->jd_bfirst);
