@@ -183,7 +183,7 @@ static void test_rows_backend_matches_core_pgs(void **state) {
 
 /* The vector path (four contact points per batch, vector_solver = 1; its
  * contact rows built and refreshed only in the batches unless merits are
- * recorded) is the scalar loop over the rows in the same coloured order,
+ * recorded) is the scalar loop over the rows in the same bottom-up level order,
  * bit for bit: same state hash after every step of a pyramid (contacts
  * only), the arched snake (joints and contacts), a box pile with the
  * scaled-box friction model, and with per-iteration merits on and off. */
