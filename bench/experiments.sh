@@ -6,7 +6,7 @@
 #
 #   bench/experiments.sh [OUTDIR]
 #
-# Needs cmake, a C compiler and gnuplot. Takes about 20 s on one core (the
+# Needs cmake, a C compiler and gnuplot. Takes about 45 s on this machine (the
 # 362 880 orders of the three-sphere body take most of it).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

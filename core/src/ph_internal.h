@@ -198,7 +198,7 @@ typedef struct ph__wrow {
 typedef struct ph__wbatch {
     int32_t point[PH_LANES];  /* contact point (rows 3p..3p+2), -1: empty lane */
     int32_t pm[PH_LANES];     /* its manifold (pm >> 2) and point in it (pm & 3) */
-    int32_t indep;            /* 1: touches no body of the batch before it (same colour) */
+    int32_t indep;            /* 1: touches no body of the batch before it (same level) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
     ph__wrow r[3];            /* normal, t1, t2 */
@@ -314,10 +314,10 @@ struct ph__world {
     int32_t wbatch_count, wbatch_cap;
     uint64_t *wmask;
     int32_t wmask_cap;
-    int32_t *wcolour, *wpoint;
+    int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;    /* manifold heights for the level order */
     int32_t wkeys_cap;
-    int32_t wcolour_cap, wpoint_cap;
+    int32_t wlevel_cap, wpoint_cap;
     int wide_ok;           /* 1: the batches hold this step's contact rows */
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
                               default order, vector solver, nothing reads the rows) */
@@ -378,7 +378,7 @@ void ph__store_impulses(ph__world *w);
  * fails leaves the rows to the scalar loop), solve at each sweep. */
 int ph__joint_direct_factor(ph__world *w);
 void ph__joint_direct_solve(ph__world *w);
-/* The coloured default order of the contact rows and their batches
+/* The default (bottom-up level) order of the contact rows and their batches
  * (solver_wide.c); ncontact = number of contact rows (triples first in
  * rows[]). Writes the contact part of w->order. */
 int ph__wide_build(ph__world *w, int32_t ncontact);

@@ -233,7 +233,7 @@ int ph__solve(ph__world *w) {
     ph__merit m;
     memset(&m, 0, sizeof m);
     /* With the default order the contact rows are solved by batches of
-     * coloured points (solver_wide.c), which is the same sweep. */
+     * independent points (solver_wide.c), which is the same sweep. */
     const int wide = w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT;
     w->wide_solved = wide;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;

@@ -119,7 +119,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
     if (ph__reserve((void **)&w->wmask, &w->wmask_cap, nsb + 1, sizeof(uint64_t)) ||
-        ph__reserve((void **)&w->wcolour, &w->wcolour_cap, nm + 1, sizeof(int32_t)) ||
+        ph__reserve((void **)&w->wlevel, &w->wlevel_cap, nm + 1, sizeof(int32_t)) ||
         ph__reserve((void **)&w->wpoint, &w->wpoint_cap, nm + 1, sizeof(int32_t)) ||
         ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
         return PH_ERR_NO_MEMORY;
@@ -132,7 +132,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
             cm->row0 = moving ? 3 * npoint : -1;
             npoint += moving ? cm->m.count : 0;
         }
-        w->wcolour[i] = -1;
+        w->wlevel[i] = -1;
     }
     w->native_rows = 3 * npoint;
     if (ctx && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
@@ -162,21 +162,21 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         uint64_t lv = 0;
         if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
         if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
-        w->wcolour[i] = (int32_t)lv;
+        w->wlevel[i] = (int32_t)lv;
         if (ia) w->wmask[ia] = lv + 1;
         if (ib) w->wmask[ib] = lv + 1;
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
-    /* Manifolds by colour, stable (counting sort). */
+    /* Manifolds by level, stable (counting sort). */
     int32_t *start = calloc((size_t)ncol + 1, sizeof *start);
     if (!start) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < nm; i++)
-        if (w->wcolour[i] >= 0) start[w->wcolour[i] + 1]++;
+        if (w->wlevel[i] >= 0) start[w->wlevel[i] + 1]++;
     for (int32_t c = 0; c < ncol; c++) start[c + 1] += start[c];
     for (int32_t i = 0; i < nm; i++)
-        if (w->wcolour[i] >= 0) w->wpoint[start[w->wcolour[i]]++] = i;
-    /* start[c] is now the end of colour c. Groups of PH_LANES manifolds of
-     * one colour; batch k of a group holds point k of each. */
+        if (w->wlevel[i] >= 0) w->wpoint[start[w->wlevel[i]]++] = i;
+    /* start[c] is now the end of level c. Groups of PH_LANES manifolds of
+     * one level; batch k of a group holds point k of each. */
     int32_t nbatch = 0, pos = 0;
     for (int32_t c = 0; c < ncol; c++) {
         for (; pos < start[c]; pos += PH_LANES) {
@@ -196,12 +196,12 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     int32_t *o = w->order + njoint;
     int32_t b = 0;
     pos = 0;
-    /* Within a colour: first point 0 of every group, then point 1, ...:
+    /* Within a level: first point 0 of every group, then point 1, ...:
      * consecutive batches then touch disjoint bodies and the processor can
      * overlap them (batch k + 1 of one group would wait for batch k's
      * velocities). Each manifold's points keep their order, and manifolds
-     * of one colour are independent, so this is the same sweep as any other
-     * arrangement of the colour. */
+     * of one level are independent, so this is the same sweep as any other
+     * arrangement of the level. */
     int32_t c0 = 0, prev_c = -1, prev_pos = -1;
     for (int32_t c = 0; c < ncol; c++) {
         for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
@@ -212,7 +212,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
                 if (!any) continue;
                 ph__wbatch *wb = &w->wbatches[b++];
                 /* Independent of the batch before it when that one is of the
-                 * same colour and another group of manifolds. */
+                 * same level and another group of manifolds. */
                 wb->indep = prev_c == c && prev_pos != pos;
                 prev_c = c;
                 prev_pos = pos;
@@ -489,7 +489,7 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         ph__wbatch *wb = &w->wbatches[b];
         if (b + 1 < w->wbatch_count && wb[1].indep) {
-            /* Two batches of one colour (disjoint bodies) interleaved, so
+            /* Two batches of one level (disjoint bodies) interleaved, so
              * that their dependency chains overlap; the same numbers as one
              * after the other. */
             ph__wbatch *wc = &wb[1];

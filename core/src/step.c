@@ -142,14 +142,15 @@ static int cmp_key(const void *x, const void *y) {
 }
 
 /* Visiting order: the joint rows (after the contact rows in rows[]) first,
- * then the contact rows in pair order or, with PH_ORDER_GRAVITY, as contact
- * triples sorted bottom-up by height, ties by row index (deterministic). The
- * key array of the broadphase is reused as scratch. */
+ * then the contact rows in the default bottom-up level order (solver_wide.c)
+ * or, with PH_ORDER_GRAVITY, as contact triples sorted bottom-up by height,
+ * ties by row index (deterministic). The key array of the broadphase is
+ * reused as scratch. */
 static int build_order(ph__world *w, int32_t ncontact, int collide) {
     if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     const int32_t njoint = w->row_count - ncontact;
     if (w->settings.ordering == PH_ORDER_DEFAULT) {
-        /* Contacts in colour order (solver_wide.c), built once per collision;
+        /* Contacts in level order (solver_wide.c), built once per collision;
          * later substeps refresh the batches' right-hand sides and warm
          * starts. The joint rows go first. */
         int e = PH_OK;

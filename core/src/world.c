@@ -239,7 +239,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->order);
     free(w->wbatches);
     free(w->wmask);
-    free(w->wcolour);
+    free(w->wlevel);
     free(w->wpoint);
     free(w->wkeys);
     free(w->wgap);

@@ -131,11 +131,12 @@ typedef enum ph_joint_solver {
 
 /* The row order the Gauss–Seidel sweep visits (seeds/001, seeds/002). */
 typedef enum ph_ordering {
-    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then contacts in colour order: the
-                                   manifolds greedily coloured in pair order so that no two of a
-                                   colour share a moving body, colour after colour; each point's
-                                   normal, t1, t2 together (solver_wide.c, docs/core.md) */
-    PH_ORDER_GRAVITY = 1,       /* contacts sorted bottom-up along gravity */
+    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then the contact manifolds bottom-up:
+                                   sorted by the mean height of their points along -gravity, ties
+                                   by pair order; each point's normal, t1, t2 together. Manifolds
+                                   that share no moving body are solved four at a time
+                                   (solver_wide.c), which is the same sweep */
+    PH_ORDER_GRAVITY = 1,       /* contact points (triples) sorted bottom-up along gravity */
     PH_ORDER_RANDOM = 2,        /* a random permutation of the rows from the world's seeded
                                    generator: per step, or per iteration (deterministic) */
     PH_ORDER_COMPLEMENTARITY = 3, /* rows by decreasing complementarity error of the current
@@ -165,17 +166,17 @@ typedef struct ph_spook {
  * ph_world_set_settings. */
 typedef struct ph_settings {
     double time_step;        /* s, default 1/60, in (0, 1] */
-    int substeps;            /* default 5, in [1, 64] */
-    int iterations;          /* max solver iterations per substep, default 2, [1, 10000]
+    int substeps;            /* default 10, in [1, 64] */
+    int iterations;          /* max solver iterations per substep, default 1, [1, 10000]
                                 (the default budget is 5 x 2 = 10 sweeps per step) */
     double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
                                 iterations (default 0), >= 0 */
     ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
-    ph_spook contact;        /* default hertz = 60 (mass-independent), d = 4; k = 1e8 when
+    ph_spook contact;        /* default hertz = 110 (mass-independent), d = 5; k = 1e8 when
                                 hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
-    ph_spook joint;          /* default hertz = 60, d = 3; k = 1e10 when hertz is 0 */
+    ph_spook joint;          /* default hertz = 1000, d = 3; k = 1e10 when hertz is 0 */
     ph_friction_model friction_model; /* default PH_FRICTION_NCP */
     ph_method method;        /* default PH_METHOD_PGS */
     ph_ordering ordering;    /* default PH_ORDER_DEFAULT */
