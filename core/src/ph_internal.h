@@ -297,6 +297,8 @@ struct ph__world {
     int32_t order_cap;
     ph__sbody *sbodies;    /* index 0 is the fixed ground */
     int32_t *body_to_sbody;
+    int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */
+    int32_t sbody_body_cap;
     int32_t sbody_count, sbody_cap, b2s_cap;
     ph_vec3 *v0, *w0;      /* velocities before the solve, by solver body */
     int32_t v0_cap;

@@ -70,7 +70,22 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
     return ph_rotate(b->q, w1);
 }
 
-static int build_solver_bodies(ph__world *w) {
+/* Solver bodies: slot 0 the ground, then every awake dynamic or kinematic
+ * body in slot order. remap = 0 (a later substep of the same step: the set
+ * cannot change, and each solver body already holds its body's velocity,
+ * which integrate() copied back) only refreshes the world inverse inertia
+ * of bodies whose principal moments differ. */
+static int build_solver_bodies(ph__world *w, int remap) {
+    if (!remap) {
+        for (int32_t s = 1; s < w->sbody_count; s++) {
+            ph__sbody *sb = &w->sbodies[s];
+            if (sb->iso) continue;
+            const ph__body *b = &w->bodies[w->sbody_body[s]];
+            ph_mat3 r = ph_mat3_from_quat(b->q);
+            sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
+        }
+        return PH_OK;
+    }
     if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     int32_t n = 1;
     for (int32_t i = 0; i < w->body_hwm; i++) {
@@ -78,6 +93,8 @@ static int build_solver_bodies(ph__world *w) {
         w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
     }
     if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->sbody_body, &w->sbody_body_cap, n, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    w->sbody_body[0] = -1;
     int32_t v0cap = w->v0_cap;
     /* One spare element: the wide solver loads 32 bytes from each vector. */
     if (ph__reserve((void **)&w->v0, &v0cap, n + 1, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
@@ -91,6 +108,7 @@ static int build_solver_bodies(ph__world *w) {
         if (s == 0) continue;
         const ph__body *b = &w->bodies[i];
         ph__sbody *sb = &w->sbodies[s];
+        w->sbody_body[s] = i;
         sb->v = b->v;
         sb->w = b->w;
         sb->inv_mass = b->inv_mass;
@@ -112,10 +130,8 @@ static int build_solver_bodies(ph__world *w) {
 
 static void apply_forces(ph__world *w, double h) {
     const ph_vec3 g = w->settings.gravity;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
-        const ph__body *b = &w->bodies[i];
-        int32_t s = w->body_to_sbody[i];
-        if (s == 0) continue;
+    for (int32_t s = 1; s < w->sbody_count; s++) {
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
         ph__sbody *sb = &w->sbodies[s];
         w->v0[s] = sb->v;
         w->w0[s] = sb->w;
@@ -182,10 +198,8 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
 }
 
 static void integrate(ph__world *w, double h) {
-    for (int32_t i = 0; i < w->body_hwm; i++) {
-        ph__body *b = &w->bodies[i];
-        int32_t s = w->body_to_sbody[i];
-        if (s == 0) continue;
+    for (int32_t s = 1; s < w->sbody_count; s++) {
+        ph__body *b = &w->bodies[w->sbody_body[s]];
         const ph__sbody *sb = &w->sbodies[s];
         /* Through locals: reading back a vector just stored field by field
          * would stall on store forwarding. */
@@ -230,7 +244,7 @@ static int substep(ph__world *w, double h, int collide) {
     t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
-    e = build_solver_bodies(w);
+    e = build_solver_bodies(w, collide);
     if (e) return e;
     st->impacts += ph__impacts(w, h);
     apply_forces(w, h);

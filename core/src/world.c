@@ -255,6 +255,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->blocks);
     free(w->sbodies);
     free(w->body_to_sbody);
+    free(w->sbody_body);
     free(w->v0);
     free(w->w0);
     free(w);
