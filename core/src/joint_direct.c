@@ -54,7 +54,15 @@ int ph__joint_direct_factor(ph__world *w) {
     ph__row *rows = w->rows + first;
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
-        rows[i].direct = isinf(rows[i].lo) && isinf(rows[i].hi) && rows[i].lo < 0 && rows[i].hi > 0;
+        const ph__row *r = &rows[i];
+        const int bilateral = isinf(r->lo) && isinf(r->hi) && r->lo < 0 && r->hi > 0;
+        /* A limit row (lambda >= 0) that was pushing at the end of the last
+         * substep (its warm start is positive) joins the block: it is
+         * probably active again, and a stiff limit left to scalar updates
+         * lets a loaded structure sag (the heavy box on the arched snake).
+         * Its impulse is projected back onto lambda >= 0 after each solve. */
+        const int active_limit = r->lo == 0 && isinf(r->hi) && r->hi > 0 && r->lambda > 0;
+        rows[i].direct = bilateral || active_limit;
         m += rows[i].direct;
     }
     if (m == 0) return PH_OK;
@@ -144,7 +152,11 @@ void ph__joint_direct_solve(ph__world *w) {
     }
     for (int32_t k = 0; k < m; k++) {
         ph__row *r = &w->rows[w->jd_row[k]];
-        r->lambda += z[k];
-        ph__row_apply(sb, r, z[k]);
+        /* Projection onto the row's bounds (a no-op for bilateral rows). */
+        double nl = r->lambda + z[k];
+        nl = nl < r->lo ? r->lo : (nl > r->hi ? r->hi : nl);
+        const double dl = nl - r->lambda;
+        r->lambda = nl;
+        ph__row_apply(sb, r, dl);
     }
 }

@@ -240,9 +240,14 @@ int ph__solve(ph__world *w) {
     const int32_t total = n + (w->native ? w->native_rows : 0);
     int e = ph__joint_direct_factor(w);
     if (e) return e;
+    /* The joint rows come first in the order: their scalar rows (hinge
+     * limits and motors, or all of them with joint_solver = GS), then the
+     * direct block, so that the bilateral rows are met exactly with the
+     * limits' latest impulses, then the contacts. */
+    const int32_t njoint = w->row_count - w->contact_row_count;
     for (it = 0; it < iters && total > 0; it++) {
-        ph__joint_direct_solve(w);
         for (int32_t k = 0; k < nscalar; k++) {
+            if (k == njoint) ph__joint_direct_solve(w);
             ph__row *r = &rows[order[k]];
             if (r->direct) continue;
             if (r->block != -1) {
@@ -258,6 +263,7 @@ int ph__solve(ph__world *w) {
             r->lambda = nl;
             apply(sb, r, dl);
         }
+        if (nscalar <= njoint) ph__joint_direct_solve(w);
         if (wide) ph__wide_sweep(w);
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {

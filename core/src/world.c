@@ -60,7 +60,7 @@ ph_settings ph_default_settings(void) {
     s.friction.d = 4;
     s.joint.k = 1e10;
     s.joint.d = 3;
-    s.joint.hertz = 1000;
+    s.joint.hertz = 180;
     s.friction_model = PH_FRICTION_NCP;
     s.method = PH_METHOD_PGS;
     s.ordering = PH_ORDER_DEFAULT;
