@@ -152,18 +152,6 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.iterations = cfg->iterations;
     s.gravity = cfg->gravity;
     s.record_merits = cfg->physd_record_merits;
-    { /* EXPERIMENT ONLY */
-        const char *v;
-        if ((v = getenv("PHX_CHZ"))) s.contact.hertz = atof(v);
-        if ((v = getenv("PHX_CD"))) s.contact.d = atof(v);
-        if ((v = getenv("PHX_JHZ"))) s.joint.hertz = atof(v);
-        if ((v = getenv("PHX_JD"))) s.joint.d = atof(v);
-        if ((v = getenv("PHX_JP"))) s.joint_projection = atoi(v);
-        if ((v = getenv("PHX_ORD"))) s.ordering = atoi(v);
-        if ((v = getenv("PHX_WSF"))) s.warm_start_factor = atof(v);
-        if ((v = getenv("PHX_FHZ"))) { s.friction.hertz = atof(v); }
-        if ((v = getenv("PHX_JS"))) s.joint_solver = atoi(v);
-    }
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);
 

@@ -47,7 +47,7 @@ static ph_settings doc_settings(void) {
     s.substeps = 1;
     s.iterations = 10;
     /* The formulation of docs/solvers.md, pinned: physd's own defaults
-     * (10 substeps x 1, contacts 110 Hz with d = 5, joints 1000 Hz solved
+     * (10 substeps x 1, contacts 110 Hz with d = 5, joints 180 Hz solved
      * directly) are a different formulation. */
     s.contact.hertz = 35;
     s.contact.d = 4;

@@ -122,7 +122,6 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         }
         if (d->joint_count > 0) {
             double je = joint_error(d, pos, rot);
-            if (getenv("PHX_TRACE") && je > atof(getenv("PHX_TRACE"))) fprintf(stderr, "step %d je %.4f\n", s, je);
             if (!(je <= r->joint_error_max_m)) r->joint_error_max_m = je;
         }
         if ((s + 1) % progress_every == 0)

@@ -49,7 +49,7 @@ static void print_usage(FILE *f) {
             "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--list]\n"
             "  --scene NAME      preset to build (default stack20; --list shows them)\n"
             "  --steps N         steps to run (default: the preset's reference steps)\n"
-            "  --iterations N    solver iterations per substep, 1..10000 (default 2, with 5 substeps)\n"
+            "  --iterations N    solver iterations per substep, 1..10000 (default 1, with 10 substeps)\n"
             "  --every K         print statistics every K steps (default 60)\n"
             "  --no-merits       do not compute the merits after every iteration (profiling)\n"
             "  --list            list the presets and exit\n");

@@ -168,7 +168,7 @@ typedef struct ph_settings {
     double time_step;        /* s, default 1/60, in (0, 1] */
     int substeps;            /* default 10, in [1, 64] */
     int iterations;          /* max solver iterations per substep, default 1, [1, 10000]
-                                (the default budget is 5 x 2 = 10 sweeps per step) */
+                                (the default budget is 10 x 1 = 10 sweeps per step) */
     double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
                                 iterations (default 0), >= 0 */
     ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
@@ -176,7 +176,7 @@ typedef struct ph_settings {
                                 hertz is set to 0 */
     ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
                                 (only epsilon is used: friction has no position error) */
-    ph_spook joint;          /* default hertz = 1000, d = 3; k = 1e10 when hertz is 0 */
+    ph_spook joint;          /* default hertz = 180, d = 3; k = 1e10 when hertz is 0 */
     ph_friction_model friction_model; /* default PH_FRICTION_NCP */
     ph_method method;        /* default PH_METHOD_PGS */
     ph_ordering ordering;    /* default PH_ORDER_DEFAULT */
