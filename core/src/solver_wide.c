@@ -110,6 +110,24 @@ static void fill_lane(ph__world *w, const ph__contact_ctx *ctx, ph__wbatch *wb, 
     }
 }
 
+/* An empty lane: bodies 0 and 0 (the ground) and all-zero rows, so that it
+ * changes nothing. Every field a filled lane sets is set here too (the
+ * batches are not cleared as a whole). */
+static void clear_lane(ph__wbatch *wb, int j) {
+    wb->point[j] = -1;
+    wb->pm[j] = 0;
+    wb->ia[j] = wb->ib[j] = 0;
+    wb->ima[j] = wb->imb[j] = wb->mu[j] = wb->box[j] = 0;
+    for (int q = 0; q < 3; q++) {
+        ph__wrow *d = &wb->r[q];
+        for (int c = 0; c < 3; c++) {
+            d->lin[c][j] = d->ang_a[c][j] = d->ang_b[c][j] = 0;
+            d->mang_a[c][j] = d->mang_b[c][j] = 0;
+        }
+        d->inv_diag[j] = d->eps[j] = d->rhs[j] = d->lambda[j] = d->B[j] = 0;
+    }
+}
+
 /* ctx NULL: from the world's contact rows (ncontact of them), writing the
  * contact part of w->order; else natively, without contact rows: each
  * manifold with a moving body gets row0 = 3 x its first point (the rows it
@@ -191,7 +209,6 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         free(start);
         return PH_ERR_NO_MEMORY;
     }
-    memset(w->wbatches, 0, (size_t)nbatch * sizeof(ph__wbatch));
     const int32_t njoint = w->row_count - ncontact;
     int32_t *o = w->order + njoint;
     int32_t b = 0;
@@ -217,8 +234,10 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
                 prev_c = c;
                 prev_pos = pos;
                 for (int j = 0; j < PH_LANES; j++) {
-                    wb->point[j] = -1;
-                    if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) continue;
+                    if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) {
+                        clear_lane(wb, j);
+                        continue;
+                    }
                     fill_lane(w, ctx, wb, j, w->wpoint[pos + j], k);
                     if (!ctx)
                         for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
