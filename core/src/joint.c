@@ -69,6 +69,16 @@ static ph__row *add(jctx *c, int slot, ph_vec3 lin, ph_vec3 aa, ph_vec3 ab, doub
     return r;
 }
 
+/* The 3-row blocks (inverse of their 3x3 S) serve the scalar joint path
+ * and the solver family; the core's PGS with the direct joint block solves
+ * those rows in the block instead, so they are not built (a failed
+ * factorization then leaves the rows as scalar rows). */
+static int blocks_used(const ph__world *w) {
+    const ph_settings *s = &w->settings;
+    return !(s->method == PH_METHOD_PGS && s->joint_solver == PH_JOINT_SOLVER_DIRECT &&
+             (s->ordering == PH_ORDER_DEFAULT || s->ordering == PH_ORDER_GRAVITY));
+}
+
 static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
     int32_t first = c->w->row_count;
@@ -79,7 +89,7 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     /* The three rows share a long lever arm when the anchor is far from the
      * centre of mass, which makes their 3x3 block badly conditioned for
      * scalar Gauss–Seidel; they are solved as one block instead. */
-    return ph__make_block(c->w, first);
+    return blocks_used(c->w) ? ph__make_block(c->w, first) : PH_OK;
 }
 
 int ph__joint_rows(ph__world *w, double h) {
@@ -177,7 +187,7 @@ int ph__joint_rows(ph__world *w, double h) {
             int32_t first = w->row_count;
             for (int k = 0; k < 3; k++)
                 if (!add(&c, 3 + k, zero, ph_neg(ax[k]), ax[k], ph_vget(th, k))) return PH_ERR_NO_MEMORY;
-            if (ph__make_block(w, first)) return PH_ERR_NO_MEMORY;
+            if (blocks_used(w) && ph__make_block(w, first)) return PH_ERR_NO_MEMORY;
             break;
         }
         }
