@@ -328,6 +328,7 @@ struct ph__world {
                               written by the manifolds' refresh */
     int32_t wgap_cap;
     int warm_done;         /* 1: this substep's contact warm start is already applied */
+    int simd_cap;          /* highest instruction set the wide solver may use (solver_wide.c) */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
 
@@ -385,6 +386,7 @@ void ph__joint_direct_solve(ph__world *w);
  * rows[]). Writes the contact part of w->order. */
 int ph__wide_build(ph__world *w, int32_t ncontact);
 void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
+int ph__simd_cap_from_env(void);     /* PHYSD_SIMD: 0 baseline, 1 AVX2, 2 AVX-512VL (default) */
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the PGS path without merits: right-hand sides and warm

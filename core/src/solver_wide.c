@@ -550,21 +550,34 @@ __attribute__((target("avx512f,avx512vl"))) static void sweep_avx512(ph__world *
 __attribute__((target("avx2"))) static void sweep_avx2(ph__world *w) { sweep_body(w); }
 static void sweep_base(ph__world *w) { sweep_body(w); }
 
-static int isa_level(void) {
+/* 2: AVX-512VL, 1: AVX2, 0: baseline; never above the world's cap (the
+ * PHYSD_SIMD environment variable when the world was created, for tests
+ * and comparisons: "avx512", "avx2" or "baseline"). */
+static int isa_level(const ph__world *w) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return 2;
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
+    int l = 0;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) l = 2;
+    else if (__builtin_cpu_supports("avx2")) l = 1;
+    return l < w->simd_cap ? l : w->simd_cap;
+}
+
+int ph__simd_cap_from_env(void) {
+    const char *v = getenv("PHYSD_SIMD");
+    if (!v) return 2;
+    if (strcmp(v, "baseline") == 0) return 0;
+    if (strcmp(v, "avx2") == 0) return 1;
+    return 2;
 }
 
 void ph__wide_warm_start(ph__world *w) {
-    const int l = isa_level();
+    const int l = isa_level(w);
     if (l == 2) warm_start_avx512(w);
     else if (l == 1) warm_start_avx2(w);
     else warm_start_base(w);
 }
 
 void ph__wide_sweep(ph__world *w) {
-    const int l = isa_level();
+    const int l = isa_level(w);
     if (l == 2) sweep_avx512(w);
     else if (l == 1) sweep_avx2(w);
     else sweep_base(w);
@@ -683,7 +696,7 @@ __attribute__((target("avx2"))) static void merits_avx2(const ph__world *w, ph__
 static void merits_base(const ph__world *w, ph__merit *m) { merits_body(w, m); }
 
 int ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
-    const int l = isa_level(), warm = !need_b;
+    const int l = isa_level(w), warm = !need_b;
     if (l == 2) refresh_avx512(w, h, need_b, warm);
     else if (l == 1) refresh_avx2(w, h, need_b, warm);
     else refresh_base(w, h, need_b, warm);
@@ -691,7 +704,7 @@ int ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
 }
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) {
-    const int l = isa_level();
+    const int l = isa_level(w);
     if (l == 2) merits_avx512(w, m);
     else if (l == 1) merits_avx2(w, m);
     else merits_base(w, m);

@@ -181,7 +181,8 @@ static void test_rows_backend_matches_core_pgs(void **state) {
     ph_world_destroy(wb);
 }
 
-/* The vector path (four contact points per batch, vector_solver = 1; its
+/* The vector path (four contact points per batch, vector_solver = 1, in
+ * its AVX-512VL, AVX2 and baseline builds; its
  * contact rows built and refreshed only in the batches unless merits are
  * recorded) is the scalar loop over the rows in the same bottom-up level order,
  * bit for bit: same state hash after every step of a pyramid (contacts
@@ -192,11 +193,22 @@ static void run_pair(const char *scene, ph_settings s, int steps) {
     v.vector_solver = 1;
     sc.vector_solver = 0;
     ph_world_id a = scene_world(scene, v), b = scene_world(scene, sc);
+    /* The same vector path in the AVX2 and baseline builds (the cap is
+     * read when a world is created): the same numbers again. */
+    setenv("PHYSD_SIMD", "avx2", 1);
+    ph_world_id a2 = scene_world(scene, v);
+    setenv("PHYSD_SIMD", "baseline", 1);
+    ph_world_id a0 = scene_world(scene, v);
+    unsetenv("PHYSD_SIMD");
     int contacts = 0;
     for (int i = 0; i < steps; i++) {
         assert_int_equal(ph_world_step(a), PH_OK);
         assert_int_equal(ph_world_step(b), PH_OK);
+        assert_int_equal(ph_world_step(a2), PH_OK);
+        assert_int_equal(ph_world_step(a0), PH_OK);
         assert_true(ph_world_state_hash(a) == ph_world_state_hash(b));
+        assert_true(ph_world_state_hash(a2) == ph_world_state_hash(b));
+        assert_true(ph_world_state_hash(a0) == ph_world_state_hash(b));
         ph_step_stats sa, sb;
         ph_world_get_stats(a, &sa);
         ph_world_get_stats(b, &sb);
@@ -212,6 +224,8 @@ static void run_pair(const char *scene, ph_settings s, int steps) {
     assert_true(contacts > 0);
     ph_world_destroy(a);
     ph_world_destroy(b);
+    ph_world_destroy(a2);
+    ph_world_destroy(a0);
 }
 
 static void test_vector_solver_matches_scalar(void **state) {
