@@ -1,7 +1,7 @@
 /*
- * joint_direct.c — the bilateral joint rows of a substep solved together,
- * exactly, as one block of the Gauss–Seidel sweep (settings.joint_solver =
- * PH_JOINT_SOLVER_DIRECT).
+ * joint_direct.c — the bilateral joint rows of a substep (and the hinge
+ * limits that are pushing) solved together, exactly, as one block of the
+ * Gauss–Seidel sweep (settings.joint_solver = PH_JOINT_SOLVER_DIRECT).
  *
  * Why: a chain's tension has to cross every joint within the sweeps of one
  * substep. Gauss–Seidel moves it about one joint per sweep, so a 30-link
@@ -15,21 +15,25 @@
  *
  * Normal path:
  *   ph__joint_direct_factor (once per substep, after the joint rows are
- *   built): D = the joint rows with no bounds (lo = -inf, hi = inf): the
- *   linear and angular rows of ball, hinge, fixed and distance joints; a
- *   hinge's limit and motor rows keep their scalar projected updates. For
- *   each row of D its envelope starts at the first row of D sharing one of
- *   its moving bodies. S_DD is filled in the envelope and factored as
+ *   built, from ph__solve for the core's PGS): D = the joint rows with no
+ *   bounds (lo = -inf, hi = inf: the linear and angular rows of ball,
+ *   hinge, fixed and distance joints) and the hinge limit rows that were
+ *   pushing at the end of the last substep (warm start lambda > 0); motor
+ *   rows and idle limit rows keep their scalar projected updates. For each
+ *   row of D its envelope starts at the first row of D sharing one of its
+ *   moving bodies. S_DD is filled in the envelope and factored as
  *   L diag(d) L^T (the envelope holds L exactly: the profile of a matrix is
  *   preserved by its factorization). S_DD is symmetric positive definite
  *   whenever every row has SPOOK regularization (eps > 0); a pivot below
  *   1e-12 of its diagonal, or an envelope larger than PH_DIRECT_MAX_ENV
  *   entries, leaves the joints to the scalar loop for this substep.
- *   ph__joint_direct_solve (at the start of every sweep): with y = S lambda
- *   - B of the current iterate (J v + eps lambda - rhs by the velocity
- *   bookkeeping), solve S_DD delta = -y_D by the factor, lambda_D += delta,
- *   v += M^-1 J_D^T delta. The rows of D are flagged (row.direct = 1) so the
- *   scalar loop skips them.
+ *   ph__joint_direct_solve (in every sweep, after the scalar joint rows and
+ *   before the contacts): with y = S lambda - B of the current iterate
+ *   (J v + eps lambda - rhs by the velocity bookkeeping), solve
+ *   S_DD delta = -y_D by the factor; lambda_D += delta, projected onto each
+ *   row's bounds (a no-op for bilateral rows, lambda >= 0 for a limit);
+ *   v += M^-1 J_D^T (the applied change). The rows of D are flagged
+ *   (row.direct = 1) so the scalar loop skips them.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed; the
  * caller fails the step). A failed factorization is not an error.
