@@ -198,7 +198,10 @@ typedef struct ph__wrow {
 typedef struct ph__wbatch {
     int32_t point[PH_LANES];  /* contact point (rows 3p..3p+2), -1: empty lane */
     int32_t pm[PH_LANES];     /* its manifold (pm >> 2) and point in it (pm & 3) */
-    int32_t indep;            /* 1: touches no body of the batch before it (same level) */
+    int32_t glen;             /* first batch of a group: the group's batches (points 0..glen-1 of
+                                 the same lanes' manifolds, consecutive); 0 in the others */
+    int32_t indep;            /* first batch of a group: 1 when the group touches no body of the
+                                 group before it (same level) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
     ph__wrow r[3];            /* normal, t1, t2 */

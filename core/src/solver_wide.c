@@ -110,13 +110,15 @@ static void fill_lane(ph__world *w, const ph__contact_ctx *ctx, ph__wbatch *wb, 
     }
 }
 
-/* An empty lane: bodies 0 and 0 (the ground) and all-zero rows, so that it
+/* An empty lane: bodies ia and ib (the ground, or those of the lane's
+ * manifold in the other batches of its group) and all-zero rows, so that it
  * changes nothing. Every field a filled lane sets is set here too (the
  * batches are not cleared as a whole). */
-static void clear_lane(ph__wbatch *wb, int j) {
+static void clear_lane(ph__wbatch *wb, int j, int32_t ia, int32_t ib) {
     wb->point[j] = -1;
     wb->pm[j] = 0;
-    wb->ia[j] = wb->ib[j] = 0;
+    wb->ia[j] = ia;
+    wb->ib[j] = ib;
     wb->ima[j] = wb->imb[j] = wb->mu[j] = wb->box[j] = 0;
     for (int q = 0; q < 3; q++) {
         ph__wrow *d = &wb->r[q];
@@ -213,36 +215,42 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     int32_t *o = w->order + njoint;
     int32_t b = 0;
     pos = 0;
-    /* Within a level: first point 0 of every group, then point 1, ...:
-     * consecutive batches then touch disjoint bodies and the processor can
-     * overlap them (batch k + 1 of one group would wait for batch k's
-     * velocities). Each manifold's points keep their order, and manifolds
-     * of one level are independent, so this is the same sweep as any other
-     * arrangement of the level. */
-    int32_t c0 = 0, prev_c = -1, prev_pos = -1;
+    /* Group after group within a level, each group's batches (its points
+     * 0, 1, ...) one after the other: the batches of a group touch the same
+     * bodies in the same lanes, so a pass gathers their velocities once per
+     * group and scatters them once. A lane whose manifold has no point k
+     * keeps that manifold's bodies with all-zero rows (it changes nothing).
+     * Manifolds of one level are independent, so any arrangement of a level
+     * that keeps each manifold's points in order is the same sweep. */
+    int32_t c0 = 0, prev_c = -1;
     for (int32_t c = 0; c < ncol; c++) {
-        for (int k = 0; k < PH_MAX_MANIFOLD_POINTS; k++) {
-            for (pos = c0; pos < start[c]; pos += PH_LANES) {
-                const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
-                int any = 0;
-                for (int j = 0; j < lanes; j++) any |= w->manifolds[w->wpoint[pos + j]].m.count > k;
-                if (!any) continue;
+        for (pos = c0; pos < start[c]; pos += PH_LANES) {
+            const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
+            int kmax = 0;
+            for (int j = 0; j < lanes; j++)
+                if (w->manifolds[w->wpoint[pos + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[pos + j]].m.count;
+            for (int k = 0; k < kmax; k++) {
                 ph__wbatch *wb = &w->wbatches[b++];
-                /* Independent of the batch before it when that one is of the
-                 * same level and another group of manifolds. */
-                wb->indep = prev_c == c && prev_pos != pos;
-                prev_c = c;
-                prev_pos = pos;
+                /* The group's first batch says how many it has and whether
+                 * the group is independent of the one before (same level). */
+                wb->glen = k == 0 ? kmax : 0;
+                wb->indep = k == 0 && prev_c == c;
                 for (int j = 0; j < PH_LANES; j++) {
-                    if (j >= lanes || w->manifolds[w->wpoint[pos + j]].m.count <= k) {
-                        clear_lane(wb, j);
+                    if (j >= lanes) {
+                        clear_lane(wb, j, 0, 0);
                         continue;
                     }
-                    fill_lane(w, ctx, wb, j, w->wpoint[pos + j], k);
+                    const int32_t mi = w->wpoint[pos + j];
+                    if (w->manifolds[mi].m.count <= k) {
+                        clear_lane(wb, j, wb[-k].ia[j], wb[-k].ib[j]);
+                        continue;
+                    }
+                    fill_lane(w, ctx, wb, j, mi, k);
                     if (!ctx)
                         for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
                 }
             }
+            prev_c = c;
         }
         c0 = start[c];
     }
@@ -492,49 +500,62 @@ static inline __attribute__((always_inline)) void row_update(ph__wrow *r, ph__vd
 
 static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
-    for (int32_t b = 0; b < w->wbatch_count; b++) {
-        const ph__wbatch *wb = &w->wbatches[b];
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        const ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen;
         wvel u;
-        gather(sb, wb, &u);
-        for (int k = 0; k < 3; k++) row_apply(&wb->r[k], wb->r[k].lambda, wb->ima, wb->imb, &u);
-        scatter(sb, wb, &u);
+        gather(sb, g, &u);
+        for (int32_t k = 0; k < gl; k++)
+            for (int q = 0; q < 3; q++) row_apply(&g[k].r[q], g[k].r[q].lambda, g[k].ima, g[k].imb, &u);
+        scatter(sb, g, &u);
+        b += gl;
     }
+}
+
+/* One contact point of every lane: normal, then the two friction rows
+ * bounded by mu times the new normal impulse (or the scaled box). */
+static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, wvel *u, int box, ph__vd zero,
+                                                               ph__vd inf) {
+    row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, u);
+    const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
+    row_update(&wb->r[1], -bound, bound, wb->ima, wb->imb, u);
+    row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, u);
 }
 
 static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
-    for (int32_t b = 0; b < w->wbatch_count; b++) {
-        ph__wbatch *wb = &w->wbatches[b];
-        if (b + 1 < w->wbatch_count && wb[1].indep) {
-            /* Two batches of one level (disjoint bodies) interleaved, so
+    const int32_t n = w->wbatch_count;
+    for (int32_t b = 0; b < n;) {
+        ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen, b2 = b + gl;
+        if (b2 < n && w->wbatches[b2].indep) {
+            /* Two groups of one level (disjoint bodies) side by side, so
              * that their dependency chains overlap; the same numbers as one
              * after the other. */
-            ph__wbatch *wc = &wb[1];
+            ph__wbatch *h = &w->wbatches[b2];
+            const int32_t hl = h->glen;
             wvel u, v;
-            gather(sb, wb, &u);
-            gather(sb, wc, &v);
-            row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, &u);
-            row_update(&wc->r[0], zero, inf, wc->ima, wc->imb, &v);
-            const ph__vd bu = box ? wb->box : wb->mu * wb->r[0].lambda;
-            const ph__vd bv = box ? wc->box : wc->mu * wc->r[0].lambda;
-            row_update(&wb->r[1], -bu, bu, wb->ima, wb->imb, &u);
-            row_update(&wc->r[1], -bv, bv, wc->ima, wc->imb, &v);
-            row_update(&wb->r[2], -bu, bu, wb->ima, wb->imb, &u);
-            row_update(&wc->r[2], -bv, bv, wc->ima, wc->imb, &v);
-            scatter(sb, wb, &u);
-            scatter(sb, wc, &v);
-            b++;
+            gather(sb, g, &u);
+            gather(sb, h, &v);
+            int32_t k = 0;
+            for (; k < gl && k < hl; k++) {
+                point_update(&g[k], &u, box, zero, inf);
+                point_update(&h[k], &v, box, zero, inf);
+            }
+            for (; k < gl; k++) point_update(&g[k], &u, box, zero, inf);
+            for (; k < hl; k++) point_update(&h[k], &v, box, zero, inf);
+            scatter(sb, g, &u);
+            scatter(sb, h, &v);
+            b = b2 + hl;
             continue;
         }
         wvel u;
-        gather(sb, wb, &u);
-        row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, &u);
-        const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
-        row_update(&wb->r[1], -bound, bound, wb->ima, wb->imb, &u);
-        row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, &u);
-        scatter(sb, wb, &u);
+        gather(sb, g, &u);
+        for (int32_t k = 0; k < gl; k++) point_update(&g[k], &u, box, zero, inf);
+        scatter(sb, g, &u);
+        b = b2;
     }
 }
 
@@ -622,30 +643,33 @@ static inline __attribute__((always_inline)) void refresh_body(ph__world *w, dou
     const ph__vd a = splat(cn.a), omb = splat(1.0 - cn.b), hv = splat(h), zero = splat(0.0);
     const ph__vd wsf = splat(w->settings.warm_start ? w->settings.warm_start_factor : 0.0);
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
-        ph__wbatch *wb = &w->wbatches[bi];
-        const ph__vd gap = lane_gaps(w, wb);
-        wvel u0;
-        gather_arrays(w->v0, w->w0, wb, &u0);
-        const ph__vd jv0 = row_jv(&wb->r[0], &u0);
-        wb->r[0].rhs = select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv);
-        const ph__vd ln = wb->r[0].lambda * wsf;
-        wb->r[0].lambda = ln;
-        const ph__vd bound = box ? wb->box : wb->mu * ln;
-        wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
-        wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
-        if (need_b) {
-            wvel u;
-            gather(w->sbodies, wb, &u);
-            wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
-            wb->r[1].B = -row_jv(&wb->r[1], &u);
-            wb->r[2].B = -row_jv(&wb->r[2], &u);
-        } else if (warm) {
-            wvel u;
-            gather(w->sbodies, wb, &u);
-            for (int k = 0; k < 3; k++) row_apply(&wb->r[k], wb->r[k].lambda, wb->ima, wb->imb, &u);
-            scatter(w->sbodies, wb, &u);
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen;
+        wvel u0, u;
+        gather_arrays(w->v0, w->w0, g, &u0);
+        gather(w->sbodies, g, &u);
+        for (int32_t k = 0; k < gl; k++) {
+            ph__wbatch *wb = &g[k];
+            const ph__vd gap = lane_gaps(w, wb);
+            const ph__vd jv0 = row_jv(&wb->r[0], &u0);
+            wb->r[0].rhs = select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv);
+            const ph__vd ln = wb->r[0].lambda * wsf;
+            wb->r[0].lambda = ln;
+            const ph__vd bound = box ? wb->box : wb->mu * ln;
+            wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
+            wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
+            if (need_b) {
+                /* B with the velocities before any warm start. */
+                wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
+                wb->r[1].B = -row_jv(&wb->r[1], &u);
+                wb->r[2].B = -row_jv(&wb->r[2], &u);
+            } else if (warm) {
+                for (int q = 0; q < 3; q++) row_apply(&wb->r[q], wb->r[q].lambda, wb->ima, wb->imb, &u);
+            }
         }
+        if (!need_b && warm) scatter(w->sbodies, g, &u);
+        b += gl;
     }
 }
 
