@@ -186,7 +186,9 @@ typedef struct ph__block {
 /* The contact rows of PH_LANES contact points side by side (solver_wide.c):
  * one lane per point, structure of arrays. 8-byte alignment so that the
  * arrays can live in ordinary allocations (the loads are unaligned ones). */
-#define PH_LANES 4
+#ifndef PH_LANES
+#define PH_LANES 4 /* 8 also works (measured slower here, docs/profile.md) */
+#endif
 typedef double ph__vd __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 
 typedef struct ph__wrow {

@@ -564,21 +564,30 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
  * in registers), AVX2, and the x86-64 baseline (two SSE2 halves). The CPU
  * decides at run time. None contracts to fused multiply-adds
  * (-ffp-contract=off), so all give the same numbers. */
-__attribute__((target("avx512f,avx512vl"))) static void warm_start_avx512(ph__world *w) { warm_start_body(w); }
-__attribute__((target("avx2"))) static void warm_start_avx2(ph__world *w) { warm_start_body(w); }
+#if defined(__x86_64__) || defined(__i386__)
+#define PH_X86_TARGET(t) __attribute__((target(t)))
+#else
+/* Elsewhere the "wide" builds are the generic vector code (the CPU check
+ * below always answers "baseline"). */
+#define PH_X86_TARGET(t)
+#endif
+PH_X86_TARGET("avx512f,avx512vl") static void warm_start_avx512(ph__world *w) { warm_start_body(w); }
+PH_X86_TARGET("avx2") static void warm_start_avx2(ph__world *w) { warm_start_body(w); }
 static void warm_start_base(ph__world *w) { warm_start_body(w); }
-__attribute__((target("avx512f,avx512vl"))) static void sweep_avx512(ph__world *w) { sweep_body(w); }
-__attribute__((target("avx2"))) static void sweep_avx2(ph__world *w) { sweep_body(w); }
+PH_X86_TARGET("avx512f,avx512vl") static void sweep_avx512(ph__world *w) { sweep_body(w); }
+PH_X86_TARGET("avx2") static void sweep_avx2(ph__world *w) { sweep_body(w); }
 static void sweep_base(ph__world *w) { sweep_body(w); }
 
 /* 2: AVX-512VL, 1: AVX2, 0: baseline; never above the world's cap (the
  * PHYSD_SIMD environment variable when the world was created, for tests
  * and comparisons: "avx512", "avx2" or "baseline"). */
 static int isa_level(const ph__world *w) {
-    __builtin_cpu_init();
     int l = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) l = 2;
     else if (__builtin_cpu_supports("avx2")) l = 1;
+#endif
     return l < w->simd_cap ? l : w->simd_cap;
 }
 
@@ -706,17 +715,17 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     }
 }
 
-__attribute__((target("avx512f,avx512vl"))) static void refresh_avx512(ph__world *w, double h, int nb, int ws) {
+PH_X86_TARGET("avx512f,avx512vl") static void refresh_avx512(ph__world *w, double h, int nb, int ws) {
     refresh_body(w, h, nb, ws);
 }
-__attribute__((target("avx2"))) static void refresh_avx2(ph__world *w, double h, int nb, int ws) {
+PH_X86_TARGET("avx2") static void refresh_avx2(ph__world *w, double h, int nb, int ws) {
     refresh_body(w, h, nb, ws);
 }
 static void refresh_base(ph__world *w, double h, int nb, int ws) { refresh_body(w, h, nb, ws); }
-__attribute__((target("avx512f,avx512vl"))) static void merits_avx512(const ph__world *w, ph__merit *m) {
+PH_X86_TARGET("avx512f,avx512vl") static void merits_avx512(const ph__world *w, ph__merit *m) {
     merits_body(w, m);
 }
-__attribute__((target("avx2"))) static void merits_avx2(const ph__world *w, ph__merit *m) { merits_body(w, m); }
+PH_X86_TARGET("avx2") static void merits_avx2(const ph__world *w, ph__merit *m) { merits_body(w, m); }
 static void merits_base(const ph__world *w, ph__merit *m) { merits_body(w, m); }
 
 int ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
