@@ -684,35 +684,72 @@ static inline __attribute__((always_inline)) void refresh_body(ph__world *w, dou
 
 /* solver.c's merits() on the batches' rows: y = J v + eps l - rhs and
  * d = S_ii by lanes, the merit terms lane by lane. */
+static inline __attribute__((always_inline)) ph__vd vsqrt(ph__vd x) {
+    for (int j = 0; j < PH_LANES; j++) x[j] = __builtin_sqrt(x[j]);
+    return x;
+}
+
+/* fb(a, b) = sqrt(a^2 + b^2) - a - b, lane by lane (merit.c's ph__fb). */
+static inline __attribute__((always_inline)) ph__vd vfb(ph__vd a, ph__vd b) { return vsqrt(a * a + b * b) - a - b; }
+
+static inline __attribute__((always_inline)) ph__vd vmax(ph__vd a, ph__vd b) { return select_vd(a < b, b, a); }
+
+static inline __attribute__((always_inline)) double hsum(ph__vd v) {
+    double s = 0;
+    for (int j = 0; j < PH_LANES; j++) s += v[j];
+    return s;
+}
+
+/* solver.c's merits() on the batches' rows, four lanes at a time: the
+ * terms of ph__merit_row for a normal row (lambda >= 0) and for a friction
+ * row (its box: -+ mu lambda_n or the scaled box), summed per lane, empty
+ * lanes masked out. (Sums in another order than the scalar loop's: the
+ * merits agree to rounding.) */
 static inline __attribute__((always_inline)) void merits_body(const ph__world *w, ph__merit *m) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0);
+    ph__vd fis = zero, mm = zero, le = zero, r2 = zero, b2 = zero;
     for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
         const ph__wbatch *wb = &w->wbatches[bi];
         wvel u;
         gather(w->sbodies, wb, &u);
+        ph__vd pt;
+        for (int j = 0; j < PH_LANES; j++) pt[j] = (double)wb->point[j];
+        const ph__vi live = pt >= zero;
         const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
-        double y[3][PH_LANES], d[3][PH_LANES];
         for (int q = 0; q < 3; q++) {
             const ph__wrow *r = &wb->r[q];
-            const ph__vd yv = row_jv(r, &u) + r->eps * r->lambda - r->rhs;
-            const ph__vd dv = (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) *
-                                  (wb->ima + wb->imb) +
-                              (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
-                              (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) +
-                              r->eps;
-            memcpy(y[q], &yv, sizeof yv);
-            memcpy(d[q], &dv, sizeof dv);
-        }
-        for (int j = 0; j < PH_LANES; j++) {
-            if (wb->point[j] < 0) continue;
-            for (int q = 0; q < 3; q++) {
-                const ph__wrow *r = &wb->r[q];
-                const double lo = q == 0 ? 0.0 : -bound[j], hi = q == 0 ? INFINITY : bound[j];
-                ph__merit_row(r->lambda[j], y[q][j], lo, hi, d[q][j], m);
-                m->b2 += r->B[j] * r->B[j];
+            const ph__vd l = r->lambda;
+            const ph__vd y = row_jv(r, &u) + r->eps * l - r->rhs;
+            const ph__vd d = (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) *
+                                 (wb->ima + wb->imb) +
+                             (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
+                             (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) +
+                             r->eps;
+            ph__vd phi, c, g;
+            if (q == 0) {
+                phi = vfb(l, y);
+                c = vmax(l - y, zero);
+                g = vmax(l - y / d, zero);
+            } else {
+                const ph__vd lo = -bound, hi = bound;
+                phi = vfb(l - lo, vfb(hi - l, -y));
+                c = clamp_vd(l - y, lo, hi);
+                g = clamp_vd(l - y / d, lo, hi);
             }
+            const ph__vd e = select_vd(d > zero, d * (l - g), y);
+            fis += select_vd(live, phi * phi, zero);
+            mm += select_vd(live, (l - c) * (l - c), zero);
+            le += select_vd(live, e * e, zero);
+            r2 += select_vd(live, y * y, zero);
+            b2 += select_vd(live, r->B * r->B, zero);
         }
     }
+    m->fischer += hsum(fis);
+    m->minmap += hsum(mm);
+    m->lcp_error += hsum(le);
+    m->res2 += hsum(r2);
+    m->b2 += hsum(b2);
 }
 
 PH_X86_TARGET("avx512f,avx512vl") static void refresh_avx512(ph__world *w, double h, int nb, int ws) {
