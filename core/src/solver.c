@@ -27,10 +27,15 @@
  *   relative residual ||B - S lambda||_2 / ||B||_2 over all rows.
  *
  * Dispatch: ph__solve runs this loop for PGS in the DEFAULT or GRAVITY
- * order (the default path, unchanged); every other method or ordering runs
- * on the same rows through the solver family (solver_rows.c,
- * docs/solvers.md). A pending capture (ph_world_step_capture) is taken
- * first.
+ * order; every other method or ordering runs on the same rows through the
+ * solver family (solver_rows.c, docs/solvers.md). A pending capture
+ * (ph_world_step_capture) is taken first. Within the PGS loop each sweep
+ * visits the joints' scalar rows (hinge limits and motors, or every joint
+ * row with joint_solver = GS), then the joints' direct block
+ * (joint_direct.c), then the contacts: in the DEFAULT order with
+ * vector_solver on, by batches of four points (solver_wide.c, the same
+ * numbers as this loop over w->order), whose rows may exist only in the
+ * batches (w->native: the merits are then taken there too).
  *
  * Invariants: row order is given by w->order (a permutation); solver body 0
  * is the fixed ground with zero inverse mass, so updates to it are no-ops.
