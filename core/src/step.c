@@ -139,7 +139,8 @@ static void apply_forces(ph__world *w, double h) {
         ph_vec3 v = ph_add(sb->v, ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h));
         ph_vec3 av = sb->w;
         if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
-        av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
+        if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
+            av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
         if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
         if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
         sb->v = v;
