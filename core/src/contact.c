@@ -383,24 +383,25 @@ int ph__refresh_manifolds(ph__world *w) {
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
-        const int was = touching_point(cm) >= 0;
         const ph_vec3 n = cm->m.normal;
         const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
         const double base = ph_dot(ph_sub(b->p, a->p), n);
         double *gap = w->native && w->wide_ok && cm->row0 >= 0 ? &w->wgap[cm->row0 / 3] : NULL;
+        int was = 0, touches = 0; /* some point within the touch slop before / after */
         for (int k = 0; k < cm->m.count; k++) {
             ph__mpoint *mp = &cm->m.pts[k];
+            was |= mp->depth >= -PH_TOUCH_SLOP;
             mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
+            touches |= mp->depth >= -PH_TOUCH_SLOP;
             if (mp->depth > maxpen) maxpen = mp->depth;
             if (gap) gap[k] = -mp->depth;
         }
         if (all_points || cm->restitution > 0) refresh_points(w, cm);
-        const int now = touching_point(cm);
-        if (now >= 0 && !was) {
+        if (touches && !was) {
             if (!all_points && !(cm->restitution > 0)) refresh_points(w, cm);
-            if (push_event(w, cm, 1, now)) return PH_ERR_NO_MEMORY;
+            if (push_event(w, cm, 1, touching_point(cm))) return PH_ERR_NO_MEMORY;
         }
-        if (now < 0 && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
+        if (!touches && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }
     w->stats.max_penetration = maxpen;
     return PH_OK;
