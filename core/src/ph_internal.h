@@ -209,6 +209,14 @@ typedef struct ph__wbatch {
     ph__wrow r[3];            /* normal, t1, t2 */
 } ph__wbatch;
 
+/* A solver body's velocities before its substep's forces (the W of the
+ * SPOOK right-hand side), laid out like the start of ph__sbody so that the
+ * wide solver loads them the same way (two 32-byte loads). */
+typedef struct ph__vw {
+    ph_vec3 v, w;
+    double pad[2];
+} ph__vw;
+
 typedef struct ph__sbody {
     ph_vec3 v, w;
     double inv_mass;
@@ -305,8 +313,8 @@ struct ph__world {
     int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */
     int32_t sbody_body_cap;
     int32_t sbody_count, sbody_cap, b2s_cap;
-    ph_vec3 *v0, *w0;      /* velocities before the solve, by solver body */
-    int32_t v0_cap;
+    ph__vw *vw0;           /* velocities before this substep's forces, by solver body */
+    int32_t vw0_cap;
 
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count, event_cap;
@@ -357,7 +365,7 @@ typedef struct ph__world ph__world;
 /* J W of a row with the velocities of its bodies before this substep's
  * forces (the W of the SPOOK right-hand side). */
 static inline double ph__row_jv0(const ph__world *w, const ph__row *r) {
-    return ph__row_jv_of(r, w->v0[r->ia], w->w0[r->ia], w->v0[r->ib], w->w0[r->ib]);
+    return ph__row_jv_of(r, w->vw0[r->ia].v, w->vw0[r->ia].w, w->vw0[r->ib].v, w->vw0[r->ib].w);
 }
 
 /* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */

@@ -381,21 +381,18 @@ static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const p
     scatter_side(sb, wb->ia, u->va, u->wa, u->ka);
 }
 
-/* The same from per-body arrays of vectors (the velocities W before the
- * substep's forces; each array has one spare element at its end, so the
- * 32-byte load of the last vector stays inside it). */
-static inline __attribute__((always_inline)) void gather_vec3(const ph_vec3 *a, const int32_t *idx, ph__vd *c) {
-    ph__vd junk;
-    transpose4(load4(&a[idx[0]].x), load4(&a[idx[1]].x), load4(&a[idx[2]].x), load4(&a[idx[3]].x), &c[0], &c[1],
-               &c[2], &junk);
+/* The same from the velocities W before the substep's forces (ph__vw has
+ * ph__sbody's layout up to w). */
+static inline __attribute__((always_inline)) void gather_w0(const ph__vw *a, const int32_t *idx, ph__vd *v, ph__vd *om) {
+    const double *p0 = &a[idx[0]].v.x, *p1 = &a[idx[1]].v.x, *p2 = &a[idx[2]].v.x, *p3 = &a[idx[3]].v.x;
+    ph__vd k0, k1;
+    transpose4(load4(p0), load4(p1), load4(p2), load4(p3), &v[0], &v[1], &v[2], &om[0]);
+    transpose4(load4(p0 + 4), load4(p1 + 4), load4(p2 + 4), load4(p3 + 4), &om[1], &om[2], &k0, &k1);
 }
 
-static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
-                                                                const ph__wbatch *wb, wvel *u) {
-    gather_vec3(v, wb->ia, u->va);
-    gather_vec3(om, wb->ia, u->wa);
-    gather_vec3(v, wb->ib, u->vb);
-    gather_vec3(om, wb->ib, u->wb);
+static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a, const ph__wbatch *wb, wvel *u) {
+    gather_w0(a, wb->ia, u->va, u->wa);
+    gather_w0(a, wb->ib, u->vb, u->wb);
 }
 #else
 
@@ -433,29 +430,25 @@ static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, co
     u->wb[2] = (ph__vd)PH_LF(pb, w.z);
 }
 
-/* The same from per-body arrays of vectors (the velocities W before the
- * substep's forces). */
-static inline __attribute__((always_inline)) void gather_arrays(const ph_vec3 *v, const ph_vec3 *om,
-                                                                const ph__wbatch *wb, wvel *u) {
-    const ph_vec3 *va[PH_LANES], *wa[PH_LANES], *vb[PH_LANES], *wb_[PH_LANES];
+/* The same from the velocities W before the substep's forces. */
+static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a, const ph__wbatch *wb, wvel *u) {
+    const ph__vw *pa[PH_LANES], *pb[PH_LANES];
     for (int j = 0; j < PH_LANES; j++) {
-        va[j] = &v[wb->ia[j]];
-        wa[j] = &om[wb->ia[j]];
-        vb[j] = &v[wb->ib[j]];
-        wb_[j] = &om[wb->ib[j]];
+        pa[j] = &a[wb->ia[j]];
+        pb[j] = &a[wb->ib[j]];
     }
-    u->va[0] = (ph__vd)PH_LF(va, x);
-    u->va[1] = (ph__vd)PH_LF(va, y);
-    u->va[2] = (ph__vd)PH_LF(va, z);
-    u->wa[0] = (ph__vd)PH_LF(wa, x);
-    u->wa[1] = (ph__vd)PH_LF(wa, y);
-    u->wa[2] = (ph__vd)PH_LF(wa, z);
-    u->vb[0] = (ph__vd)PH_LF(vb, x);
-    u->vb[1] = (ph__vd)PH_LF(vb, y);
-    u->vb[2] = (ph__vd)PH_LF(vb, z);
-    u->wb[0] = (ph__vd)PH_LF(wb_, x);
-    u->wb[1] = (ph__vd)PH_LF(wb_, y);
-    u->wb[2] = (ph__vd)PH_LF(wb_, z);
+    u->va[0] = (ph__vd)PH_LF(pa, v.x);
+    u->va[1] = (ph__vd)PH_LF(pa, v.y);
+    u->va[2] = (ph__vd)PH_LF(pa, v.z);
+    u->wa[0] = (ph__vd)PH_LF(pa, w.x);
+    u->wa[1] = (ph__vd)PH_LF(pa, w.y);
+    u->wa[2] = (ph__vd)PH_LF(pa, w.z);
+    u->vb[0] = (ph__vd)PH_LF(pb, v.x);
+    u->vb[1] = (ph__vd)PH_LF(pb, v.y);
+    u->vb[2] = (ph__vd)PH_LF(pb, v.z);
+    u->wb[0] = (ph__vd)PH_LF(pb, w.x);
+    u->wb[1] = (ph__vd)PH_LF(pb, w.y);
+    u->wb[2] = (ph__vd)PH_LF(pb, w.z);
 }
 #pragma GCC diagnostic pop
 #undef PH_LF
@@ -656,7 +649,7 @@ static inline __attribute__((always_inline)) void refresh_body(ph__world *w, dou
         ph__wbatch *g = &w->wbatches[b];
         const int32_t gl = g->glen;
         wvel u0, u;
-        gather_arrays(w->v0, w->w0, g, &u0);
+        gather_arrays(w->vw0, g, &u0);
         gather(w->sbodies, g, &u);
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];

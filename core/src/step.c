@@ -95,12 +95,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
     if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
     if (ph__reserve((void **)&w->sbody_body, &w->sbody_body_cap, n, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    int32_t v0cap = w->v0_cap;
-    /* One spare element: the wide solver loads 32 bytes from each vector. */
-    if (ph__reserve((void **)&w->v0, &v0cap, n + 1, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
-    v0cap = w->v0_cap;
-    if (ph__reserve((void **)&w->w0, &v0cap, n + 1, sizeof(ph_vec3))) return PH_ERR_NO_MEMORY;
-    w->v0_cap = v0cap;
+    if (ph__reserve((void **)&w->vw0, &w->vw0_cap, n, sizeof(ph__vw))) return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     for (int32_t i = 0; i < w->body_hwm; i++) {
@@ -133,8 +128,8 @@ static void apply_forces(ph__world *w, double h) {
     for (int32_t s = 1; s < w->sbody_count; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
         ph__sbody *sb = &w->sbodies[s];
-        w->v0[s] = sb->v;
-        w->w0[s] = sb->w;
+        w->vw0[s].v = sb->v;
+        w->vw0[s].w = sb->w;
         if (b->type != PH_BODY_DYNAMIC) continue;
         ph_vec3 v = ph_add(sb->v, ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h));
         ph_vec3 av = sb->w;
@@ -146,7 +141,7 @@ static void apply_forces(ph__world *w, double h) {
         sb->v = v;
         sb->w = av;
     }
-    w->v0[0] = w->w0[0] = ph_v3(0, 0, 0);
+    w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
 }
 
 /* Row order: identity, or (gravity) joints first then contact triples

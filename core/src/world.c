@@ -257,8 +257,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->sbodies);
     free(w->body_to_sbody);
     free(w->sbody_body);
-    free(w->v0);
-    free(w->w0);
+    free(w->vw0);
     free(w);
     return PH_OK;
 }
