@@ -55,7 +55,7 @@ static int pair_cmp(const void *x, const void *y) {
     return 0;
 }
 
-static int key_cmp(const void *x, const void *y) {
+int ph__sap_key_cmp(const void *x, const void *y) {
     const ph__sap_key *a = x, *b = y;
     if (a->key != b->key) return a->key < b->key ? -1 : 1;
     return a->slot < b->slot ? -1 : (a->slot > b->slot);
@@ -273,7 +273,7 @@ int ph__broadphase(ph__world *w, double dt) {
         keys[i].slot = ord[i];
     }
     if (resort) {
-        if (n > 1) qsort(keys, (size_t)n, sizeof(ph__sap_key), key_cmp);
+        if (n > 1) qsort(keys, (size_t)n, sizeof(ph__sap_key), ph__sap_key_cmp);
     } else {
         for (int32_t i = 1; i < n; i++) {
             const ph__sap_key k = keys[i];

@@ -147,6 +147,9 @@ typedef struct ph__sap_key {
     int32_t slot;
 } ph__sap_key;
 
+/* qsort order of sap keys: by key, ties by slot (deterministic). */
+int ph__sap_key_cmp(const void *x, const void *y);
+
 typedef struct ph__pair {
     int32_t sa, sb;
 } ph__pair;
@@ -341,7 +344,7 @@ struct ph__world {
                               written by the manifolds' refresh */
     int32_t wgap_cap;
     int warm_done;         /* 1: this substep's contact warm start is already applied */
-    int simd_cap;          /* highest instruction set the wide solver may use (solver_wide.c) */
+    int simd_level;        /* the wide solver's instruction set (ph__simd_level at creation) */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
 
@@ -399,7 +402,10 @@ void ph__joint_direct_solve(ph__world *w);
  * rows[]). Writes the contact part of w->order. */
 int ph__wide_build(ph__world *w, int32_t ncontact);
 void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
-int ph__simd_cap_from_env(void);     /* PHYSD_SIMD: 0 baseline, 1 AVX2, 2 AVX-512VL (default) */
+/* The wide solver's instruction set on this CPU: 2 AVX-512VL, 1 AVX2, 0
+ * baseline, capped by the PHYSD_SIMD environment variable ("avx512",
+ * "avx2", "baseline"). */
+int ph__simd_level(void);
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the PGS path without merits: right-hand sides and warm

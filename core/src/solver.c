@@ -145,7 +145,7 @@ void ph__warm_start(ph__world *w) {
         /* Contact rows in the batches' order (lanes touch disjoint bodies,
          * so the vector pass and the scalar loop give the same sums). */
         if (w->warm_done) {
-            /* Applied by the native refresh, batch by batch. */
+            /* already applied by the native refresh, batch by batch */
         } else if (w->settings.vector_solver) {
             ph__wide_warm_start(w);
         } else {

@@ -49,7 +49,8 @@ typedef long long ph__vi __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 
 static inline __attribute__((always_inline)) ph__vd splat(double x) {
     double a[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++) a[j] = x;
+    for (int j = 0; j < PH_LANES; j++)
+        a[j] = x;
     ph__vd v;
     memcpy(&v, a, sizeof v);
     return v;
@@ -60,11 +61,6 @@ static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a
     return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
 }
 
-static int cmp_key(const void *x, const void *y) {
-    const ph__sap_key *a = x, *b = y;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return a->slot < b->slot ? -1 : (a->slot > b->slot);
-}
 
 /* Lane j of a batch from the three rows r of point k of manifold mi.
  * With ctx (native build) the rows are made here, on the stack; without,
@@ -74,8 +70,10 @@ static void fill_lane(ph__world *w, const ph__contact_ctx *ctx, ph__wbatch *wb, 
     const int32_t p = cm->row0 / 3 + k;
     ph__row tmp[3];
     const ph__row *r = tmp;
-    if (ctx) ph__contact_point_rows(w, ctx, cm, k, tmp);
-    else r = &w->rows[3 * p];
+    if (ctx)
+        ph__contact_point_rows(w, ctx, cm, k, tmp);
+    else
+        r = &w->rows[3 * p];
     wb->point[j] = p;
     wb->pm[j] = 4 * mi + k;
     wb->ia[j] = r->ia;
@@ -169,12 +167,13 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         const ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;
         double hsum = 0;
-        for (int k = 0; k < cm->m.count; k++) hsum += -ph_dot(cm->m.pts[k].point, down);
+        for (int k = 0; k < cm->m.count; k++)
+            hsum += -ph_dot(cm->m.pts[k].point, down);
         w->wkeys[na].key = hsum / cm->m.count;
         w->wkeys[na].slot = i;
         na++;
     }
-    if (na > 1) qsort(w->wkeys, (size_t)na, sizeof(ph__sap_key), cmp_key);
+    if (na > 1) qsort(w->wkeys, (size_t)na, sizeof(ph__sap_key), ph__sap_key_cmp);
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
@@ -192,7 +191,8 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     if (!start) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) start[w->wlevel[i] + 1]++;
-    for (int32_t c = 0; c < ncol; c++) start[c + 1] += start[c];
+    for (int32_t c = 0; c < ncol; c++)
+        start[c + 1] += start[c];
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) w->wpoint[start[w->wlevel[i]]++] = i;
     /* start[c] is now the end of level c. Groups of PH_LANES manifolds of
@@ -247,7 +247,8 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
                     }
                     fill_lane(w, ctx, wb, j, mi, k);
                     if (!ctx)
-                        for (int q = 0; q < 3; q++) *o++ = 3 * wb->point[j] + q;
+                        for (int q = 0; q < 3; q++)
+                            *o++ = 3 * wb->point[j] + q;
                 }
             }
             prev_c = c;
@@ -304,7 +305,8 @@ void ph__wide_store(ph__world *w) {
         for (int j = 0; j < PH_LANES; j++) {
             const int32_t p = wb->point[j];
             if (p < 0) continue;
-            for (int k = 0; k < 3; k++) w->rows[3 * p + k].lambda = wb->r[k].lambda[j];
+            for (int k = 0; k < 3; k++)
+                w->rows[3 * p + k].lambda = wb->r[k].lambda[j];
         }
     }
 }
@@ -346,12 +348,22 @@ static inline __attribute__((always_inline)) void transpose4(ph__vd r0, ph__vd r
     *c3 = __builtin_shuffle(t1, t3, second);
 }
 
-static inline __attribute__((always_inline)) void gather_side(const ph__sbody *sb, const int32_t *idx, ph__vd *v,
-                                                              ph__vd *om, ph__vd *k) {
-    const double *p0 = &sb[idx[0]].v.x, *p1 = &sb[idx[1]].v.x, *p2 = &sb[idx[2]].v.x, *p3 = &sb[idx[3]].v.x;
+/* Velocities of the bodies idx[0..3] of an array whose records start
+ * (v.x v.y v.z w.x w.y w.z k0 k1 ...) and are `stride` doubles apart
+ * (ph__sbody: k = inv_mass, inv_i[0][0]; ph__vw: padding): one vector per
+ * component, and the two k columns. */
+static inline __attribute__((always_inline)) void gather4(const double *base, size_t stride, const int32_t *idx,
+                                                          ph__vd *v, ph__vd *om, ph__vd *k) {
+    const double *p0 = base + stride * (size_t)idx[0], *p1 = base + stride * (size_t)idx[1];
+    const double *p2 = base + stride * (size_t)idx[2], *p3 = base + stride * (size_t)idx[3];
     transpose4(load4(p0), load4(p1), load4(p2), load4(p3), &v[0], &v[1], &v[2], &om[0]);
     transpose4(load4(p0 + 4), load4(p1 + 4), load4(p2 + 4), load4(p3 + 4), &om[1], &om[2], &k[0], &k[1]);
 }
+
+#define PH_SB_STRIDE (sizeof(ph__sbody) / sizeof(double))
+#define PH_VW_STRIDE (sizeof(ph__vw) / sizeof(double))
+_Static_assert(sizeof(ph__sbody) % sizeof(double) == 0 && sizeof(ph__vw) == 8 * sizeof(double),
+               "records a whole number of doubles apart");
 
 static inline __attribute__((always_inline)) void scatter_side(ph__sbody *sb, const int32_t *idx, const ph__vd *v,
                                                                const ph__vd *om, const ph__vd *k) {
@@ -370,8 +382,8 @@ static inline __attribute__((always_inline)) void scatter_side(ph__sbody *sb, co
 }
 
 static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
-    gather_side(sb, wb->ia, u->va, u->wa, u->ka);
-    gather_side(sb, wb->ib, u->vb, u->wb, u->kb);
+    gather4(&sb->v.x, PH_SB_STRIDE, wb->ia, u->va, u->wa, u->ka);
+    gather4(&sb->v.x, PH_SB_STRIDE, wb->ib, u->vb, u->wb, u->kb);
 }
 
 static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
@@ -381,28 +393,21 @@ static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const p
     scatter_side(sb, wb->ia, u->va, u->wa, u->ka);
 }
 
-/* The same from the velocities W before the substep's forces (ph__vw has
- * ph__sbody's layout up to w). */
-static inline __attribute__((always_inline)) void gather_w0(const ph__vw *a, const int32_t *idx, ph__vd *v, ph__vd *om) {
-    const double *p0 = &a[idx[0]].v.x, *p1 = &a[idx[1]].v.x, *p2 = &a[idx[2]].v.x, *p3 = &a[idx[3]].v.x;
-    ph__vd k0, k1;
-    transpose4(load4(p0), load4(p1), load4(p2), load4(p3), &v[0], &v[1], &v[2], &om[0]);
-    transpose4(load4(p0 + 4), load4(p1 + 4), load4(p2 + 4), load4(p3 + 4), &om[1], &om[2], &k0, &k1);
-}
-
+/* The same from the velocities W before the substep's forces. */
 static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a, const ph__wbatch *wb, wvel *u) {
-    gather_w0(a, wb->ia, u->va, u->wa);
-    gather_w0(a, wb->ib, u->vb, u->wb);
+    ph__vd junk[2];
+    gather4(&a->v.x, PH_VW_STRIDE, wb->ia, u->va, u->wa, junk);
+    gather4(&a->v.x, PH_VW_STRIDE, wb->ib, u->vb, u->wb, junk);
 }
 #else
 
 /* The lanes' body velocities as vectors. Built from the scalars directly
  * (element inserts): storing them to a scratch array and loading that as
- * vectors would stall on store forwarding. */
-#if PH_LANES == 4
-#define PH_LF(p, f) {p[0]->f, p[1]->f, p[2]->f, p[3]->f}
-#elif PH_LANES == 8
-#define PH_LF(p, f) {p[0]->f, p[1]->f, p[2]->f, p[3]->f, p[4]->f, p[5]->f, p[6]->f, p[7]->f}
+ * vectors would stall on store forwarding. p[j] points at lane j's record
+ * (v.x v.y v.z w.x w.y w.z ...). */
+#if PH_LANES == 8
+#define PH_LE(p, i)                                                                                                    \
+    { p[0][i], p[1][i], p[2][i], p[3][i], p[4][i], p[5][i], p[6][i], p[7][i] }
 #else
 #error "PH_LANES must be 4 or 8"
 #endif
@@ -410,48 +415,33 @@ static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a,
  * uninitialized vector (a false positive of -Wmaybe-uninitialized). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
-    const ph__sbody *pa[PH_LANES], *pb[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++) {
-        pa[j] = &sb[wb->ia[j]];
-        pb[j] = &sb[wb->ib[j]];
-    }
-    u->va[0] = (ph__vd)PH_LF(pa, v.x);
-    u->va[1] = (ph__vd)PH_LF(pa, v.y);
-    u->va[2] = (ph__vd)PH_LF(pa, v.z);
-    u->wa[0] = (ph__vd)PH_LF(pa, w.x);
-    u->wa[1] = (ph__vd)PH_LF(pa, w.y);
-    u->wa[2] = (ph__vd)PH_LF(pa, w.z);
-    u->vb[0] = (ph__vd)PH_LF(pb, v.x);
-    u->vb[1] = (ph__vd)PH_LF(pb, v.y);
-    u->vb[2] = (ph__vd)PH_LF(pb, v.z);
-    u->wb[0] = (ph__vd)PH_LF(pb, w.x);
-    u->wb[1] = (ph__vd)PH_LF(pb, w.y);
-    u->wb[2] = (ph__vd)PH_LF(pb, w.z);
-}
-
-/* The same from the velocities W before the substep's forces. */
-static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a, const ph__wbatch *wb, wvel *u) {
-    const ph__vw *pa[PH_LANES], *pb[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++) {
-        pa[j] = &a[wb->ia[j]];
-        pb[j] = &a[wb->ib[j]];
-    }
-    u->va[0] = (ph__vd)PH_LF(pa, v.x);
-    u->va[1] = (ph__vd)PH_LF(pa, v.y);
-    u->va[2] = (ph__vd)PH_LF(pa, v.z);
-    u->wa[0] = (ph__vd)PH_LF(pa, w.x);
-    u->wa[1] = (ph__vd)PH_LF(pa, w.y);
-    u->wa[2] = (ph__vd)PH_LF(pa, w.z);
-    u->vb[0] = (ph__vd)PH_LF(pb, v.x);
-    u->vb[1] = (ph__vd)PH_LF(pb, v.y);
-    u->vb[2] = (ph__vd)PH_LF(pb, v.z);
-    u->wb[0] = (ph__vd)PH_LF(pb, w.x);
-    u->wb[1] = (ph__vd)PH_LF(pb, w.y);
-    u->wb[2] = (ph__vd)PH_LF(pb, w.z);
+static inline __attribute__((always_inline)) void gather_lanes(const double *base, size_t stride, const int32_t *idx,
+                                                               ph__vd *v, ph__vd *om) {
+    const double *p[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++)
+        p[j] = base + stride * (size_t)idx[j];
+    v[0] = (ph__vd)PH_LE(p, 0);
+    v[1] = (ph__vd)PH_LE(p, 1);
+    v[2] = (ph__vd)PH_LE(p, 2);
+    om[0] = (ph__vd)PH_LE(p, 3);
+    om[1] = (ph__vd)PH_LE(p, 4);
+    om[2] = (ph__vd)PH_LE(p, 5);
 }
 #pragma GCC diagnostic pop
-#undef PH_LF
+#undef PH_LE
+
+#define PH_SB_STRIDE (sizeof(ph__sbody) / sizeof(double))
+#define PH_VW_STRIDE (sizeof(ph__vw) / sizeof(double))
+
+static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
+    gather_lanes(&sb->v.x, PH_SB_STRIDE, wb->ia, u->va, u->wa);
+    gather_lanes(&sb->v.x, PH_SB_STRIDE, wb->ib, u->vb, u->wb);
+}
+
+static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a, const ph__wbatch *wb, wvel *u) {
+    gather_lanes(&a->v.x, PH_VW_STRIDE, wb->ia, u->va, u->wa);
+    gather_lanes(&a->v.x, PH_VW_STRIDE, wb->ib, u->vb, u->wb);
+}
 
 static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
     for (int j = 0; j < PH_LANES; j++) {
@@ -464,6 +454,13 @@ static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const p
 }
 #endif
 
+/* J v of one row of every lane: ph__row_jv_of's order of operations. */
+static inline __attribute__((always_inline)) ph__vd row_jv(const ph__wrow *r, const wvel *u) {
+    return ((r->lin[0] * (u->vb[0] - u->va[0]) + r->lin[1] * (u->vb[1] - u->va[1]) +
+             r->lin[2] * (u->vb[2] - u->va[2])) +
+            (r->ang_a[0] * u->wa[0] + r->ang_a[1] * u->wa[1] + r->ang_a[2] * u->wa[2])) +
+           (r->ang_b[0] * u->wb[0] + r->ang_b[1] * u->wb[1] + r->ang_b[2] * u->wb[2]);
+}
 
 /* v += M^-1 J^T lambda of one row of every lane (solver.c's apply). */
 static inline __attribute__((always_inline)) void row_apply(const ph__wrow *r, ph__vd dl, ph__vd ima, ph__vd imb,
@@ -478,12 +475,9 @@ static inline __attribute__((always_inline)) void row_apply(const ph__wrow *r, p
 }
 
 /* One row of every lane, as solver.c's scalar update. */
-static inline __attribute__((always_inline)) void row_update(ph__wrow *r, ph__vd lo, ph__vd hi, ph__vd ima, ph__vd imb, wvel *u) {
-    const ph__vd jv = ((r->lin[0] * (u->vb[0] - u->va[0]) + r->lin[1] * (u->vb[1] - u->va[1]) +
-                        r->lin[2] * (u->vb[2] - u->va[2])) +
-                       (r->ang_a[0] * u->wa[0] + r->ang_a[1] * u->wa[1] + r->ang_a[2] * u->wa[2])) +
-                      (r->ang_b[0] * u->wb[0] + r->ang_b[1] * u->wb[1] + r->ang_b[2] * u->wb[2]);
-    const ph__vd dl0 = -(jv + r->eps * r->lambda - r->rhs) * r->inv_diag;
+static inline __attribute__((always_inline)) void row_update(ph__wrow *r, ph__vd lo, ph__vd hi, ph__vd ima, ph__vd imb,
+                                                             wvel *u) {
+    const ph__vd dl0 = -(row_jv(r, u) + r->eps * r->lambda - r->rhs) * r->inv_diag;
     ph__vd nl = r->lambda + dl0;
     nl = select_vd(nl < lo, lo, select_vd(nl > hi, hi, nl));
     const ph__vd dl = nl - r->lambda;
@@ -499,7 +493,8 @@ static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) 
         wvel u;
         gather(sb, g, &u);
         for (int32_t k = 0; k < gl; k++)
-            for (int q = 0; q < 3; q++) row_apply(&g[k].r[q], g[k].r[q].lambda, g[k].ima, g[k].imb, &u);
+            for (int q = 0; q < 3; q++)
+                row_apply(&g[k].r[q], g[k].r[q].lambda, g[k].ima, g[k].imb, &u);
         scatter(sb, g, &u);
         b += gl;
     }
@@ -537,8 +532,10 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
                 point_update(&g[k], &u, box, zero, inf);
                 point_update(&h[k], &v, box, zero, inf);
             }
-            for (; k < gl; k++) point_update(&g[k], &u, box, zero, inf);
-            for (; k < hl; k++) point_update(&h[k], &v, box, zero, inf);
+            for (; k < gl; k++)
+                point_update(&g[k], &u, box, zero, inf);
+            for (; k < hl; k++)
+                point_update(&h[k], &v, box, zero, inf);
             scatter(sb, g, &u);
             scatter(sb, h, &v);
             b = b2 + hl;
@@ -546,73 +543,11 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
         }
         wvel u;
         gather(sb, g, &u);
-        for (int32_t k = 0; k < gl; k++) point_update(&g[k], &u, box, zero, inf);
+        for (int32_t k = 0; k < gl; k++)
+            point_update(&g[k], &u, box, zero, inf);
         scatter(sb, g, &u);
         b = b2;
     }
-}
-
-/* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
- * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
- * in registers), AVX2, and the x86-64 baseline (two SSE2 halves). The CPU
- * decides at run time. None contracts to fused multiply-adds
- * (-ffp-contract=off), so all give the same numbers. */
-#if defined(__x86_64__) || defined(__i386__)
-#define PH_X86_TARGET(t) __attribute__((target(t)))
-#else
-/* Elsewhere the "wide" builds are the generic vector code (the CPU check
- * below always answers "baseline"). */
-#define PH_X86_TARGET(t)
-#endif
-PH_X86_TARGET("avx512f,avx512vl") static void warm_start_avx512(ph__world *w) { warm_start_body(w); }
-PH_X86_TARGET("avx2") static void warm_start_avx2(ph__world *w) { warm_start_body(w); }
-static void warm_start_base(ph__world *w) { warm_start_body(w); }
-PH_X86_TARGET("avx512f,avx512vl") static void sweep_avx512(ph__world *w) { sweep_body(w); }
-PH_X86_TARGET("avx2") static void sweep_avx2(ph__world *w) { sweep_body(w); }
-static void sweep_base(ph__world *w) { sweep_body(w); }
-
-/* 2: AVX-512VL, 1: AVX2, 0: baseline; never above the world's cap (the
- * PHYSD_SIMD environment variable when the world was created, for tests
- * and comparisons: "avx512", "avx2" or "baseline"). */
-static int isa_level(const ph__world *w) {
-    int l = 0;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) l = 2;
-    else if (__builtin_cpu_supports("avx2")) l = 1;
-#endif
-    return l < w->simd_cap ? l : w->simd_cap;
-}
-
-int ph__simd_cap_from_env(void) {
-    const char *v = getenv("PHYSD_SIMD");
-    if (!v) return 2;
-    if (strcmp(v, "baseline") == 0) return 0;
-    if (strcmp(v, "avx2") == 0) return 1;
-    return 2;
-}
-
-void ph__wide_warm_start(ph__world *w) {
-    const int l = isa_level(w);
-    if (l == 2) warm_start_avx512(w);
-    else if (l == 1) warm_start_avx2(w);
-    else warm_start_base(w);
-}
-
-void ph__wide_sweep(ph__world *w) {
-    const int l = isa_level(w);
-    if (l == 2) sweep_avx512(w);
-    else if (l == 1) sweep_avx2(w);
-    else sweep_base(w);
-}
-
-
-/* J v of one row of every lane: ph__row_jv_of's order of operations. */
-static inline __attribute__((always_inline)) ph__vd row_jv(const ph__wrow *r, const wvel *u) {
-    return ((r->lin[0] * (u->vb[0] - u->va[0]) + r->lin[1] * (u->vb[1] - u->va[1]) +
-             r->lin[2] * (u->vb[2] - u->va[2])) +
-            (r->ang_a[0] * u->wa[0] + r->ang_a[1] * u->wa[1] + r->ang_a[2] * u->wa[2])) +
-           (r->ang_b[0] * u->wb[0] + r->ang_b[1] * u->wb[1] + r->ang_b[2] * u->wb[2]);
 }
 
 static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
@@ -620,16 +555,17 @@ static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo
 }
 
 /* contact.c's refresh of a point's rows, lane by lane: the SPOOK
- * right-hand side from the refreshed depth and this substep's W, the warm
- * start from the impulses the batches hold (the last substep's), and on
- * need_b the rows' B with the current velocities. With warm (and not
- * need_b) the batch's new impulses are applied to the bodies right away:
- * the warm start of ph__warm_start, in the same order, one pass fewer. */
+ * right-hand side from the refreshed depth and this substep's W, and the
+ * warm start from the impulses the batches hold (the last substep's). With
+ * need_b the rows' B are taken with the current velocities; without, the
+ * new impulses are applied to the bodies right away: the warm start of
+ * ph__warm_start, in the same order, one pass fewer. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w, const ph__wbatch *wb) {
     double g[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++) g[j] = wb->point[j] < 0 ? 0.0 : w->wgap[wb->point[j]];
+    for (int j = 0; j < PH_LANES; j++)
+        g[j] = wb->point[j] < 0 ? 0.0 : w->wgap[wb->point[j]];
 #if PH_LANES == 4
     return (ph__vd){g[0], g[1], g[2], g[3]};
 #else
@@ -640,7 +576,7 @@ static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w
 }
 #pragma GCC diagnostic pop
 
-static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b, int warm) {
+static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
     const ph__vd a = splat(cn.a), omb = splat(1.0 - cn.b), hv = splat(h), zero = splat(0.0);
     const ph__vd wsf = splat(w->settings.warm_start ? w->settings.warm_start_factor : 0.0);
@@ -666,19 +602,19 @@ static inline __attribute__((always_inline)) void refresh_body(ph__world *w, dou
                 wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
                 wb->r[1].B = -row_jv(&wb->r[1], &u);
                 wb->r[2].B = -row_jv(&wb->r[2], &u);
-            } else if (warm) {
-                for (int q = 0; q < 3; q++) row_apply(&wb->r[q], wb->r[q].lambda, wb->ima, wb->imb, &u);
+            } else {
+                for (int q = 0; q < 3; q++)
+                    row_apply(&wb->r[q], wb->r[q].lambda, wb->ima, wb->imb, &u);
             }
         }
-        if (!need_b && warm) scatter(w->sbodies, g, &u);
+        if (!need_b) scatter(w->sbodies, g, &u);
         b += gl;
     }
 }
 
-/* solver.c's merits() on the batches' rows: y = J v + eps l - rhs and
- * d = S_ii by lanes, the merit terms lane by lane. */
 static inline __attribute__((always_inline)) ph__vd vsqrt(ph__vd x) {
-    for (int j = 0; j < PH_LANES; j++) x[j] = __builtin_sqrt(x[j]);
+    for (int j = 0; j < PH_LANES; j++)
+        x[j] = __builtin_sqrt(x[j]);
     return x;
 }
 
@@ -689,7 +625,8 @@ static inline __attribute__((always_inline)) ph__vd vmax(ph__vd a, ph__vd b) { r
 
 static inline __attribute__((always_inline)) double hsum(ph__vd v) {
     double s = 0;
-    for (int j = 0; j < PH_LANES; j++) s += v[j];
+    for (int j = 0; j < PH_LANES; j++)
+        s += v[j];
     return s;
 }
 
@@ -702,41 +639,45 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
     ph__vd fis = zero, mm = zero, le = zero, r2 = zero, b2 = zero;
-    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
-        const ph__wbatch *wb = &w->wbatches[bi];
+    for (int32_t bi = 0; bi < w->wbatch_count;) {
+        const ph__wbatch *grp = &w->wbatches[bi];
+        const int32_t gl = grp->glen;
         wvel u;
-        gather(w->sbodies, wb, &u);
-        ph__vd pt;
-        for (int j = 0; j < PH_LANES; j++) pt[j] = (double)wb->point[j];
-        const ph__vi live = pt >= zero;
-        const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
-        for (int q = 0; q < 3; q++) {
-            const ph__wrow *r = &wb->r[q];
-            const ph__vd l = r->lambda;
-            const ph__vd y = row_jv(r, &u) + r->eps * l - r->rhs;
-            const ph__vd d = (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) *
-                                 (wb->ima + wb->imb) +
-                             (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
-                             (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) +
-                             r->eps;
-            ph__vd phi, c, g;
-            if (q == 0) {
-                phi = vfb(l, y);
-                c = vmax(l - y, zero);
-                g = vmax(l - y / d, zero);
-            } else {
-                const ph__vd lo = -bound, hi = bound;
-                phi = vfb(l - lo, vfb(hi - l, -y));
-                c = clamp_vd(l - y, lo, hi);
-                g = clamp_vd(l - y / d, lo, hi);
+        gather(w->sbodies, grp, &u); /* a group's batches share their bodies */
+        for (const ph__wbatch *wb = grp; wb < grp + gl; wb++) {
+            ph__vd pt;
+            for (int j = 0; j < PH_LANES; j++)
+                pt[j] = (double)wb->point[j];
+            const ph__vi live = pt >= zero;
+            const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
+            for (int q = 0; q < 3; q++) {
+                const ph__wrow *r = &wb->r[q];
+                const ph__vd l = r->lambda;
+                const ph__vd y = row_jv(r, &u) + r->eps * l - r->rhs;
+                const ph__vd d =
+                    (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) * (wb->ima + wb->imb) +
+                    (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
+                    (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) + r->eps;
+                ph__vd phi, c, g;
+                if (q == 0) {
+                    phi = vfb(l, y);
+                    c = vmax(l - y, zero);
+                    g = vmax(l - y / d, zero);
+                } else {
+                    const ph__vd lo = -bound, hi = bound;
+                    phi = vfb(l - lo, vfb(hi - l, -y));
+                    c = clamp_vd(l - y, lo, hi);
+                    g = clamp_vd(l - y / d, lo, hi);
+                }
+                const ph__vd e = select_vd(d > zero, d * (l - g), y);
+                fis += select_vd(live, phi * phi, zero);
+                mm += select_vd(live, (l - c) * (l - c), zero);
+                le += select_vd(live, e * e, zero);
+                r2 += select_vd(live, y * y, zero);
+                b2 += select_vd(live, r->B * r->B, zero);
             }
-            const ph__vd e = select_vd(d > zero, d * (l - g), y);
-            fis += select_vd(live, phi * phi, zero);
-            mm += select_vd(live, (l - c) * (l - c), zero);
-            le += select_vd(live, e * e, zero);
-            r2 += select_vd(live, y * y, zero);
-            b2 += select_vd(live, r->B * r->B, zero);
         }
+        bi += gl;
     }
     m->fischer += hsum(fis);
     m->minmap += hsum(mm);
@@ -745,30 +686,60 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     m->b2 += hsum(b2);
 }
 
-PH_X86_TARGET("avx512f,avx512vl") static void refresh_avx512(ph__world *w, double h, int nb, int ws) {
-    refresh_body(w, h, nb, ws);
-}
-PH_X86_TARGET("avx2") static void refresh_avx2(ph__world *w, double h, int nb, int ws) {
-    refresh_body(w, h, nb, ws);
-}
-static void refresh_base(ph__world *w, double h, int nb, int ws) { refresh_body(w, h, nb, ws); }
-PH_X86_TARGET("avx512f,avx512vl") static void merits_avx512(const ph__world *w, ph__merit *m) {
-    merits_body(w, m);
-}
-PH_X86_TARGET("avx2") static void merits_avx2(const ph__world *w, ph__merit *m) { merits_body(w, m); }
-static void merits_base(const ph__world *w, ph__merit *m) { merits_body(w, m); }
+/* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
+ * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
+ * in registers), AVX2, and the x86-64 baseline (two SSE2 halves); the
+ * world's simd_level (ph__simd_level, chosen when it is created) picks one.
+ * None contracts to fused multiply-adds (-ffp-contract=off), so all give
+ * the same numbers. */
+#if defined(__x86_64__) || defined(__i386__)
+#define PH_X86_TARGET(t) __attribute__((target(t)))
+#else
+/* Elsewhere the "wide" builds are the generic vector code (ph__simd_level
+ * always answers "baseline"). */
+#define PH_X86_TARGET(t)
+#endif
+#define PH_VARIANTS(name, params, args)                                                                                \
+    PH_X86_TARGET("avx512f,avx512vl") static void name##_avx512 params { name##_body args; }                           \
+    PH_X86_TARGET("avx2") static void name##_avx2 params { name##_body args; }                                         \
+    static void name##_base params { name##_body args; }
+#define PH_DISPATCH(w, name, args)                                                                                     \
+    do {                                                                                                               \
+        if ((w)->simd_level == 2)                                                                                      \
+            name##_avx512 args;                                                                                        \
+        else if ((w)->simd_level == 1)                                                                                 \
+            name##_avx2 args;                                                                                          \
+        else                                                                                                           \
+            name##_base args;                                                                                          \
+    } while (0)
+
+PH_VARIANTS(warm_start, (ph__world * w), (w))
+PH_VARIANTS(sweep, (ph__world * w), (w))
+PH_VARIANTS(refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
+PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
+
+void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
+
+void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
 
 int ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
-    const int l = isa_level(w), warm = !need_b;
-    if (l == 2) refresh_avx512(w, h, need_b, warm);
-    else if (l == 1) refresh_avx2(w, h, need_b, warm);
-    else refresh_base(w, h, need_b, warm);
-    return warm;
+    PH_DISPATCH(w, refresh, (w, h, need_b));
+    return !need_b;
 }
 
-void ph__wide_merits(const ph__world *w, ph__merit *m) {
-    const int l = isa_level(w);
-    if (l == 2) merits_avx512(w, m);
-    else if (l == 1) merits_avx2(w, m);
-    else merits_base(w, m);
+void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, merits, (w, m)); }
+
+int ph__simd_level(void) {
+    int l = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+        l = 2;
+    else if (__builtin_cpu_supports("avx2"))
+        l = 1;
+#endif
+    /* PHYSD_SIMD caps it, for tests and comparisons. */
+    const char *v = getenv("PHYSD_SIMD");
+    const int cap = !v ? 2 : strcmp(v, "baseline") == 0 ? 0 : strcmp(v, "avx2") == 0 ? 1 : 2;
+    return l < cap ? l : cap;
 }

@@ -144,15 +144,6 @@ static void apply_forces(ph__world *w, double h) {
     w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
 }
 
-/* Row order: identity, or (gravity) joints first then contact triples
- * sorted bottom-up by height, ties by row index (deterministic). The key
- * array of the broadphase is reused as scratch. */
-static int cmp_key(const void *x, const void *y) {
-    const ph__sap_key *a = x, *b = y;
-    if (a->key != b->key) return a->key < b->key ? -1 : 1;
-    return a->slot < b->slot ? -1 : (a->slot > b->slot);
-}
-
 /* Visiting order: the joint rows (after the contact rows in rows[]) first,
  * then the contact rows in the default bottom-up level order (solver_wide.c)
  * or, with PH_ORDER_GRAVITY, as contact triples sorted bottom-up by height,
@@ -182,7 +173,7 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
             w->sap_keys[k].key = w->rows[3 * k].height;
             w->sap_keys[k].slot = 3 * k;
         }
-        if (nc > 1) qsort(w->sap_keys, (size_t)nc, sizeof(ph__sap_key), cmp_key);
+        if (nc > 1) qsort(w->sap_keys, (size_t)nc, sizeof(ph__sap_key), ph__sap_key_cmp);
         for (int32_t k = 0; k < nc; k++) {
             int32_t r = w->sap_keys[k].slot;
             o[3 * k] = r;

@@ -186,7 +186,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
         return id;
     }
     w->settings = d.settings;
-    w->simd_cap = ph__simd_cap_from_env();
+    w->simd_level = ph__simd_level();
     w->max_bodies = d.max_bodies;
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;

@@ -445,6 +445,20 @@ static void test_settings_validation(void **state) {
     assert_int_equal(ph_settings_validate(&t, &msg), PH_ERR_INVALID_ARGUMENT);
 }
 
+/* PGS–SM doing one PGS sweep and then subspace steps with exact CG solves
+ * (no forcing term, no CG tolerance), to psi < 1e-24 within the budget. */
+static ph_settings one_subspace_step(int iterations) {
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_PGS_SM;
+    s.k_pgs = 1;
+    s.k_sm = 1;
+    s.iterations = iterations;
+    s.tolerance = 1e-24;
+    s.cg_tolerance = 0;
+    s.sm_forcing = 0;
+    return s;
+}
+
 /* PGS–SM with the regularization gamma: on a problem whose solution is
  * interior (all rows free), one subspace step with gamma = 0 is exact (CG on
  * an SPD system of n rows takes at most n steps; no forcing term, and CG
@@ -462,14 +476,7 @@ static void test_pgssm_subspace_and_gamma(void **state) {
         p.hi[i] = INFINITY;
     }
     ph_lcp *l = make(&p, NULL);
-    ph_settings s = ph_default_settings();
-    s.method = PH_METHOD_PGS_SM;
-    s.k_pgs = 1;
-    s.k_sm = 1;
-    s.iterations = 12; /* one sweep, then a subspace step with up to 8 CG iterations */
-    s.tolerance = 1e-24;
-    s.cg_tolerance = 0;
-    s.sm_forcing = 0;
+    ph_settings s = one_subspace_step(12); /* one sweep, then a subspace step with up to 8 CG iterations */
     double x[MAXN], ref[MAXN];
     ph_step_stats st;
     assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
@@ -594,14 +601,7 @@ static void test_pgssm_ic_chain(void **state) {
     int err = -99;
     ph_lcp *l = ph_lcp_create_dense(CH_N, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
     assert_int_equal(err, PH_OK);
-    ph_settings s = ph_default_settings();
-    s.method = PH_METHOD_PGS_SM;
-    s.k_pgs = 1;
-    s.k_sm = 1;
-    s.iterations = 200;
-    s.tolerance = 1e-24;
-    s.cg_tolerance = 0;
-    s.sm_forcing = 0;
+    ph_settings s = one_subspace_step(200);
     ph_step_stats st, sd;
     s.sm_preconditioner = 2;
     assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
@@ -632,14 +632,7 @@ static void test_pgssm_ic_breakdown(void **state) {
     int err = -99;
     ph_lcp *l = ph_lcp_create_dense(4, A, b, lo, hi, NULL, NULL, NULL, NULL, &err);
     assert_int_equal(err, PH_OK);
-    ph_settings s = ph_default_settings();
-    s.method = PH_METHOD_PGS_SM;
-    s.k_pgs = 1;
-    s.k_sm = 1;
-    s.iterations = 100;
-    s.tolerance = 1e-24;
-    s.cg_tolerance = 0;
-    s.sm_forcing = 0;
+    ph_settings s = one_subspace_step(100);
     double x[4], ref[4];
     ph_step_stats st, sd;
     s.sm_preconditioner = 2;
