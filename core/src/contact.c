@@ -34,8 +34,10 @@ static const ph__contact_manifold *find_prev(const ph__world *w, int32_t sa, int
         int32_t mid = (lo + hi) / 2;
         const ph__contact_manifold *m = &w->prev_manifolds[mid];
         if (m->sa == sa && m->sb == sb) return m;
-        if (m->sa < sa || (m->sa == sa && m->sb < sb)) lo = mid + 1;
-        else hi = mid - 1;
+        if (m->sa < sa || (m->sa == sa && m->sb < sb))
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return NULL;
 }
@@ -285,8 +287,7 @@ int ph__contact_rows(ph__world *w, double h) {
         }
         cm->row0 = w->row_count;
         for (int k = 0; k < cm->m.count; k++) {
-            if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 3, sizeof(ph__row)))
-                return PH_ERR_NO_MEMORY;
+            if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 3, sizeof(ph__row))) return PH_ERR_NO_MEMORY;
             ph__row *r = &w->rows[w->row_count];
             ph__contact_point_rows(w, &c, cm, k, r);
             if (!c.box) r[1].normal = r[2].normal = w->row_count;
@@ -305,8 +306,7 @@ int ph__contact_rows(ph__world *w, double h) {
 static int touching_point(const ph__contact_manifold *cm) {
     int best = -1;
     for (int k = 0; k < cm->m.count; k++)
-        if (cm->m.pts[k].depth >= -PH_TOUCH_SLOP && (best < 0 || cm->m.pts[k].depth > cm->m.pts[best].depth))
-            best = k;
+        if (cm->m.pts[k].depth >= -PH_TOUCH_SLOP && (best < 0 || cm->m.pts[k].depth > cm->m.pts[best].depth)) best = k;
     return best;
 }
 
@@ -342,10 +342,14 @@ int ph__contact_events(ph__world *w) {
         const ph__contact_manifold *c = i < w->manifold_count ? &w->manifolds[i] : NULL;
         const ph__contact_manifold *p = j < w->prev_count ? &w->prev_manifolds[j] : NULL;
         int cmp;
-        if (!c) cmp = 1;
-        else if (!p) cmp = -1;
-        else if (c->sa != p->sa) cmp = c->sa < p->sa ? -1 : 1;
-        else cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
+        if (!c)
+            cmp = 1;
+        else if (!p)
+            cmp = -1;
+        else if (c->sa != p->sa)
+            cmp = c->sa < p->sa ? -1 : 1;
+        else
+            cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
         int ct = (cmp <= 0) ? touching_point(c) : -1;
         int pt = (cmp >= 0) ? touching_point(p) : -1;
         if (ct >= 0 && pt < 0 && push_event(w, c, 1, ct)) return PH_ERR_NO_MEMORY;
@@ -367,26 +371,28 @@ static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
     }
 }
 
-int ph__refresh_manifolds(ph__world *w) {
+int ph__refresh_manifolds(ph__world *w, int all) {
     /* The normal and the feature set stay those of the collision; each
      * point's two material points move with their bodies, and the depth
      * changes by their relative motion along the normal:
      *   depth = depth0 - n . (p_b + R_b l_b - p_a - R_a l_a)
      *         = depth0 - (n . (p_b - p_a) + l_b . R_b^T n - l_a . R_a^T n),
-     * two rotations per manifold instead of two per point. The points'
-     * world positions are needed only by impacts (restitutive pairs), by a
-     * begin event and after the last substep (queries, the next
-     * collision's events), and are moved only then. A pair that starts or
-     * stops touching here gets its begin or end event now. */
+     * two rotations per manifold instead of two per point. The solver does
+     * not read these depths (its rows move their gaps along with the
+     * velocities, ph__refresh_contact_rows); they are for the impacts of
+     * restitutive pairs (every substep), and, in the last substep, for the
+     * queries, the statistics and the events: a pair that starts or stops
+     * touching during the step gets its begin or end event then. The
+     * points' world positions are moved only when read. */
     double maxpen = 0;
-    const int all_points = w->last_substep;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
+        const int restitutive = cm->restitution > 0;
+        if (!all && !restitutive) continue;
         const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
         const ph_vec3 n = cm->m.normal;
         const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
         const double base = ph_dot(ph_sub(b->p, a->p), n);
-        double *gap = w->native && w->wide_ok && cm->row0 >= 0 ? &w->wgap[cm->row0 / 3] : NULL;
         int was = 0, touches = 0; /* some point within the touch slop before / after */
         for (int k = 0; k < cm->m.count; k++) {
             ph__mpoint *mp = &cm->m.pts[k];
@@ -394,24 +400,39 @@ int ph__refresh_manifolds(ph__world *w) {
             mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
             touches |= mp->depth >= -PH_TOUCH_SLOP;
             if (mp->depth > maxpen) maxpen = mp->depth;
-            if (gap) gap[k] = -mp->depth;
         }
-        if (all_points || cm->restitution > 0) refresh_points(w, cm);
-        if (touches && !was) {
-            if (!all_points && !(cm->restitution > 0)) refresh_points(w, cm);
-            if (push_event(w, cm, 1, touching_point(cm))) return PH_ERR_NO_MEMORY;
-        }
+        if (all || restitutive || (touches && !was)) refresh_points(w, cm);
+        if (touches && !was && push_event(w, cm, 1, touching_point(cm))) return PH_ERR_NO_MEMORY;
         if (!touches && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }
-    w->stats.max_penetration = maxpen;
+    if (all) w->stats.max_penetration = maxpen;
+    return PH_OK;
+}
+
+int ph__init_gaps(ph__world *w) {
+    const int32_t np = (w->native ? w->native_rows : w->contact_row_count) / 3;
+    if (ph__reserve((void **)&w->wgap, &w->wgap_cap, np + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        if (cm->row0 < 0) continue;
+        double *gap = &w->wgap[cm->row0 / 3];
+        for (int k = 0; k < cm->m.count; k++)
+            gap[k] = -cm->m.pts[k].depth;
+    }
     return PH_OK;
 }
 
 int ph__refresh_contact_rows(ph__world *w, double h) {
     /* Substeps after the first with collide_substeps = 0: the rows keep the
-     * Jacobians and M^-1 J^T of the collision; the SPOOK right-hand side
-     * takes the refreshed depth and the velocities of this substep, and the
-     * warm start takes the impulses of the previous substep. */
+     * Jacobians and M^-1 J^T of the collision. Each point's gap moves by the
+     * relative normal velocity the last substep integrated the positions
+     * with, which is this substep's velocity before its forces:
+     *   g_k+1 = g_k + h J_n v0,
+     * the linearized motion of the contact over one substep (as PhysX's TGS
+     * solver updates its errors from the bodies' accumulated motion). The
+     * SPOOK right-hand side takes that gap and the same J_n v0; the warm
+     * start takes the impulses of the previous substep (applied body by
+     * body, step.c). */
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
     const double a = cn.a, b = cn.b;
     const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
@@ -425,8 +446,9 @@ int ph__refresh_contact_rows(ph__world *w, double h) {
         if (cm->row0 < 0) continue;
         for (int k = 0; k < cm->m.count; k++) {
             ph__row *rn = &w->rows[cm->row0 + 3 * k];
-            double gap = -cm->m.pts[k].depth;
-            double jv0 = row_jv0(w, rn);
+            const double jv0 = row_jv0(w, rn);
+            const double gap = w->wgap[cm->row0 / 3 + k] + h * jv0;
+            w->wgap[cm->row0 / 3 + k] = gap;
             rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
             if (need_b) rn->B = rn->rhs - row_jv(w, rn);
             rn->lambda = cm->ln[k] * wsf;

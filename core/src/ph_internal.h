@@ -318,6 +318,12 @@ struct ph__world {
     int32_t sbody_count, sbody_cap, b2s_cap;
     ph__vw *vw0;           /* velocities before this substep's forces, by solver body */
     int32_t vw0_cap;
+    ph__vw *vws;           /* velocities after this substep's forces, before any warm start */
+    int32_t vws_cap;
+    ph__vw *dvc;           /* what the contact impulses of the last substep changed in each
+                              solver body's velocity: its next warm start (step.c) */
+    int32_t dvc_cap;
+    int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body */
 
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count, event_cap;
@@ -340,10 +346,9 @@ struct ph__world {
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
                               default order, vector solver, nothing reads the rows) */
     int32_t native_rows;   /* contact rows in the batches when native */
-    double *wgap;          /* native: gap (-depth) of each contact point, by point (row0 / 3 + k),
-                              written by the manifolds' refresh */
+    double *wgap;          /* gap (-depth) of each contact point, by point (row0 / 3 + k): from
+                              the collision, then moved along by each substep's velocity */
     int32_t wgap_cap;
-    int warm_done;         /* 1: this substep's contact warm start is already applied */
     int simd_level;        /* the wide solver's instruction set (ph__simd_level at creation) */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
                               the contact rows' lambda may not be) */
@@ -381,9 +386,15 @@ int ph__broadphase(ph__world *w, double dt);
 int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
 int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
 int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
-int ph__impacts(ph__world *w, double h);
-int ph__refresh_manifolds(ph__world *w);    /* substeps after the first: move points with bodies */
-int ph__refresh_contact_rows(ph__world *w, double h); /* ... and refresh their rows' SPOOK terms */              /* Newton–Coulomb impacts; returns count */
+int ph__impacts(ph__world *w, double h);    /* Newton–Coulomb impacts; returns count */
+/* Substeps after the first: move the points with the bodies (all = 0: only
+ * those of restitutive pairs, which the impacts read). */
+int ph__refresh_manifolds(ph__world *w, int all);
+/* The points' gaps (w->wgap) from the collision's depths. */
+int ph__init_gaps(ph__world *w);
+/* Later substeps: the contact rows' gaps moved by the velocities and their
+ * SPOOK terms refreshed (the rows path). */
+int ph__refresh_contact_rows(ph__world *w, double h);
 int ph__contact_rows(ph__world *w, double h);
 int ph__joint_rows(ph__world *w, double h);
 void ph__warm_start(ph__world *w);
@@ -408,12 +419,10 @@ void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
 int ph__simd_level(void);
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
-/* Later substeps of the PGS path without merits: right-hand sides and warm
- * starts computed into the batches from the manifolds (the rows are left
- * as they are). */
-/* Returns 1 when it also warm-started the contact rows (not on need_b:
- * B must see the velocities before the warm start). */
-int ph__wide_refresh_fast(ph__world *w, double h, int need_b);
+/* Later substeps of the native path: the gaps moved by the velocities, the
+ * right-hand sides (and with need_b the B) and the warm-start impulses of
+ * the batches (the warm start itself is applied body by body, step.c). */
+void ph__wide_refresh_fast(ph__world *w, double h, int need_b);
 /* The batches built straight from the manifolds, without contact rows
  * (w->native steps); same numbers as building the rows first. */
 int ph__wide_build_native(ph__world *w, double h);

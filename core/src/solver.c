@@ -141,20 +141,26 @@ static void solve_block(ph__sbody *sb, ph__row *r, const ph__block *b) {
 
 void ph__warm_start(ph__world *w) {
     int32_t first = 0;
-    if (w->wide_ok) {
+    if (w->body_warm) {
+        /* A later substep: the contacts' impulses of the last substep, body
+         * by body (step.c's contact_dv), scaled as their impulses were. */
+        const double f = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+        if (f != 0)
+            for (int32_t s = 1; s < w->sbody_count; s++) {
+                w->sbodies[s].v = ph_mul_add(w->sbodies[s].v, f, w->dvc[s].v);
+                w->sbodies[s].w = ph_mul_add(w->sbodies[s].w, f, w->dvc[s].w);
+            }
+        first = w->contact_row_count;
+    } else if (w->wide_ok) {
         /* Contact rows in the batches' order (lanes touch disjoint bodies,
          * so the vector pass and the scalar loop give the same sums). */
-        if (w->warm_done) {
-            /* already applied by the native refresh, batch by batch */
-        } else if (w->settings.vector_solver) {
+        if (w->settings.vector_solver)
             ph__wide_warm_start(w);
-        } else {
+        else
             for (int32_t k = w->row_count - w->contact_row_count; k < w->row_count; k++)
                 apply(w->sbodies, &w->rows[w->order[k]], w->rows[w->order[k]].lambda);
-        }
         first = w->contact_row_count;
     }
-    w->warm_done = 0;
     for (int32_t i = first; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         if (r->lambda != 0) apply(w->sbodies, r, r->lambda);
@@ -311,7 +317,8 @@ void ph__store_impulses(ph__world *w) {
         ph__joint *j = &w->joints[i];
         if (!j->alive || j->row0 < 0) continue;
         double keep[8] = {0};
-        for (int k = 0; k < j->nrows; k++) keep[j->row_slot[k]] = w->rows[j->row0 + k].lambda;
+        for (int k = 0; k < j->nrows; k++)
+            keep[j->row_slot[k]] = w->rows[j->row0 + k].lambda;
         memcpy(j->lambda, keep, sizeof keep);
     }
 }

@@ -61,7 +61,6 @@ static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a
     return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
 }
 
-
 /* Lane j of a batch from the three rows r of point k of manifold mi.
  * With ctx (native build) the rows are made here, on the stack; without,
  * they are the world's contact rows. */
@@ -554,12 +553,7 @@ static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo
     return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
 }
 
-/* contact.c's refresh of a point's rows, lane by lane: the SPOOK
- * right-hand side from the refreshed depth and this substep's W, and the
- * warm start from the impulses the batches hold (the last substep's). With
- * need_b the rows' B are taken with the current velocities; without, the
- * new impulses are applied to the bodies right away: the warm start of
- * ph__warm_start, in the same order, one pass fewer. */
+/* The lanes' gaps (0 in an empty lane). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w, const ph__wbatch *wb) {
@@ -576,38 +570,50 @@ static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w
 }
 #pragma GCC diagnostic pop
 
+/* contact.c's refresh of a point's rows (ph__refresh_contact_rows), lane
+ * by lane: the gap moved by h J_n v0 (v0: this substep's velocities before
+ * its forces), the SPOOK right-hand side from that gap and J_n v0, and the
+ * warm-start impulses (the last substep's, which the batches hold; the
+ * bodies get them through step.c's body-by-body warm start). With need_b
+ * the rows' B are taken with the velocities before that warm start. */
 static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
     const ph__vd a = splat(cn.a), omb = splat(1.0 - cn.b), hv = splat(h), zero = splat(0.0);
-    const ph__vd wsf = splat(w->settings.warm_start ? w->settings.warm_start_factor : 0.0);
+    const double wsf1 = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const ph__vd wsf = splat(wsf1);
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    double *gaps = w->wgap;
     for (int32_t b = 0; b < w->wbatch_count;) {
         ph__wbatch *g = &w->wbatches[b];
         const int32_t gl = g->glen;
         wvel u0, u;
         gather_arrays(w->vw0, g, &u0);
-        gather(w->sbodies, g, &u);
+        if (need_b)
+            gather(w->sbodies, g, &u);
+        else
+            u = u0; /* (not read) */
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];
-            const ph__vd gap = lane_gaps(w, wb);
             const ph__vd jv0 = row_jv(&wb->r[0], &u0);
+            const ph__vd gap = lane_gaps(w, wb) + hv * jv0;
+            for (int j = 0; j < PH_LANES; j++)
+                if (wb->point[j] >= 0) gaps[wb->point[j]] = gap[j];
             wb->r[0].rhs = select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv);
-            const ph__vd ln = wb->r[0].lambda * wsf;
-            wb->r[0].lambda = ln;
-            const ph__vd bound = box ? wb->box : wb->mu * ln;
-            wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
-            wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
+            if (wsf1 != 1.0) {
+                /* (With a factor of one the impulses stay as they are: the
+                 * friction ones are within mu lambda_n already.) */
+                const ph__vd ln = wb->r[0].lambda * wsf;
+                wb->r[0].lambda = ln;
+                const ph__vd bound = box ? wb->box : wb->mu * ln;
+                wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
+                wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
+            }
             if (need_b) {
-                /* B with the velocities before any warm start. */
                 wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
                 wb->r[1].B = -row_jv(&wb->r[1], &u);
                 wb->r[2].B = -row_jv(&wb->r[2], &u);
-            } else {
-                for (int q = 0; q < 3; q++)
-                    row_apply(&wb->r[q], wb->r[q].lambda, wb->ima, wb->imb, &u);
             }
         }
-        if (!need_b) scatter(w->sbodies, g, &u);
         b += gl;
     }
 }
@@ -722,10 +728,7 @@ void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
 
 void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
 
-int ph__wide_refresh_fast(ph__world *w, double h, int need_b) {
-    PH_DISPATCH(w, refresh, (w, h, need_b));
-    return !need_b;
-}
+void ph__wide_refresh_fast(ph__world *w, double h, int need_b) { PH_DISPATCH(w, refresh, (w, h, need_b)); }
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, merits, (w, m)); }
 

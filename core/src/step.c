@@ -3,12 +3,15 @@
  *   for each substep of length h = time_step / substeps:
  *     [first substep, or every one with collide_substeps] broadphase ->
  *     narrowphase (+ warm-start matching, contact events, islands)
- *     [later substeps] move the contact points with their bodies ->
+ *     [later substeps] move the contact points of restitutive pairs (all of
+ *     them in the last substep: queries, events) with their bodies ->
  *     solver bodies -> Newton–Coulomb impacts -> external forces (gravity,
  *     forces, torques, implicit gyroscopic term) -> contact rows (built, or
- *     their SPOOK terms refreshed) -> joint rows -> warm start -> solve ->
- *     store impulses -> integrate positions (symplectic Euler, quaternion
- *     q += h/2 (0, w) q, renormalized; seeds/002 eqs. 35-38);
+ *     their gaps moved by the velocities and their SPOOK terms refreshed)
+ *     -> joint rows -> warm start (later substeps: the contacts' part body
+ *     by body, contact_dv) -> solve -> store impulses -> integrate
+ *     positions (symplectic Euler, quaternion q += h/2 (0, w) q,
+ *     renormalized; seeds/002 eqs. 35-38);
  *   then the joints' positional correction (joint_projection passes).
  * Each stage is timed into the world's statistics.
  *
@@ -61,7 +64,8 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
         double si[3][3] = {{0, -iw.z, iw.y}, {iw.z, 0, -iw.x}, {-iw.y, iw.x, 0}};
         ph_mat3 J;
         for (int r = 0; r < 3; r++)
-            for (int c = 0; c < 3; c++) J.m[r][c] = (r == c ? Ia[r] : 0) + 0.5 * h * (sw[r][c] * Ia[c] - si[r][c]);
+            for (int c = 0; c < 3; c++)
+                J.m[r][c] = (r == c ? Ia[r] : 0) + 0.5 * h * (sw[r][c] * Ia[c] - si[r][c]);
         ph_vec3 dw;
         if (!ph_mat3_solve(&J, f, &dw)) break;
         w1 = ph_sub(w1, dw);
@@ -95,7 +99,10 @@ static int build_solver_bodies(ph__world *w, int remap) {
     if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
     if (ph__reserve((void **)&w->sbody_body, &w->sbody_body_cap, n, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    if (ph__reserve((void **)&w->vw0, &w->vw0_cap, n, sizeof(ph__vw))) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->vw0, &w->vw0_cap, n, sizeof(ph__vw)) ||
+        ph__reserve((void **)&w->vws, &w->vws_cap, n, sizeof(ph__vw)) ||
+        ph__reserve((void **)&w->dvc, &w->dvc_cap, n, sizeof(ph__vw)))
+        return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     for (int32_t i = 0; i < w->body_hwm; i++) {
@@ -130,7 +137,10 @@ static void apply_forces(ph__world *w, double h) {
         ph__sbody *sb = &w->sbodies[s];
         w->vw0[s].v = sb->v;
         w->vw0[s].w = sb->w;
-        if (b->type != PH_BODY_DYNAMIC) continue;
+        if (b->type != PH_BODY_DYNAMIC) {
+            w->vws[s] = w->vw0[s];
+            continue;
+        }
         ph_vec3 v = ph_add(sb->v, ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h));
         ph_vec3 av = sb->w;
         if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
@@ -140,8 +150,38 @@ static void apply_forces(ph__world *w, double h) {
         if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
         sb->v = v;
         sb->w = av;
+        w->vws[s].v = v;
+        w->vws[s].w = av;
     }
     w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
+    w->vws[0] = w->vw0[0];
+}
+
+/* The warm start of a later substep re-applies every contact impulse of
+ * the one before, M^-1 J^T lambda with the same J and M^-1 (both kept
+ * through the step). Summed over a body's contacts that is exactly the
+ * change the contacts made to its velocity in that substep: from after the
+ * forces (vws) to the end of the solve, minus what the joints did (their
+ * rows are rebuilt each substep and warm-started row by row). So it is
+ * applied body by body, in one pass over the bodies instead of one over
+ * every contact point (the solver's impulses and the velocities stay
+ * consistent, up to rounding). */
+static void contact_dv(ph__world *w) {
+    for (int32_t s = 1; s < w->sbody_count; s++) {
+        w->dvc[s].v = ph_sub(w->sbodies[s].v, w->vws[s].v);
+        w->dvc[s].w = ph_sub(w->sbodies[s].w, w->vws[s].w);
+    }
+    for (int32_t i = w->contact_row_count; i < w->row_count; i++) {
+        const ph__row *r = &w->rows[i];
+        const double dl = -r->lambda;
+        if (dl == 0) continue;
+        ph__vw *a = &w->dvc[r->ia], *b = &w->dvc[r->ib];
+        a->v = ph_mul_add(a->v, -dl * r->ima, r->lin);
+        a->w = ph_mul_add(a->w, dl, r->mang_a);
+        b->v = ph_mul_add(b->v, dl * r->imb, r->lin);
+        b->w = ph_mul_add(b->w, dl, r->mang_b);
+    }
+    w->dvc[0].v = w->dvc[0].w = ph_v3(0, 0, 0);
 }
 
 /* Visiting order: the joint rows (after the contact rows in rows[]) first,
@@ -159,13 +199,16 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
         int e = PH_OK;
         if (!w->native && (collide || !w->wide_ok)) e = ph__wide_build(w, ncontact);
         if (e) return e;
-        for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
+        for (int32_t i = 0; i < njoint; i++)
+            w->order[i] = ncontact + i;
         return PH_OK;
     }
     w->wide_ok = 0;
-    for (int32_t i = 0; i < njoint; i++) w->order[i] = ncontact + i;
+    for (int32_t i = 0; i < njoint; i++)
+        w->order[i] = ncontact + i;
     int32_t *o = w->order + njoint;
-    for (int32_t i = 0; i < ncontact; i++) o[i] = i;
+    for (int32_t i = 0; i < ncontact; i++)
+        o[i] = i;
     if (w->settings.ordering == PH_ORDER_GRAVITY && ncontact > 0) {
         int32_t nc = ncontact / 3;
         if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nc + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
@@ -226,7 +269,7 @@ static int substep(ph__world *w, double h, int collide) {
         /* Rest timers advance by the time until the next collision. */
         if (e == PH_OK) e = ph__islands(w, w->settings.collide_substeps ? h : w->settings.time_step);
     } else {
-        e = ph__refresh_manifolds(w);
+        e = ph__refresh_manifolds(w, w->last_substep);
     }
     t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
@@ -243,21 +286,24 @@ static int substep(ph__world *w, double h, int collide) {
         e = w->native ? ph__wide_build_native(w, h) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
+        e = ph__init_gaps(w);
+        if (e) return e;
         e = ph__joint_rows(w, h);
         if (e) return e;
+        w->body_warm = 0;
     } else {
-        /* Joint rows first here: they read the velocities before any warm
-         * start, which the native refresh applies as it goes. */
         w->row_count = w->contact_row_count;
         e = ph__joint_rows(w, h);
         if (e) return e;
         if (w->native && w->wide_ok) {
-            w->warm_done = ph__wide_refresh_fast(w, h, w->last_substep);
+            ph__wide_refresh_fast(w, h, w->last_substep);
         } else {
             e = ph__refresh_contact_rows(w, h);
             if (e) return e;
             if (w->wide_ok) ph__wide_refresh(w);
         }
+        /* Without contacts there is nothing to warm-start body by body. */
+        w->body_warm = (w->native ? w->native_rows : w->contact_row_count) > 0;
     }
     e = build_order(w, w->contact_row_count, collide);
     if (e) return e;
@@ -267,12 +313,14 @@ static int substep(ph__world *w, double h, int collide) {
     e = ph__solve(w);
     if (e) return e;
     ph__store_impulses(w);
+    if (!w->last_substep && !w->settings.collide_substeps) contact_dv(w);
     double t4 = now_ms();
     st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
     integrate(w, h);
     st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
     int contacts = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++) contacts += w->manifolds[i].m.count;
+    for (int32_t i = 0; i < w->manifold_count; i++)
+        contacts += w->manifolds[i].m.count;
     st->contacts = contacts;
     st->manifolds = w->manifold_count;
     st->pairs = w->pair_count;
@@ -284,7 +332,8 @@ int ph_world_step(ph_world_id id) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
-    for (int k = 0; k < PH_STAGE_COUNT; k++) st->stage_ms[k] = 0;
+    for (int k = 0; k < PH_STAGE_COUNT; k++)
+        st->stage_ms[k] = 0;
     st->impacts = 0;
     w->event_count = 0;
     for (int32_t i = 0; i < w->body_hwm; i++) {

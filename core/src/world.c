@@ -258,6 +258,8 @@ int ph_world_destroy(ph_world_id id) {
     free(w->body_to_sbody);
     free(w->sbody_body);
     free(w->vw0);
+    free(w->vws);
+    free(w->dvc);
     free(w);
     return PH_OK;
 }

@@ -129,6 +129,60 @@ static void test_sphere_on_plane_eq26(void **state) {
     ph_world_destroy(w);
 }
 
+/* The same sphere with three substeps of one iteration each. After the
+ * first substep the contact is not collided again: its gap moves with the
+ * relative normal velocity (q_k+1 = q_k + h' v_k) and its warm start
+ * re-applies the last substep's impulse, body by body. One row solved
+ * exactly in each substep gives eq. (26) with that substep's q and u_n:
+ *   lambda_k = (-a' q_k - b u_n,k + g h') / (1/m + eps'),
+ *   v_k = u_n,k - g h' + lambda_k / m,  u_n,k+1 = v_k,
+ * whatever the warm start, as long as it is consistent with the impulses
+ * (a warm start that added a wrong velocity would show here). */
+static void test_sphere_on_plane_substeps(void **state) {
+    (void)state;
+    const int n = 3;
+    ph_world_id w = new_world(n, 1);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.contact.hertz = 0;
+    set.contact.k = 1e8;
+    set.contact.d = 4;
+    ph_world_set_settings(w, &set);
+    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 0.5 - 0.002);
+    int err;
+    ph_body_id s = ph_body_create(w, &bd, &err);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.radius = 0.5;
+    ph_shape_create(s, &sd, &err);
+    assert_int_equal(ph_world_step(w), PH_OK);
+
+    const double h = 1.0 / 60.0 / n, k = 1e8, d = 4, g = 9.81;
+    const double m = 1000.0 * 4.0 / 3.0 * PH_PI * 0.125;
+    const double a = 4.0 / (h * (1 + 4 * d)), eps = 4.0 / (h * h * k * (1 + 4 * d));
+    const double b = 4 * d / (1 + 4 * d);
+    double q = -0.002, un = 0.0, lambda = 0, z = 0.5 - 0.002;
+    for (int i = 0; i < n; i++) {
+        if (i > 0) q += h * un;
+        lambda = (-a * q - b * un + g * h) / (1.0 / m + eps);
+        un = un - g * h + lambda / m;
+        z += h * un;
+    }
+    ph_contact_info c[4];
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 1);
+    ph_body_state st;
+    ph_body_get_state(s, &st);
+    print_message("%d substeps: lambda = %.12f, physd %.12f; v = %.9f, physd %.9f\n", n, lambda, c[0].normal_impulse,
+                  un, st.linear_velocity.z);
+    assert_near(c[0].normal_impulse, lambda, 1e-9 * lambda);
+    assert_near(st.linear_velocity.z, un, 1e-12);
+    assert_near(st.position.z, z, 1e-12);
+    /* The reported depth is that of the last substep's start. */
+    assert_near(c[0].depth, -q, 1e-12);
+    ph_world_destroy(w);
+}
+
 typedef struct rest_result {
     double drift;       /* max horizontal displacement of any box, m */
     double sag;         /* height lost by the top box, m */
@@ -175,7 +229,8 @@ static rest_result run_stack(int n, double hertz) {
     }
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id b[32];
-    for (int i = 0; i < n; i++) b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
+    for (int i = 0; i < n; i++)
+        b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
     rest_result r = measure_stack(w, b, n);
     ph_world_destroy(w);
     return r;
@@ -348,7 +403,8 @@ static void test_compound_bodies(void **state) {
     ph_shape_create(pair, &bx, &err);
     bx.local.p = ph_v3(0.5, 0, 0);
     ph_shape_create(pair, &bx, &err);
-    for (int i = 0; i < 240; i++) assert_int_equal(ph_world_step(w), PH_OK);
+    for (int i = 0; i < 240; i++)
+        assert_int_equal(ph_world_step(w), PH_OK);
     ph_contact_info c[32];
     int n = ph_world_get_contacts(w, c, 32);
     int on_tri = 0, on_pair = 0;
@@ -367,8 +423,8 @@ static void test_compound_bodies(void **state) {
     }
     ph_body_state st;
     ph_body_get_state(tri, &st);
-    print_message("compound: %d contacts under the three spheres (z = %.5f), %d under the box pair (%d + %d)\n",
-                  on_tri, st.position.z, on_pair, from_shape[0], from_shape[1]);
+    print_message("compound: %d contacts under the three spheres (z = %.5f), %d under the box pair (%d + %d)\n", on_tri,
+                  st.position.z, on_pair, from_shape[0], from_shape[1]);
     assert_int_equal(on_tri, 3);
     assert_near(st.position.z, 0.25, 0.002);
     assert_near(hypot(st.position.x, st.position.y), 0.0, 1e-3);
@@ -481,7 +537,8 @@ static void test_sleep_and_wake(void **state) {
     ph_world_set_settings(w, &set);
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id b[3];
-    for (int i = 0; i < 3; i++) b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
+    for (int i = 0; i < 3; i++)
+        b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
     int slept_at = -1;
     for (int s = 0; s < 180 && slept_at < 0; s++) {
         ph_world_step(w);
@@ -495,7 +552,8 @@ static void test_sleep_and_wake(void **state) {
     assert_true(slept_at >= 29 && slept_at < 120); /* step index: 0.5 s of rest is 30 steps */
     ph_body_state top0;
     ph_body_get_state(b[2], &top0);
-    for (int s = 0; s < 60; s++) ph_world_step(w);
+    for (int s = 0; s < 60; s++)
+        ph_world_step(w);
     ph_world_get_stats(w, &st);
     assert_int_equal(st.awake_bodies, 0);
     assert_int_equal(st.rows, 0);
@@ -537,7 +595,8 @@ static void test_collide_every_substep(void **state) {
     ph_world_set_settings(w, &set);
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id box = add_box(w, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
-    for (int i = 0; i < 300; i++) assert_int_equal(ph_world_step(w), PH_OK);
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ph_world_step(w), PH_OK);
     ph_body_state st;
     ph_body_get_state(box, &st);
     ph_vec3 up = ph_rotate(st.orientation, ph_v3(0, 0, 1));
@@ -552,12 +611,18 @@ static void test_collide_every_substep(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sphere_on_plane_eq26), cmocka_unit_test(test_box_at_rest),
+        cmocka_unit_test(test_sphere_on_plane_eq26),
+        cmocka_unit_test(test_sphere_on_plane_substeps),
+        cmocka_unit_test(test_box_at_rest),
         cmocka_unit_test(test_stack_of_ten),
-        cmocka_unit_test(test_stack20_stands),         cmocka_unit_test(test_incline_sticks),
-        cmocka_unit_test(test_incline_slides),       cmocka_unit_test(test_restitution),
-        cmocka_unit_test(test_compound_bodies),      cmocka_unit_test(test_contact_events),
-        cmocka_unit_test(test_raycast),              cmocka_unit_test(test_sleep_and_wake),
+        cmocka_unit_test(test_stack20_stands),
+        cmocka_unit_test(test_incline_sticks),
+        cmocka_unit_test(test_incline_slides),
+        cmocka_unit_test(test_restitution),
+        cmocka_unit_test(test_compound_bodies),
+        cmocka_unit_test(test_contact_events),
+        cmocka_unit_test(test_raycast),
+        cmocka_unit_test(test_sleep_and_wake),
         cmocka_unit_test(test_collide_every_substep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
