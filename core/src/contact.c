@@ -410,6 +410,14 @@ int ph__refresh_manifolds(ph__world *w, int all) {
 }
 
 int ph__init_gaps(ph__world *w) {
+    if (w->native) {
+        for (int32_t b = 0; b < w->wbatch_count; b++) {
+            ph__wbatch *wb = &w->wbatches[b];
+            for (int j = 0; j < PH_LANES; j++)
+                wb->gap[j] = wb->point[j] < 0 ? 0.0 : -w->manifolds[wb->pm[j] >> 2].m.pts[wb->pm[j] & 3].depth;
+        }
+        return PH_OK;
+    }
     const int32_t np = (w->native ? w->native_rows : w->contact_row_count) / 3;
     if (ph__reserve((void **)&w->wgap, &w->wgap_cap, np + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < w->manifold_count; i++) {

@@ -209,6 +209,7 @@ typedef struct ph__wbatch {
                                  group before it (same level) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
+    ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
     ph__wrow r[3];            /* normal, t1, t2 */
 } ph__wbatch;
 
@@ -324,6 +325,8 @@ struct ph__world {
                               solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
     int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body */
+    double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
+                                first sweep (ph__wide_sweep_refresh) */
 
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count, event_cap;
@@ -346,8 +349,9 @@ struct ph__world {
     int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
                               default order, vector solver, nothing reads the rows) */
     int32_t native_rows;   /* contact rows in the batches when native */
-    double *wgap;          /* gap (-depth) of each contact point, by point (row0 / 3 + k): from
-                              the collision, then moved along by each substep's velocity */
+    double *wgap;          /* rows path: gap (-depth) of each contact point, by point (row0 / 3
+                              + k): from the collision, then moved along by each substep's
+                              velocity (native steps keep them in the batches) */
     int32_t wgap_cap;
     int simd_level;        /* the wide solver's instruction set (ph__simd_level at creation) */
     int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
@@ -418,10 +422,14 @@ void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
  * "avx2", "baseline"). */
 int ph__simd_level(void);
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
+/* The same, each group's batches refreshed (as ph__wide_refresh_fast
+ * without need_b) just before they are swept: one pass instead of two. */
+void ph__wide_sweep_refresh(ph__world *w, double h);
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the native path: the gaps moved by the velocities, the
  * right-hand sides (and with need_b the B) and the warm-start impulses of
- * the batches (the warm start itself is applied body by body, step.c). */
+ * the batches (the warm start itself is applied body by body, step.c). The
+ * last substep's pass (need_b); the others are done in the first sweep. */
 void ph__wide_refresh_fast(ph__world *w, double h, int need_b);
 /* The batches built straight from the manifolds, without contact rows
  * (w->native steps); same numbers as building the rows first. */

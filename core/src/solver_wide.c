@@ -499,6 +499,78 @@ static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) 
     }
 }
 
+static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
+    return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
+}
+
+/* contact.c's refresh of a point's rows (ph__refresh_contact_rows), lane
+ * by lane: the gap moved by h J_n v0 (v0: this substep's velocities before
+ * its forces), the SPOOK right-hand side from that gap and J_n v0, and the
+ * warm-start impulses (the last substep's, which the batches hold; the
+ * bodies get them through step.c's body-by-body warm start). */
+typedef struct refresh_k {
+    ph__vd a, omb, hv, zero, wsf;
+    int scale, box;
+} refresh_k;
+
+static inline __attribute__((always_inline)) refresh_k refresh_consts(const ph__world *w, double h) {
+    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
+    const double f = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    /* (With a factor of one the impulses stay as they are: the friction
+     * ones are within mu lambda_n already.) */
+    return (refresh_k){splat(cn.a),
+                       splat(1.0 - cn.b),
+                       splat(h),
+                       splat(0.0),
+                       splat(f),
+                       f != 1.0,
+                       w->settings.friction_model == PH_FRICTION_SCALED_BOX};
+}
+
+static inline __attribute__((always_inline)) void refresh_batch(ph__wbatch *wb, const wvel *u0, const refresh_k *c) {
+    const ph__vd jv0 = row_jv(&wb->r[0], u0);
+    const ph__vd gap = wb->gap + c->hv * jv0;
+    wb->gap = gap;
+    wb->r[0].rhs = select_vd(gap <= c->zero, -c->a * gap + c->omb * jv0, -gap / c->hv);
+    if (c->scale) {
+        const ph__vd ln = wb->r[0].lambda * c->wsf;
+        wb->r[0].lambda = ln;
+        const ph__vd bound = c->box ? wb->box : wb->mu * ln;
+        wb->r[1].lambda = clamp_vd(wb->r[1].lambda * c->wsf, -bound, bound);
+        wb->r[2].lambda = clamp_vd(wb->r[2].lambda * c->wsf, -bound, bound);
+    }
+}
+
+/* A group's batches refreshed (the velocities v0 gathered once). */
+static inline __attribute__((always_inline)) void refresh_group(const ph__world *w, ph__wbatch *g, const refresh_k *c) {
+    wvel u0;
+    gather_arrays(w->vw0, g, &u0);
+    for (int32_t k = 0; k < g->glen; k++)
+        refresh_batch(&g[k], &u0, c);
+}
+
+/* With need_b the rows' B are taken too, with the velocities before the
+ * warm start. */
+static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
+    const refresh_k c = refresh_consts(w, h);
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen;
+        refresh_group(w, g, &c);
+        if (need_b) {
+            wvel u;
+            gather(w->sbodies, g, &u);
+            for (int32_t k = 0; k < gl; k++) {
+                ph__wbatch *wb = &g[k];
+                wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
+                wb->r[1].B = -row_jv(&wb->r[1], &u);
+                wb->r[2].B = -row_jv(&wb->r[2], &u);
+            }
+        }
+        b += gl;
+    }
+}
+
 /* One contact point of every lane: normal, then the two friction rows
  * bounded by mu times the new normal impulse (or the scaled box). */
 static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, wvel *u, int box, ph__vd zero,
@@ -509,7 +581,10 @@ static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, w
     row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, u);
 }
 
-static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
+/* With rk, each group's batches are refreshed just before they are swept
+ * (their right-hand sides do not depend on the sweep, so this is the
+ * refresh pass and the sweep, in one pass over the batches). */
+static inline __attribute__((always_inline)) void sweep_body(ph__world *w, const refresh_k *rk) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
@@ -523,6 +598,10 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
              * after the other. */
             ph__wbatch *h = &w->wbatches[b2];
             const int32_t hl = h->glen;
+            if (rk) {
+                refresh_group(w, g, rk);
+                refresh_group(w, h, rk);
+            }
             wvel u, v;
             gather(sb, g, &u);
             gather(sb, h, &v);
@@ -540,81 +619,13 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w) {
             b = b2 + hl;
             continue;
         }
+        if (rk) refresh_group(w, g, rk);
         wvel u;
         gather(sb, g, &u);
         for (int32_t k = 0; k < gl; k++)
             point_update(&g[k], &u, box, zero, inf);
         scatter(sb, g, &u);
         b = b2;
-    }
-}
-
-static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
-    return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
-}
-
-/* The lanes' gaps (0 in an empty lane). */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-static inline __attribute__((always_inline)) ph__vd lane_gaps(const ph__world *w, const ph__wbatch *wb) {
-    double g[PH_LANES];
-    for (int j = 0; j < PH_LANES; j++)
-        g[j] = wb->point[j] < 0 ? 0.0 : w->wgap[wb->point[j]];
-#if PH_LANES == 4
-    return (ph__vd){g[0], g[1], g[2], g[3]};
-#else
-    ph__vd v;
-    memcpy(&v, g, sizeof v);
-    return v;
-#endif
-}
-#pragma GCC diagnostic pop
-
-/* contact.c's refresh of a point's rows (ph__refresh_contact_rows), lane
- * by lane: the gap moved by h J_n v0 (v0: this substep's velocities before
- * its forces), the SPOOK right-hand side from that gap and J_n v0, and the
- * warm-start impulses (the last substep's, which the batches hold; the
- * bodies get them through step.c's body-by-body warm start). With need_b
- * the rows' B are taken with the velocities before that warm start. */
-static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
-    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
-    const ph__vd a = splat(cn.a), omb = splat(1.0 - cn.b), hv = splat(h), zero = splat(0.0);
-    const double wsf1 = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
-    const ph__vd wsf = splat(wsf1);
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    double *gaps = w->wgap;
-    for (int32_t b = 0; b < w->wbatch_count;) {
-        ph__wbatch *g = &w->wbatches[b];
-        const int32_t gl = g->glen;
-        wvel u0, u;
-        gather_arrays(w->vw0, g, &u0);
-        if (need_b)
-            gather(w->sbodies, g, &u);
-        else
-            u = u0; /* (not read) */
-        for (int32_t k = 0; k < gl; k++) {
-            ph__wbatch *wb = &g[k];
-            const ph__vd jv0 = row_jv(&wb->r[0], &u0);
-            const ph__vd gap = lane_gaps(w, wb) + hv * jv0;
-            for (int j = 0; j < PH_LANES; j++)
-                if (wb->point[j] >= 0) gaps[wb->point[j]] = gap[j];
-            wb->r[0].rhs = select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv);
-            if (wsf1 != 1.0) {
-                /* (With a factor of one the impulses stay as they are: the
-                 * friction ones are within mu lambda_n already.) */
-                const ph__vd ln = wb->r[0].lambda * wsf;
-                wb->r[0].lambda = ln;
-                const ph__vd bound = box ? wb->box : wb->mu * ln;
-                wb->r[1].lambda = clamp_vd(wb->r[1].lambda * wsf, -bound, bound);
-                wb->r[2].lambda = clamp_vd(wb->r[2].lambda * wsf, -bound, bound);
-            }
-            if (need_b) {
-                wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
-                wb->r[1].B = -row_jv(&wb->r[1], &u);
-                wb->r[2].B = -row_jv(&wb->r[2], &u);
-            }
-        }
-        b += gl;
     }
 }
 
@@ -720,13 +731,20 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     } while (0)
 
 PH_VARIANTS(warm_start, (ph__world * w), (w))
-PH_VARIANTS(sweep, (ph__world * w), (w))
+PH_VARIANTS(sweep, (ph__world * w), (w, NULL))
+static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h) {
+    const refresh_k c = refresh_consts(w, h);
+    sweep_body(w, &c);
+}
+PH_VARIANTS(sweep_refresh, (ph__world * w, double h), (w, h))
 PH_VARIANTS(refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
 PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
 
 void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
 
 void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
+
+void ph__wide_sweep_refresh(ph__world *w, double h) { PH_DISPATCH(w, sweep_refresh, (w, h)); }
 
 void ph__wide_refresh_fast(ph__world *w, double h, int need_b) { PH_DISPATCH(w, refresh, (w, h, need_b)); }
 

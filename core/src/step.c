@@ -257,6 +257,7 @@ static int native_step(const ph__world *w) {
 
 static int substep(ph__world *w, double h, int collide) {
     ph_step_stats *st = &w->stats;
+    w->refresh_in_sweep = 0;
     double t0 = now_ms(), t1 = t0, t2;
     int e = PH_OK;
     if (collide) {
@@ -296,7 +297,13 @@ static int substep(ph__world *w, double h, int collide) {
         e = ph__joint_rows(w, h);
         if (e) return e;
         if (w->native && w->wide_ok) {
-            ph__wide_refresh_fast(w, h, w->last_substep);
+            /* In the last substep B (merits) needs the velocities before
+             * the warm start: a pass of its own; otherwise the batches are
+             * refreshed in the first sweep. */
+            if (w->last_substep)
+                ph__wide_refresh_fast(w, h, 1);
+            else
+                w->refresh_in_sweep = h;
         } else {
             e = ph__refresh_contact_rows(w, h);
             if (e) return e;
@@ -311,6 +318,7 @@ static int substep(ph__world *w, double h, int collide) {
     double t3 = now_ms();
     st->stage_ms[PH_STAGE_ROWS] += t3 - t2;
     e = ph__solve(w);
+    w->refresh_in_sweep = 0;
     if (e) return e;
     ph__store_impulses(w);
     if (!w->last_substep && !w->settings.collide_substeps) contact_dv(w);
