@@ -221,6 +221,12 @@ typedef struct ph__vw {
     double pad[2];
 } ph__vw;
 
+/* The forces' share of a solver body's substep (step.c). */
+typedef struct ph__sforce {
+    ph_vec3 dv; /* h (g gravity_scale + force / m) */
+    int plain;  /* 1: dv is all the forces do */
+} ph__sforce;
+
 typedef struct ph__sbody {
     ph_vec3 v, w;
     double inv_mass;
@@ -325,6 +331,9 @@ struct ph__world {
                               solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
     int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body */
+    int32_t restitutive;   /* manifolds of this step with restitution > 0 */
+    ph__sforce *sforce;    /* by solver body, per step */
+    int32_t sforce_cap;
     double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
                                 first sweep (ph__wide_sweep_refresh) */
 

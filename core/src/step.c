@@ -130,18 +130,44 @@ static int build_solver_bodies(ph__world *w, int remap) {
     return PH_OK;
 }
 
-static void apply_forces(ph__world *w, double h) {
+/* What the forces of a step do in each of its substeps (the same in all:
+ * the force and torque accumulators are cleared only after the step): the
+ * velocity increment of gravity and force, and whether that is all
+ * (dynamic, no torque, no damping, no gyroscopic term: equal principal
+ * moments or gyroscopic off). */
+static int prepare_forces(ph__world *w, double h) {
+    if (ph__reserve((void **)&w->sforce, &w->sforce_cap, w->sbody_count, sizeof(ph__sforce))) return PH_ERR_NO_MEMORY;
     const ph_vec3 g = w->settings.gravity;
     for (int32_t s = 1; s < w->sbody_count; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
+        ph__sforce *f = &w->sforce[s];
+        f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
+        f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
+                   !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
+    }
+    return PH_OK;
+}
+
+static void apply_forces(ph__world *w, double h) {
+    for (int32_t s = 1; s < w->sbody_count; s++) {
         ph__sbody *sb = &w->sbodies[s];
-        w->vw0[s].v = sb->v;
-        w->vw0[s].w = sb->w;
+        const ph_vec3 v0 = sb->v, w0 = sb->w;
+        w->vw0[s].v = v0;
+        w->vw0[s].w = w0;
+        const ph__sforce *f = &w->sforce[s];
+        if (f->plain) {
+            const ph_vec3 v = ph_add(v0, f->dv);
+            sb->v = v;
+            w->vws[s].v = v;
+            w->vws[s].w = w0;
+            continue;
+        }
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
         if (b->type != PH_BODY_DYNAMIC) {
             w->vws[s] = w->vw0[s];
             continue;
         }
-        ph_vec3 v = ph_add(sb->v, ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h));
+        ph_vec3 v = ph_add(sb->v, f->dv);
         ph_vec3 av = sb->w;
         if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
         if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
@@ -266,18 +292,24 @@ static int substep(ph__world *w, double h, int collide) {
         st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
         if (e) return e;
         e = ph__narrowphase(w);
+        /* Impacts and the substeps' moving of the points read only the
+         * restitutive pairs: skipped when there are none. */
+        w->restitutive = 0;
+        for (int32_t i = 0; i < w->manifold_count && e == PH_OK; i++)
+            w->restitutive += w->manifolds[i].restitution > 0;
         if (e == PH_OK) e = ph__contact_events(w);
         /* Rest timers advance by the time until the next collision. */
         if (e == PH_OK) e = ph__islands(w, w->settings.collide_substeps ? h : w->settings.time_step);
-    } else {
+    } else if (w->last_substep || w->restitutive) {
         e = ph__refresh_manifolds(w, w->last_substep);
     }
     t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
     e = build_solver_bodies(w, collide);
+    if (e == PH_OK && collide) e = prepare_forces(w, h);
     if (e) return e;
-    st->impacts += ph__impacts(w, h);
+    if (w->restitutive) st->impacts += ph__impacts(w, h);
     apply_forces(w, h);
     /* Contact rows first (kept across substeps when they are only
      * refreshed), joint rows after (rebuilt every substep). */

@@ -260,6 +260,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->vw0);
     free(w->vws);
     free(w->dvc);
+    free(w->sforce);
     free(w);
     return PH_OK;
 }
