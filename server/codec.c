@@ -117,6 +117,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     DBL(sm_gamma)
     DBL(sm_stagnation)
     DBL(sm_forcing)
+    DBL(contact_cache_tolerance)
     DBL(jacobi_relaxation)
     DBL(sleep_linear)
     DBL(sleep_angular)
@@ -245,6 +246,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->pc.value = s->sm_preconditioner, m->sm_preconditioner = &z->pc;
     physd__v1__double_value__init(&z->fo);
     z->fo.value = s->sm_forcing, m->sm_forcing = &z->fo;
+    physd__v1__double_value__init(&z->cct);
+    z->cct.value = s->contact_cache_tolerance, m->contact_cache_tolerance = &z->cct;
     for (int k = 0; k < 3; k++) physd__v1__double_value__init(&z->sl[k]);
     physd__v1__bool_value__init(&z->sleep);
     z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;

@@ -441,7 +441,8 @@ typedef struct ps_settings_storage {
     Physd__V1__DoubleValue sl[3];
     Physd__V1__GammaScopeValue gs;
     Physd__V1__Int32Value pc; /* sm_preconditioner */
-    Physd__V1__DoubleValue fo; /* sm_forcing */
+    Physd__V1__DoubleValue fo;  /* sm_forcing */
+    Physd__V1__DoubleValue cct; /* contact_cache_tolerance */
 } ps_settings_storage;
 
 /* The core's defaults with the server's own choices: sleeping on. */

@@ -5,10 +5,15 @@
  * Normal path: for every broadphase pair, collide the two shapes at their
  * world poses; keep the manifold if it has points; match each point to the
  * previous step's manifold of the same shape pair by feature key and copy its
- * impulses (warm start). Then, for fast approaching points of restitutive
- * pairs, apply Newton–Coulomb impulses (seeds/002, eqs. 1-7). Finally each
- * point becomes three rows: the normal (unilateral, SPOOK stabilized) and two
- * friction rows (NCP bounds +-mu lambda_n, or scaled box).
+ * impulses (warm start). The contact cache skips the collision of a pair
+ * (with a box or capsule) whose relative pose has moved no point of its
+ * smaller shape by more than contact_cache_tolerance since its last real
+ * collision: the previous manifold is moved with the bodies instead, as the
+ * later substeps do (docs/core.md). Then, for fast approaching points of
+ * restitutive pairs, apply Newton–Coulomb impulses (seeds/002, eqs. 1-7).
+ * Finally each point becomes three rows: the normal (unilateral, SPOOK
+ * stabilized) and two friction rows (NCP bounds +-mu lambda_n, or scaled
+ * box).
  *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (the step is then
  * abandoned before any state changes).
@@ -42,6 +47,97 @@ static const ph__contact_manifold *find_prev(const ph__world *w, int32_t sa, int
     return NULL;
 }
 
+/* Radius about its body's origin of the ball that holds a shape; infinite
+ * for a plane. */
+static double shape_reach(const ph__shape *sh) {
+    const ph__geom *g = &sh->geom;
+    double r;
+    switch (g->type) {
+    case PH_SHAPE_SPHERE:
+        r = g->radius;
+        break;
+    case PH_SHAPE_BOX:
+        r = ph_len(g->half_extents);
+        break;
+    case PH_SHAPE_CAPSULE:
+        r = g->half_height + g->radius;
+        break;
+    default:
+        return INFINITY;
+    }
+    return ph_len(sh->local.p) + r;
+}
+
+/* A box or capsule: its collisions cost more than the cache's test. */
+static int costly(const ph__shape *sh) { return sh->geom.type == PH_SHAPE_BOX || sh->geom.type == PH_SHAPE_CAPSULE; }
+
+/* Relative pose of a freshly collided manifold, the reference of the
+ * contact cache: the finite shape with the smaller reach is the cache side,
+ * whose points are followed in the other body's frame. */
+static void cache_store(ph__contact_manifold *cm, const ph__shape *a, const ph__shape *b, const ph__body *ba,
+                        const ph__body *bb) {
+    const double ra = shape_reach(a), rb = shape_reach(b);
+    cm->n_loc = ph_inv_rotate(ba->q, cm->m.normal);
+    cm->ref_q = ph_quat_mul(ph_quat_conj(ba->q), bb->q);
+    cm->ref_side = rb <= ra;
+    cm->ref_r = cm->ref_side ? rb : ra;
+    cm->ref_t = cm->ref_side ? ph_inv_rotate(ba->q, ph_sub(bb->p, ba->p)) : ph_inv_rotate(bb->q, ph_sub(ba->p, bb->p));
+}
+
+/* 1 when no point of the cache side's shape has moved by more than tol
+ * relative to the other body since the reference collision. A point x of
+ * the cache side's body, seen from the other body, moves by
+ * (R1 - R0) x + (t1 - t0), R0, t0 the reference relative pose, R1, t1 the
+ * current one; |(R1 - R0) x| = |(R1 R0^T - I) R0 x| <= 2 sin(theta / 2) |x|
+ * with theta the angle of R1 R0^T, and sin(theta / 2) is the length of the
+ * vector part of its unit quaternion. The bound is attained by a sphere (a
+ * point on it at right angles to the axis), so for a sphere the test is
+ * exact and for other shapes it overestimates by the ratio of the enclosing
+ * ball to the shape. */
+static int cache_holds(const ph__contact_manifold *cm, const ph__body *ba, const ph__body *bb, double tol) {
+    if (cm->ref_r < 0) return 0;
+    const ph_quat q = ph_quat_mul(ph_quat_conj(ba->q), bb->q);
+    const ph_quat d = ph_quat_mul(q, ph_quat_conj(cm->ref_q));
+    const double chord = 2.0 * sqrt(d.x * d.x + d.y * d.y + d.z * d.z) * cm->ref_r;
+    if (!(chord <= tol)) return 0;
+    const ph_vec3 t =
+        cm->ref_side ? ph_inv_rotate(ba->q, ph_sub(bb->p, ba->p)) : ph_inv_rotate(bb->q, ph_sub(ba->p, bb->p));
+    return ph_len(ph_sub(t, cm->ref_t)) + chord <= tol;
+}
+
+/* Rebuilds manifold cm from the cached old one without colliding: the
+ * normal turns with body ba, each point's two material points (loc_a,
+ * loc_b) move with their bodies, the point is their midpoint and the depth
+ * changes by their relative motion along the normal, as ph__refresh_manifolds
+ * computes it; loc_a, loc_b, depth0 and the reference pose stay those of the
+ * collision. Feature keys and impulses are carried over point for point, the
+ * friction impulses re-expressed in the tangent basis of the new normal. */
+static double cache_reuse(ph__contact_manifold *cm, const ph__contact_manifold *old, const ph__body *ba,
+                          const ph__body *bb, int warm) {
+    *cm = *old;
+    cm->row0 = -1;
+    const ph_vec3 n = ph_rotate(ba->q, cm->n_loc);
+    cm->m.normal = n;
+    ph_tangents(n, &cm->t1, &cm->t2);
+    double maxpen = 0;
+    for (int k = 0; k < cm->m.count; k++) {
+        ph__mpoint *mp = &cm->m.pts[k];
+        const ph_vec3 pa = ph_add(ba->p, ph_rotate(ba->q, cm->loc_a[k]));
+        const ph_vec3 pb = ph_add(bb->p, ph_rotate(bb->q, cm->loc_b[k]));
+        mp->point = ph_scale(ph_add(pa, pb), 0.5);
+        mp->depth = cm->depth0[k] - ph_dot(n, ph_sub(pb, pa));
+        if (mp->depth > maxpen) maxpen = mp->depth;
+        if (!warm) {
+            cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
+            continue;
+        }
+        const ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[k]), ph_scale(old->t2, old->lt2[k]));
+        cm->lt1[k] = ph_dot(f, cm->t1);
+        cm->lt2[k] = ph_dot(f, cm->t2);
+    }
+    return maxpen;
+}
+
 int ph__narrowphase(ph__world *w) {
     /* The current manifolds become the previous ones. */
     ph__contact_manifold *t = w->prev_manifolds;
@@ -55,28 +151,46 @@ int ph__narrowphase(ph__world *w) {
     if (ph__reserve((void **)&w->manifolds, &w->manifold_cap, w->pair_count + 1, sizeof(ph__contact_manifold)))
         return PH_ERR_NO_MEMORY;
     const double margin = w->settings.contact_margin;
+    const double tol = w->settings.contact_cache_tolerance;
     const int warm = w->settings.warm_start;
     const double match_dist = 0.01; /* m */
     double maxpen = 0;
+    int32_t reused = 0;
     for (int32_t i = 0; i < w->pair_count; i++) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
         ph__contact_manifold *cm = &w->manifolds[w->manifold_count];
         const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
-        if ((ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC)) {
+        const int still = (ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC);
+        const int cacheable = tol > 0 && (costly(a) || costly(b));
+        /* Last step's manifold of the pair; looked up after the collision
+         * when it is needed only there (most pairs do not touch). */
+        const ph__contact_manifold *prev = still || cacheable ? find_prev(w, p->sa, p->sb) : NULL;
+        if (still) {
             /* Nothing on either side moved: keep last step's manifold and its
              * impulses as they are, without colliding the shapes again. */
-            const ph__contact_manifold *old = find_prev(w, p->sa, p->sb);
-            if (old && old->m.count > 0) {
-                *cm = *old;
+            if (prev && prev->m.count > 0) {
+                *cm = *prev;
                 cm->row0 = -1;
                 w->manifold_count++;
             }
             continue;
         }
+        if (cacheable && prev && prev->m.count > 0 && cache_holds(prev, ba, bb, tol)) {
+            /* The contact cache: the shapes have barely moved relative to
+             * each other since they were last collided. Not for spheres
+             * against spheres or planes, whose collision costs less than
+             * the test. */
+            double pen = cache_reuse(cm, prev, ba, bb, warm);
+            if (pen > maxpen) maxpen = pen;
+            reused++;
+            w->manifold_count++;
+            continue;
+        }
         if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
             0)
             continue;
+        if (!cacheable) prev = find_prev(w, p->sa, p->sb);
         cm->sa = p->sa;
         cm->sb = p->sb;
         cm->ba = a->body;
@@ -85,7 +199,10 @@ int ph__narrowphase(ph__world *w) {
         cm->restitution = a->restitution > b->restitution ? a->restitution : b->restitution;
         cm->row0 = -1;
         ph_tangents(cm->m.normal, &cm->t1, &cm->t2);
-        const ph__contact_manifold *prev = find_prev(w, p->sa, p->sb);
+        if (cacheable)
+            cache_store(cm, a, b, ba, bb);
+        else
+            cm->ref_r = -1; /* no reference: never reused (also should the cache be turned on) */
         if (prev && prev->m.count > 0) {
             cm->approach = prev->approach;
         } else {
@@ -136,6 +253,7 @@ int ph__narrowphase(ph__world *w) {
         w->manifold_count++;
     }
     w->stats.max_penetration = maxpen;
+    w->stats.manifolds_reused = reused;
     return PH_OK;
 }
 

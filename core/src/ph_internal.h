@@ -140,6 +140,14 @@ typedef struct ph__contact_manifold {
     double approach;       /* relative normal speed (m/s, > 0 closing) at the start of the
                               step in which the pair first came within the margin */
     double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
+    /* The contact cache (contact.c): the state of the last real collision,
+     * kept unchanged by the steps that rebuild the manifold from it. */
+    ph_vec3 n_loc; /* the normal in ba's body frame */
+    ph_vec3 ref_t; /* the origin of the cache body's frame in the other body's frame */
+    ph_quat ref_q; /* q_ba^-1 q_bb */
+    double ref_r;  /* m: radius about its body origin of the cache side's shape;
+                      -1: no reference (collided with the cache off) */
+    int ref_side;  /* the cache side: 1 = bb's shape (ref_t in ba's frame), 0 = ba's */
 } ph__contact_manifold;
 
 typedef struct ph__sap_key {

@@ -68,6 +68,7 @@ ph_settings ph_default_settings(void) {
     s.warm_start_factor = 1.0;
     s.restitution_threshold = 1.0;
     s.contact_margin = 0.02;
+    s.contact_cache_tolerance = 1e-4;
     s.gyroscopic = 1;
     s.record_merits = 1;
     s.seed = 1;
@@ -138,6 +139,8 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
         return bad(msg, "restitution_threshold must be finite and >= 0");
     if (!isfinite(s->contact_margin) || s->contact_margin < 0 || s->contact_margin > 1)
         return bad(msg, "contact_margin must be in [0, 1] m");
+    if (!isfinite(s->contact_cache_tolerance) || s->contact_cache_tolerance < 0 || s->contact_cache_tolerance > 1)
+        return bad(msg, "contact_cache_tolerance must be in [0, 1] m");
     if (s->gyroscopic != 0 && s->gyroscopic != 1) return bad(msg, "gyroscopic must be 0 or 1");
     if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
     if (s->collide_substeps != 0 && s->collide_substeps != 1) return bad(msg, "collide_substeps must be 0 or 1");

@@ -378,6 +378,53 @@ static void test_joint_solver_setting(void **state) {
     ps_client_close(&c);
 }
 
+/* contact_cache_tolerance (38): the core's default is reported, a new value
+ * reads back, NaN, infinite and negative values are refused by name and
+ * change nothing; the statistics count the reused manifolds (a box at rest
+ * on the plane reuses its one manifold). */
+static void test_contact_cache_setting(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "contact-cache");
+    uint64_t w = itest_create_world(&c, "cache", "box_on_plane", 120, NULL);
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__DoubleValue tol = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__BoolValue sleep = PHYSD__V1__BOOL_VALUE__INIT;
+    set.sleep = &sleep; /* awake: a sleeping pair keeps its manifold without the cache */
+    smsg *r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    set.sleep = NULL;
+    assert_non_null(r->reply->settings->contact_cache_tolerance);
+    assert_true(r->reply->settings->contact_cache_tolerance->value == ph_default_settings().contact_cache_tolerance);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    tol.value = 1e-3;
+    set.contact_cache_tolerance = &tol;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_true(r->reply->settings->contact_cache_tolerance->value == 1e-3);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    const double bad[] = {NAN, INFINITY, -1e-4};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        tol.value = bad[k];
+        r = itest_expect(change_settings(&c, w, &set), ST(INVALID_ARGUMENT));
+        assert_non_null(strstr(r->reply->message, "contact_cache_tolerance"));
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    set.contact_cache_tolerance = NULL;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_true(r->reply->settings->contact_cache_tolerance->value == 1e-3);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, NULL), ST(OK));
+    uint32_t reused = 0;
+    for (int k = 0; k < 120 && !reused; k++) {
+        smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+        assert_non_null(s);
+        assert_true(s->stats->manifolds_reused <= s->stats->manifolds);
+        reused = s->stats->manifolds_reused;
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    assert_int_equal(reused, 1);
+    ps_client_close(&c);
+}
+
 static void test_solver_settings_round_trip(void **state) {
     (void)state;
     ps_client c;
@@ -639,6 +686,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_solver_settings_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_joint_solver_setting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contact_cache_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
     };

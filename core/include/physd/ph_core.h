@@ -186,6 +186,11 @@ typedef struct ph_settings {
                                      impact impulse is applied first, default 1.0 */
     double contact_margin;   /* m: contacts are generated up to this separation (speculative),
                                 default 0.02 */
+    double contact_cache_tolerance; /* m: a pair of shapes that had contact points last step and
+                                whose relative pose has moved no point of the smaller shape by
+                                more than this since they were last collided is not collided
+                                again: its points move with the bodies as in the later substeps
+                                (see docs/core.md); 0 = collide every step; default 1e-4, [0, 1] */
     int gyroscopic;          /* implicit gyroscopic term, default 1 */
     int record_merits;       /* compute merits after every iteration (needed for the
                                 per-iteration statistics), default 1 */
@@ -466,6 +471,8 @@ typedef struct ph_step_stats {
     int impacts;            /* Newton–Coulomb impacts applied */
     int islands;            /* islands of the last step (when sleeping is on, else 0) */
     int awake_bodies;       /* dynamic bodies stepped (all of them when sleeping is off) */
+    int manifolds_reused;   /* manifolds rebuilt by the contact cache without colliding
+                               (settings.contact_cache_tolerance) */
     /* Merits after each iteration (recorded when settings.record_merits or
      * tolerance > 0; up to PH_STATS_MAX_ITERS entries): */
     int merit_count;
