@@ -198,8 +198,7 @@ int ph__broadphase(ph__world *w, double dt) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];
-        ph_transform bt = {b->p, b->q};
-        ph_transform t = ph_xform_mul(bt, sh->local);
+        const ph_transform t = ph__shape_pose(w, sh);
         sh->spec = 0;
         if (sh->geom.type == PH_SHAPE_PLANE) {
             ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);

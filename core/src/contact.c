@@ -27,12 +27,6 @@
 
 #include "ph_internal.h"
 
-static ph_transform shape_pose(const ph__world *w, const ph__shape *sh) {
-    const ph__body *b = &w->bodies[sh->body];
-    ph_transform bt = {b->p, b->q};
-    return ph_xform_mul(bt, sh->local);
-}
-
 static const ph__contact_manifold *find_prev(const ph__world *w, int32_t sa, int32_t sb) {
     int32_t lo = 0, hi = w->prev_count - 1;
     while (lo <= hi) {
@@ -187,7 +181,7 @@ int ph__narrowphase(ph__world *w) {
             w->manifold_count++;
             continue;
         }
-        if (ph__collide(&a->geom, shape_pose(w, a), &b->geom, shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
+        if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
             0)
             continue;
         if (!cacheable) prev = find_prev(w, p->sa, p->sb);

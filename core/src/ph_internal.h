@@ -397,6 +397,17 @@ static inline double ph__row_jv0(const ph__world *w, const ph__row *r) {
     return ph__row_jv_of(r, w->vw0[r->ia].v, w->vw0[r->ia].w, w->vw0[r->ib].v, w->vw0[r->ib].w);
 }
 
+/* A shape's world pose: its body's pose times its local transform, or the
+ * body's pose itself for a shape at the body's origin, unrotated (the usual
+ * case, without the product). */
+static inline ph_transform ph__shape_pose(const ph__world *w, const ph__shape *sh) {
+    const ph__body *b = &w->bodies[sh->body];
+    const ph_transform bt = {b->p, b->q};
+    const ph_transform *l = &sh->local;
+    if (l->p.x == 0 && l->p.y == 0 && l->p.z == 0 && l->q.x == 0 && l->q.y == 0 && l->q.z == 0 && l->q.w == 1) return bt;
+    return ph_xform_mul(bt, *l);
+}
+
 /* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 
