@@ -750,13 +750,23 @@ static inline __attribute__((always_inline)) void point_lanes(const ph__mpoint *
     transpose4(load4(&mp[0]->point.x), load4(&mp[1]->point.x), load4(&mp[2]->point.x), load4(&mp[3]->point.x), &p[0],
                &p[1], &p[2], depth);
 #else
+    const double *pp[PH_LANES], *pd[PH_LANES];
     for (int j = 0; j < PH_LANES; j++) {
-        p[0][j] = mp[j]->point.x;
-        p[1][j] = mp[j]->point.y;
-        p[2][j] = mp[j]->point.z;
-        (*depth)[j] = mp[j]->depth;
+        pp[j] = &mp[j]->point.x;
+        pd[j] = &mp[j]->depth;
     }
+    for (int q = 0; q < 3; q++)
+        p[q] = lanes_at(pp, q);
+    *depth = lanes_at(pd, 0);
 #endif
+}
+
+/* All ones in the lanes of a batch that hold a point, else zero. */
+static inline __attribute__((always_inline)) ph__vi live_lanes(const ph__wbatch *wb) {
+    typedef int32_t ph__vi32 __attribute__((vector_size(PH_LANES * 4)));
+    ph__vi32 p;
+    memcpy(&p, wb->point, sizeof p);
+    return __builtin_convertvector(p, ph__vi) >= (ph__vi){0};
 }
 
 /* x where live, +0 elsewhere. */
@@ -781,7 +791,9 @@ static inline __attribute__((always_inline)) void side_gather(const ph__sbody *s
         iso[j] = b->iso ? -1 : 0;
         s->all_iso &= b->iso != 0;
     }
-    memcpy(&s->iso, iso, sizeof iso);
+    /* The mask is read only when some lane is not isotropic. */
+    s->iso = (ph__vi){0};
+    if (!s->all_iso) memcpy(&s->iso, iso, sizeof iso);
     s->im = lanes_at(pm, 0);
     for (int e = 0; e < 9; e++)
         s->ii[e] = e == 0 || !s->all_iso ? lanes_at(pi, e) : splat(0.0);
@@ -799,11 +811,23 @@ static inline __attribute__((always_inline)) void side_mul(const wside *s, const
     }
 }
 
+/* A row's regularization coefficients (ph__spook_coef), as vectors made
+ * once per pass. */
+typedef struct wcoef {
+    ph__vd eps_abs, eps_rel;
+    int pair_mass;
+} wcoef;
+
+static inline __attribute__((always_inline)) wcoef wcoef_of(const ph__spook_coef *c) {
+    const wcoef v = {splat(c->eps_abs), splat(c->eps_rel), c->pair_mass};
+    return v;
+}
+
 /* A row along d at arms ra, rb (set_linear_row, then ph__finish_row with
  * coefficients c; lin2 is ph_len2(d) * (ima + imb)). */
 static inline __attribute__((always_inline)) void make_row(ph__wrow *r, const ph__vd *d, const ph__vd *ra,
                                                            const ph__vd *rb, const wside *sa, const wside *sb,
-                                                           ph__vd lin2, const ph__spook_coef *c) {
+                                                           ph__vd lin2, const wcoef *c) {
     for (int q = 0; q < 3; q++)
         r->lin[q] = d[q];
     r->ang_a[0] = -(ra[1] * d[2] - ra[2] * d[1]);
@@ -819,7 +843,7 @@ static inline __attribute__((always_inline)) void make_row(ph__wrow *r, const ph
     ph__vd s = lin2 + ang;
     const ph__vd zero = splat(0.0);
     const ph__vd sm = c->pair_mass ? select_vd(lin2 > zero, lin2, ang) : s;
-    r->eps = splat(c->eps_abs) + splat(c->eps_rel) * sm;
+    r->eps = c->eps_abs + c->eps_rel * sm;
     s = s + r->eps;
     r->inv_diag = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
 }
@@ -845,14 +869,15 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
     static const ph__contact_manifold none; /* the inputs of empty lanes: zeros */
     const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
     const ph__vd wsf = splat(c->wsf);
+    const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
     for (int32_t b = 0; b < w->wbatch_count;) {
         ph__wbatch *g = &w->wbatches[b];
         const int32_t gl = g->glen;
         /* What the group's batches share: in batch 0 every lane with a
          * manifold is filled. */
         const ph__contact_manifold *m[PH_LANES];
-        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES];
-        double mu[PH_LANES], boxb[PH_LANES];
+        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
+        double boxb[PH_LANES];
         wside sa, sb;
         side_gather(w->sbodies, g->ia, &sa);
         side_gather(w->sbodies, g->ib, &sb);
@@ -865,7 +890,7 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             pt2[j] = &cm->t2.x;
             ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
             ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
-            mu[j] = cm->friction;
+            pmu[j] = &cm->friction;
             boxb[j] = 0;
             if (on && c->box) {
                 /* ph__contact_point_rows' scaled box bound. */
@@ -885,11 +910,9 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
         const ph__vd imab = sa.im + sb.im;
         for (int q = 0; q < 3; q++)
             lin2[q] = (dir[q][0] * dir[q][0] + dir[q][1] * dir[q][1] + dir[q][2] * dir[q][2]) * imab;
-        ph__vd muv, boxv;
-        for (int j = 0; j < PH_LANES; j++) {
-            muv[j] = mu[j];
-            boxv[j] = boxb[j];
-        }
+        const ph__vd muv = lanes_at(pmu, 0);
+        ph__vd boxv = zero;
+        if (c->box) memcpy(&boxv, boxb, sizeof boxv);
         /* W for the right-hand sides; the current velocities for B (read
          * only with need_b; the copy otherwise keeps GCC from warning that
          * it may be unset). */
@@ -903,11 +926,9 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             ph__wbatch *wb = &g[k];
             const ph__mpoint *mp[PH_LANES];
             const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
-            ph__vi live;
+            const ph__vi live = live_lanes(wb);
             for (int j = 0; j < PH_LANES; j++) {
-                const int on = wb->point[j] >= 0;
-                const ph__contact_manifold *cm = on ? m[j] : &none;
-                live[j] = on ? -1 : 0;
+                const ph__contact_manifold *cm = wb->point[j] >= 0 ? m[j] : &none;
                 mp[j] = &cm->m.pts[k];
                 pln[j] = &cm->ln[k];
                 plt1[j] = &cm->lt1[k];
@@ -922,7 +943,7 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             ph__wrow r;
             /* Normal: g = -depth; SPOOK when touching, else the gap closed
              * within the step. */
-            make_row(&r, dir[0], ra, rb, &sa, &sb, lin2[0], &c->cn);
+            make_row(&r, dir[0], ra, rb, &sa, &sb, lin2[0], &cn);
             const ph__vd gap = -depth;
             r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &u0), -gap / hv);
             r.B = need_b ? r.rhs - row_jv(&r, &u) : zero;
@@ -930,7 +951,7 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             const ph__vd bound = c->box ? boxv : muv * r.lambda;
             put_row(&wb->r[0], &r, live);
             for (int d = 0; d < 2; d++) {
-                make_row(&r, dir[1 + d], ra, rb, &sa, &sb, lin2[1 + d], &c->cf);
+                make_row(&r, dir[1 + d], ra, rb, &sa, &sb, lin2[1 + d], &cf);
                 r.rhs = zero;
                 r.B = need_b ? -row_jv(&r, &u) : zero;
                 r.lambda = clamp_vd(lanes_at(d == 0 ? plt1 : plt2, 0) * wsf, -bound, bound);
