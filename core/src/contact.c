@@ -326,7 +326,6 @@ void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c) {
     c->g = ph_len(w->settings.gravity);
     c->down = ph_normalize(w->settings.gravity);
     c->wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
-    c->lean = 0;
 }
 
 void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
@@ -342,14 +341,12 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
     }
     const ph__mpoint *mp = &cm->m.pts[k];
     ph_vec3 ra = ph_sub(mp->point, bda->p), rb = ph_sub(mp->point, bdb->p);
-    const double height = c->lean ? 0.0 : -ph_dot(mp->point, c->down);
+    const double height = -ph_dot(mp->point, c->down);
     for (int q = 0; q < 3; q++) {
-        if (!c->lean) {
-            memset(&r[q], 0, sizeof r[q]);
-            r[q].normal = -1;
-            r[q].block = -1;
-            r[q].height = height;
-        }
+        memset(&r[q], 0, sizeof r[q]);
+        r[q].normal = -1;
+        r[q].block = -1;
+        r[q].height = height;
         r[q].ia = ia;
         r[q].ib = ib;
     }
@@ -362,7 +359,7 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
     double gap = -mp->depth;
     double jv0 = row_jv0(w, rn);
     rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-    rn->B = c->lean && !c->need_b ? 0.0 : rn->rhs - row_jv(w, rn);
+    rn->B = rn->rhs - row_jv(w, rn);
     rn->lo = 0;
     rn->hi = INFINITY;
     rn->lambda = cm->ln[k] * c->wsf;
@@ -371,7 +368,7 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
         set_linear_row(rt, d == 0 ? cm->t1 : cm->t2, ra, rb);
         ph__finish_row(w, rt, &c->cf);
         rt->rhs = 0;
-        rt->B = c->lean && !c->need_b ? 0.0 : -row_jv(w, rt);
+        rt->B = -row_jv(w, rt);
         rt->mu = cm->friction;
         if (c->box) {
             rt->lo = -box_bound;

@@ -489,8 +489,6 @@ typedef struct ph__contact_ctx {
     double h, g, wsf;
     int box;
     ph_vec3 down;
-    int lean;   /* 1: only what the batches read is filled in (solver_wide.c's native build) */
-    int need_b; /* with lean: B is needed (merits at the end of this substep) */
 } ph__contact_ctx;
 void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c);
 /* The three rows (normal, t1, t2) of point k of a manifold whose bodies

@@ -18,9 +18,11 @@
  *   that consecutive batches touch disjoint bodies. The visiting order
  *   w->order becomes: the joint rows, then batch after batch, lane after
  *   lane, each point's normal, t1 and t2 rows. This is the meaning of
- *   PH_ORDER_DEFAULT for every method. The native build makes each point's
- *   rows on the stack (contact.c's ph__contact_point_rows) instead of
- *   copying them from the world's contact rows, which are then never built.
+ *   PH_ORDER_DEFAULT for every method. The native build computes the
+ *   batches' rows itself, a batch's PH_LANES points at once with the
+ *   arithmetic of contact.c's ph__contact_point_rows (fill, below), instead
+ *   of copying them from the world's contact rows, which are then never
+ *   built.
  *   Refresh (later substeps): right-hand sides from the refreshed depths and
  *   this substep's velocities, warm starts from the impulses the batches
  *   hold (native), or copied from the refreshed rows.
@@ -61,18 +63,12 @@ static inline __attribute__((always_inline)) ph__vd select_vd(ph__vi m, ph__vd a
     return (ph__vd)(((ph__vi)a & m) | ((ph__vi)b & ~m));
 }
 
-/* Lane j of a batch from the three rows r of point k of manifold mi.
- * With ctx (native build) the rows are made here, on the stack; without,
- * they are the world's contact rows. */
-static void fill_lane(ph__world *w, const ph__contact_ctx *ctx, ph__wbatch *wb, int j, int32_t mi, int k) {
+/* Lane j of a batch from the world's contact rows of point k of manifold
+ * mi (ph__wide_build). */
+static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
     const int32_t p = cm->row0 / 3 + k;
-    ph__row tmp[3];
-    const ph__row *r = tmp;
-    if (ctx)
-        ph__contact_point_rows(w, ctx, cm, k, tmp);
-    else
-        r = &w->rows[3 * p];
+    const ph__row *r = &w->rows[3 * p];
     wb->point[j] = p;
     wb->pm[j] = 4 * mi + k;
     wb->ia[j] = r->ia;
@@ -127,11 +123,51 @@ static void clear_lane(ph__wbatch *wb, int j, int32_t ia, int32_t ib) {
     }
 }
 
-/* ctx NULL: from the world's contact rows (ncontact of them), writing the
- * contact part of w->order; else natively, without contact rows: each
- * manifold with a moving body gets row0 = 3 x its first point (the rows it
- * would have), the rows are made lane by lane. */
-static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
+/* ph__sap_key_cmp(a, b) < 0. */
+static inline int key_before(const ph__sap_key *a, const ph__sap_key *b) {
+    return a->key < b->key || (a->key == b->key && a->slot < b->slot);
+}
+
+/* Sorts a[0..n) as qsort with ph__sap_key_cmp does (the order is total:
+ * slots are distinct), with the comparison inlined: runs of 8 by insertion,
+ * then merges through tmp (n entries). */
+static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
+    enum { RUN = 8 };
+    for (int32_t lo = 0; lo < n; lo += RUN) {
+        const int32_t hi = n - lo < RUN ? n : lo + RUN;
+        for (int32_t i = lo + 1; i < hi; i++) {
+            const ph__sap_key x = a[i];
+            int32_t j = i;
+            for (; j > lo && key_before(&x, &a[j - 1]); j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+    }
+    ph__sap_key *src = a, *dst = tmp;
+    for (int32_t width = RUN; width < n; width *= 2) {
+        for (int32_t lo = 0; lo < n; lo += 2 * width) {
+            const int32_t mid = n - lo < width ? n : lo + width, hi = n - mid < width ? n : mid + width;
+            int32_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = key_before(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid)
+                dst[o++] = src[i++];
+            while (j < hi)
+                dst[o++] = src[j++];
+        }
+        ph__sap_key *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* native 0: from the world's contact rows (ncontact of them), writing the
+ * contact part of w->order; else without contact rows: each manifold with
+ * a moving body gets row0 = 3 x its first point (the rows it would have),
+ * and only the batches' points, manifolds and bodies are set here (the
+ * numbers are fill's, below). */
+static int build(ph__world *w, int32_t ncontact, int native) {
     w->wide_ok = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
@@ -144,7 +180,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     int32_t ncol = 0, npoint = 0;
     for (int32_t i = 0; i < nm; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
-        if (ctx) {
+        if (native) {
             const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
             cm->row0 = moving ? 3 * npoint : -1;
             npoint += moving ? cm->m.count : 0;
@@ -152,7 +188,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         w->wlevel[i] = -1;
     }
     w->native_rows = 3 * npoint;
-    if (ctx && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    if (native && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
     /* Levels bottom-up: the manifolds sorted by height (the mean of their
      * points along -gravity, ties by pair order); each goes one level above
      * the last one before it that touched either of its moving bodies. The
@@ -172,7 +208,12 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
         w->wkeys[na].slot = i;
         na++;
     }
-    if (na > 1) qsort(w->wkeys, (size_t)na, sizeof(ph__sap_key), ph__sap_key_cmp);
+    if (na > 1) {
+        ph__sap_key *tmp = malloc((size_t)na * sizeof *tmp);
+        if (!tmp) return PH_ERR_NO_MEMORY;
+        sort_keys(w->wkeys, tmp, na);
+        free(tmp);
+    }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
@@ -235,19 +276,28 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
                 wb->glen = k == 0 ? kmax : 0;
                 wb->indep = k == 0 && prev_c == c;
                 for (int j = 0; j < PH_LANES; j++) {
-                    if (j >= lanes) {
-                        clear_lane(wb, j, 0, 0);
-                        continue;
-                    }
-                    const int32_t mi = w->wpoint[pos + j];
-                    if (w->manifolds[mi].m.count <= k) {
-                        clear_lane(wb, j, wb[-k].ia[j], wb[-k].ib[j]);
-                        continue;
-                    }
-                    fill_lane(w, ctx, wb, j, mi, k);
-                    if (!ctx)
+                    const int32_t mi = j < lanes ? w->wpoint[pos + j] : -1;
+                    if (mi < 0 || w->manifolds[mi].m.count <= k) {
+                        const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
+                        if (native) {
+                            wb->point[j] = -1;
+                            wb->pm[j] = 0;
+                            wb->ia[j] = ia;
+                            wb->ib[j] = ib;
+                        } else {
+                            clear_lane(wb, j, ia, ib);
+                        }
+                    } else if (native) {
+                        const ph__contact_manifold *cm = &w->manifolds[mi];
+                        wb->point[j] = cm->row0 / 3 + k;
+                        wb->pm[j] = 4 * mi + k;
+                        wb->ia[j] = w->body_to_sbody[cm->ba];
+                        wb->ib[j] = w->body_to_sbody[cm->bb];
+                    } else {
+                        fill_lane(w, wb, j, mi, k);
                         for (int q = 0; q < 3; q++)
                             *o++ = 3 * wb->point[j] + q;
+                    }
                 }
             }
             prev_c = c;
@@ -260,15 +310,7 @@ static int build(ph__world *w, int32_t ncontact, const ph__contact_ctx *ctx) {
     return PH_OK;
 }
 
-int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, NULL); }
-
-int ph__wide_build_native(ph__world *w, double h) {
-    ph__contact_ctx c;
-    ph__contact_ctx_init(w, h, &c);
-    c.lean = 1;
-    c.need_b = w->last_substep;
-    return build(w, 0, &c);
-}
+int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, 0); }
 
 void ph__wide_store_impulses(ph__world *w) {
     for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
@@ -703,6 +745,245 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     m->b2 += hsum(b2);
 }
 
+/* ---- The native build's numbers: contact.c's ph__contact_point_rows
+ * (set_linear_row, ph__finish_row, the SPOOK right-hand side, the warm
+ * start) on the PH_LANES points of a batch at once, written straight into
+ * the batch. Operation for operation the scalar arithmetic, so the lanes
+ * hold the scalar rows' numbers bit for bit; an empty lane is computed
+ * from zeros and the ground and then masked to zero (as clear_lane). */
+
+/* Lane j from p[j][i]. */
+static inline __attribute__((always_inline)) ph__vd lanes_at(const double *const *p, int i) {
+    ph__vd v;
+    for (int j = 0; j < PH_LANES; j++)
+        v[j] = p[j][i];
+    return v;
+}
+
+/* Point, then depth, of the points mp[j] (ph__mpoint starts point.x,
+ * point.y, point.z, depth): with four lanes one load and a transpose each. */
+static inline __attribute__((always_inline)) void point_lanes(const ph__mpoint *const *mp, ph__vd *p, ph__vd *depth) {
+#if PH_LANES == 4
+    _Static_assert(offsetof(ph__mpoint, depth) == 3 * sizeof(double), "ph__mpoint must start point, depth");
+    transpose4(load4(&mp[0]->point.x), load4(&mp[1]->point.x), load4(&mp[2]->point.x), load4(&mp[3]->point.x), &p[0],
+               &p[1], &p[2], depth);
+#else
+    const double *pp[PH_LANES], *pd[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) {
+        pp[j] = &mp[j]->point.x;
+        pd[j] = &mp[j]->depth;
+    }
+    for (int q = 0; q < 3; q++)
+        p[q] = lanes_at(pp, q);
+    *depth = lanes_at(pd, 0);
+#endif
+}
+
+/* All ones in the lanes of a batch that hold a point, else zero. */
+static inline __attribute__((always_inline)) ph__vi live_lanes(const ph__wbatch *wb) {
+    typedef int32_t ph__vi32 __attribute__((vector_size(PH_LANES * 4)));
+    ph__vi32 p;
+    memcpy(&p, wb->point, sizeof p);
+    return __builtin_convertvector(p, ph__vi) >= (ph__vi){0};
+}
+
+/* x where live, +0 elsewhere. */
+static inline __attribute__((always_inline)) ph__vd keep(ph__vd x, ph__vi live) { return (ph__vd)((ph__vi)x & live); }
+
+/* One side's bodies, lane by lane: inverse mass and world inverse inertia
+ * (iso: the scale ii[0] alone is exact, see ph__finish_row). */
+typedef struct wside {
+    ph__vd im, ii[9];
+    ph__vi iso;
+    int all_iso;
+} wside;
+
+static inline __attribute__((always_inline)) void side_gather(const ph__sbody *sb, const int32_t *idx, wside *s) {
+    const double *pm[PH_LANES], *pi[PH_LANES];
+    long long iso[PH_LANES];
+    s->all_iso = 1;
+    for (int j = 0; j < PH_LANES; j++) {
+        const ph__sbody *b = &sb[idx[j]];
+        pm[j] = &b->inv_mass;
+        pi[j] = &b->inv_i.m[0][0];
+        iso[j] = b->iso ? -1 : 0;
+        s->all_iso &= b->iso != 0;
+    }
+    /* The mask is read only when some lane is not isotropic. */
+    s->iso = (ph__vi){0};
+    if (!s->all_iso) memcpy(&s->iso, iso, sizeof iso);
+    s->im = lanes_at(pm, 0);
+    for (int e = 0; e < 9; e++)
+        s->ii[e] = e == 0 || !s->all_iso ? lanes_at(pi, e) : splat(0.0);
+}
+
+/* M^-1 of one side times ang: ph__finish_row's ph_scale for an isotropic
+ * body, ph_mat3_mulv's order for the others. */
+static inline __attribute__((always_inline)) void side_mul(const wside *s, const ph__vd *ang, ph__vd *out) {
+    for (int c = 0; c < 3; c++)
+        out[c] = ang[c] * s->ii[0];
+    if (s->all_iso) return;
+    for (int r = 0; r < 3; r++) {
+        const ph__vd m = s->ii[3 * r] * ang[0] + s->ii[3 * r + 1] * ang[1] + s->ii[3 * r + 2] * ang[2];
+        out[r] = select_vd(s->iso, out[r], m);
+    }
+}
+
+/* A row's regularization coefficients (ph__spook_coef), as vectors made
+ * once per pass. */
+typedef struct wcoef {
+    ph__vd eps_abs, eps_rel;
+    int pair_mass;
+} wcoef;
+
+static inline __attribute__((always_inline)) wcoef wcoef_of(const ph__spook_coef *c) {
+    const wcoef v = {splat(c->eps_abs), splat(c->eps_rel), c->pair_mass};
+    return v;
+}
+
+/* A row along d at arms ra, rb (set_linear_row, then ph__finish_row with
+ * coefficients c; lin2 is ph_len2(d) * (ima + imb)). */
+static inline __attribute__((always_inline)) void make_row(ph__wrow *r, const ph__vd *d, const ph__vd *ra,
+                                                           const ph__vd *rb, const wside *sa, const wside *sb,
+                                                           ph__vd lin2, const wcoef *c) {
+    for (int q = 0; q < 3; q++)
+        r->lin[q] = d[q];
+    r->ang_a[0] = -(ra[1] * d[2] - ra[2] * d[1]);
+    r->ang_a[1] = -(ra[2] * d[0] - ra[0] * d[2]);
+    r->ang_a[2] = -(ra[0] * d[1] - ra[1] * d[0]);
+    r->ang_b[0] = rb[1] * d[2] - rb[2] * d[1];
+    r->ang_b[1] = rb[2] * d[0] - rb[0] * d[2];
+    r->ang_b[2] = rb[0] * d[1] - rb[1] * d[0];
+    side_mul(sa, r->ang_a, r->mang_a);
+    side_mul(sb, r->ang_b, r->mang_b);
+    const ph__vd ang = (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
+                       (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]);
+    ph__vd s = lin2 + ang;
+    const ph__vd zero = splat(0.0);
+    const ph__vd sm = c->pair_mass ? select_vd(lin2 > zero, lin2, ang) : s;
+    r->eps = c->eps_abs + c->eps_rel * sm;
+    s = s + r->eps;
+    r->inv_diag = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
+}
+
+/* Row r into the batch's row d, empty lanes zero. */
+static inline __attribute__((always_inline)) void put_row(ph__wrow *d, const ph__wrow *r, ph__vi live) {
+    for (int c = 0; c < 3; c++) {
+        d->lin[c] = keep(r->lin[c], live);
+        d->ang_a[c] = keep(r->ang_a[c], live);
+        d->ang_b[c] = keep(r->ang_b[c], live);
+        d->mang_a[c] = keep(r->mang_a[c], live);
+        d->mang_b[c] = keep(r->mang_b[c], live);
+    }
+    d->inv_diag = keep(r->inv_diag, live);
+    d->eps = keep(r->eps, live);
+    d->rhs = keep(r->rhs, live);
+    d->lambda = keep(r->lambda, live);
+    d->B = keep(r->B, live);
+}
+
+static inline __attribute__((always_inline)) void fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+    static const double zeros[3] = {0, 0, 0};
+    static const ph__contact_manifold none; /* the inputs of empty lanes: zeros */
+    const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
+    const ph__vd wsf = splat(c->wsf);
+    const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen;
+        /* What the group's batches share: in batch 0 every lane with a
+         * manifold is filled. */
+        const ph__contact_manifold *m[PH_LANES];
+        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
+        double boxb[PH_LANES];
+        wside sa, sb;
+        side_gather(w->sbodies, g->ia, &sa);
+        side_gather(w->sbodies, g->ib, &sb);
+        for (int j = 0; j < PH_LANES; j++) {
+            const int on = g->point[j] >= 0;
+            const ph__contact_manifold *cm = on ? &w->manifolds[g->pm[j] >> 2] : &none;
+            m[j] = cm;
+            pn[j] = &cm->m.normal.x;
+            pt1[j] = &cm->t1.x;
+            pt2[j] = &cm->t2.x;
+            ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
+            ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
+            pmu[j] = &cm->friction;
+            boxb[j] = 0;
+            if (on && c->box) {
+                /* ph__contact_point_rows' scaled box bound. */
+                const double ima = sa.im[j], imb = sb.im[j];
+                const double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
+                boxb[j] = cm->friction * mred * c->g * c->h / cm->m.count;
+            }
+        }
+        ph__vd dir[3][3], pa[3], pb[3], lin2[3];
+        for (int q = 0; q < 3; q++) {
+            dir[0][q] = lanes_at(pn, q);
+            dir[1][q] = lanes_at(pt1, q);
+            dir[2][q] = lanes_at(pt2, q);
+            pa[q] = lanes_at(ppa, q);
+            pb[q] = lanes_at(ppb, q);
+        }
+        const ph__vd imab = sa.im + sb.im;
+        for (int q = 0; q < 3; q++)
+            lin2[q] = (dir[q][0] * dir[q][0] + dir[q][1] * dir[q][1] + dir[q][2] * dir[q][2]) * imab;
+        const ph__vd muv = lanes_at(pmu, 0);
+        ph__vd boxv = zero;
+        if (c->box) memcpy(&boxv, boxb, sizeof boxv);
+        /* W for the right-hand sides; the current velocities for B (read
+         * only with need_b; the copy otherwise keeps GCC from warning that
+         * it may be unset). */
+        wvel u0, u;
+        gather_arrays(w->vw0, g, &u0);
+        if (need_b)
+            gather(w->sbodies, g, &u);
+        else
+            u = u0;
+        for (int32_t k = 0; k < gl; k++) {
+            ph__wbatch *wb = &g[k];
+            const ph__mpoint *mp[PH_LANES];
+            const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
+            const ph__vi live = live_lanes(wb);
+            for (int j = 0; j < PH_LANES; j++) {
+                const ph__contact_manifold *cm = wb->point[j] >= 0 ? m[j] : &none;
+                mp[j] = &cm->m.pts[k];
+                pln[j] = &cm->ln[k];
+                plt1[j] = &cm->lt1[k];
+                plt2[j] = &cm->lt2[k];
+            }
+            ph__vd p[3], depth, ra[3], rb[3];
+            point_lanes(mp, p, &depth);
+            for (int q = 0; q < 3; q++) {
+                ra[q] = p[q] - pa[q];
+                rb[q] = p[q] - pb[q];
+            }
+            ph__wrow r;
+            /* Normal: g = -depth; SPOOK when touching, else the gap closed
+             * within the step. */
+            make_row(&r, dir[0], ra, rb, &sa, &sb, lin2[0], &cn);
+            const ph__vd gap = -depth;
+            r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &u0), -gap / hv);
+            r.B = need_b ? r.rhs - row_jv(&r, &u) : zero;
+            r.lambda = lanes_at(pln, 0) * wsf;
+            const ph__vd bound = c->box ? boxv : muv * r.lambda;
+            put_row(&wb->r[0], &r, live);
+            for (int d = 0; d < 2; d++) {
+                make_row(&r, dir[1 + d], ra, rb, &sa, &sb, lin2[1 + d], &cf);
+                r.rhs = zero;
+                r.B = need_b ? -row_jv(&r, &u) : zero;
+                r.lambda = clamp_vd(lanes_at(d == 0 ? plt1 : plt2, 0) * wsf, -bound, bound);
+                put_row(&wb->r[1 + d], &r, live);
+            }
+            wb->ima = keep(sa.im, live);
+            wb->imb = keep(sb.im, live);
+            wb->mu = keep(muv, live);
+            wb->box = keep(bound, live);
+        }
+        b += gl;
+    }
+}
+
 /* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
  * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
  * in registers), AVX2, and the x86-64 baseline (two SSE2 halves); the
@@ -739,6 +1020,7 @@ static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *
 PH_VARIANTS(sweep_refresh, (ph__world * w, double h), (w, h))
 PH_VARIANTS(refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
 PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
+PH_VARIANTS(fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
 
 void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
 
@@ -749,6 +1031,15 @@ void ph__wide_sweep_refresh(ph__world *w, double h) { PH_DISPATCH(w, sweep_refre
 void ph__wide_refresh_fast(ph__world *w, double h, int need_b) { PH_DISPATCH(w, refresh, (w, h, need_b)); }
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, merits, (w, m)); }
+
+int ph__wide_build_native(ph__world *w, double h) {
+    const int e = build(w, 0, 1);
+    if (e) return e;
+    ph__contact_ctx c;
+    ph__contact_ctx_init(w, h, &c);
+    PH_DISPATCH(w, fill, (w, &c, w->last_substep));
+    return PH_OK;
+}
 
 int ph__simd_level(void) {
     int l = 0;
