@@ -49,6 +49,11 @@
 
 typedef long long ph__vi __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 
+/* How many independent groups a sweep interleaves (at most 4). */
+#ifndef PH_SWEEP_GROUPS
+#define PH_SWEEP_GROUPS 4
+#endif
+
 static inline __attribute__((always_inline)) ph__vd splat(double x) {
     double a[PH_LANES];
     for (int j = 0; j < PH_LANES; j++)
@@ -626,48 +631,58 @@ static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, w
 /* With rk, each group's batches are refreshed just before they are swept
  * (their right-hand sides do not depend on the sweep, so this is the
  * refresh pass and the sweep, in one pass over the batches). */
+/* N groups of one level (disjoint bodies) side by side, so that their
+ * dependency chains overlap (one row update is a chain of some sixty
+ * cycles); the same numbers as one after the other. N is a constant in
+ * each inlined copy, so the groups' velocities stay in registers. */
+static inline __attribute__((always_inline)) void sweep_groups(ph__sbody *sb, ph__wbatch *const *g, const int N,
+                                                                int box, ph__vd zero, ph__vd inf) {
+    wvel u[4];
+    int32_t gl[4], kmax = 0;
+    for (int i = 0; i < N; i++) {
+        gl[i] = g[i]->glen;
+        if (gl[i] > kmax) kmax = gl[i];
+        gather(sb, g[i], &u[i]);
+    }
+    for (int32_t k = 0; k < kmax; k++)
+        for (int i = 0; i < N; i++)
+            if (k < gl[i]) point_update(&g[i][k], &u[i], box, zero, inf);
+    for (int i = 0; i < N; i++)
+        scatter(sb, g[i], &u[i]);
+}
+
+/* With rk, each group's batches are refreshed just before they are swept
+ * (their right-hand sides do not depend on the sweep, so this is the
+ * refresh pass and the sweep, in one pass over the batches). */
 static inline __attribute__((always_inline)) void sweep_body(ph__world *w, const refresh_k *rk) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
     const int32_t n = w->wbatch_count;
     for (int32_t b = 0; b < n;) {
-        ph__wbatch *g = &w->wbatches[b];
-        const int32_t gl = g->glen, b2 = b + gl;
-        if (b2 < n && w->wbatches[b2].indep) {
-            /* Two groups of one level (disjoint bodies) side by side, so
-             * that their dependency chains overlap; the same numbers as one
-             * after the other. */
-            ph__wbatch *h = &w->wbatches[b2];
-            const int32_t hl = h->glen;
-            if (rk) {
-                refresh_group(w, g, rk);
-                refresh_group(w, h, rk);
-            }
-            wvel u, v;
-            gather(sb, g, &u);
-            gather(sb, h, &v);
-            int32_t k = 0;
-            for (; k < gl && k < hl; k++) {
-                point_update(&g[k], &u, box, zero, inf);
-                point_update(&h[k], &v, box, zero, inf);
-            }
-            for (; k < gl; k++)
-                point_update(&g[k], &u, box, zero, inf);
-            for (; k < hl; k++)
-                point_update(&h[k], &v, box, zero, inf);
-            scatter(sb, g, &u);
-            scatter(sb, h, &v);
-            b = b2 + hl;
-            continue;
-        }
-        if (rk) refresh_group(w, g, rk);
-        wvel u;
-        gather(sb, g, &u);
-        for (int32_t k = 0; k < gl; k++)
-            point_update(&g[k], &u, box, zero, inf);
-        scatter(sb, g, &u);
-        b = b2;
+        /* The next groups of the same level, up to PH_SWEEP_GROUPS. */
+        ph__wbatch *g[PH_SWEEP_GROUPS];
+        int m = 0;
+        int32_t e = b;
+        do {
+            g[m++] = &w->wbatches[e];
+            e += w->wbatches[e].glen;
+        } while (m < PH_SWEEP_GROUPS && e < n && w->wbatches[e].indep);
+        if (rk)
+            for (int i = 0; i < m; i++)
+                refresh_group(w, g[i], rk);
+#if PH_SWEEP_GROUPS > 2
+        if (m == 4)
+            sweep_groups(sb, g, 4, box, zero, inf);
+        else if (m == 3)
+            sweep_groups(sb, g, 3, box, zero, inf);
+        else
+#endif
+            if (m == 2)
+            sweep_groups(sb, g, 2, box, zero, inf);
+        else
+            sweep_groups(sb, g, 1, box, zero, inf);
+        b = e;
     }
 }
 
