@@ -193,10 +193,7 @@ static void apply_forces(ph__world *w, double h) {
  * every contact point (the solver's impulses and the velocities stay
  * consistent, up to rounding). */
 static void contact_dv(ph__world *w) {
-    for (int32_t s = 1; s < w->sbody_count; s++) {
-        w->dvc[s].v = ph_sub(w->sbodies[s].v, w->vws[s].v);
-        w->dvc[s].w = ph_sub(w->sbodies[s].w, w->vws[s].w);
-    }
+    /* (The bodies' part, v - vws, is taken in integrate's loop.) */
     for (int32_t i = w->contact_row_count; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         const double dl = -r->lambda;
@@ -253,13 +250,19 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
     return PH_OK;
 }
 
-static void integrate(ph__world *w, double h) {
+/* dv: also the velocity change of the substep's solve, v - vws (the
+ * bodies' part of contact_dv). */
+static void integrate(ph__world *w, double h, int dv) {
     for (int32_t s = 1; s < w->sbody_count; s++) {
         ph__body *b = &w->bodies[w->sbody_body[s]];
         const ph__sbody *sb = &w->sbodies[s];
         /* Through locals: reading back a vector just stored field by field
          * would stall on store forwarding. */
         const ph_vec3 v = sb->v, av = sb->w;
+        if (dv) {
+            w->dvc[s].v = ph_sub(v, w->vws[s].v);
+            w->dvc[s].w = ph_sub(av, w->vws[s].w);
+        }
         const ph_quat q0 = b->q;
         b->v = v;
         b->w = av;
@@ -353,10 +356,11 @@ static int substep(ph__world *w, double h, int collide) {
     w->refresh_in_sweep = 0;
     if (e) return e;
     ph__store_impulses(w);
-    if (!w->last_substep && !w->settings.collide_substeps) contact_dv(w);
+    const int dv = !w->last_substep && !w->settings.collide_substeps;
     double t4 = now_ms();
     st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
-    integrate(w, h);
+    integrate(w, h, dv);
+    if (dv) contact_dv(w);
     st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
     int contacts = 0;
     for (int32_t i = 0; i < w->manifold_count; i++)

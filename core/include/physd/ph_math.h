@@ -90,7 +90,9 @@ static inline double ph_quat_len(ph_quat a) { return sqrt(a.x * a.x + a.y * a.y 
 static inline ph_quat ph_quat_normalize(ph_quat a) {
     double l = ph_quat_len(a);
     if (l < 1e-300) return ph_quat_identity();
-    ph_quat r = {a.x / l, a.y / l, a.z / l, a.w / l};
+    /* One division (the integrator normalizes every body in every substep). */
+    const double s = 1.0 / l;
+    ph_quat r = {a.x * s, a.y * s, a.z * s, a.w * s};
     return r;
 }
 /* Rotation of angle (radians) about a unit axis. */
