@@ -362,12 +362,14 @@ static int substep(ph__world *w, double h, int collide) {
     integrate(w, h, dv);
     if (dv) contact_dv(w);
     st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
-    int contacts = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++)
-        contacts += w->manifolds[i].m.count;
-    st->contacts = contacts;
-    st->manifolds = w->manifold_count;
-    st->pairs = w->pair_count;
+    if (w->last_substep) { /* (the manifolds do not change between collisions) */
+        int contacts = 0;
+        for (int32_t i = 0; i < w->manifold_count; i++)
+            contacts += w->manifolds[i].m.count;
+        st->contacts = contacts;
+        st->manifolds = w->manifold_count;
+        st->pairs = w->pair_count;
+    }
     return PH_OK;
 }
 
