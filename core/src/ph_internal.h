@@ -338,7 +338,8 @@ struct ph__world {
     ph__vw *dvc;           /* what the contact impulses of the last substep changed in each
                               solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
-    int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body */
+    int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body;
+                              2: the same, already applied with the forces (step.c) */
     int32_t restitutive;   /* manifolds of this step with restitution > 0 */
     ph__sforce *sforce;    /* by solver body, per step */
     int32_t sforce_cap;

@@ -148,36 +148,39 @@ static int prepare_forces(ph__world *w, double h) {
     return PH_OK;
 }
 
-static void apply_forces(ph__world *w, double h) {
+/* warm: also the contacts' body-by-body warm start (ph__warm_start's
+ * first loop, the same operations). */
+static void apply_forces(ph__world *w, double h, int warm) {
+    const double wf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    if (wf == 0) warm = 0;
     for (int32_t s = 1; s < w->sbody_count; s++) {
         ph__sbody *sb = &w->sbodies[s];
         const ph_vec3 v0 = sb->v, w0 = sb->w;
         w->vw0[s].v = v0;
         w->vw0[s].w = w0;
         const ph__sforce *f = &w->sforce[s];
+        ph_vec3 v = v0, av = w0;
         if (f->plain) {
-            const ph_vec3 v = ph_add(v0, f->dv);
-            sb->v = v;
-            w->vws[s].v = v;
-            w->vws[s].w = w0;
-            continue;
+            v = ph_add(v0, f->dv);
+        } else {
+            const ph__body *b = &w->bodies[w->sbody_body[s]];
+            if (b->type == PH_BODY_DYNAMIC) {
+                v = ph_add(v0, f->dv);
+                if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
+                if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
+                    av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
+                if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
+                if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
+            }
         }
-        const ph__body *b = &w->bodies[w->sbody_body[s]];
-        if (b->type != PH_BODY_DYNAMIC) {
-            w->vws[s] = w->vw0[s];
-            continue;
-        }
-        ph_vec3 v = ph_add(sb->v, f->dv);
-        ph_vec3 av = sb->w;
-        if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
-        if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
-            av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
-        if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
-        if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
-        sb->v = v;
-        sb->w = av;
         w->vws[s].v = v;
         w->vws[s].w = av;
+        if (warm) {
+            v = ph_mul_add(v, wf, w->dvc[s].v);
+            av = ph_mul_add(av, wf, w->dvc[s].w);
+        }
+        sb->v = v;
+        sb->w = av;
     }
     w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
     w->vws[0] = w->vw0[0];
@@ -313,7 +316,14 @@ static int substep(ph__world *w, double h, int collide) {
     if (e == PH_OK && collide) e = prepare_forces(w, h);
     if (e) return e;
     if (w->restitutive) st->impacts += ph__impacts(w, h);
-    apply_forces(w, h);
+    /* Later substeps warm-start the contacts body by body. On the native
+     * path, but for the last substep (whose B, for the merits, needs the
+     * velocities before the warm start), that is done in the same pass as
+     * the forces: nothing reads the velocities in between but the joint
+     * rows' B, which only the merits read. */
+    const int has_contacts = (w->native ? w->native_rows : w->contact_row_count) > 0;
+    w->body_warm = collide || !has_contacts ? 0 : (w->native && w->wide_ok && !w->last_substep) ? 2 : 1;
+    apply_forces(w, h, w->body_warm == 2);
     /* Contact rows first (kept across substeps when they are only
      * refreshed), joint rows after (rebuilt every substep). */
     w->block_count = 0;
@@ -326,7 +336,6 @@ static int substep(ph__world *w, double h, int collide) {
         if (e) return e;
         e = ph__joint_rows(w, h);
         if (e) return e;
-        w->body_warm = 0;
     } else {
         w->row_count = w->contact_row_count;
         e = ph__joint_rows(w, h);
@@ -344,8 +353,6 @@ static int substep(ph__world *w, double h, int collide) {
             if (e) return e;
             if (w->wide_ok) ph__wide_refresh(w);
         }
-        /* Without contacts there is nothing to warm-start body by body. */
-        w->body_warm = (w->native ? w->native_rows : w->contact_row_count) > 0;
     }
     e = build_order(w, w->contact_row_count, collide);
     if (e) return e;
