@@ -19,6 +19,15 @@
  * then sorted by (shape a, shape b) so narrowphase and warm starting see a
  * deterministic order.
  *
+ * Pairs are reused: a full pass works on fat boxes (each AABB grown by a
+ * slack, a twentieth of its bare box's diagonal) and keeps its sorted pair
+ * list; a later pass whose every AABB is still inside its fat box, with no
+ * shape or joint created or destroyed since (w->bp_version), only filters
+ * that list by the AABBs themselves. Every overlapping pair is among the
+ * fat pairs, so the result is the pair list of a full pass, in the same
+ * order (resting scenes then skip the sort and the sweep; the idea of the
+ * fat AABBs of Box2D's dynamic tree).
+ *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (or the cell
  * lists would pass INT32_MAX entries); the step then fails, and the pair
  * list may be partial. NaN bounds give an unspecified (but memory-safe) pair
@@ -186,22 +195,48 @@ static int sort_pairs(ph__world *w) {
     return PH_OK;
 }
 
+static inline int inside(ph_vec3 lo, ph_vec3 hi, ph_vec3 flo, ph_vec3 fhi) {
+    return lo.x >= flo.x && lo.y >= flo.y && lo.z >= flo.z && hi.x <= fhi.x && hi.y <= fhi.y && hi.z <= fhi.z;
+}
+
+/* The pairs of the last full pass whose (tight) boxes overlap, in their
+ * sorted order: every pair of overlapping boxes is among them (each box is
+ * inside its fat box), so this is the pair list a full pass on the tight
+ * boxes would give, in the same order. */
+static int filter_pairs(ph__world *w) {
+    if (ph__reserve((void **)&w->pairs, &w->pair_cap, w->fat_pair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+    int32_t n = 0;
+    for (int32_t i = 0; i < w->fat_pair_count; i++) {
+        const ph__pair p = w->fat_pairs[i];
+        const ph__shape *a = &w->shapes[p.sa], *b = &w->shapes[p.sb];
+        if (a->aabb_lo.x <= b->aabb_hi.x && b->aabb_lo.x <= a->aabb_hi.x && a->aabb_lo.y <= b->aabb_hi.y &&
+            b->aabb_lo.y <= a->aabb_hi.y && a->aabb_lo.z <= b->aabb_hi.z && b->aabb_lo.z <= a->aabb_hi.z)
+            w->pairs[n++] = p;
+    }
+    w->pair_count = n;
+    return PH_OK;
+}
+
 int ph__broadphase(ph__world *w, double dt) {
     const double margin = w->settings.contact_margin;
-    if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
     int32_t nfinite = 0, nplanes = 0;
     /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
     if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
     ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
+    /* Last full pass's pairs can be used when nothing that decides which
+     * pairs are allowed changed and every box is still inside its fat box. */
+    int reuse = w->fat_ok && w->fat_version == w->bp_version;
     for (int32_t s = 0; s < w->shape_hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];
         const ph_transform t = ph__shape_pose(w, sh);
+        double slack = 0;
         sh->spec = 0;
         if (sh->geom.type == PH_SHAPE_PLANE) {
             ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
+            reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
             nplanes++;
             continue;
         }
@@ -221,13 +256,28 @@ int ph__broadphase(ph__world *w, double dt) {
         ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
         sh->aabb_lo = ph_sub(plo, eg);
         sh->aabb_hi = ph_add(phi, eg);
+        reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
+        /* The slack of a full pass: a twentieth of the bare box's diagonal. */
+        slack = 0.05 * ph_len(ph_add(ph_sub(phi, plo), ph_scale(ext, 2.0)));
         ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
         csum = ph_add(csum, c);
         csq = ph_add(csq, ph_cmul(c, c));
         esum = ph_add(esum, ph_sub(sh->aabb_hi, sh->aabb_lo));
         blo = ph_vmin(blo, sh->aabb_lo);
         bhi = ph_vmax(bhi, sh->aabb_hi);
+        sh->slack = slack;
         nfinite++;
+    }
+    if (reuse) return filter_pairs(w);
+    /* A full pass, on the fat boxes. */
+    w->fat_ok = 0;
+    if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
+    for (int32_t s = 0; s < w->shape_hwm; s++) {
+        ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0) continue;
+        const double d = sh->geom.type == PH_SHAPE_PLANE ? 0.0 : sh->slack;
+        sh->fat_lo = ph_sub(sh->aabb_lo, ph_v3(d, d, d));
+        sh->fat_hi = ph_add(sh->aabb_hi, ph_v3(d, d, d));
     }
     /* 2. Sweep axis: largest variance of centres, with hysteresis so that a
      * nearly sorted order survives from one pass to the next. */
@@ -268,7 +318,7 @@ int ph__broadphase(ph__world *w, double dt) {
     if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
     ph__sap_key *keys = w->sap_keys;
     for (int32_t i = 0; i < n; i++) {
-        keys[i].key = ph_vget(w->shapes[ord[i]].aabb_lo, axis);
+        keys[i].key = ph_vget(w->shapes[ord[i]].fat_lo, axis);
         keys[i].slot = ord[i];
     }
     if (resort) {
@@ -313,12 +363,12 @@ int ph__broadphase(ph__world *w, double dt) {
         const ph__shape *sh = &w->shapes[ord[i]];
         const ph__body *b = &w->bodies[sh->body];
         ph__sap_box *x = &bx[i];
-        x->lo = ph_vget(sh->aabb_lo, axis);
-        x->hi = ph_vget(sh->aabb_hi, axis);
-        x->lo1 = ph_vget(sh->aabb_lo, ax1);
-        x->hi1 = ph_vget(sh->aabb_hi, ax1);
-        x->lo2 = ph_vget(sh->aabb_lo, ax2);
-        x->hi2 = ph_vget(sh->aabb_hi, ax2);
+        x->lo = ph_vget(sh->fat_lo, axis);
+        x->hi = ph_vget(sh->fat_hi, axis);
+        x->lo1 = ph_vget(sh->fat_lo, ax1);
+        x->hi1 = ph_vget(sh->fat_hi, ax1);
+        x->lo2 = ph_vget(sh->fat_lo, ax2);
+        x->hi2 = ph_vget(sh->fat_hi, ax2);
         x->slot = ord[i];
         /* Two static bodies never pair up. (Pairs of sleeping bodies do:
          * narrowphase keeps their manifolds without colliding them.) */
@@ -423,5 +473,13 @@ int ph__broadphase(ph__world *w, double dt) {
             }
         }
     }
-    return sort_pairs(w);
+    int e = sort_pairs(w);
+    if (e) return e;
+    if (ph__reserve((void **)&w->fat_pairs, &w->fat_pair_cap, w->pair_count + 1, sizeof(ph__pair)))
+        return PH_ERR_NO_MEMORY;
+    if (w->pair_count > 0) memcpy(w->fat_pairs, w->pairs, (size_t)w->pair_count * sizeof(ph__pair));
+    w->fat_pair_count = w->pair_count;
+    w->fat_version = w->bp_version;
+    w->fat_ok = 1;
+    return filter_pairs(w);
 }

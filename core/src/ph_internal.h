@@ -71,6 +71,8 @@ typedef struct ph__shape {
     ph_transform local;
     double density, friction, restitution;
     ph_vec3 aabb_lo, aabb_hi; /* world, refreshed each broadphase */
+    ph_vec3 fat_lo, fat_hi;   /* the AABB grown by a slack at the last full broadphase pass */
+    double slack;             /* that slack, m (a twentieth of the bare box's diagonal) */
     uint64_t sap_stamp;       /* broadphase pass that last listed it */
     double spec;              /* m: how far it can move until the next collision (speed bound
                                  x time), added to the contact margin of its pairs */
@@ -316,6 +318,12 @@ struct ph__world {
     int32_t bp_ints_cap;
     ph__pair *bp_pairs;    /* broadphase scratch: the pair sort's second buffer */
     int32_t bp_pairs_cap;
+    ph__pair *fat_pairs;   /* pairs of overlapping fat boxes at the last full pass, sorted */
+    int32_t fat_pair_count, fat_pair_cap;
+    uint64_t bp_version;   /* bumped by every edit that changes which pairs are allowed
+                              (shapes, bodies, joints created or destroyed) */
+    uint64_t fat_version;  /* bp_version of the last full pass; fat_ok: it is usable */
+    int fat_ok;
     ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;

@@ -264,6 +264,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->vws);
     free(w->dvc);
     free(w->sforce);
+    free(w->fat_pairs);
     free(w);
     return PH_OK;
 }
@@ -545,6 +546,7 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
 
 static void joint_free_slot(ph__world *w, int32_t j) {
     ph__joint *jt = &w->joints[j];
+    w->bp_version++; /* the broadphase's allowed pairs change */
     jt->alive = 0;
     jt->gen = next_gen(jt->gen);
     jt->next_free = w->joint_free;
@@ -563,6 +565,7 @@ static void forget_contacts(ph__world *w, int32_t s) {
 
 static void shape_free_slot(ph__world *w, int32_t s) {
     ph__shape *sh = &w->shapes[s];
+    w->bp_version++; /* the broadphase's shapes change */
     forget_contacts(w, s);
     sh->body = -1;
     sh->gen = next_gen(sh->gen);
@@ -879,6 +882,7 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
         w->shapes[t].next = slot;
     }
     b->shape_count++;
+    w->bp_version++;
     body_update_mass(w, b);
     ph__wake(b);
     id.index1 = slot + 1;
@@ -1037,6 +1041,7 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     j->max_motor_torque = d.max_motor_torque;
     j->next_free = -1;
     w->joint_count++;
+    w->bp_version++;
     ph__wake(&w->bodies[j->a]);
     if (j->b >= 0) ph__wake(&w->bodies[j->b]);
     id.index1 = slot + 1;

@@ -1,6 +1,7 @@
 /*
  * test_collide.c — cmocka tests of the narrowphase (core/src/collide.c):
- * ph__collide for every pair of shape types and ph__geom_aabb.
+ * ph__collide for every pair of shape types and ph__geom_aabb; and of the
+ * broadphase's pair list against brute force (test_broadphase_pairs).
  *
  * Normal path: each test builds two geometries at known poses, collides them
  * and checks the count, the normal (within 1e-9), the depths (within 1e-9
@@ -742,8 +743,113 @@ static void test_aabb(void **state) {
     assert_vec_near(hi, 1e300, 1e300, 1e300, 0.0);
 }
 
+/* The broadphase (broad_phase.c) against brute force: after every step
+ * its pair list is exactly the sorted list of shape pairs whose AABBs
+ * overlap (closed), on different bodies, not both static, planes only with
+ * dynamic bodies, no pair of bodies joined without collide_connected. The
+ * scene settles, so most steps reuse the last full pass's fat-box pairs;
+ * edits in between (a joint, a destroyed shape, a new shape) must show at
+ * the next step. */
+static int allowed(const ph__world *w, int32_t sa, int32_t sb) {
+    const ph__shape *a = &w->shapes[sa], *b = &w->shapes[sb];
+    if (a->body < 0 || b->body < 0 || a->body == b->body) return 0;
+    const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
+    if (ba->type == PH_BODY_STATIC && bb->type == PH_BODY_STATIC) return 0;
+    if (a->geom.type == PH_SHAPE_PLANE && bb->type != PH_BODY_DYNAMIC) return 0;
+    if (b->geom.type == PH_SHAPE_PLANE && ba->type != PH_BODY_DYNAMIC) return 0;
+    if (a->geom.type == PH_SHAPE_PLANE && b->geom.type == PH_SHAPE_PLANE) return 0;
+    for (int32_t j = 0; j < w->joint_hwm; j++) {
+        const ph__joint *jt = &w->joints[j];
+        if (jt->alive && !jt->collide_connected && jt->b >= 0 &&
+            ((jt->a == a->body && jt->b == b->body) || (jt->a == b->body && jt->b == a->body)))
+            return 0;
+    }
+    return a->aabb_lo.x <= b->aabb_hi.x && b->aabb_lo.x <= a->aabb_hi.x && a->aabb_lo.y <= b->aabb_hi.y &&
+           b->aabb_lo.y <= a->aabb_hi.y && a->aabb_lo.z <= b->aabb_hi.z && b->aabb_lo.z <= a->aabb_hi.z;
+}
+
+static void check_pairs(const ph__world *w) {
+    int32_t n = 0;
+    for (int32_t sa = 0; sa < w->shape_hwm; sa++)
+        for (int32_t sb = sa + 1; sb < w->shape_hwm; sb++) {
+            if (!allowed(w, sa, sb)) continue;
+            assert_true(n < w->pair_count);
+            assert_int_equal(w->pairs[n].sa, sa);
+            assert_int_equal(w->pairs[n].sb, sb);
+            n++;
+        }
+    assert_int_equal(n, w->pair_count);
+}
+
+static void test_broadphase_pairs(void **state) {
+    (void)state;
+    ph_world_def d = ph_default_world_def();
+    int err;
+    ph_world_id wid = ph_world_create(&d, &err);
+    ph__world *w = ph__world_get(wid);
+    ph_body_def gd = ph_default_body_def();
+    gd.type = PH_BODY_STATIC;
+    ph_body_id ground = ph_body_create(wid, &gd, &err);
+    ph_shape_def pd = ph_default_shape_def();
+    pd.type = PH_SHAPE_PLANE;
+    pd.normal = ph_v3(0, 0, 1);
+    ph_shape_create(ground, &pd, &err);
+    ph_body_id body[48];
+    ph_shape_id shape[48];
+    int nb = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 3; k++) {
+                ph_body_def bd = ph_default_body_def();
+                bd.position = ph_v3(1.05 * i, 1.05 * j + 0.02 * k, 0.55 + 1.05 * k);
+                body[nb] = ph_body_create(wid, &bd, &err);
+                ph_shape_def sd = ph_default_shape_def();
+                sd.type = (i + j + k) % 3 == 0 ? PH_SHAPE_SPHERE : PH_SHAPE_BOX;
+                sd.radius = 0.5;
+                shape[nb] = ph_shape_create(body[nb], &sd, &err);
+                assert_int_equal(err, PH_OK);
+                nb++;
+            }
+    int full = 0, reused = 0, joined = 0;
+    for (int step = 0; step < 240; step++) {
+        const uint64_t before = w->sap_pass;
+        if (step == 100) {
+            /* Join two bodies that touch (the bottom two of a column). */
+            ph_joint_def jd = ph_default_joint_def();
+            jd.body_a = body[1];
+            jd.body_b = body[0];
+            ph_joint_create(wid, &jd, &err);
+            assert_int_equal(err, PH_OK);
+        }
+        if (step == 140) ph_shape_destroy(shape[5]);
+        if (step == 170) {
+            ph_shape_def sd = ph_default_shape_def();
+            sd.radius = 0.3;
+            sd.local.p = ph_v3(0, 0, 0.6);
+            ph_shape_create(body[7], &sd, &err);
+            assert_int_equal(err, PH_OK);
+        }
+        assert_int_equal(ph_world_step(wid), PH_OK);
+        check_pairs(w);
+        if (w->sap_pass != before) full++;
+        else reused++;
+        if (step == 100) {
+            /* The joined pair is gone at once. */
+            const int32_t s0 = shape[0].index1 - 1, s1 = shape[1].index1 - 1;
+            for (int32_t i = 0; i < w->pair_count; i++)
+                joined += (w->pairs[i].sa == s0 && w->pairs[i].sb == s1) || (w->pairs[i].sa == s1 && w->pairs[i].sb == s0);
+        }
+    }
+    print_message("broadphase: %d full passes, %d reused, %d pairs at the end\n", full, reused, w->pair_count);
+    assert_int_equal(joined, 0);
+    assert_true(reused > 120); /* the settled scene reuses its pairs */
+    assert_true(full >= 4);    /* the start, and after each of the three edits */
+    ph_world_destroy(wid);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_broadphase_pairs),
         cmocka_unit_test(test_sphere_sphere),
         cmocka_unit_test(test_sphere_plane),
         cmocka_unit_test(test_sphere_box_face),
