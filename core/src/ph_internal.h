@@ -339,6 +339,8 @@ struct ph__world {
     int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */
     int32_t sbody_body_cap;
     int32_t sbody_count, sbody_cap, b2s_cap;
+    int32_t sbody_aniso;   /* solver bodies with unequal principal moments (their world
+                              inverse inertia is refreshed each substep) */
     ph__vw *vw0;           /* velocities before this substep's forces, by solver body */
     int32_t vw0_cap;
     ph__vw *vws;           /* velocities after this substep's forces, before any warm start */

@@ -81,7 +81,7 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
  * of bodies whose principal moments differ. */
 static int build_solver_bodies(ph__world *w, int remap) {
     if (!remap) {
-        for (int32_t s = 1; s < w->sbody_count; s++) {
+        for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
             ph__sbody *sb = &w->sbodies[s];
             if (sb->iso) continue;
             const ph__body *b = &w->bodies[w->sbody_body[s]];
@@ -105,6 +105,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
+    int32_t aniso = 0;
     for (int32_t i = 0; i < w->body_hwm; i++) {
         int32_t s = w->body_to_sbody[i];
         if (s == 0) continue;
@@ -124,8 +125,10 @@ static int build_solver_bodies(ph__world *w, int remap) {
             ph_mat3 r = ph_mat3_from_quat(b->q);
             sb->inv_i = ph_mat3_rdrt(&r, ii);
             sb->iso = 0;
+            aniso++;
         }
     }
+    w->sbody_aniso = aniso;
     w->sbody_count = n;
     return PH_OK;
 }

@@ -88,10 +88,18 @@ static inline ph_quat ph_quat_conj(ph_quat a) {
 }
 static inline double ph_quat_len(ph_quat a) { return sqrt(a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w); }
 static inline ph_quat ph_quat_normalize(ph_quat a) {
-    double l = ph_quat_len(a);
-    if (l < 1e-300) return ph_quat_identity();
-    /* One division (the integrator normalizes every body in every substep). */
-    const double s = 1.0 / l;
+    const double l2 = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+    double s;
+    if (l2 > 1.0 - 1e-8 && l2 < 1.0 + 1e-8) {
+        /* Nearly unit (what the integrator hands over, every body in every
+         * substep): one Newton step for 1/sqrt(l2) from 1, s = (3 - l2)/2,
+         * leaves |q|^2 - 1 = -3/4 (l2 - 1)^2 + ..., below 1e-16. */
+        s = 1.5 - 0.5 * l2;
+    } else {
+        const double l = sqrt(l2);
+        if (l < 1e-300) return ph_quat_identity();
+        s = 1.0 / l;
+    }
     ph_quat r = {a.x * s, a.y * s, a.z * s, a.w * s};
     return r;
 }
