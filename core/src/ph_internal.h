@@ -393,6 +393,8 @@ struct ph__world {
     int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
 
     int last_substep;      /* 1 while the last substep of a step runs */
+    int substep_k, substep_n; /* the substep running, of how many */
+    int forces_done;       /* > 0: the last integration also did this substep's start (step.c) */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
 

@@ -151,42 +151,53 @@ static int prepare_forces(ph__world *w, double h) {
     return PH_OK;
 }
 
-/* warm: also the contacts' body-by-body warm start (ph__warm_start's
- * first loop, the same operations). */
-static void apply_forces(ph__world *w, double h, int warm) {
-    const double wf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
-    if (wf == 0) warm = 0;
-    for (int32_t s = 1; s < w->sbody_count; s++) {
-        ph__sbody *sb = &w->sbodies[s];
-        const ph_vec3 v0 = sb->v, w0 = sb->w;
-        w->vw0[s].v = v0;
-        w->vw0[s].w = w0;
-        const ph__sforce *f = &w->sforce[s];
-        ph_vec3 v = v0, av = w0;
-        if (f->plain) {
+/* The forces of one solver body: vw0 (before them), its velocity after
+ * them (vws) and, with warm, the contacts' body-by-body warm start on top
+ * (ph__warm_start's first loop, the same operations). */
+static inline void force_body(ph__world *w, int32_t s, double h, int warm, double wf) {
+    ph__sbody *sb = &w->sbodies[s];
+    const ph_vec3 v0 = sb->v, w0 = sb->w;
+    w->vw0[s].v = v0;
+    w->vw0[s].w = w0;
+    const ph__sforce *f = &w->sforce[s];
+    ph_vec3 v = v0, av = w0;
+    if (f->plain) {
+        v = ph_add(v0, f->dv);
+    } else {
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
+        if (b->type == PH_BODY_DYNAMIC) {
             v = ph_add(v0, f->dv);
-        } else {
-            const ph__body *b = &w->bodies[w->sbody_body[s]];
-            if (b->type == PH_BODY_DYNAMIC) {
-                v = ph_add(v0, f->dv);
-                if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
-                if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
-                    av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
-                if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
-                if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
-            }
+            if (w->settings.gyroscopic) av = gyroscopic(b, av, h);
+            if (b->torque.x != 0 || b->torque.y != 0 || b->torque.z != 0)
+                av = ph_add(av, ph_mat3_mulv(&sb->inv_i, ph_scale(b->torque, h)));
+            if (b->lin_damp > 0) v = ph_scale(v, 1.0 / (1.0 + h * b->lin_damp));
+            if (b->ang_damp > 0) av = ph_scale(av, 1.0 / (1.0 + h * b->ang_damp));
         }
-        w->vws[s].v = v;
-        w->vws[s].w = av;
-        if (warm) {
-            v = ph_mul_add(v, wf, w->dvc[s].v);
-            av = ph_mul_add(av, wf, w->dvc[s].w);
-        }
-        sb->v = v;
-        sb->w = av;
     }
+    w->vws[s].v = v;
+    w->vws[s].w = av;
+    if (warm) {
+        v = ph_mul_add(v, wf, w->dvc[s].v);
+        av = ph_mul_add(av, wf, w->dvc[s].w);
+    }
+    sb->v = v;
+    sb->w = av;
+}
+
+static double warm_factor(const ph__world *w) {
+    return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+}
+
+static void forces_ground(ph__world *w) {
     w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
     w->vws[0] = w->vw0[0];
+}
+
+static void apply_forces(ph__world *w, double h, int warm) {
+    const double wf = warm_factor(w);
+    for (int32_t s = 1; s < w->sbody_count; s++)
+        force_body(w, s, h, warm && wf != 0, wf);
+    forces_ground(w);
 }
 
 /* The warm start of a later substep re-applies every contact impulse of
@@ -257,11 +268,16 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
 }
 
 /* dv: also the velocity change of the substep's solve, v - vws (the
- * bodies' part of contact_dv). */
-static void integrate(ph__world *w, double h, int dv) {
+ * bodies' part of contact_dv). next > 0: also the next substep's start, in
+ * the same pass: the world inverse inertia from the new orientation
+ * (build_solver_bodies without remap) and the forces, with next = 2 the
+ * contacts' warm start too (apply_forces); the same operations on each
+ * body, one pass over the bodies instead of two. */
+static void integrate(ph__world *w, double h, int dv, int next) {
+    const double wf = warm_factor(w);
     for (int32_t s = 1; s < w->sbody_count; s++) {
         ph__body *b = &w->bodies[w->sbody_body[s]];
-        const ph__sbody *sb = &w->sbodies[s];
+        ph__sbody *sb = &w->sbodies[s];
         /* Through locals: reading back a vector just stored field by field
          * would stall on store forwarding. */
         const ph_vec3 v = sb->v, av = sb->w;
@@ -277,7 +293,15 @@ static void integrate(ph__world *w, double h, int dv) {
         ph_quat dq = ph_quat_mul(wq, q0);
         ph_quat q = {q0.x + 0.5 * h * dq.x, q0.y + 0.5 * h * dq.y, q0.z + 0.5 * h * dq.z, q0.w + 0.5 * h * dq.w};
         b->q = ph_quat_normalize(q);
+        if (next) {
+            if (!sb->iso) {
+                ph_mat3 r = ph_mat3_from_quat(b->q);
+                sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
+            }
+            force_body(w, s, h, next == 2 && wf != 0, wf);
+        }
     }
+    if (next) forces_ground(w);
 }
 
 /* The default PGS path keeps its contact rows only in the batches
@@ -288,6 +312,14 @@ static int native_step(const ph__world *w) {
     const ph_settings *s = &w->settings;
     return s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS && !s->record_merits &&
            !(s->tolerance > 0) && !w->capture;
+}
+
+/* How a substep warm-starts its contacts: 0 row by row (the collision's
+ * substep) or not at all (no contacts), 1 body by body (ph__warm_start),
+ * 2 body by body with the forces (apply_forces / integrate). */
+static int body_warm(const ph__world *w, int collide, int last) {
+    const int has_contacts = (w->native ? w->native_rows : w->contact_row_count) > 0;
+    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && !last) ? 2 : 1;
 }
 
 static int substep(ph__world *w, double h, int collide) {
@@ -315,18 +347,22 @@ static int substep(ph__world *w, double h, int collide) {
     t2 = now_ms();
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
-    e = build_solver_bodies(w, collide);
-    if (e == PH_OK && collide) e = prepare_forces(w, h);
-    if (e) return e;
-    if (w->restitutive) st->impacts += ph__impacts(w, h);
     /* Later substeps warm-start the contacts body by body. On the native
      * path, but for the last substep (whose B, for the merits, needs the
      * velocities before the warm start), that is done in the same pass as
      * the forces: nothing reads the velocities in between but the joint
      * rows' B, which only the merits read. */
-    const int has_contacts = (w->native ? w->native_rows : w->contact_row_count) > 0;
-    w->body_warm = collide || !has_contacts ? 0 : (w->native && w->wide_ok && !w->last_substep) ? 2 : 1;
-    apply_forces(w, h, w->body_warm == 2);
+    w->body_warm = body_warm(w, collide, w->last_substep);
+    if (collide || !w->forces_done) {
+        e = build_solver_bodies(w, collide);
+        if (e == PH_OK && collide) e = prepare_forces(w, h);
+        if (e) return e;
+        if (w->restitutive) st->impacts += ph__impacts(w, h);
+        apply_forces(w, h, w->body_warm == 2);
+    }
+    /* (else the last substep's integration did all that: it is done in
+     * the same way for body_warm = 2.) */
+    w->forces_done = 0;
     /* Contact rows first (kept across substeps when they are only
      * refreshed), joint rows after (rebuilt every substep). */
     w->block_count = 0;
@@ -367,9 +403,16 @@ static int substep(ph__world *w, double h, int collide) {
     if (e) return e;
     ph__store_impulses(w);
     const int dv = !w->last_substep && !w->settings.collide_substeps;
+    /* The next substep's start goes with this integration when nothing
+     * comes between: it is not a collision, no impacts (restitutive pairs),
+     * and no joint rows (their part of contact_dv comes after). */
+    int next = 0;
+    if (dv && !w->restitutive && w->row_count == w->contact_row_count)
+        next = body_warm(w, 0, w->substep_k + 1 == w->substep_n - 1) == 2 ? 2 : 1;
     double t4 = now_ms();
     st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
-    integrate(w, h, dv);
+    integrate(w, h, dv, next);
+    w->forces_done = next;
     if (dv) contact_dv(w);
     st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
     if (w->last_substep) { /* (the manifolds do not change between collisions) */
@@ -400,8 +443,11 @@ int ph_world_step(ph_world_id id) {
     const double h = w->settings.time_step / n;
     w->native = native_step(w);
     int e = PH_OK;
+    w->forces_done = 0;
+    w->substep_n = n;
     for (int k = 0; k < n && e == PH_OK; k++) {
         w->last_substep = k == n - 1;
+        w->substep_k = k;
         e = substep(w, h, k == 0 || w->settings.collide_substeps);
     }
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
