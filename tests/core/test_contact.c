@@ -61,9 +61,11 @@ static ph_body_id add_box(ph_world_id w, ph_vec3 p, ph_quat q, double friction) 
 /* Sphere resting on a plane, 1 mm deep, at rest: one Gauss–Seidel iteration
  * gives exactly lambda = (-a q - b u_n - u_n^f) / (n^T K n + eps), eq. (26)
  * of the SPOOK notes, with q = -0.001, u_n = 0, u_n^f = -g h, n^T K n = 1/m. */
-static void test_sphere_on_plane_eq26(void **state) {
-    (void)state;
-    ph_world_id w = new_world(1, 1);
+/* A sphere of radius 0.5 resting depth deep on the ground plane, at rest,
+ * in a world of substeps x 1 iteration with the notes' fixed contact
+ * stiffness k = 1e8 and damping d = 4; stepped once. */
+static ph_world_id sphere_on_plane(int substeps, double depth, ph_body_id *sphere) {
+    ph_world_id w = new_world(substeps, 1);
     ph_settings set;
     ph_world_get_settings(w, &set);
     set.contact.hertz = 0; /* the notes' fixed stiffness k and damping d */
@@ -72,13 +74,21 @@ static void test_sphere_on_plane_eq26(void **state) {
     ph_world_set_settings(w, &set);
     add_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
-    bd.position = ph_v3(0, 0, 0.5 - 0.001);
+    bd.position = ph_v3(0, 0, 0.5 - depth);
     int err;
-    ph_body_id s = ph_body_create(w, &bd, &err);
+    *sphere = ph_body_create(w, &bd, &err);
     ph_shape_def sd = ph_default_shape_def();
     sd.radius = 0.5;
-    ph_shape_create(s, &sd, &err);
+    ph_shape_create(*sphere, &sd, &err);
+    assert_int_equal(err, PH_OK);
     assert_int_equal(ph_world_step(w), PH_OK);
+    return w;
+}
+
+static void test_sphere_on_plane_eq26(void **state) {
+    (void)state;
+    ph_body_id s;
+    ph_world_id w = sphere_on_plane(1, 0.001, &s);
 
     const double h = 1.0 / 60.0, k = 1e8, d = 4, g = 9.81;
     const double m = 1000.0 * 4.0 / 3.0 * PH_PI * 0.125;
@@ -141,22 +151,8 @@ static void test_sphere_on_plane_eq26(void **state) {
 static void test_sphere_on_plane_substeps(void **state) {
     (void)state;
     const int n = 3;
-    ph_world_id w = new_world(n, 1);
-    ph_settings set;
-    ph_world_get_settings(w, &set);
-    set.contact.hertz = 0;
-    set.contact.k = 1e8;
-    set.contact.d = 4;
-    ph_world_set_settings(w, &set);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
-    ph_body_def bd = ph_default_body_def();
-    bd.position = ph_v3(0, 0, 0.5 - 0.002);
-    int err;
-    ph_body_id s = ph_body_create(w, &bd, &err);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.radius = 0.5;
-    ph_shape_create(s, &sd, &err);
-    assert_int_equal(ph_world_step(w), PH_OK);
+    ph_body_id s;
+    ph_world_id w = sphere_on_plane(n, 0.002, &s);
 
     const double h = 1.0 / 60.0 / n, k = 1e8, d = 4, g = 9.81;
     const double m = 1000.0 * 4.0 / 3.0 * PH_PI * 0.125;
