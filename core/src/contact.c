@@ -27,17 +27,17 @@
 
 #include "ph_internal.h"
 
-static const ph__contact_manifold *find_prev(const ph__world *w, int32_t sa, int32_t sb) {
-    int32_t lo = 0, hi = w->prev_count - 1;
-    while (lo <= hi) {
-        int32_t mid = (lo + hi) / 2;
-        const ph__contact_manifold *m = &w->prev_manifolds[mid];
-        if (m->sa == sa && m->sb == sb) return m;
-        if (m->sa < sa || (m->sa == sa && m->sb < sb))
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
+/* Last step's manifold of pair (sa, sb), or NULL. Both lists are in pair
+ * order and the pairs are asked in that order, so a cursor (*at, from 0)
+ * walks the previous list once per step instead of searching it. */
+static const ph__contact_manifold *find_prev(const ph__world *w, int32_t *at, int32_t sa, int32_t sb) {
+    int32_t j = *at;
+    while (j < w->prev_count &&
+           (w->prev_manifolds[j].sa < sa || (w->prev_manifolds[j].sa == sa && w->prev_manifolds[j].sb < sb)))
+        j++;
+    *at = j;
+    if (j < w->prev_count && w->prev_manifolds[j].sa == sa && w->prev_manifolds[j].sb == sb)
+        return &w->prev_manifolds[j];
     return NULL;
 }
 
@@ -150,6 +150,7 @@ int ph__narrowphase(ph__world *w) {
     const double match_dist = 0.01; /* m */
     double maxpen = 0;
     int32_t reused = 0;
+    int32_t prev_at = 0; /* find_prev's cursor */
     for (int32_t i = 0; i < w->pair_count; i++) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
@@ -159,7 +160,7 @@ int ph__narrowphase(ph__world *w) {
         const int cacheable = tol > 0 && (costly(a) || costly(b));
         /* Last step's manifold of the pair; looked up after the collision
          * when it is needed only there (most pairs do not touch). */
-        const ph__contact_manifold *prev = still || cacheable ? find_prev(w, p->sa, p->sb) : NULL;
+        const ph__contact_manifold *prev = still || cacheable ? find_prev(w, &prev_at, p->sa, p->sb) : NULL;
         if (still) {
             /* Nothing on either side moved: keep last step's manifold and its
              * impulses as they are, without colliding the shapes again. */
@@ -184,7 +185,7 @@ int ph__narrowphase(ph__world *w) {
         if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
             0)
             continue;
-        if (!cacheable) prev = find_prev(w, p->sa, p->sb);
+        if (!cacheable) prev = find_prev(w, &prev_at, p->sa, p->sb);
         cm->sa = p->sa;
         cm->sb = p->sb;
         cm->ba = a->body;
