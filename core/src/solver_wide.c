@@ -23,13 +23,18 @@
  *   arithmetic of contact.c's ph__contact_point_rows (fill, below), instead
  *   of copying them from the world's contact rows, which are then never
  *   built.
- *   Refresh (later substeps): right-hand sides from the refreshed depths and
- *   this substep's velocities, warm starts from the impulses the batches
- *   hold (native), or copied from the refreshed rows.
+ *   Refresh (later substeps, native): each point's gap moved by h J_n v0
+ *   and the SPOOK right-hand side from it (contact.c's
+ *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
+ *   kept as the warm start (the bodies get it body by body, step.c). It is
+ *   done group by group inside the first sweep (ph__wide_sweep_refresh),
+ *   but in the last substep, whose B (merits) needs a pass of its own.
+ *   Otherwise the rows' refreshed rhs and lambda are copied in.
  *   Sweep: the arithmetic of solver.c's scalar loop on PH_LANES points at
  *   once: gather the bodies' velocities, update normal, t1, t2 (friction
  *   bounded by mu times the point's new normal impulse, or the scaled box),
- *   scatter the velocities back. Because the lanes of a batch touch disjoint
+ *   scatter the velocities back; up to four independent groups of a level
+ *   side by side. Because the lanes of a batch touch disjoint
  *   moving bodies this is the scalar sweep in w->order, operation for
  *   operation (-ffp-contract=off: no fused multiply-add in any build), so
  *   every method and vector_solver = 0 see the same numbers.

@@ -11,7 +11,9 @@
  *     -> joint rows -> warm start (later substeps: the contacts' part body
  *     by body, contact_dv) -> solve -> store impulses -> integrate
  *     positions (symplectic Euler, quaternion q += h/2 (0, w) q,
- *     renormalized; seeds/002 eqs. 35-38);
+ *     renormalized; seeds/002 eqs. 35-38), and when nothing comes between
+ *     (no collision, impacts or joint rows) the next substep's solver
+ *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
  * Each stage is timed into the world's statistics.
  *
