@@ -353,6 +353,7 @@ struct ph__world {
     int32_t restitutive;   /* manifolds of this step with restitution > 0 */
     ph__sforce *sforce;    /* by solver body, per step */
     int32_t sforce_cap;
+    int refresh_need_b;    /* with refresh_in_sweep: the batches' B too (the last substep) */
     double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
                                 first sweep (ph__wide_sweep_refresh) */
 
@@ -465,7 +466,7 @@ int ph__simd_level(void);
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
 /* The same, each group's batches refreshed (as ph__wide_refresh_fast
  * without need_b) just before they are swept: one pass instead of two. */
-void ph__wide_sweep_refresh(ph__world *w, double h);
+void ph__wide_sweep_refresh(ph__world *w, double h, int need_b); /* need_b: B too, from vws */
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
 /* Later substeps of the native path: the gaps moved by the velocities, the
  * right-hand sides (and with need_b the B) and the warm-start impulses of

@@ -276,7 +276,7 @@ int ph__solve(ph__world *w) {
         }
         if (nscalar <= njoint) ph__joint_direct_solve(w);
         if (wide && it == 0 && w->refresh_in_sweep > 0)
-            ph__wide_sweep_refresh(w, w->refresh_in_sweep);
+            ph__wide_sweep_refresh(w, w->refresh_in_sweep, w->refresh_need_b);
         else if (wide)
             ph__wide_sweep(w);
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);

@@ -563,6 +563,7 @@ static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo
 typedef struct refresh_k {
     ph__vd a, omb, hv, zero, wsf;
     int scale, box;
+    int need_b; /* also the rows' B, from the velocities after the forces (vws) */
 } refresh_k;
 
 static inline __attribute__((always_inline)) refresh_k refresh_consts(const ph__world *w, double h) {
@@ -576,7 +577,8 @@ static inline __attribute__((always_inline)) refresh_k refresh_consts(const ph__
                        splat(0.0),
                        splat(f),
                        f != 1.0,
-                       w->settings.friction_model == PH_FRICTION_SCALED_BOX};
+                       w->settings.friction_model == PH_FRICTION_SCALED_BOX,
+                       0};
 }
 
 static inline __attribute__((always_inline)) void refresh_batch(ph__wbatch *wb, const wvel *u0, const refresh_k *c) {
@@ -599,6 +601,18 @@ static inline __attribute__((always_inline)) void refresh_group(const ph__world 
     gather_arrays(w->vw0, g, &u0);
     for (int32_t k = 0; k < g->glen; k++)
         refresh_batch(&g[k], &u0, c);
+    if (c->need_b) {
+        /* B with the velocities before the warm start: those after the
+         * forces, vws (the same numbers as refresh_body's). */
+        wvel u;
+        gather_arrays(w->vws, g, &u);
+        for (int32_t k = 0; k < g->glen; k++) {
+            ph__wbatch *wb = &g[k];
+            wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
+            wb->r[1].B = -row_jv(&wb->r[1], &u);
+            wb->r[2].B = -row_jv(&wb->r[2], &u);
+        }
+    }
 }
 
 /* With need_b the rows' B are taken too, with the velocities before the
@@ -1033,11 +1047,12 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
 
 PH_VARIANTS(warm_start, (ph__world * w), (w))
 PH_VARIANTS(sweep, (ph__world * w), (w, NULL))
-static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h) {
-    const refresh_k c = refresh_consts(w, h);
+static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b) {
+    refresh_k c = refresh_consts(w, h);
+    c.need_b = need_b;
     sweep_body(w, &c);
 }
-PH_VARIANTS(sweep_refresh, (ph__world * w, double h), (w, h))
+PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
 PH_VARIANTS(refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
 PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
 PH_VARIANTS(fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
@@ -1046,7 +1061,7 @@ void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
 
 void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
 
-void ph__wide_sweep_refresh(ph__world *w, double h) { PH_DISPATCH(w, sweep_refresh, (w, h)); }
+void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) { PH_DISPATCH(w, sweep_refresh, (w, h, need_b)); }
 
 void ph__wide_refresh_fast(ph__world *w, double h, int need_b) { PH_DISPATCH(w, refresh, (w, h, need_b)); }
 

@@ -321,7 +321,10 @@ static int native_step(const ph__world *w) {
  * 2 body by body with the forces (apply_forces / integrate). */
 static int body_warm(const ph__world *w, int collide, int last) {
     const int has_contacts = (w->native ? w->native_rows : w->contact_row_count) > 0;
-    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && !last) ? 2 : 1;
+    /* In the last substep the B of the merits need the velocities before
+     * the warm start: the batches take them from vws, but the joint rows
+     * read the solver bodies as they are built. */
+    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && (!last || w->joint_count == 0)) ? 2 : 1;
 }
 
 static int substep(ph__world *w, double h, int collide) {
@@ -350,10 +353,10 @@ static int substep(ph__world *w, double h, int collide) {
     st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
     if (e) return e;
     /* Later substeps warm-start the contacts body by body. On the native
-     * path, but for the last substep (whose B, for the merits, needs the
-     * velocities before the warm start), that is done in the same pass as
-     * the forces: nothing reads the velocities in between but the joint
-     * rows' B, which only the merits read. */
+     * path that is done in the same pass as the forces: nothing reads the
+     * velocities in between but the rows' B, which only the merits read
+     * (last substep: the batches take theirs from vws; with joints the
+     * last substep keeps the warm start apart, body_warm). */
     w->body_warm = body_warm(w, collide, w->last_substep);
     if (collide || !w->forces_done) {
         e = build_solver_bodies(w, collide);
@@ -382,13 +385,16 @@ static int substep(ph__world *w, double h, int collide) {
         e = ph__joint_rows(w, h);
         if (e) return e;
         if (w->native && w->wide_ok) {
-            /* In the last substep B (merits) needs the velocities before
-             * the warm start: a pass of its own; otherwise the batches are
-             * refreshed in the first sweep. */
-            if (w->last_substep)
+            /* The batches are refreshed in the first sweep; in the last
+             * substep with their B (merits) from the velocities before the
+             * warm start (vws), unless joints need a pass of their own
+             * (body_warm 1: the warm start comes after). */
+            if (w->last_substep && w->body_warm != 2) {
                 ph__wide_refresh_fast(w, h, 1);
-            else
+            } else {
                 w->refresh_in_sweep = h;
+                w->refresh_need_b = w->last_substep;
+            }
         } else {
             e = ph__refresh_contact_rows(w, h);
             if (e) return e;
