@@ -519,6 +519,8 @@ static void on_stats_push(pc_client *c, const Physd__V1__Stats *s, void *data) {
 
 static void on_wait_timer(uv_timer_t *t) { *(int *)t->data = 1; }
 
+static void on_timer_closed(uv_handle_t *h) { *(int *)h->data = 2; }
+
 static void print_stats_text(const Physd__V1__Stats *s) {
     char name[32];
     printf("tick %llu  method %s (setting %s)  iterations %u/%u  rows %u  contacts %u  joints %u  bodies %u\n",
@@ -527,6 +529,8 @@ static void print_stats_text(const Physd__V1__Stats *s) {
            s->max_iterations, s->rows, s->contacts, s->joints, s->bodies);
     printf("merits: fischer %.3e  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration %.3e m\n",
            s->fischer_final, s->minmap_final, s->rel_residual, s->lcp_error_final, s->max_penetration);
+    printf("collision: pairs %u  manifolds %u (%u reused by the contact cache)  awake bodies %u  islands %u\n",
+           s->pairs, s->manifolds, s->manifolds_reused, s->awake_bodies, s->islands);
     if (s->n_stage_ms >= 5)
         printf("ms: broadphase %.3f  narrowphase %.3f  rows %.3f  solve %.3f  integrate %.3f  total %.3f\n",
                s->stage_ms[0], s->stage_ms[1], s->stage_ms[2], s->stage_ms[3], s->stage_ms[4], s->total_ms);
@@ -577,7 +581,12 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
         uv_timer_start(&t, on_wait_timer, 2000, 0);
         while (!sw.got && !expired && pc_client_connected(x->c))
             uv_run(&x->loop, UV_RUN_ONCE);
-        uv_close((uv_handle_t *)&t, NULL);
+        /* The timer lives on this stack frame: wait for its close to
+         * complete before returning (libuv finishes closes on the next
+         * loop iteration, which never blocks while one is pending). */
+        uv_close((uv_handle_t *)&t, on_timer_closed);
+        while (expired != 2)
+            uv_run(&x->loop, UV_RUN_ONCE);
         pc_client_set_handlers(x->c, NULL);
         if (!sw.got) fprintf(stderr, "physctl stats: no solver statistics within 2 s (is the world paused?)\n");
     }

@@ -388,6 +388,13 @@ static void test_watch(void **state) {
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "... 18 more"));
     tool_result_free(&r);
+    /* The solver statistics in text: the stack's 20 manifolds, and the
+     * contact cache's count beside them. */
+    r = ctl(0, "stats", ws, "--solver", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "manifolds 20 ("));
+    assert_non_null(strstr(r.out, "reused by the contact cache"));
+    tool_result_free(&r);
     r = ctl(0, "destroy", ws, NULL);
     tool_result_free(&r);
 }
