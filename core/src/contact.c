@@ -41,6 +41,14 @@ static const ph__contact_manifold *find_prev(const ph__world *w, int32_t *at, in
     return NULL;
 }
 
+/* Point k of cm takes the friction impulses of point q of old, through
+ * world space into cm's tangent basis. */
+static void carry_friction(ph__contact_manifold *cm, int k, const ph__contact_manifold *old, int q) {
+    const ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[q]), ph_scale(old->t2, old->lt2[q]));
+    cm->lt1[k] = ph_dot(f, cm->t1);
+    cm->lt2[k] = ph_dot(f, cm->t2);
+}
+
 /* Radius about its body's origin of the ball that holds a shape; infinite
  * for a plane. */
 static double shape_reach(const ph__shape *sh) {
@@ -125,9 +133,7 @@ static double cache_reuse(ph__contact_manifold *cm, const ph__contact_manifold *
             cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
             continue;
         }
-        const ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[k]), ph_scale(old->t2, old->lt2[k]));
-        cm->lt1[k] = ph_dot(f, cm->t1);
-        cm->lt2[k] = ph_dot(f, cm->t2);
+        carry_friction(cm, k, old, k);
     }
     return maxpen;
 }
@@ -237,12 +243,8 @@ int ph__narrowphase(ph__world *w) {
                 }
             }
             if (match >= 0) {
-                /* Friction impulses through world space into the new basis. */
-                const int q = match;
-                ph_vec3 f = ph_add(ph_scale(old->t1, old->lt1[q]), ph_scale(old->t2, old->lt2[q]));
-                cm->ln[k] = old->ln[q];
-                cm->lt1[k] = ph_dot(f, cm->t1);
-                cm->lt2[k] = ph_dot(f, cm->t2);
+                cm->ln[k] = old->ln[match];
+                carry_friction(cm, k, old, match);
             }
         }
         w->manifold_count++;
@@ -326,7 +328,7 @@ void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c) {
     c->box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     c->g = ph_len(w->settings.gravity);
     c->down = ph_normalize(w->settings.gravity);
-    c->wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    c->wsf = ph__warm_factor(w);
 }
 
 void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
@@ -520,15 +522,7 @@ int ph__refresh_manifolds(ph__world *w, int all) {
 }
 
 int ph__init_gaps(ph__world *w) {
-    if (w->native) {
-        for (int32_t b = 0; b < w->wbatch_count; b++) {
-            ph__wbatch *wb = &w->wbatches[b];
-            for (int j = 0; j < PH_LANES; j++)
-                wb->gap[j] = wb->point[j] < 0 ? 0.0 : -w->manifolds[wb->pm[j] >> 2].m.pts[wb->pm[j] & 3].depth;
-        }
-        return PH_OK;
-    }
-    const int32_t np = (w->native ? w->native_rows : w->contact_row_count) / 3;
+    const int32_t np = w->contact_row_count / 3;
     if (ph__reserve((void **)&w->wgap, &w->wgap_cap, np + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
@@ -553,7 +547,7 @@ int ph__refresh_contact_rows(ph__world *w, double h) {
      * body, step.c). */
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
     const double a = cn.a, b = cn.b;
-    const double wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const double wsf = ph__warm_factor(w);
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     /* B (for the relative residual) is read only when merits are measured:
      * every iteration with record_merits or a tolerance, else once after the

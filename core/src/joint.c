@@ -101,7 +101,7 @@ int ph__joint_rows(ph__world *w, double h) {
     c.coef.pair_mass = 1;
     c.a = c.coef.a;
     c.b = c.coef.b;
-    c.wsf = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    c.wsf = ph__warm_factor(w);
     const ph_vec3 zero = ph_v3(0, 0, 0);
     for (int32_t i = 0; i < w->joint_hwm; i++) {
         ph__joint *j = &w->joints[i];

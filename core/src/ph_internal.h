@@ -422,6 +422,12 @@ static inline ph_transform ph__shape_pose(const ph__world *w, const ph__shape *s
     return ph_xform_mul(bt, *l);
 }
 
+/* The factor on last step's (or substep's) impulses when they warm-start
+ * the solver: warm_start_factor, or 0 with warm starting off. */
+static inline double ph__warm_factor(const ph__world *w) {
+    return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+}
+
 /* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 
@@ -436,7 +442,8 @@ int ph__impacts(ph__world *w, double h);    /* Newton–Coulomb impacts; returns
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */
 int ph__refresh_manifolds(ph__world *w, int all);
-/* The points' gaps (w->wgap) from the collision's depths. */
+/* The contact rows' gaps (w->wgap) from the collision's depths (the native
+ * build puts them in the batches itself). */
 int ph__init_gaps(ph__world *w);
 /* Later substeps: the contact rows' gaps moved by the velocities and their
  * SPOOK terms refreshed (the rows path). */
@@ -464,15 +471,15 @@ void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
  * "avx2", "baseline"). */
 int ph__simd_level(void);
 void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
-/* The same, each group's batches refreshed (as ph__wide_refresh_fast
- * without need_b) just before they are swept: one pass instead of two. */
-void ph__wide_sweep_refresh(ph__world *w, double h, int need_b); /* need_b: B too, from vws */
+/* The same, each group's batches refreshed just before they are swept
+ * (later substeps of the native path: the gaps moved by the velocities, the
+ * right-hand sides, the warm-start impulses kept; with need_b also the B of
+ * the merits, from vws): one pass instead of two. */
+void ph__wide_sweep_refresh(ph__world *w, double h, int need_b);
 void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
-/* Later substeps of the native path: the gaps moved by the velocities, the
- * right-hand sides (and with need_b the B) and the warm-start impulses of
- * the batches (the warm start itself is applied body by body, step.c). The
- * last substep's pass (need_b); the others are done in the first sweep. */
-void ph__wide_refresh_fast(ph__world *w, double h, int need_b);
+/* That refresh with B as a pass of its own, before the warm start (the last
+ * substep of a world with joints, whose warm start comes after its rows). */
+void ph__wide_refresh_fast(ph__world *w, double h);
 /* The batches built straight from the manifolds, without contact rows
  * (w->native steps); same numbers as building the rows first. */
 int ph__wide_build_native(ph__world *w, double h);

@@ -144,7 +144,7 @@ void ph__warm_start(ph__world *w) {
     if (w->body_warm) {
         /* A later substep: the contacts' impulses of the last substep, body
          * by body (step.c's contact_dv), scaled as their impulses were. */
-        const double f = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+        const double f = ph__warm_factor(w);
         if (f != 0 && w->body_warm == 1) /* 2: done with the forces (step.c) */
             for (int32_t s = 1; s < w->sbody_count; s++) {
                 w->sbodies[s].v = ph_mul_add(w->sbodies[s].v, f, w->dvc[s].v);

@@ -568,7 +568,7 @@ typedef struct refresh_k {
 
 static inline __attribute__((always_inline)) refresh_k refresh_consts(const ph__world *w, double h) {
     const ph__spook_coef cn = ph__spook(w->settings.contact, h);
-    const double f = w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+    const double f = ph__warm_factor(w);
     /* (With a factor of one the impulses stay as they are: the friction
      * ones are within mu lambda_n already.) */
     return (refresh_k){splat(cn.a),
@@ -603,7 +603,7 @@ static inline __attribute__((always_inline)) void refresh_group(const ph__world 
         refresh_batch(&g[k], &u0, c);
     if (c->need_b) {
         /* B with the velocities before the warm start: those after the
-         * forces, vws (the same numbers as refresh_body's). */
+         * forces, vws. */
         wvel u;
         gather_arrays(w->vws, g, &u);
         for (int32_t k = 0; k < g->glen; k++) {
@@ -615,26 +615,14 @@ static inline __attribute__((always_inline)) void refresh_group(const ph__world 
     }
 }
 
-/* With need_b the rows' B are taken too, with the velocities before the
- * warm start. */
-static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h, int need_b) {
-    const refresh_k c = refresh_consts(w, h);
-    for (int32_t b = 0; b < w->wbatch_count;) {
-        ph__wbatch *g = &w->wbatches[b];
-        const int32_t gl = g->glen;
-        refresh_group(w, g, &c);
-        if (need_b) {
-            wvel u;
-            gather(w->sbodies, g, &u);
-            for (int32_t k = 0; k < gl; k++) {
-                ph__wbatch *wb = &g[k];
-                wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
-                wb->r[1].B = -row_jv(&wb->r[1], &u);
-                wb->r[2].B = -row_jv(&wb->r[2], &u);
-            }
-        }
-        b += gl;
-    }
+/* The refresh as a pass of its own, with the rows' B (the last substep
+ * when the warm start comes after the rows are built: the solver bodies
+ * then hold vws). */
+static inline __attribute__((always_inline)) void refresh_body(ph__world *w, double h) {
+    refresh_k c = refresh_consts(w, h);
+    c.need_b = 1;
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
+        refresh_group(w, &w->wbatches[b], &c);
 }
 
 /* One contact point of every lane: normal, then the two friction rows
@@ -997,6 +985,7 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
              * within the step. */
             make_row(&r, dir[0], ra, rb, &sa, &sb, lin2[0], &cn);
             const ph__vd gap = -depth;
+            wb->gap = keep(gap, live); /* moved along by the later substeps */
             r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &u0), -gap / hv);
             r.B = need_b ? r.rhs - row_jv(&r, &u) : zero;
             r.lambda = lanes_at(pln, 0) * wsf;
@@ -1053,7 +1042,7 @@ static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *
     sweep_body(w, &c);
 }
 PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
-PH_VARIANTS(refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
+PH_VARIANTS(refresh, (ph__world * w, double h), (w, h))
 PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
 PH_VARIANTS(fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
 
@@ -1063,7 +1052,7 @@ void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
 
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) { PH_DISPATCH(w, sweep_refresh, (w, h, need_b)); }
 
-void ph__wide_refresh_fast(ph__world *w, double h, int need_b) { PH_DISPATCH(w, refresh, (w, h, need_b)); }
+void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, refresh, (w, h)); }
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, merits, (w, m)); }
 

@@ -186,17 +186,13 @@ static inline void force_body(ph__world *w, int32_t s, double h, int warm, doubl
     sb->w = av;
 }
 
-static double warm_factor(const ph__world *w) {
-    return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
-}
-
 static void forces_ground(ph__world *w) {
     w->vw0[0].v = w->vw0[0].w = ph_v3(0, 0, 0);
     w->vws[0] = w->vw0[0];
 }
 
 static void apply_forces(ph__world *w, double h, int warm) {
-    const double wf = warm_factor(w);
+    const double wf = ph__warm_factor(w);
     for (int32_t s = 1; s < w->sbody_count; s++)
         force_body(w, s, h, warm && wf != 0, wf);
     forces_ground(w);
@@ -276,7 +272,7 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
  * contacts' warm start too (apply_forces); the same operations on each
  * body, one pass over the bodies instead of two. */
 static void integrate(ph__world *w, double h, int dv, int next) {
-    const double wf = warm_factor(w);
+    const double wf = ph__warm_factor(w);
     for (int32_t s = 1; s < w->sbody_count; s++) {
         ph__body *b = &w->bodies[w->sbody_body[s]];
         ph__sbody *sb = &w->sbodies[s];
@@ -376,7 +372,7 @@ static int substep(ph__world *w, double h, int collide) {
         e = w->native ? ph__wide_build_native(w, h) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
-        e = ph__init_gaps(w);
+        if (!w->native) e = ph__init_gaps(w);
         if (e) return e;
         e = ph__joint_rows(w, h);
         if (e) return e;
@@ -390,7 +386,7 @@ static int substep(ph__world *w, double h, int collide) {
              * warm start (vws), unless joints need a pass of their own
              * (body_warm 1: the warm start comes after). */
             if (w->last_substep && w->body_warm != 2) {
-                ph__wide_refresh_fast(w, h, 1);
+                ph__wide_refresh_fast(w, h);
             } else {
                 w->refresh_in_sweep = h;
                 w->refresh_need_b = w->last_substep;

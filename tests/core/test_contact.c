@@ -30,33 +30,6 @@ static ph_world_id new_world(int substeps, int iterations) {
     return w;
 }
 
-static void add_ground(ph_world_id w, ph_vec3 normal, double friction) {
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_STATIC;
-    int err;
-    ph_body_id g = ph_body_create(w, &bd, &err);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_PLANE;
-    sd.normal = normal;
-    sd.offset = 0;
-    sd.friction = friction;
-    ph_shape_create(g, &sd, &err);
-    assert_int_equal(err, PH_OK);
-}
-
-static ph_body_id add_box(ph_world_id w, ph_vec3 p, ph_quat q, double friction) {
-    ph_body_def bd = ph_default_body_def();
-    bd.position = p;
-    bd.orientation = q;
-    int err;
-    ph_body_id b = ph_body_create(w, &bd, &err);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    sd.friction = friction;
-    ph_shape_create(b, &sd, &err);
-    assert_int_equal(err, PH_OK);
-    return b;
-}
 
 /* Sphere resting on a plane, 1 mm deep, at rest: one Gauss–Seidel iteration
  * gives exactly lambda = (-a q - b u_n - u_n^f) / (n^T K n + eps), eq. (26)
@@ -72,7 +45,7 @@ static ph_world_id sphere_on_plane(int substeps, double depth, ph_body_id *spher
     set.contact.k = 1e8;
     set.contact.d = 4;
     ph_world_set_settings(w, &set);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 0.5 - depth);
     int err;
@@ -223,10 +196,10 @@ static rest_result run_stack(int n, double hertz) {
         set.contact.hertz = hertz;
         ph_world_set_settings(w, &set);
     }
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id b[32];
     for (int i = 0; i < n; i++)
-        b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
+        b[i] = ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
     rest_result r = measure_stack(w, b, n);
     ph_world_destroy(w);
     return r;
@@ -295,10 +268,10 @@ static double incline_run(double mu, double seconds, double *accel) {
     const double th = PH_PI / 6, s = sin(th), c = cos(th);
     ph_world_id w = new_world(0, 0);
     ph_vec3 n = ph_v3(-s, 0, c);
-    add_ground(w, n, mu);
+    ph_test_ground(w, n, mu);
     ph_quat q = ph_quat_axis_angle(ph_v3(0, 1, 0), -th);
     ph_vec3 p0 = ph_scale(n, 0.5);
-    ph_body_id b = add_box(w, p0, q, mu);
+    ph_body_id b = ph_test_box(w, PH_BODY_DYNAMIC, p0, q, mu);
     ph_vec3 t = ph_v3(-c, 0, -s);
     const int steps = (int)(seconds * 60 + 0.5);
     double v1 = 0, v2 = 0;
@@ -342,7 +315,7 @@ static void test_restitution(void **state) {
     ph_world_get_settings(w, &s);
     s.gravity = ph_v3(0, 0, 0);
     ph_world_set_settings(w, &s);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 0.55);
     bd.linear_velocity = ph_v3(0, 0, -5);
@@ -370,7 +343,7 @@ static void test_restitution(void **state) {
 static void test_compound_bodies(void **state) {
     (void)state;
     ph_world_id w = new_world(0, 0);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 0.25);
     int err;
@@ -437,7 +410,7 @@ static void test_compound_bodies(void **state) {
 static void test_contact_events(void **state) {
     (void)state;
     ph_world_id w = new_world(0, 0);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 1.0);
     int err;
@@ -477,7 +450,7 @@ static void test_contact_events(void **state) {
 static void test_raycast(void **state) {
     (void)state;
     ph_world_id w = new_world(0, 0);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_def bd = ph_default_body_def();
     bd.position = ph_v3(0, 0, 3);
     int err;
@@ -531,10 +504,10 @@ static void test_sleep_and_wake(void **state) {
     ph_world_get_settings(w, &set);
     set.sleep = 1;
     ph_world_set_settings(w, &set);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     ph_body_id b[3];
     for (int i = 0; i < 3; i++)
-        b[i] = add_box(w, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
+        b[i] = ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.5 + i), ph_quat_identity(), 0.5);
     int slept_at = -1;
     for (int s = 0; s < 180 && slept_at < 0; s++) {
         ph_world_step(w);
@@ -589,8 +562,8 @@ static void test_collide_every_substep(void **state) {
     ph_world_get_settings(w, &set);
     set.collide_substeps = 1;
     ph_world_set_settings(w, &set);
-    add_ground(w, ph_v3(0, 0, 1), 0.5);
-    ph_body_id box = add_box(w, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_id box = ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
     for (int i = 0; i < 300; i++)
         assert_int_equal(ph_world_step(w), PH_OK);
     ph_body_state st;

@@ -28,33 +28,6 @@ static ph_world_id new_world(double tol) {
     return w;
 }
 
-static void add_ground(ph_world_id w) {
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_STATIC;
-    int err;
-    ph_body_id g = ph_body_create(w, &bd, &err);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_PLANE;
-    sd.normal = ph_v3(0, 0, 1);
-    sd.offset = 0;
-    ph_shape_create(g, &sd, &err);
-    assert_int_equal(err, PH_OK);
-}
-
-/* A unit cube. */
-static ph_body_id add_box(ph_world_id w, ph_body_type type, ph_vec3 p, ph_quat q) {
-    ph_body_def bd = ph_default_body_def();
-    bd.type = type;
-    bd.position = p;
-    bd.orientation = q;
-    int err;
-    ph_body_id b = ph_body_create(w, &bd, &err);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    ph_shape_create(b, &sd, &err);
-    assert_int_equal(err, PH_OK);
-    return b;
-}
 
 #define MAXC 64
 
@@ -98,9 +71,9 @@ static void test_resting_stack_same_contacts(void **state) {
     ph_body_id top[2];
     for (int k = 0; k < 2; k++) {
         w[k] = new_world(k ? TOL : 0);
-        add_ground(w[k]);
-        add_box(w[k], PH_BODY_DYNAMIC, ph_v3(0, 0, 0.501), ph_quat_identity());
-        top[k] = add_box(w[k], PH_BODY_DYNAMIC, ph_v3(0.1, 0.05, 1.502), ph_quat_identity());
+        ph_test_ground(w[k], ph_v3(0, 0, 1), 0.5);
+        ph_test_box(w[k], PH_BODY_DYNAMIC, ph_v3(0, 0, 0.501), ph_quat_identity(), 0.5);
+        top[k] = ph_test_box(w[k], PH_BODY_DYNAMIC, ph_v3(0.1, 0.05, 1.502), ph_quat_identity(), 0.5);
     }
     double ddepth = 0, dimp = 0;
     long reused = 0, manifolds = 0;
@@ -163,8 +136,8 @@ static void test_tipping_box_recollided(void **state) {
         ph_world_get_settings(w[k], &set);
         set.gravity = ph_v3(0, 0, 0);
         assert_int_equal(ph_world_set_settings(w[k], &set), PH_OK);
-        add_ground(w[k]);
-        box[k] = add_box(w[k], PH_BODY_DYNAMIC, c0, ph_quat_identity());
+        ph_test_ground(w[k], ph_v3(0, 0, 1), 0.5);
+        box[k] = ph_test_box(w[k], PH_BODY_DYNAMIC, c0, ph_quat_identity(), 0.5);
     }
     double derr = 0, perr = 0;
     int reused = 0, recollided = 0;
@@ -217,8 +190,8 @@ static void test_tipping_box_recollided(void **state) {
 static void test_tolerance_zero_disables(void **state) {
     (void)state;
     ph_world_id w = new_world(0);
-    add_ground(w);
-    add_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.5), ph_quat_identity());
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.5), ph_quat_identity(), 0.5);
     for (int i = 0; i < 120; i++) {
         assert_int_equal(ph_world_step(w), PH_OK);
         ph_step_stats st;
