@@ -65,6 +65,7 @@ void ph__geom_aabb_parts(const ph__geom *g, ph_transform t, ph_vec3 *base_lo, ph
 
 typedef struct ph__shape {
     uint16_t gen;
+    uint8_t local_identity; /* local is the identity (ph__shape_pose returns the body's pose) */
     int32_t body;       /* owning body slot, -1 when free */
     int32_t next;       /* next shape of the same body, or free-list link; -1 ends */
     ph__geom geom;
@@ -417,9 +418,8 @@ static inline double ph__row_jv0(const ph__world *w, const ph__row *r) {
 static inline ph_transform ph__shape_pose(const ph__world *w, const ph__shape *sh) {
     const ph__body *b = &w->bodies[sh->body];
     const ph_transform bt = {b->p, b->q};
-    const ph_transform *l = &sh->local;
-    if (l->p.x == 0 && l->p.y == 0 && l->p.z == 0 && l->q.x == 0 && l->q.y == 0 && l->q.z == 0 && l->q.w == 1) return bt;
-    return ph_xform_mul(bt, *l);
+    if (sh->local_identity) return bt;
+    return ph_xform_mul(bt, sh->local);
 }
 
 /* The factor on last step's (or substep's) impulses when they warm-start

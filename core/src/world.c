@@ -871,6 +871,9 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     s->geom.offset = d.offset;
     s->local.p = d.local.p;
     s->local.q = ph_quat_normalize(d.local.q);
+    const ph_transform *l = &s->local;
+    s->local_identity =
+        l->p.x == 0 && l->p.y == 0 && l->p.z == 0 && l->q.x == 0 && l->q.y == 0 && l->q.z == 0 && l->q.w == 1;
     s->density = d.density;
     s->friction = d.friction;
     s->restitution = d.restitution;
