@@ -552,6 +552,51 @@ static void test_sleep_and_wake(void **state) {
     ph_world_destroy(w);
 }
 
+/* The server's case of pyramid20 (sleeping on): the wall of 210 cubes comes
+ * to rest and falls asleep as one island well before the resting motion of
+ * its top cube with sleeping off starts (docs/core.md, "Resting motion").
+ * Measured: every body asleep after 59 steps (just under 1 s), drifted at
+ * most 0.58 mm sideways, sunk at most 2.6 mm (the springs' sag). */
+static void test_pyramid20_sleeps(void **state) {
+    (void)state;
+    ph_world_id w = new_world(0, 0);
+    assert_int_equal(ph_scene_build(w, "pyramid20"), PH_OK);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.sleep = 1;
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    ph_body_id b[256];
+    const int n = ph_world_get_bodies(w, b, 256);
+    assert_int_equal(n, 211); /* the ground and 210 cubes */
+    ph_vec3 p0[256];
+    for (int i = 0; i < n; i++) {
+        ph_body_state st;
+        ph_body_get_state(b[i], &st);
+        p0[i] = st.position;
+    }
+    int slept_at = -1;
+    ph_step_stats st;
+    for (int s = 1; s <= 180 && slept_at < 0; s++) {
+        assert_int_equal(ph_world_step(w), PH_OK);
+        ph_world_get_stats(w, &st);
+        if (st.awake_bodies == 0) slept_at = s;
+    }
+    double drift = 0, sink = 0;
+    for (int i = 0; i < n; i++) {
+        ph_body_state bs;
+        ph_body_get_state(b[i], &bs);
+        const double dx = bs.position.x - p0[i].x, dy = bs.position.y - p0[i].y;
+        if (sqrt(dx * dx + dy * dy) > drift) drift = sqrt(dx * dx + dy * dy);
+        if (p0[i].z - bs.position.z > sink) sink = p0[i].z - bs.position.z;
+        assert_false(ph_body_is_awake(b[i]) && bs.type == PH_BODY_DYNAMIC);
+    }
+    print_message("pyramid20 asleep after %d steps, largest drift %.2e m, sinking %.2e m\n", slept_at, drift, sink);
+    assert_true(slept_at >= 30 && slept_at <= 120); /* 0.5 s of rest at least, within 2 s */
+    assert_true(drift < 0.002);
+    assert_true(sink > 0 && sink < 0.005); /* the contact springs' sag under twenty rows */
+    ph_world_destroy(w);
+}
+
 /* With collide_substeps = 1 every substep collides again (the default, 0,
  * moves the contact points with the bodies in later substeps): a dropped box
  * lands and rests flat at z = 0.5 either way. */
@@ -592,6 +637,7 @@ int main(void) {
         cmocka_unit_test(test_contact_events),
         cmocka_unit_test(test_raycast),
         cmocka_unit_test(test_sleep_and_wake),
+        cmocka_unit_test(test_pyramid20_sleeps),
         cmocka_unit_test(test_collide_every_substep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
