@@ -53,6 +53,7 @@ static ph_settings doc_settings(void) {
     s.contact.d = 4;
     s.joint.hertz = 60;
     s.joint_solver = PH_JOINT_SOLVER_GS;
+    s.contact_block = 0; /* the documents' PGS: row by row */
     return s;
 }
 

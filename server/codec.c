@@ -172,6 +172,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
     if (m->collide_substeps) n.collide_substeps = m->collide_substeps->value ? 1 : 0;
     if (m->vector_solver) n.vector_solver = m->vector_solver->value ? 1 : 0;
+    if (m->contact_block) n.contact_block = m->contact_block->value ? 1 : 0;
     if (m->joint_solver) {
         int v = (int)m->joint_solver->value;
         if (v < 0 || v >= PH_JOINT_SOLVER_COUNT)
@@ -255,6 +256,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->collide.value = s->collide_substeps != 0, m->collide_substeps = &z->collide;
     physd__v1__bool_value__init(&z->vector);
     z->vector.value = s->vector_solver != 0, m->vector_solver = &z->vector;
+    physd__v1__bool_value__init(&z->cblock);
+    z->cblock.value = s->contact_block != 0, m->contact_block = &z->cblock;
     physd__v1__joint_solver_value__init(&z->js);
     z->js.value = (Physd__V1__JointSolver)s->joint_solver, m->joint_solver = &z->js;
     physd__v1__int32_value__init(&z->jp);

@@ -436,6 +436,7 @@ typedef struct ps_settings_storage {
     Physd__V1__BoolValue sleep;
     Physd__V1__BoolValue collide;
     Physd__V1__BoolValue vector;
+    Physd__V1__BoolValue cblock; /* contact_block */
     Physd__V1__JointSolverValue js;
     Physd__V1__Int32Value jp;
     Physd__V1__DoubleValue sl[3];

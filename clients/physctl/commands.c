@@ -984,6 +984,7 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
     "  k_pgs k_sm cg_tolerance sm_gamma sm_gamma_scope=all|friction sm_stagnation jacobi_relaxation\n"                 \
     "  sm_preconditioner=0|1|2 (none, diagonal, IC(0)) sm_forcing sleep sleep_linear sleep_angular sleep_time\n"       \
     "  collide_substeps joint_projection vector_solver joint_solver=gs|direct contact_cache_tolerance\n"               \
+    "  contact_block\n"                                                                                              \
     "A dotted key changes one part: contact.hertz=30, gravity.z=-1.62. Booleans: true/false.\n"
 
 const command physctl_commands[] = {

@@ -218,11 +218,36 @@ typedef struct ph__wbatch {
                                  the same lanes' manifolds, consecutive); 0 in the others */
     int32_t indep;            /* first batch of a group: 1 when the group touches no body of the
                                  group before it (same level) */
+    int32_t aniso;            /* first batch of a group, point mode: 1 when a body of some lane
+                                 has unequal principal moments (its full inverse inertia is
+                                 gathered) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
     ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
     ph__wrow r[3];            /* normal, t1, t2 */
 } ph__wbatch;
+
+/* Point mode (settings.contact_block on a native step): the same batches'
+ * points as 3 x 3 blocks, in w->wpts[b] beside w->wbatches[b]
+ * (solver_wide.c). Rows i = normal, t1, t2 along dir[i]; J_i v is dir_i .
+ * (v_b + w_b x rb - v_a - w_a x ra), so the rows themselves are not
+ * stored. K = J M^-1 J^T + diag(eps) is the point's block of the system;
+ * the hot part (read in every sweep) comes first. */
+typedef struct ph__wpoint {
+    ph__vd ra[3], rb[3];      /* the point from each body's centre of mass (m) */
+    ph__vd eps[3];            /* SPOOK regularization of each row */
+    ph__vd rhs;               /* the normal row's right-hand side (the friction rows' are 0) */
+    ph__vd lam[3];            /* impulses of normal, t1, t2 (N s) */
+    ph__vd kinv[6];           /* K^-1 (symmetric): 00 01 02 11 12 22 */
+    ph__vd koff[3];           /* K01 K02 K12, */
+    ph__vd kd[3];             /* K_ii and */
+    ph__vd inv[3];            /* 1 / K_ii: a point whose block solution leaves the bounds */
+    ph__vd B[3];              /* the rows' SPOOK right-hand side B (merits only) */
+    ph__vd dir[3][3];         /* a group's first batch only: normal, t1, t2 (dir[i][component]), */
+    ph__vd ia[9], ib[9];      /* and (aniso groups) the bodies' world inverse inertias when K was
+                                 made: the same M^-1 in K and in the velocity updates, as the
+                                 rows' M^-1 J^T is kept through the step */
+} ph__wpoint;
 
 /* A solver body's velocities before its substep's forces (the W of the
  * SPOOK right-hand side), laid out like the start of ph__sbody so that the
@@ -369,6 +394,9 @@ struct ph__world {
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
     int32_t wbatch_count, wbatch_cap;
+    ph__wpoint *wpts;      /* point mode: beside wbatches (same index) */
+    int32_t wpts_cap;
+    int wpoint_mode;       /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
     int32_t wmask_cap;
     int32_t *wlevel, *wpoint;

@@ -180,6 +180,64 @@ static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, dou
     }
 }
 
+/* One visit of a contact point's three rows r[0..2] (normal, t1, t2) as a
+ * block (settings.contact_block; solver_wide.c's point mode on the rows,
+ * the same method up to rounding): with y = J v + eps lambda - rhs and the
+ * point's block K = J M^-1 J^T + diag(eps), lambda - K^-1 y when that is
+ * feasible; all zero when the normal would pull and its residual at zero is
+ * not negative; else one projected Gauss–Seidel pass over the three rows
+ * (through K). The velocities follow each row's change. */
+static void point_block(ph__sbody *sb, const ph__row *rows, ph__row *r) {
+    double y[3], K[3][3];
+    for (int i = 0; i < 3; i++)
+        y[i] = row_jv(sb, &r[i]) + r[i].eps * r[i].lambda - r[i].rhs;
+    for (int i = 0; i < 3; i++)
+        for (int j = i; j < 3; j++) {
+            K[i][j] = row_dot(&r[i], &r[j]) + (i == j ? r[i].eps : 0.0);
+            K[j][i] = K[i][j];
+        }
+    const double c00 = K[1][1] * K[2][2] - K[1][2] * K[1][2];
+    const double c01 = K[0][2] * K[1][2] - K[0][1] * K[2][2];
+    const double c02 = K[0][1] * K[1][2] - K[0][2] * K[1][1];
+    const double c11 = K[0][0] * K[2][2] - K[0][2] * K[0][2];
+    const double c12 = K[0][1] * K[0][2] - K[0][0] * K[1][2];
+    const double c22 = K[0][0] * K[1][1] - K[0][1] * K[0][1];
+    const double det = (K[0][0] * c00 + K[0][1] * c01) + K[0][2] * c02;
+    const double id = det > 0 ? 1.0 / det : 0.0;
+    const double l[3] = {r[0].lambda, r[1].lambda, r[2].lambda};
+    double n[3] = {l[0] - ((c00 * id * y[0] + c01 * id * y[1]) + c02 * id * y[2]),
+                   l[1] - ((c01 * id * y[0] + c11 * id * y[1]) + c12 * id * y[2]),
+                   l[2] - ((c02 * id * y[0] + c12 * id * y[1]) + c22 * id * y[2])};
+    double lo, hi;
+    /* The friction bound at the candidate normal impulse (NCP), or the
+     * scaled box. */
+    const int ncp = r[1].normal >= 0;
+    const double bound = ncp ? r[1].mu * n[0] : r[1].hi;
+    const int ok = n[0] >= 0 && fabs(n[1]) <= bound && fabs(n[2]) <= bound;
+    const int sep = n[0] < 0 && y[0] - ((K[0][0] * l[0] + K[0][1] * l[1]) + K[0][2] * l[2]) >= 0;
+    if (!ok) {
+        if (sep) {
+            n[0] = n[1] = n[2] = 0;
+        } else {
+            bounds(rows, &r[0], &lo, &hi);
+            n[0] = l[0] - y[0] * r[0].inv_diag;
+            n[0] = n[0] < lo ? lo : (n[0] > hi ? hi : n[0]);
+            const double g0 = n[0] - l[0];
+            const double b = ncp ? r[1].mu * n[0] : r[1].hi;
+            n[1] = l[1] - (y[1] + K[0][1] * g0) * r[1].inv_diag;
+            n[1] = n[1] < -b ? -b : (n[1] > b ? b : n[1]);
+            const double g1 = n[1] - l[1];
+            n[2] = l[2] - ((y[2] + K[0][2] * g0) + K[1][2] * g1) * r[2].inv_diag;
+            n[2] = n[2] < -b ? -b : (n[2] > b ? b : n[2]);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        const double dl = n[i] - l[i];
+        r[i].lambda = n[i];
+        apply(sb, &r[i], dl);
+    }
+}
+
 /* Merits of the current iterate (the formulas of merit.c, on the rows). */
 static void merits(const ph__world *w, ph__merit *m) {
     memset(m, 0, sizeof *m);
@@ -245,7 +303,12 @@ int ph__solve(ph__world *w) {
     memset(&m, 0, sizeof m);
     /* With the default order the contact rows are solved by batches of
      * independent points (solver_wide.c), which is the same sweep. */
-    const int wide = w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT;
+    /* (With contact_block the batches hold points only on native steps;
+     * the others visit the rows' points in the scalar loop.) */
+    const int wide =
+        w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT && (w->native || !set->contact_block);
+    const int cblock = set->contact_block;
+    const int32_t ncrow = w->native ? 0 : w->contact_row_count;
     w->wide_solved = wide;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
     const int32_t total = n + (w->native ? w->native_rows : 0);
@@ -265,6 +328,15 @@ int ph__solve(ph__world *w) {
                 if (r->block >= 0) solve_block(sb, r, &w->blocks[r->block]);
                 continue;
             }
+            /* A contact point's three rows together (their order lists a
+             * point's normal, t1 and t2 one after the other). */
+            const int32_t ri = order[k];
+            if (cblock && ri < ncrow && ri % 3 == 0 && k + 2 < nscalar && order[k + 1] == ri + 1 &&
+                order[k + 2] == ri + 2) {
+                point_block(sb, rows, r);
+                k += 2;
+                continue;
+            }
             double lo, hi;
             bounds(rows, r, &lo, &hi);
             double dl = -(row_jv(sb, r) + r->eps * r->lambda - r->rhs) * r->inv_diag;
@@ -281,7 +353,7 @@ int ph__solve(ph__world *w) {
             ph__wide_sweep(w);
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {
-            if (wide) ph__wide_store(w);
+            if (wide && !w->native) ph__wide_store(w);
             merits(w, &m);
             ph__rec rec = {st, NULL};
             ph__rec_push(&rec, &m, (double)(it + 1), PH_PHASE_SWEEP);

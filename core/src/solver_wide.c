@@ -179,6 +179,7 @@ static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
  * numbers are fill's, below). */
 static int build(ph__world *w, int32_t ncontact, int native) {
     w->wide_ok = 0;
+    w->wpoint_mode = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
     if (ph__reserve((void **)&w->wmask, &w->wmask_cap, nsb + 1, sizeof(uint64_t)) ||
@@ -329,9 +330,16 @@ void ph__wide_store_impulses(ph__world *w) {
             if (wb->point[j] < 0) continue;
             ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
             const int k = wb->pm[j] & 3;
-            cm->ln[k] = wb->r[0].lambda[j];
-            cm->lt1[k] = wb->r[1].lambda[j];
-            cm->lt2[k] = wb->r[2].lambda[j];
+            if (w->wpoint_mode) {
+                const ph__wpoint *p = &w->wpts[bi];
+                cm->ln[k] = p->lam[0][j];
+                cm->lt1[k] = p->lam[1][j];
+                cm->lt2[k] = p->lam[2][j];
+            } else {
+                cm->ln[k] = wb->r[0].lambda[j];
+                cm->lt1[k] = wb->r[1].lambda[j];
+                cm->lt2[k] = wb->r[2].lambda[j];
+            }
         }
     }
 }
@@ -643,7 +651,7 @@ static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, w
  * cycles); the same numbers as one after the other. N is a constant in
  * each inlined copy, so the groups' velocities stay in registers. */
 static inline __attribute__((always_inline)) void sweep_groups(ph__sbody *sb, ph__wbatch *const *g, const int N,
-                                                                int box, ph__vd zero, ph__vd inf) {
+                                                               int box, ph__vd zero, ph__vd inf) {
     wvel u[4];
     int32_t gl[4], kmax = 0;
     for (int i = 0; i < N; i++) {
@@ -1007,6 +1015,530 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
     }
 }
 
+/* ---- Point mode (settings.contact_block on a native step). The same
+ * batches, groups and levels; each visit of a contact point solves its
+ * three rows together. With the point's relative velocity
+ *     dv = (v_b + w_b x rb) - (v_a + w_a x ra),
+ * row i (normal, t1, t2 along dir_i) has J_i v = dir_i . dv, and the
+ * residuals y_i = J_i v + eps_i lambda_i - rhs_i change by K dlambda with
+ * K = J M^-1 J^T + diag(eps), the point's 3 x 3 block of the system. A
+ * visit takes lambda - K^-1 y, the exact solution of the point's equations
+ * with the rest fixed, when it is feasible (lambda_n >= 0, each friction
+ * impulse within its bound); in a lane where it is not, one projected
+ * Gauss–Seidel pass over the three rows (through K: the same numbers as the
+ * row-by-row update up to rounding). The velocities then change by
+ * M^-1 J^T dlambda in one go: P = sum dlambda_i dir_i, v_a -= P / m_a,
+ * w_a -= I_a^-1 (ra x P), and the opposite for B. */
+
+/* a x b, lane by lane. */
+static inline __attribute__((always_inline)) void cross_vd(const ph__vd *a, const ph__vd *b, ph__vd *o) {
+    o[0] = a[1] * b[2] - a[2] * b[1];
+    o[1] = a[2] * b[0] - a[0] * b[2];
+    o[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+static inline __attribute__((always_inline)) ph__vd dot3_vd(const ph__vd *a, const ph__vd *b) {
+    return (a[0] * b[0] + a[1] * b[1]) + a[2] * b[2];
+}
+
+/* The point's relative velocity dv = (v_b + w_b x rb) - (v_a + w_a x ra). */
+static inline __attribute__((always_inline)) void point_dv(const ph__wpoint *p, const wvel *u, ph__vd *dv) {
+    ph__vd ca[3], cb[3];
+    cross_vd(u->wa, p->ra, ca);
+    cross_vd(u->wb, p->rb, cb);
+    for (int c = 0; c < 3; c++)
+        dv[c] = (u->vb[c] + cb[c]) - (u->va[c] + ca[c]);
+}
+
+/* A group's inverse masses and inertias, lane by lane: the scale of an
+ * isotropic body (ii[0] only), or every entry when the group has a body
+ * with unequal moments (aniso). */
+typedef struct winert {
+    ph__vd ima, imb, ia[9], ib[9];
+} winert;
+
+static inline __attribute__((always_inline)) void gather_inert(const ph__sbody *sb, const ph__wbatch *g,
+                                                               const ph__wpoint *pg, int aniso, winert *in) {
+    const double *pa[PH_LANES], *pb[PH_LANES], *ma[PH_LANES], *mb[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) {
+        ma[j] = &sb[g->ia[j]].inv_mass;
+        mb[j] = &sb[g->ib[j]].inv_mass;
+        pa[j] = &sb[g->ia[j]].inv_i.m[0][0];
+        pb[j] = &sb[g->ib[j]].inv_i.m[0][0];
+    }
+    in->ima = lanes_at(ma, 0);
+    in->imb = lanes_at(mb, 0);
+    if (aniso) {
+        /* Those of the build (a body's world inertia turns with it). */
+        for (int e = 0; e < 9; e++) {
+            in->ia[e] = pg->ia[e];
+            in->ib[e] = pg->ib[e];
+        }
+    } else {
+        in->ia[0] = lanes_at(pa, 0);
+        in->ib[0] = lanes_at(pb, 0);
+    }
+}
+
+/* v += M^-1 J^T d for the point's three rows. An isotropic inverse
+ * inertia c I times x is c x exactly (ph__finish_row), so a group of
+ * isotropic bodies only scales. */
+static inline __attribute__((always_inline)) void point_apply(const ph__vd (*dir)[3], const ph__wpoint *p, ph__vd d0,
+                                                              ph__vd d1, ph__vd d2, const winert *in, int aniso,
+                                                              wvel *u) {
+    ph__vd P[3], ta[3], tb[3];
+    for (int c = 0; c < 3; c++)
+        P[c] = (d0 * dir[0][c] + d1 * dir[1][c]) + d2 * dir[2][c];
+    cross_vd(p->ra, P, ta);
+    cross_vd(p->rb, P, tb);
+    if (aniso) {
+        ph__vd xa[3], xb[3];
+        for (int r = 0; r < 3; r++) {
+            xa[r] = (in->ia[3 * r] * ta[0] + in->ia[3 * r + 1] * ta[1]) + in->ia[3 * r + 2] * ta[2];
+            xb[r] = (in->ib[3 * r] * tb[0] + in->ib[3 * r + 1] * tb[1]) + in->ib[3 * r + 2] * tb[2];
+        }
+        for (int c = 0; c < 3; c++) {
+            ta[c] = xa[c];
+            tb[c] = xb[c];
+        }
+    } else {
+        for (int c = 0; c < 3; c++) {
+            ta[c] = in->ia[0] * ta[c];
+            tb[c] = in->ib[0] * tb[c];
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        u->va[c] = u->va[c] - in->ima * P[c];
+        u->vb[c] = u->vb[c] + in->imb * P[c];
+        u->wa[c] = u->wa[c] - ta[c];
+        u->wb[c] = u->wb[c] + tb[c];
+    }
+}
+
+/* |x|, lane by lane (the sign bit cleared). */
+static inline __attribute__((always_inline)) ph__vd vabs(ph__vd x) {
+    return (ph__vd)((ph__vi)x & ~(ph__vi)splat(-0.0));
+}
+
+/* 1 when every lane of m (all ones or zero) is set. */
+static inline __attribute__((always_inline)) int all_lanes(ph__vi m) {
+#if PH_LANES == 4
+    m &= __builtin_shuffle(m, (ph__vi){2, 3, 0, 1});
+    m &= __builtin_shuffle(m, (ph__vi){1, 0, 3, 2});
+    return m[0] != 0;
+#else
+    long long a = -1;
+    for (int j = 0; j < PH_LANES; j++)
+        a &= m[j];
+    return a != 0;
+#endif
+}
+
+/* The lanes of a visit whose block solution is not taken (done: the
+ * others): one projected Gauss–Seidel pass over the point's three rows,
+ * through K (y_j moves by K_ji times each earlier row's change). */
+static inline __attribute__((always_inline)) void point_rows(const ph__wpoint *p, const ph__wbatch *wb, int box,
+                                                             const ph__vd *y, const ph__vi *done, ph__vd *n) {
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY);
+    const ph__vd l0 = clamp_vd(p->lam[0] - y[0] * p->inv[0], zero, inf);
+    const ph__vd g0 = l0 - p->lam[0];
+    const ph__vd b = box ? wb->box : wb->mu * l0;
+    const ph__vd l1 = clamp_vd(p->lam[1] - (y[1] + p->koff[0] * g0) * p->inv[1], -b, b);
+    const ph__vd g1 = l1 - p->lam[1];
+    const ph__vd l2 = clamp_vd(p->lam[2] - ((y[2] + p->koff[1] * g0) + p->koff[2] * g1) * p->inv[2], -b, b);
+    n[0] = select_vd(*done, n[0], l0);
+    n[1] = select_vd(*done, n[1], l1);
+    n[2] = select_vd(*done, n[2], l2);
+}
+
+/* One visit of the points of a batch (see above). */
+static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, const ph__vd (*dir)[3],
+                                                              const ph__wbatch *wb, const winert *in, int aniso,
+                                                              int box, wvel *u, ph__vd zero) {
+    ph__vd dv[3];
+    point_dv(p, u, dv);
+    const ph__vd y0 = (dot3_vd(dir[0], dv) + p->eps[0] * p->lam[0]) - p->rhs;
+    const ph__vd y1 = dot3_vd(dir[1], dv) + p->eps[1] * p->lam[1];
+    const ph__vd y2 = dot3_vd(dir[2], dv) + p->eps[2] * p->lam[2];
+    const ph__vd *k = p->kinv;
+    ph__vd n0 = p->lam[0] - ((k[0] * y0 + k[1] * y1) + k[2] * y2);
+    ph__vd n1 = p->lam[1] - ((k[1] * y0 + k[3] * y1) + k[4] * y2);
+    ph__vd n2 = p->lam[2] - ((k[2] * y0 + k[4] * y1) + k[5] * y2);
+    const ph__vd bound = box ? wb->box : wb->mu * n0;
+    const ph__vi ok = (n0 >= zero) & (vmax(vabs(n1), vabs(n2)) <= bound);
+    /* A point leaving the normal: all three impulses zero is the point's
+     * solution when the normal's residual there is not negative. */
+    const ph__vi sep =
+        (n0 < zero) & ((y0 - ((p->kd[0] * p->lam[0] + p->koff[0] * p->lam[1]) + p->koff[1] * p->lam[2])) >= zero);
+    ph__vd n[3] = {select_vd(ok, n0, zero), select_vd(ok, n1, zero), select_vd(ok, n2, zero)};
+    if (!all_lanes(ok | sep)) {
+        const ph__vd y[3] = {y0, y1, y2};
+        const ph__vi done = ok | sep;
+        point_rows(p, wb, box, y, &done, n);
+    }
+    const ph__vd d0 = n[0] - p->lam[0], d1 = n[1] - p->lam[1], d2 = n[2] - p->lam[2];
+    p->lam[0] = n[0];
+    p->lam[1] = n[1];
+    p->lam[2] = n[2];
+    point_apply(dir, p, d0, d1, d2, in, aniso, u);
+}
+
+/* The refresh of a group's points (refresh_group's arithmetic on the
+ * points' relative velocities). */
+static inline __attribute__((always_inline)) void point_refresh_group(const ph__world *w, ph__wbatch *g, ph__wpoint *pg,
+                                                                      const refresh_k *c) {
+    const ph__vd(*dir)[3] = (const ph__vd(*)[3])pg->dir;
+    wvel u0;
+    gather_arrays(w->vw0, g, &u0);
+    for (int32_t k = 0; k < g->glen; k++) {
+        ph__wbatch *wb = &g[k];
+        ph__wpoint *p = &pg[k];
+        ph__vd dv[3];
+        point_dv(p, &u0, dv);
+        const ph__vd jv0 = dot3_vd(dir[0], dv);
+        const ph__vd gap = wb->gap + c->hv * jv0;
+        wb->gap = gap;
+        p->rhs = select_vd(gap <= c->zero, -c->a * gap + c->omb * jv0, -gap / c->hv);
+        if (c->scale) {
+            const ph__vd ln = p->lam[0] * c->wsf;
+            p->lam[0] = ln;
+            const ph__vd bound = c->box ? wb->box : wb->mu * ln;
+            p->lam[1] = clamp_vd(p->lam[1] * c->wsf, -bound, bound);
+            p->lam[2] = clamp_vd(p->lam[2] * c->wsf, -bound, bound);
+        }
+    }
+    if (c->need_b) {
+        wvel u;
+        gather_arrays(w->vws, g, &u);
+        for (int32_t k = 0; k < g->glen; k++) {
+            ph__wpoint *p = &pg[k];
+            ph__vd dv[3];
+            point_dv(p, &u, dv);
+            p->B[0] = p->rhs - dot3_vd(dir[0], dv);
+            p->B[1] = -dot3_vd(dir[1], dv);
+            p->B[2] = -dot3_vd(dir[2], dv);
+        }
+    }
+}
+
+/* N groups of one level side by side (sweep_groups). */
+static inline __attribute__((always_inline)) void point_groups(ph__world *w, ph__wbatch *const *g, const int N, int box,
+                                                               ph__vd zero) {
+    ph__sbody *sb = w->sbodies;
+    wvel u[4];
+    winert in[4];
+    int32_t gl[4], kmax = 0;
+    for (int i = 0; i < N; i++) {
+        gl[i] = g[i]->glen;
+        if (gl[i] > kmax) kmax = gl[i];
+        gather(sb, g[i], &u[i]);
+        gather_inert(sb, g[i], &w->wpts[g[i] - w->wbatches], g[i]->aniso, &in[i]);
+    }
+    for (int32_t k = 0; k < kmax; k++)
+        for (int i = 0; i < N; i++) {
+            if (k >= gl[i]) continue;
+            const int32_t b = (int32_t)(g[i] - w->wbatches);
+            point_block(&w->wpts[b + k], (const ph__vd(*)[3])w->wpts[b].dir, &g[i][k], &in[i], g[i]->aniso, box, &u[i],
+                        zero);
+        }
+    for (int i = 0; i < N; i++)
+        scatter(sb, g[i], &u[i]);
+}
+
+static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk) {
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0);
+    const int32_t n = w->wbatch_count;
+    for (int32_t b = 0; b < n;) {
+        ph__wbatch *g[PH_SWEEP_GROUPS];
+        int m = 0;
+        int32_t e = b;
+        do {
+            g[m++] = &w->wbatches[e];
+            e += w->wbatches[e].glen;
+        } while (m < PH_SWEEP_GROUPS && e < n && w->wbatches[e].indep);
+        if (rk)
+            for (int i = 0; i < m; i++) {
+                const int32_t gi = (int32_t)(g[i] - w->wbatches);
+                point_refresh_group(w, g[i], &w->wpts[gi], rk);
+            }
+#if PH_SWEEP_GROUPS > 2
+        if (m == 4)
+            point_groups(w, g, 4, box, zero);
+        else if (m == 3)
+            point_groups(w, g, 3, box, zero);
+        else
+#endif
+            if (m == 2)
+            point_groups(w, g, 2, box, zero);
+        else
+            point_groups(w, g, 1, box, zero);
+        b = e;
+    }
+}
+
+static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w) {
+    ph__sbody *sb = w->sbodies;
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        const ph__wbatch *g = &w->wbatches[b];
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[b].dir;
+        wvel u;
+        winert in;
+        gather(sb, g, &u);
+        gather_inert(sb, g, &w->wpts[b], g->aniso, &in);
+        for (int32_t k = 0; k < g->glen; k++) {
+            const ph__wpoint *p = &w->wpts[b + k];
+            point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, g->aniso, &u);
+        }
+        scatter(sb, g, &u);
+        b += g->glen;
+    }
+}
+
+static inline __attribute__((always_inline)) void point_refresh_body(ph__world *w, double h) {
+    refresh_k c = refresh_consts(w, h);
+    c.need_b = 1;
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
+        point_refresh_group(w, &w->wbatches[b], &w->wpts[b], &c);
+}
+
+/* merits_body on the points. */
+static inline __attribute__((always_inline)) void point_merits_body(const ph__world *w, ph__merit *m) {
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0);
+    ph__vd fis = zero, mm = zero, le = zero, r2 = zero, b2 = zero;
+    for (int32_t bi = 0; bi < w->wbatch_count;) {
+        const ph__wbatch *grp = &w->wbatches[bi];
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[bi].dir;
+        const int32_t gl = grp->glen;
+        wvel u;
+        gather(w->sbodies, grp, &u);
+        for (int32_t k = 0; k < gl; k++) {
+            const ph__wbatch *wb = &grp[k];
+            const ph__wpoint *p = &w->wpts[bi + k];
+            const ph__vi live = live_lanes(wb);
+            ph__vd dv[3];
+            point_dv(p, &u, dv);
+            const ph__vd bound = box ? wb->box : wb->mu * p->lam[0];
+            for (int q = 0; q < 3; q++) {
+                const ph__vd l = p->lam[q], d = p->kd[q];
+                const ph__vd y = (dot3_vd(dir[q], dv) + p->eps[q] * l) - (q == 0 ? p->rhs : zero);
+                ph__vd phi, c, gg;
+                if (q == 0) {
+                    phi = vfb(l, y);
+                    c = vmax(l - y, zero);
+                    gg = vmax(l - y / d, zero);
+                } else {
+                    const ph__vd lo = -bound, hi = bound;
+                    phi = vfb(l - lo, vfb(hi - l, -y));
+                    c = clamp_vd(l - y, lo, hi);
+                    gg = clamp_vd(l - y / d, lo, hi);
+                }
+                const ph__vd e = select_vd(d > zero, d * (l - gg), y);
+                fis += select_vd(live, phi * phi, zero);
+                mm += select_vd(live, (l - c) * (l - c), zero);
+                le += select_vd(live, e * e, zero);
+                r2 += select_vd(live, y * y, zero);
+                b2 += select_vd(live, p->B[q] * p->B[q], zero);
+            }
+        }
+        bi += gl;
+    }
+    m->fischer += hsum(fis);
+    m->minmap += hsum(mm);
+    m->lcp_error += hsum(le);
+    m->res2 += hsum(r2);
+    m->b2 += hsum(b2);
+}
+
+/* The points of the native build (fill_body's inputs): the three rows of
+ * make_row give eps, 1 / K_ii and the parts of K; K^-1 by its adjugate
+ * (K is symmetric positive definite: eps > 0 on its diagonal). */
+static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+    static const double zeros[3] = {0, 0, 0};
+    static const ph__contact_manifold none;
+    const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
+    const ph__vd wsf = splat(c->wsf);
+    const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        ph__wbatch *g = &w->wbatches[b];
+        ph__wpoint *pg = &w->wpts[b];
+        const int32_t gl = g->glen;
+        const ph__contact_manifold *m[PH_LANES];
+        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
+        double boxb[PH_LANES];
+        wside sa, sb;
+        side_gather(w->sbodies, g->ia, &sa);
+        side_gather(w->sbodies, g->ib, &sb);
+        g->aniso = !(sa.all_iso && sb.all_iso);
+        if (g->aniso) {
+            const double *ia[PH_LANES], *ib[PH_LANES];
+            for (int j = 0; j < PH_LANES; j++) {
+                ia[j] = &w->sbodies[g->ia[j]].inv_i.m[0][0];
+                ib[j] = &w->sbodies[g->ib[j]].inv_i.m[0][0];
+            }
+            for (int e = 0; e < 9; e++) {
+                pg->ia[e] = lanes_at(ia, e);
+                pg->ib[e] = lanes_at(ib, e);
+            }
+        }
+        for (int j = 0; j < PH_LANES; j++) {
+            const int on = g->point[j] >= 0;
+            const ph__contact_manifold *cm = on ? &w->manifolds[g->pm[j] >> 2] : &none;
+            m[j] = cm;
+            pn[j] = &cm->m.normal.x;
+            pt1[j] = &cm->t1.x;
+            pt2[j] = &cm->t2.x;
+            ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
+            ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
+            pmu[j] = &cm->friction;
+            boxb[j] = 0;
+            if (on && c->box) {
+                const double ima = sa.im[j], imb = sb.im[j];
+                const double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
+                boxb[j] = cm->friction * mred * c->g * c->h / cm->m.count;
+            }
+        }
+        ph__vd pa[3], pb[3], lin2[3];
+        const ph__vi live0 = live_lanes(g);
+        for (int q = 0; q < 3; q++) {
+            pg->dir[0][q] = keep(lanes_at(pn, q), live0);
+            pg->dir[1][q] = keep(lanes_at(pt1, q), live0);
+            pg->dir[2][q] = keep(lanes_at(pt2, q), live0);
+            pa[q] = lanes_at(ppa, q);
+            pb[q] = lanes_at(ppb, q);
+        }
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])pg->dir;
+        const ph__vd imab = sa.im + sb.im;
+        for (int q = 0; q < 3; q++)
+            lin2[q] = dot3_vd(dir[q], dir[q]) * imab;
+        const ph__vd muv = lanes_at(pmu, 0);
+        ph__vd boxv = zero;
+        if (c->box) memcpy(&boxv, boxb, sizeof boxv);
+        wvel u0, u;
+        gather_arrays(w->vw0, g, &u0);
+        if (need_b)
+            gather(w->sbodies, g, &u);
+        else
+            u = u0;
+        for (int32_t k = 0; k < gl; k++) {
+            ph__wbatch *wb = &g[k];
+            ph__wpoint *p = &pg[k];
+            const ph__mpoint *mp[PH_LANES];
+            const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
+            const ph__vi live = live_lanes(wb);
+            for (int j = 0; j < PH_LANES; j++) {
+                const ph__contact_manifold *cm = wb->point[j] >= 0 ? m[j] : &none;
+                mp[j] = &cm->m.pts[k];
+                pln[j] = &cm->ln[k];
+                plt1[j] = &cm->lt1[k];
+                plt2[j] = &cm->lt2[k];
+            }
+            ph__vd pt[3], depth;
+            point_lanes(mp, pt, &depth);
+            for (int q = 0; q < 3; q++) {
+                p->ra[q] = keep(pt[q] - pa[q], live);
+                p->rb[q] = keep(pt[q] - pb[q], live);
+            }
+            ph__wrow r[3];
+            for (int i = 0; i < 3; i++)
+                make_row(&r[i], dir[i], p->ra, p->rb, &sa, &sb, lin2[i], i == 0 ? &cn : &cf);
+            /* K: the couplings J_i M^-1 J_j^T, eps on the diagonal. */
+            ph__vd K[3][3];
+            for (int i = 0; i < 3; i++)
+                for (int j = i; j < 3; j++) {
+                    K[i][j] = (dot3_vd(r[i].lin, r[j].lin) * imab + dot3_vd(r[i].ang_a, r[j].mang_a)) +
+                              dot3_vd(r[i].ang_b, r[j].mang_b);
+                    if (i == j) K[i][i] = K[i][i] + r[i].eps;
+                    K[j][i] = K[i][j];
+                }
+            const ph__vd c00 = K[1][1] * K[2][2] - K[1][2] * K[1][2];
+            const ph__vd c01 = K[0][2] * K[1][2] - K[0][1] * K[2][2];
+            const ph__vd c02 = K[0][1] * K[1][2] - K[0][2] * K[1][1];
+            const ph__vd c11 = K[0][0] * K[2][2] - K[0][2] * K[0][2];
+            const ph__vd c12 = K[0][1] * K[0][2] - K[0][0] * K[1][2];
+            const ph__vd c22 = K[0][0] * K[1][1] - K[0][1] * K[0][1];
+            const ph__vd det = (K[0][0] * c00 + K[0][1] * c01) + K[0][2] * c02;
+            const ph__vi inv_ok = (det > zero) & live;
+            const ph__vd id = select_vd(inv_ok, splat(1.0) / select_vd(inv_ok, det, splat(1.0)), zero);
+            const ph__vd cof[6] = {c00, c01, c02, c11, c12, c22};
+            for (int e = 0; e < 6; e++)
+                p->kinv[e] = cof[e] * id;
+            p->koff[0] = keep(K[0][1], live);
+            p->koff[1] = keep(K[0][2], live);
+            p->koff[2] = keep(K[1][2], live);
+            for (int i = 0; i < 3; i++) {
+                p->inv[i] = keep(r[i].inv_diag, live);
+                p->eps[i] = keep(r[i].eps, live);
+                p->kd[i] = keep(K[i][i], live);
+            }
+            /* Normal: g = -depth; SPOOK when touching, else the gap closed
+             * within the step (as fill_body), J v0 from the point. */
+            ph__vd dv0[3];
+            point_dv(p, &u0, dv0);
+            const ph__vd jv0 = dot3_vd(dir[0], dv0);
+            const ph__vd gap = -depth;
+            wb->gap = keep(gap, live);
+            p->rhs = keep(select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv), live);
+            if (need_b) {
+                ph__vd dv[3];
+                point_dv(p, &u, dv);
+                p->B[0] = keep(p->rhs - dot3_vd(dir[0], dv), live);
+                p->B[1] = keep(-dot3_vd(dir[1], dv), live);
+                p->B[2] = keep(-dot3_vd(dir[2], dv), live);
+            } else {
+                p->B[0] = p->B[1] = p->B[2] = zero;
+            }
+            const ph__vd ln = keep(lanes_at(pln, 0) * wsf, live);
+            const ph__vd bound = c->box ? boxv : muv * ln;
+            p->lam[0] = ln;
+            p->lam[1] = keep(clamp_vd(lanes_at(plt1, 0) * wsf, -bound, bound), live);
+            p->lam[2] = keep(clamp_vd(lanes_at(plt2, 0) * wsf, -bound, bound), live);
+            wb->ima = keep(sa.im, live);
+            wb->imb = keep(sb.im, live);
+            wb->mu = keep(muv, live);
+            wb->box = keep(bound, live);
+        }
+        b += gl;
+    }
+}
+
+/* The passes of either mode. */
+static inline __attribute__((always_inline)) void any_warm_start_body(ph__world *w) {
+    if (w->wpoint_mode)
+        point_warm_start_body(w);
+    else
+        warm_start_body(w);
+}
+
+static inline __attribute__((always_inline)) void any_sweep_body(ph__world *w, const refresh_k *rk) {
+    if (w->wpoint_mode)
+        point_sweep_body(w, rk);
+    else
+        sweep_body(w, rk);
+}
+
+static inline __attribute__((always_inline)) void any_refresh_body(ph__world *w, double h) {
+    if (w->wpoint_mode)
+        point_refresh_body(w, h);
+    else
+        refresh_body(w, h);
+}
+
+static inline __attribute__((always_inline)) void any_merits_body(const ph__world *w, ph__merit *m) {
+    if (w->wpoint_mode)
+        point_merits_body(w, m);
+    else
+        merits_body(w, m);
+}
+
+static inline __attribute__((always_inline)) void any_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+    if (w->wpoint_mode)
+        point_fill_body(w, c, need_b);
+    else
+        fill_body(w, c, need_b);
+}
+
 /* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
  * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
  * in registers), AVX2, and the x86-64 baseline (two SSE2 halves); the
@@ -1034,34 +1566,37 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             name##_base args;                                                                                          \
     } while (0)
 
-PH_VARIANTS(warm_start, (ph__world * w), (w))
-PH_VARIANTS(sweep, (ph__world * w), (w, NULL))
+PH_VARIANTS(any_warm_start, (ph__world * w), (w))
+PH_VARIANTS(any_sweep, (ph__world * w), (w, NULL))
 static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b) {
     refresh_k c = refresh_consts(w, h);
     c.need_b = need_b;
-    sweep_body(w, &c);
+    any_sweep_body(w, &c);
 }
 PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
-PH_VARIANTS(refresh, (ph__world * w, double h), (w, h))
-PH_VARIANTS(merits, (const ph__world *w, ph__merit *m), (w, m))
-PH_VARIANTS(fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
+PH_VARIANTS(any_refresh, (ph__world * w, double h), (w, h))
+PH_VARIANTS(any_merits, (const ph__world *w, ph__merit *m), (w, m))
+PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
 
-void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, warm_start, (w)); }
+void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, any_warm_start, (w)); }
 
-void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, sweep, (w)); }
+void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, any_sweep, (w)); }
 
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) { PH_DISPATCH(w, sweep_refresh, (w, h, need_b)); }
 
-void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, refresh, (w, h)); }
+void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, any_refresh, (w, h)); }
 
-void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, merits, (w, m)); }
+void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_merits, (w, m)); }
 
 int ph__wide_build_native(ph__world *w, double h) {
     const int e = build(w, 0, 1);
     if (e) return e;
+    w->wpoint_mode = w->settings.contact_block != 0;
+    if (w->wpoint_mode && ph__reserve((void **)&w->wpts, &w->wpts_cap, w->wbatch_count + 1, sizeof(ph__wpoint)))
+        return PH_ERR_NO_MEMORY;
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
-    PH_DISPATCH(w, fill, (w, &c, w->last_substep));
+    PH_DISPATCH(w, any_fill, (w, &c, w->last_substep));
     return PH_OK;
 }
 

@@ -304,12 +304,13 @@ static void integrate(ph__world *w, double h, int dv, int next) {
 
 /* The default PGS path keeps its contact rows only in the batches
  * (solver_wide.c), built and refreshed straight from the manifolds, unless
- * something reads the rows: per-iteration merits, a tolerance, a capture,
- * another method or order, or the scalar loop (vector_solver = 0). */
+ * something reads the rows: a capture, another method or order, the scalar
+ * loop (vector_solver = 0), and with contact_block = 0 per-iteration merits
+ * or a tolerance (in point mode the merits are taken on the batches). */
 static int native_step(const ph__world *w) {
     const ph_settings *s = &w->settings;
-    return s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS && !s->record_merits &&
-           !(s->tolerance > 0) && !w->capture;
+    return s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS && !w->capture &&
+           (s->contact_block || (!s->record_merits && !(s->tolerance > 0)));
 }
 
 /* How a substep warm-starts its contacts: 0 row by row (the collision's

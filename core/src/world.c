@@ -74,6 +74,7 @@ ph_settings ph_default_settings(void) {
     s.seed = 1;
     s.collide_substeps = 0;
     s.vector_solver = 1;
+    s.contact_block = 1;
     s.joint_solver = PH_JOINT_SOLVER_DIRECT;
     s.joint_projection = 2;
     s.sleep = 0;
@@ -145,6 +146,7 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
     if (s->collide_substeps != 0 && s->collide_substeps != 1) return bad(msg, "collide_substeps must be 0 or 1");
     if (s->vector_solver != 0 && s->vector_solver != 1) return bad(msg, "vector_solver must be 0 or 1");
+    if (s->contact_block != 0 && s->contact_block != 1) return bad(msg, "contact_block must be 0 or 1");
     if ((int)s->joint_solver < 0 || s->joint_solver >= PH_JOINT_SOLVER_COUNT) return bad(msg, "unknown joint_solver");
     if (s->joint_projection < 0 || s->joint_projection > 100) return bad(msg, "joint_projection must be in [0, 100]");
     if (s->sleep != 0 && s->sleep != 1) return bad(msg, "sleep must be 0 or 1");
@@ -242,6 +244,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->rows);
     free(w->order);
     free(w->wbatches);
+    free(w->wpts);
     free(w->wmask);
     free(w->wlevel);
     free(w->wpoint);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "physd/ph_core.h"
+#include "physd/ph_lcp.h"
 #include "physd/ph_scenes.h"
 
 /* A world with the default settings, except substeps x iterations when
@@ -29,7 +30,6 @@ static ph_world_id new_world(int substeps, int iterations) {
     assert_int_equal(err, PH_OK);
     return w;
 }
-
 
 /* Sphere resting on a plane, 1 mm deep, at rest: one Gauss–Seidel iteration
  * gives exactly lambda = (-a q - b u_n - u_n^f) / (n^T K n + eps), eq. (26)
@@ -110,6 +110,129 @@ static void test_sphere_on_plane_eq26(void **state) {
                   c[0].normal_impulse);
     assert_near(c[0].normal_impulse, lambda_f, 1e-9 * lambda_f);
     ph_world_destroy(w);
+}
+
+/* A unit cube standing on one corner (tilted 0.5 rad about x, then 0.3
+ * about y), 1 mm deep, sliding slowly and turning: one contact point whose
+ * three rows are coupled (its arm is not along the normal). One substep of
+ * one iteration, no warm start. */
+static ph_world_id corner_world(int contact_block, int vector_solver, ph_body_id *cube) {
+    ph_world_id w = new_world(1, 1);
+    ph_settings set;
+    ph_world_get_settings(w, &set);
+    set.warm_start = 0;
+    set.contact_block = contact_block;
+    set.vector_solver = vector_solver;
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    /* Tilted about x and y: the lowest corner is not below the centre. */
+    const ph_quat q = ph_quat_mul(ph_quat_axis_angle(ph_v3(1, 0, 0), 0.5), ph_quat_axis_angle(ph_v3(0, 1, 0), 0.3));
+    double low = 0;
+    for (int k = 0; k < 8; k++) {
+        const ph_vec3 corner = ph_rotate(q, ph_v3(k & 1 ? 0.5 : -0.5, k & 2 ? 0.5 : -0.5, k & 4 ? 0.5 : -0.5));
+        if (corner.z < low) low = corner.z;
+    }
+    *cube = ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, -low - 0.001), q, 0.5);
+    ph_body_set_velocity(*cube, ph_v3(0.02, -0.01, 0), ph_v3(0.03, 0.02, -0.05));
+    return w;
+}
+
+/* contact_block: one visit of a point solves its 3 x 3 system exactly when
+ * the solution sticks and presses. The captured system of the step (A, b,
+ * its start at zero) solved here by Cramer's rule gives the impulses physd
+ * reports (y = A x + b = 0), within 1e-9 relative, on the scalar loop (the capture) and on
+ * the vector path; the merits vanish. Plain PGS (contact_block = 0) leaves
+ * the coupling's residual after its one pass. */
+static void test_point_block_exact(void **state) {
+    (void)state;
+    ph_body_id cube;
+    ph_world_id w = corner_world(1, 1, &cube);
+    ph_lcp *p = NULL;
+    assert_int_equal(ph_world_step_capture(w, &p), PH_OK);
+    assert_non_null(p);
+    assert_int_equal(ph_lcp_size(p), 3);
+    double A[9], b[3], lam0[3];
+    assert_int_equal(ph_lcp_to_dense(p, A, b, NULL, NULL, NULL, NULL, lam0, NULL), PH_OK);
+    assert_true(lam0[0] == 0 && lam0[1] == 0 && lam0[2] == 0);
+    /* The off-diagonal couplings are there (relative to the diagonal). */
+    assert_true(fabs(A[1]) > 0.05 * sqrt(A[0] * A[4]) || fabs(A[2]) > 0.05 * sqrt(A[0] * A[8]));
+    const double det =
+        A[0] * (A[4] * A[8] - A[5] * A[7]) - A[1] * (A[3] * A[8] - A[5] * A[6]) + A[2] * (A[3] * A[7] - A[4] * A[6]);
+    double x[3];
+    for (int c = 0; c < 3; c++) {
+        double M[9];
+        memcpy(M, A, sizeof M);
+        for (int r = 0; r < 3; r++)
+            M[3 * r + c] = -b[r]; /* y = A x + b = 0 */
+        x[c] = (M[0] * (M[4] * M[8] - M[5] * M[7]) - M[1] * (M[3] * M[8] - M[5] * M[6]) +
+                M[2] * (M[3] * M[7] - M[4] * M[6])) /
+               det;
+    }
+    /* Sticking and pressing: the block's solution is the LCP's. */
+    assert_true(x[0] > 0);
+    assert_true(fabs(x[1]) <= 0.5 * x[0] && fabs(x[2]) <= 0.5 * x[0]);
+    ph_contact_info c[4];
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 1);
+    const double got[3] = {c[0].normal_impulse, c[0].tangent_impulse[0], c[0].tangent_impulse[1]};
+    print_message("corner: Cramer %.9f %.9f %.9f, physd %.9f %.9f %.9f N s\n", x[0], x[1], x[2], got[0], got[1],
+                  got[2]);
+    for (int i = 0; i < 3; i++)
+        assert_near(got[i], x[i], 1e-9 * x[0]);
+    double psi = 1;
+    assert_int_equal(ph_lcp_merits(p, got, &psi, NULL, NULL), PH_OK);
+    assert_true(psi < 1e-20);
+    ph_lcp_destroy(p);
+    ph_world_destroy(w);
+
+    /* The vector path (a native step, not captured): the same impulses. */
+    w = corner_world(1, 1, &cube);
+    assert_int_equal(ph_world_step(w), PH_OK);
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 1);
+    assert_near(c[0].normal_impulse, x[0], 1e-9 * x[0]);
+    assert_near(c[0].tangent_impulse[0], x[1], 1e-9 * x[0]);
+    assert_near(c[0].tangent_impulse[1], x[2], 1e-9 * x[0]);
+    ph_step_stats st;
+    ph_world_get_stats(w, &st);
+    assert_true(st.fischer_final < 1e-20);
+    ph_world_destroy(w);
+
+    /* Row by row: one pass is not the solution. */
+    w = corner_world(0, 1, &cube);
+    assert_int_equal(ph_world_step(w), PH_OK);
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 1);
+    const double off =
+        fabs(c[0].tangent_impulse[0] - x[1]) + fabs(c[0].tangent_impulse[1] - x[2]) + fabs(c[0].normal_impulse - x[0]);
+    ph_world_get_stats(w, &st);
+    print_message("corner, row by row: off by %.3e N s, psi %.3e\n", off, st.fischer_final);
+    assert_true(off > 1e-3 * x[0]);
+    assert_true(st.fischer_final > 1e-6);
+    ph_world_destroy(w);
+}
+
+/* A point that would pull (its block solution has a negative normal
+ * impulse) gets no impulse at all when its normal residual at zero is not
+ * negative: a cube 1 mm deep moving away from the ground at 1 m/s. */
+static void test_point_block_separating(void **state) {
+    (void)state;
+    for (int vec = 0; vec <= 1; vec++) {
+        ph_body_id cube;
+        ph_world_id w = corner_world(1, vec, &cube);
+        ph_body_set_velocity(cube, ph_v3(0.5, 0, 1.0), ph_v3(0, 0, 0));
+        assert_int_equal(ph_world_step(w), PH_OK);
+        ph_contact_info c[4];
+        const int n = ph_world_get_contacts(w, c, 4);
+        assert_true(n <= 1);
+        if (n == 1) {
+            assert_true(c[0].normal_impulse == 0);
+            assert_true(c[0].tangent_impulse[0] == 0 && c[0].tangent_impulse[1] == 0);
+        }
+        ph_body_state st;
+        ph_body_get_state(cube, &st);
+        /* Free flight: gravity only. */
+        assert_near(st.linear_velocity.z, 1.0 - 9.81 / 60.0, 1e-12);
+        assert_near(st.linear_velocity.x, 0.5, 1e-12);
+        ph_world_destroy(w);
+    }
 }
 
 /* The same sphere with three substeps of one iteration each. After the
@@ -608,7 +731,8 @@ static void test_collide_every_substep(void **state) {
     set.collide_substeps = 1;
     ph_world_set_settings(w, &set);
     ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
-    ph_body_id box = ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
+    ph_body_id box =
+        ph_test_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 2), ph_quat_axis_angle(ph_normalize(ph_v3(1, 2, 3)), 0.7), 0.5);
     for (int i = 0; i < 300; i++)
         assert_int_equal(ph_world_step(w), PH_OK);
     ph_body_state st;
@@ -626,6 +750,8 @@ static void test_collide_every_substep(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sphere_on_plane_eq26),
+        cmocka_unit_test(test_point_block_exact),
+        cmocka_unit_test(test_point_block_separating),
         cmocka_unit_test(test_sphere_on_plane_substeps),
         cmocka_unit_test(test_box_at_rest),
         cmocka_unit_test(test_stack_of_ten),

@@ -378,6 +378,42 @@ static void test_joint_solver_setting(void **state) {
     ps_client_close(&c);
 }
 
+/* contact_block (39): on by default (the core's default), off and on again
+ * read back; a world stepping a resting stack keeps stepping either way. */
+static void test_contact_block_setting(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "contact-block");
+    uint64_t w = itest_create_world(&c, "block", "stack20", 120, NULL);
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    smsg *r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_non_null(r->reply->settings->contact_block);
+    assert_true(ph_default_settings().contact_block == 1);
+    assert_true(r->reply->settings->contact_block->value);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    Physd__V1__BoolValue cb = PHYSD__V1__BOOL_VALUE__INIT;
+    cb.value = 0;
+    set.contact_block = &cb;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_false(r->reply->settings->contact_block->value);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    set.contact_block = NULL;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_false(r->reply->settings->contact_block->value);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, NULL), ST(OK));
+    smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
+    assert_non_null(s);
+    assert_true(s->stats->contacts > 0);
+    physd__v1__server_message__free_unpacked(s, NULL);
+    cb.value = 1;
+    set.contact_block = &cb;
+    r = itest_expect(change_settings(&c, w, &set), ST(OK));
+    assert_true(r->reply->settings->contact_block->value);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    ps_client_close(&c);
+}
+
 /* contact_cache_tolerance (38): the core's default is reported, a new value
  * reads back, NaN, infinite and negative values are refused by name and
  * change nothing; the statistics count the reused manifolds (a box at rest
@@ -686,6 +722,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_settings_change_shows_in_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_solver_settings_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_joint_solver_setting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contact_block_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contact_cache_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),

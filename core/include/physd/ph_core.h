@@ -208,7 +208,16 @@ typedef struct ph_settings {
     int vector_solver;       /* 1 (default): with PH_METHOD_PGS and PH_ORDER_DEFAULT the contact
                                 rows are solved four contact points at a time (SIMD, lanes
                                 touch disjoint bodies); 0: the scalar loop in the same order.
-                                Both give the same numbers, bit for bit; {0, 1} */
+                                With contact_block = 0 both give the same numbers, bit for bit;
+                                with contact_block = 1 the same method, equal to rounding (the
+                                vector path works on the points' relative velocities, the scalar
+                                loop on the rows); {0, 1} */
+    int contact_block;       /* 1 (default): with PH_METHOD_PGS in the default or gravity order,
+                                each visit of a contact point solves its normal and two friction
+                                rows together: the exact solution of the point's 3 x 3 system
+                                (sticking, pressing) when it lies within the bounds, else one
+                                projected Gauss–Seidel pass over its three rows; 0: the three rows
+                                one after the other (plain PGS). See docs/core.md; {0, 1} */
     int sleep;               /* islands of bodies at rest go to sleep, default 0 (the server
                                 turns it on for its worlds); {0, 1} */
     double sleep_linear;     /* m/s: a body moving slower than this ... default 0.05 */
