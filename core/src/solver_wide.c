@@ -1440,18 +1440,50 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                 p->ra[q] = keep(pt[q] - pa[q], live);
                 p->rb[q] = keep(pt[q] - pb[q], live);
             }
-            ph__wrow r[3];
-            for (int i = 0; i < 3; i++)
-                make_row(&r[i], dir[i], p->ra, p->rb, &sa, &sb, lin2[i], i == 0 ? &cn : &cf);
-            /* K: the couplings J_i M^-1 J_j^T, eps on the diagonal. */
-            ph__vd K[3][3];
-            for (int i = 0; i < 3; i++)
-                for (int j = i; j < 3; j++) {
-                    K[i][j] = (dot3_vd(r[i].lin, r[j].lin) * imab + dot3_vd(r[i].ang_a, r[j].mang_a)) +
-                              dot3_vd(r[i].ang_b, r[j].mang_b);
-                    if (i == j) K[i][i] = K[i][i] + r[i].eps;
-                    K[j][i] = K[i][j];
+            ph__vd K[3][3], inv[3], eps[3];
+            if (!g->aniso) {
+                /* Isotropic bodies (scale c): with orthonormal directions
+                 * (r x d_i) . c (r x d_j) = -c (r . d_i)(r . d_j) for i != j
+                 * and d_i . d_j = 0; the diagonal as make_row's sum. */
+                const ph__vd ia = sa.ii[0], ib = sb.ii[0];
+                ph__vd ta[3], tb[3];
+                for (int i = 0; i < 3; i++) {
+                    ta[i] = dot3_vd(p->ra, dir[i]);
+                    tb[i] = dot3_vd(p->rb, dir[i]);
                 }
+                for (int i = 0; i < 3; i++) {
+                    ph__vd ca[3], cb[3];
+                    cross_vd(p->ra, dir[i], ca);
+                    cross_vd(p->rb, dir[i], cb);
+                    const ph__vd ang = ia * dot3_vd(ca, ca) + ib * dot3_vd(cb, cb);
+                    const wcoef *cc = i == 0 ? &cn : &cf;
+                    ph__vd sd = lin2[i] + ang;
+                    const ph__vd sm = cc->pair_mass ? select_vd(lin2[i] > zero, lin2[i], ang) : sd;
+                    eps[i] = cc->eps_abs + cc->eps_rel * sm;
+                    sd = sd + eps[i];
+                    inv[i] = select_vd(sd > splat(1e-300), splat(1.0) / sd, zero);
+                    K[i][i] = sd;
+                    for (int j = i + 1; j < 3; j++) {
+                        K[i][j] = -(ia * (ta[i] * ta[j]) + ib * (tb[i] * tb[j]));
+                        K[j][i] = K[i][j];
+                    }
+                }
+            } else {
+                ph__wrow r[3];
+                for (int i = 0; i < 3; i++)
+                    make_row(&r[i], dir[i], p->ra, p->rb, &sa, &sb, lin2[i], i == 0 ? &cn : &cf);
+                /* K: the couplings J_i M^-1 J_j^T, eps on the diagonal. */
+                for (int i = 0; i < 3; i++) {
+                    inv[i] = r[i].inv_diag;
+                    eps[i] = r[i].eps;
+                    for (int j = i; j < 3; j++) {
+                        K[i][j] = (dot3_vd(r[i].lin, r[j].lin) * imab + dot3_vd(r[i].ang_a, r[j].mang_a)) +
+                                  dot3_vd(r[i].ang_b, r[j].mang_b);
+                        if (i == j) K[i][i] = K[i][i] + r[i].eps;
+                        K[j][i] = K[i][j];
+                    }
+                }
+            }
             const ph__vd c00 = K[1][1] * K[2][2] - K[1][2] * K[1][2];
             const ph__vd c01 = K[0][2] * K[1][2] - K[0][1] * K[2][2];
             const ph__vd c02 = K[0][1] * K[1][2] - K[0][2] * K[1][1];
@@ -1468,8 +1500,8 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             p->koff[1] = keep(K[0][2], live);
             p->koff[2] = keep(K[1][2], live);
             for (int i = 0; i < 3; i++) {
-                p->inv[i] = keep(r[i].inv_diag, live);
-                p->eps[i] = keep(r[i].eps, live);
+                p->inv[i] = keep(inv[i], live);
+                p->eps[i] = keep(eps[i], live);
                 p->kd[i] = keep(K[i][i], live);
             }
             /* Normal: g = -depth; SPOOK when touching, else the gap closed
