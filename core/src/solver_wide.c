@@ -1058,7 +1058,18 @@ typedef struct winert {
 } winert;
 
 static inline __attribute__((always_inline)) void gather_inert(const ph__sbody *sb, const ph__wbatch *g,
-                                                               const ph__wpoint *pg, int aniso, winert *in) {
+                                                               const ph__wpoint *pg, int aniso, const wvel *u,
+                                                               winert *in) {
+#if PH_LANES == 4
+    /* The 4 x 4 gather brought inv_mass and inv_i[0][0] along. */
+    (void)sb;
+    (void)g;
+    in->ima = u->ka[0];
+    in->imb = u->kb[0];
+    in->ia[0] = u->ka[1];
+    in->ib[0] = u->kb[1];
+#else
+    (void)u;
     const double *pa[PH_LANES], *pb[PH_LANES], *ma[PH_LANES], *mb[PH_LANES];
     for (int j = 0; j < PH_LANES; j++) {
         ma[j] = &sb[g->ia[j]].inv_mass;
@@ -1068,15 +1079,15 @@ static inline __attribute__((always_inline)) void gather_inert(const ph__sbody *
     }
     in->ima = lanes_at(ma, 0);
     in->imb = lanes_at(mb, 0);
+    in->ia[0] = lanes_at(pa, 0);
+    in->ib[0] = lanes_at(pb, 0);
+#endif
     if (aniso) {
         /* Those of the build (a body's world inertia turns with it). */
         for (int e = 0; e < 9; e++) {
             in->ia[e] = pg->ia[e];
             in->ib[e] = pg->ib[e];
         }
-    } else {
-        in->ia[0] = lanes_at(pa, 0);
-        in->ib[0] = lanes_at(pb, 0);
     }
 }
 
@@ -1238,7 +1249,7 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
     wvel u;
     winert in;
     gather(sb, g, &u);
-    gather_inert(sb, g, &w->wpts[b], g->aniso, &in);
+    gather_inert(sb, g, &w->wpts[b], g->aniso, &u, &in);
     for (int32_t k = 0; k < g->glen; k++)
         point_block(&w->wpts[b + k], dir, &g[k], &in, g->aniso, box, &u, zero);
     scatter(sb, g, &u);
@@ -1261,7 +1272,7 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
         wvel u;
         winert in;
         gather(sb, g, &u);
-        gather_inert(sb, g, &w->wpts[b], g->aniso, &in);
+        gather_inert(sb, g, &w->wpts[b], g->aniso, &u, &in);
         for (int32_t k = 0; k < g->glen; k++) {
             const ph__wpoint *p = &w->wpts[b + k];
             point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, g->aniso, &u);
