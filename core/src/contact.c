@@ -219,6 +219,8 @@ int ph__narrowphase(ph__world *w) {
             cm->approach = -ph_dot(ph_sub(ub, ua), cm->m.normal);
         }
         const ph__contact_manifold *old = warm ? prev : NULL;
+        ph_vec3 oldp[PH_MAX_MANIFOLD_POINTS];
+        int old_ok = 0;
         for (int k = 0; k < cm->m.count; k++) {
             cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
             cm->loc_a[k] = ph_inv_rotate(ba->q, ph_sub(cm->m.pts[k].point, ba->p));
@@ -228,15 +230,19 @@ int ph__narrowphase(ph__world *w) {
             if (!old) continue;
             /* Match by feature key; failing that, by the nearest old point
              * within match_dist (feature keys of clipped points can change
-             * when a corner sits exactly on a side plane of a flush face). */
+             * when a corner sits exactly on a side plane of a flush face),
+             * the old points moved with their bodies to now. */
             int match = -1;
+            for (int q = 0; q < old->m.count && match < 0; q++)
+                if (old->m.pts[q].feature == cm->m.pts[k].feature) match = q;
             double bestd = match_dist * match_dist;
-            for (int q = 0; q < old->m.count; q++) {
-                if (old->m.pts[q].feature == cm->m.pts[k].feature) {
-                    match = q;
-                    break;
+            for (int q = 0; q < old->m.count && match < 0; q++) {
+                if (!old_ok) {
+                    for (int r = 0; r < old->m.count; r++)
+                        oldp[r] = ph__manifold_point(w, old, r);
+                    old_ok = 1;
                 }
-                double dd = ph_len2(ph_sub(old->m.pts[q].point, cm->m.pts[k].point));
+                double dd = ph_len2(ph_sub(oldp[q], cm->m.pts[k].point));
                 if (dd < bestd) {
                     bestd = dd;
                     match = q;
@@ -472,15 +478,17 @@ int ph__contact_events(ph__world *w) {
     return PH_OK;
 }
 
-/* World positions of a manifold's points: midway between the two material
- * points, which move with their bodies. */
-static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
+ph_vec3 ph__manifold_point(const ph__world *w, const ph__contact_manifold *cm, int k) {
     const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
-    for (int k = 0; k < cm->m.count; k++) {
-        ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
-        ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
-        cm->m.pts[k].point = ph_scale(ph_add(pa, pb), 0.5);
-    }
+    const ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, cm->loc_a[k]));
+    const ph_vec3 pb = ph_add(b->p, ph_rotate(b->q, cm->loc_b[k]));
+    return ph_scale(ph_add(pa, pb), 0.5);
+}
+
+/* World positions of a manifold's points, stored (impacts, begin events). */
+static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
+    for (int k = 0; k < cm->m.count; k++)
+        cm->m.pts[k].point = ph__manifold_point(w, cm, k);
 }
 
 int ph__refresh_manifolds(ph__world *w, int all) {
@@ -493,9 +501,11 @@ int ph__refresh_manifolds(ph__world *w, int all) {
      * not read these depths (its rows move their gaps along with the
      * velocities, ph__refresh_contact_rows); they are for the impacts of
      * restitutive pairs (every substep), and, in the last substep, for the
-     * queries, the statistics and the events: a pair that starts or stops
-     * touching during the step gets its begin or end event then. The
-     * points' world positions are moved only when read. */
+     * statistics and the events: a pair that starts or stops touching
+     * during the step gets its begin or end event then. The points' world
+     * positions are stored only for those that read them here (impacts,
+     * begin events); the queries and the next step's warm-start matching
+     * make them from the bodies when they need them (ph__manifold_point). */
     double maxpen = 0;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
@@ -513,7 +523,7 @@ int ph__refresh_manifolds(ph__world *w, int all) {
             touches |= mp->depth >= -PH_TOUCH_SLOP;
             if (mp->depth > maxpen) maxpen = mp->depth;
         }
-        if (all || restitutive || (touches && !was)) refresh_points(w, cm);
+        if (restitutive || (touches && !was)) refresh_points(w, cm);
         if (touches && !was && push_event(w, cm, 1, touching_point(cm))) return PH_ERR_NO_MEMORY;
         if (!touches && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }

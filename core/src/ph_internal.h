@@ -470,6 +470,10 @@ int ph__impacts(ph__world *w, double h);    /* Newton–Coulomb impacts; returns
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */
 int ph__refresh_manifolds(ph__world *w, int all);
+/* Point k of cm in world space now: midway between its two material points,
+ * moved with their bodies (the stored m.pts[k].point is kept current only
+ * where the step itself reads it: impacts, begin events). */
+ph_vec3 ph__manifold_point(const ph__world *w, const ph__contact_manifold *cm, int k);
 /* The contact rows' gaps (w->wgap) from the collision's depths (the native
  * build puts them in the batches itself). */
 int ph__init_gaps(ph__world *w);

@@ -37,7 +37,13 @@
  *   side by side. Because the lanes of a batch touch disjoint
  *   moving bodies this is the scalar sweep in w->order, operation for
  *   operation (-ffp-contract=off: no fused multiply-add in any build), so
- *   every method and vector_solver = 0 see the same numbers.
+ *   every method and vector_solver = 0 see the same numbers (contact_block
+ *   = 0).
+ *   Point mode (settings.contact_block on a native step, the default): the
+ *   same batches hold points instead of rows (ph__wpoint, beside each
+ *   batch), and each visit solves a point's three rows as one 3 x 3 block
+ *   on its relative velocity ("Point mode" below); the scalar loop solves
+ *   the same block from the rows (solver.c), equal to rounding.
  *
  * Failure modes: PH_ERR_NO_MEMORY from a build (the step fails).
  *

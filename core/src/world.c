@@ -1136,7 +1136,7 @@ int ph_world_get_contacts(ph_world_id wid, ph_contact_info *out, int cap) {
                 c->body_b = (ph_body_id){cm->bb + 1, (uint16_t)(wid.index1 - 1), w->bodies[cm->bb].gen};
                 c->shape_a = (ph_shape_id){cm->sa + 1, (uint16_t)(wid.index1 - 1), w->shapes[cm->sa].gen};
                 c->shape_b = (ph_shape_id){cm->sb + 1, (uint16_t)(wid.index1 - 1), w->shapes[cm->sb].gen};
-                c->point = cm->m.pts[k].point;
+                c->point = ph__manifold_point(w, cm, k);
                 c->normal = cm->m.normal;
                 c->depth = cm->m.pts[k].depth;
                 c->normal_impulse = cm->ln[k];
