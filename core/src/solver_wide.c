@@ -918,103 +918,123 @@ static inline __attribute__((always_inline)) void put_row(ph__wrow *d, const ph_
     d->B = keep(r->B, live);
 }
 
-static inline __attribute__((always_inline)) void fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+/* What a group's batches share, for the native builds (fill_body and
+ * point_fill_body): every lane with a manifold is filled in batch 0; an
+ * empty lane reads zeros and the ground. */
+typedef struct wgroup_in {
+    const ph__contact_manifold *m[PH_LANES];
+    wside sa, sb;
+    ph__vd dir[3][3], pa[3], pb[3], lin2[3], imab, muv, boxv;
+    wvel u0, u; /* W for the right-hand sides; the current velocities for B (with need_b) */
+} wgroup_in;
+
+static const ph__contact_manifold ph__no_manifold; /* the inputs of empty lanes: zeros */
+
+static inline __attribute__((always_inline)) void group_inputs(const ph__world *w, const ph__wbatch *g,
+                                                               const ph__contact_ctx *c, int need_b, wgroup_in *gi) {
     static const double zeros[3] = {0, 0, 0};
-    static const ph__contact_manifold none; /* the inputs of empty lanes: zeros */
+    const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
+    double boxb[PH_LANES];
+    side_gather(w->sbodies, g->ia, &gi->sa);
+    side_gather(w->sbodies, g->ib, &gi->sb);
+    for (int j = 0; j < PH_LANES; j++) {
+        const int on = g->point[j] >= 0;
+        const ph__contact_manifold *cm = on ? &w->manifolds[g->pm[j] >> 2] : &ph__no_manifold;
+        gi->m[j] = cm;
+        pn[j] = &cm->m.normal.x;
+        pt1[j] = &cm->t1.x;
+        pt2[j] = &cm->t2.x;
+        ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
+        ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
+        pmu[j] = &cm->friction;
+        boxb[j] = 0;
+        if (on && c->box) {
+            /* ph__contact_point_rows' scaled box bound. */
+            const double ima = gi->sa.im[j], imb = gi->sb.im[j];
+            const double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
+            boxb[j] = cm->friction * mred * c->g * c->h / cm->m.count;
+        }
+    }
+    for (int q = 0; q < 3; q++) {
+        gi->dir[0][q] = lanes_at(pn, q);
+        gi->dir[1][q] = lanes_at(pt1, q);
+        gi->dir[2][q] = lanes_at(pt2, q);
+        gi->pa[q] = lanes_at(ppa, q);
+        gi->pb[q] = lanes_at(ppb, q);
+    }
+    gi->imab = gi->sa.im + gi->sb.im;
+    for (int q = 0; q < 3; q++)
+        gi->lin2[q] =
+            (gi->dir[q][0] * gi->dir[q][0] + gi->dir[q][1] * gi->dir[q][1] + gi->dir[q][2] * gi->dir[q][2]) * gi->imab;
+    gi->muv = lanes_at(pmu, 0);
+    gi->boxv = splat(0.0);
+    if (c->box) memcpy(&gi->boxv, boxb, sizeof gi->boxv);
+    gather_arrays(w->vw0, g, &gi->u0);
+    /* (The copy otherwise keeps GCC from warning that u may be unset.) */
+    if (need_b)
+        gather(w->sbodies, g, &gi->u);
+    else
+        gi->u = gi->u0;
+}
+
+/* Point k of a batch's lanes: position, depth and the impulses last step
+ * left (ln, lt1, lt2). */
+static inline __attribute__((always_inline)) void batch_inputs(const wgroup_in *gi, const ph__wbatch *wb, int32_t k,
+                                                               ph__vd *p, ph__vd *depth, ph__vd *l) {
+    const ph__mpoint *mp[PH_LANES];
+    const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
+    for (int j = 0; j < PH_LANES; j++) {
+        const ph__contact_manifold *cm = wb->point[j] >= 0 ? gi->m[j] : &ph__no_manifold;
+        mp[j] = &cm->m.pts[k];
+        pln[j] = &cm->ln[k];
+        plt1[j] = &cm->lt1[k];
+        plt2[j] = &cm->lt2[k];
+    }
+    point_lanes(mp, p, depth);
+    l[0] = lanes_at(pln, 0);
+    l[1] = lanes_at(plt1, 0);
+    l[2] = lanes_at(plt2, 0);
+}
+
+static inline __attribute__((always_inline)) void fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
     const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
     const ph__vd wsf = splat(c->wsf);
     const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
     for (int32_t b = 0; b < w->wbatch_count;) {
         ph__wbatch *g = &w->wbatches[b];
         const int32_t gl = g->glen;
-        /* What the group's batches share: in batch 0 every lane with a
-         * manifold is filled. */
-        const ph__contact_manifold *m[PH_LANES];
-        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
-        double boxb[PH_LANES];
-        wside sa, sb;
-        side_gather(w->sbodies, g->ia, &sa);
-        side_gather(w->sbodies, g->ib, &sb);
-        for (int j = 0; j < PH_LANES; j++) {
-            const int on = g->point[j] >= 0;
-            const ph__contact_manifold *cm = on ? &w->manifolds[g->pm[j] >> 2] : &none;
-            m[j] = cm;
-            pn[j] = &cm->m.normal.x;
-            pt1[j] = &cm->t1.x;
-            pt2[j] = &cm->t2.x;
-            ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
-            ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
-            pmu[j] = &cm->friction;
-            boxb[j] = 0;
-            if (on && c->box) {
-                /* ph__contact_point_rows' scaled box bound. */
-                const double ima = sa.im[j], imb = sb.im[j];
-                const double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
-                boxb[j] = cm->friction * mred * c->g * c->h / cm->m.count;
-            }
-        }
-        ph__vd dir[3][3], pa[3], pb[3], lin2[3];
-        for (int q = 0; q < 3; q++) {
-            dir[0][q] = lanes_at(pn, q);
-            dir[1][q] = lanes_at(pt1, q);
-            dir[2][q] = lanes_at(pt2, q);
-            pa[q] = lanes_at(ppa, q);
-            pb[q] = lanes_at(ppb, q);
-        }
-        const ph__vd imab = sa.im + sb.im;
-        for (int q = 0; q < 3; q++)
-            lin2[q] = (dir[q][0] * dir[q][0] + dir[q][1] * dir[q][1] + dir[q][2] * dir[q][2]) * imab;
-        const ph__vd muv = lanes_at(pmu, 0);
-        ph__vd boxv = zero;
-        if (c->box) memcpy(&boxv, boxb, sizeof boxv);
-        /* W for the right-hand sides; the current velocities for B (read
-         * only with need_b; the copy otherwise keeps GCC from warning that
-         * it may be unset). */
-        wvel u0, u;
-        gather_arrays(w->vw0, g, &u0);
-        if (need_b)
-            gather(w->sbodies, g, &u);
-        else
-            u = u0;
+        wgroup_in gi;
+        group_inputs(w, g, c, need_b, &gi);
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];
-            const ph__mpoint *mp[PH_LANES];
-            const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
             const ph__vi live = live_lanes(wb);
-            for (int j = 0; j < PH_LANES; j++) {
-                const ph__contact_manifold *cm = wb->point[j] >= 0 ? m[j] : &none;
-                mp[j] = &cm->m.pts[k];
-                pln[j] = &cm->ln[k];
-                plt1[j] = &cm->lt1[k];
-                plt2[j] = &cm->lt2[k];
-            }
-            ph__vd p[3], depth, ra[3], rb[3];
-            point_lanes(mp, p, &depth);
+            ph__vd p[3], depth, l[3], ra[3], rb[3];
+            batch_inputs(&gi, wb, k, p, &depth, l);
             for (int q = 0; q < 3; q++) {
-                ra[q] = p[q] - pa[q];
-                rb[q] = p[q] - pb[q];
+                ra[q] = p[q] - gi.pa[q];
+                rb[q] = p[q] - gi.pb[q];
             }
             ph__wrow r;
             /* Normal: g = -depth; SPOOK when touching, else the gap closed
              * within the step. */
-            make_row(&r, dir[0], ra, rb, &sa, &sb, lin2[0], &cn);
+            make_row(&r, gi.dir[0], ra, rb, &gi.sa, &gi.sb, gi.lin2[0], &cn);
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live); /* moved along by the later substeps */
-            r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &u0), -gap / hv);
-            r.B = need_b ? r.rhs - row_jv(&r, &u) : zero;
-            r.lambda = lanes_at(pln, 0) * wsf;
-            const ph__vd bound = c->box ? boxv : muv * r.lambda;
+            r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &gi.u0), -gap / hv);
+            r.B = need_b ? r.rhs - row_jv(&r, &gi.u) : zero;
+            r.lambda = l[0] * wsf;
+            const ph__vd bound = c->box ? gi.boxv : gi.muv * r.lambda;
             put_row(&wb->r[0], &r, live);
             for (int d = 0; d < 2; d++) {
-                make_row(&r, dir[1 + d], ra, rb, &sa, &sb, lin2[1 + d], &cf);
+                make_row(&r, gi.dir[1 + d], ra, rb, &gi.sa, &gi.sb, gi.lin2[1 + d], &cf);
                 r.rhs = zero;
-                r.B = need_b ? -row_jv(&r, &u) : zero;
-                r.lambda = clamp_vd(lanes_at(d == 0 ? plt1 : plt2, 0) * wsf, -bound, bound);
+                r.B = need_b ? -row_jv(&r, &gi.u) : zero;
+                r.lambda = clamp_vd(l[1 + d] * wsf, -bound, bound);
                 put_row(&wb->r[1 + d], &r, live);
             }
-            wb->ima = keep(sa.im, live);
-            wb->imb = keep(sb.im, live);
-            wb->mu = keep(muv, live);
+            wb->ima = keep(gi.sa.im, live);
+            wb->imb = keep(gi.sb.im, live);
+            wb->mu = keep(gi.muv, live);
             wb->box = keep(bound, live);
         }
         b += gl;
@@ -1063,9 +1083,8 @@ typedef struct winert {
     ph__vd ima, imb, ia[9], ib[9];
 } winert;
 
-static inline __attribute__((always_inline)) void gather_inert(const ph__sbody *sb, const ph__wbatch *g,
-                                                               const ph__wpoint *pg, int aniso, const wvel *u,
-                                                               winert *in) {
+static inline __attribute__((always_inline)) void
+gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wpoint *pg, int aniso, const wvel *u, winert *in) {
 #if PH_LANES == 4
     /* The 4 x 4 gather brought inv_mass and inv_i[0][0] along. */
     (void)sb;
@@ -1348,8 +1367,6 @@ static inline __attribute__((always_inline)) void point_merits_body(const ph__wo
  * make_row give eps, 1 / K_ii and the parts of K; K^-1 by its adjugate
  * (K is symmetric positive definite: eps > 0 on its diagonal). */
 static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
-    static const double zeros[3] = {0, 0, 0};
-    static const ph__contact_manifold none;
     const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
     const ph__vd wsf = splat(c->wsf);
     const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
@@ -1357,13 +1374,9 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
         ph__wbatch *g = &w->wbatches[b];
         ph__wpoint *pg = &w->wpts[b];
         const int32_t gl = g->glen;
-        const ph__contact_manifold *m[PH_LANES];
-        const double *pn[PH_LANES], *pt1[PH_LANES], *pt2[PH_LANES], *ppa[PH_LANES], *ppb[PH_LANES], *pmu[PH_LANES];
-        double boxb[PH_LANES];
-        wside sa, sb;
-        side_gather(w->sbodies, g->ia, &sa);
-        side_gather(w->sbodies, g->ib, &sb);
-        g->aniso = !(sa.all_iso && sb.all_iso);
+        wgroup_in gi;
+        group_inputs(w, g, c, need_b, &gi);
+        g->aniso = !(gi.sa.all_iso && gi.sb.all_iso);
         if (g->aniso) {
             const double *ia[PH_LANES], *ib[PH_LANES];
             for (int j = 0; j < PH_LANES; j++) {
@@ -1375,70 +1388,25 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                 pg->ib[e] = lanes_at(ib, e);
             }
         }
-        for (int j = 0; j < PH_LANES; j++) {
-            const int on = g->point[j] >= 0;
-            const ph__contact_manifold *cm = on ? &w->manifolds[g->pm[j] >> 2] : &none;
-            m[j] = cm;
-            pn[j] = &cm->m.normal.x;
-            pt1[j] = &cm->t1.x;
-            pt2[j] = &cm->t2.x;
-            ppa[j] = on ? &w->bodies[cm->ba].p.x : zeros;
-            ppb[j] = on ? &w->bodies[cm->bb].p.x : zeros;
-            pmu[j] = &cm->friction;
-            boxb[j] = 0;
-            if (on && c->box) {
-                const double ima = sa.im[j], imb = sb.im[j];
-                const double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
-                boxb[j] = cm->friction * mred * c->g * c->h / cm->m.count;
-            }
-        }
-        ph__vd pa[3], pb[3], lin2[3];
-        const ph__vi live0 = live_lanes(g);
-        for (int q = 0; q < 3; q++) {
-            pg->dir[0][q] = keep(lanes_at(pn, q), live0);
-            pg->dir[1][q] = keep(lanes_at(pt1, q), live0);
-            pg->dir[2][q] = keep(lanes_at(pt2, q), live0);
-            pa[q] = lanes_at(ppa, q);
-            pb[q] = lanes_at(ppb, q);
-        }
+        memcpy(pg->dir, gi.dir, sizeof pg->dir); /* empty lanes: zero (ph__no_manifold) */
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])pg->dir;
-        const ph__vd imab = sa.im + sb.im;
-        for (int q = 0; q < 3; q++)
-            lin2[q] = dot3_vd(dir[q], dir[q]) * imab;
-        const ph__vd muv = lanes_at(pmu, 0);
-        ph__vd boxv = zero;
-        if (c->box) memcpy(&boxv, boxb, sizeof boxv);
-        wvel u0, u;
-        gather_arrays(w->vw0, g, &u0);
-        if (need_b)
-            gather(w->sbodies, g, &u);
-        else
-            u = u0;
+        const ph__vd imab = gi.imab;
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];
             ph__wpoint *p = &pg[k];
-            const ph__mpoint *mp[PH_LANES];
-            const double *pln[PH_LANES], *plt1[PH_LANES], *plt2[PH_LANES];
             const ph__vi live = live_lanes(wb);
-            for (int j = 0; j < PH_LANES; j++) {
-                const ph__contact_manifold *cm = wb->point[j] >= 0 ? m[j] : &none;
-                mp[j] = &cm->m.pts[k];
-                pln[j] = &cm->ln[k];
-                plt1[j] = &cm->lt1[k];
-                plt2[j] = &cm->lt2[k];
-            }
-            ph__vd pt[3], depth;
-            point_lanes(mp, pt, &depth);
+            ph__vd pt[3], depth, l[3];
+            batch_inputs(&gi, wb, k, pt, &depth, l);
             for (int q = 0; q < 3; q++) {
-                p->ra[q] = keep(pt[q] - pa[q], live);
-                p->rb[q] = keep(pt[q] - pb[q], live);
+                p->ra[q] = keep(pt[q] - gi.pa[q], live);
+                p->rb[q] = keep(pt[q] - gi.pb[q], live);
             }
             ph__vd K[3][3], inv[3], eps[3];
             if (!g->aniso) {
                 /* Isotropic bodies (scale c): with orthonormal directions
                  * (r x d_i) . c (r x d_j) = -c (r . d_i)(r . d_j) for i != j
                  * and d_i . d_j = 0; the diagonal as make_row's sum. */
-                const ph__vd ia = sa.ii[0], ib = sb.ii[0];
+                const ph__vd ia = gi.sa.ii[0], ib = gi.sb.ii[0];
                 ph__vd ta[3], tb[3];
                 for (int i = 0; i < 3; i++) {
                     ta[i] = dot3_vd(p->ra, dir[i]);
@@ -1450,8 +1418,8 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                     cross_vd(p->rb, dir[i], cb);
                     const ph__vd ang = ia * dot3_vd(ca, ca) + ib * dot3_vd(cb, cb);
                     const wcoef *cc = i == 0 ? &cn : &cf;
-                    ph__vd sd = lin2[i] + ang;
-                    const ph__vd sm = cc->pair_mass ? select_vd(lin2[i] > zero, lin2[i], ang) : sd;
+                    ph__vd sd = gi.lin2[i] + ang;
+                    const ph__vd sm = cc->pair_mass ? select_vd(gi.lin2[i] > zero, gi.lin2[i], ang) : sd;
                     eps[i] = cc->eps_abs + cc->eps_rel * sm;
                     sd = sd + eps[i];
                     inv[i] = select_vd(sd > splat(1e-300), splat(1.0) / sd, zero);
@@ -1464,7 +1432,7 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             } else {
                 ph__wrow r[3];
                 for (int i = 0; i < 3; i++)
-                    make_row(&r[i], dir[i], p->ra, p->rb, &sa, &sb, lin2[i], i == 0 ? &cn : &cf);
+                    make_row(&r[i], dir[i], p->ra, p->rb, &gi.sa, &gi.sb, gi.lin2[i], i == 0 ? &cn : &cf);
                 /* K: the couplings J_i M^-1 J_j^T, eps on the diagonal. */
                 for (int i = 0; i < 3; i++) {
                     inv[i] = r[i].inv_diag;
@@ -1500,28 +1468,28 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             /* Normal: g = -depth; SPOOK when touching, else the gap closed
              * within the step (as fill_body), J v0 from the point. */
             ph__vd dv0[3];
-            point_dv(p, &u0, dv0);
+            point_dv(p, &gi.u0, dv0);
             const ph__vd jv0 = dot3_vd(dir[0], dv0);
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live);
             p->rhs = keep(select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv), live);
             if (need_b) {
                 ph__vd dv[3];
-                point_dv(p, &u, dv);
+                point_dv(p, &gi.u, dv);
                 p->B[0] = keep(p->rhs - dot3_vd(dir[0], dv), live);
                 p->B[1] = keep(-dot3_vd(dir[1], dv), live);
                 p->B[2] = keep(-dot3_vd(dir[2], dv), live);
             } else {
                 p->B[0] = p->B[1] = p->B[2] = zero;
             }
-            const ph__vd ln = keep(lanes_at(pln, 0) * wsf, live);
-            const ph__vd bound = c->box ? boxv : muv * ln;
+            const ph__vd ln = keep(l[0] * wsf, live);
+            const ph__vd bound = c->box ? gi.boxv : gi.muv * ln;
             p->lam[0] = ln;
-            p->lam[1] = keep(clamp_vd(lanes_at(plt1, 0) * wsf, -bound, bound), live);
-            p->lam[2] = keep(clamp_vd(lanes_at(plt2, 0) * wsf, -bound, bound), live);
-            wb->ima = keep(sa.im, live);
-            wb->imb = keep(sb.im, live);
-            wb->mu = keep(muv, live);
+            p->lam[1] = keep(clamp_vd(l[1] * wsf, -bound, bound), live);
+            p->lam[2] = keep(clamp_vd(l[2] * wsf, -bound, bound), live);
+            wb->ima = keep(gi.sa.im, live);
+            wb->imb = keep(gi.sb.im, live);
+            wb->mu = keep(gi.muv, live);
             wb->box = keep(bound, live);
         }
         b += gl;

@@ -190,18 +190,26 @@ static void test_rows_backend_matches_core_pgs(void **state) {
  * bit for bit: same state hash after every step of a pyramid (contacts
  * only), the arched snake (joints and contacts), a box pile with the
  * scaled-box friction model, and with per-iteration merits on and off. */
-static void run_pair(const char *scene, ph_settings s, int steps) {
+/* The vector path in its three builds (the cap of PHYSD_SIMD is read when
+ * a world is created) and the scalar loop on the same scene: w[0] native
+ * width, w[1] AVX2, w[2] baseline, w[3] scalar. */
+static void make_quad(const char *scene, ph_settings s, ph_world_id *w) {
     ph_settings v = s, sc = s;
     v.vector_solver = 1;
     sc.vector_solver = 0;
-    ph_world_id a = scene_world(scene, v), b = scene_world(scene, sc);
-    /* The same vector path in the AVX2 and baseline builds (the cap is
-     * read when a world is created): the same numbers again. */
+    w[0] = scene_world(scene, v);
     setenv("PHYSD_SIMD", "avx2", 1);
-    ph_world_id a2 = scene_world(scene, v);
+    w[1] = scene_world(scene, v);
     setenv("PHYSD_SIMD", "baseline", 1);
-    ph_world_id a0 = scene_world(scene, v);
+    w[2] = scene_world(scene, v);
     unsetenv("PHYSD_SIMD");
+    w[3] = scene_world(scene, sc);
+}
+
+static void run_pair(const char *scene, ph_settings s, int steps) {
+    ph_world_id q[4];
+    make_quad(scene, s, q);
+    const ph_world_id a = q[0], a2 = q[1], a0 = q[2], b = q[3];
     int contacts = 0;
     for (int i = 0; i < steps; i++) {
         assert_int_equal(ph_world_step(a), PH_OK);
@@ -272,15 +280,9 @@ static double max_body_gap(ph_world_id a, ph_world_id b) {
  * after any step (about 1e-14 m measured), and the same final merits within
  * 1e-7 relative. */
 static void run_block_pair(const char *scene, ph_settings s, int steps) {
-    ph_settings v = s, sc = s;
-    v.vector_solver = 1;
-    sc.vector_solver = 0;
-    ph_world_id a = scene_world(scene, v), b = scene_world(scene, sc);
-    setenv("PHYSD_SIMD", "avx2", 1);
-    ph_world_id a2 = scene_world(scene, v);
-    setenv("PHYSD_SIMD", "baseline", 1);
-    ph_world_id a0 = scene_world(scene, v);
-    unsetenv("PHYSD_SIMD");
+    ph_world_id q[4];
+    make_quad(scene, s, q);
+    const ph_world_id a = q[0], a2 = q[1], a0 = q[2], b = q[3];
     double worst = 0, worst_psi = 0;
     int contacts = 0;
     for (int i = 0; i < steps; i++) {
