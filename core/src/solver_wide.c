@@ -725,6 +725,42 @@ static inline __attribute__((always_inline)) double hsum(ph__vd v) {
     return s;
 }
 
+/* The merit terms of one row of every lane (ph__merit_row): a normal row
+ * (lambda >= 0) or a friction row within -+bound, empty lanes masked. */
+typedef struct wmerit {
+    ph__vd fis, mm, le, r2, b2;
+} wmerit;
+
+static inline __attribute__((always_inline)) void merit_add(int normal, ph__vd l, ph__vd y, ph__vd d, ph__vd bound,
+                                                            ph__vd B, ph__vi live, wmerit *acc) {
+    const ph__vd zero = splat(0.0);
+    ph__vd phi, c, g;
+    if (normal) {
+        phi = vfb(l, y);
+        c = vmax(l - y, zero);
+        g = vmax(l - y / d, zero);
+    } else {
+        const ph__vd lo = -bound, hi = bound;
+        phi = vfb(l - lo, vfb(hi - l, -y));
+        c = clamp_vd(l - y, lo, hi);
+        g = clamp_vd(l - y / d, lo, hi);
+    }
+    const ph__vd e = select_vd(d > zero, d * (l - g), y);
+    acc->fis += select_vd(live, phi * phi, zero);
+    acc->mm += select_vd(live, (l - c) * (l - c), zero);
+    acc->le += select_vd(live, e * e, zero);
+    acc->r2 += select_vd(live, y * y, zero);
+    acc->b2 += select_vd(live, B * B, zero);
+}
+
+static inline __attribute__((always_inline)) void merit_sum(const wmerit *acc, ph__merit *m) {
+    m->fischer += hsum(acc->fis);
+    m->minmap += hsum(acc->mm);
+    m->lcp_error += hsum(acc->le);
+    m->res2 += hsum(acc->r2);
+    m->b2 += hsum(acc->b2);
+}
+
 /* solver.c's merits() on the batches' rows, four lanes at a time: the
  * terms of ph__merit_row for a normal row (lambda >= 0) and for a friction
  * row (its box: -+ mu lambda_n or the scaled box), summed per lane, empty
@@ -733,7 +769,7 @@ static inline __attribute__((always_inline)) double hsum(ph__vd v) {
 static inline __attribute__((always_inline)) void merits_body(const ph__world *w, ph__merit *m) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
-    ph__vd fis = zero, mm = zero, le = zero, r2 = zero, b2 = zero;
+    wmerit acc = {zero, zero, zero, zero, zero};
     for (int32_t bi = 0; bi < w->wbatch_count;) {
         const ph__wbatch *grp = &w->wbatches[bi];
         const int32_t gl = grp->glen;
@@ -753,32 +789,12 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
                     (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) * (wb->ima + wb->imb) +
                     (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
                     (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) + r->eps;
-                ph__vd phi, c, g;
-                if (q == 0) {
-                    phi = vfb(l, y);
-                    c = vmax(l - y, zero);
-                    g = vmax(l - y / d, zero);
-                } else {
-                    const ph__vd lo = -bound, hi = bound;
-                    phi = vfb(l - lo, vfb(hi - l, -y));
-                    c = clamp_vd(l - y, lo, hi);
-                    g = clamp_vd(l - y / d, lo, hi);
-                }
-                const ph__vd e = select_vd(d > zero, d * (l - g), y);
-                fis += select_vd(live, phi * phi, zero);
-                mm += select_vd(live, (l - c) * (l - c), zero);
-                le += select_vd(live, e * e, zero);
-                r2 += select_vd(live, y * y, zero);
-                b2 += select_vd(live, r->B * r->B, zero);
+                merit_add(q == 0, l, y, d, bound, r->B, live, &acc);
             }
         }
         bi += gl;
     }
-    m->fischer += hsum(fis);
-    m->minmap += hsum(mm);
-    m->lcp_error += hsum(le);
-    m->res2 += hsum(r2);
-    m->b2 += hsum(b2);
+    merit_sum(&acc, m);
 }
 
 /* ---- The native build's numbers: contact.c's ph__contact_point_rows
@@ -1318,7 +1334,7 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
 static inline __attribute__((always_inline)) void point_merits_body(const ph__world *w, ph__merit *m) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
-    ph__vd fis = zero, mm = zero, le = zero, r2 = zero, b2 = zero;
+    wmerit acc = {zero, zero, zero, zero, zero};
     for (int32_t bi = 0; bi < w->wbatch_count;) {
         const ph__wbatch *grp = &w->wbatches[bi];
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[bi].dir;
@@ -1335,32 +1351,12 @@ static inline __attribute__((always_inline)) void point_merits_body(const ph__wo
             for (int q = 0; q < 3; q++) {
                 const ph__vd l = p->lam[q], d = p->kd[q];
                 const ph__vd y = (dot3_vd(dir[q], dv) + p->eps[q] * l) - (q == 0 ? p->rhs : zero);
-                ph__vd phi, c, gg;
-                if (q == 0) {
-                    phi = vfb(l, y);
-                    c = vmax(l - y, zero);
-                    gg = vmax(l - y / d, zero);
-                } else {
-                    const ph__vd lo = -bound, hi = bound;
-                    phi = vfb(l - lo, vfb(hi - l, -y));
-                    c = clamp_vd(l - y, lo, hi);
-                    gg = clamp_vd(l - y / d, lo, hi);
-                }
-                const ph__vd e = select_vd(d > zero, d * (l - gg), y);
-                fis += select_vd(live, phi * phi, zero);
-                mm += select_vd(live, (l - c) * (l - c), zero);
-                le += select_vd(live, e * e, zero);
-                r2 += select_vd(live, y * y, zero);
-                b2 += select_vd(live, p->B[q] * p->B[q], zero);
+                merit_add(q == 0, l, y, d, bound, p->B[q], live, &acc);
             }
         }
         bi += gl;
     }
-    m->fischer += hsum(fis);
-    m->minmap += hsum(mm);
-    m->lcp_error += hsum(le);
-    m->res2 += hsum(r2);
-    m->b2 += hsum(b2);
+    merit_sum(&acc, m);
 }
 
 /* The points of the native build (fill_body's inputs): the three rows of
