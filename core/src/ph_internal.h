@@ -222,7 +222,7 @@ typedef struct ph__wbatch {
                                  has unequal principal moments (its full inverse inertia is
                                  gathered) */
     int32_t ia[PH_LANES], ib[PH_LANES];
-    ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound */
+    ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
     ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
     ph__wrow r[3];            /* normal, t1, t2 */
 } ph__wbatch;

@@ -1483,8 +1483,6 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             p->lam[0] = ln;
             p->lam[1] = keep(clamp_vd(l[1] * wsf, -bound, bound), live);
             p->lam[2] = keep(clamp_vd(l[2] * wsf, -bound, bound), live);
-            wb->ima = keep(gi.sa.im, live);
-            wb->imb = keep(gi.sb.im, live);
             wb->mu = keep(gi.muv, live);
             wb->box = keep(bound, live);
         }

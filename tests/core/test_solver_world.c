@@ -232,10 +232,8 @@ static void run_pair(const char *scene, ph_settings s, int steps) {
     }
     print_message("%s: %d steps identical (up to %d contact points)\n", scene, steps, contacts);
     assert_true(contacts > 0);
-    ph_world_destroy(a);
-    ph_world_destroy(b);
-    ph_world_destroy(a2);
-    ph_world_destroy(a0);
+    for (int i = 0; i < 4; i++)
+        ph_world_destroy(q[i]);
 }
 
 static void test_vector_solver_matches_scalar(void **state) {
@@ -308,10 +306,8 @@ static void run_block_pair(const char *scene, ph_settings s, int steps) {
     assert_true(contacts > 0);
     assert_true(worst < 1e-9);
     assert_true(worst_psi < 1e-7);
-    ph_world_destroy(a);
-    ph_world_destroy(b);
-    ph_world_destroy(a2);
-    ph_world_destroy(a0);
+    for (int i = 0; i < 4; i++)
+        ph_world_destroy(q[i]);
 }
 
 static void test_vector_block_matches_scalar(void **state) {
