@@ -456,6 +456,12 @@ static inline double ph__warm_factor(const ph__world *w) {
     return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
 }
 
+/* step.c's integration of solver body s (and with next > 0 the start of
+ * the next substep), and integrate_wide.c's of all of them, four at a time
+ * where they are plain and isotropic: the same numbers. */
+void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, double wf);
+void ph__wide_integrate(ph__world *w, double h, int dv, int next, double wf);
+
 /* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 

@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "ph_internal.h"
+#include "ph_simd.h"
 
 typedef long long ph__vi __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 
@@ -387,31 +388,9 @@ typedef struct wvel {
  * one vector per component, and stored back the same way. The next batch
  * then reads whole 32-byte stores (store forwarding works), and a body
  * costs two loads and two stores instead of six scalar ones each way. */
-typedef long long ph__vi4 __attribute__((vector_size(32)));
 _Static_assert(offsetof(ph__sbody, w) == 3 * sizeof(double) && offsetof(ph__sbody, inv_mass) == 6 * sizeof(double) &&
                    offsetof(ph__sbody, inv_i) == 7 * sizeof(double),
                "ph__sbody must start v, w, inv_mass, inv_i");
-
-static inline __attribute__((always_inline)) ph__vd load4(const double *p) {
-    ph__vd v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline __attribute__((always_inline)) void store4(double *p, ph__vd v) { memcpy(p, &v, sizeof v); }
-
-/* Rows r0..r3 to columns c[0..3] (and back: a transpose is its own
- * inverse). */
-static inline __attribute__((always_inline)) void transpose4(ph__vd r0, ph__vd r1, ph__vd r2, ph__vd r3, ph__vd *c0,
-                                                             ph__vd *c1, ph__vd *c2, ph__vd *c3) {
-    const ph__vi4 lo = {0, 4, 2, 6}, hi = {1, 5, 3, 7}, first = {0, 1, 4, 5}, second = {2, 3, 6, 7};
-    const ph__vd t0 = __builtin_shuffle(r0, r1, lo), t1 = __builtin_shuffle(r0, r1, hi);
-    const ph__vd t2 = __builtin_shuffle(r2, r3, lo), t3 = __builtin_shuffle(r2, r3, hi);
-    *c0 = __builtin_shuffle(t0, t2, first);
-    *c2 = __builtin_shuffle(t0, t2, second);
-    *c1 = __builtin_shuffle(t1, t3, first);
-    *c3 = __builtin_shuffle(t1, t3, second);
-}
 
 /* Velocities of the bodies idx[0..3] of an array whose records start
  * (v.x v.y v.z w.x w.y w.z k0 k1 ...) and are `stride` doubles apart
@@ -1526,33 +1505,7 @@ static inline __attribute__((always_inline)) void any_fill_body(ph__world *w, co
         fill_body(w, c, need_b);
 }
 
-/* Three builds of each pass: AVX-512 (AVX-512VL: the same four-double
- * vectors, 32 registers instead of 16, so the twelve velocity vectors stay
- * in registers), AVX2, and the x86-64 baseline (two SSE2 halves); the
- * world's simd_level (ph__simd_level, chosen when it is created) picks one.
- * None contracts to fused multiply-adds (-ffp-contract=off), so all give
- * the same numbers. */
-#if defined(__x86_64__) || defined(__i386__)
-#define PH_X86_TARGET(t) __attribute__((target(t)))
-#else
-/* Elsewhere the "wide" builds are the generic vector code (ph__simd_level
- * always answers "baseline"). */
-#define PH_X86_TARGET(t)
-#endif
-#define PH_VARIANTS(name, params, args)                                                                                \
-    PH_X86_TARGET("avx512f,avx512vl") static void name##_avx512 params { name##_body args; }                           \
-    PH_X86_TARGET("avx2") static void name##_avx2 params { name##_body args; }                                         \
-    static void name##_base params { name##_body args; }
-#define PH_DISPATCH(w, name, args)                                                                                     \
-    do {                                                                                                               \
-        if ((w)->simd_level == 2)                                                                                      \
-            name##_avx512 args;                                                                                        \
-        else if ((w)->simd_level == 1)                                                                                 \
-            name##_avx2 args;                                                                                          \
-        else                                                                                                           \
-            name##_base args;                                                                                          \
-    } while (0)
-
+/* Three builds of each pass (ph_simd.h). */
 PH_VARIANTS(any_warm_start, (ph__world * w), (w))
 PH_VARIANTS(any_sweep, (ph__world * w), (w, NULL))
 static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b) {

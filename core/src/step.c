@@ -265,39 +265,49 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
     return PH_OK;
 }
 
-/* dv: also the velocity change of the substep's solve, v - vws (the
- * bodies' part of contact_dv). next > 0: also the next substep's start, in
- * the same pass: the world inverse inertia from the new orientation
- * (build_solver_bodies without remap) and the forces, with next = 2 the
- * contacts' warm start too (apply_forces); the same operations on each
- * body, one pass over the bodies instead of two. */
+/* One solver body's integration. dv: also the velocity change of the
+ * substep's solve, v - vws (the bodies' part of contact_dv). next > 0:
+ * also the next substep's start, in the same pass: the world inverse
+ * inertia from the new orientation (build_solver_bodies without remap) and
+ * the forces, with next = 2 the contacts' warm start too (apply_forces);
+ * the same operations on each body, one pass over the bodies instead of
+ * two. */
+void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, double wf) {
+    ph__body *b = &w->bodies[w->sbody_body[s]];
+    ph__sbody *sb = &w->sbodies[s];
+    /* Through locals: reading back a vector just stored field by field
+     * would stall on store forwarding. */
+    const ph_vec3 v = sb->v, av = sb->w;
+    if (dv) {
+        w->dvc[s].v = ph_sub(v, w->vws[s].v);
+        w->dvc[s].w = ph_sub(av, w->vws[s].w);
+    }
+    const ph_quat q0 = b->q;
+    b->v = v;
+    b->w = av;
+    b->p = ph_mul_add(b->p, h, v);
+    ph_quat wq = {av.x, av.y, av.z, 0};
+    ph_quat dq = ph_quat_mul(wq, q0);
+    ph_quat q = {q0.x + 0.5 * h * dq.x, q0.y + 0.5 * h * dq.y, q0.z + 0.5 * h * dq.z, q0.w + 0.5 * h * dq.w};
+    b->q = ph_quat_normalize(q);
+    if (next) {
+        if (!sb->iso) {
+            ph_mat3 r = ph_mat3_from_quat(b->q);
+            sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
+        }
+        force_body(w, s, h, next == 2 && wf != 0, wf);
+    }
+}
+
+/* Every solver body: four at a time (integrate_wide.c, the same numbers)
+ * unless vector_solver is off. */
 static void integrate(ph__world *w, double h, int dv, int next) {
     const double wf = ph__warm_factor(w);
-    for (int32_t s = 1; s < w->sbody_count; s++) {
-        ph__body *b = &w->bodies[w->sbody_body[s]];
-        ph__sbody *sb = &w->sbodies[s];
-        /* Through locals: reading back a vector just stored field by field
-         * would stall on store forwarding. */
-        const ph_vec3 v = sb->v, av = sb->w;
-        if (dv) {
-            w->dvc[s].v = ph_sub(v, w->vws[s].v);
-            w->dvc[s].w = ph_sub(av, w->vws[s].w);
-        }
-        const ph_quat q0 = b->q;
-        b->v = v;
-        b->w = av;
-        b->p = ph_mul_add(b->p, h, v);
-        ph_quat wq = {av.x, av.y, av.z, 0};
-        ph_quat dq = ph_quat_mul(wq, q0);
-        ph_quat q = {q0.x + 0.5 * h * dq.x, q0.y + 0.5 * h * dq.y, q0.z + 0.5 * h * dq.z, q0.w + 0.5 * h * dq.w};
-        b->q = ph_quat_normalize(q);
-        if (next) {
-            if (!sb->iso) {
-                ph_mat3 r = ph_mat3_from_quat(b->q);
-                sb->inv_i = ph_mat3_rdrt(&r, b->inv_inertia);
-            }
-            force_body(w, s, h, next == 2 && wf != 0, wf);
-        }
+    if (w->settings.vector_solver) {
+        ph__wide_integrate(w, h, dv, next, wf);
+    } else {
+        for (int32_t s = 1; s < w->sbody_count; s++)
+            ph__integrate_body(w, s, h, dv, next, wf);
     }
     if (next) forces_ground(w);
 }

@@ -1,0 +1,180 @@
+/*
+ * integrate_wide.c — step.c's integration of the solver bodies, four
+ * bodies at a time.
+ *
+ * Normal path: ph__wide_integrate walks the solver bodies in runs of four
+ * consecutive slots. A run whose four bodies need nothing but the common
+ * case — no next substep, or a next substep whose forces are all a
+ * velocity increment (ph__sforce.plain) on isotropic bodies — is loaded as
+ * 4 x 4 blocks (two 32-byte loads per record, ph_simd.h's transpose),
+ * computed one vector per component with exactly the operations of step.c's
+ * ph__integrate_body (symplectic Euler, q += h/2 (w, 0) q, the nearly-unit
+ * renormalization; the velocity change of the solve, the next substep's
+ * forces and warm start), and stored back the same way. Every other body,
+ * and the last slots that do not fill a run, go through
+ * ph__integrate_body itself.
+ *
+ * Failure modes: none (no allocation).
+ *
+ * Invariants: the results are those of ph__integrate_body bit for bit in
+ * every build (no fused multiply-adds, the same order of operations); a
+ * lane whose quaternion is not nearly unit is renormalized by
+ * ph_quat_normalize, as the scalar code does.
+ */
+#include <stddef.h>
+
+#include "ph_internal.h"
+#include "ph_simd.h"
+
+_Static_assert(offsetof(ph__sbody, w) == 3 * sizeof(double) && offsetof(ph__sbody, inv_mass) == 6 * sizeof(double),
+               "ph__sbody must start v, w, inv_mass, inv_i");
+_Static_assert(offsetof(ph__body, q) == offsetof(ph__body, p) + 3 * sizeof(double) &&
+                   offsetof(ph__body, v) == offsetof(ph__body, p) + 7 * sizeof(double) &&
+                   offsetof(ph__body, w) == offsetof(ph__body, p) + 10 * sizeof(double),
+               "ph__body must hold p, q, v, w one after the other");
+_Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) == 0 &&
+                   sizeof(ph__sforce) == 4 * sizeof(double),
+               "records of 8 and 4 doubles");
+
+static inline __attribute__((always_inline)) ph__v4d splat4(double x) { return (ph__v4d){x, x, x, x}; }
+
+/* Four consecutive records of `stride` doubles starting (x y z a b c ...)
+ * as six vectors (the first six fields). */
+static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w) {
+    ph__v4d k[2];
+    transpose4(load4(p), load4(p + stride), load4(p + 2 * stride), load4(p + 3 * stride), &v[0], &v[1], &v[2], &w[0]);
+    transpose4(load4(p + 4), load4(p + stride + 4), load4(p + 2 * stride + 4), load4(p + 3 * stride + 4), &w[1], &w[2],
+               &k[0], &k[1]);
+}
+
+/* The same back into records of 8 doubles (ph__vw: the padding is zeroed). */
+static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const ph__v4d *v, const ph__v4d *w) {
+    ph__v4d r[4];
+    transpose4(v[0], v[1], v[2], w[0], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(&a[j].v.x, r[j]);
+    const ph__v4d z = splat4(0.0);
+    transpose4(w[1], w[2], z, z, &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(&a[j].w.y, r[j]);
+}
+
+/* Bodies s .. s + 3 (see above; next: 0, 1 or 2 as in step.c). */
+static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32_t s, double h, int dv, int next,
+                                                            int warm, double wf) {
+    ph__sbody *sb = &w->sbodies[s];
+    const size_t sbs = sizeof(ph__sbody) / sizeof(double);
+    double *pb[4];
+    for (int j = 0; j < 4; j++)
+        pb[j] = &w->bodies[w->sbody_body[s + j]].p.x;
+    ph__v4d v[3], av[3], k[2];
+    double *ps = &sb->v.x;
+    transpose4(load4(ps), load4(ps + sbs), load4(ps + 2 * sbs), load4(ps + 3 * sbs), &v[0], &v[1], &v[2], &av[0]);
+    transpose4(load4(ps + 4), load4(ps + sbs + 4), load4(ps + 2 * sbs + 4), load4(ps + 3 * sbs + 4), &av[1], &av[2],
+               &k[0], &k[1]);
+    /* (warm implies dv: next > 0 only when dv, step.c) */
+    ph__v4d dcv[3] = {splat4(0.0), splat4(0.0), splat4(0.0)}, dcw[3] = {splat4(0.0), splat4(0.0), splat4(0.0)};
+    if (dv) {
+        ph__v4d sv[3], sw[3];
+        load_vw(&w->vws[s].v.x, 8, sv, sw);
+        for (int c = 0; c < 3; c++) {
+            dcv[c] = v[c] - sv[c];
+            dcw[c] = av[c] - sw[c];
+        }
+        store_vw(&w->dvc[s], dcv, dcw);
+    }
+    /* Position and orientation. */
+    ph__v4d p[3], q[4], old_vx;
+    transpose4(load4(pb[0]), load4(pb[1]), load4(pb[2]), load4(pb[3]), &p[0], &p[1], &p[2], &q[0]);
+    transpose4(load4(pb[0] + 4), load4(pb[1] + 4), load4(pb[2] + 4), load4(pb[3] + 4), &q[1], &q[2], &q[3], &old_vx);
+    (void)old_vx;
+    const ph__v4d hv = splat4(h), hh = splat4(0.5 * h), zero = splat4(0.0);
+    for (int c = 0; c < 3; c++)
+        p[c] = p[c] + hv * v[c];
+    /* dq = (w, 0) q, ph_quat_mul's terms in its order (the zero scalar
+     * part included: it decides the signs of zeros). */
+    const ph__v4d ax = av[0], ay = av[1], az = av[2], aw = zero;
+    const ph__v4d qx = q[0], qy = q[1], qz = q[2], qw = q[3];
+    const ph__v4d dw = ((aw * qw - ax * qx) - ay * qy) - az * qz;
+    const ph__v4d dx = ((aw * qx + ax * qw) + ay * qz) - az * qy;
+    const ph__v4d dy = ((aw * qy - ax * qz) + ay * qw) + az * qx;
+    const ph__v4d dz = ((aw * qz + ax * qy) - ay * qx) + az * qw;
+    ph__v4d n[4] = {qx + hh * dx, qy + hh * dy, qz + hh * dz, qw + hh * dw};
+    const ph__v4d l2 = ((n[0] * n[0] + n[1] * n[1]) + n[2] * n[2]) + n[3] * n[3];
+    const ph__vi4 near = (l2 > splat4(1.0 - 1e-8)) & (l2 < splat4(1.0 + 1e-8));
+    if ((near[0] & near[1] & near[2] & near[3]) != 0) {
+        const ph__v4d sc = splat4(1.5) - splat4(0.5) * l2;
+        for (int c = 0; c < 4; c++)
+            n[c] = n[c] * sc;
+    } else {
+        for (int j = 0; j < 4; j++) {
+            const ph_quat r = ph_quat_normalize((ph_quat){n[0][j], n[1][j], n[2][j], n[3][j]});
+            n[0][j] = r.x;
+            n[1][j] = r.y;
+            n[2][j] = r.z;
+            n[3][j] = r.w;
+        }
+    }
+    ph__v4d r[4];
+    transpose4(p[0], p[1], p[2], n[0], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(pb[j], r[j]);
+    transpose4(n[1], n[2], n[3], v[0], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(pb[j] + 4, r[j]);
+    transpose4(v[1], v[2], av[0], av[1], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++) {
+        store4(pb[j] + 8, r[j]);
+        pb[j][12] = av[2][j];
+    }
+    if (!next) return;
+    /* The next substep's start (step.c's force_body on plain isotropic
+     * bodies): vw0, the forces' increment (vws), the warm start. */
+    store_vw(&w->vw0[s], v, av);
+    ph__v4d f[3], fk;
+    const double *pf = &w->sforce[s].dv.x;
+    transpose4(load4(pf), load4(pf + 4), load4(pf + 8), load4(pf + 12), &f[0], &f[1], &f[2], &fk);
+    (void)fk;
+    ph__v4d nv[3], nw[3];
+    for (int c = 0; c < 3; c++)
+        nv[c] = v[c] + f[c];
+    store_vw(&w->vws[s], nv, av);
+    const ph__v4d wfv = splat4(wf);
+    for (int c = 0; c < 3; c++) {
+        nw[c] = av[c];
+        if (warm) {
+            nv[c] = nv[c] + wfv * dcv[c];
+            nw[c] = av[c] + wfv * dcw[c];
+        }
+    }
+    transpose4(nv[0], nv[1], nv[2], nw[0], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(ps + j * sbs, r[j]);
+    transpose4(nw[1], nw[2], k[0], k[1], &r[0], &r[1], &r[2], &r[3]);
+    for (int j = 0; j < 4; j++)
+        store4(ps + j * sbs + 4, r[j]);
+}
+
+static inline __attribute__((always_inline)) void integrate_body(ph__world *w, double h, int dv, int next, double wf) {
+    const int warm = next == 2 && wf != 0;
+    int32_t s = 1;
+    for (; s + 4 <= w->sbody_count; s += 4) {
+        int ok = 1;
+        for (int j = 0; j < 4 && next; j++)
+            ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
+        if (ok) {
+            integrate4(w, s, h, dv, next, warm, wf);
+        } else {
+            for (int j = 0; j < 4; j++)
+                ph__integrate_body(w, s + j, h, dv, next, wf);
+        }
+    }
+    for (; s < w->sbody_count; s++)
+        ph__integrate_body(w, s, h, dv, next, wf);
+}
+
+PH_VARIANTS(integrate, (ph__world * w, double h, int dv, int next, double wf), (w, h, dv, next, wf))
+
+void ph__wide_integrate(ph__world *w, double h, int dv, int next, double wf) {
+    PH_DISPATCH(w, integrate, (w, h, dv, next, wf));
+}
