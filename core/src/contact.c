@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ph_internal.h"
+#include "ph_simd.h"
 
 /* Last step's manifold of pair (sa, sb), or NULL. Both lists are in pair
  * order and the pairs are asked in that order, so a cursor (*at, from 0)
@@ -107,6 +108,88 @@ static int cache_holds(const ph__contact_manifold *cm, const ph__body *ba, const
     return ph_len(ph_sub(t, cm->ref_t)) + chord <= tol;
 }
 
+/* (The four points of a manifold side by side, one lane each: ph_rotate's
+ * operations on (x, y, z) vectors of four points, so the same numbers.) */
+static inline __attribute__((always_inline)) ph__v4d splat4(double x) { return (ph__v4d){x, x, x, x}; }
+
+static inline __attribute__((always_inline)) void rotate4(ph_quat q, const ph__v4d *v, ph__v4d *o) {
+    const ph__v4d ux = splat4(q.x), uy = splat4(q.y), uz = splat4(q.z), qw = splat4(q.w), two = splat4(2.0);
+    const ph__v4d t0 = (uy * v[2] - uz * v[1]) * two, t1 = (uz * v[0] - ux * v[2]) * two,
+                  t2 = (ux * v[1] - uy * v[0]) * two;
+    o[0] = (v[0] + t0 * qw) + (uy * t2 - uz * t1);
+    o[1] = (v[1] + t1 * qw) + (uz * t0 - ux * t2);
+    o[2] = (v[2] + t2 * qw) + (ux * t1 - uy * t0);
+}
+
+/* Component c of the first n vectors of l, zero in the other lanes. */
+static inline __attribute__((always_inline)) ph__v4d lanes3(const ph_vec3 *l, int n, int c) {
+    double a[4];
+    for (int k = 0; k < 4; k++)
+        a[k] = k < n ? (&l[k].x)[c] : 0.0;
+    return (ph__v4d){a[0], a[1], a[2], a[3]};
+}
+
+static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int n) {
+    double a[4];
+    for (int k = 0; k < 4; k++)
+        a[k] = k < n ? x[k] : 0.0;
+    return (ph__v4d){a[0], a[1], a[2], a[3]};
+}
+
+/* The points of cache_reuse (below), all four at once. */
+static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
+                                                                   const ph__contact_manifold *old,
+                                                                   const ph__body *ba, const ph__body *bb, int warm,
+                                                                   double *maxpen) {
+    _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
+    const int n = cm->m.count;
+    ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
+    for (int c = 0; c < 3; c++) {
+        la[c] = lanes3(cm->loc_a, n, c);
+        lb[c] = lanes3(cm->loc_b, n, c);
+    }
+    rotate4(ba->q, la, ra);
+    rotate4(bb->q, lb, rb);
+    const double *pa = &ba->p.x, *pb = &bb->p.x, *nn = &cm->m.normal.x;
+    for (int c = 0; c < 3; c++) {
+        const ph__v4d a = splat4(pa[c]) + ra[c], b = splat4(pb[c]) + rb[c];
+        pt[c] = (a + b) * splat4(0.5);
+        d[c] = b - a;
+    }
+    const ph__v4d depth =
+        lanes1(cm->depth0, n) - ((splat4(nn[0]) * d[0] + splat4(nn[1]) * d[1]) + splat4(nn[2]) * d[2]);
+    ph__v4d l1 = splat4(0.0), l2 = splat4(0.0);
+    if (warm) {
+        /* carry_friction point for point. */
+        const ph__v4d o1 = lanes1(old->lt1, n), o2 = lanes1(old->lt2, n);
+        ph__v4d f[3];
+        const double *t1 = &old->t1.x, *t2 = &old->t2.x, *c1 = &cm->t1.x, *c2 = &cm->t2.x;
+        for (int c = 0; c < 3; c++)
+            f[c] = splat4(t1[c]) * o1 + splat4(t2[c]) * o2;
+        l1 = (f[0] * splat4(c1[0]) + f[1] * splat4(c1[1])) + f[2] * splat4(c1[2]);
+        l2 = (f[0] * splat4(c2[0]) + f[1] * splat4(c2[1])) + f[2] * splat4(c2[2]);
+    }
+    double mp = *maxpen;
+    for (int k = 0; k < n; k++) {
+        ph__mpoint *m = &cm->m.pts[k];
+        m->point = ph_v3(pt[0][k], pt[1][k], pt[2][k]);
+        m->depth = depth[k];
+        if (m->depth > mp) mp = m->depth;
+        if (warm) {
+            cm->lt1[k] = l1[k];
+            cm->lt2[k] = l2[k];
+        } else {
+            cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
+        }
+    }
+    *maxpen = mp;
+}
+
+PH_VARIANTS(reuse_points,
+            (ph__contact_manifold * cm, const ph__contact_manifold *old, const ph__body *ba, const ph__body *bb,
+             int warm, double *maxpen),
+            (cm, old, ba, bb, warm, maxpen))
+
 /* Rebuilds manifold cm from the cached old one without colliding: the
  * normal turns with body ba, each point's two material points (loc_a,
  * loc_b) move with their bodies, the point is their midpoint and the depth
@@ -114,27 +197,15 @@ static int cache_holds(const ph__contact_manifold *cm, const ph__body *ba, const
  * computes it; loc_a, loc_b, depth0 and the reference pose stay those of the
  * collision. Feature keys and impulses are carried over point for point, the
  * friction impulses re-expressed in the tangent basis of the new normal. */
-static double cache_reuse(ph__contact_manifold *cm, const ph__contact_manifold *old, const ph__body *ba,
-                          const ph__body *bb, int warm) {
+static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph__contact_manifold *old,
+                          const ph__body *ba, const ph__body *bb, int warm) {
     *cm = *old;
     cm->row0 = -1;
     const ph_vec3 n = ph_rotate(ba->q, cm->n_loc);
     cm->m.normal = n;
     ph_tangents(n, &cm->t1, &cm->t2);
     double maxpen = 0;
-    for (int k = 0; k < cm->m.count; k++) {
-        ph__mpoint *mp = &cm->m.pts[k];
-        const ph_vec3 pa = ph_add(ba->p, ph_rotate(ba->q, cm->loc_a[k]));
-        const ph_vec3 pb = ph_add(bb->p, ph_rotate(bb->q, cm->loc_b[k]));
-        mp->point = ph_scale(ph_add(pa, pb), 0.5);
-        mp->depth = cm->depth0[k] - ph_dot(n, ph_sub(pb, pa));
-        if (mp->depth > maxpen) maxpen = mp->depth;
-        if (!warm) {
-            cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
-            continue;
-        }
-        carry_friction(cm, k, old, k);
-    }
+    PH_DISPATCH(w, reuse_points, (cm, old, ba, bb, warm, &maxpen));
     return maxpen;
 }
 
@@ -182,7 +253,7 @@ int ph__narrowphase(ph__world *w) {
              * each other since they were last collided. Not for spheres
              * against spheres or planes, whose collision costs less than
              * the test. */
-            double pen = cache_reuse(cm, prev, ba, bb, warm);
+            double pen = cache_reuse(w, cm, prev, ba, bb, warm);
             if (pen > maxpen) maxpen = pen;
             reused++;
             w->manifold_count++;

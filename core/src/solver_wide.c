@@ -1197,15 +1197,20 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
     ph__vd n2 = p->lam[2] - ((k[2] * y0 + k[4] * y1) + k[5] * y2);
     const ph__vd bound = box ? wb->box : wb->mu * n0;
     const ph__vi ok = (n0 >= zero) & (vmax(vabs(n1), vabs(n2)) <= bound);
-    /* A point leaving the normal: all three impulses zero is the point's
-     * solution when the normal's residual there is not negative. */
-    const ph__vi sep =
-        (n0 < zero) & ((y0 - ((p->kd[0] * p->lam[0] + p->koff[0] * p->lam[1]) + p->koff[1] * p->lam[2])) >= zero);
-    ph__vd n[3] = {select_vd(ok, n0, zero), select_vd(ok, n1, zero), select_vd(ok, n2, zero)};
-    if (!all_lanes(ok | sep)) {
-        const ph__vd y[3] = {y0, y1, y2};
+    ph__vd n[3] = {n0, n1, n2};
+    if (!all_lanes(ok)) {
+        /* A point leaving the normal: all three impulses zero is the
+         * point's solution when the normal's residual there is not
+         * negative. */
+        const ph__vi sep =
+            (n0 < zero) & ((y0 - ((p->kd[0] * p->lam[0] + p->koff[0] * p->lam[1]) + p->koff[1] * p->lam[2])) >= zero);
+        for (int i = 0; i < 3; i++)
+            n[i] = select_vd(ok, n[i], zero);
         const ph__vi done = ok | sep;
-        point_rows(p, wb, box, y, &done, n);
+        if (!all_lanes(done)) {
+            const ph__vd y[3] = {y0, y1, y2};
+            point_rows(p, wb, box, y, &done, n);
+        }
     }
     const ph__vd d0 = n[0] - p->lam[0], d1 = n[1] - p->lam[1], d2 = n[2] - p->lam[2];
     p->lam[0] = n[0];
