@@ -243,11 +243,15 @@ typedef struct ph__wpoint {
     ph__vd kd[3];             /* K_ii and */
     ph__vd inv[3];            /* 1 / K_ii: a point whose block solution leaves the bounds */
     ph__vd B[3];              /* the rows' SPOOK right-hand side B (merits only) */
-    ph__vd dir[3][3];         /* a group's first batch only: normal, t1, t2 (dir[i][component]), */
+} ph__wpoint;
+
+/* What a group's points share (point mode, w->wgroups[group]). */
+typedef struct ph__wgroup {
+    ph__vd dir[3][3];         /* normal, t1, t2 (dir[i][component]), */
     ph__vd ia[9], ib[9];      /* and (aniso groups) the bodies' world inverse inertias when K was
                                  made: the same M^-1 in K and in the velocity updates, as the
                                  rows' M^-1 J^T is kept through the step */
-} ph__wpoint;
+} ph__wgroup;
 
 /* A solver body's velocities before its substep's forces (the W of the
  * SPOOK right-hand side), laid out like the start of ph__sbody so that the
@@ -396,6 +400,8 @@ struct ph__world {
     int32_t wbatch_count, wbatch_cap;
     ph__wpoint *wpts;      /* point mode: beside wbatches (same index) */
     int32_t wpts_cap;
+    ph__wgroup *wgroups;   /* point mode: one per group of batches, in order */
+    int32_t wgroups_cap;
     int wpoint_mode;       /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
     int32_t wmask_cap;

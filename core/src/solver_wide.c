@@ -1079,7 +1079,7 @@ typedef struct winert {
 } winert;
 
 static inline __attribute__((always_inline)) void
-gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wpoint *pg, int aniso, const wvel *u, winert *in) {
+gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wgroup *gr, int aniso, const wvel *u, winert *in) {
 #if PH_LANES == 4
     /* The 4 x 4 gather brought inv_mass and inv_i[0][0] along. */
     (void)sb;
@@ -1105,8 +1105,8 @@ gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wpoint *pg, int
     if (aniso) {
         /* Those of the build (a body's world inertia turns with it). */
         for (int e = 0; e < 9; e++) {
-            in->ia[e] = pg->ia[e];
-            in->ib[e] = pg->ib[e];
+            in->ia[e] = gr->ia[e];
+            in->ib[e] = gr->ib[e];
         }
     }
 }
@@ -1222,8 +1222,8 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
 /* The refresh of a group's points (refresh_group's arithmetic on the
  * points' relative velocities). */
 static inline __attribute__((always_inline)) void point_refresh_group(const ph__world *w, ph__wbatch *g, ph__wpoint *pg,
-                                                                      const refresh_k *c) {
-    const ph__vd(*dir)[3] = (const ph__vd(*)[3])pg->dir;
+                                                                      const ph__wgroup *gr, const refresh_k *c) {
+    const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
     wvel u0;
     gather_arrays(w->vw0, g, &u0);
     /* J_n v0 = n . (v_b - v_a) + rb . (n x w_b) - ra . (n x w_a): the
@@ -1267,14 +1267,15 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
  * order, the bodies scattered. (Unlike the row sweep, interleaving the
  * independent groups of a level gains nothing here: measured with one, two
  * and four groups side by side, docs/profile.md.) */
-static inline __attribute__((always_inline)) void point_group(ph__world *w, int32_t b, int box, ph__vd zero) {
+static inline __attribute__((always_inline)) void point_group(ph__world *w, int32_t b, const ph__wgroup *gr, int box,
+                                                              ph__vd zero) {
     ph__sbody *sb = w->sbodies;
     ph__wbatch *g = &w->wbatches[b];
-    const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[b].dir;
+    const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
     wvel u;
     winert in;
     gather(sb, g, &u);
-    gather_inert(sb, g, &w->wpts[b], g->aniso, &u, &in);
+    gather_inert(sb, g, gr, g->aniso, &u, &in);
     for (int32_t k = 0; k < g->glen; k++)
         point_block(&w->wpts[b + k], dir, &g[k], &in, g->aniso, box, &u, zero);
     scatter(sb, g, &u);
@@ -1283,21 +1284,23 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
 static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
-    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen) {
-        if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], rk);
-        point_group(w, b, box, zero);
+    const ph__wgroup *gr = w->wgroups;
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen, gr++) {
+        if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, rk);
+        point_group(w, b, gr, box, zero);
     }
 }
 
 static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
-    for (int32_t b = 0; b < w->wbatch_count;) {
+    const ph__wgroup *gr = w->wgroups;
+    for (int32_t b = 0; b < w->wbatch_count; gr++) {
         const ph__wbatch *g = &w->wbatches[b];
-        const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[b].dir;
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         wvel u;
         winert in;
         gather(sb, g, &u);
-        gather_inert(sb, g, &w->wpts[b], g->aniso, &u, &in);
+        gather_inert(sb, g, gr, g->aniso, &u, &in);
         for (int32_t k = 0; k < g->glen; k++) {
             const ph__wpoint *p = &w->wpts[b + k];
             point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, g->aniso, &u);
@@ -1310,8 +1313,9 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
 static inline __attribute__((always_inline)) void point_refresh_body(ph__world *w, double h) {
     refresh_k c = refresh_consts(w, h);
     c.need_b = 1;
-    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
-        point_refresh_group(w, &w->wbatches[b], &w->wpts[b], &c);
+    const ph__wgroup *gr = w->wgroups;
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen, gr++)
+        point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, &c);
 }
 
 /* merits_body on the points. */
@@ -1319,9 +1323,10 @@ static inline __attribute__((always_inline)) void point_merits_body(const ph__wo
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
     wmerit acc = {zero, zero, zero, zero, zero};
-    for (int32_t bi = 0; bi < w->wbatch_count;) {
+    const ph__wgroup *gr = w->wgroups;
+    for (int32_t bi = 0; bi < w->wbatch_count; gr++) {
         const ph__wbatch *grp = &w->wbatches[bi];
-        const ph__vd(*dir)[3] = (const ph__vd(*)[3])w->wpts[bi].dir;
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         const int32_t gl = grp->glen;
         wvel u;
         gather(w->sbodies, grp, &u);
@@ -1350,7 +1355,8 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
     const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
     const ph__vd wsf = splat(c->wsf);
     const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
-    for (int32_t b = 0; b < w->wbatch_count;) {
+    ph__wgroup *gr = w->wgroups;
+    for (int32_t b = 0; b < w->wbatch_count; gr++) {
         ph__wbatch *g = &w->wbatches[b];
         ph__wpoint *pg = &w->wpts[b];
         const int32_t gl = g->glen;
@@ -1364,12 +1370,12 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                 ib[j] = &w->sbodies[g->ib[j]].inv_i.m[0][0];
             }
             for (int e = 0; e < 9; e++) {
-                pg->ia[e] = lanes_at(ia, e);
-                pg->ib[e] = lanes_at(ib, e);
+                gr->ia[e] = lanes_at(ia, e);
+                gr->ib[e] = lanes_at(ib, e);
             }
         }
-        memcpy(pg->dir, gi.dir, sizeof pg->dir); /* empty lanes: zero (ph__no_manifold) */
-        const ph__vd(*dir)[3] = (const ph__vd(*)[3])pg->dir;
+        memcpy(gr->dir, gi.dir, sizeof gr->dir); /* empty lanes: zero (ph__no_manifold) */
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         const ph__vd imab = gi.imab;
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];
@@ -1537,8 +1543,14 @@ int ph__wide_build_native(ph__world *w, double h) {
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
-    if (w->wpoint_mode && ph__reserve((void **)&w->wpts, &w->wpts_cap, w->wbatch_count + 1, sizeof(ph__wpoint)))
-        return PH_ERR_NO_MEMORY;
+    if (w->wpoint_mode) {
+        int32_t ng = 0;
+        for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
+            ng++;
+        if (ph__reserve((void **)&w->wpts, &w->wpts_cap, w->wbatch_count + 1, sizeof(ph__wpoint)) ||
+            ph__reserve((void **)&w->wgroups, &w->wgroups_cap, ng + 1, sizeof(ph__wgroup)))
+            return PH_ERR_NO_MEMORY;
+    }
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
     PH_DISPATCH(w, any_fill, (w, &c, w->last_substep));

@@ -245,6 +245,7 @@ int ph_world_destroy(ph_world_id id) {
     free(w->order);
     free(w->wbatches);
     free(w->wpts);
+    free(w->wgroups);
     free(w->wmask);
     free(w->wlevel);
     free(w->wpoint);
