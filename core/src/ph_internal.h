@@ -402,6 +402,7 @@ struct ph__world {
     int32_t wpts_cap;
     ph__wgroup *wgroups;   /* point mode: one per group of batches, in order */
     int32_t wgroups_cap;
+    int merits_pending;    /* the last step's final merits are not measured yet (ph__settle_merits) */
     int wpoint_mode;       /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
     int32_t wmask_cap;
@@ -752,6 +753,9 @@ void ph__ic_apply(const ph__ic *f, const double *r, double *z);
 void ph__ic_free(ph__ic *f);
 /* Fills the final figures of st from the merits of the returned iterate. */
 void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__merit *m);
+/* The final merits of the last step, when they were left to be measured on
+ * reading (solver.c): fills them into w->stats. A no-op otherwise. */
+void ph__settle_merits(ph__world *w);
 
 /* Constraint rows as a system (solver_rows.c): the rows of a world step or
  * of a captured one, with their solver bodies. */

@@ -364,14 +364,32 @@ int ph__solve(ph__world *w) {
         }
     }
     /* Without per-iteration merits the final ones are measured once per
-     * step, after its last substep (they are what the statistics report). */
+     * step, after its last substep (they are what the statistics report).
+     * On a native step they are measured when the statistics are read
+     * (ph__settle_merits): nothing the merits read — the batches, the
+     * solver bodies, the joint rows, the friction model — changes between
+     * the end of the step and the next step or settings change, which
+     * settle them first, so the numbers are the same. */
+    st->rows = total;
+    if (!record && w->last_substep && total > 0 && w->native) {
+        ph__stats_final(st, it, (double)it, &m);
+        w->merits_pending = 1;
+        return PH_OK;
+    }
     if ((!record && w->last_substep) || total == 0) {
         if (wide && !w->native) ph__wide_store(w);
         merits(w, &m);
     }
-    st->rows = total;
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;
+}
+
+void ph__settle_merits(ph__world *w) {
+    if (!w->merits_pending) return;
+    w->merits_pending = 0;
+    ph__merit m;
+    merits(w, &m);
+    ph__stats_final(&w->stats, w->stats.iterations, w->stats.work_final, &m);
 }
 
 void ph__store_impulses(ph__world *w) {

@@ -450,6 +450,7 @@ int ph_world_step(ph_world_id id) {
         st->stage_ms[k] = 0;
     st->impacts = 0;
     w->event_count = 0;
+    w->merits_pending = 0; /* (last step's, unread: replaced by this step's) */
     for (int32_t i = 0; i < w->body_hwm; i++) {
         w->bodies[i].v_step = w->bodies[i].v;
         w->bodies[i].w_step = w->bodies[i].w;

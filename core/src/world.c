@@ -289,6 +289,7 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
     int e = ph_settings_validate(s, NULL);
     if (e) return e;
     if (s->seed != w->settings.seed) w->rng = s->seed ? s->seed : 1;
+    ph__settle_merits(w); /* (they read the friction model) */
     w->settings = *s;
     return PH_OK;
 }
@@ -366,6 +367,7 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (!out) return PH_ERR_INVALID_ARGUMENT;
+    ph__settle_merits(w);
     *out = w->stats;
     return PH_OK;
 }

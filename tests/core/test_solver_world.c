@@ -514,6 +514,62 @@ static void test_stats_merits_match(void **state) {
     }
 }
 
+/* Without per-iteration merits a native step leaves its final merits to be
+ * measured when the statistics are read. They must be the ones measured
+ * eagerly: a world with record_merits = 1 (its last record is taken on the
+ * same iterate: same solver, same state hash) reports the same final
+ * merits bit for bit, whether the lazy world's statistics are read after
+ * every step, after every third step (the others' are dropped), or after a
+ * settings change that alters what the merits read (the friction model:
+ * settled before it applies). Also with joints (arched_snake: the joint
+ * rows' share). */
+static void check_lazy_merits(const char *scene) {
+    ph_settings eager = ph_default_settings();
+    eager.record_merits = 1;
+    ph_settings lazy = eager;
+    lazy.record_merits = 0;
+    ph_world_id a = scene_world(scene, eager), b = scene_world(scene, lazy);
+    int checked = 0;
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(ph_world_step(a), PH_OK);
+        assert_int_equal(ph_world_step(b), PH_OK);
+        assert_true(ph_world_state_hash(a) == ph_world_state_hash(b));
+        if (i % 3 != 0 && i < 20) continue;
+        if (i == 25) {
+            ph_settings box = lazy;
+            box.friction_model = PH_FRICTION_SCALED_BOX;
+            assert_int_equal(ph_world_set_settings(b, &box), PH_OK);
+        }
+        ph_step_stats sa, sb;
+        assert_int_equal(ph_world_get_stats(a, &sa), PH_OK);
+        assert_int_equal(ph_world_get_stats(b, &sb), PH_OK);
+        assert_true(sa.fischer_final > 0);
+        assert_true(sa.fischer_final == sb.fischer_final);
+        assert_true(sa.minmap_final == sb.minmap_final);
+        assert_true(sa.lcp_error_final == sb.lcp_error_final);
+        assert_true(sa.rel_residual == sb.rel_residual);
+        assert_int_equal(sa.iterations, sb.iterations);
+        assert_int_equal(sb.merit_count, 0);
+        if (i == 25) {
+            /* Read again: the same numbers (settled once). */
+            ph_step_stats again;
+            assert_int_equal(ph_world_get_stats(b, &again), PH_OK);
+            assert_true(again.fischer_final == sb.fischer_final);
+            assert_int_equal(ph_world_set_settings(b, &lazy), PH_OK);
+        }
+        checked++;
+    }
+    assert_true(checked >= 15);
+    ph_world_destroy(a);
+    ph_world_destroy(b);
+}
+
+static void test_lazy_final_merits(void **state) {
+    (void)state;
+    check_lazy_merits("pyramid20");
+    check_lazy_merits("arched_snake");
+}
+
 /* Work (in PGS sweeps) at which the trace first has psi < tol, or inf. */
 static double work_to(const ph_lcp_trace *tr, double tol) {
     for (int k = 0; k < tr->count; k++)
@@ -596,6 +652,7 @@ int main(void) {
         cmocka_unit_test(test_vector_solver_matches_scalar),
         cmocka_unit_test(test_vector_block_matches_scalar),
         cmocka_unit_test(test_wide_integrate_matches_scalar),
+        cmocka_unit_test(test_lazy_final_merits),
         cmocka_unit_test(test_direct_in_world),
         cmocka_unit_test(test_stats_merits_match),
         cmocka_unit_test(test_pgssm_arched_snake),
