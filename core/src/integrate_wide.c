@@ -81,13 +81,14 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
             dcv[c] = v[c] - sv[c];
             dcw[c] = av[c] - sw[c];
         }
-        store_vw(&w->dvc[s], dcv, dcw);
+        /* (With next = 2 nothing reads them: the next substep's warm start
+         * is applied below, and there are no joint rows for contact_dv.) */
+        if (next != 2) store_vw(&w->dvc[s], dcv, dcw);
     }
     /* Position and orientation. */
     ph__v4d p[3], q[4], old_vx;
     transpose4(load4(pb[0]), load4(pb[1]), load4(pb[2]), load4(pb[3]), &p[0], &p[1], &p[2], &q[0]);
     transpose4(load4(pb[0] + 4), load4(pb[1] + 4), load4(pb[2] + 4), load4(pb[3] + 4), &q[1], &q[2], &q[3], &old_vx);
-    (void)old_vx;
     const ph__v4d hv = splat4(h), hh = splat4(0.5 * h), zero = splat4(0.0);
     for (int c = 0; c < 3; c++)
         p[c] = p[c] + hv * v[c];
@@ -119,15 +120,21 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     transpose4(p[0], p[1], p[2], n[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
         store4(pb[j], r[j]);
-    transpose4(n[1], n[2], n[3], v[0], &r[0], &r[1], &r[2], &r[3]);
+    /* The bodies' velocities only at the end of the step (next = 0 in its
+     * last substep): until then the solver bodies carry them, and nothing
+     * reads the bodies' (the broadphase and islands run in the collision's
+     * substep, impacts and joints use the solver bodies). */
+    transpose4(n[1], n[2], n[3], next ? old_vx : v[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
         store4(pb[j] + 4, r[j]);
-    transpose4(v[1], v[2], av[0], av[1], &r[0], &r[1], &r[2], &r[3]);
-    for (int j = 0; j < 4; j++) {
-        store4(pb[j] + 8, r[j]);
-        pb[j][12] = av[2][j];
+    if (!next) {
+        transpose4(v[1], v[2], av[0], av[1], &r[0], &r[1], &r[2], &r[3]);
+        for (int j = 0; j < 4; j++) {
+            store4(pb[j] + 8, r[j]);
+            pb[j][12] = av[2][j];
+        }
+        return;
     }
-    if (!next) return;
     /* The next substep's start (step.c's force_body on plain isotropic
      * bodies): vw0, the forces' increment (vws), the warm start. */
     store_vw(&w->vw0[s], v, av);
