@@ -553,6 +553,22 @@ static void test_solver_settings_round_trip(void **state) {
     ps_client_close(&c);
 }
 
+/* The counters' contact_count is the last step's contact points: a cube
+ * resting on the plane touches it at its four bottom corners. */
+static void test_counters_contacts(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "contacts");
+    uint64_t w = itest_create_world(&c, "resting", "box_on_plane", 60, NULL);
+    physd__v1__server_message__free_unpacked(itest_expect(world_call(&c, REQ(PAUSE), w, 0), ST(OK)), NULL);
+    physd__v1__server_message__free_unpacked(itest_expect(world_call(&c, REQ(STEP), w, 3), ST(OK)), NULL);
+    smsg *r = itest_counters(&c, w);
+    assert_int_equal(r->reply->counters->contact_count, 4);
+    assert_int_equal(r->reply->counters->body_count, 2);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    ps_client_close(&c);
+}
+
 static void test_world_control(void **state) {
     (void)state;
     ps_client c;
@@ -724,6 +740,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_joint_solver_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contact_block_setting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contact_cache_setting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_counters_contacts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
     };
