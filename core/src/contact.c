@@ -110,8 +110,6 @@ static int cache_holds(const ph__contact_manifold *cm, const ph__body *ba, const
 
 /* (The four points of a manifold side by side, one lane each: ph_rotate's
  * operations on (x, y, z) vectors of four points, so the same numbers.) */
-static inline __attribute__((always_inline)) ph__v4d splat4(double x) { return (ph__v4d){x, x, x, x}; }
-
 static inline __attribute__((always_inline)) void rotate4(ph_quat q, const ph__v4d *v, ph__v4d *o) {
     const ph__v4d ux = splat4(q.x), uy = splat4(q.y), uz = splat4(q.z), qw = splat4(q.w), two = splat4(2.0);
     const ph__v4d t0 = (uy * v[2] - uz * v[1]) * two, t1 = (uz * v[0] - ux * v[2]) * two,

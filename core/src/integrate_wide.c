@@ -36,12 +36,10 @@ _Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) 
                    sizeof(ph__sforce) == 4 * sizeof(double),
                "records of 8 and 4 doubles");
 
-static inline __attribute__((always_inline)) ph__v4d splat4(double x) { return (ph__v4d){x, x, x, x}; }
-
-/* Four consecutive records of `stride` doubles starting (x y z a b c ...)
- * as six vectors (the first six fields). */
-static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w) {
-    ph__v4d k[2];
+/* Four consecutive records of `stride` doubles starting (x y z a b c k0 k1
+ * ...) as one vector per field: v, w and the two k columns. */
+static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w,
+                                                         ph__v4d *k) {
     transpose4(load4(p), load4(p + stride), load4(p + 2 * stride), load4(p + 3 * stride), &v[0], &v[1], &v[2], &w[0]);
     transpose4(load4(p + 4), load4(p + stride + 4), load4(p + 2 * stride + 4), load4(p + 3 * stride + 4), &w[1], &w[2],
                &k[0], &k[1]);
@@ -69,14 +67,12 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
         pb[j] = &w->bodies[w->sbody_body[s + j]].p.x;
     ph__v4d v[3], av[3], k[2];
     double *ps = &sb->v.x;
-    transpose4(load4(ps), load4(ps + sbs), load4(ps + 2 * sbs), load4(ps + 3 * sbs), &v[0], &v[1], &v[2], &av[0]);
-    transpose4(load4(ps + 4), load4(ps + sbs + 4), load4(ps + 2 * sbs + 4), load4(ps + 3 * sbs + 4), &av[1], &av[2],
-               &k[0], &k[1]);
+    load_vw(ps, sbs, v, av, k); /* k: inv_mass and inv_i[0][0], stored back as loaded */
     /* (warm implies dv: next > 0 only when dv, step.c) */
     ph__v4d dcv[3] = {splat4(0.0), splat4(0.0), splat4(0.0)}, dcw[3] = {splat4(0.0), splat4(0.0), splat4(0.0)};
     if (dv) {
-        ph__v4d sv[3], sw[3];
-        load_vw(&w->vws[s].v.x, 8, sv, sw);
+        ph__v4d sv[3], sw[3], pad[2];
+        load_vw(&w->vws[s].v.x, 8, sv, sw, pad);
         for (int c = 0; c < 3; c++) {
             dcv[c] = v[c] - sv[c];
             dcw[c] = av[c] - sw[c];

@@ -220,7 +220,7 @@ typedef struct ph__wbatch {
                                  group before it (same level) */
     int32_t aniso;            /* first batch of a group, point mode: 1 when a body of some lane
                                  has unequal principal moments (the velocity updates then use
-                                 the full inverse inertias kept in ph__wpoint.ia/ib) */
+                                 the full inverse inertias kept in ph__wgroup.ia/ib) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
     ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */

@@ -23,6 +23,8 @@ static inline __attribute__((always_inline)) ph__v4d load4(const double *p) {
 
 static inline __attribute__((always_inline)) void store4(double *p, ph__v4d v) { memcpy(p, &v, sizeof v); }
 
+static inline __attribute__((always_inline)) ph__v4d splat4(double x) { return (ph__v4d){x, x, x, x}; }
+
 /* Rows r0..r3 to columns c[0..3] (and back: a transpose is its own
  * inverse). */
 static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d r1, ph__v4d r2, ph__v4d r3,
