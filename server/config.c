@@ -59,8 +59,25 @@ static const entry table[] = {
     {"max_tick_rate", T_DBL, F(max_tick_rate), 0, 0.001, 100000, "1000", "highest tick rate a client may set, Hz"},
     {"max_catchup", T_INT, F(max_catchup), 0, 1, 1000, "4",
      "steps a late world runs back to back before skipping ticks"},
+    {"min_tick_rate", T_DBL, F(min_tick_rate), 0, 1e-6, 100000, "0.01", "lowest tick rate a client may set, Hz"},
+    {"max_connections_per_address", T_INT, F(max_connections_per_address), 0, 1, 1000000, "256",
+     "simultaneous connections from one IP address"},
+    {"hello_timeout", T_DBL, F(hello_timeout), 0, 0.01, 3600, "10",
+     "seconds a new connection has to send its hello"},
+    {"frame_timeout", T_DBL, F(frame_timeout), 0, 0.01, 3600, "10",
+     "seconds a started frame has to arrive completely"},
+    {"max_input_memory", T_U64, F(max_input_memory), 0, 65536, 1e12, "268435456",
+     "bytes of partially received frames, all connections together"},
+    {"max_decode_memory", T_U64, F(max_decode_memory), 0, 65536, 1e12, "33554432",
+     "bytes one request may take once decoded"},
+    {"max_world_subscriptions", T_INT, F(max_world_subscriptions), 0, 1, 10000000, "16384",
+     "subscriptions to one world, all connections together"},
+    {"max_step_work", T_U64, F(max_step_work), 0, 1000, 1e15, "50000000",
+     "row updates one step may make (rows x sweeps); the world setting's default and upper bound"},
+    {"heavy_step_ms", T_DBL, F(heavy_step_ms), 0, 0, 1e6, "20",
+     "a world whose last step took longer shares at most workers - 1 threads with other heavy worlds, ms"},
     {"shutdown_timeout", T_DBL, F(shutdown_timeout), 0, 0, 3600, "2", "seconds to flush connections at shutdown"},
-    {"demo", T_BOOL, F(demo), 0, 0, 1, "0", "create the demo world at start (main: on unless --no-demo)"},
+    {"demo", T_BOOL, F(demo), 0, 0, 1, "0", NULL}, /* --demo / --no-demo in main's usage */
     {"demo_scene", T_STR, F(demo_scene), sizeof(((ps_config *)0)->demo_scene), 0, 0, "chain30",
      "preset of the demo world"},
     {"quiet", T_BOOL, F(quiet), 0, 0, 1, "0", "no log lines"},
@@ -182,6 +199,7 @@ int ps_config_load(ps_config *cfg, const char *path, char *err, size_t errlen) {
 void ps_config_print_help(void *file) {
     FILE *f = file;
     for (size_t i = 0; i < NENTRIES; i++) {
+        if (!table[i].help) continue;
         char flag[64];
         size_t k = 0;
         for (; table[i].name[k] && k + 1 < sizeof flag; k++)

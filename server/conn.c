@@ -38,21 +38,49 @@ void ps_framer_init(ps_framer *f, uint64_t max_frame) {
     f->max_frame = max_frame;
 }
 
-void ps_framer_free(ps_framer *f) {
+void ps_framer_set_pool(ps_framer *f, uint64_t *used, uint64_t max) {
+    f->pool_used = used;
+    f->pool_max = max;
+}
+
+static void framer_release(ps_framer *f) {
+    if (f->pool_used) *f->pool_used -= f->cap;
     free(f->buf);
     f->buf = NULL;
+    f->cap = 0;
 }
+
+void ps_framer_free(ps_framer *f) { framer_release(f); }
 
 int ps_framer_partial(const ps_framer *f) { return f->started && f->in_body != 2; }
 
 static void framer_next(ps_framer *f) {
-    free(f->buf);
-    f->buf = NULL;
+    framer_release(f);
     f->in_body = 0;
     f->varint_len = 0;
     f->len = 0;
     f->have = 0;
     f->started = 0;
+}
+
+/* Makes room for at least need body bytes (need <= len): the buffer grows
+ * with the bytes that actually arrived, doubling, so a declared length
+ * alone holds at most PS_FRAME_CHUNK bytes. */
+static int framer_reserve(ps_framer *f, uint64_t need) {
+    if (need <= f->cap) return 0;
+    uint64_t ncap = f->cap ? f->cap : PS_FRAME_CHUNK;
+    while (ncap < need)
+        ncap *= 2;
+    if (ncap > f->len) ncap = f->len;
+    uint64_t grow = ncap - f->cap;
+    if (f->pool_used && *f->pool_used + grow > f->pool_max) return PS_EPOOL;
+    uint8_t *nb = realloc(f->buf, (size_t)ncap);
+    if (!nb) return PS_ENOMEM;
+    f->buf = nb;
+    f->cap = ncap;
+    if (f->pool_used) *f->pool_used += grow;
+    f->allocated += grow;
+    return 0;
 }
 
 int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame,
@@ -75,14 +103,16 @@ int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, co
                 f->in_body = 2;
                 return 1;
             }
-            f->buf = malloc((size_t)f->len);
-            if (!f->buf) return PS_ENOMEM;
-            f->allocated += f->len;
             f->in_body = 1;
             f->have = 0;
         } else {
             uint64_t want = f->len - f->have;
             size_t take = (size_t)((uint64_t)(n - i) < want ? (uint64_t)(n - i) : want);
+            int r = framer_reserve(f, f->have + take);
+            if (r < 0) {
+                *used = i;
+                return r;
+            }
             memcpy(f->buf + f->have, data + i, take);
             f->have += take;
             i += take;
@@ -271,6 +301,10 @@ static void on_drain_timer(uv_timer_t *t) {
 static void start_drain(ps_conn *c) {
     if (c->draining || c->closing) return;
     ps_server *s = c->srv;
+    if (c->sink) {
+        ps_conn_close(c, "after error reply");
+        return;
+    }
     c->drain_deadline_ns = ps_now_ns() + 1000000000ull;
     c->sreq.data = c;
     ps_conn_ref(c);
@@ -320,6 +354,14 @@ void ps_conn_flush(ps_conn *c) {
         c->wbufs[k] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
     c->n_inflight = n;
     c->wreq.data = c;
+    if (c->sink) {
+        /* A connection without a socket (tests, fuzzing): the sink takes
+         * the bytes and the write completes at once. */
+        c->sink(c->sink_arg, c, c->wbufs, (unsigned)n);
+        c->writing = 1;
+        on_write(&c->wreq, 0);
+        return;
+    }
     int r = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)n, on_write);
     if (r < 0) {
         /* The callback will not run: release the buffers here. */
@@ -436,33 +478,30 @@ static void fatal_frame_error(ps_conn *c, int code, const char *msg) {
     ps_log("conn %llu (%s): %s", (unsigned long long)c->id, c->peer, msg);
     ps_reply_error(c, 0, code, msg);
     c->close_after_flush = 1;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!c->sink) uv_read_stop((uv_stream_t *)&c->tcp);
     ps_server_mark_dirty(c->srv, c);
 }
 
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
-    ps_conn *c = stream->data;
-    if (c->closing || c->close_after_flush) return;
-    if (nread < 0) {
-        if (nread == UV_EOF && ps_framer_partial(&c->framer)) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "truncated frame: EOF after %llu of %llu bytes",
-                     (unsigned long long)c->framer.have, (unsigned long long)c->framer.len);
-            fatal_frame_error(c, PS_ST_INVALID, msg);
-            return;
-        }
-        if (c->writing || c->outq.count > 0) {
-            /* Half-closed by the peer: finish writing what it asked for. */
-            c->close_after_flush = 1;
-            uv_read_stop(stream);
-            ps_server_mark_dirty(c->srv, c);
-            return;
-        }
-        ps_conn_close(c, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+static void conn_eof(ps_conn *c, ssize_t nread) {
+    if (nread == UV_EOF && ps_framer_partial(&c->framer)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "truncated frame: EOF after %llu of %llu bytes", (unsigned long long)c->framer.have,
+                 (unsigned long long)c->framer.len);
+        fatal_frame_error(c, PS_ST_INVALID, msg);
         return;
     }
-    const uint8_t *p = (const uint8_t *)buf->base;
-    size_t left = (size_t)nread;
+    if (c->writing || c->outq.count > 0) {
+        /* Half-closed by the peer: finish writing what it asked for. */
+        c->close_after_flush = 1;
+        if (!c->sink) uv_read_stop((uv_stream_t *)&c->tcp);
+        ps_server_mark_dirty(c->srv, c);
+        return;
+    }
+    ps_conn_close(c, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
+}
+
+/* Bytes from the peer: frames are cut out and dispatched one by one. */
+static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
     while (left > 0 && !c->closing && !c->close_after_flush) {
         size_t used = 0;
         const uint8_t *frame = NULL;
@@ -470,27 +509,119 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         int r = ps_framer_feed(&c->framer, p, left, &used, &frame, &flen);
         if (r < 0) {
             char msg[160];
-            if (r == PS_ETOOBIG)
+            int code = PS_ST_INTERNAL;
+            if (r == PS_ETOOBIG) {
                 snprintf(msg, sizeof msg, "frame length exceeds max_frame (%llu bytes)",
                          (unsigned long long)c->framer.max_frame);
-            else if (r == PS_EVARINT)
+                code = PS_ST_EXHAUSTED;
+            } else if (r == PS_EVARINT) {
                 snprintf(msg, sizeof msg, "malformed frame length (varint longer than 10 bytes)");
-            else
+                code = PS_ST_INVALID;
+            } else if (r == PS_EPOOL) {
+                snprintf(msg, sizeof msg,
+                         "the server's input memory for partial frames is used up (max_input_memory = %llu bytes)",
+                         (unsigned long long)c->srv->cfg.max_input_memory);
+                code = PS_ST_EXHAUSTED;
+            } else {
                 snprintf(msg, sizeof msg, "out of memory for a frame");
-            fatal_frame_error(c,
-                              r == PS_ETOOBIG   ? PS_ST_EXHAUSTED
-                              : r == PS_EVARINT ? PS_ST_INVALID
-                                                : PS_ST_INTERNAL,
-                              msg);
+            }
+            fatal_frame_error(c, code, msg);
             return;
         }
         p += used;
         left -= used;
-        if (r == 1 && ps_dispatch_frame(c, frame, flen) < 0) {
-            fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
-            return;
+        if (r == 1) {
+            c->frame_start_ns = 0;
+            if (ps_dispatch_frame(c, frame, flen) < 0) {
+                fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
+                return;
+            }
+        } else if (c->frame_start_ns == 0 && ps_framer_partial(&c->framer)) {
+            c->frame_start_ns = ps_now_ns();
         }
     }
+    if (!c->closing && c->frame_start_ns == 0 && ps_framer_partial(&c->framer)) c->frame_start_ns = ps_now_ns();
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+    ps_conn *c = stream->data;
+    if (c->closing || c->close_after_flush) return;
+    if (nread < 0) {
+        conn_eof(c, nread);
+        return;
+    }
+    conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
+}
+
+void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {
+    if (c->closing || c->close_after_flush) return;
+    if (n == 0) {
+        conn_eof(c, UV_EOF);
+        return;
+    }
+    conn_input(c, data, n);
+}
+
+/* Closes connections that have not said hello within hello_timeout or
+ * hold a partial frame older than frame_timeout (a slow or stalled sender
+ * must not keep input memory or a connection slot). */
+void ps_conn_check_deadlines(ps_server *s, uint64_t now) {
+    const uint64_t hello_ns = (uint64_t)(s->cfg.hello_timeout * 1e9);
+    const uint64_t frame_ns = (uint64_t)(s->cfg.frame_timeout * 1e9);
+    for (ps_conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closing || c->close_after_flush || c->draining) continue;
+        char msg[160];
+        if (!c->hello_done && now - c->accepted_ns > hello_ns) {
+            snprintf(msg, sizeof msg, "no hello within hello_timeout (%g s)", s->cfg.hello_timeout);
+        } else if (c->frame_start_ns && now - c->frame_start_ns > frame_ns) {
+            snprintf(msg, sizeof msg, "frame incomplete after frame_timeout (%g s): %llu of %llu bytes",
+                     s->cfg.frame_timeout, (unsigned long long)c->framer.have, (unsigned long long)c->framer.len);
+        } else {
+            continue;
+        }
+        fatal_frame_error(c, PS_ST_DEADLINE, msg);
+        ps_framer_free(&c->framer); /* give the memory back now */
+    }
+}
+
+static void conn_link(ps_server *s, ps_conn *c) {
+    c->srv = s;
+    c->refs = 1;
+    c->id = ++s->next_conn_id;
+    c->accepted_ns = ps_now_ns();
+    ps_framer_init(&c->framer, s->cfg.max_frame);
+    ps_framer_set_pool(&c->framer, &s->input_used, s->cfg.max_input_memory);
+    ps_outq_init(&c->outq, s->cfg.output_soft_limit, s->cfg.output_hard_limit);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    ps_server_start_housekeeping(s);
+}
+
+ps_conn *ps_conn_open_virtual(ps_server *s, ps_write_sink sink, void *arg) {
+    ps_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    if (uv_tcp_init(&s->loop, &c->tcp) < 0) {
+        free(c);
+        return NULL;
+    }
+    c->tcp.data = c;
+    c->sink = sink;
+    c->sink_arg = arg;
+    conn_link(s, c);
+    snprintf(c->peer, sizeof c->peer, "virtual");
+    snprintf(c->addr, sizeof c->addr, "virtual");
+    return c;
+}
+
+/* Connections from the same address (not counting c). */
+static int conns_from(ps_server *s, const ps_conn *c) {
+    int n = 0;
+    for (ps_conn *o = s->conns; o; o = o->next)
+        if (o != c && !o->closing && strcmp(o->addr, c->addr) == 0) n++;
+    return n;
 }
 
 int ps_conn_accept(ps_server *s) {
@@ -502,15 +633,7 @@ int ps_conn_accept(ps_server *s) {
         return r;
     }
     c->tcp.data = c;
-    c->srv = s;
-    c->refs = 1;
-    c->id = ++s->next_conn_id;
-    ps_framer_init(&c->framer, s->cfg.max_frame);
-    ps_outq_init(&c->outq, s->cfg.output_soft_limit, s->cfg.output_hard_limit);
-    c->next = s->conns;
-    if (s->conns) s->conns->prev = c;
-    s->conns = c;
-    s->nconns++;
+    conn_link(s, c);
     r = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
     if (r < 0) {
         ps_conn_close(c, uv_strerror(r));
@@ -524,14 +647,23 @@ int ps_conn_accept(ps_server *s) {
         char ip[48];
         uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
         snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+        snprintf(c->addr, sizeof c->addr, "%s", ip);
     } else if (ss.ss_family == AF_INET6) {
         char ip[48];
         uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
         snprintf(c->peer, sizeof c->peer, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+        snprintf(c->addr, sizeof c->addr, "%s", ip);
     }
     if (s->nconns > s->cfg.max_connections) {
         char msg[96];
         snprintf(msg, sizeof msg, "too many connections (max_connections = %d)", s->cfg.max_connections);
+        fatal_frame_error(c, PS_ST_EXHAUSTED, msg);
+        return 0;
+    }
+    if (conns_from(s, c) >= s->cfg.max_connections_per_address) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "too many connections from %s (max_connections_per_address = %d)", c->addr,
+                 s->cfg.max_connections_per_address);
         fatal_frame_error(c, PS_ST_EXHAUSTED, msg);
         return 0;
     }

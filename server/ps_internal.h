@@ -31,11 +31,15 @@ enum {
     PS_ETOOBIG = -20002, /* declared frame length above max_frame */
     PS_ENOMEM = -20003,
     PS_EHARD = -20004, /* output backlog past the hard limit */
+    PS_EPOOL = -20005, /* the input memory of all connections (max_input_memory) is used up */
 };
 
 /* Status codes are the protocol's enum values. */
 #define PS_ST_OK PHYSD__V1__STATUS__STATUS_OK
 #define PS_ST_INVALID PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT
+#define PS_ST_CANCELLED PHYSD__V1__STATUS__STATUS_CANCELLED
+#define PS_ST_DEADLINE PHYSD__V1__STATUS__STATUS_DEADLINE_EXCEEDED
+#define PS_ST_ABORTED PHYSD__V1__STATUS__STATUS_ABORTED
 #define PS_ST_NOT_FOUND PHYSD__V1__STATUS__STATUS_NOT_FOUND
 #define PS_ST_EXISTS PHYSD__V1__STATUS__STATUS_ALREADY_EXISTS
 #define PS_ST_DENIED PHYSD__V1__STATUS__STATUS_PERMISSION_DENIED
@@ -97,24 +101,35 @@ ps_buf *ps_encode(const ps_smsg *m);
 
 /* ------------------------------------------------------------- framing */
 
-/* The incremental frame decoder: fed raw bytes, yields whole frames. */
+/* The incremental frame decoder: fed raw bytes, yields whole frames. The
+ * declared length is checked against max_frame before anything is
+ * allocated, and the body buffer grows with the bytes actually received
+ * (PS_FRAME_CHUNK first, then doubling up to the length), charged to a pool
+ * shared by every connection (max_input_memory). */
+#define PS_FRAME_CHUNK 65536u
+
 typedef struct ps_framer {
     uint64_t max_frame;
-    int in_body;        /* 0: reading the varint, 1: reading the body */
+    int in_body;        /* 0: reading the varint, 1: reading the body, 2: frame handed out */
     int varint_len;     /* bytes of the varint seen */
     uint64_t len;       /* the frame length (partial while reading the varint) */
     uint64_t have;      /* body bytes received */
-    uint8_t *buf;       /* exactly len bytes, allocated once len is known and accepted */
+    uint8_t *buf;       /* cap bytes, cap <= len */
+    uint64_t cap;
     uint64_t allocated; /* total bytes ever allocated (tests check the reject-before-alloc rule) */
     int started;        /* a frame has begun (some varint byte seen) */
+    uint64_t *pool_used; /* shared input-memory pool (NULL: none) */
+    uint64_t pool_max;
 } ps_framer;
 
 void ps_framer_init(ps_framer *f, uint64_t max_frame);
 void ps_framer_free(ps_framer *f);
+/* Charges the framer's buffer to a pool of max bytes (used is shared). */
+void ps_framer_set_pool(ps_framer *f, uint64_t *used, uint64_t max);
 /* Consumes bytes from data[0..n). Returns 1 when a whole frame is ready
  * (*frame, *frame_len valid until the next call; *used bytes consumed),
  * 0 when every byte was consumed without completing a frame, or PS_EVARINT
- * / PS_ETOOBIG / PS_ENOMEM (the framer is then unusable). */
+ * / PS_ETOOBIG / PS_ENOMEM / PS_EPOOL (the framer is then unusable). */
 int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame, size_t *frame_len);
 /* 1 when a frame is partially received (a truncated frame at EOF). */
 int ps_framer_partial(const ps_framer *f);
@@ -165,6 +180,10 @@ typedef struct ps_host ps_host;
 
 #define PS_WRITE_BATCH 64
 
+/* Where a connection without a socket writes (tests, the fuzz target). */
+struct ps_conn;
+typedef void (*ps_write_sink)(void *arg, struct ps_conn *c, const uv_buf_t *bufs, unsigned n);
+
 typedef struct ps_conn {
     uv_tcp_t tcp;
     struct ps_server *srv;
@@ -176,7 +195,12 @@ typedef struct ps_conn {
     int hello_done;
     int nsubs;
     char peer[64];
+    char addr[48]; /* the peer's IP address (max_connections_per_address) */
     char name[129];
+    uint64_t accepted_ns;
+    uint64_t frame_start_ns; /* a partial frame began at (0: none) */
+    ps_write_sink sink;      /* non-NULL: no socket; output goes to sink */
+    void *sink_arg;
     ps_framer framer;
     ps_outq outq;
     int writing;
@@ -197,6 +221,13 @@ typedef struct ps_conn {
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
+/* A connection without a socket: bytes come from ps_conn_feed and output
+ * goes to sink (the fuzz target and state-machine tests). */
+ps_conn *ps_conn_open_virtual(struct ps_server *s, ps_write_sink sink, void *arg);
+/* Bytes as if read from the socket; n == 0 is EOF. */
+void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n);
+/* Closes connections past hello_timeout or frame_timeout. */
+void ps_conn_check_deadlines(struct ps_server *s, uint64_t now_ns);
 /* Queues an encoded message; closes the connection past its hard limit.
  * Returns 0, 1 (replaced/dropped) or a negative error. */
 int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream);
@@ -225,6 +256,8 @@ struct ps_server {
     uv_prepare_t prepare;
     uv_timer_t shutdown_timer;
     uv_timer_t drain_timer; /* closes connections that linger after an error reply */
+    uv_timer_t house_timer; /* hello and frame deadlines */
+    uint64_t input_used;    /* bytes of partial frames of all connections (max_input_memory) */
     int ndraining;
     ps_config cfg;
     int port;
@@ -243,6 +276,9 @@ struct ps_server {
 
 /* Marks c to be flushed in the next prepare phase. */
 void ps_server_mark_dirty(struct ps_server *s, ps_conn *c);
+/* Starts the deadline timer if it is not running. */
+void ps_server_start_housekeeping(struct ps_server *s);
+uv_loop_t *ps_server_loop(struct ps_server *s);
 /* Called when a connection or world is gone, to finish a shutdown. */
 void ps_server_maybe_finish(struct ps_server *s);
 ps_host *ps_server_find_world(struct ps_server *s, uint64_t id);

@@ -111,6 +111,25 @@ static void on_prepare(uv_prepare_t *p) {
     }
 }
 
+/* ---------------------------------------------------------- housekeeping */
+
+static void on_house_timer(uv_timer_t *t) {
+    ps_server *s = t->data;
+    ps_conn_check_deadlines(s, ps_now_ns());
+    if (s->nconns == 0) uv_timer_stop(t);
+}
+
+void ps_server_start_housekeeping(ps_server *s) {
+    if (s->stopping || uv_is_active((uv_handle_t *)&s->house_timer)) return;
+    /* A quarter of the shorter deadline, between 10 ms and 1 s. */
+    double t = s->cfg.hello_timeout < s->cfg.frame_timeout ? s->cfg.hello_timeout : s->cfg.frame_timeout;
+    double ms = t * 250.0;
+    uint64_t period = ms < 10 ? 10 : ms > 1000 ? 1000 : (uint64_t)ms;
+    uv_timer_start(&s->house_timer, on_house_timer, period, period);
+}
+
+uv_loop_t *ps_server_loop(ps_server *s) { return &s->loop; }
+
 /* ---------------------------------------------------------------- accept */
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -136,6 +155,8 @@ void ps_server_maybe_finish(ps_server *s) {
     close_if_open((uv_handle_t *)&s->shutdown_timer);
     uv_timer_stop(&s->drain_timer);
     close_if_open((uv_handle_t *)&s->drain_timer);
+    uv_timer_stop(&s->house_timer);
+    close_if_open((uv_handle_t *)&s->house_timer);
     close_if_open((uv_handle_t *)&s->prepare);
     close_if_open((uv_handle_t *)&s->stop_async);
     if (s->cfg.handle_signals) {
@@ -227,6 +248,8 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     uv_prepare_start(&s->prepare, on_prepare);
     uv_timer_init(&s->loop, &s->shutdown_timer);
     uv_timer_init(&s->loop, &s->drain_timer);
+    uv_timer_init(&s->loop, &s->house_timer);
+    s->house_timer.data = s;
     s->drain_timer.data = s;
     s->shutdown_timer.data = s;
     if (cfg->handle_signals) {

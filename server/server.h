@@ -46,6 +46,18 @@ typedef struct ps_config {
     double default_tick_rate;   /* Hz, default 60 */
     double max_tick_rate;       /* Hz, default 1000 */
     int max_catchup;            /* steps a late world may run back to back before skipping, default 4 */
+    double min_tick_rate;       /* Hz, lowest tick rate a client may set, default 0.01 */
+    int max_connections_per_address; /* simultaneous connections from one IP address, default 256 */
+    double hello_timeout;       /* s a new connection has to complete its hello, default 10 */
+    double frame_timeout;       /* s a started frame has to arrive completely, default 10 */
+    uint64_t max_input_memory;  /* bytes of partially received frames, all connections together,
+                                   default 256 MiB */
+    uint64_t max_decode_memory; /* bytes one frame may take once unpacked, default 32 MiB */
+    int max_world_subscriptions; /* subscriptions to one world, all connections together, default 16384 */
+    uint64_t max_step_work;     /* row updates one step may make (default and upper bound of the
+                                   world setting), default 50 000 000 */
+    double heavy_step_ms;       /* a world whose last step took longer is "heavy": heavy worlds share
+                                   at most workers - 1 threads, default 20 ms */
     double shutdown_timeout;    /* s, flushing at shutdown, default 2 */
     int demo;                   /* create the demo world at start, default 0 (main turns it on) */
     char demo_scene[64];        /* preset of the demo world, default "chain30" */

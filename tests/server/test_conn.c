@@ -120,10 +120,11 @@ static void test_partial_varint(void **state) {
     assert_int_equal(ps_framer_partial(&f), 1);
     assert_int_equal(f.allocated, 0); /* nothing allocated before the length is complete */
     assert_int_equal(ps_framer_feed(&f, hdr + 1, 1, &used, &fr, &fl), 0);
-    assert_int_equal(f.allocated, 300);
+    assert_int_equal(f.allocated, 0); /* a declared length alone holds no memory */
     uint8_t body[300];
     memset(body, 9, sizeof body);
     assert_int_equal(ps_framer_feed(&f, body, 299, &used, &fr, &fl), 0);
+    assert_int_equal(f.allocated, 300); /* the first chunk: min(length, PS_FRAME_CHUNK) */
     assert_int_equal(ps_framer_partial(&f), 1); /* truncated if EOF came now */
     assert_int_equal(ps_framer_feed(&f, body + 299, 1, &used, &fr, &fl), 1);
     assert_int_equal(fl, 300);
@@ -162,8 +163,56 @@ static void test_oversized_rejected_before_allocation(void **state) {
     n = put_varint(hdr, 64);
     ps_framer_init(&f, 64);
     assert_int_equal(ps_framer_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    assert_int_equal(f.allocated, 0);
+    uint8_t one = 1;
+    assert_int_equal(ps_framer_feed(&f, &one, 1, &used, &fr, &fl), 0);
     assert_int_equal(f.allocated, 64);
     ps_framer_free(&f);
+}
+
+/* A large declared frame holds memory in proportion to the bytes that
+ * arrived (PS_FRAME_CHUNK, then doubling), charged to the shared pool; a
+ * frame that would pass the pool is refused with PS_EPOOL and the pool is
+ * given back when the framer is freed. */
+static void test_buffer_grows_with_bytes_and_pool(void **state) {
+    (void)state;
+    const uint64_t len = 4u * 1024 * 1024 - 1;
+    uint8_t hdr[10];
+    size_t n = put_varint(hdr, len);
+    uint64_t pool = 0;
+    ps_framer f;
+    ps_framer_init(&f, 4u * 1024 * 1024);
+    ps_framer_set_pool(&f, &pool, 1024 * 1024);
+    size_t used = 0, fl = 0;
+    const uint8_t *fr = NULL;
+    assert_int_equal(ps_framer_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    assert_int_equal(pool, 0);
+    uint8_t *chunk = calloc(1, 300000);
+    assert_non_null(chunk);
+    assert_int_equal(ps_framer_feed(&f, chunk, 1000, &used, &fr, &fl), 0);
+    assert_int_equal(f.cap, PS_FRAME_CHUNK);
+    assert_int_equal(pool, PS_FRAME_CHUNK);
+    /* 1000 + 100000 bytes: doubled to 128 KiB (covers 101000). */
+    assert_int_equal(ps_framer_feed(&f, chunk, 100000, &used, &fr, &fl), 0);
+    assert_int_equal(f.cap, 2 * PS_FRAME_CHUNK);
+    assert_int_equal(pool, 2 * PS_FRAME_CHUNK);
+    /* Up to 1 MiB fits the pool (cap 1 MiB exactly), the next byte does not. */
+    uint64_t have = 101000;
+    while (have + 300000 <= 1024 * 1024) {
+        assert_int_equal(ps_framer_feed(&f, chunk, 300000, &used, &fr, &fl), 0);
+        have += 300000;
+    }
+    assert_true(pool <= 1024 * 1024);
+    int r = 0;
+    while (r == 0) {
+        r = ps_framer_feed(&f, chunk, 300000, &used, &fr, &fl);
+        if (r == 0) have += 300000;
+    }
+    assert_int_equal(r, PS_EPOOL);
+    assert_true(pool <= 1024 * 1024);
+    ps_framer_free(&f);
+    assert_int_equal(pool, 0);
+    free(chunk);
 }
 
 static void test_malformed_varint(void **state) {
@@ -304,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_odd_chunks),
         cmocka_unit_test(test_partial_varint),
         cmocka_unit_test(test_oversized_rejected_before_allocation),
+        cmocka_unit_test(test_buffer_grows_with_bytes_and_pool),
         cmocka_unit_test(test_malformed_varint),
         cmocka_unit_test(test_garbage_is_framed_not_trusted),
         cmocka_unit_test(test_outq_replacement),
