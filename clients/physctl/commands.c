@@ -647,7 +647,7 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
     if ((r = ctl_call(x, &m, &rep))) return r;
     stats_wait sw = {w, NULL};
     char state[320];
-    world_state ws = ctl_world_state(rep->reply->counters, NULL, state, sizeof state);
+    world_state ws = ctl_world_state(w, rep->reply->counters, NULL, state, sizeof state);
     if (solver && ws == WS_PAUSED) {
         fprintf(stderr, "physctl stats: world %llu is %s\n", (unsigned long long)w, state);
         solver = 0;
@@ -742,7 +742,7 @@ static int cmd_counters(ctl *x, int argc, char **argv) {
     if ((r = ctl_call(x, &m, &rep))) return r;
     const Physd__V1__WorldCounters *k = rep->reply->counters;
     char state[320];
-    world_state ws = ctl_world_state(k, NULL, state, sizeof state);
+    world_state ws = ctl_world_state(w, k, NULL, state, sizeof state);
     if (x->json) {
         ctl_print_message(&k->base);
     } else {

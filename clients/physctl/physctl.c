@@ -151,13 +151,16 @@ const char *ctl_world_state_name(world_state s) {
     }
 }
 
-world_state ctl_world_state(const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev, char *buf,
-                            size_t n) {
+world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev,
+                            char *buf, size_t n) {
+    unsigned long long w = (unsigned long long)world;
     unsigned long long tick = (unsigned long long)k->tick;
     double period = k->tick_rate > 0 ? 1.0 / k->tick_rate : 0;
     if (k->paused) {
-        snprintf(buf, n, "paused at tick %llu: no steps, so no new frames or statistics (physctl resume, or physctl "
-                 "step WORLD N)", tick);
+        snprintf(buf, n,
+                 "paused at tick %llu: no steps, so no new frames or statistics (physctl resume %llu, or physctl step "
+                 "%llu N)",
+                 tick, w, w);
         return WS_PAUSED;
     }
     int skipping = prev && k->overrun_ticks > prev->overrun_ticks && k->ticks_total >= prev->ticks_total;

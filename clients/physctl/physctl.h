@@ -90,8 +90,8 @@ void ctl_print_message(const ProtobufCMessage *m);
 typedef enum { WS_RUNNING, WS_PAUSED, WS_BEHIND, WS_ASLEEP } world_state;
 /* Classifies k and writes one sentence about it into buf ("paused at tick
  * 60: ..."). */
-world_state ctl_world_state(const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev, char *buf,
-                            size_t n);
+world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev,
+                            char *buf, size_t n);
 const char *ctl_world_state_name(world_state s);
 
 int physctl_watch(ctl *x, int argc, char **argv);

@@ -297,7 +297,7 @@ static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *
     const Physd__V1__WorldCounters *prev = v->prev_counters ? v->prev_counters->reply->counters : NULL;
     world_state before = v->state;
     int was_known = v->state_known;
-    v->state = ctl_world_state(k, prev, v->status, sizeof v->status);
+    v->state = ctl_world_state(v->world, k, prev, v->status, sizeof v->status);
     v->state_known = 1;
     int changed = !was_known || before != v->state;
     if (changed && v->x->json && (was_known || v->state != WS_RUNNING))
