@@ -9,11 +9,15 @@
  * the server's pushes_queued - pushes_dropped); and, independently, the
  * test queries the server's counters of the kept worlds itself and finds
  * the same totals physload reported, and tick counts consistent with
- * 60 Hz over the run.
+ * 60 Hz over the run. Without a server at the address (PHYSD_PORT names a
+ * closed port), physload prints one line naming the address and exits 3
+ * at once, not after its duration.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <uv.h>
 
 #include "itest.h"
 #include "json.h"
@@ -105,9 +109,48 @@ static void test_physload_50_clients(void **state) {
     itest_stop();
 }
 
+/* No server at the address (given by PHYSD_PORT): one line naming the
+ * address, exit 3 at once rather than after the whole duration. */
+static void test_physload_no_server(void **state) {
+    (void)state;
+    /* A port where nothing listens: bind an ephemeral one, then close it. */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_tcp_t t;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(&loop, &t);
+    assert_int_equal(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    uv_tcp_getsockname(&t, (struct sockaddr *)&ss, &len);
+    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    setenv("PHYSD_PORT", port_s, 1);
+    char *argv[] = {PHYSLOAD_BIN, "--clients", "50", "--duration", "10", "--ramp", "0", NULL};
+    tool_result r;
+    double t0 = itest_now();
+    assert_int_equal(tool_run(argv, &r), 0);
+    double dt = itest_now() - t0;
+    unsetenv("PHYSD_PORT");
+    assert_int_equal(r.code, 3);
+    char want[128];
+    snprintf(want, sizeof want, "physload: cannot connect to 127.0.0.1:%d: connection refused (ECONNREFUSED)\n", port);
+    assert_string_equal(r.err, want);
+    assert_string_equal(r.out, "");
+    assert_true(dt < 3.0);
+    printf("    no server: exit 3 after %.2f s: %s", dt, r.err);
+    tool_result_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_physload_50_clients),
+        cmocka_unit_test(test_physload_no_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
