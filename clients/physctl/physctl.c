@@ -32,9 +32,13 @@ static void usage(FILE *f) {
             "commands:\n",
             PC_DEFAULT_PORT);
     for (const command *c = physctl_commands; c->name; c++) {
-        char head[64];
+        char head[200];
         snprintf(head, sizeof head, "%s %s", c->name, c->args);
-        fprintf(f, "  %-34s %s\n", head, c->summary);
+        /* A long synopsis gets its summary on the next line. */
+        if (strlen(head) > 34)
+            fprintf(f, "  %s\n  %-34s %s\n", head, "", c->summary);
+        else
+            fprintf(f, "  %-34s %s\n", head, c->summary);
     }
     fprintf(f,
             "\noptions:\n"
@@ -43,6 +47,7 @@ static void usage(FILE *f) {
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --help          this text; `physctl COMMAND --help` describes a command\n"
+            "  (the options may also follow the command: physctl worlds --json)\n"
             "  --version       print the version\n\n"
             "exit codes: 0 ok, 1 the server refused the request, 2 usage error, 3 cannot connect,\n"
             "            4 connection lost or timed out, 5 file error\n",
