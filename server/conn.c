@@ -546,6 +546,7 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         }
         p += used;
         left -= used;
+        if (c->srv->input_used > c->srv->input_peak) c->srv->input_peak = c->srv->input_used;
         if (r == 1) {
             c->frame_start_ns = 0;
             if (ps_dispatch_frame(c, frame, flen) < 0) {

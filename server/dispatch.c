@@ -826,7 +826,33 @@ static uint64_t world_id_of(const ps_msg *m) {
 }
 
 int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
-    ps_msg *m = physd__v1__client_message__unpack(NULL, len, data);
+    /* Price the decoding first (decode.c): a frame's size bounds neither
+     * the memory nor the time protobuf-c would spend on it. */
+    const uint64_t max_mem = c->srv->cfg.max_decode_memory;
+    uint64_t rid = 0, need = 0;
+    int sr = ps_decode_scan(data, len, max_mem, &rid, &need);
+    if (sr == PS_DECODE_MALFORMED) return -1;
+    if (sr == PS_DECODE_TOO_BIG) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request would take more than max_decode_memory (%llu bytes) to decode",
+                 (unsigned long long)max_mem);
+        ps_reply_error(c, rid, PS_ST_EXHAUSTED, msg);
+        return 0;
+    }
+    if (sr == PS_DECODE_UNKNOWN) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "more than %d unknown fields in one request", PS_DECODE_MAX_UNKNOWN);
+        ps_reply_error(c, rid, PS_ST_INVALID, msg);
+        return 0;
+    }
+    int over = 0;
+    ps_msg *m = ps_decode_unpack(data, len, 2 * max_mem, &over);
+    if (!m && over) {
+        ps_log("conn %llu: a frame priced at %llu bytes passed 2 x max_decode_memory when unpacked",
+               (unsigned long long)c->id, (unsigned long long)need);
+        ps_reply_error(c, rid, PS_ST_EXHAUSTED, "the request takes too much memory to decode");
+        return 0;
+    }
     if (!m) return -1;
     unsigned k = (unsigned)m->request_case;
     const ps_handler *h = k < TABLE_SIZE && table[k].name ? &table[k] : NULL;

@@ -260,6 +260,9 @@ struct ps_server {
     uv_timer_t drain_timer; /* closes connections that linger after an error reply */
     uv_timer_t house_timer; /* hello and frame deadlines */
     uint64_t input_used;    /* bytes of partial frames of all connections (max_input_memory) */
+    uint64_t input_peak;
+    uint64_t accept_errors, accept_errors_logged;
+    uint64_t last_accept_log_ns;
     int ndraining;
     ps_config cfg;
     int port;
@@ -545,6 +548,19 @@ typedef struct ps_shape_storage {
     Physd__V1__Quat q;
     Physd__V1__Pose pose;
 } ps_shape_storage;
+
+/* --------------------------------------------------------------- decode */
+
+/* Unknown fields one frame may carry (each is stored by protobuf-c). */
+#define PS_DECODE_MAX_UNKNOWN 256
+enum { PS_DECODE_MALFORMED = -1, PS_DECODE_TOO_BIG = -2, PS_DECODE_UNKNOWN = -3 };
+/* Prices the unpacking of a ClientMessage frame without allocating: 0 when
+ * it needs at most max_mem bytes (*mem, the estimate), else one of the
+ * codes above; *request_id is the frame's request id when it could be read. */
+int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem);
+/* Unpacks with an allocator that fails past max_mem bytes (*over_budget
+ * says whether that is why it returned NULL). Free with free_unpacked(m, NULL). */
+ps_msg *ps_decode_unpack(const uint8_t *data, size_t len, uint64_t max_mem, int *over_budget);
 
 /* ------------------------------------------------------------- dispatch */
 
