@@ -277,6 +277,11 @@ struct ps_server {
     uint64_t next_sub_id;
     uint64_t next_conn_id;
     uint64_t next_notice_seq;
+    /* Worker lanes: heavy worlds (last step over heavy_step_ms) share at
+     * most nworkers - 1 threads, so one thread always serves the others. */
+    int nworkers;
+    int heavy_inflight;
+    ps_host *heavy_head, *heavy_tail; /* heavy worlds waiting for a lane, FIFO */
     uint64_t start_ns;
 };
 
@@ -360,6 +365,11 @@ struct ps_host {
     uint64_t epoch; /* resets since creation: bits 48-63 of the wire ids */
     int paused;
     int busy;       /* a step job is in flight */
+    int heavy;      /* step_ms_avg is over heavy_step_ms */
+    double step_ms_avg; /* moving average of the step time */
+    int job_heavy;  /* the job in flight holds a heavy lane */
+    int lane_wait;  /* on the server's heavy wait list */
+    ps_host *lane_next;
     int destroying; /* destroy requested; NOT_FOUND from now on */
     int finalized;
     int draining;

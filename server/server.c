@@ -278,6 +278,11 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         snprintf(n, sizeof n, "%u", cfg->workers > 0 ? (unsigned)cfg->workers : uv_available_parallelism());
         setenv("UV_THREADPOOL_SIZE", n, 0);
     }
+    /* The threads the pool really has (the variable wins, libuv caps it). */
+    {
+        long n = atol(getenv("UV_THREADPOOL_SIZE"));
+        s->nworkers = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+    }
     int r = uv_loop_init(&s->loop);
     if (r < 0) {
         free(s);

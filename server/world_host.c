@@ -33,6 +33,7 @@
 #include "ps_internal.h"
 
 static void host_finalize(ps_host *h);
+static void lane_release(ps_server *s);
 
 /* ------------------------------------------------------------------ ids */
 
@@ -235,6 +236,15 @@ static void after_work_cb(uv_work_t *req, int status) {
     (void)status;
     h->ticks_total++;
     h->last_step_ms = job->step_ms;
+    /* Heavy by a moving average (weight 1/4 on the newest step), so one
+     * step that was preempted does not move a light world to the heavy
+     * lanes, while a world over the line is there within a few steps. */
+    h->step_ms_avg = h->ticks_total == 1 ? job->step_ms : 0.75 * h->step_ms_avg + 0.25 * job->step_ms;
+    h->heavy = h->step_ms_avg > h->srv->cfg.heavy_step_ms;
+    if (h->job_heavy) {
+        h->job_heavy = 0;
+        lane_release(h->srv);
+    }
     h->sum_step_ms += job->step_ms;
     h->tick = ph_world_get_step_count(h->world);
     h->body_count = ph_world_body_count(h->world);
@@ -258,8 +268,56 @@ static void after_work_cb(uv_work_t *req, int status) {
     ps_host_kick(h);
 }
 
+/* Heavy lanes: a heavy world steps only while fewer than nworkers - 1
+ * heavy jobs run (any number when there is one worker: then the step
+ * budget alone bounds how long a step holds it); otherwise it waits in a
+ * FIFO and is kicked when a heavy job ends. */
+static int lane_free(const ps_server *s) { return s->nworkers < 2 || s->heavy_inflight < s->nworkers - 1; }
+
+static void lane_enqueue(ps_host *h) {
+    ps_server *s = h->srv;
+    if (h->lane_wait) return;
+    h->lane_wait = 1;
+    h->lane_next = NULL;
+    if (s->heavy_tail)
+        s->heavy_tail->lane_next = h;
+    else
+        s->heavy_head = h;
+    s->heavy_tail = h;
+}
+
+static void lane_remove(ps_host *h) {
+    ps_server *s = h->srv;
+    if (!h->lane_wait) return;
+    ps_host **pp = &s->heavy_head, *prev = NULL;
+    while (*pp && *pp != h) {
+        prev = *pp;
+        pp = &(*pp)->lane_next;
+    }
+    if (*pp) *pp = h->lane_next;
+    if (s->heavy_tail == h) s->heavy_tail = prev;
+    h->lane_wait = 0;
+    h->lane_next = NULL;
+}
+
+/* A heavy job ended: the first waiting heavy world may go. */
+static void lane_release(ps_server *s) {
+    s->heavy_inflight--;
+    while (s->heavy_head && lane_free(s)) {
+        ps_host *n = s->heavy_head;
+        lane_remove(n);
+        ps_host_kick(n);
+        if (!n->busy) continue; /* nothing was due: the next one */
+        break;
+    }
+}
+
 static void dispatch_step(ps_host *h, int manual) {
     ps_job *job = &h->job;
+    if (h->heavy && !lane_free(h->srv)) {
+        lane_enqueue(h);
+        return;
+    }
     memset(job, 0, sizeof *job);
     job->manual = manual;
     uint64_t next = h->tick + 1;
@@ -277,9 +335,13 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     h->work.data = h;
     h->busy = 1;
+    h->job_heavy = h->heavy;
+    if (h->job_heavy) h->srv->heavy_inflight++;
     int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);
     if (r < 0) {
         h->busy = 0;
+        if (h->job_heavy) h->srv->heavy_inflight--;
+        h->job_heavy = 0;
         ps_log("world %llu: cannot queue a step: %s", (unsigned long long)h->id, uv_strerror(r));
     }
 }
@@ -311,6 +373,13 @@ void ps_host_kick(ps_host *h) {
     if (h->paused) {
         uv_timer_stop(&h->timer);
         if (h->steps_pending > 0) dispatch_step(h, 1);
+        return;
+    }
+    if (h->heavy && !lane_free(h->srv)) {
+        /* Waits for a heavy lane; the clock catches up when it gets one
+         * (ticks past max_catchup are counted as overruns). */
+        uv_timer_stop(&h->timer);
+        lane_enqueue(h);
         return;
     }
     uint64_t now = ps_now_ns();
@@ -559,6 +628,7 @@ static void on_host_timer_close(uv_handle_t *t) {
 static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
+    lane_remove(h);
     char msg[96];
     snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
     while (h->dq_head) {
