@@ -550,7 +550,13 @@ static int cmd_step(ctl *x, int argc, char **argv) {
     m.request_case = REQ(STEP);
     m.step = &sw;
     smsg *rep;
-    if ((r = ctl_call_any(x, &m, &rep))) return r;
+    /* The reply comes when the steps are done, however long they take:
+     * only an explicit --timeout bounds the wait. */
+    int saved = x->timeout_ms;
+    if (!x->timeout_given) x->timeout_ms = 0;
+    r = ctl_call_any(x, &m, &rep);
+    x->timeout_ms = saved;
+    if (r) return r;
     const Physd__V1__Reply *rp = rep->reply;
     int cancelled = rp->status == PHYSD__V1__STATUS__STATUS_CANCELLED ||
                     (rp->payload_case == PHYSD__V1__REPLY__PAYLOAD_STEP && rp->step->cancelled);
@@ -1368,7 +1374,8 @@ const command physctl_commands[] = {
     {"pause", "WORLD", "stop a world's clock", "", cmd_pause},
     {"resume", "WORLD", "restart a world's clock", "", cmd_resume},
     {"step", "WORLD [N]", "run N steps (default 1) of a paused world",
-     "The reply comes once the steps are done; prints the steps done and the new tick. A reset, pause or\n"
+     "The reply comes once the steps are done (physctl waits as long as they take unless --timeout is\n"
+     "given); prints the steps done and the new tick. A reset, pause or\n"
      "destroy of the world meanwhile cancels the rest: the steps done are printed, \"cancelled\" is said,\n"
      "and the exit code is 1.\n",
      cmd_step},

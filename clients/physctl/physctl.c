@@ -310,10 +310,12 @@ static int global_option(ctl *x, int argc, char **argv, int *i) {
         ctl_fail(x, EXIT_USAGE, "bad %s '%s'", name, val);
         return -1;
     }
-    if (!strcmp(name, "--port"))
+    if (!strcmp(name, "--port")) {
         x->port = (int)v;
-    else
+    } else {
         x->timeout_ms = (int)v;
+        x->timeout_given = 1;
+    }
     return 1;
 }
 

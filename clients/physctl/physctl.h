@@ -34,7 +34,8 @@ typedef struct ctl {
     int port;
     int json;
     int timeout_ms;
-    const char *cmd; /* for messages */
+    int timeout_given; /* --timeout was on the command line */
+    const char *cmd;   /* for messages */
 } ctl;
 
 typedef struct command {
