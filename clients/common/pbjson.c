@@ -47,8 +47,7 @@ static void field_hint(const ProtobufCMessageDescriptor *d, const char *name, ch
 }
 
 /* "unknown WHAT 'name' (in Type); did you mean 'x'?" */
-static int unknown_field(const ProtobufCMessageDescriptor *d, const char *what, const char *name, char *err,
-                         size_t n) {
+static int unknown_field(const ProtobufCMessageDescriptor *d, const char *what, const char *name, char *err, size_t n) {
     char hint[256];
     field_hint(d, name, hint, sizeof hint);
     if (err) snprintf(err, n, "unknown %s '%s' (in %s)%s", what, name, d->short_name, hint);

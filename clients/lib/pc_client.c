@@ -164,7 +164,7 @@ static int cmp_pending(const void *a, const void *b) {
 typedef struct assembly {
     int kind; /* PHYSD__V1__SERVER_MESSAGE__MSG_FRAME or _MSG_CONTACTS */
     uint64_t world, sub, tick;
-    uint32_t parts, have; /* parts == 0: empty */
+    uint32_t parts, have;           /* parts == 0: empty */
     Physd__V1__ServerMessage **msg; /* [parts], NULL until that part came */
 } assembly;
 

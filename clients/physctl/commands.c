@@ -24,7 +24,6 @@
 #include "scene_file.h"
 #include "suggest.h"
 
-
 static int simple_world_request(ctl *x, int argc, char **argv, Physd__V1__ClientMessage__RequestCase kind,
                                 const char *done) {
     uint64_t w;
@@ -919,7 +918,8 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             for (int e = 0; e < 2; e++) {
                 if (!refs[e] || refs[e]->ref_case != PHYSD__V1__BODY_REF__REF_ID) continue;
                 size_t k = 0;
-                while (k < n && bodies->reply->bodies->bodies[k]->body_id != refs[e]->id) k++;
+                while (k < n && bodies->reply->bodies->bodies[k]->body_id != refs[e]->id)
+                    k++;
                 if (k == n) {
                     r = ctl_fail(x, EXIT_REQUEST, "joint %llu names body %llu, which is not in the world",
                                  (unsigned long long)joints->reply->joints->joints[i]->joint_id,
@@ -958,8 +958,8 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             ctl_print_json(&j);
             jw_free(&j);
         } else {
-            printf("saved world %llu (%zu bodies, %zu joints) to %s\n", (unsigned long long)w, s.n_bodies,
-                   s.n_joints, argv[2]);
+            printf("saved world %llu (%zu bodies, %zu joints) to %s\n", (unsigned long long)w, s.n_bodies, s.n_joints,
+                   argv[2]);
         }
     }
     for (size_t i = 0; i < s.n_bodies; i++)
@@ -1135,11 +1135,10 @@ static int cmd_load(ctl *x, int argc, char **argv) {
             (s.joints[i]->body_b && s.joints[i]->body_b->ref_case == PHYSD__V1__BODY_REF__REF_ID))
             own_refs = 0;
     int use_scene = nops > 0 && nops <= max && own_refs;
-    const char *why_edits = nops == 0 ? NULL
-                            : !own_refs
-                                ? "its joints name bodies of the preset by id, which a scene cannot"
-                                : nops > max ? "it has more bodies and joints than the server's max_edits_per_batch"
-                                             : NULL;
+    const char *why_edits = nops == 0    ? NULL
+                            : !own_refs  ? "its joints name bodies of the preset by id, which a scene cannot"
+                            : nops > max ? "it has more bodies and joints than the server's max_edits_per_batch"
+                                         : NULL;
     for (size_t i = 0; !r && use_scene && i < s.n_bodies; i++) {
         physd__v1__edit_op__init(&op[i]);
         physd__v1__add_body__init(&ab[i]);
@@ -1311,7 +1310,7 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
     "  k_pgs k_sm cg_tolerance sm_gamma sm_gamma_scope=all|friction sm_stagnation jacobi_relaxation\n"                 \
     "  sm_preconditioner=0|1|2 (none, diagonal, IC(0)) sm_forcing sleep sleep_linear sleep_angular sleep_time\n"       \
     "  collide_substeps joint_projection vector_solver joint_solver=gs|direct contact_cache_tolerance\n"               \
-    "  contact_block max_step_work (row updates per step; 0 = the server's limit)\n"                                  \
+    "  contact_block max_step_work (row updates per step; 0 = the server's limit)\n"                                   \
     "A dotted key changes one part: contact.hertz=30, gravity.z=-1.62. Booleans: true/false.\n"
 
 const command physctl_commands[] = {

@@ -177,8 +177,10 @@ world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, c
         return WS_BEHIND;
     }
     if (k->awake_bodies == 0 && k->body_count > 0) {
-        snprintf(buf, n, "asleep at tick %llu: every body is at rest (0 awake), so the solver has nothing to do; an "
-                 "edit or a moving body wakes it", tick);
+        snprintf(buf, n,
+                 "asleep at tick %llu: every body is at rest (0 awake), so the solver has nothing to do; an "
+                 "edit or a moving body wakes it",
+                 tick);
         return WS_ASLEEP;
     }
     snprintf(buf, n, "running at tick %llu: %u awake bodies (%u bodies in all), %.4g Hz", tick, k->awake_bodies,
@@ -198,8 +200,7 @@ int ctl_world_arg(ctl *x, int argc, char **argv, int idx, uint64_t *w) {
 
 int ctl_id_arg(ctl *x, int argc, char **argv, int idx, const char *what, uint64_t *id) {
     if (idx >= argc) return ctl_fail(x, EXIT_USAGE, "missing %s (see physctl %s --help)", what, x->cmd);
-    if (ctl_parse_u64(argv[idx], id) || *id == 0)
-        return ctl_fail(x, EXIT_USAGE, "bad %s id '%s'", what, argv[idx]);
+    if (ctl_parse_u64(argv[idx], id) || *id == 0) return ctl_fail(x, EXIT_USAGE, "bad %s id '%s'", what, argv[idx]);
     return 0;
 }
 

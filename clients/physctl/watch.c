@@ -61,8 +61,8 @@ typedef struct watch {
     uv_signal_t sigint;
     /* The world's state from its counters (polled once a second). */
     Physd__V1__ServerMessage *counters, *prev_counters;
-    int polling;      /* a counters request is in flight */
-    int state_known;  /* a counters reply arrived */
+    int polling;     /* a counters request is in flight */
+    int state_known; /* a counters reply arrived */
     world_state state;
     char status[320]; /* ctl_world_state's sentence */
     char notice[256]; /* the last notice worth showing */
@@ -364,7 +364,8 @@ static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data) {
         v->done = 1;
         return;
     case PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN:
-        snprintf(v->notice, sizeof v->notice, "tick %llu: the world cannot keep its tick rate (%llu ticks skipped so far)",
+        snprintf(v->notice, sizeof v->notice,
+                 "tick %llu: the world cannot keep its tick rate (%llu ticks skipped so far)",
                  (unsigned long long)n->tick, (unsigned long long)n->overrun_ticks);
         break;
     case PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE:

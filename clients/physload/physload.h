@@ -72,7 +72,7 @@ typedef struct totals {
     int worlds_ready;
     uint64_t requests, replies; /* load requests (edits and queries) */
     uint64_t edits, queries;
-    uint64_t all_requests, all_replies; /* including set-up and check requests */
+    uint64_t all_requests, all_replies;            /* including set-up and check requests */
     uint64_t frames, frame_gaps, dropped_notified; /* frames: whole ticks (a frame in parts counts once) */
     uint64_t frame_parts;                          /* pushes that were one part of a frame in parts */
     uint64_t bytes_received, bytes_sent;

@@ -375,10 +375,10 @@ static void test_errors_and_help(void **state) {
     assert_non_null(strstr(r.err, "cannot connect"));
     tool_result_free(&r);
 
-    const char *cmds[] = {"worlds", "presets", "create", "destroy", "add",   "remove", "pose",     "velocity",
-                          "force",  "torque",  "impulse", "target", "joint", "set",    "pause",    "resume",
-                          "step",   "reset",   "watch",   "events", "stats", "counters", "body",   "ray",
-                          "dump",   "load",    "save",    "ping",   NULL};
+    const char *cmds[] = {"worlds", "presets", "create",  "destroy", "add",   "remove",   "pose",  "velocity",
+                          "force",  "torque",  "impulse", "target",  "joint", "set",      "pause", "resume",
+                          "step",   "reset",   "watch",   "events",  "stats", "counters", "body",  "ray",
+                          "dump",   "load",    "save",    "ping",    NULL};
     for (int i = 0; cmds[i]; i++) {
         r = ctl(0, cmds[i], "--help", NULL);
         assert_int_equal(r.code, 0);
@@ -783,14 +783,9 @@ static void test_server_features(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_session),
-        cmocka_unit_test(test_load_save),
-        cmocka_unit_test(test_errors_and_help),
-        cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_suggestions),
-        cmocka_unit_test(test_edit_commands),
-        cmocka_unit_test(test_events),
-        cmocka_unit_test(test_server_features),
+        cmocka_unit_test(test_session), cmocka_unit_test(test_load_save),       cmocka_unit_test(test_errors_and_help),
+        cmocka_unit_test(test_watch),   cmocka_unit_test(test_suggestions),     cmocka_unit_test(test_edit_commands),
+        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -102,10 +102,11 @@ static void test_physload_50_clients(void **state) {
     /* The worlds keep their 60 Hz: alone this is 0 skipped ticks; ctest -j2
      * runs CPU-bound tests (test_solver_world) beside this one, so allow
      * 1 % of the ticks. */
-    if (overruns * 100 > ticks) fail_msg("%llu of %llu ticks skipped", (unsigned long long)overruns,
-                                         (unsigned long long)ticks);
+    if (overruns * 100 > ticks)
+        fail_msg("%llu of %llu ticks skipped", (unsigned long long)overruns, (unsigned long long)ticks);
     printf("    physload: %llu requests (%.0f/s), p50 %.3f ms, p99 %.3f ms, max %.3f ms, %llu frames "
-           "(%.0f/s), %llu edits; server: %llu edits applied, %llu pushes delivered, %llu ticks (%llu skipped); run %.1f s\n",
+           "(%.0f/s), %llu edits; server: %llu edits applied, %llu pushes delivered, %llu ticks (%llu skipped); run "
+           "%.1f s\n",
            (unsigned long long)answered, get(&rep, "requests", "per_second")->num, get(&rep, "latency_ms", "p50")->num,
            get(&rep, "latency_ms", "p99")->num, get(&rep, "latency_ms", "max")->num, (unsigned long long)received,
            get(&rep, "frames", "per_second")->num, (unsigned long long)acked, (unsigned long long)edits,
