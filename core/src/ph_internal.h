@@ -364,6 +364,9 @@ struct ph__world {
     int32_t block_count, block_cap;
     int32_t *order;        /* row visiting order */
     int32_t order_cap;
+    int32_t order_njoint;  /* DEFAULT order: the joint rows in front of the contact part of order
+                              when ph__wide_build wrote it (build_order moves the contact part
+                              when a later substep has another number of joint rows) */
     ph__sbody *sbodies;    /* index 0 is the fixed ground */
     int32_t *body_to_sbody;
     int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */

@@ -237,6 +237,14 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
         int e = PH_OK;
         if (!w->native && (collide || !w->wide_ok)) e = ph__wide_build(w, ncontact);
         if (e) return e;
+        /* The contact part was written behind the joint rows of the substep
+         * that built it; a hinge limit row that comes or goes within the
+         * step moves where it starts (without this move the sweep would read
+         * entries never written, or a joint row past the end). */
+        if (!w->native && w->order_njoint != njoint) {
+            memmove(w->order + njoint, w->order + w->order_njoint, (size_t)ncontact * sizeof *w->order);
+            w->order_njoint = njoint;
+        }
         for (int32_t i = 0; i < njoint; i++)
             w->order[i] = ncontact + i;
         return PH_OK;
