@@ -317,6 +317,17 @@ static inline double ph__row_couple(const ph__row *a, const ph__row *b) {
     return v;
 }
 
+/* A body's pose before a step, and its sleep state (step.c's restore). */
+typedef struct ph__saved_pose {
+    ph_vec3 p;
+    ph_quat q;
+} ph__saved_pose;
+
+typedef struct ph__saved_sleep {
+    double rest_time;
+    int32_t asleep;
+} ph__saved_sleep;
+
 struct ph__world {
     uint16_t gen;
     uint8_t alive;
@@ -437,6 +448,20 @@ struct ph__world {
     int forces_done;       /* > 0: the last integration also did this substep's start (step.c) */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
+
+    /* What ph_world_step restores when a step leaves the envelope (step.c):
+     * saved before the step in dense arrays that only grow. The velocities
+     * need no copy (the bodies' v_step, w_step hold them). */
+    ph__saved_pose *saved_pose;   /* by body slot */
+    int32_t saved_pose_cap;
+    ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
+    int32_t saved_sleep_cap;
+    double *saved_jl;             /* the joints' lambda[8], by joint slot */
+    int32_t saved_jl_cap;
+    uint64_t saved_rng;
+    int narrowphases;             /* narrowphase passes of the running step (each swaps the
+                                     manifold arrays: one can be swapped back) */
+    ph_fault fault;               /* the last failed step (ph_world_get_fault) */
 
     /* Set by ph_world_step_capture for the duration of one step: the
      * system of each substep is captured here when the solver starts. */
