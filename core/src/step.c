@@ -25,7 +25,12 @@
  * back exactly as it was before the step from what save_state kept (the
  * poses in a dense array, the velocities in v_step / w_step, the sleep
  * state, the joints' impulses, the generator; the manifolds by swapping
- * the arrays back), so that NaN never reaches the next step.
+ * the arrays back), so that NaN never reaches the next step. A step
+ * cancelled by ph_world_cancel_step (seen at every substep and sweep
+ * boundary) is undone the same way and returns PH_ERR_CANCELLED. The
+ * compute budget (max_step_work, w->limit) caps the sweeps each solve may
+ * start; a step that has spent it runs its remaining substeps without
+ * sweeps.
  *
  * Invariants: solver body 0 is the fixed ground; every awake dynamic and
  * kinematic body has its own solver body in slot order; contact rows come
@@ -433,6 +438,7 @@ static int substep(ph__world *w, double h, int collide) {
     e = ph__solve(w);
     w->refresh_in_sweep = 0;
     if (e) return e;
+    if (w->limit.cancelled) return PH_ERR_CANCELLED; /* (the step is undone) */
     ph__store_impulses(w);
     const int dv = !w->last_substep && !w->settings.collide_substeps;
     /* The next substep's start goes with this integration when nothing
@@ -591,6 +597,15 @@ int ph_world_step(ph_world_id id) {
     st->impacts = 0;
     w->event_count = 0;
     w->merits_pending = 0; /* (last step's, unread: replaced by this step's) */
+    /* A cancel request that took effect in the last step is over. */
+    if (w->cancel_taken) {
+        atomic_store(&w->cancel, 0);
+        w->cancel_taken = 0;
+    }
+    w->limit.left = w->settings.max_step_work ? w->settings.max_step_work : UINT64_MAX;
+    w->limit.used = 0;
+    w->limit.cancel = &w->cancel;
+    w->limit.exhausted = w->limit.cancelled = 0;
     int e = save_state(w);
     if (e) return e;
     const int n = w->settings.substeps;
@@ -601,11 +616,15 @@ int ph_world_step(ph_world_id id) {
     for (int k = 0; k < n && e == PH_OK; k++) {
         w->last_substep = k == n - 1;
         w->substep_k = k;
-        e = substep(w, h, k == 0 || w->settings.collide_substeps);
+        /* (A cancel request is seen at every substep and sweep boundary.) */
+        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k == 0 || w->settings.collide_substeps);
     }
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
-    if (e == PH_ERR_NONFINITE) {
+    st->row_updates = w->limit.used;
+    st->budget_exhausted = w->limit.exhausted;
+    if (e == PH_ERR_NONFINITE || e == PH_ERR_CANCELLED) {
+        if (e == PH_ERR_CANCELLED) w->cancel_taken = 1;
         restore_state(w);
         return e;
     }
@@ -620,6 +639,13 @@ int ph_world_step(ph_world_id id) {
     st->awake_bodies = w->sbody_count - 1;
     st->joints = w->joint_count;
     st->total_ms = now_ms() - t0;
+    return PH_OK;
+}
+
+int ph_world_cancel_step(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    atomic_store(&w->cancel, 1);
     return PH_OK;
 }
 

@@ -52,6 +52,7 @@ const char *ph_strerror(int err) {
     case PH_ERR_NO_MEMORY: return "out of memory";
     case PH_ERR_WRONG_KIND: return "wrong kind of body or shape";
     case PH_ERR_NONFINITE: return "the step left the finite envelope (world restored)";
+    case PH_ERR_CANCELLED: return "the step was cancelled (world restored)";
     default: return "unknown error";
     }
 }
@@ -209,6 +210,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;
     w->body_free = w->shape_free = w->joint_free = -1;
+    atomic_init(&w->cancel, 0);
     w->alive = 1;
 
     pthread_mutex_lock(&g_worlds_lock);

@@ -40,6 +40,8 @@ typedef enum ph_error {
     PH_ERR_NONFINITE = -6,       /* ph_world_step: the step left a body outside the finite envelope
                                     (PH_ENVELOPE_*); the world was restored to its state before
                                     the step (ph_world_get_fault says which body and what) */
+    PH_ERR_CANCELLED = -7,       /* ph_world_step: cancelled by ph_world_cancel_step; the world was
+                                    restored to its state before the step */
 } ph_error;
 
 /* A short English message for an error code ("invalid handle", ...). */
@@ -322,6 +324,15 @@ typedef struct ph_settings {
                                 CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
                                 sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
                                 0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
+    /* Compute budget of one step, in row updates: a sweep of a solve over
+     * its n rows costs n, a method's other iterations their work in sweeps
+     * times n (ph_step_stats.work; docs/core.md "Compute budget"), summed
+     * over the substeps. A solve starts a sweep (a PGS–SM subspace step, a
+     * CG iteration) only while it fits in what is left; a step whose budget
+     * is spent runs its remaining substeps without sweeps (forces, warm
+     * start and integration as usual) and reports budget_exhausted. 0 = no
+     * budget (default). */
+    uint64_t max_step_work;
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -350,7 +361,9 @@ int ph_world_get_settings(ph_world_id w, ph_settings *out);
 /* Validates and installs new settings; they take effect at the next step. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
 
-/* Advances the world by settings.time_step. Returns PH_ERR_NONFINITE (the
+/* Advances the world by settings.time_step. Returns PH_ERR_CANCELLED (the
+ * world restored as below) when ph_world_cancel_step stopped it, and
+ * PH_ERR_NONFINITE (the
  * world restored exactly to its state before the step: poses, velocities,
  * pending forces and torques, sleep state, the joints' warm-start impulses,
  * the random generator, the step count; the contact manifolds too when the
@@ -358,6 +371,14 @@ int ph_world_set_settings(ph_world_id w, const ph_settings *s);
  * afresh) when the step left a body outside the envelope. The statistics
  * then describe the failed attempt, and its contact events are dropped. */
 int ph_world_step(ph_world_id w);
+
+/* Asks the running step of w, or the next one if none runs, to stop at its
+ * next substep or sweep boundary and return PH_ERR_CANCELLED. May be called
+ * from any thread while another steps w (a C11 atomic flag; not
+ * concurrently with ph_world_destroy of w). The request stays until a step
+ * has been cancelled by it, and is cleared when the following step starts;
+ * several requests before that are one. */
+int ph_world_cancel_step(ph_world_id w);
 
 /* The last step that failed with PH_ERR_NONFINITE (out->what =
  * PH_FAULT_NONE and out->step = 0 when none has). */
@@ -604,6 +625,12 @@ typedef struct ph_step_stats {
     double max_penetration; /* m, deepest contact at collision time of the last substep */
     double stage_ms[PH_STAGE_COUNT];
     double total_ms;
+    /* The whole step (every substep), in the unit of settings.max_step_work:
+     * row updates made (a method's work in sweeps times its rows, summed
+     * over the substeps' solves). */
+    uint64_t row_updates;
+    int budget_exhausted;   /* 1: a solve of the step ran fewer iterations than the settings ask
+                               because max_step_work was spent */
 } ph_step_stats;
 
 int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
