@@ -390,6 +390,14 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
     return PH_OK;
 }
 
+int ph_world_get_work(ph_world_id id, uint64_t *row_updates, int *budget_exhausted) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (row_updates) *row_updates = w->stats.row_updates;
+    if (budget_exhausted) *budget_exhausted = w->stats.budget_exhausted;
+    return PH_OK;
+}
+
 /* --------------------------------------------------------------- handles */
 
 uint64_t ph_body_id_to_u64(ph_body_id id) { return ((uint64_t)id.gen << 32) | (uint32_t)id.index1; }

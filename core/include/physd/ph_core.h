@@ -634,6 +634,9 @@ typedef struct ph_step_stats {
 } ph_step_stats;
 
 int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
+/* The last step's row_updates and budget_exhausted alone: cheap (no final
+ * merits are measured), for a server that counts budget stops every step. */
+int ph_world_get_work(ph_world_id w, uint64_t *row_updates, int *budget_exhausted);
 
 /* ------------------------------------------------------------- contacts */
 
