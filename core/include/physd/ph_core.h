@@ -358,7 +358,10 @@ int ph_world_destroy(ph_world_id w);
 int ph_world_is_valid(ph_world_id w);
 
 int ph_world_get_settings(ph_world_id w, ph_settings *out);
-/* Validates and installs new settings; they take effect at the next step. */
+/* Validates and installs new settings; they take effect at the next step.
+ * A change of any field but record_merits wakes every sleeping body (its
+ * rest timer restarts): a sleeping island is not stepped, so it would not
+ * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
 
 /* Advances the world by settings.time_step. Returns PH_ERR_CANCELLED (the
