@@ -6,7 +6,9 @@
  * them are addressed by small handle structs that carry a generation, so a
  * handle to something destroyed (even if its slot has been reused) is
  * detected: every function that takes a handle validates it and returns
- * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory.
+ * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory. A
+ * slot whose 16-bit generation would wrap is retired, never reused: an id
+ * names only what it was issued for.
  *
  * Units are SI throughout: metres, kilograms, seconds, radians, newtons.
  * z is up by convention only; gravity is a world setting.
