@@ -15,7 +15,9 @@
  * the world unchanged.
  *
  * Invariants: a freed slot's generation is bumped (skipping 0), so no handle
- * ever issued for the slot validates again until 65535 reuses later; a body's
+ * ever issued for the slot validates again; a slot whose generation would
+ * wrap is retired, never reused, so an id can name only what it was issued
+ * for (world slots likewise, marked in the registry); a body's
  * shapes form a singly linked list in creation order; mass properties are
  * recomputed from the shapes whenever they change unless overridden.
  */
@@ -27,11 +29,20 @@
 
 static ph__world *g_worlds[PH_MAX_WORLDS];
 static uint16_t g_world_gen[PH_MAX_WORLDS];
+/* The registry's mark of a retired world slot (never alive, never free). */
+static ph__world g_retired_world;
 static pthread_mutex_t g_worlds_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int finite3(ph_vec3 v) { return isfinite(v.x) && isfinite(v.y) && isfinite(v.z); }
 static int finite4(ph_quat q) { return isfinite(q.x) && isfinite(q.y) && isfinite(q.z) && isfinite(q.w); }
 static uint16_t next_gen(uint16_t g) { return (uint16_t)(g == 0xffff ? 1 : g + 1); }
+
+/* A slot is freed by bumping its generation (gen + 1) and reused with the
+ * next one (gen + 2). When that would wrap past 0xffff, a handle issued
+ * for the slot long ago could name what the slot holds next: such a slot
+ * is retired instead, never put on a free list again (freed at
+ * generation 0xfffe or 0xffff). It costs one slot per 32768 reuses. */
+static int retires(uint16_t gen_in_use) { return gen_in_use >= 0xfffe; }
 
 /* The envelope of ph_core.h, for the edits (NaN fails every test). */
 static int position_ok(ph_vec3 p) {
@@ -241,7 +252,9 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
 int ph_world_destroy(ph_world_id id) {
     pthread_mutex_lock(&g_worlds_lock);
     ph__world *w = ph__world_get(id);
-    if (w) g_worlds[id.index1 - 1] = NULL;
+    /* A world slot's generation is bumped at each creation: one whose
+     * next creation would wrap is retired. */
+    if (w) g_worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == 0xffff ? &g_retired_world : NULL;
     pthread_mutex_unlock(&g_worlds_lock);
     if (!w) return PH_ERR_INVALID_HANDLE;
     free(w->bodies);
@@ -617,9 +630,12 @@ static void joint_free_slot(ph__world *w, int32_t j) {
     ph__joint *jt = &w->joints[j];
     w->bp_version++; /* the broadphase's allowed pairs change */
     jt->alive = 0;
+    const int retire = retires(jt->gen);
     jt->gen = next_gen(jt->gen);
-    jt->next_free = w->joint_free;
-    w->joint_free = j;
+    if (!retire) {
+        jt->next_free = w->joint_free;
+        w->joint_free = j;
+    }
     w->joint_count--;
 }
 
@@ -637,9 +653,13 @@ static void shape_free_slot(ph__world *w, int32_t s) {
     w->bp_version++; /* the broadphase's shapes change */
     forget_contacts(w, s);
     sh->body = -1;
+    const int retire = retires(sh->gen);
     sh->gen = next_gen(sh->gen);
-    sh->next = w->shape_free;
-    w->shape_free = s;
+    sh->next = -1;
+    if (!retire) {
+        sh->next = w->shape_free;
+        w->shape_free = s;
+    }
 }
 
 int ph_body_destroy(ph_body_id id) {
@@ -666,9 +686,12 @@ int ph_body_destroy(ph_body_id id) {
         s = n;
     }
     b->alive = 0;
+    const int retire = retires(b->gen);
     b->gen = next_gen(b->gen);
-    b->next_free = w->body_free;
-    w->body_free = slot;
+    if (!retire) {
+        b->next_free = w->body_free;
+        w->body_free = slot;
+    }
     w->body_count--;
     return PH_OK;
 }

@@ -10,6 +10,7 @@
 
 #include "ph_test.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "physd/ph_core.h"
@@ -262,6 +263,113 @@ static void test_quat_normalize(void **state) {
     assert_true(id.x == 0 && id.y == 0 && id.z == 0 && id.w == 1);
 }
 
+/* Generation wrap (issue #14): a slot is freed with generation + 1 and
+ * reused with + 2, 16 bits, so without care the 32768th reuse of a slot
+ * would hand out a generation an old id still carries. 70000 create /
+ * destroy cycles of a body, a shape, a joint and a world: no (slot,
+ * generation) pair is ever issued twice, the first id issued never
+ * validates again, and once its slot is retired the next objects get
+ * other slots. */
+typedef struct issued {
+    uint8_t seen[65536]; /* generations issued for slot 1 */
+    int repeats, moved;
+} issued;
+
+static void note(issued *is, int32_t index1, uint16_t gen) {
+    if (index1 != 1) {
+        is->moved++;
+        return;
+    }
+    if (is->seen[gen]) is->repeats++;
+    is->seen[gen] = 1;
+}
+
+#define CYCLES 70000
+
+static void test_generation_wrap(void **state) {
+    (void)state;
+    issued *is = calloc(4, sizeof *is);
+    assert_non_null(is);
+    ph_world_id w = new_world(ph_v3(0, 0, -9.81));
+    int err;
+    /* Bodies: the first id, then 70000 more through the same slot. */
+    ph_body_id first = ph_body_create(w, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    assert_int_equal(first.index1, 1);
+    note(&is[0], first.index1, first.gen);
+    assert_int_equal(ph_body_destroy(first), PH_OK);
+    for (int i = 0; i < CYCLES; i++) {
+        ph_body_id b = ph_body_create(w, NULL, &err);
+        assert_int_equal(err, PH_OK);
+        note(&is[0], b.index1, b.gen);
+        if (ph_body_is_valid(first)) fail_msg("the first body's id names body %d gen %u (cycle %d)", b.index1, b.gen, i);
+        assert_int_equal(ph_body_destroy(b), PH_OK);
+    }
+    /* Shapes on one body, joints between two. */
+    ph_body_id a = ph_body_create(w, NULL, &err), c = ph_body_create(w, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_id first_shape = ph_shape_create(a, NULL, &err);
+    assert_int_equal(err, PH_OK);
+    note(&is[1], first_shape.index1, first_shape.gen);
+    assert_int_equal(ph_shape_destroy(first_shape), PH_OK);
+    ph_joint_def jd = ph_default_joint_def();
+    jd.body_a = a;
+    jd.body_b = c;
+    ph_joint_id first_joint = ph_joint_create(w, &jd, &err);
+    assert_int_equal(err, PH_OK);
+    note(&is[2], first_joint.index1, first_joint.gen);
+    assert_int_equal(ph_joint_destroy(first_joint), PH_OK);
+    for (int i = 0; i < CYCLES; i++) {
+        ph_shape_id sh = ph_shape_create(a, NULL, &err);
+        assert_int_equal(err, PH_OK);
+        note(&is[1], sh.index1, sh.gen);
+        assert_false(ph_shape_get_def(first_shape, &(ph_shape_def){0}) == PH_OK);
+        assert_int_equal(ph_shape_destroy(sh), PH_OK);
+        ph_joint_id j = ph_joint_create(w, &jd, &err);
+        assert_int_equal(err, PH_OK);
+        note(&is[2], j.index1, j.gen);
+        assert_false(ph_joint_is_valid(first_joint));
+        assert_int_equal(ph_joint_destroy(j), PH_OK);
+    }
+    /* The world still works: a body with a shape falls. */
+    ph_body_id d = add_box(w, ph_v3(0, 0, 1), ph_v3(0.5, 0.5, 0.5));
+    assert_int_equal(ph_world_step(w), PH_OK);
+    ph_transform t;
+    assert_int_equal(ph_body_get_transform(d, &t), PH_OK);
+    assert_true(t.p.z < 1.0);
+    ph_world_destroy(w);
+    /* Worlds: the registry's slot 1 is the first free one each time. */
+    ph_world_id first_world = new_world(ph_v3(0, 0, -9.81));
+    const int32_t wslot = first_world.index1;
+    int wrepeats = 0, wmoved = 0;
+    uint8_t *wseen = calloc(65536, 1);
+    assert_non_null(wseen);
+    wseen[first_world.gen] = 1;
+    assert_int_equal(ph_world_destroy(first_world), PH_OK);
+    for (int i = 0; i < CYCLES; i++) {
+        ph_world_def def = ph_default_world_def();
+        ph_world_id x = ph_world_create(&def, &err);
+        assert_int_equal(err, PH_OK);
+        if (x.index1 != wslot) wmoved++;
+        else if (wseen[x.gen]++) wrepeats++;
+        assert_false(ph_world_is_valid(first_world));
+        assert_int_equal(ph_world_destroy(x), PH_OK);
+    }
+    print_message("reused slot 1 until retired: bodies %d other-slot ids, shapes %d, joints %d, worlds %d\n",
+                  is[0].moved, is[1].moved, is[2].moved, wmoved);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(is[k].repeats, 0);
+        /* 32768 ids per slot (odd generations), then other slots. */
+        assert_int_equal(is[k].moved, CYCLES + 1 - 32768);
+    }
+    assert_int_equal(wrepeats, 0);
+    /* A world slot's generation grows by one per use, from the first
+     * world's (earlier tests used the slot too) to 0xffff. */
+    assert_int_equal(wmoved, CYCLES + 1 - (65536 - first_world.gen));
+    free(wseen);
+    free(is);
+}
+
 /* The same scene with the same edits at the same steps gives bit-identical
  * states, and the state hash is pinned, with the default contact cache and
  * with it off (contact_cache_tolerance = 0: the step as it was before the
@@ -306,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_spinning_box_momentum),
         cmocka_unit_test(test_quat_normalize),
         cmocka_unit_test(test_determinism_hash),
+        cmocka_unit_test(test_generation_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

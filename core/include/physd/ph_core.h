@@ -6,7 +6,9 @@
  * them are addressed by small handle structs that carry a generation, so a
  * handle to something destroyed (even if its slot has been reused) is
  * detected: every function that takes a handle validates it and returns
- * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory.
+ * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory. A
+ * slot whose 16-bit generation would wrap is retired, never reused: an id
+ * names only what it was issued for.
  *
  * Units are SI throughout: metres, kilograms, seconds, radians, newtons.
  * z is up by convention only; gravity is a world setting.
@@ -97,8 +99,8 @@ uint64_t ph_shape_id_to_u64(ph_shape_id id);
  * Why these figures: positions to 1e7 m (per component; Earth's diameter
  * is 1.3e7 m) keep a double's resolution below 2e-9 m, far under the
  * 1e-4 m of the contact cache and the millimetres of contact depths; 1e5
- * m/s is 30 times the fastest gun projectile and 9 times Earth's escape
- * speed, and at the default step a body at that speed crosses 1.7 km
+ * m/s is 9 times Earth's escape speed and over 10 times the fastest
+ * gun-launched projectile, and at the default step a body at that speed crosses 1.7 km
  * per step, where speculative contacts and the broadphase's swept boxes
  * stop meaning anything; 1e5 rad/s (about a million rpm) is six times the
  * fastest ultracentrifuge, and at the default substep it turns a body by
@@ -364,15 +366,15 @@ int ph_world_get_settings(ph_world_id w, ph_settings *out);
  * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
 
-/* Advances the world by settings.time_step. Returns PH_ERR_CANCELLED (the
- * world restored as below) when ph_world_cancel_step stopped it, and
- * PH_ERR_NONFINITE (the
- * world restored exactly to its state before the step: poses, velocities,
- * pending forces and torques, sleep state, the joints' warm-start impulses,
- * the random generator, the step count; the contact manifolds too when the
- * step collided once, else they are dropped and the next step collides
- * afresh) when the step left a body outside the envelope. The statistics
- * then describe the failed attempt, and its contact events are dropped. */
+/* Advances the world by settings.time_step. Returns PH_ERR_NONFINITE when
+ * the step left a body outside the envelope, and PH_ERR_CANCELLED when
+ * ph_world_cancel_step stopped it; either way the world is restored exactly
+ * to its state before the step: poses, velocities, pending forces and
+ * torques, sleep state, the joints' warm-start impulses, the random
+ * generator, the step count, and the contact manifolds when the step
+ * collided once (else they are dropped and the next step collides afresh).
+ * The statistics then describe the failed attempt, and its contact events
+ * are dropped. */
 int ph_world_step(ph_world_id w);
 
 /* Asks the running step of w, or the next one if none runs, to stop at its
