@@ -315,8 +315,10 @@ static int decode_shape(const Physd__V1__ShapeDef *m, int body_type, ph_shape_de
     if (m->density) d->density = m->density->value;
     if (m->friction) d->friction = m->friction->value;
     d->restitution = m->restitution;
-    if (!isfinite(d->density) || d->density <= 0 || d->density > 1e7)
-        BAD("op %zu: shapes[%zu].density must be in (0, 1e7] kg/m^3", op, k);
+    /* From a thin gas to past osmium; a density near 0 gives a mass near 0
+     * and an inverse mass no solver survives. */
+    if (!(d->density >= 1e-3 && d->density <= 1e7))
+        BAD("op %zu: shapes[%zu].density must be in [1e-3, 1e7] kg/m^3", op, k);
     if (!isfinite(d->friction) || d->friction < 0 || d->friction > 100)
         BAD("op %zu: shapes[%zu].friction must be in [0, 100]", op, k);
     if (!isfinite(d->restitution) || d->restitution < 0 || d->restitution > 1)
