@@ -22,6 +22,10 @@
  *     gone, and resets the server's id counters so the next input sees
  *     world 1, subscription 1 and session 1 again (inputs are replayable
  *     one by one).
+ * In three sessions of four (chosen by the input's hash) a second
+ * connection, the observer, subscribes to every world the input creates and
+ * is closed mid-session, after the settle or after the worlds' destruction
+ * (see observer below).
  *
  * Invariants checked for any input (abort() with a message, so libFuzzer
  * and fuzz_replay report a crash):
@@ -369,10 +373,133 @@ static uint64_t xorshift(uint64_t *s) {
     return *s = x;
 }
 
-static void teardown(ps_conn *c) {
+/* Adds a request id the harness itself sent (the observer's). */
+static void session_add_id(session *S, uint64_t id) {
+    id_count *ic = find_id(S, id);
+    if (ic) {
+        ic->requests++;
+        return;
+    }
+    id_count *ni = realloc(S->ids, (S->nids + 1) * sizeof *ni);
+    if (!ni) abort();
+    S->ids = ni;
+    size_t k = S->nids;
+    while (k > 0 && S->ids[k - 1].id > id) {
+        S->ids[k] = S->ids[k - 1];
+        k--;
+    }
+    S->ids[k].id = id;
+    S->ids[k].requests = 1;
+    S->ids[k].replies = 0;
+    S->nids++;
+    S->nrequests++;
+}
+
+/* Every dispatched request has had exactly one reply. */
+static void check_all_replied(const session *S, const char *who) {
+    for (size_t k = 0; k < S->nids; k++)
+        if (S->ids[k].id != 0 && S->ids[k].replies != S->ids[k].requests)
+            fail("%s: request id %llu: %u requests, %u replies, and the worlds are idle", who,
+                 (unsigned long long)S->ids[k].id, S->ids[k].requests, S->ids[k].replies);
+}
+
+/* ------------------------------------------------------------ observer */
+
+/* A second client on the same server: it says hello and subscribes to
+ * every world the fuzzed connection creates (one stream kind per world,
+ * chosen by the input's hash), so pushes, notices (world destroyed) and the
+ * removal of a subscriber's connection run with two connections, and
+ * closes at a point the hash chooses (mid-session, after the settle, or
+ * after the worlds are destroyed). Its replies are checked like the fuzzed
+ * connection's. */
+typedef struct observer {
+    session S;
+    ps_conn *c;
+    int on;
+    uint64_t next_id;
+    uint64_t subscribed; /* bit w: world w (w < 64) */
+    unsigned kind_salt;
+} observer;
+
+static void observer_send(observer *O, Physd__V1__ClientMessage *m) {
+    if (O->c->closing || O->c->close_after_flush) return;
+    m->request_id = ++O->next_id;
+    session_add_id(&O->S, m->request_id);
+    uint8_t buf[256];
+    size_t n = physd__v1__client_message__get_packed_size(m);
+    if (n + 10 > sizeof buf) abort();
+    size_t h = 0;
+    uint64_t v = n;
+    do {
+        buf[h] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) buf[h] |= 0x80;
+        h++;
+    } while (v);
+    physd__v1__client_message__pack(m, buf + h);
+    ps_conn_feed(O->c, buf, h + n);
+}
+
+static void observer_open(observer *O, uint64_t hash) {
+    memset(O, 0, sizeof *O);
+    O->on = 1;
+    O->kind_salt = (unsigned)(hash >> 16);
+    O->S.verbose = env_verbose;
+    O->S.ids = calloc(1, sizeof *O->S.ids);
+    if (!O->S.ids) abort();
+    O->c = ps_conn_open_virtual(srv, sink, &O->S);
+    if (!O->c) fail("ps_conn_open_virtual failed");
+    ps_conn_ref(O->c);
+    Physd__V1__Hello h = PHYSD__V1__HELLO__INIT;
+    h.protocol_version = PS_PROTOCOL_VERSION;
+    h.client_name = "fuzz-observer";
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_HELLO;
+    m.hello = &h;
+    observer_send(O, &m);
+}
+
+/* Subscribes to the worlds created since the last call. */
+static void observer_sync(observer *O) {
+    if (!O->on || O->c->closing) return;
+    for (int i = 0; i < srv->nhosts; i++) {
+        const ps_host *h = srv->hosts[i];
+        if (h->destroying || h->id >= 64 || (O->subscribed >> h->id) & 1) continue;
+        O->subscribed |= 1ull << h->id;
+        Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
+        sub.world_id = h->id;
+        sub.kind = (Physd__V1__StreamKind)((h->id + O->kind_salt) % 3);
+        sub.every = 1 + (O->kind_salt >> 2) % 2;
+        sub.per_iteration_merits = (O->kind_salt >> 3) & 1;
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
+        m.subscribe = &sub;
+        observer_send(O, &m);
+    }
+}
+
+static void observer_close(observer *O) {
+    if (O->on && !O->c->closing) ps_conn_close(O->c, "fuzz observer done");
+}
+
+/* ------------------------------------------------------------- teardown */
+
+/* Runs the loop until the worlds are gone and the connection (and, when
+ * with_observer, the observer) holds only the harness's reference. */
+static void wait_released(ps_conn *c, observer *O, int with_observer) {
+    const uint64_t give_up = uv_hrtime() + 60ull * 1000000000ull;
+    while (c->refs > 1 || srv->nhosts > 0 || (with_observer && O->on && O->c->refs > 1)) {
+        uv_run(ps_server_loop(srv), any_busy() ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+        if (uv_hrtime() > give_up)
+            fail("teardown did not finish in 60 s (connection refs %d, observer refs %d, worlds %d)", c->refs,
+                 O->on ? O->c->refs : 0, srv->nhosts);
+    }
+}
+
+static void teardown(ps_conn *c, observer *O) {
     if (!c->closing) ps_conn_close(c, "fuzz session over");
     /* Every world left: destroyed as at shutdown (a copy: finalization
-     * removes entries). */
+     * removes entries); the observer, if still open, is told. */
     int n = srv->nhosts;
     if (n > 0) {
         ps_host **hs = malloc((size_t)n * sizeof *hs);
@@ -383,17 +510,22 @@ static void teardown(ps_conn *c) {
             ps_host_destroy(hs[i], "fuzz teardown");
         free(hs);
     }
-    const uint64_t give_up = uv_hrtime() + 60ull * 1000000000ull;
-    while (c->refs > 1 || srv->nhosts > 0) {
-        uv_run(ps_server_loop(srv), any_busy() ? UV_RUN_ONCE : UV_RUN_NOWAIT);
-        if (uv_hrtime() > give_up)
-            fail("teardown did not finish in 60 s (connection refs %d, worlds %d)", c->refs, srv->nhosts);
-    }
+    wait_released(c, O, 0);
+    uv_run(ps_server_loop(srv), UV_RUN_NOWAIT); /* flushes the observer's notices */
+    observer_close(O);
+    wait_released(c, O, 1);
     /* Close callbacks of the worlds' timers. */
     uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
     uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
     if (c->refs != 1) fail("connection refs %d after teardown", c->refs);
     ps_conn_unref(c); /* frees it */
+    if (O->on) {
+        if (O->c->refs != 1) fail("observer refs %d after teardown", O->c->refs);
+        ps_conn_unref(O->c);
+        if (O->S.npending != 0) fail("the server's output to the observer ends inside a frame");
+        free(O->S.ids);
+        free(O->S.pending);
+    }
     if (srv->nconns != 0) fail("%d connections left after the session", srv->nconns);
     if (srv->conns) fail("connection list not empty after the session");
     if (srv->nhosts != 0) fail("%d worlds left after the teardown", srv->nhosts);
@@ -410,6 +542,9 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     server_init();
     const uint64_t h = hash_bytes(data, size);
     if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(h % PF_CHUNK_MODES);
+    /* The observer: 0 none, 1 closed after the second piece, 2 closed after
+     * the settle, 3 closed after the worlds are destroyed. */
+    const int obs_mode = (int)((h >> 8) % 4);
     session S;
     memset(&S, 0, sizeof S);
     S.verbose = verbose || env_verbose;
@@ -417,15 +552,20 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     stats.sessions++;
     stats.requests += S.nrequests;
     if (S.verbose)
-        fprintf(stderr, "session: %zu bytes, %llu requests%s, chunk mode %d\n", size, (unsigned long long)S.nrequests,
-                S.input_error ? " then a frame the server rejects" : "", mode);
+        fprintf(stderr, "session: %zu bytes, %llu requests%s, chunk mode %d, observer mode %d\n", size,
+                (unsigned long long)S.nrequests, S.input_error ? " then a frame the server rejects" : "", mode,
+                obs_mode);
 
     ps_conn *c = ps_conn_open_virtual(srv, sink, &S);
     if (!c) fail("ps_conn_open_virtual failed");
     ps_conn_ref(c); /* ours: c stays readable after the server closes it */
+    observer O;
+    memset(&O, 0, sizeof O);
+    if (obs_mode != 0) observer_open(&O, h);
 
     uint64_t rng = h | 1;
     size_t off = 0;
+    unsigned pieces = 0;
     while (off < size && !c->closing && !c->close_after_flush) {
         size_t k = size - off;
         switch (mode) {
@@ -437,28 +577,32 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
         if (k > size - off) k = size - off;
         ps_conn_feed(c, data + off, k);
         off += k;
+        pieces++;
         if (mode == PF_CHUNK_SMALL || mode == PF_CHUNK_LARGE) uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
+        observer_sync(&O);
+        if (obs_mode == 1 && pieces == 2) observer_close(&O);
     }
 
-    const int settled = settle(settle_ns);
+    int settled = settle(settle_ns);
+    observer_sync(&O);
+    if (O.on && !O.c->closing) settled = settle(settle_ns);
     stats.settled += (uint64_t)settled;
     const int server_closed = c->closing || c->close_after_flush;
     stats.server_closed += (uint64_t)server_closed;
     if (settled && !server_closed) {
         /* Every request dispatched has had its reply by now. */
         if (S.input_error) fail("the server kept a connection open after a frame it must reject");
-        for (size_t k = 0; k < S.nids; k++)
-            if (S.ids[k].id != 0 && S.ids[k].replies != S.ids[k].requests)
-                fail("request id %llu: %u requests, %u replies, and the worlds are idle",
-                     (unsigned long long)S.ids[k].id, S.ids[k].requests, S.ids[k].replies);
+        check_all_replied(&S, "fuzzed connection");
     }
+    if (settled && O.on && !O.c->closing && !O.c->close_after_flush) check_all_replied(&O.S, "observer");
+    if (obs_mode == 2) observer_close(&O);
 
     /* EOF (a partial frame gets its error reply), then the teardown. */
     if (!c->closing && !c->close_after_flush) {
         ps_conn_feed(c, NULL, 0);
         settle(settle_ns);
     }
-    teardown(c);
+    teardown(c, &O);
     if (S.npending != 0) fail("the server's output ends inside a frame (%zu bytes left)", S.npending);
     if (S.verbose)
         fprintf(stderr, "session end: %llu replies, %llu pushes%s%s\n", (unsigned long long)S.replies,
