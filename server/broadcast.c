@@ -26,9 +26,6 @@
 
 #include "ps_internal.h"
 
-/* The core implements contact events and ray casts in a later change:
- * until then the server reports them as unimplemented (weak references). */
-
 /* --------------------------------------------------------------- buffers */
 
 ps_buf *ps_buf_new(size_t len) {
@@ -65,37 +62,86 @@ ps_buf *ps_encode(const ps_smsg *m) {
 
 /* ----------------------------------------------------------- worker side */
 
-static ps_buf *encode_frame(uint64_t world_id, uint64_t tick, uint64_t sub_id, const ph_body_id *ids, size_t n) {
+/* Upper bounds of the encoded size of one body in a Frame (a packed
+ * varint id of at most 10 bytes and seven packed doubles) and of one
+ * ContactEvent (with its tag and length), and of a message's fixed part:
+ * a part holding at most (max_frame - PART_OVERHEAD) / size elements fits
+ * in max_frame whatever the values. */
+#define FRAME_BODY_BYTES 66u
+#define EVENT_BYTES 160u
+#define PART_OVERHEAD 256u
+
+static size_t per_part(uint64_t max_frame, size_t elem) {
+    uint64_t n = (max_frame - PART_OVERHEAD) / elem;
+    return n < 1 ? 1 : (size_t)n;
+}
+
+void ps_parts_free(ps_parts *p) {
+    for (int k = 0; k < p->n; k++)
+        ps_buf_unref(p->bufs[k]);
+    free(p->bufs);
+    p->bufs = NULL;
+    p->n = 0;
+}
+
+static int parts_alloc(ps_parts *p, size_t n) {
+    p->n = 0;
+    p->bufs = calloc(n ? n : 1, sizeof *p->bufs);
+    return p->bufs ? 0 : -1;
+}
+
+/* The frame of the bodies ids[0..n) in parts of at most max_frame bytes.
+ * Bodies removed since subscribing are skipped. */
+static int encode_frame(const ps_host *h, uint64_t tick, uint64_t sub_id, const ph_body_id *ids, size_t n,
+                        ps_parts *out) {
+    const size_t per = per_part(h->srv->cfg.max_frame, FRAME_BODY_BYTES);
     uint64_t *wire = malloc((n ? n : 1) * sizeof *wire);
     double *poses = malloc((n ? n : 1) * 7 * sizeof *poses);
-    ps_buf *b = NULL;
+    int rc = -1;
     if (wire && poses) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             ph_transform t;
             if (ph_body_get_transform(ids[i], &t) != PH_OK) continue; /* removed since subscribing */
-            wire[k] = ph_body_id_to_u64(ids[i]);
+            wire[k] = ps_wire_body(h, ids[i]);
             double *p = poses + 7 * k;
             p[0] = t.p.x, p[1] = t.p.y, p[2] = t.p.z;
             p[3] = t.q.x, p[4] = t.q.y, p[5] = t.q.z, p[6] = t.q.w;
             k++;
         }
-        Physd__V1__Frame f = PHYSD__V1__FRAME__INIT;
-        f.world_id = world_id;
-        f.tick = tick;
-        f.subscription_id = sub_id;
-        f.n_body_ids = k;
-        f.body_ids = wire;
-        f.n_poses = 7 * k;
-        f.poses = poses;
-        ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
-        m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
-        m.frame = &f;
-        b = ps_encode(&m);
+        const size_t nparts = k == 0 ? 1 : (k + per - 1) / per;
+        if (parts_alloc(out, nparts) == 0) {
+            rc = 0;
+            for (size_t part = 0; part < nparts; part++) {
+                const size_t first = part * per, count = k - first < per ? k - first : per;
+                Physd__V1__Frame f = PHYSD__V1__FRAME__INIT;
+                f.world_id = h->id;
+                f.tick = tick;
+                f.subscription_id = sub_id;
+                f.n_body_ids = count;
+                f.body_ids = wire + first;
+                f.n_poses = 7 * count;
+                f.poses = poses + 7 * first;
+                if (nparts > 1) {
+                    f.part = (uint32_t)part;
+                    f.parts = (uint32_t)nparts;
+                }
+                ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+                m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
+                m.frame = &f;
+                ps_buf *b = ps_encode(&m);
+                if (!b) {
+                    ps_parts_free(out);
+                    rc = -1;
+                    break;
+                }
+                out->bufs[out->n++] = b;
+            }
+        }
     }
     free(wire);
     free(poses);
-    return b;
+    return rc;
 }
 
 static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settings *set, int per_iter) {
@@ -150,7 +196,7 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     return ps_encode(&m);
 }
 
-static ps_buf *encode_events(ps_host *h, uint64_t tick) {
+static void encode_events(ps_host *h, uint64_t tick, ps_parts *out) {
     int cap = 64;
     ph_contact_event *ev = NULL;
     int n = 0;
@@ -158,27 +204,28 @@ static ps_buf *encode_events(ps_host *h, uint64_t tick) {
         ph_contact_event *nev = realloc(ev, (size_t)cap * sizeof *ev);
         if (!nev) {
             free(ev);
-            return NULL;
+            return;
         }
         ev = nev;
         n = ph_world_get_contact_events(h->world, ev, cap);
         if (n <= cap) break;
         cap = n;
     }
-    ps_buf *b = NULL;
     if (n > 0) {
+        const size_t per = per_part(h->srv->cfg.max_frame, EVENT_BYTES);
+        const size_t nparts = ((size_t)n + per - 1) / per;
         Physd__V1__ContactEvent *msgs = calloc((size_t)n, sizeof *msgs);
         Physd__V1__ContactEvent **ptrs = calloc((size_t)n, sizeof *ptrs);
         Physd__V1__Vec3 *vecs = calloc((size_t)n * 2, sizeof *vecs);
-        if (msgs && ptrs && vecs) {
+        if (msgs && ptrs && vecs && parts_alloc(out, nparts) == 0) {
             for (int i = 0; i < n; i++) {
                 Physd__V1__ContactEvent *e = &msgs[i];
                 physd__v1__contact_event__init(e);
                 e->begin = ev[i].begin != 0;
-                e->body_a = ph_body_id_to_u64(ev[i].body_a);
-                e->body_b = ph_body_id_to_u64(ev[i].body_b);
-                e->shape_a = ph_shape_id_to_u64(ev[i].shape_a);
-                e->shape_b = ph_shape_id_to_u64(ev[i].shape_b);
+                e->body_a = ps_wire_body(h, ev[i].body_a);
+                e->body_b = ps_wire_body(h, ev[i].body_b);
+                e->shape_a = ps_wire_shape(h, ev[i].shape_a);
+                e->shape_b = ps_wire_shape(h, ev[i].shape_b);
                 physd__v1__vec3__init(&vecs[2 * i]);
                 physd__v1__vec3__init(&vecs[2 * i + 1]);
                 vecs[2 * i].x = ev[i].point.x, vecs[2 * i].y = ev[i].point.y, vecs[2 * i].z = ev[i].point.z;
@@ -189,22 +236,33 @@ static ps_buf *encode_events(ps_host *h, uint64_t tick) {
                 e->approach_speed = ev[i].approach_speed;
                 ptrs[i] = e;
             }
-            Physd__V1__ContactEvents ce = PHYSD__V1__CONTACT_EVENTS__INIT;
-            ce.world_id = h->id;
-            ce.tick = tick;
-            ce.n_events = (size_t)n;
-            ce.events = ptrs;
-            ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
-            m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS;
-            m.contacts = &ce;
-            b = ps_encode(&m);
+            for (size_t part = 0; part < nparts; part++) {
+                const size_t first = part * per, count = (size_t)n - first < per ? (size_t)n - first : per;
+                Physd__V1__ContactEvents ce = PHYSD__V1__CONTACT_EVENTS__INIT;
+                ce.world_id = h->id;
+                ce.tick = tick;
+                ce.n_events = count;
+                ce.events = ptrs + first;
+                if (nparts > 1) {
+                    ce.part = (uint32_t)part;
+                    ce.parts = (uint32_t)nparts;
+                }
+                ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
+                m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS;
+                m.contacts = &ce;
+                ps_buf *b = ps_encode(&m);
+                if (!b) {
+                    ps_parts_free(out);
+                    break;
+                }
+                out->bufs[out->n++] = b;
+            }
         }
         free(msgs);
         free(ptrs);
         free(vecs);
     }
     free(ev);
-    return b;
 }
 
 void ps_broadcast_encode(ps_host *h, ps_job *job) {
@@ -219,7 +277,7 @@ void ps_broadcast_encode(ps_host *h, ps_job *job) {
         }
         if (n >= 0 && n <= h->scratch_cap) {
             int got = n > 0 ? ph_world_get_bodies(h->world, h->scratch_ids, h->scratch_cap) : 0;
-            if (got >= 0) job->frame = encode_frame(h->id, job->tick, 0, h->scratch_ids, (size_t)got);
+            if (got >= 0) encode_frame(h, job->tick, 0, h->scratch_ids, (size_t)got, &job->frame);
         }
     }
     if (job->want_stats || job->want_stats_iters) {
@@ -232,14 +290,19 @@ void ps_broadcast_encode(ps_host *h, ps_job *job) {
         }
         free(st);
     }
-    if (job->want_events) job->events = encode_events(h, job->tick);
+    if (job->want_events) encode_events(h, job->tick, &job->events);
 }
 
 /* ------------------------------------------------------------- loop side */
 
-static void push(ps_host *h, ps_sub *sub, ps_buf *b, int kind) {
+/* The stream key of part k of a subscription's frames: a newer part k
+ * replaces an unsent older part k, so a slow subscriber holds at most one
+ * tick's parts. */
+static uint64_t stream_key(const ps_sub *sub, int part) { return (sub->id << 20) | (uint64_t)part; }
+
+static void push(ps_host *h, ps_sub *sub, ps_buf *b, int kind, int part) {
     if (!b || !sub->conn) return;
-    int r = ps_conn_send(sub->conn, b, kind, sub->id);
+    int r = ps_conn_send(sub->conn, b, kind, stream_key(sub, part));
     if (r == 0)
         h->pushes_queued++;
     else if (r == 1) {
@@ -248,37 +311,43 @@ static void push(ps_host *h, ps_sub *sub, ps_buf *b, int kind) {
     }
 }
 
+static void push_parts(ps_host *h, ps_sub *sub, const ps_parts *p, int kind) {
+    for (int k = 0; k < p->n && sub->conn; k++)
+        push(h, sub, p->bufs[k], kind, k);
+}
+
 void ps_broadcast_deliver(ps_host *h, ps_job *job) {
     uint64_t tick = job->tick;
     uint64_t now = ps_now_ns();
-    if (job->frame) h->frames_encoded++;
+    if (job->frame.n) h->frames_encoded++;
     for (int i = 0; i < h->nsubs; i++) {
-        ps_sub *sub = &h->subs[i];
+        ps_sub *sub = h->subs[i];
         if (!sub->conn || tick % sub->every != 0) continue;
         switch (sub->kind) {
         case PS_SUB_TRANSFORMS:
             if (!sub->bodies) {
-                push(h, sub, job->frame, PS_OUT_FRAME);
+                push_parts(h, sub, &job->frame, PS_OUT_FRAME);
             } else {
                 ph_body_id *ids = malloc(sub->nbodies * sizeof *ids);
                 if (!ids) break;
                 for (size_t k = 0; k < sub->nbodies; k++)
-                    ids[k] = ph_body_id_from_u64(h->world, sub->bodies[k]);
-                ps_buf *b = encode_frame(h->id, tick, sub->id, ids, sub->nbodies);
+                    ids[k] = ps_core_body(h, sub->bodies[k]);
+                ps_parts parts = {NULL, 0};
+                if (encode_frame(h, tick, sub->id, ids, sub->nbodies, &parts) == 0) h->frames_encoded++;
                 free(ids);
-                push(h, sub, b, PS_OUT_FRAME);
-                ps_buf_unref(b);
+                push_parts(h, sub, &parts, PS_OUT_FRAME);
+                ps_parts_free(&parts);
             }
             break;
-        case PS_SUB_STATS: push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME); break;
-        case PS_SUB_CONTACTS: push(h, sub, job->events, PS_OUT_EVENT); break;
+        case PS_SUB_STATS: push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME, 0); break;
+        case PS_SUB_CONTACTS: push_parts(h, sub, &job->events, PS_OUT_EVENT); break;
         default: break;
         }
         if (sub->conn) ps_conn_report_drops(sub->conn, now);
     }
-    ps_buf_unref(job->frame);
+    ps_parts_free(&job->frame);
     ps_buf_unref(job->stats);
     ps_buf_unref(job->stats_iters);
-    ps_buf_unref(job->events);
-    job->frame = job->stats = job->stats_iters = job->events = NULL;
+    ps_parts_free(&job->events);
+    job->stats = job->stats_iters = NULL;
 }

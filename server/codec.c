@@ -98,7 +98,7 @@ int ps_codec_quat(const Physd__V1__Quat *m, ph_quat *out) {
 
 /* ------------------------------------------------------------- settings */
 
-int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, double max_tick_rate,
+int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, const ps_config *cfg,
                       ps_status *st) {
     if (!m) return 0;
     ph_settings n = *s;
@@ -183,8 +183,9 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->seed) n.seed = m->seed->value;
     if (m->tick_rate) {
         double v = m->tick_rate->value;
-        if (!isfinite(v) || v <= 0 || v > max_tick_rate)
-            return ps_fail(st, PS_ST_INVALID, "settings.tick_rate must be in (0, %g] Hz", max_tick_rate);
+        if (!isfinite(v) || v < cfg->min_tick_rate || v > cfg->max_tick_rate)
+            return ps_fail(st, PS_ST_INVALID, "settings.tick_rate must be in [%g, %g] Hz (min_tick_rate, max_tick_rate)",
+                           cfg->min_tick_rate, cfg->max_tick_rate);
         tr = v;
     }
     const char *why = NULL;
@@ -554,24 +555,27 @@ void ps_edit_batch_free(void *p) {
 }
 
 int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batch **out, ps_status *st) {
-    if (m->n_ops > (size_t)max_ops)
-        return ps_fail(st, PS_ST_EXHAUSTED, "%zu ops in one batch, at most %d (max_edits_per_batch)", m->n_ops,
-                       max_ops);
+    return ps_codec_edit_ops(m->ops, m->n_ops, max_ops, out, st);
+}
+
+int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n_ops, int max_ops, ps_edit_batch **out, ps_status *st) {
+    if (n_ops > (size_t)max_ops)
+        return ps_fail(st, PS_ST_EXHAUSTED, "%zu ops in one batch, at most %d (max_edits_per_batch)", n_ops, max_ops);
     ps_edit_batch *b = calloc(1, sizeof *b);
     if (!b) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
-    b->ops = calloc(m->n_ops ? m->n_ops : 1, sizeof *b->ops);
+    b->ops = calloc(n_ops ? n_ops : 1, sizeof *b->ops);
     if (!b->ops) {
         free(b);
         return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     }
-    for (size_t i = 0; i < m->n_ops; i++) {
+    for (size_t i = 0; i < n_ops; i++) {
         b->n = i + 1; /* so a failure frees what this op allocated */
-        if (decode_op(m->ops[i], b->ops, i, st)) {
+        if (decode_op(ops[i], b->ops, i, st)) {
             ps_edit_batch_free(b);
             return st->code;
         }
     }
-    b->n = m->n_ops;
+    b->n = n_ops;
     *out = b;
     return 0;
 }

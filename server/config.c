@@ -39,7 +39,7 @@ typedef struct entry {
 static const entry table[] = {
     {"listen", T_STR, F(listen), sizeof(((ps_config *)0)->listen), 0, 0, "127.0.0.1", "address to listen on"},
     {"port", T_INT, F(port), 0, 0, 65535, "7447", "TCP port (0: any free port)"},
-    {"max_frame", T_U64, F(max_frame), 0, 64, 1073741824, "4194304", "largest accepted frame, bytes"},
+    {"max_frame", T_U64, F(max_frame), 0, 4096, 1073741824, "4194304", "largest accepted frame, bytes"},
     {"max_connections", T_INT, F(max_connections), 0, 1, 1000000, "1024", "simultaneous connections"},
     {"max_worlds", T_INT, F(max_worlds), 0, 1, PH_MAX_WORLDS, "256", "simultaneous worlds"},
     {"max_bodies_per_world", T_INT, F(max_bodies_per_world), 0, 1, PH_MAX_BODIES, "100000",

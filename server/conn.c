@@ -243,9 +243,7 @@ void ps_conn_close(ps_conn *c, const char *why) {
     c->closing = 1;
     if (c->draining) s->ndraining--;
     ps_log("conn %llu (%s%s%s) closed: %s", (unsigned long long)c->id, c->peer, c->name[0] ? " " : "", c->name, why);
-    if (c->nsubs > 0)
-        for (int i = 0; i < s->nhosts; i++)
-            ps_host_drop_conn(s->hosts[i], c);
+    ps_conn_drop_subs(c);
     /* Unlink from the connection list and the flush list. */
     if (c->prev)
         c->prev->next = c->next;
@@ -419,6 +417,24 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
     ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
     m.reply = r;
+    /* Every frame the server sends fits in the max_frame it announced: a
+     * reply that would not is replaced by an error saying so. */
+    const size_t size = physd__v1__server_message__get_packed_size(&m);
+    if (size > c->srv->cfg.max_frame) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the reply would be %zu bytes, over max_frame (%llu): ask for less (fewer ids, no shapes)",
+                 size, (unsigned long long)c->srv->cfg.max_frame);
+        ps_reply_msg e = PHYSD__V1__REPLY__INIT;
+        e.request_id = r->request_id;
+        e.status = (Physd__V1__Status)PS_ST_EXHAUSTED;
+        e.message = msg;
+        e.tick = r->tick;
+        m.reply = &e;
+        ps_buf *eb = ps_encode(&m);
+        if (eb) ps_conn_send(c, eb, PS_OUT_REPLY, 0);
+        ps_buf_unref(eb);
+        return;
+    }
     ps_buf *b = ps_encode(&m);
     if (!b) {
         ps_conn_close(c, "out of memory encoding a reply");
@@ -530,6 +546,7 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         }
         p += used;
         left -= used;
+        if (c->srv->input_used > c->srv->input_peak) c->srv->input_peak = c->srv->input_used;
         if (r == 1) {
             c->frame_start_ns = 0;
             if (ps_dispatch_frame(c, frame, flen) < 0) {

@@ -66,10 +66,7 @@ static void world_info(ps_host *h, Physd__V1__WorldInfo *wi) {
     wi->tick = h->tick;
     wi->body_count = (uint32_t)h->body_count;
     wi->joint_count = (uint32_t)h->joint_count;
-    uint32_t nsubs = 0;
-    for (int i = 0; i < h->nsubs; i++)
-        nsubs += h->subs[i].conn != NULL;
-    wi->subscriptions = nsubs;
+    wi->subscriptions = (uint32_t)ps_host_sub_count(h);
 }
 
 /* ------------------------------------------------------------ sessions */
@@ -126,6 +123,24 @@ static void h_ping(ps_conn *c, ps_msg *m) {
 
 /* --------------------------------------------------------------- worlds */
 
+/* A scene is replayed on a rebuilt world, where ids of earlier bodies mean
+ * nothing: its ops may name only bodies the scene adds. */
+static int check_scene(const ps_edit_batch *b, ps_status *st) {
+    for (size_t i = 0; i < b->n; i++) {
+        const ps_edit *e = &b->ops[i];
+        const ps_body_ref *refs[3] = {&e->body, &e->ja, &e->jb};
+        for (int k = 0; k < 3; k++)
+            if (refs[k]->present && refs[k]->new_op < 0)
+                return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                                  "scene op %zu names body %llu by id: scene ops may name only bodies the scene adds "
+                                  "(new_body_op)",
+                                  i, (unsigned long long)refs[k]->id);
+        if (e->kind == PS_EDIT_REMOVE_JOINT)
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, "scene op %zu: remove_joint names a joint by id", i);
+    }
+    return 0;
+}
+
 static void h_create_world(ps_conn *c, ps_msg *m) {
     const Physd__V1__CreateWorld *cw = m->create_world;
     ps_server *s = c->srv;
@@ -148,17 +163,39 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     }
     ph_settings set = ps_default_world_settings();
     double rate = s->cfg.default_tick_rate;
-    if (ps_codec_settings(cw->settings, &set, &rate, s->cfg.max_tick_rate, &st)) {
+    if (ps_codec_settings(cw->settings, &set, &rate, &s->cfg, &st)) {
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
+    ps_edit_batch *scene = NULL;
+    uint64_t *scene_ids = NULL;
+    if (cw->n_scene > 0) {
+        if (ps_codec_edit_ops(cw->scene, cw->n_scene, s->cfg.max_edits_per_batch, &scene, &st) ||
+            check_scene(scene, &st)) {
+            ps_edit_batch_free(scene);
+            ps_reply_status(c, m->request_id, &st, 0);
+            return;
+        }
+        scene_ids = calloc(scene->n, sizeof *scene_ids);
+        if (!scene_ids) {
+            ps_edit_batch_free(scene);
+            ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+            return;
+        }
+    }
     ps_host *h = NULL;
-    if (ps_host_create(s, cw->name, cw->preset, &set, rate, cw->start_paused, &h, &st)) {
+    if (ps_host_create(s, cw->name, cw->preset, &set, rate, cw->start_paused, scene, scene_ids, &h, &st)) {
+        ps_edit_batch_free(scene);
+        free(scene_ids);
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
     Physd__V1__WorldInfo wi;
     world_info(h, &wi);
+    if (scene) {
+        wi.n_scene_ids = scene->n;
+        wi.scene_ids = scene_ids;
+    }
     Physd__V1__Settings sm;
     ps_settings_storage ss;
     ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
@@ -167,6 +204,37 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
     r.world = &wi;
     reply_ok(c, m->request_id, h->tick, &r);
+    free(scene_ids);
+}
+
+static void h_list_presets(ps_conn *c, ps_msg *m) {
+    const int n = ph_scene_count();
+    Physd__V1__PresetInfo *infos = calloc((size_t)n + 1, sizeof *infos);
+    Physd__V1__PresetInfo **ptrs = calloc((size_t)n + 1, sizeof *ptrs);
+    if (!infos || !ptrs) {
+        free(infos);
+        free(ptrs);
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const ph_scene_info *si = ph_scene_at(i);
+        physd__v1__preset_info__init(&infos[i]);
+        infos[i].name = (char *)si->name;
+        infos[i].description = (char *)si->description;
+        infos[i].bodies = si->bodies > 0 ? (uint32_t)si->bodies : 0;
+        infos[i].steps = si->steps > 0 ? (uint32_t)si->steps : 0;
+        ptrs[i] = &infos[i];
+    }
+    Physd__V1__PresetList pl = PHYSD__V1__PRESET_LIST__INIT;
+    pl.n_presets = (size_t)n;
+    pl.presets = ptrs;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_PRESETS;
+    r.presets = &pl;
+    reply_ok(c, m->request_id, 0, &r);
+    free(infos);
+    free(ptrs);
 }
 
 static void h_list_worlds(ps_conn *c, ps_msg *m) {
@@ -215,7 +283,7 @@ static void w_inspect(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         if (ids && wire) {
             int got = ph_world_get_bodies(h->world, ids, n);
             for (int k = 0; k < got; k++)
-                wire[k] = ph_body_id_to_u64(ids[k]);
+                wire[k] = ps_wire_body(h, ids[k]);
             wi.n_body_ids = got > 0 ? (size_t)got : 0;
             wi.body_ids = wire;
         }
@@ -274,7 +342,7 @@ static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) 
     ps_status st;
     ph_settings set = h->settings;
     double rate = h->tick_rate;
-    if (ps_codec_settings(m->change_settings->settings, &set, &rate, c->srv->cfg.max_tick_rate, &st) ||
+    if (ps_codec_settings(m->change_settings->settings, &set, &rate, &c->srv->cfg, &st) ||
         ps_host_set_settings(h, &set, rate, &st)) {
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
@@ -294,6 +362,7 @@ static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) 
 
 static void w_pause(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
+    ps_host_end_step_request(h, "pause");
     ps_host_pause(h);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
@@ -339,6 +408,7 @@ static void w_reset(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
     }
+    ps_host_end_step_request(h, "reset");
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
 }
@@ -386,11 +456,12 @@ static void w_subscribe(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
 }
 
 static void h_unsubscribe(ps_conn *c, ps_msg *m) {
-    ps_server *s = c->srv;
-    for (int i = 0; i < s->nhosts; i++) {
-        if (ps_host_unsubscribe(s->hosts[i], c, m->unsubscribe->subscription_id) == 0) {
+    for (ps_sub *sub = c->subs; sub; sub = sub->cnext) {
+        if (sub->id == m->unsubscribe->subscription_id) {
+            ps_host *h = sub->host;
+            ps_host_unsubscribe(h, c, sub->id);
             ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-            reply_ok(c, m->request_id, s->hosts[i]->tick, &r);
+            reply_ok(c, m->request_id, h->tick, &r);
             return;
         }
     }
@@ -431,7 +502,7 @@ static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     const Physd__V1__QueryBodies *q = m->query_bodies;
     size_t n = q->n_body_ids;
     for (size_t k = 0; k < n; k++) {
-        if (!ph_body_is_valid(ph_body_id_from_u64(h->world, q->body_ids[k]))) {
+        if (!ph_body_is_valid(ps_core_body(h, q->body_ids[k]))) {
             ps_status st;
             ps_fail_at(&st, PS_ST_NOT_FOUND, (uint32_t)k, "body_ids[%zu] = %llu: no such body", k,
                        (unsigned long long)q->body_ids[k]);
@@ -444,7 +515,7 @@ static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     int oom = !outs || !ptrs;
     for (size_t k = 0; k < n && !oom; k++) {
         body_out *o = &outs[k];
-        ph_body_id id = ph_body_id_from_u64(h->world, q->body_ids[k]);
+        ph_body_id id = ps_core_body(h, q->body_ids[k]);
         ph_body_state s;
         ph_body_get_state(id, &s);
         physd__v1__body_state__init(&o->bs);
@@ -487,7 +558,7 @@ static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
                 ph_shape_def d;
                 ph_shape_get_def(sids[j], &d);
                 physd__v1__shape_state__init(&o->shapes[j]);
-                o->shapes[j].shape_id = ph_shape_id_to_u64(sids[j]);
+                o->shapes[j].shape_id = ps_wire_shape(h, sids[j]);
                 ps_codec_shape_out(&d, &o->defs[j], &o->storage[j]);
                 o->shapes[j].def = &o->defs[j];
                 o->shape_ptrs[j] = &o->shapes[j];
@@ -533,7 +604,7 @@ typedef struct joint_out {
     Physd__V1__DoubleValue dist, lo, hi;
 } joint_out;
 
-static void joint_out_fill(joint_out *o, ph_joint_id id, const ph_joint_def *d) {
+static void joint_out_fill(const ps_host *h, joint_out *o, ph_joint_id id, const ph_joint_def *d) {
     physd__v1__joint_state__init(&o->js);
     physd__v1__joint_def__init(&o->def);
     physd__v1__body_ref__init(&o->ra);
@@ -541,14 +612,14 @@ static void joint_out_fill(joint_out *o, ph_joint_id id, const ph_joint_def *d) 
     physd__v1__double_value__init(&o->dist);
     physd__v1__double_value__init(&o->lo);
     physd__v1__double_value__init(&o->hi);
-    o->js.joint_id = ph_joint_id_to_u64(id);
+    o->js.joint_id = ps_wire_joint(h, id);
     o->def.type = (Physd__V1__JointType)d->type;
     o->ra.ref_case = PHYSD__V1__BODY_REF__REF_ID;
-    o->ra.id = ph_body_id_to_u64(d->body_a);
+    o->ra.id = ps_wire_body(h, d->body_a);
     o->def.body_a = &o->ra;
     if (d->body_b.index1 != 0) {
         o->rb.ref_case = PHYSD__V1__BODY_REF__REF_ID;
-        o->rb.id = ph_body_id_to_u64(d->body_b);
+        o->rb.id = ps_wire_body(h, d->body_b);
         o->def.body_b = &o->rb;
     }
     vec_out(&o->anc_a, d->anchor_a);
@@ -590,7 +661,7 @@ static void w_query_joints(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     } else {
         ids = calloc(n, sizeof *ids);
         for (size_t k = 0; ids && k < n; k++) {
-            ids[k] = ph_joint_id_from_u64(h->world, q->joint_ids[k]);
+            ids[k] = ps_core_joint(h, q->joint_ids[k]);
             if (!ph_joint_is_valid(ids[k])) {
                 ps_status st;
                 ps_fail_at(&st, PS_ST_NOT_FOUND, (uint32_t)k, "joint_ids[%zu] = %llu: no such joint", k,
@@ -609,7 +680,7 @@ static void w_query_joints(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         for (size_t k = 0; k < n; k++) {
             ph_joint_def d;
             ph_joint_get_def(ids[k], &d);
-            joint_out_fill(&outs[k], ids[k], &d);
+            joint_out_fill(h, &outs[k], ids[k], &d);
             ptrs[k] = &outs[k].js;
         }
         Physd__V1__JointStates js = PHYSD__V1__JOINT_STATES__INIT;
@@ -663,8 +734,8 @@ static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     Physd__V1__Vec3 pt, nm;
     rr.hit = r == 1;
     if (r == 1) {
-        rr.body_id = ph_body_id_to_u64(hit.body);
-        rr.shape_id = ph_shape_id_to_u64(hit.shape);
+        rr.body_id = ps_wire_body(h, hit.body);
+        rr.shape_id = ps_wire_shape(h, hit.shape);
         vec_out(&pt, hit.point);
         vec_out(&nm, hit.normal);
         rr.point = &pt;
@@ -696,6 +767,12 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     wc.contact_count = (uint32_t)h->contact_count;
     wc.tick_rate = h->tick_rate;
     wc.uptime_s = (double)(ps_now_ns() - h->created_ns) / 1e9;
+    wc.paused = h->paused != 0;
+    wc.awake_bodies = (uint32_t)ps_host_awake_bodies(h);
+    wc.budget_steps = h->budget_steps;
+    wc.nonfinite_steps = h->nonfinite_steps;
+    wc.resets = h->epoch;
+    wc.behind_s = ps_host_behind_s(h);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
     r.counters = &wc;
@@ -705,7 +782,7 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
 /* ---------------------------------------------------------------- table */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-#define TABLE_SIZE (REQ(QUERY_JOINTS) + 1)
+#define TABLE_SIZE (REQ(LIST_PRESETS) + 1)
 
 static const ps_handler table[TABLE_SIZE] = {
     [REQ(HELLO)] = {"hello", H_NO_HELLO, NULL, NULL, h_hello},
@@ -726,6 +803,7 @@ static const ps_handler table[TABLE_SIZE] = {
     [REQ(RAYCAST)] = {"raycast", H_WORLD, p_raycast, w_raycast, NULL},
     [REQ(QUERY_COUNTERS)] = {"query_counters", H_WORLD, NULL, w_counters, NULL},
     [REQ(QUERY_JOINTS)] = {"query_joints", H_WORLD, p_query_joints, w_query_joints, NULL},
+    [REQ(LIST_PRESETS)] = {"list_presets", 0, NULL, NULL, h_list_presets},
 };
 
 static uint64_t world_id_of(const ps_msg *m) {
@@ -748,7 +826,33 @@ static uint64_t world_id_of(const ps_msg *m) {
 }
 
 int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
-    ps_msg *m = physd__v1__client_message__unpack(NULL, len, data);
+    /* Price the decoding first (decode.c): a frame's size bounds neither
+     * the memory nor the time protobuf-c would spend on it. */
+    const uint64_t max_mem = c->srv->cfg.max_decode_memory;
+    uint64_t rid = 0, need = 0;
+    int sr = ps_decode_scan(data, len, max_mem, &rid, &need);
+    if (sr == PS_DECODE_MALFORMED) return -1;
+    if (sr == PS_DECODE_TOO_BIG) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request would take more than max_decode_memory (%llu bytes) to decode",
+                 (unsigned long long)max_mem);
+        ps_reply_error(c, rid, PS_ST_EXHAUSTED, msg);
+        return 0;
+    }
+    if (sr == PS_DECODE_UNKNOWN) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "more than %d unknown fields in one request", PS_DECODE_MAX_UNKNOWN);
+        ps_reply_error(c, rid, PS_ST_INVALID, msg);
+        return 0;
+    }
+    int over = 0;
+    ps_msg *m = ps_decode_unpack(data, len, 2 * max_mem, &over);
+    if (!m && over) {
+        ps_log("conn %llu: a frame priced at %llu bytes passed 2 x max_decode_memory when unpacked",
+               (unsigned long long)c->id, (unsigned long long)need);
+        ps_reply_error(c, rid, PS_ST_EXHAUSTED, "the request takes too much memory to decode");
+        return 0;
+    }
     if (!m) return -1;
     unsigned k = (unsigned)m->request_case;
     const ps_handler *h = k < TABLE_SIZE && table[k].name ? &table[k] : NULL;

@@ -20,7 +20,47 @@
 
 #include <uv.h>
 
+#include "physd/ph_scenes.h"
 #include "server.h"
+
+/* Levenshtein distance of two short names (for "did you mean"). */
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+/* Prints the unknown preset's nearest names and every preset. */
+static void unknown_preset(const char *name) {
+    fprintf(stderr, "physd: --demo-scene: no preset named \"%s\"", name);
+    int best = 99;
+    for (int i = 0; i < ph_scene_count(); i++) {
+        int dist = edit_distance(name, ph_scene_at(i)->name);
+        if (dist < best) best = dist;
+    }
+    if (best <= 3) {
+        fprintf(stderr, "; did you mean");
+        for (int i = 0; i < ph_scene_count(); i++)
+            if (edit_distance(name, ph_scene_at(i)->name) == best) fprintf(stderr, " %s", ph_scene_at(i)->name);
+        fprintf(stderr, "?");
+    }
+    fprintf(stderr, "\npresets:");
+    for (int i = 0; i < ph_scene_count(); i++)
+        fprintf(stderr, " %s", ph_scene_at(i)->name);
+    fprintf(stderr, "\n");
+}
 
 int ps_watch(const char *host, int port, unsigned long long world, double seconds);
 
@@ -118,6 +158,10 @@ int main(int argc, char **argv) {
     }
     if (watch >= 0) return ps_watch(cfg.listen, cfg.port, (unsigned long long)watch, seconds) == 0 ? 0 : 1;
 
+    if (cfg.demo && !ph_scene_find(cfg.demo_scene)) {
+        unknown_preset(cfg.demo_scene);
+        return 2;
+    }
     ps_server *s = NULL;
     int r = ps_server_create(&s, &cfg);
     if (r < 0) {

@@ -194,6 +194,8 @@ typedef struct ps_conn {
     int close_after_flush; /* close once the output is written (bad frame, shutdown) */
     int hello_done;
     int nsubs;
+    struct ps_sub *subs;  /* this connection's subscriptions (all worlds) */
+    uint64_t notice_seq;  /* last world notice sent to it (one notice per connection) */
     char peer[64];
     char addr[48]; /* the peer's IP address (max_connections_per_address) */
     char name[129];
@@ -258,6 +260,9 @@ struct ps_server {
     uv_timer_t drain_timer; /* closes connections that linger after an error reply */
     uv_timer_t house_timer; /* hello and frame deadlines */
     uint64_t input_used;    /* bytes of partial frames of all connections (max_input_memory) */
+    uint64_t input_peak;
+    uint64_t accept_errors, accept_errors_logged;
+    uint64_t last_accept_log_ns;
     int ndraining;
     ps_config cfg;
     int port;
@@ -271,6 +276,12 @@ struct ps_server {
     uint64_t next_world_id;
     uint64_t next_sub_id;
     uint64_t next_conn_id;
+    uint64_t next_notice_seq;
+    /* Worker lanes: heavy worlds (last step over heavy_step_ms) share at
+     * most nworkers - 1 threads, so one thread always serves the others. */
+    int nworkers;
+    int heavy_inflight;
+    ps_host *heavy_head, *heavy_tail; /* heavy worlds waiting for a lane, FIFO */
     uint64_t start_ns;
 };
 
@@ -291,9 +302,15 @@ uint64_t ps_now_ns(void);
 
 enum { PS_SUB_TRANSFORMS = 0, PS_SUB_STATS = 1, PS_SUB_CONTACTS = 2 };
 
+/* A subscription: owned by its world's array (h->subs, pointers) and
+ * linked into its connection's list, so removing a connection or a world
+ * costs the number of its own subscriptions. conn == NULL marks a removed
+ * subscription whose slot is compacted at the next safe point. */
 typedef struct ps_sub {
     uint64_t id;
     ps_conn *conn;
+    ps_host *host;
+    struct ps_sub *cprev, *cnext; /* the connection's list */
     int kind;
     uint32_t every;
     int per_iteration;
@@ -315,6 +332,13 @@ struct ps_deferred {
     ps_run_fn run;
 };
 
+/* A push too large for one frame, in parts of at most max_frame bytes. */
+typedef struct ps_parts {
+    ps_buf **bufs;
+    int n;
+} ps_parts;
+void ps_parts_free(ps_parts *p);
+
 /* What a worker produces for one tick. */
 typedef struct ps_job {
     int manual; /* a StepWorld step */
@@ -322,7 +346,8 @@ typedef struct ps_job {
     int err;
     double step_ms;
     uint64_t tick;
-    ps_buf *frame, *stats, *stats_iters, *events;
+    ps_parts frame, events;
+    ps_buf *stats, *stats_iters;
     int contacts;
 } ps_job;
 
@@ -336,8 +361,15 @@ struct ps_host {
     double tick_rate;              /* Hz */
     ph_settings creation_settings; /* for reset */
     double creation_tick_rate;
+    struct ps_edit_batch *scene;   /* CreateWorld.scene, applied again by reset (NULL: none) */
+    uint64_t epoch; /* resets since creation: bits 48-63 of the wire ids */
     int paused;
     int busy;       /* a step job is in flight */
+    int heavy;      /* step_ms_avg is over heavy_step_ms */
+    double step_ms_avg; /* moving average of the step time */
+    int job_heavy;  /* the job in flight holds a heavy lane */
+    int lane_wait;  /* on the server's heavy wait list */
+    ps_host *lane_next;
     int destroying; /* destroy requested; NOT_FOUND from now on */
     int finalized;
     int draining;
@@ -354,8 +386,9 @@ struct ps_host {
     ps_conn *step_conn;
     uint64_t step_request_id;
     /* subscriptions */
-    ps_sub *subs;
+    ps_sub **subs;
     int nsubs, subs_cap;
+    int nremoved; /* entries with conn == NULL awaiting compaction */
     /* deferred requests */
     ps_deferred *dq_head, *dq_tail;
     int dq_len;
@@ -368,14 +401,37 @@ struct ps_host {
     /* counters */
     uint64_t ticks_total, overrun_ticks, edits_applied, batches_applied, batches_rejected;
     uint64_t frames_encoded, pushes_queued, pushes_dropped;
+    uint64_t budget_steps, nonfinite_steps;
     double last_step_ms, sum_step_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
 };
 
-/* Creates the world from a decoded creation request; on failure fills st. */
+/* Ids on the wire: the core's 48-bit handle (slot, generation) with the
+ * world's id epoch in bits 48-63. The epoch advances at every reset (the
+ * core world is rebuilt and its generations start again), so an id issued
+ * before a reset never names anything after it: ps_core_body of an id of
+ * another epoch is a null handle (NOT_FOUND). */
+uint64_t ps_wire_body(const ps_host *h, ph_body_id b);
+uint64_t ps_wire_joint(const ps_host *h, ph_joint_id j);
+uint64_t ps_wire_shape(const ps_host *h, ph_shape_id s);
+ph_body_id ps_core_body(const ps_host *h, uint64_t wire);
+ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire);
+#define PS_MAX_EPOCH 65535u
+
+/* Creates the world from a decoded creation request; on failure fills st.
+ * scene (may be NULL; ownership passes to the world on success) is applied
+ * after the preset and again by every reset; scene_ids gets one id per op. */
 int ps_host_create(struct ps_server *s, const char *name, const char *preset, const ph_settings *settings,
-                   double tick_rate, int paused, ps_host **out, ps_status *st);
+                   double tick_rate, int paused, struct ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out,
+                   ps_status *st);
+/* Ends a running StepWorld request early: its reply says CANCELLED with
+ * the steps done, and why (by reset, pause or destroy). */
+void ps_host_end_step_request(ps_host *h, const char *by);
+/* Dynamic bodies awake now (world idle; O(bodies)). */
+int ps_host_awake_bodies(ps_host *h);
+/* How far the world's clock is behind its tick rate, s (0 when paused). */
+double ps_host_behind_s(const ps_host *h);
 /* Runs fn now if the world is idle, else queues it for the tick boundary.
  * Takes ownership of m and decoded. */
 void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn);
@@ -392,8 +448,10 @@ int ps_host_reset(ps_host *h, ps_status *st);
 int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_status *st);
 int ps_host_subscribe(ps_host *h, ps_conn *c, const ps_sub *proto, uint64_t *id, ps_status *st);
 int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id);
-/* Removes every subscription of c. */
-void ps_host_drop_conn(ps_host *h, ps_conn *c);
+/* Removes every subscription of c (on every world). */
+void ps_conn_drop_subs(ps_conn *c);
+/* Live subscriptions of a world. */
+int ps_host_sub_count(const ps_host *h);
 /* Applies a decoded edit batch atomically (world idle). new_ids has one
  * entry per op. */
 int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_ids, ps_status *st);
@@ -451,8 +509,12 @@ typedef struct ps_edit_batch {
     size_t n;
     ps_edit *ops;
 } ps_edit_batch;
+/* Decodes n ops (as ps_codec_edit_batch). */
+int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n, int max_ops, ps_edit_batch **out, ps_status *st);
 
-int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, double max_tick_rate,
+/* Decodes settings over *s and *tick_rate (absent fields unchanged); the
+ * tick rate must lie in [cfg->min_tick_rate, cfg->max_tick_rate]. */
+int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, const ps_config *cfg,
                       ps_status *st);
 void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage);
 /* Storage for ps_codec_settings_out: wrapper messages it points into. */
@@ -496,6 +558,19 @@ typedef struct ps_shape_storage {
     Physd__V1__Quat q;
     Physd__V1__Pose pose;
 } ps_shape_storage;
+
+/* --------------------------------------------------------------- decode */
+
+/* Unknown fields one frame may carry (each is stored by protobuf-c). */
+#define PS_DECODE_MAX_UNKNOWN 256
+enum { PS_DECODE_MALFORMED = -1, PS_DECODE_TOO_BIG = -2, PS_DECODE_UNKNOWN = -3 };
+/* Prices the unpacking of a ClientMessage frame without allocating: 0 when
+ * it needs at most max_mem bytes (*mem, the estimate), else one of the
+ * codes above; *request_id is the frame's request id when it could be read. */
+int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem);
+/* Unpacks with an allocator that fails past max_mem bytes (*over_budget
+ * says whether that is why it returned NULL). Free with free_unpacked(m, NULL). */
+ps_msg *ps_decode_unpack(const uint8_t *data, size_t len, uint64_t max_mem, int *over_budget);
 
 /* ------------------------------------------------------------- dispatch */
 

@@ -27,6 +27,7 @@
  */
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,15 +133,59 @@ uv_loop_t *ps_server_loop(ps_server *s) { return &s->loop; }
 
 /* ---------------------------------------------------------------- accept */
 
+/* Accept failures are counted and logged at most once a second (an
+ * accept storm must not become a log storm). */
+static void accept_failed(ps_server *s, int err) {
+    s->accept_errors++;
+    uint64_t now = ps_now_ns();
+    if (now - s->last_accept_log_ns < 1000000000ull) return;
+    s->last_accept_log_ns = now;
+    ps_log("accept failed: %s (%llu accept failures in all; connections %d of %d)", uv_strerror(err),
+           (unsigned long long)s->accept_errors, s->nconns, s->cfg.max_connections);
+}
+
 static void on_connection(uv_stream_t *server, int status) {
     ps_server *s = server->data;
     if (status < 0) {
-        ps_log("accept failed: %s", uv_strerror(status));
+        accept_failed(s, status);
         return;
     }
     if (s->stopping) return;
     int r = ps_conn_accept(s);
-    if (r < 0) ps_log("accept failed: %s", uv_strerror(r));
+    if (r < 0) accept_failed(s, r);
+}
+
+void ps_server_get_stats(const ps_server *s, ps_server_stats *out) {
+    out->input_used = s->input_used;
+    out->input_peak = s->input_peak;
+    out->connections = s->nconns;
+    out->max_connections = s->cfg.max_connections;
+    out->accept_errors = s->accept_errors;
+}
+
+/* Descriptors beyond the connections: the loop, its wakeup and signal
+ * pipes, the thread pool, the listener and a reserve for accept. */
+#define FD_MARGIN 32
+
+/* Makes room for max_connections descriptors: raises the soft
+ * RLIMIT_NOFILE up to the hard limit if needed, else lowers
+ * max_connections to fit and says so (as Redis does), so clients past the
+ * limit get a RESOURCE_EXHAUSTED reply, not a silent reset. */
+static void fit_descriptor_limit(ps_config *cfg) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    const rlim_t need = (rlim_t)cfg->max_connections + FD_MARGIN;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit want = rl;
+        want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        int fit = rl.rlim_cur > FD_MARGIN + 1 ? (int)(rl.rlim_cur - FD_MARGIN) : 1;
+        ps_log("the descriptor limit is %llu (hard %llu): max_connections lowered from %d to %d",
+               (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, cfg->max_connections, fit);
+        cfg->max_connections = fit;
+    }
 }
 
 /* -------------------------------------------------------------- shutdown */
@@ -220,6 +265,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     if (!s) return UV_ENOMEM;
     s->cfg = *cfg;
     ps_log_quiet = cfg->quiet;
+    fit_descriptor_limit(&s->cfg);
     /* A peer that closes while we write must give EPIPE, not kill the
      * process (process-wide, as every socket server does). */
     struct sigaction sa;
@@ -231,6 +277,11 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         char n[16];
         snprintf(n, sizeof n, "%u", cfg->workers > 0 ? (unsigned)cfg->workers : uv_available_parallelism());
         setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
+    /* The threads the pool really has (the variable wins, libuv caps it). */
+    {
+        long n = atol(getenv("UV_THREADPOOL_SIZE"));
+        s->nworkers = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
     }
     int r = uv_loop_init(&s->loop);
     if (r < 0) {
@@ -274,7 +325,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         ps_host *h = NULL;
         ps_status st;
         ph_settings set = ps_default_world_settings();
-        if (ps_host_create(s, "demo", cfg->demo_scene, &set, cfg->default_tick_rate, 0, &h, &st) != 0) {
+        if (ps_host_create(s, "demo", cfg->demo_scene, &set, cfg->default_tick_rate, 0, NULL, NULL, &h, &st) != 0) {
             ps_log("demo world failed: %s", st.msg);
             r = UV_EINVAL;
         } else {

@@ -79,6 +79,17 @@ void ps_config_print_help(void *file);
 typedef struct ps_server ps_server;
 
 int ps_server_create(ps_server **out, const ps_config *cfg);
+
+/* Counters of the server as a whole (tests, metrics). Read from another
+ * thread they are a snapshot without synchronization. */
+typedef struct ps_server_stats {
+    uint64_t input_used;    /* bytes of partial frames now (max_input_memory) */
+    uint64_t input_peak;    /* the most ever held */
+    int connections;
+    int max_connections;    /* in effect (lowered when the descriptor limit is low) */
+    uint64_t accept_errors;
+} ps_server_stats;
+void ps_server_get_stats(const ps_server *s, ps_server_stats *out);
 /* The bound port (useful with port 0). */
 int ps_server_port(const ps_server *s);
 /* Runs the loop until stopped; returns 0 after a clean shutdown. */

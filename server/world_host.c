@@ -33,13 +33,35 @@
 #include "ps_internal.h"
 
 static void host_finalize(ps_host *h);
+static void lane_release(ps_server *s);
+
+/* ------------------------------------------------------------------ ids */
+
+#define CORE_MASK ((UINT64_C(1) << 48) - 1)
+
+uint64_t ps_wire_body(const ps_host *h, ph_body_id b) {
+    return b.index1 ? ph_body_id_to_u64(b) | (h->epoch << 48) : 0;
+}
+uint64_t ps_wire_joint(const ps_host *h, ph_joint_id j) {
+    return j.index1 ? ph_joint_id_to_u64(j) | (h->epoch << 48) : 0;
+}
+uint64_t ps_wire_shape(const ps_host *h, ph_shape_id s) {
+    return s.index1 ? ph_shape_id_to_u64(s) | (h->epoch << 48) : 0;
+}
+ph_body_id ps_core_body(const ps_host *h, uint64_t wire) {
+    /* An id of another epoch maps to slot 0, which the core rejects. */
+    return ph_body_id_from_u64(h->world, (wire >> 48) == h->epoch ? wire & CORE_MASK : 0);
+}
+ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire) {
+    return ph_joint_id_from_u64(h->world, (wire >> 48) == h->epoch ? wire & CORE_MASK : 0);
+}
 
 /* ------------------------------------------------------------ creation */
 
 static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
 
 int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_settings *settings, double tick_rate,
-                   int paused, ps_host **out, ps_status *st) {
+                   int paused, ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out, ps_status *st) {
     if (s->nhosts >= s->cfg.max_worlds)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
     ph_world_def def = ph_default_world_def();
@@ -79,15 +101,21 @@ int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_
     h->created_ns = h->base_ns = ps_now_ns();
     h->body_count = ph_world_body_count(w);
     h->joint_count = ph_world_joint_count(w);
-    if (ps_server_add_world(s, h) != 0) {
+    if (scene && ps_host_apply_edits(h, scene->ops, scene->n, scene_ids, st) != 0) {
         ph_world_destroy(w);
         free(h);
+        return st->code;
+    }
+    h->scene = scene;
+    if (ps_server_add_world(s, h) != 0) {
+        ph_world_destroy(w);
+        free(h); /* the scene stays the caller's */
         return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     }
     uv_timer_init(&s->loop, &h->timer);
     h->timer.data = h;
-    ps_log("world %llu \"%s\" created (preset \"%s\", %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
-           h->preset, h->body_count, h->tick_rate, paused ? ", paused" : "");
+    ps_log("world %llu \"%s\" created (preset \"%s\"%s, %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
+           h->preset, scene ? " and a scene" : "", h->body_count, h->tick_rate, paused ? ", paused" : "");
     *out = h;
     ps_host_kick(h);
     return 0;
@@ -105,14 +133,14 @@ static void work_cb(uv_work_t *req) {
 }
 
 static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value) {
-    /* One notice per connection even when it holds several subscriptions. */
+    /* One notice per connection even when it holds several subscriptions:
+     * each connection remembers the number of the last notice it got, so
+     * this is linear in the subscriptions. */
+    const uint64_t seq = ++h->srv->next_notice_seq;
     for (int i = 0; i < h->nsubs; i++) {
-        ps_conn *c = h->subs[i].conn;
-        if (!c) continue;
-        int seen = 0;
-        for (int k = 0; k < i && !seen; k++)
-            seen = h->subs[k].conn == c;
-        if (seen) continue;
+        ps_conn *c = h->subs[i]->conn;
+        if (!c || c->notice_seq == seq) continue;
+        c->notice_seq = seq;
         if (kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN) {
             Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
             n.kind = PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN;
@@ -132,15 +160,73 @@ static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t v
     }
 }
 
+static void sub_free(ps_sub *sub) {
+    free(sub->bodies);
+    free(sub);
+}
+
+/* Frees removed entries (conn == NULL), keeping the order of the others. */
 static void compact_subs(ps_host *h) {
+    if (h->nremoved == 0) return;
     int k = 0;
     for (int i = 0; i < h->nsubs; i++) {
-        if (h->subs[i].conn)
+        if (h->subs[i]->conn)
             h->subs[k++] = h->subs[i];
         else
-            free(h->subs[i].bodies);
+            sub_free(h->subs[i]);
     }
     h->nsubs = k;
+    h->nremoved = 0;
+}
+
+int ps_host_sub_count(const ps_host *h) { return h->nsubs - h->nremoved; }
+
+/* Unlinks sub from its connection and marks it removed. */
+static void sub_remove(ps_sub *sub) {
+    ps_conn *c = sub->conn;
+    if (!c) return;
+    if (sub->cprev)
+        sub->cprev->cnext = sub->cnext;
+    else
+        c->subs = sub->cnext;
+    if (sub->cnext) sub->cnext->cprev = sub->cprev;
+    sub->cprev = sub->cnext = NULL;
+    sub->conn = NULL;
+    c->nsubs--;
+    sub->host->nremoved++;
+}
+
+/* Compacts when it is safe and worth it (a quarter of the slots removed),
+ * so removing subscriptions one by one is amortized linear. */
+static void maybe_compact(ps_host *h) {
+    if (!h->delivering && h->nremoved > 0 && h->nremoved * 4 >= h->nsubs) compact_subs(h);
+}
+
+/* Answers the StepWorld request in progress and forgets it. */
+static void step_reply(ps_host *h, int code, const char *msg, int cancelled) {
+    ps_conn *c = h->step_conn;
+    Physd__V1__StepReply sr = PHYSD__V1__STEP_REPLY__INIT;
+    sr.steps_done = h->steps_requested - h->steps_pending;
+    sr.cancelled = cancelled != 0;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.request_id = h->step_request_id;
+    r.status = (Physd__V1__Status)code;
+    r.message = (char *)msg;
+    r.tick = h->tick;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_STEP;
+    r.step = &sr;
+    ps_send_reply(c, &r);
+    h->step_conn = NULL;
+    h->steps_pending = 0;
+    ps_conn_unref(c);
+}
+
+void ps_host_end_step_request(ps_host *h, const char *by) {
+    if (!h->step_conn || h->steps_pending == 0) return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "step request cancelled by %s after %u of %u steps", by,
+             h->steps_requested - h->steps_pending, h->steps_requested);
+    step_reply(h, PS_ST_CANCELLED, msg, 1);
 }
 
 static void after_work_cb(uv_work_t *req, int status) {
@@ -150,6 +236,15 @@ static void after_work_cb(uv_work_t *req, int status) {
     (void)status;
     h->ticks_total++;
     h->last_step_ms = job->step_ms;
+    /* Heavy by a moving average (weight 1/4 on the newest step), so one
+     * step that was preempted does not move a light world to the heavy
+     * lanes, while a world over the line is there within a few steps. */
+    h->step_ms_avg = h->ticks_total == 1 ? job->step_ms : 0.75 * h->step_ms_avg + 0.25 * job->step_ms;
+    h->heavy = h->step_ms_avg > h->srv->cfg.heavy_step_ms;
+    if (h->job_heavy) {
+        h->job_heavy = 0;
+        lane_release(h->srv);
+    }
     h->sum_step_ms += job->step_ms;
     h->tick = ph_world_get_step_count(h->world);
     h->body_count = ph_world_body_count(h->world);
@@ -168,30 +263,66 @@ static void after_work_cb(uv_work_t *req, int status) {
         h->delivering = 0;
         compact_subs(h);
     }
-    if (job->manual && h->steps_pending > 0 && --h->steps_pending == 0 && h->step_conn) {
-        ps_conn *c = h->step_conn;
-        Physd__V1__StepReply sr = PHYSD__V1__STEP_REPLY__INIT;
-        sr.steps_done = h->steps_requested;
-        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-        r.request_id = h->step_request_id;
-        r.message = "ok";
-        r.tick = h->tick;
-        r.payload_case = PHYSD__V1__REPLY__PAYLOAD_STEP;
-        r.step = &sr;
-        ps_send_reply(c, &r);
-        h->step_conn = NULL;
-        ps_conn_unref(c);
-    }
+    if (job->manual && h->steps_pending > 0 && --h->steps_pending == 0 && h->step_conn)
+        step_reply(h, PS_ST_OK, "ok", 0);
     ps_host_kick(h);
+}
+
+/* Heavy lanes: a heavy world steps only while fewer than nworkers - 1
+ * heavy jobs run (any number when there is one worker: then the step
+ * budget alone bounds how long a step holds it); otherwise it waits in a
+ * FIFO and is kicked when a heavy job ends. */
+static int lane_free(const ps_server *s) { return s->nworkers < 2 || s->heavy_inflight < s->nworkers - 1; }
+
+static void lane_enqueue(ps_host *h) {
+    ps_server *s = h->srv;
+    if (h->lane_wait) return;
+    h->lane_wait = 1;
+    h->lane_next = NULL;
+    if (s->heavy_tail)
+        s->heavy_tail->lane_next = h;
+    else
+        s->heavy_head = h;
+    s->heavy_tail = h;
+}
+
+static void lane_remove(ps_host *h) {
+    ps_server *s = h->srv;
+    if (!h->lane_wait) return;
+    ps_host **pp = &s->heavy_head, *prev = NULL;
+    while (*pp && *pp != h) {
+        prev = *pp;
+        pp = &(*pp)->lane_next;
+    }
+    if (*pp) *pp = h->lane_next;
+    if (s->heavy_tail == h) s->heavy_tail = prev;
+    h->lane_wait = 0;
+    h->lane_next = NULL;
+}
+
+/* A heavy job ended: the first waiting heavy world may go. */
+static void lane_release(ps_server *s) {
+    s->heavy_inflight--;
+    while (s->heavy_head && lane_free(s)) {
+        ps_host *n = s->heavy_head;
+        lane_remove(n);
+        ps_host_kick(n);
+        if (!n->busy) continue; /* nothing was due: the next one */
+        break;
+    }
 }
 
 static void dispatch_step(ps_host *h, int manual) {
     ps_job *job = &h->job;
+    if (h->heavy && !lane_free(h->srv)) {
+        lane_enqueue(h);
+        return;
+    }
     memset(job, 0, sizeof *job);
     job->manual = manual;
     uint64_t next = h->tick + 1;
     for (int i = 0; i < h->nsubs; i++) {
-        ps_sub *sub = &h->subs[i];
+        ps_sub *sub = h->subs[i];
         if (!sub->conn || next % sub->every != 0) continue;
         if (sub->kind == PS_SUB_TRANSFORMS && !sub->bodies) job->want_frame = 1;
         if (sub->kind == PS_SUB_STATS) {
@@ -204,9 +335,13 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     h->work.data = h;
     h->busy = 1;
+    h->job_heavy = h->heavy;
+    if (h->job_heavy) h->srv->heavy_inflight++;
     int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);
     if (r < 0) {
         h->busy = 0;
+        if (h->job_heavy) h->srv->heavy_inflight--;
+        h->job_heavy = 0;
         ps_log("world %llu: cannot queue a step: %s", (unsigned long long)h->id, uv_strerror(r));
     }
 }
@@ -240,8 +375,19 @@ void ps_host_kick(ps_host *h) {
         if (h->steps_pending > 0) dispatch_step(h, 1);
         return;
     }
+    if (h->heavy && !lane_free(h->srv)) {
+        /* Waits for a heavy lane; the clock catches up when it gets one
+         * (ticks past max_catchup are counted as overruns). */
+        uv_timer_stop(&h->timer);
+        lane_enqueue(h);
+        return;
+    }
     uint64_t now = ps_now_ns();
-    uint64_t target = (uint64_t)floor((double)(now - h->base_ns) / 1e9 * h->tick_rate);
+    /* Ticks due since base_ns, as a double first: the conversion to an
+     * integer is range-checked (the tick rate is bounded by min_tick_rate
+     * and max_tick_rate, but nothing here may rely on it). */
+    double due_d = floor((double)(now - h->base_ns) / 1e9 * h->tick_rate);
+    uint64_t target = due_d >= 0 && due_d < 9e18 ? (uint64_t)due_d : h->ticks_since_base;
     if (target > h->ticks_since_base) {
         uint64_t due = target - h->ticks_since_base;
         if (due > (uint64_t)h->srv->cfg.max_catchup) {
@@ -261,9 +407,12 @@ void ps_host_kick(ps_host *h) {
         dispatch_step(h, 0);
         return;
     }
+    /* The delay to the next due tick, in ms, at least 1 (the timer never
+     * re-arms itself for "now" from its own callback) and at most a day
+     * (then the clock is evaluated again). */
     double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
-    uint64_t next_ns = h->base_ns + (uint64_t)ceil(next_s * 1e9);
-    uint64_t delay_ms = next_ns > now ? (next_ns - now + 999999) / 1000000 : 0;
+    double delay_d = ceil((next_s - (double)(now - h->base_ns) / 1e9) * 1e3);
+    uint64_t delay_ms = !(delay_d >= 1) ? 1 : delay_d > 86400e3 ? (uint64_t)86400e3 : (uint64_t)delay_d;
     uv_timer_start(&h->timer, on_timer, delay_ms, 0);
 }
 
@@ -302,6 +451,24 @@ void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free
 
 /* ------------------------------------------------------------- control */
 
+int ps_host_awake_bodies(ps_host *h) {
+    int n = ph_world_body_count(h->world);
+    if (n <= 0) return 0;
+    ph_body_id *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) return 0;
+    int got = ph_world_get_bodies(h->world, ids, n), awake = 0;
+    for (int i = 0; i < got; i++)
+        awake += ph_body_is_awake(ids[i]) == 1;
+    free(ids);
+    return awake;
+}
+
+double ps_host_behind_s(const ps_host *h) {
+    if (h->paused) return 0;
+    const double due = (double)(ps_now_ns() - h->base_ns) / 1e9 * h->tick_rate - (double)h->ticks_since_base;
+    return due > 1 ? (due - 1) / h->tick_rate : 0;
+}
+
 void ps_host_pause(ps_host *h) {
     h->paused = 1;
     uv_timer_stop(&h->timer);
@@ -332,6 +499,9 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
 
 int ps_host_reset(ps_host *h, ps_status *st) {
     ps_server *s = h->srv;
+    if (h->epoch >= PS_MAX_EPOCH)
+        return ps_fail(st, PS_ST_EXHAUSTED, "world %llu was reset %u times, the most its ids can tell apart: create a new world",
+                       (unsigned long long)h->id, PS_MAX_EPOCH);
     ph_world_def def = ph_default_world_def();
     def.settings = h->creation_settings;
     def.max_bodies = s->cfg.max_bodies_per_world;
@@ -344,17 +514,34 @@ int ps_host_reset(ps_host *h, ps_status *st) {
         ph_world_destroy(w);
         return ps_fail(st, ps_status_from_core(err), "preset \"%s\" failed: %s", h->preset, ph_strerror(err));
     }
-    ph_world_destroy(h->world);
+    const ph_world_id old = h->world;
+    const int old_bodies = h->body_count, old_joints = h->joint_count;
     h->world = w;
+    h->epoch++;
+    h->body_count = ph_world_body_count(w);
+    h->joint_count = ph_world_joint_count(w);
+    if (h->scene) {
+        uint64_t *ids = calloc(h->scene->n ? h->scene->n : 1, sizeof *ids);
+        int rc = ids ? ps_host_apply_edits(h, h->scene->ops, h->scene->n, ids, st)
+                     : ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        free(ids);
+        if (rc != 0) {
+            ph_world_destroy(w);
+            h->world = old;
+            h->epoch--;
+            h->body_count = old_bodies;
+            h->joint_count = old_joints;
+            return rc;
+        }
+    }
+    ph_world_destroy(old);
     h->settings = h->creation_settings;
     h->tick_rate = h->creation_tick_rate;
     h->tick = 0;
     h->base_ns = ps_now_ns();
     h->ticks_since_base = 0;
-    h->body_count = ph_world_body_count(w);
-    h->joint_count = ph_world_joint_count(w);
     h->contact_count = 0;
-    ps_log("world %llu reset", (unsigned long long)h->id);
+    ps_log("world %llu reset (id epoch %llu)", (unsigned long long)h->id, (unsigned long long)h->epoch);
     return 0;
 }
 
@@ -364,57 +551,65 @@ int ps_host_subscribe(ps_host *h, ps_conn *c, const ps_sub *proto, uint64_t *id,
     if (c->nsubs >= h->srv->cfg.max_subscriptions)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many subscriptions on this connection (max_subscriptions = %d)",
                        h->srv->cfg.max_subscriptions);
+    if (ps_host_sub_count(h) >= h->srv->cfg.max_world_subscriptions)
+        return ps_fail(st, PS_ST_EXHAUSTED, "too many subscriptions to world %llu (max_world_subscriptions = %d)",
+                       (unsigned long long)h->id, h->srv->cfg.max_world_subscriptions);
     for (size_t k = 0; k < proto->nbodies; k++) {
-        ph_body_id b = ph_body_id_from_u64(h->world, proto->bodies[k]);
+        ph_body_id b = ps_core_body(h, proto->bodies[k]);
         if (!ph_body_is_valid(b))
             return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)k, "body_ids[%zu] = %llu: no such body", k,
                               (unsigned long long)proto->bodies[k]);
     }
     if (h->nsubs == h->subs_cap) {
         int ncap = h->subs_cap ? h->subs_cap * 2 : 4;
-        ps_sub *ns = realloc(h->subs, (size_t)ncap * sizeof *ns);
+        ps_sub **ns = realloc(h->subs, (size_t)ncap * sizeof *ns);
         if (!ns) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
         h->subs = ns;
         h->subs_cap = ncap;
     }
-    ps_sub sub = *proto;
-    sub.bodies = NULL;
+    ps_sub *sub = malloc(sizeof *sub);
+    if (!sub) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    *sub = *proto;
+    sub->bodies = NULL;
     if (proto->nbodies > 0) {
-        sub.bodies = malloc(proto->nbodies * sizeof *sub.bodies);
-        if (!sub.bodies) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
-        memcpy(sub.bodies, proto->bodies, proto->nbodies * sizeof *sub.bodies);
+        sub->bodies = malloc(proto->nbodies * sizeof *sub->bodies);
+        if (!sub->bodies) {
+            free(sub);
+            return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        }
+        memcpy(sub->bodies, proto->bodies, proto->nbodies * sizeof *sub->bodies);
     }
-    sub.id = ++h->srv->next_sub_id;
-    sub.conn = c;
-    if (sub.every == 0) sub.every = 1;
+    sub->id = ++h->srv->next_sub_id;
+    sub->conn = c;
+    sub->host = h;
+    if (sub->every == 0) sub->every = 1;
+    sub->cprev = NULL;
+    sub->cnext = c->subs;
+    if (c->subs) c->subs->cprev = sub;
+    c->subs = sub;
     h->subs[h->nsubs++] = sub;
     c->nsubs++;
-    *id = sub.id;
+    *id = sub->id;
     return 0;
 }
 
 int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id) {
-    for (int i = 0; i < h->nsubs; i++) {
-        if (h->subs[i].id == sub_id && h->subs[i].conn == c) {
-            h->subs[i].conn = NULL;
-            c->nsubs--;
-            if (!h->delivering) compact_subs(h);
+    for (ps_sub *sub = c->subs; sub; sub = sub->cnext) {
+        if (sub->id == sub_id && sub->host == h) {
+            sub_remove(sub);
+            maybe_compact(h);
             return 0;
         }
     }
     return -1;
 }
 
-void ps_host_drop_conn(ps_host *h, ps_conn *c) {
-    int any = 0;
-    for (int i = 0; i < h->nsubs; i++) {
-        if (h->subs[i].conn == c) {
-            h->subs[i].conn = NULL;
-            c->nsubs--;
-            any = 1;
-        }
+void ps_conn_drop_subs(ps_conn *c) {
+    while (c->subs) {
+        ps_host *h = c->subs->host;
+        sub_remove(c->subs);
+        maybe_compact(h);
     }
-    if (any && !h->delivering) compact_subs(h);
 }
 
 /* ------------------------------------------------------------ teardown */
@@ -423,7 +618,7 @@ static void on_host_timer_close(uv_handle_t *t) {
     ps_host *h = t->data;
     ps_server *s = h->srv;
     for (int i = 0; i < h->nsubs; i++)
-        free(h->subs[i].bodies);
+        sub_free(h->subs[i]);
     free(h->subs);
     free(h->scratch_ids);
     free(h);
@@ -433,6 +628,7 @@ static void on_host_timer_close(uv_handle_t *t) {
 static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
+    lane_remove(h);
     char msg[96];
     snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
     while (h->dq_head) {
@@ -443,18 +639,17 @@ static void host_finalize(ps_host *h) {
     }
     h->dq_tail = NULL;
     h->dq_len = 0;
-    if (h->step_conn) {
-        ps_reply_error(h->step_conn, h->step_request_id, PS_ST_NOT_FOUND, msg);
-        ps_conn_unref(h->step_conn);
-        h->step_conn = NULL;
-    }
+    if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
     notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0);
-    for (int i = 0; i < h->nsubs; i++)
-        if (h->subs[i].conn) h->subs[i].conn->nsubs--;
-    for (int i = 0; i < h->nsubs; i++)
-        free(h->subs[i].bodies);
+    for (int i = 0; i < h->nsubs; i++) {
+        sub_remove(h->subs[i]);
+        sub_free(h->subs[i]);
+    }
     h->nsubs = 0;
+    h->nremoved = 0;
     ph_world_destroy(h->world);
+    ps_edit_batch_free(h->scene);
+    h->scene = NULL;
     ps_server_remove_world(h->srv, h);
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);
@@ -499,7 +694,7 @@ static int check_ref(ps_host *h, batch_state *b, size_t i, const ps_body_ref *r,
         return 0;
     }
     ph_body_state s;
-    ph_body_id id = ph_body_id_from_u64(h->world, r->id);
+    ph_body_id id = ps_core_body(h, r->id);
     if (was_removed(b, r->id) || ph_body_get_state(id, &s) != PH_OK)
         return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)i, "op %zu: %s: no such body %llu", i, what,
                           (unsigned long long)r->id);
@@ -556,14 +751,14 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
                                   "op %zu: the world would exceed its joint limit (%d)", i, max_bodies);
             break;
         case PS_EDIT_REMOVE_JOINT: {
-            ph_joint_id j = ph_joint_id_from_u64(h->world, e->joint);
+            ph_joint_id j = ps_core_joint(h, e->joint);
             ph_joint_def jd;
             int gone = ph_joint_get_def(j, &jd) != PH_OK;
             for (size_t k = 0; !gone && k < b->nremoved_joints; k++)
                 gone = b->removed_joints[k] == e->joint;
             if (!gone)
-                gone = was_removed(b, ph_body_id_to_u64(jd.body_a)) ||
-                       (jd.body_b.index1 && was_removed(b, ph_body_id_to_u64(jd.body_b)));
+                gone = was_removed(b, ps_wire_body(h, jd.body_a)) ||
+                       (jd.body_b.index1 && was_removed(b, ps_wire_body(h, jd.body_b)));
             if (gone)
                 return ps_fail_at(st, PS_ST_NOT_FOUND, (uint32_t)i, "op %zu: no such joint %llu", i,
                                   (unsigned long long)e->joint);
@@ -579,7 +774,7 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
 
 static ph_body_id resolve(ps_host *h, const ps_body_ref *r, const ph_body_id *created) {
     if (r->new_op >= 0) return created[r->new_op];
-    return ph_body_id_from_u64(h->world, r->id);
+    return ps_core_body(h, r->id);
 }
 
 static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i, uint64_t *new_id) {
@@ -600,7 +795,7 @@ static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i
             return err;
         }
         created[i] = b;
-        *new_id = ph_body_id_to_u64(b);
+        *new_id = ps_wire_body(h, b);
         return 0;
     }
     case PS_EDIT_REMOVE_BODY: return ph_body_destroy(b);
@@ -620,10 +815,10 @@ static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i
         if (e->jb.present) d.body_b = resolve(h, &e->jb, created);
         ph_joint_id j = ph_joint_create(h->world, &d, &err);
         if (err != PH_OK) return err;
-        *new_id = ph_joint_id_to_u64(j);
+        *new_id = ps_wire_joint(h, j);
         return 0;
     }
-    case PS_EDIT_REMOVE_JOINT: return ph_joint_destroy(ph_joint_id_from_u64(h->world, e->joint));
+    case PS_EDIT_REMOVE_JOINT: return ph_joint_destroy(ps_core_joint(h, e->joint));
     default: return PH_ERR_INVALID_ARGUMENT;
     }
 }

@@ -25,6 +25,7 @@
 #include <strings.h>
 
 #include "pbjson.h"
+#include "suggest.h"
 
 #define FIELD_PTR(m, off) ((void *)((char *)(m) + (off)))
 #define CFIELD_PTR(m, off) ((const void *)((const char *)(m) + (off)))
@@ -32,6 +33,36 @@
 static int errf(char *err, size_t n, const char *fmt, const char *a, const char *b) {
     if (err) snprintf(err, n, fmt, a, b);
     return -1;
+}
+
+/* "; did you mean 'x'?" naming the fields of d nearest to name, or "". */
+static void field_hint(const ProtobufCMessageDescriptor *d, const char *name, char *buf, size_t n) {
+    const char *cands[256];
+    size_t k = 0;
+    for (unsigned i = 0; i < d->n_fields && k < 256; i++)
+        cands[k++] = d->fields[i].name;
+    char near[200];
+    buf[0] = 0;
+    if (suggest_nearest(name, cands, k, near, sizeof near)) snprintf(buf, n, "; did you mean %s?", near);
+}
+
+/* "unknown WHAT 'name' (in Type); did you mean 'x'?" */
+static int unknown_field(const ProtobufCMessageDescriptor *d, const char *what, const char *name, char *err, size_t n) {
+    char hint[256];
+    field_hint(d, name, hint, sizeof hint);
+    if (err) snprintf(err, n, "unknown %s '%s' (in %s)%s", what, name, d->short_name, hint);
+    return -1;
+}
+
+/* The fields of d as "a,b,c" (the array form of a message). */
+static void field_list(const ProtobufCMessageDescriptor *d, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (unsigned i = 0; i < d->n_fields && k < n; i++) {
+        int w = snprintf(buf + k, n - k, "%s%s", i ? "," : "", d->fields[i].name);
+        if (w < 0) break;
+        k += (size_t)w;
+    }
 }
 
 ProtobufCMessage *pbj_new(const ProtobufCMessageDescriptor *d) {
@@ -517,7 +548,7 @@ static int assign_field(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f, 
 
 int pbj_assign(ProtobufCMessage *m, const char *key, const js_value *v, char *err, size_t n) {
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, key);
-    if (!f) return errf(err, n, "unknown field '%s' in %s", key, m->descriptor->short_name);
+    if (!f) return unknown_field(m->descriptor, "field", key, err, n);
     if (assign_field(m, f, v, err, n)) {
         if (err && strncmp(err, key, strlen(key)) != 0) {
             char inner[200];
@@ -534,7 +565,7 @@ static int read_into(ProtobufCMessage *m, const js_value *v, char *err, size_t n
     if (v->type == JS_OBJECT) {
         for (size_t i = 0; i < v->n; i++) {
             const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, v->keys[i]);
-            if (!f) return errf(err, n, "unknown field '%s' in %s", v->keys[i], d->short_name);
+            if (!f) return unknown_field(d, "field", v->keys[i], err, n);
             if (assign_field(m, f, &v->items[i], err, n)) return -1;
         }
         return 0;
@@ -544,17 +575,23 @@ static int read_into(ProtobufCMessage *m, const js_value *v, char *err, size_t n
         return assign_field(m, f, v, err, n);
     }
     if (is_wrapper(d)) return assign_field(m, &d->fields[0], v, err, n);
+    char fields[160];
+    field_list(d, fields, sizeof fields);
     if (v->type == JS_ARRAY) {
         if (v->n != d->n_fields) {
-            char want[16];
-            snprintf(want, sizeof want, "%u", d->n_fields);
-            return errf(err, n, "%s: expected %s values", d->short_name, want);
+            /* "expected x,y,z (3 values), got 2" */
+            if (err) snprintf(err, n, "expected %s (%u values), got %zu", fields, d->n_fields, v->n);
+            return -1;
         }
         for (size_t i = 0; i < v->n; i++)
             if (assign_field(m, &d->fields[i], &v->items[i], err, n)) return -1;
         return 0;
     }
-    return errf(err, n, "%s: expected an object, not a %s", d->short_name, js_type_name(v->type));
+    /* Vectors are written x,y,z; other messages also as objects. */
+    if (err)
+        snprintf(err, n, "expected %s%s, not %s%s", fields, is_vector(d) ? "" : " or an object",
+                 v->type == JS_ARRAY || v->type == JS_OBJECT ? "an " : "a ", js_type_name(v->type));
+    return -1;
 }
 
 int pbj_read(const ProtobufCMessageDescriptor *d, const js_value *v, ProtobufCMessage **out, char *err, size_t n) {
@@ -597,7 +634,13 @@ int pbj_set_text(ProtobufCMessage *m, const char *path, const char *text, char *
         memcpy(seg, s, len);
         seg[len] = 0;
         const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, seg);
-        if (!f) return errf(err, n, "unknown key '%s' (in %s)", path, m->descriptor->short_name);
+        if (!f) {
+            if (!strcmp(seg, path)) return unknown_field(m->descriptor, "key", path, err, n);
+            char hint[256];
+            field_hint(m->descriptor, seg, hint, sizeof hint);
+            if (err) snprintf(err, n, "unknown key '%s' (no '%s' in %s)%s", path, seg, m->descriptor->short_name, hint);
+            return -1;
+        }
         if (!dot) {
             js_value v;
             int r0 = 0;

@@ -13,7 +13,11 @@
  * burst of pipelined requests costs a handful of writes). Reads land in an
  * input buffer; every complete frame is unpacked, dispatched (replies by
  * request id through an open-addressing table, pushes to the handlers) and
- * freed, and the unread tail is moved to the front.
+ * freed, and the unread tail is moved to the front. A frame or contact
+ * push that is one part of several is, with reassemble on, kept in the
+ * assembly of its (kind, world, subscription) until every part of its tick
+ * is there; then the parts are merged into the first one (arrays appended
+ * in part order) and delivered as one message.
  *
  * Failure modes: a synchronous failure returns an error and calls nothing.
  * Resolution, connect or hello failures, and the timeout, end in exactly
@@ -23,6 +27,10 @@
  * then calls on_disconnect. A reply with request id 0 is the server's
  * framing or limit error: its message is kept and the following EOF is
  * reported as PC_EREJECTED.
+ *
+ * Parts of a tick that never complete (a newer tick's part arrives first)
+ * are freed and counted; a stale part (older tick than the assembly's) is
+ * dropped and counted.
  *
  * Invariants: the timer handle stays open until pc_client_close, so every
  * close ends in a close callback; the memory is released only there, once
@@ -68,30 +76,10 @@ const char *pc_err_name(int err) {
 }
 
 const char *pc_status_name(int status) {
-    switch (status) {
-    case 0:
-        return "OK";
-    case 3:
-        return "INVALID_ARGUMENT";
-    case 5:
-        return "NOT_FOUND";
-    case 6:
-        return "ALREADY_EXISTS";
-    case 7:
-        return "PERMISSION_DENIED";
-    case 8:
-        return "RESOURCE_EXHAUSTED";
-    case 9:
-        return "FAILED_PRECONDITION";
-    case 12:
-        return "UNIMPLEMENTED";
-    case 13:
-        return "INTERNAL";
-    case 14:
-        return "UNAVAILABLE";
-    default:
-        return "UNKNOWN_STATUS";
-    }
+    /* The generated enum knows every status of physd.proto. */
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&physd__v1__status__descriptor, status);
+    if (!v || strncmp(v->name, "STATUS_", 7) != 0) return "UNKNOWN_STATUS";
+    return v->name + 7;
 }
 
 /* ------------------------------------------------------- pending table */
@@ -171,6 +159,19 @@ static int cmp_pending(const void *a, const void *b) {
 
 /* ------------------------------------------------------------- client */
 
+/* The parts received so far of one tick's frame (or contact events) of
+ * one stream. */
+typedef struct assembly {
+    int kind; /* PHYSD__V1__SERVER_MESSAGE__MSG_FRAME or _MSG_CONTACTS */
+    uint64_t world, sub, tick;
+    uint32_t parts, have;           /* parts == 0: empty */
+    Physd__V1__ServerMessage **msg; /* [parts], NULL until that part came */
+} assembly;
+
+/* Every part holds at least one body and a world at most 100000 bodies, so
+ * a push claiming more parts is delivered as it comes, never gathered. */
+#define PC_MAX_PARTS 100000u
+
 enum { ST_RESOLVING, ST_CONNECTING, ST_HELLO, ST_CONNECTED, ST_DISCONNECTED };
 
 struct pc_client {
@@ -202,6 +203,8 @@ struct pc_client {
     pending_table table;
     uint8_t *out, *wbuf, *in;
     size_t out_len, out_cap, wbuf_len, wbuf_cap, in_len, in_cap;
+    struct assembly *asm_; /* frames and contact events in parts, n_asm of them */
+    size_t n_asm, cap_asm;
     Physd__V1__ServerMessage *cur;   /* being delivered */
     Physd__V1__ServerMessage *hello; /* kept hello reply */
     pc_counters k;
@@ -210,10 +213,27 @@ struct pc_client {
 
 static void on_handle_closed(uv_handle_t *h);
 
+/* Frees the parts held by a and empties it; returns how many there were. */
+static uint32_t assembly_clear(assembly *a) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; a->msg && i < a->parts; i++)
+        if (a->msg[i]) {
+            physd__v1__server_message__free_unpacked(a->msg[i], NULL);
+            n++;
+        }
+    free(a->msg);
+    a->msg = NULL;
+    a->parts = a->have = 0;
+    return n;
+}
+
 static void maybe_free(pc_client *c) {
     if (!c->closing || c->open_handles > 0 || c->gai_pending) return;
     pc_close_cb cb = c->close_cb;
     void *data = c->close_data;
+    for (size_t i = 0; i < c->n_asm; i++)
+        assembly_clear(&c->asm_[i]);
+    free(c->asm_);
     if (c->hello) physd__v1__server_message__free_unpacked(c->hello, NULL);
     free(c->table.slots);
     free(c->out);
@@ -335,7 +355,8 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need) {
 /* Appends one delimited message to the output buffer. */
 static int append_message(pc_client *c, const Physd__V1__ClientMessage *m) {
     size_t size = physd__v1__client_message__get_packed_size(m);
-    if (c->hello && size > c->hello->reply->hello->max_frame) return PC_ETOOBIG;
+    if (c->hello && c->hello->reply->hello->max_frame > 0 && size > c->hello->reply->hello->max_frame)
+        return PC_ETOOBIG;
     if (reserve(&c->out, &c->out_cap, c->out_len + size + 10)) return UV_ENOMEM;
     uint8_t *p = c->out + c->out_len;
     size_t hl = 0;
@@ -383,6 +404,114 @@ int pc_request(pc_client *c, Physd__V1__ClientMessage *m, pc_reply_cb cb, void *
 
 /* -------------------------------------------------------------- reads */
 
+/* The assembly of a stream, created when absent; NULL without memory. */
+static assembly *assembly_of(pc_client *c, int kind, uint64_t world, uint64_t sub) {
+    for (size_t i = 0; i < c->n_asm; i++) {
+        assembly *a = &c->asm_[i];
+        if (a->kind == kind && a->world == world && a->sub == sub) return a;
+    }
+    if (c->n_asm == c->cap_asm) {
+        size_t ncap = c->cap_asm ? 2 * c->cap_asm : 4;
+        assembly *na = realloc(c->asm_, ncap * sizeof *na);
+        if (!na) return NULL;
+        c->asm_ = na;
+        c->cap_asm = ncap;
+    }
+    assembly *a = &c->asm_[c->n_asm++];
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    a->world = world;
+    a->sub = sub;
+    return a;
+}
+
+/* Appends n elements of size sz from src to the malloc'd array *dst of
+ * *dn elements; 0 or UV_ENOMEM. */
+static int append_array(void *dst, size_t *dn, const void *src, size_t n, size_t sz) {
+    if (!n) return 0;
+    void **d = dst;
+    void *na = realloc(*d, (*dn + n) * sz);
+    if (!na) return UV_ENOMEM;
+    memcpy((char *)na + *dn * sz, src, n * sz);
+    *d = na;
+    *dn += n;
+    return 0;
+}
+
+/* Merges a complete assembly into its first part (bodies and poses, or
+ * events, appended in part order) and returns it; the other parts are
+ * freed. NULL without memory (everything freed). */
+static Physd__V1__ServerMessage *assembly_merge(assembly *a) {
+    Physd__V1__ServerMessage *m = a->msg[0];
+    int ok = 1;
+    for (uint32_t i = 1; i < a->parts && ok; i++) {
+        Physd__V1__ServerMessage *p = a->msg[i];
+        if (a->kind == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) {
+            size_t nb = m->frame->n_body_ids, np = m->frame->n_poses;
+            ok = append_array(&m->frame->body_ids, &nb, p->frame->body_ids, p->frame->n_body_ids, sizeof(uint64_t)) ==
+                     0 &&
+                 append_array(&m->frame->poses, &np, p->frame->poses, p->frame->n_poses, sizeof(double)) == 0;
+            m->frame->n_body_ids = nb;
+            m->frame->n_poses = np;
+        } else {
+            size_t ne = m->contacts->n_events;
+            ok = append_array(&m->contacts->events, &ne, p->contacts->events, p->contacts->n_events,
+                              sizeof(Physd__V1__ContactEvent *)) == 0;
+            if (ok) {
+                /* The events now belong to the first part. */
+                m->contacts->n_events = ne;
+                p->contacts->n_events = 0;
+            }
+        }
+    }
+    if (ok) {
+        a->msg[0] = NULL;
+        if (a->kind == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) {
+            m->frame->part = 0;
+            m->frame->parts = 1;
+        } else {
+            m->contacts->part = 0;
+            m->contacts->parts = 1;
+        }
+    } else {
+        m = NULL;
+    }
+    assembly_clear(a);
+    return m;
+}
+
+/* Takes the part being delivered (c->cur) into its assembly. Returns the
+ * whole message once the tick is complete (then c->cur is that message),
+ * or NULL while parts are missing (c->cur is NULL: nothing to deliver). */
+static Physd__V1__ServerMessage *assemble(pc_client *c, Physd__V1__ServerMessage *m, uint64_t world, uint64_t sub,
+                                          uint64_t tick, uint32_t part, uint32_t parts) {
+    assembly *a = assembly_of(c, (int)m->msg_case, world, sub);
+    if (!a) return m; /* no memory for the assembly: deliver the part */
+    if (a->parts && tick < a->tick) {
+        /* A part of an older tick than the one being gathered. */
+        c->k.parts_discarded++;
+        return NULL; /* c->cur is still m: dispatch frees it */
+    }
+    if (a->parts && (tick != a->tick || parts != a->parts)) c->k.parts_discarded += assembly_clear(a);
+    if (!a->parts) {
+        a->msg = calloc(parts, sizeof *a->msg);
+        if (!a->msg) return m;
+        a->parts = parts;
+        a->tick = tick;
+    }
+    if (a->msg[part]) {
+        physd__v1__server_message__free_unpacked(a->msg[part], NULL);
+        c->k.parts_discarded++;
+        a->have--;
+    }
+    a->msg[part] = m;
+    a->have++;
+    c->cur = NULL;
+    if (a->have < a->parts) return NULL;
+    c->cur = assembly_merge(a);
+    return c->cur;
+}
+
 static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
     c->cur = m;
     switch (m->msg_case) {
@@ -398,23 +527,46 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
         }
         break;
     }
-    case PHYSD__V1__SERVER_MESSAGE__MSG_FRAME:
+    case PHYSD__V1__SERVER_MESSAGE__MSG_FRAME: {
+        const Physd__V1__Frame *f = m->frame;
         c->k.frames++;
+        if (f->parts > 1) {
+            c->k.parts++;
+            if (c->opt.reassemble && f->part < f->parts && f->parts <= PC_MAX_PARTS) {
+                m = assemble(c, m, f->world_id, f->subscription_id, f->tick, f->part, f->parts);
+                if (!m) break;
+            }
+        }
         if (c->h.on_frame) c->h.on_frame(c, m->frame, c->h.data);
         break;
+    }
     case PHYSD__V1__SERVER_MESSAGE__MSG_STATS:
         c->k.stats++;
         if (c->h.on_stats) c->h.on_stats(c, m->stats, c->h.data);
         break;
-    case PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS:
+    case PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS: {
+        const Physd__V1__ContactEvents *e = m->contacts;
         c->k.contacts++;
+        if (e->parts > 1) {
+            c->k.parts++;
+            if (c->opt.reassemble && e->part < e->parts && e->parts <= PC_MAX_PARTS) {
+                m = assemble(c, m, e->world_id, 0, e->tick, e->part, e->parts);
+                if (!m) break;
+            }
+        }
         if (c->h.on_contacts) c->h.on_contacts(c, m->contacts, c->h.data);
         break;
+    }
     case PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE: {
         const Physd__V1__Notice *n = m->notice;
         c->k.notices++;
         if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED && n->dropped > c->k.dropped_notified)
             c->k.dropped_notified = n->dropped;
+        if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED) {
+            /* Parts of the world's last tick will never complete. */
+            for (size_t i = 0; i < c->n_asm; i++)
+                if (c->asm_[i].world == n->world_id) c->k.parts_discarded += assembly_clear(&c->asm_[i]);
+        }
         if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DISCONNECT || n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN)
             snprintf(c->errmsg, sizeof c->errmsg, "%s", n->message && n->message[0] ? n->message : "server shutdown");
         if (c->h.on_notice) c->h.on_notice(c, n, c->h.data);
@@ -589,6 +741,7 @@ void pc_options_default(pc_options *o) {
     o->client_name = "pc_client";
     o->max_frame = 64u << 20;
     o->nodelay = 1;
+    o->reassemble = 1;
 }
 
 int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
@@ -697,5 +850,7 @@ const Physd__V1__HelloReply *pc_client_server_info(const pc_client *c) {
 }
 
 const char *pc_client_error_message(const pc_client *c) { return c->errmsg; }
+
+int pc_frame_is_last_part(const Physd__V1__Frame *f) { return f->parts <= 1 || f->part + 1 >= f->parts; }
 void pc_client_set_data(pc_client *c, void *data) { c->user = data; }
 void *pc_client_get_data(const pc_client *c) { return c->user; }

@@ -6,7 +6,8 @@
  * the stack is kept).
  *
  * Failure modes: those of pc_request, plus UV_EINVAL for a request kind
- * that pc_world_request does not cover or a NULL client.
+ * that pc_world_request does not cover, a NULL client, scene ops without
+ * their array or a ray without its vectors.
  *
  * Invariants: none of these keep a pointer to their arguments.
  */
@@ -159,5 +160,61 @@ int pc_query_bodies(pc_client *c, uint64_t world, const uint64_t *ids, size_t n,
     q.include_shapes = include_shapes != 0;
     m.request_case = REQ(QUERY_BODIES);
     m.query_bodies = &q;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_list_presets(pc_client *c, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListPresets l = PHYSD__V1__LIST_PRESETS__INIT;
+    m.request_case = REQ(LIST_PRESETS);
+    m.list_presets = &l;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_create_world_scene(pc_client *c, const char *name, const char *preset, const Physd__V1__Settings *settings,
+                          int start_paused, Physd__V1__EditOp **scene, size_t n, pc_reply_cb cb, void *data) {
+    if (n && !scene) return UV_EINVAL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.name = (char *)(name ? name : "");
+    cw.preset = (char *)(preset ? preset : "");
+    cw.settings = (Physd__V1__Settings *)settings;
+    cw.start_paused = start_paused != 0;
+    cw.scene = scene;
+    cw.n_scene = n;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_query_joints(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryJoints q = PHYSD__V1__QUERY_JOINTS__INIT;
+    q.world_id = world;
+    q.joint_ids = (uint64_t *)ids;
+    q.n_joint_ids = ids ? n : 0;
+    m.request_case = REQ(QUERY_JOINTS);
+    m.query_joints = &q;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const double direction[3], double max_distance,
+               pc_reply_cb cb, void *data) {
+    if (!origin || !direction) return UV_EINVAL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Raycast r = PHYSD__V1__RAYCAST__INIT;
+    Physd__V1__Vec3 o = PHYSD__V1__VEC3__INIT, d = PHYSD__V1__VEC3__INIT;
+    o.x = origin[0];
+    o.y = origin[1];
+    o.z = origin[2];
+    d.x = direction[0];
+    d.y = direction[1];
+    d.z = direction[2];
+    r.world_id = world;
+    r.origin = &o;
+    r.direction = &d;
+    r.max_distance = max_distance;
+    m.request_case = REQ(RAYCAST);
+    m.raycast = &r;
     return pc_request(c, &m, cb, data);
 }

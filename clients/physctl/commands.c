@@ -22,35 +22,12 @@
 
 #include "physctl.h"
 #include "scene_file.h"
-
-#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-typedef Physd__V1__ServerMessage smsg;
-
-static void free_msg(smsg *m) {
-    if (m) physd__v1__server_message__free_unpacked(m, NULL);
-}
-
-/* argv[idx] as a world id. */
-static int world_arg(ctl *x, int argc, char **argv, int idx, uint64_t *w) {
-    if (idx >= argc) return ctl_fail(x, EXIT_USAGE, "missing WORLD (see physctl %s --help)", x->cmd);
-    if (ctl_parse_u64(argv[idx], w) || *w == 0) return ctl_fail(x, EXIT_USAGE, "bad world id '%s'", argv[idx]);
-    return 0;
-}
-
-/* Splits "key=value"; returns 0 or -1 when there is no '='. */
-static int split_kv(char *arg, char **key, char **val) {
-    char *eq = strchr(arg, '=');
-    if (!eq || eq == arg) return -1;
-    *eq = 0;
-    *key = arg;
-    *val = eq + 1;
-    return 0;
-}
+#include "suggest.h"
 
 static int simple_world_request(ctl *x, int argc, char **argv, Physd__V1__ClientMessage__RequestCase kind,
                                 const char *done) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc > 2) return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s'", argv[2]);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -92,7 +69,7 @@ static int simple_world_request(ctl *x, int argc, char **argv, Physd__V1__Client
     } else {
         printf("world %llu %s at tick %llu\n", (unsigned long long)w, done, (unsigned long long)rep->reply->tick);
     }
-    free_msg(rep);
+    ctl_free(rep);
     return 0;
 }
 
@@ -121,7 +98,7 @@ static int cmd_worlds(ctl *x, int argc, char **argv) {
                    w->subscriptions);
         }
     }
-    free_msg(rep);
+    ctl_free(rep);
     return 0;
 }
 
@@ -130,9 +107,68 @@ static int cmd_worlds(ctl *x, int argc, char **argv) {
 /* Applies key=value arguments to a Settings message. */
 static int apply_settings(ctl *x, Physd__V1__Settings *s, char *arg) {
     char *k, *v, err[256];
-    if (split_kv(arg, &k, &v))
+    if (ctl_split_kv(arg, &k, &v))
         return ctl_fail(x, EXIT_USAGE, "expected key=value, got '%s' (see physctl %s --help)", arg, x->cmd);
     if (pbj_set_text(&s->base, k, v, err, sizeof err)) return ctl_fail(x, EXIT_USAGE, "%s", err);
+    return 0;
+}
+
+/* Asks the server for its presets: 0 and *out (caller frees), or an exit
+ * code (printed unless quiet, which also makes an error status fail). */
+static int list_presets(ctl *x, int quiet, smsg **out) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListPresets lp = PHYSD__V1__LIST_PRESETS__INIT;
+    m.request_case = REQ(LIST_PRESETS);
+    m.list_presets = &lp;
+    *out = NULL;
+    if (!quiet) return ctl_call(x, &m, out);
+    smsg *rep = NULL;
+    int r = ctl_call_any(x, &m, &rep);
+    if (r) return r;
+    if (rep->reply->status != PHYSD__V1__STATUS__STATUS_OK ||
+        rep->reply->payload_case != PHYSD__V1__REPLY__PAYLOAD_PRESETS) {
+        ctl_free(rep);
+        return EXIT_REQUEST;
+    }
+    *out = rep;
+    return 0;
+}
+
+/* "; did you mean 'pyramid20'? (physctl presets lists them)" for an
+ * unknown preset name, from the server's list; "" without one. */
+static void preset_hint(ctl *x, const char *name, char *buf, size_t n) {
+    buf[0] = 0;
+    smsg *rep;
+    if (list_presets(x, 1, &rep)) return;
+    const Physd__V1__PresetList *pl = rep->reply->presets;
+    const char **names = calloc(pl->n_presets ? pl->n_presets : 1, sizeof *names);
+    for (size_t i = 0; names && i < pl->n_presets; i++)
+        names[i] = pl->presets[i]->name;
+    char near[200];
+    if (names && suggest_nearest(name, names, pl->n_presets, near, sizeof near))
+        snprintf(buf, n, "; did you mean %s? (physctl presets lists them)", near);
+    else
+        snprintf(buf, n, " (physctl presets lists them)");
+    free(names);
+    ctl_free(rep);
+}
+
+static int cmd_presets(ctl *x, int argc, char **argv) {
+    if (argc > 1) return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s'", argv[1]);
+    smsg *rep;
+    int r = list_presets(x, 0, &rep);
+    if (r) return r;
+    const Physd__V1__PresetList *pl = rep->reply->presets;
+    if (x->json) {
+        ctl_print_message(&pl->base);
+    } else {
+        printf("%-18s %7s  %s\n", "NAME", "BODIES", "DESCRIPTION");
+        for (size_t i = 0; i < pl->n_presets; i++) {
+            const Physd__V1__PresetInfo *p = pl->presets[i];
+            printf("%-18s %7u  %s\n", p->name, p->bodies, p->description ? p->description : "");
+        }
+    }
+    ctl_free(rep);
     return 0;
 }
 
@@ -171,14 +207,21 @@ static int cmd_create(ctl *x, int argc, char **argv) {
         m.request_case = REQ(CREATE_WORLD);
         m.create_world = &cw;
         smsg *rep;
-        r = ctl_call(x, &m, &rep);
-        if (!r) {
+        r = ctl_call_any(x, &m, &rep);
+        if (!r && rep->reply->status == PHYSD__V1__STATUS__STATUS_NOT_FOUND && preset) {
+            /* The only NOT_FOUND of create_world: an unknown preset. */
+            char hint[256];
+            preset_hint(x, preset, hint, sizeof hint);
+            r = ctl_fail(x, EXIT_REQUEST, "NOT_FOUND: %s%s", rep->reply->message ? rep->reply->message : "", hint);
+        } else if (!r && rep->reply->status != PHYSD__V1__STATUS__STATUS_OK) {
+            r = ctl_fail_reply(x, rep);
+        } else if (!r) {
             if (x->json)
                 ctl_print_message(&rep->reply->world->base);
             else
                 printf("%llu\n", (unsigned long long)rep->reply->world->world_id);
-            free_msg(rep);
         }
+        ctl_free(rep);
     }
     physd__v1__settings__free_unpacked(s, NULL);
     return r;
@@ -240,6 +283,42 @@ static double shape_volume(const Physd__V1__ShapeDef *sd) {
     }
 }
 
+/* 1 when text is one finite number. */
+static int is_one_number(const char *text) {
+    char *end;
+    double v = strtod(text, &end);
+    return end != text && !*end && isfinite(v);
+}
+
+/* Whether key names something of a BodyDef: an alias, "mass", or a path
+ * whose first part is a BodyDef field. */
+static int body_key_known(const char *key) {
+    if (!strcmp(key, "mass")) return 1;
+    for (int a = 0; body_aliases[a].alias; a++)
+        if (!strcmp(key, body_aliases[a].alias)) return 1;
+    char top[64];
+    size_t len = strcspn(key, ".");
+    if (len >= sizeof top) return 0;
+    memcpy(top, key, len);
+    top[len] = 0;
+    return protobuf_c_message_descriptor_get_field_by_name(&physd__v1__body_def__descriptor, top) != NULL;
+}
+
+static int unknown_body_key(ctl *x, const char *key) {
+    const char *cands[64];
+    size_t n = 0;
+    cands[n++] = "mass";
+    for (int a = 0; body_aliases[a].alias && n < 48; a++)
+        cands[n++] = body_aliases[a].alias;
+    const ProtobufCMessageDescriptor *d = &physd__v1__body_def__descriptor;
+    for (unsigned i = 0; i < d->n_fields && n < 64; i++)
+        cands[n++] = d->fields[i].name;
+    char near[200];
+    if (suggest_nearest(key, cands, n, near, sizeof near))
+        return ctl_fail(x, EXIT_USAGE, "unknown key '%s'; did you mean %s? (see physctl %s --help)", key, near, x->cmd);
+    return ctl_fail(x, EXIT_USAGE, "unknown key '%s' (see physctl %s --help)", key, x->cmd);
+}
+
 /* Builds a BodyDef from key=value arguments. */
 static int build_body(ctl *x, int argc, char **argv, int first, Physd__V1__BodyDef **out) {
     Physd__V1__BodyDef *b = (Physd__V1__BodyDef *)pbj_new(&physd__v1__body_def__descriptor);
@@ -248,20 +327,43 @@ static int build_body(ctl *x, int argc, char **argv, int first, Physd__V1__BodyD
     int r = 0;
     for (int i = first; i < argc && !r; i++) {
         char *k, *v;
-        if (split_kv(argv[i], &k, &v)) {
+        if (ctl_split_kv(argv[i], &k, &v)) {
             r = ctl_fail(x, EXIT_USAGE, "expected key=value, got '%s' (see physctl %s --help)", argv[i], x->cmd);
+            break;
+        }
+        if (!body_key_known(k)) {
+            r = unknown_body_key(x, k);
             break;
         }
         if (!strcmp(k, "mass")) {
             char *end;
             mass = strtod(v, &end);
-            if (*end || !(mass > 0)) r = ctl_fail(x, EXIT_USAGE, "mass must be a positive number, got '%s'", v);
+            if (*end || !(mass > 0)) r = ctl_fail(x, EXIT_USAGE, "mass: expected a positive number, got '%s'", v);
             continue;
         }
         const char *path = k;
         for (int a = 0; body_aliases[a].alias; a++)
             if (!strcmp(k, body_aliases[a].alias)) path = body_aliases[a].path;
-        if (pbj_set_text(&b->base, path, v, err, sizeof err)) r = ctl_fail(x, EXIT_USAGE, "%s", err);
+        /* A cube's half extents (and an isotropic inertia) may be one
+         * number: half=1 is half=1,1,1. */
+        size_t pl = strlen(path);
+        int cube = (pl >= 12 && !strcmp(path + pl - 12, "half_extents")) || !strcmp(path, "mass.inertia");
+        char triple[200];
+        const char *text = v;
+        if (cube && is_one_number(v) && strlen(v) < 60) {
+            snprintf(triple, sizeof triple, "%s,%s,%s", v, v, v);
+            text = triple;
+        }
+        if (pbj_set_text(&b->base, path, text, err, sizeof err)) {
+            const char *leaf = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
+            if (cube)
+                r = ctl_fail(x, EXIT_USAGE, "%s: expected x,y,z or one number, got '%s'", k, v);
+            else if (path != k && !strncmp(err, leaf, strlen(leaf)) && err[strlen(leaf)] == ':')
+                /* Name the key as it was written: "pos: expected x,y,z ...". */
+                r = ctl_fail(x, EXIT_USAGE, "%s%s", k, err + strlen(leaf));
+            else
+                r = ctl_fail(x, EXIT_USAGE, "%s", err);
+        }
     }
     if (!r && b->n_shapes == 0) {
         /* No shape given: a sphere of the default radius. */
@@ -289,43 +391,9 @@ static int build_body(ctl *x, int argc, char **argv, int first, Physd__V1__BodyD
     return 0;
 }
 
-static void print_ids(ctl *x, const char *key, const uint64_t *ids, size_t n, uint64_t world, uint64_t tick) {
-    if (x->json) {
-        jw j;
-        jw_init(&j, 1);
-        jw_object(&j);
-        jw_key(&j, "world_id");
-        jw_uint(&j, world);
-        jw_key(&j, "tick");
-        jw_uint(&j, tick);
-        jw_key(&j, key);
-        jw_array_inline(&j);
-        for (size_t i = 0; i < n; i++)
-            jw_uint(&j, ids[i]);
-        jw_array_end(&j);
-        jw_object_end(&j);
-        ctl_print_json(&j);
-        jw_free(&j);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            printf("%llu\n", (unsigned long long)ids[i]);
-    }
-}
-
-static int send_edit(ctl *x, uint64_t w, Physd__V1__EditOp **ops, size_t n, smsg **rep) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
-    eb.world_id = w;
-    eb.ops = ops;
-    eb.n_ops = n;
-    m.request_case = REQ(EDIT);
-    m.edit = &eb;
-    return ctl_call(x, &m, rep);
-}
-
 static int cmd_add(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     Physd__V1__BodyDef *b;
     if ((r = build_body(x, argc, argv, 2, &b))) return r;
@@ -335,10 +403,10 @@ static int cmd_add(ctl *x, int argc, char **argv) {
     op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
     op.add_body = &ab;
     smsg *rep;
-    r = send_edit(x, w, &ops, 1, &rep);
+    r = ctl_send_edit(x, w, &ops, 1, &rep);
     if (!r) {
-        print_ids(x, "body_ids", rep->reply->edit->new_ids, rep->reply->edit->n_new_ids, w, rep->reply->tick);
-        free_msg(rep);
+        ctl_print_ids(x, "body_ids", rep->reply->edit->new_ids, rep->reply->edit->n_new_ids, w, rep->reply->tick);
+        ctl_free(rep);
     }
     physd__v1__body_def__free_unpacked(b, NULL);
     return r;
@@ -346,7 +414,7 @@ static int cmd_add(ctl *x, int argc, char **argv) {
 
 static int cmd_remove(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc < 3) return ctl_fail(x, EXIT_USAGE, "missing BODY id(s)");
     size_t n = (size_t)argc - 2;
@@ -372,15 +440,15 @@ static int cmd_remove(ctl *x, int argc, char **argv) {
         ops[i] = &op[i];
     }
     smsg *rep = NULL;
-    if (!r) r = send_edit(x, w, ops, n, &rep);
+    if (!r) r = ctl_send_edit(x, w, ops, n, &rep);
     if (!r) {
         if (x->json) {
-            print_ids(x, "removed", NULL, 0, w, rep->reply->tick);
+            ctl_print_ids(x, "removed", NULL, 0, w, rep->reply->tick);
         } else {
             printf("removed %zu bod%s from world %llu\n", n, n == 1 ? "y" : "ies", (unsigned long long)w);
         }
     }
-    free_msg(rep);
+    ctl_free(rep);
     free(op);
     free(ops);
     free(rb);
@@ -392,7 +460,7 @@ static int cmd_remove(ctl *x, int argc, char **argv) {
 
 static int cmd_set(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc < 3) return ctl_fail(x, EXIT_USAGE, "missing key=value (see physctl set --help)");
     Physd__V1__Settings *s = (Physd__V1__Settings *)pbj_new(&physd__v1__settings__descriptor);
@@ -457,10 +525,10 @@ static int cmd_set(ctl *x, int argc, char **argv) {
                 }
                 printf("(from tick %llu)\n", (unsigned long long)rep->reply->tick + 1);
             }
-            free_msg(rep);
+            ctl_free(rep);
         }
     }
-    free_msg(cur);
+    ctl_free(cur);
     physd__v1__settings__free_unpacked(s, NULL);
     return r;
 }
@@ -469,7 +537,7 @@ static int cmd_set(ctl *x, int argc, char **argv) {
 
 static int cmd_step(ctl *x, int argc, char **argv) {
     uint64_t w, n = 1;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc > 2 && (ctl_parse_u64(argv[2], &n) || n < 1 || n > 100000))
         return ctl_fail(x, EXIT_USAGE, "N must be 1..100000, got '%s'", argv[2]);
@@ -481,8 +549,22 @@ static int cmd_step(ctl *x, int argc, char **argv) {
     m.request_case = REQ(STEP);
     m.step = &sw;
     smsg *rep;
-    if ((r = ctl_call(x, &m, &rep))) return r;
-    uint64_t done = rep->reply->payload_case == PHYSD__V1__REPLY__PAYLOAD_STEP ? rep->reply->step->steps_done : 0;
+    /* The reply comes when the steps are done, however long they take:
+     * only an explicit --timeout bounds the wait. */
+    int saved = x->timeout_ms;
+    if (!x->timeout_given) x->timeout_ms = 0;
+    r = ctl_call_any(x, &m, &rep);
+    x->timeout_ms = saved;
+    if (r) return r;
+    const Physd__V1__Reply *rp = rep->reply;
+    int cancelled = rp->status == PHYSD__V1__STATUS__STATUS_CANCELLED ||
+                    (rp->payload_case == PHYSD__V1__REPLY__PAYLOAD_STEP && rp->step->cancelled);
+    if (rp->status != PHYSD__V1__STATUS__STATUS_OK && !cancelled) {
+        r = ctl_fail_reply(x, rep);
+        ctl_free(rep);
+        return r;
+    }
+    uint64_t done = rp->payload_case == PHYSD__V1__REPLY__PAYLOAD_STEP ? rp->step->steps_done : 0;
     if (x->json) {
         jw j;
         jw_init(&j, 1);
@@ -491,17 +573,31 @@ static int cmd_step(ctl *x, int argc, char **argv) {
         jw_uint(&j, w);
         jw_key(&j, "steps_done");
         jw_uint(&j, done);
+        jw_key(&j, "steps");
+        jw_uint(&j, n);
+        jw_key(&j, "cancelled");
+        jw_bool(&j, cancelled);
+        if (cancelled) {
+            jw_key(&j, "message");
+            jw_string(&j, rp->message ? rp->message : "");
+        }
         jw_key(&j, "tick");
-        jw_uint(&j, rep->reply->tick);
+        jw_uint(&j, rp->tick);
         jw_object_end(&j);
         ctl_print_json(&j);
         jw_free(&j);
+    } else if (cancelled) {
+        printf("world %llu: %llu of %llu steps, then cancelled, tick %llu\n", (unsigned long long)w,
+               (unsigned long long)done, (unsigned long long)n, (unsigned long long)rp->tick);
     } else {
         printf("world %llu: %llu steps, tick %llu\n", (unsigned long long)w, (unsigned long long)done,
-               (unsigned long long)rep->reply->tick);
+               (unsigned long long)rp->tick);
     }
-    free_msg(rep);
-    return 0;
+    if (cancelled)
+        r = ctl_fail(x, EXIT_REQUEST, "CANCELLED after %llu of %llu steps: %s", (unsigned long long)done,
+                     (unsigned long long)n, rp->message && rp->message[0] ? rp->message : "ended by another request");
+    ctl_free(rep);
+    return r;
 }
 
 /* --------------------------------------------------------------- stats */
@@ -538,7 +634,7 @@ static void print_stats_text(const Physd__V1__Stats *s) {
 
 static int cmd_stats(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     int solver = 0;
     for (int i = 2; i < argc; i++) {
@@ -555,6 +651,12 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
     smsg *rep;
     if ((r = ctl_call(x, &m, &rep))) return r;
     stats_wait sw = {w, NULL};
+    char state[320];
+    world_state ws = ctl_world_state(w, rep->reply->counters, NULL, state, sizeof state);
+    if (solver && ws == WS_PAUSED) {
+        fprintf(stderr, "physctl stats: world %llu is %s\n", (unsigned long long)w, state);
+        solver = 0;
+    }
     if (solver) {
         /* One statistics push of the next step (running worlds only). */
         pc_handlers h = {0};
@@ -570,10 +672,10 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
         sm.subscribe = &sub;
         smsg *srep;
         if ((r = ctl_call(x, &sm, &srep))) {
-            free_msg(rep);
+            ctl_free(rep);
             return r;
         }
-        free_msg(srep);
+        ctl_free(srep);
         int expired = 0;
         uv_timer_t t;
         uv_timer_init(&x->loop, &t);
@@ -588,7 +690,7 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
         while (expired != 2)
             uv_run(&x->loop, UV_RUN_ONCE);
         pc_client_set_handlers(x->c, NULL);
-        if (!sw.got) fprintf(stderr, "physctl stats: no solver statistics within 2 s (is the world paused?)\n");
+        if (!sw.got) fprintf(stderr, "physctl stats: no solver statistics within 2 s\n");
     }
     const Physd__V1__WorldCounters *k = rep->reply->counters;
     if (x->json) {
@@ -597,6 +699,8 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
         jw_object(&j);
         jw_key(&j, "world_id");
         jw_uint(&j, w);
+        jw_key(&j, "state");
+        jw_string(&j, ctl_world_state_name(ws));
         jw_key(&j, "counters");
         pbj_write(&j, &k->base, PBJ_EMIT_DEFAULTS);
         if (sw.got) {
@@ -617,10 +721,63 @@ static int cmd_stats(ctl *x, int argc, char **argv) {
                (unsigned long long)k->batches_applied, (unsigned long long)k->batches_rejected);
         printf("pushes: %llu frames encoded, %llu queued, %llu dropped\n", (unsigned long long)k->frames_encoded,
                (unsigned long long)k->pushes_queued, (unsigned long long)k->pushes_dropped);
+        printf("state: %s\n", state);
+        if (k->budget_steps || k->nonfinite_steps || k->resets)
+            printf("also: %llu steps stopped at max_step_work, %llu steps left the finite envelope, %llu resets\n",
+                   (unsigned long long)k->budget_steps, (unsigned long long)k->nonfinite_steps,
+                   (unsigned long long)k->resets);
         if (sw.got) print_stats_text(sw.got->stats);
     }
-    free_msg(sw.got);
-    free_msg(rep);
+    ctl_free(sw.got);
+    ctl_free(rep);
+    return 0;
+}
+
+static int cmd_counters(ctl *x, int argc, char **argv) {
+    uint64_t w;
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
+    if (r) return r;
+    if (argc > 2) return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s'", argv[2]);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
+    qc.world_id = w;
+    m.request_case = REQ(QUERY_COUNTERS);
+    m.query_counters = &qc;
+    smsg *rep;
+    if ((r = ctl_call(x, &m, &rep))) return r;
+    const Physd__V1__WorldCounters *k = rep->reply->counters;
+    char state[320];
+    world_state ws = ctl_world_state(w, k, NULL, state, sizeof state);
+    if (x->json) {
+        ctl_print_message(&k->base);
+    } else {
+        /* Every field by its protocol name, so new counters show up. */
+        const ProtobufCMessageDescriptor *d = &physd__v1__world_counters__descriptor;
+        for (unsigned i = 0; i < d->n_fields; i++) {
+            const ProtobufCFieldDescriptor *f = &d->fields[i];
+            const void *p = (const char *)k + f->offset;
+            printf("%-18s ", f->name);
+            switch (f->type) {
+            case PROTOBUF_C_TYPE_DOUBLE:
+                printf("%.6g\n", *(const double *)p);
+                break;
+            case PROTOBUF_C_TYPE_BOOL:
+                printf("%s\n", *(const protobuf_c_boolean *)p ? "true" : "false");
+                break;
+            case PROTOBUF_C_TYPE_UINT32:
+                printf("%u\n", *(const uint32_t *)p);
+                break;
+            case PROTOBUF_C_TYPE_UINT64:
+                printf("%llu\n", (unsigned long long)*(const uint64_t *)p);
+                break;
+            default:
+                printf("?\n");
+                break;
+            }
+        }
+        printf("%-18s %s (%s)\n", "state", ctl_world_state_name(ws), state);
+    }
+    ctl_free(rep);
     return 0;
 }
 
@@ -650,7 +807,7 @@ static int fetch_world(ctl *x, uint64_t w, int shapes, smsg **world, smsg **bodi
     if (wi->n_body_ids > 10000) return ctl_fail(x, EXIT_REQUEST, "more than 10000 bodies: not supported yet");
     r = ctl_call(x, &q, bodies);
     if (r) {
-        free_msg(*world);
+        ctl_free(*world);
         *world = NULL;
     }
     return r;
@@ -658,7 +815,7 @@ static int fetch_world(ctl *x, uint64_t w, int shapes, smsg **world, smsg **bodi
 
 static int cmd_dump(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     int shapes = 0;
     for (int i = 2; i < argc; i++) {
@@ -688,14 +845,14 @@ static int cmd_dump(ctl *x, int argc, char **argv) {
     wi->n_body_ids = nids;
     ctl_print_json(&j);
     jw_free(&j);
-    free_msg(world);
-    free_msg(bodies);
+    ctl_free(world);
+    ctl_free(bodies);
     return 0;
 }
 
 static int cmd_save(ctl *x, int argc, char **argv) {
     uint64_t w;
-    int r = world_arg(x, argc, argv, 1, &w);
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc != 3) return ctl_fail(x, EXIT_USAGE, "usage: physctl save WORLD FILE");
     smsg *world, *bodies;
@@ -761,7 +918,8 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             for (int e = 0; e < 2; e++) {
                 if (!refs[e] || refs[e]->ref_case != PHYSD__V1__BODY_REF__REF_ID) continue;
                 size_t k = 0;
-                while (k < n && bodies->reply->bodies->bodies[k]->body_id != refs[e]->id) k++;
+                while (k < n && bodies->reply->bodies->bodies[k]->body_id != refs[e]->id)
+                    k++;
                 if (k == n) {
                     r = ctl_fail(x, EXIT_REQUEST, "joint %llu names body %llu, which is not in the world",
                                  (unsigned long long)joints->reply->joints->joints[i]->joint_id,
@@ -800,8 +958,8 @@ static int cmd_save(ctl *x, int argc, char **argv) {
             ctl_print_json(&j);
             jw_free(&j);
         } else {
-            printf("saved world %llu (%zu bodies, %zu joints) to %s\n", (unsigned long long)w, s.n_bodies,
-                   s.n_joints, argv[2]);
+            printf("saved world %llu (%zu bodies, %zu joints) to %s\n", (unsigned long long)w, s.n_bodies, s.n_joints,
+                   argv[2]);
         }
     }
     for (size_t i = 0; i < s.n_bodies; i++)
@@ -810,13 +968,120 @@ static int cmd_save(ctl *x, int argc, char **argv) {
     for (size_t i = 0; i < s.n_joints; i++)
         physd__v1__joint_def__free_unpacked(s.joints[i], NULL);
     free(s.joints);
-    free_msg(joints);
-    free_msg(world);
-    free_msg(bodies);
+    ctl_free(joints);
+    ctl_free(world);
+    ctl_free(bodies);
     return r;
 }
 
 /* ---------------------------------------------------------------- load */
+
+/* Picks the name of a loaded world: want itself when no live world has
+ * it, else want-2, want-3, ... (the first free one). 0, or an exit code. */
+static int free_world_name(ctl *x, const char *want, char *out, size_t n) {
+    snprintf(out, n, "%s", want);
+    if (!want[0]) return 0;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListWorlds l = PHYSD__V1__LIST_WORLDS__INIT;
+    m.request_case = REQ(LIST_WORLDS);
+    m.list_worlds = &l;
+    smsg *rep;
+    int r = ctl_call(x, &m, &rep);
+    if (r) return r;
+    const Physd__V1__WorldList *wl = rep->reply->worlds;
+    for (int k = 1; k < 100000; k++) {
+        if (k > 1) {
+            /* Names are at most 64 bytes: shorten the base for the suffix. */
+            char suffix[16];
+            snprintf(suffix, sizeof suffix, "-%d", k);
+            size_t base = strlen(want), room = 64 - strlen(suffix);
+            if (base > room) base = room;
+            snprintf(out, n, "%.*s%s", (int)base, want, suffix);
+        }
+        int used = 0;
+        for (size_t i = 0; i < wl->n_worlds && !used; i++)
+            used = wl->worlds[i]->name && !strcmp(wl->worlds[i]->name, out);
+        if (!used) break;
+    }
+    ctl_free(rep);
+    return 0;
+}
+
+/* Adds the scene's bodies and joints to world w by edit batches of at
+ * most max ops: one atomic batch when everything fits, else the bodies
+ * first and then the joints, whose references to the file's bodies become
+ * the new ids. The new ids go to body_ids[n_bodies] and joint_ids[n_joints]. */
+static int load_by_edits(ctl *x, uint64_t w, scene *s, size_t max, uint64_t *body_ids, uint64_t *joint_ids,
+                         size_t *batches) {
+    size_t nops = s->n_bodies + s->n_joints;
+    Physd__V1__EditOp *op = calloc(nops ? nops : 1, sizeof *op);
+    Physd__V1__EditOp **ops = calloc(nops ? nops : 1, sizeof *ops);
+    Physd__V1__AddBody *ab = calloc(s->n_bodies ? s->n_bodies : 1, sizeof *ab);
+    Physd__V1__AddJoint *aj = calloc(s->n_joints ? s->n_joints : 1, sizeof *aj);
+    int r = 0;
+    *batches = 0;
+    if (!op || !ops || !ab || !aj) r = ctl_fail(x, EXIT_LOST, "out of memory");
+    for (size_t i = 0; !r && i < s->n_bodies; i++) {
+        physd__v1__edit_op__init(&op[i]);
+        physd__v1__add_body__init(&ab[i]);
+        ab[i].body = s->bodies[i];
+        op[i].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[i].add_body = &ab[i];
+        ops[i] = &op[i];
+    }
+    for (size_t i = 0; !r && i < s->n_joints; i++) {
+        size_t k = s->n_bodies + i;
+        physd__v1__edit_op__init(&op[k]);
+        physd__v1__add_joint__init(&aj[i]);
+        aj[i].joint = s->joints[i];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_JOINT;
+        op[k].add_joint = &aj[i];
+        ops[k] = &op[k];
+    }
+    int whole = nops <= max;
+    for (size_t at = 0; !r && at < nops;) {
+        /* Split mode: bodies and joints never share a batch. */
+        size_t end = at + max < nops ? at + max : nops;
+        if (!whole && at < s->n_bodies && end > s->n_bodies) end = s->n_bodies;
+        if (!whole && at >= s->n_bodies) {
+            for (size_t k = at; k < end; k++) {
+                Physd__V1__JointDef *jd = s->joints[k - s->n_bodies];
+                Physd__V1__BodyRef *refs[2] = {jd->body_a, jd->body_b};
+                for (int e = 0; e < 2; e++)
+                    if (refs[e] && refs[e]->ref_case == PHYSD__V1__BODY_REF__REF_NEW_BODY_OP) {
+                        uint32_t b = refs[e]->new_body_op;
+                        if (b >= s->n_bodies) {
+                            r = ctl_fail(x, EXIT_FILE, "joints[%zu]: body %u is not in the file's bodies",
+                                         k - s->n_bodies, b);
+                            break;
+                        }
+                        refs[e]->ref_case = PHYSD__V1__BODY_REF__REF_ID;
+                        refs[e]->id = body_ids[b];
+                    }
+            }
+            if (r) break;
+        }
+        smsg *rep = NULL;
+        r = ctl_send_edit(x, w, ops + at, end - at, &rep);
+        if (!r) {
+            const Physd__V1__EditResult *er = rep->reply->edit;
+            for (size_t k = at; k < end && er && k - at < er->n_new_ids; k++) {
+                if (k < s->n_bodies)
+                    body_ids[k] = er->new_ids[k - at];
+                else
+                    joint_ids[k - s->n_bodies] = er->new_ids[k - at];
+            }
+            (*batches)++;
+        }
+        ctl_free(rep);
+        at = end;
+    }
+    free(op);
+    free(ops);
+    free(ab);
+    free(aj);
+    return r;
+}
 
 static int cmd_load(ctl *x, int argc, char **argv) {
     const char *file = NULL, *name = NULL;
@@ -839,51 +1104,106 @@ static int cmd_load(ctl *x, int argc, char **argv) {
     if (scene_read(file, &s, err, sizeof err)) return ctl_fail(x, EXIT_FILE, "%s", err);
     if (paused < 0) paused = s.paused;
     size_t nops = s.n_bodies + s.n_joints;
-    /* The world starts paused, gets its bodies and joints in one batch at
-     * its first tick boundary, and then runs unless it should stay paused. */
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
-    cw.name = (char *)(name ? name : s.name ? s.name : "");
-    cw.preset = s.preset ? s.preset : "";
-    cw.settings = s.settings;
-    cw.start_paused = 1;
-    m.request_case = REQ(CREATE_WORLD);
-    m.create_world = &cw;
-    smsg *rep = NULL, *erep = NULL, *rrep = NULL;
-    int r = ctl_call(x, &m, &rep);
-    uint64_t w = r ? 0 : rep->reply->world->world_id;
-    Physd__V1__EditOp *op = calloc(nops ? nops : 1, sizeof *op);
-    Physd__V1__EditOp **ops = calloc(nops ? nops : 1, sizeof *ops);
-    Physd__V1__AddBody *ab = calloc(s.n_bodies ? s.n_bodies : 1, sizeof *ab);
-    Physd__V1__AddJoint *aj = calloc(s.n_joints ? s.n_joints : 1, sizeof *aj);
-    if (!r && (!op || !ops || !ab || !aj)) r = ctl_fail(x, EXIT_LOST, "out of memory");
-    if (!r && nops) {
-        for (size_t i = 0; i < s.n_bodies; i++) {
-            physd__v1__edit_op__init(&op[i]);
-            physd__v1__add_body__init(&ab[i]);
-            ab[i].body = s.bodies[i];
-            op[i].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
-            op[i].add_body = &ab[i];
-            ops[i] = &op[i];
-        }
-        for (size_t i = 0; i < s.n_joints; i++) {
-            size_t k = s.n_bodies + i;
-            physd__v1__edit_op__init(&op[k]);
-            physd__v1__add_joint__init(&aj[i]);
-            aj[i].joint = s.joints[i];
-            op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_JOINT;
-            op[k].add_joint = &aj[i];
-            ops[k] = &op[k];
-        }
-        r = send_edit(x, w, ops, nops, &erep);
+    uint64_t *body_ids = calloc(s.n_bodies + 1, sizeof *body_ids);
+    uint64_t *joint_ids = calloc(s.n_joints + 1, sizeof *joint_ids);
+    Physd__V1__EditOp *op = calloc(nops + 1, sizeof *op);
+    Physd__V1__EditOp **ops = calloc(nops + 1, sizeof *ops);
+    Physd__V1__AddBody *ab = calloc(s.n_bodies + 1, sizeof *ab);
+    Physd__V1__AddJoint *aj = calloc(s.n_joints + 1, sizeof *aj);
+    char wname[80];
+    smsg *rep = NULL;
+    uint64_t w = 0;
+    size_t batches = 0;
+    int r = body_ids && joint_ids && op && ops && ab && aj ? ctl_connect(x) : ctl_fail(x, EXIT_LOST, "out of memory");
+    /* A name in use (the world that was saved, say) gets a suffix; an
+     * explicit --name is used as it is. */
+    if (!r && name)
+        snprintf(wname, sizeof wname, "%s", name);
+    else if (!r)
+        r = free_world_name(x, s.name ? s.name : "", wname, sizeof wname);
+    if (!r && !name && s.name && strcmp(wname, s.name) != 0)
+        fprintf(stderr, "physctl load: a world named '%s' exists: this one is '%s' (--name N chooses another)\n",
+                s.name, wname);
+    /* The scene travels in the create request (CreateWorld.scene, so that
+     * reset restores it) when it fits in one batch and names only its own
+     * bodies; otherwise the world is created paused and filled by edits. */
+    const Physd__V1__HelloReply *hello = r ? NULL : pc_client_server_info(x->c);
+    size_t max = hello && hello->max_edits_per_batch ? hello->max_edits_per_batch : 10000;
+    int own_refs = 1;
+    for (size_t i = 0; i < s.n_joints; i++)
+        if ((s.joints[i]->body_a && s.joints[i]->body_a->ref_case == PHYSD__V1__BODY_REF__REF_ID) ||
+            (s.joints[i]->body_b && s.joints[i]->body_b->ref_case == PHYSD__V1__BODY_REF__REF_ID))
+            own_refs = 0;
+    int use_scene = nops > 0 && nops <= max && own_refs;
+    const char *why_edits = nops == 0    ? NULL
+                            : !own_refs  ? "its joints name bodies of the preset by id, which a scene cannot"
+                            : nops > max ? "it has more bodies and joints than the server's max_edits_per_batch"
+                                         : NULL;
+    for (size_t i = 0; !r && use_scene && i < s.n_bodies; i++) {
+        physd__v1__edit_op__init(&op[i]);
+        physd__v1__add_body__init(&ab[i]);
+        ab[i].body = s.bodies[i];
+        op[i].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[i].add_body = &ab[i];
+        ops[i] = &op[i];
     }
-    if (!r && !paused) {
-        Physd__V1__ClientMessage rm = PHYSD__V1__CLIENT_MESSAGE__INIT;
-        Physd__V1__ResumeWorld rw = PHYSD__V1__RESUME_WORLD__INIT;
-        rw.world_id = w;
-        rm.request_case = REQ(RESUME);
-        rm.resume = &rw;
-        r = ctl_call(x, &rm, &rrep);
+    for (size_t i = 0; !r && use_scene && i < s.n_joints; i++) {
+        size_t k = s.n_bodies + i;
+        physd__v1__edit_op__init(&op[k]);
+        physd__v1__add_joint__init(&aj[i]);
+        aj[i].joint = s.joints[i];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_JOINT;
+        op[k].add_joint = &aj[i];
+        ops[k] = &op[k];
+    }
+    int created_paused = use_scene || nops == 0 ? paused : 1;
+    if (!r) {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+        cw.name = wname;
+        cw.preset = s.preset ? s.preset : "";
+        cw.settings = s.settings;
+        cw.start_paused = created_paused;
+        cw.scene = use_scene ? ops : NULL;
+        cw.n_scene = use_scene ? nops : 0;
+        m.request_case = REQ(CREATE_WORLD);
+        m.create_world = &cw;
+        r = ctl_call(x, &m, &rep);
+        if (!r) w = rep->reply->world->world_id;
+    }
+    if (!r && use_scene) {
+        /* The new ids, one per scene op; a server that predates
+         * CreateWorld.scene ignores the scene and sends none. */
+        const Physd__V1__WorldInfo *wi = rep->reply->world;
+        if (wi->n_scene_ids != nops) {
+            use_scene = 0;
+            why_edits = "this server does not apply CreateWorld.scene";
+        }
+        for (size_t i = 0; use_scene && i < nops; i++) {
+            if (i < s.n_bodies)
+                body_ids[i] = wi->scene_ids[i];
+            else
+                joint_ids[i - s.n_bodies] = wi->scene_ids[i];
+        }
+    }
+    if (!r && !use_scene && nops) {
+        r = load_by_edits(x, w, &s, max, body_ids, joint_ids, &batches);
+        if (!r)
+            fprintf(stderr,
+                    "physctl load: warning: %s loaded by %zu edit batch%s, not as the world's scene (%s): `physctl "
+                    "reset %llu` will not restore it\n",
+                    file, batches, batches == 1 ? "" : "es", why_edits ? why_edits : "see above",
+                    (unsigned long long)w);
+        if (!r && created_paused && !paused) {
+            Physd__V1__ClientMessage rm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+            Physd__V1__ResumeWorld rw = PHYSD__V1__RESUME_WORLD__INIT;
+            rw.world_id = w;
+            rm.request_case = REQ(RESUME);
+            rm.resume = &rw;
+            smsg *rr;
+            r = ctl_call(x, &rm, &rr);
+            ctl_free(rr);
+        }
     }
     if (!r) {
         if (x->json) {
@@ -892,18 +1212,24 @@ static int cmd_load(ctl *x, int argc, char **argv) {
             jw_object(&j);
             jw_key(&j, "world_id");
             jw_uint(&j, w);
+            jw_key(&j, "name");
+            jw_string(&j, wname);
             jw_key(&j, "body_ids");
             jw_array_inline(&j);
-            for (size_t i = 0; erep && i < s.n_bodies; i++)
-                jw_uint(&j, erep->reply->edit->new_ids[i]);
+            for (size_t i = 0; i < s.n_bodies; i++)
+                jw_uint(&j, body_ids[i]);
             jw_array_end(&j);
             jw_key(&j, "joint_ids");
             jw_array_inline(&j);
-            for (size_t i = 0; erep && i < s.n_joints; i++)
-                jw_uint(&j, erep->reply->edit->new_ids[s.n_bodies + i]);
+            for (size_t i = 0; i < s.n_joints; i++)
+                jw_uint(&j, joint_ids[i]);
             jw_array_end(&j);
             jw_key(&j, "paused");
             jw_bool(&j, paused);
+            jw_key(&j, "scene");
+            jw_bool(&j, use_scene);
+            jw_key(&j, "edit_batches");
+            jw_uint(&j, batches);
             jw_object_end(&j);
             ctl_print_json(&j);
             jw_free(&j);
@@ -914,13 +1240,13 @@ static int cmd_load(ctl *x, int argc, char **argv) {
         fprintf(stderr, "physctl load: world %llu was created but the scene could not be loaded into it\n",
                 (unsigned long long)w);
     }
+    free(body_ids);
+    free(joint_ids);
     free(op);
     free(ops);
     free(ab);
     free(aj);
-    free_msg(rep);
-    free_msg(erep);
-    free_msg(rrep);
+    ctl_free(rep);
     scene_free(&s);
     return r;
 }
@@ -944,7 +1270,7 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
         smsg *rep;
         if ((r = ctl_call(x, &m, &rep))) return r;
         double ms = (double)(uv_hrtime() - t0) / 1e6;
-        free_msg(rep);
+        ctl_free(rep);
         sum += ms;
         if (ms < best) best = ms;
     }
@@ -984,58 +1310,120 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
     "  k_pgs k_sm cg_tolerance sm_gamma sm_gamma_scope=all|friction sm_stagnation jacobi_relaxation\n"                 \
     "  sm_preconditioner=0|1|2 (none, diagonal, IC(0)) sm_forcing sleep sleep_linear sleep_angular sleep_time\n"       \
     "  collide_substeps joint_projection vector_solver joint_solver=gs|direct contact_cache_tolerance\n"               \
-    "  contact_block\n"                                                                                              \
+    "  contact_block max_step_work (row updates per step; 0 = the server's limit)\n"                                   \
     "A dotted key changes one part: contact.hertz=30, gravity.z=-1.62. Booleans: true/false.\n"
 
 const command physctl_commands[] = {
     {"worlds", "", "list the worlds", "Prints id, name, preset, state, tick and counts of every world.\n", cmd_worlds},
+    {"presets", "", "list the built-in scenes (for create --scene)",
+     "Prints the name, dynamic bodies and description of every preset the server has (--json adds the\n"
+     "length of each one's reference run, in steps).\n",
+     cmd_presets},
     {"create", "[--scene NAME] [--name N] [--paused] [key=value...]", "create a world; prints its id",
-     "--scene NAME (or --preset) builds a built-in scene (docs/scenes.md: stack20, pyramid20, chain30, box_drop, "
-     "...).\n" SETTINGS_HELP "Example: physctl create --scene stack20 --name demo iterations=20 tick_rate=120\n",
+     "--scene NAME (or --preset) builds a built-in scene (physctl presets lists them: stack20, pyramid20, chain30,\n"
+     "box_drop, ...; a misspelt name gets the nearest ones).\n" SETTINGS_HELP
+     "Example: physctl create --scene stack20 --name demo iterations=2 tick_rate=120\n",
      cmd_create},
     {"destroy", "WORLD", "destroy a world", "", cmd_destroy},
     {"add", "WORLD [key=value...]", "add a body; prints its id",
-     "Keys: type=dynamic|static|kinematic, shape=sphere|box|capsule|plane, radius=R, half=x,y,z (box half\n"
-     "extents), half_height=H (capsule), normal=x,y,z and offset=D (plane), mass=M (sets the density of the\n"
-     "single shape so that the body's mass is M), density, friction, restitution, pos=x,y,z, rot=x,y,z,w\n"
-     "(quaternion), vel=x,y,z, angvel=x,y,z, and any BodyDef field by path (linear_damping=0.1,\n"
+     "Keys: type=dynamic|static|kinematic, shape=sphere|box|capsule|plane, radius=R, half=x,y,z or half=H (box half\n"
+     "extents; one number is a cube), half_height=H (capsule), normal=x,y,z and offset=D (plane), mass=M (sets the\n"
+     "density of the single shape so that the body's mass is M), density, friction, restitution, pos=x,y,z,\n"
+     "rot=x,y,z,w (quaternion), vel=x,y,z, angvel=x,y,z, and any BodyDef field by path (linear_damping=0.1,\n"
      "gravity_scale=0, mass.mass=2 mass.inertia=1,1,1, shapes.1.type=box shapes.1.local.position=0,0,1).\n"
-     "Without shape=, the body is a sphere of radius 0.5.\n"
-     "Example: physctl add 1 shape=box half=0.5,0.5,0.5 mass=2 pos=0,0,3\n",
+     "Without shape=, the body is a sphere of radius 0.5. A misspelt key gets the nearest ones.\n"
+     "Example: physctl add 1 shape=box half=0.5 mass=2 pos=0,0,3\n",
      cmd_add},
     {"remove", "WORLD BODY...", "remove bodies (with their shapes and joints)", "", cmd_remove},
+    {"pose", "WORLD BODY [pos=x,y,z] [rot=x,y,z,w]", "move a body (set_pose)",
+     "Sets the body's position and/or orientation (a quaternion x,y,z,w) at the next tick boundary; the part\n"
+     "not given keeps its current value.\nExample: physctl pose 1 4294967298 pos=0,0,5\n",
+     physctl_pose},
+    {"velocity", "WORLD BODY [vel=x,y,z] [angvel=x,y,z]", "set a body's velocity (set_velocity)",
+     "Sets the linear (m/s) and/or angular (rad/s, world frame) velocity; the part not given keeps its current\n"
+     "value. Not for static bodies.\nExample: physctl velocity 1 4294967298 vel=0,0,5\n",
+     physctl_velocity},
+    {"force", "WORLD BODY x,y,z [at=x,y,z]", "apply a force during the next step",
+     "A force in N that acts during the next step only, at a world point (default: the centre of mass).\n"
+     "For a lasting push send it every tick, or use impulse.\nExample: physctl force 1 4294967298 0,0,500\n",
+     physctl_force},
+    {"torque", "WORLD BODY x,y,z", "apply a torque during the next step",
+     "A torque in N m (world frame) that acts during the next step only.\n", physctl_torque},
+    {"impulse", "WORLD BODY x,y,z [at=x,y,z]", "apply an impulse",
+     "An impulse in N s applied to the velocity at the next tick boundary, at a world point (default: the\n"
+     "centre of mass).\nExample: physctl impulse 1 4294967298 0,0,10\n",
+     physctl_impulse},
+    {"target", "WORLD BODY [pos=x,y,z] [rot=x,y,z,w]", "move a kinematic body to a pose over the next step",
+     "Kinematic bodies only: the body reaches the pose at the end of the next step (its velocity follows).\n",
+     physctl_target},
+    {"joint", "add|remove|list WORLD ...", "add, remove or list joints",
+     "physctl joint add WORLD type=ball|hinge|distance|fixed a=BODY [b=BODY] [key=value...]\n"
+     "  prints the joint's id. Without b= the joint holds body a to the world. Keys: any JointDef field\n"
+     "  (docs/protocol.md): anchor_a=x,y,z (body a's frame) anchor_b=x,y,z (body b's frame, or a world point)\n"
+     "  axis_a=x,y,z axis_b=x,y,z (hinge), distance=D (distance joint; default: the current distance),\n"
+     "  enable_limit=true lower_angle= upper_angle= enable_motor=true motor_speed= max_motor_torque=.\n"
+     "physctl joint remove WORLD JOINT...\n"
+     "physctl joint list WORLD [JOINT...]   every joint (or the given ones) with its definition\n"
+     "Example: physctl joint add 1 type=hinge a=4294967298 anchor_b=0,0,5 axis_a=0,1,0 axis_b=0,1,0\n",
+     physctl_joint},
     {"set", "WORLD key=value...", "change world or solver settings",
-     SETTINGS_HELP "Changes apply from the next step; prints the resulting values.\n"
-                   "Example: physctl set 1 iterations=20 method=pgs_sm contact.hertz=30\n",
+     SETTINGS_HELP "Changes apply from the next step; prints the resulting values. A misspelt key gets the\n"
+                   "nearest ones.\nExample: physctl set 1 iterations=2 method=pgs_sm contact.hertz=30\n",
      cmd_set},
     {"pause", "WORLD", "stop a world's clock", "", cmd_pause},
     {"resume", "WORLD", "restart a world's clock", "", cmd_resume},
     {"step", "WORLD [N]", "run N steps (default 1) of a paused world",
-     "The reply comes once the steps are done; prints the new tick.\n", cmd_step},
-    {"reset", "WORLD", "rebuild a world from its creation request", "", cmd_reset},
-    {"watch", "WORLD [--stats] [--every K] [--bodies N] [--seconds S] [--count N]",
-     "live view of bodies or convergence statistics",
+     "The reply comes once the steps are done (physctl waits as long as they take unless --timeout is\n"
+     "given); prints the steps done and the new tick. A reset, pause or\n"
+     "destroy of the world meanwhile cancels the rest: the steps done are printed, \"cancelled\" is said,\n"
+     "and the exit code is 1.\n",
+     cmd_step},
+    {"reset", "WORLD", "rebuild a world from its creation request (preset and scene)",
+     "Bodies and joints added since are gone and every old id becomes stale; a world made by `load` gets its\n"
+     "file's scene back.\n",
+     cmd_reset},
+    {"watch", "WORLD [--stats|--contacts] [--every K] [--bodies N] [--seconds S] [--count N]",
+     "live view of bodies, convergence statistics or contact events",
      "Bodies (default): subscribes to transform frames every K-th tick (default 6) and shows the first N\n"
      "bodies (default 20) with position and orientation, updating in place on a terminal.\n"
      "--stats: subscribes to solver statistics with per-iteration merits and draws the Fischer-Burmeister\n"
      "merit per iteration as a text plot (log scale), with the method, rows, contacts and stage times.\n"
+     "--contacts: prints every contact begin and end event, one line each (same as physctl events).\n"
+     "A status line says when the world is paused, asleep (every body at rest, nothing to solve) or falling\n"
+     "behind its tick rate (ticks skipped); the counters are read once a second.\n"
      "Stops after S seconds or N updates if given, on Ctrl-C, or when the world is destroyed.\n"
-     "With --json, prints one JSON object per update (one per line).\n",
+     "With --json, prints one JSON object per update (one per line), and {\"world_id\", \"state\", ...}\n"
+     "lines when the world's state changes.\n",
      physctl_watch},
-    {"stats", "WORLD [--solver]", "world counters (and the next step's solver statistics)",
+    {"events", "WORLD [--seconds S] [--count N]", "contact begin and end events as they happen",
+     "The same as physctl watch WORLD --contacts.\n", physctl_events},
+    {"stats", "WORLD [--solver]", "world counters and state (and the next step's solver statistics)",
      "--solver also waits (up to 2 s) for the next step's statistics with per-iteration merits.\n", cmd_stats},
+    {"counters", "WORLD", "every counter of a world",
+     "Prints every field of the protocol's WorldCounters (ticks, overruns, edits, pushes, step times, paused,\n"
+     "awake bodies, budget and non-finite steps, resets, how far behind) and the world's state.\n",
+     cmd_counters},
+    {"body", "WORLD BODY... [--shapes]", "the state of some bodies",
+     "Pose, velocities, mass and shapes (with --shapes) of the given bodies; physctl dump shows them all.\n",
+     physctl_body},
+    {"ray", "WORLD ORIGIN DIRECTION [MAX_DISTANCE]", "cast a ray; prints the closest hit",
+     "ORIGIN and DIRECTION as x,y,z (the direction need not be unit); MAX_DISTANCE in m (default 1e6).\n"
+     "Example: physctl ray 1 0,0,50 0,0,-1\n",
+     physctl_ray},
     {"dump", "WORLD [--shapes]", "the world and every body's state as JSON",
      "Prints {\"world\": WorldInfo, \"bodies\": [BodyState...]} with every field (docs/protocol.md);\n"
      "--shapes includes each body's shapes.\n",
      cmd_dump},
     {"load", "FILE [--name N] [--paused|--running]", "create a world from a scene file; prints its id",
-     "The scene file format is described in docs/clients.md. The world is created paused, the bodies and\n"
-     "joints are added in one atomic batch, then it runs unless the file says \"paused\": true (or --paused).\n",
+     "The scene file format is described in docs/clients.md. The world is created with the file's bodies and\n"
+     "joints as its scene (CreateWorld.scene: one request, and `physctl reset` restores them) and runs unless\n"
+     "the file says \"paused\": true (or --paused). A scene larger than the server's max_edits_per_batch is\n"
+     "added by edit batches instead (a warning says so: reset then does not restore it). When a world has\n"
+     "the file's name already, the new one is NAME-2 (or -3, ...); --name N chooses the name.\n",
      cmd_load},
     {"save", "WORLD FILE", "write a world to a scene file",
-     "Writes the settings and every body (pose, velocities, shapes, mass and inertia) in the format of\n"
-     "docs/clients.md. Joints, damping and gravity scale cannot be read back through the protocol and are\n"
-     "not saved (a warning names the joints).\n",
+     "Writes the name, paused flag, every setting, every body (pose, velocities, damping, gravity scale, shapes,\n"
+     "mass and inertia) and every joint in the format of docs/clients.md; physctl load FILE makes a copy.\n",
      cmd_save},
     {"ping", "[N]", "round-trip time to the server", "", cmd_ping},
     {NULL, NULL, NULL, NULL, NULL},

@@ -5,7 +5,8 @@
  *   physctl [--host H] [--port P] [--json] [--timeout MS] COMMAND [ARGS...]
  *
  * Normal path: parse the global options (also PHYSD_HOST / PHYSD_PORT from
- * the environment), find the command, let it parse its own arguments,
+ * the environment; the options may also follow the command), find the
+ * command, take the global options out of its arguments, let it parse them,
  * connect on first use, run its requests with pc_call, print text or JSON
  * on stdout, close the connection and the loop, exit 0.
  *
@@ -16,11 +17,13 @@
  * Invariants: one connection per run; the loop is closed before exit
  * (uv_loop_close returns 0, else a warning is printed).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "physctl.h"
+#include "suggest.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -29,9 +32,13 @@ static void usage(FILE *f) {
             "commands:\n",
             PC_DEFAULT_PORT);
     for (const command *c = physctl_commands; c->name; c++) {
-        char head[64];
+        char head[200];
         snprintf(head, sizeof head, "%s %s", c->name, c->args);
-        fprintf(f, "  %-34s %s\n", head, c->summary);
+        /* A long synopsis gets its summary on the next line. */
+        if (strlen(head) > 34)
+            fprintf(f, "  %s\n  %-34s %s\n", head, "", c->summary);
+        else
+            fprintf(f, "  %-34s %s\n", head, c->summary);
     }
     fprintf(f,
             "\noptions:\n"
@@ -40,10 +47,30 @@ static void usage(FILE *f) {
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --help          this text; `physctl COMMAND --help` describes a command\n"
+            "  (the options may also follow the command: physctl worlds --json)\n"
             "  --version       print the version\n\n"
             "exit codes: 0 ok, 1 the server refused the request, 2 usage error, 3 cannot connect,\n"
             "            4 connection lost or timed out, 5 file error\n",
             PC_DEFAULT_PORT);
+}
+
+const command *ctl_find_command(const char *name) {
+    for (const command *c = physctl_commands; c->name; c++)
+        if (!strcmp(c->name, name)) return c;
+    return NULL;
+}
+
+/* " (did you mean 'x'?)" for a mistyped command, or "". */
+static const char *command_hint(const char *name) {
+    static char buf[256];
+    const char *names[64];
+    size_t n = 0;
+    for (const command *c = physctl_commands; c->name && n < 64; c++)
+        names[n++] = c->name;
+    char near[200];
+    buf[0] = 0;
+    if (suggest_nearest(name, names, n, near, sizeof near)) snprintf(buf, sizeof buf, "; did you mean %s?", near);
+    return buf;
 }
 
 static void command_help(const command *c) {
@@ -84,7 +111,7 @@ int ctl_connect(ctl *x) {
     return 0;
 }
 
-int ctl_call(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out) {
+int ctl_call_any(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out) {
     *out = NULL;
     int r = ctl_connect(x);
     if (r) return r;
@@ -94,14 +121,145 @@ int ctl_call(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out
         const char *why = pc_client_error_message(x->c);
         return ctl_fail(x, EXIT_LOST, "%s (%s)%s%s", pc_strerror(r), pc_err_name(r), why[0] ? ": " : "", why);
     }
+    *out = rep;
+    return 0;
+}
+
+int ctl_fail_reply(ctl *x, const Physd__V1__ServerMessage *rep) {
+    return ctl_fail(x, EXIT_REQUEST, "%s: %s", pc_status_name((int)rep->reply->status),
+                    rep->reply->message ? rep->reply->message : "");
+}
+
+int ctl_call(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out) {
+    Physd__V1__ServerMessage *rep = NULL;
+    int r = ctl_call_any(x, m, &rep);
+    if (r) return r;
     if (rep->reply->status != PHYSD__V1__STATUS__STATUS_OK) {
-        int code = ctl_fail(x, EXIT_REQUEST, "%s: %s", pc_status_name((int)rep->reply->status),
-                            rep->reply->message ? rep->reply->message : "");
+        int code = ctl_fail_reply(x, rep);
         physd__v1__server_message__free_unpacked(rep, NULL);
         return code;
     }
     *out = rep;
     return 0;
+}
+
+const char *ctl_world_state_name(world_state s) {
+    switch (s) {
+    case WS_PAUSED:
+        return "paused";
+    case WS_BEHIND:
+        return "behind";
+    case WS_ASLEEP:
+        return "asleep";
+    default:
+        return "running";
+    }
+}
+
+world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev,
+                            char *buf, size_t n) {
+    unsigned long long w = (unsigned long long)world;
+    unsigned long long tick = (unsigned long long)k->tick;
+    double period = k->tick_rate > 0 ? 1.0 / k->tick_rate : 0;
+    if (k->paused) {
+        snprintf(buf, n,
+                 "paused at tick %llu: no steps, so no new frames or statistics (physctl resume %llu, or physctl step "
+                 "%llu N)",
+                 tick, w, w);
+        return WS_PAUSED;
+    }
+    int skipping = prev && k->overrun_ticks > prev->overrun_ticks && k->ticks_total >= prev->ticks_total;
+    if (skipping || (period > 0 && k->behind_s > 2 * period)) {
+        snprintf(buf, n,
+                 "falling behind at tick %llu: %llu ticks skipped so far, %.3f s behind its %.4g Hz clock (a step "
+                 "takes %.2f ms on average, a tick is %.2f ms)",
+                 tick, (unsigned long long)k->overrun_ticks, k->behind_s, k->tick_rate, k->mean_step_ms, period * 1e3);
+        return WS_BEHIND;
+    }
+    if (k->awake_bodies == 0 && k->body_count > 0) {
+        snprintf(buf, n,
+                 "asleep at tick %llu: every body is at rest (0 awake), so the solver has nothing to do; an "
+                 "edit or a moving body wakes it",
+                 tick);
+        return WS_ASLEEP;
+    }
+    snprintf(buf, n, "running at tick %llu: %u awake bodies (%u bodies in all), %.4g Hz", tick, k->awake_bodies,
+             k->body_count, k->tick_rate);
+    return WS_RUNNING;
+}
+
+void ctl_free(Physd__V1__ServerMessage *m) {
+    if (m) physd__v1__server_message__free_unpacked(m, NULL);
+}
+
+int ctl_world_arg(ctl *x, int argc, char **argv, int idx, uint64_t *w) {
+    if (idx >= argc) return ctl_fail(x, EXIT_USAGE, "missing WORLD (see physctl %s --help)", x->cmd);
+    if (ctl_parse_u64(argv[idx], w) || *w == 0) return ctl_fail(x, EXIT_USAGE, "bad world id '%s'", argv[idx]);
+    return 0;
+}
+
+int ctl_id_arg(ctl *x, int argc, char **argv, int idx, const char *what, uint64_t *id) {
+    if (idx >= argc) return ctl_fail(x, EXIT_USAGE, "missing %s (see physctl %s --help)", what, x->cmd);
+    if (ctl_parse_u64(argv[idx], id) || *id == 0) return ctl_fail(x, EXIT_USAGE, "bad %s id '%s'", what, argv[idx]);
+    return 0;
+}
+
+int ctl_split_kv(char *arg, char **key, char **val) {
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) return -1;
+    *eq = 0;
+    *key = arg;
+    *val = eq + 1;
+    return 0;
+}
+
+int ctl_parse_vec(const char *s, int n, double *v) {
+    const char *p = s;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        v[i] = strtod(p, &end);
+        if (end == p || !isfinite(v[i])) return -1;
+        p = end;
+        if (i + 1 < n) {
+            if (*p != ',') return -1;
+            p++;
+        }
+    }
+    return *p ? -1 : 0;
+}
+
+int ctl_send_edit(ctl *x, uint64_t w, Physd__V1__EditOp **ops, size_t n, Physd__V1__ServerMessage **rep) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.ops = ops;
+    eb.n_ops = n;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    return ctl_call(x, &m, rep);
+}
+
+void ctl_print_ids(ctl *x, const char *key, const uint64_t *ids, size_t n, uint64_t world, uint64_t tick) {
+    if (x->json) {
+        jw j;
+        jw_init(&j, 1);
+        jw_object(&j);
+        jw_key(&j, "world_id");
+        jw_uint(&j, world);
+        jw_key(&j, "tick");
+        jw_uint(&j, tick);
+        jw_key(&j, key);
+        jw_array_inline(&j);
+        for (size_t i = 0; i < n; i++)
+            jw_uint(&j, ids[i]);
+        jw_array_end(&j);
+        jw_object_end(&j);
+        ctl_print_json(&j);
+        jw_free(&j);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%llu\n", (unsigned long long)ids[i]);
+    }
 }
 
 void ctl_print_json(jw *w) {
@@ -118,22 +276,69 @@ void ctl_print_message(const ProtobufCMessage *m) {
 
 static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
+/* A global option at argv[*i] (before or after the command): applies it,
+ * moves *i past its value and returns 1; 0 when argv[*i] is not one; -1
+ * (after printing why) for a bad value. */
+static int global_option(ctl *x, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char *eq = strchr(a, '=');
+    char name[32];
+    size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+    if (nl >= sizeof name) return 0;
+    memcpy(name, a, nl);
+    name[nl] = 0;
+    if (!strcmp(a, "--json")) {
+        x->json = 1;
+        return 1;
+    }
+    if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout")) return 0;
+    const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!val) {
+        ctl_fail(x, EXIT_USAGE, "%s needs a value", name);
+        return -1;
+    }
+    if (!strcmp(name, "--host")) {
+        if (!val[0]) {
+            ctl_fail(x, EXIT_USAGE, "--host needs a value");
+            return -1;
+        }
+        x->host = val;
+        return 1;
+    }
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (!val[0] || *end || v < 0 || (!strcmp(name, "--port") && (v < 1 || v > 65535)) || v > 86400000) {
+        ctl_fail(x, EXIT_USAGE, "bad %s '%s'", name, val);
+        return -1;
+    }
+    if (!strcmp(name, "--port")) {
+        x->port = (int)v;
+    } else {
+        x->timeout_ms = (int)v;
+        x->timeout_given = 1;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     ctl x;
     memset(&x, 0, sizeof x);
     x.host = getenv("PHYSD_HOST") && getenv("PHYSD_HOST")[0] ? getenv("PHYSD_HOST") : "127.0.0.1";
-    x.port = getenv("PHYSD_PORT") ? atoi(getenv("PHYSD_PORT")) : PC_DEFAULT_PORT;
+    x.port = PC_DEFAULT_PORT;
     x.timeout_ms = 10000;
+    const char *env_port = getenv("PHYSD_PORT");
+    if (env_port && env_port[0]) {
+        char *end;
+        long v = strtol(env_port, &end, 10);
+        if (*end || v < 1 || v > 65535) {
+            fprintf(stderr, "physctl: bad PHYSD_PORT '%s' (expected 1..65535)\n", env_port);
+            return EXIT_USAGE;
+        }
+        x.port = (int)v;
+    }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
-        const char *val = NULL;
-        const char *eq = strchr(a, '=');
-        char name[32];
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        if (nl >= sizeof name) nl = sizeof name - 1;
-        memcpy(name, a, nl);
-        name[nl] = 0;
         if (is_help(a)) {
             usage(stdout);
             return EXIT_OK;
@@ -142,27 +347,9 @@ int main(int argc, char **argv) {
             printf("physctl %s (protocol %d)\n", PC_VERSION, PC_PROTOCOL_VERSION);
             return EXIT_OK;
         }
-        if (!strcmp(a, "--json")) {
-            x.json = 1;
-            continue;
-        }
-        if (!strcmp(name, "--host") || !strcmp(name, "--port") || !strcmp(name, "--timeout")) {
-            val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!val) return ctl_fail(&x, EXIT_USAGE, "%s needs a value", name);
-            if (!strcmp(name, "--host")) {
-                x.host = val;
-            } else {
-                char *end;
-                long v = strtol(val, &end, 10);
-                if (*end || v < 0 || (!strcmp(name, "--port") && (v < 1 || v > 65535)))
-                    return ctl_fail(&x, EXIT_USAGE, "bad %s '%s'", name, val);
-                if (!strcmp(name, "--port"))
-                    x.port = (int)v;
-                else
-                    x.timeout_ms = (int)v;
-            }
-            continue;
-        }
+        int g = global_option(&x, argc, argv, &i);
+        if (g < 0) return EXIT_USAGE;
+        if (g > 0) continue;
         fprintf(stderr, "physctl: unknown option '%s' (see physctl --help)\n", a);
         return EXIT_USAGE;
     }
@@ -173,35 +360,51 @@ int main(int argc, char **argv) {
     const char *name = argv[i];
     if (!strcmp(name, "help")) {
         if (i + 1 < argc) {
-            for (const command *c = physctl_commands; c->name; c++)
-                if (!strcmp(c->name, argv[i + 1])) {
-                    command_help(c);
-                    return EXIT_OK;
-                }
-            fprintf(stderr, "physctl: unknown command '%s'\n", argv[i + 1]);
+            const command *c = ctl_find_command(argv[i + 1]);
+            if (c) {
+                command_help(c);
+                return EXIT_OK;
+            }
+            fprintf(stderr, "physctl: unknown command '%s'%s\n", argv[i + 1], command_hint(argv[i + 1]));
             return EXIT_USAGE;
         }
         usage(stdout);
         return EXIT_OK;
     }
-    const command *cmd = NULL;
-    for (const command *c = physctl_commands; c->name; c++)
-        if (!strcmp(c->name, name)) cmd = c;
+    const command *cmd = ctl_find_command(name);
     if (!cmd) {
-        fprintf(stderr, "physctl: unknown command '%s' (see physctl --help)\n", name);
+        fprintf(stderr, "physctl: unknown command '%s'%s (see physctl --help)\n", name, command_hint(name));
         return EXIT_USAGE;
     }
-    for (int k = i + 1; k < argc; k++)
-        if (is_help(argv[k])) {
+    /* The command's own arguments, without the global options that may
+     * follow it (physctl worlds --json, physctl step 2 10 --port 7448). */
+    char **args = calloc((size_t)(argc - i) + 1, sizeof *args);
+    if (!args) return ctl_fail(&x, EXIT_LOST, "out of memory");
+    int nargs = 0;
+    x.cmd = cmd->name;
+    for (int k = i; k < argc; k++) {
+        if (k > i && is_help(argv[k])) {
             command_help(cmd);
+            free(args);
             return EXIT_OK;
         }
-    x.cmd = cmd->name;
-    if (uv_loop_init(&x.loop) != 0) return ctl_fail(&x, EXIT_CONNECT, "cannot create an event loop");
-    int rc = cmd->run(&x, argc - i, argv + i);
+        int g = k > i ? global_option(&x, argc, argv, &k) : 0;
+        if (g < 0) {
+            free(args);
+            return EXIT_USAGE;
+        }
+        if (g == 0) args[nargs++] = argv[k];
+    }
+    args[nargs] = NULL;
+    if (uv_loop_init(&x.loop) != 0) {
+        free(args);
+        return ctl_fail(&x, EXIT_CONNECT, "cannot create an event loop");
+    }
+    int rc = cmd->run(&x, nargs, args);
     if (x.c) pc_close_sync(x.c);
     uv_run(&x.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&x.loop) != 0) fprintf(stderr, "physctl: warning: the event loop did not close cleanly\n");
     fflush(stdout);
+    free(args);
     return rc;
 }

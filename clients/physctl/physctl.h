@@ -1,7 +1,12 @@
 /*
  * physctl.h — what the files of physctl share: the session (one loop, one
  * connection), the exit codes, the command table and the helpers that
- * send a request and report failures.
+ * parse arguments, send a request and report failures.
+ *
+ * Files: physctl.c (options, table lookup, connection, request helpers),
+ * commands.c (worlds, create, settings, add/remove, step, stats, counters,
+ * presets, dump, save, load, ping), edits.c (pose, velocity, force, torque,
+ * impulse, target, joint, ray, body), watch.c (watch and events).
  */
 #ifndef PHYSD_PHYSCTL_H
 #define PHYSD_PHYSCTL_H
@@ -29,7 +34,8 @@ typedef struct ctl {
     int port;
     int json;
     int timeout_ms;
-    const char *cmd; /* for messages */
+    int timeout_given; /* --timeout was on the command line */
+    const char *cmd;   /* for messages */
 } ctl;
 
 typedef struct command {
@@ -41,6 +47,10 @@ typedef struct command {
 } command;
 
 extern const command physctl_commands[];
+const command *ctl_find_command(const char *name);
+
+typedef Physd__V1__ServerMessage smsg;
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 
 /* Connects (once); returns 0 or EXIT_CONNECT after printing why. */
 int ctl_connect(ctl *x);
@@ -48,6 +58,25 @@ int ctl_connect(ctl *x);
  * status is OK; else prints the error and returns EXIT_REQUEST or
  * EXIT_LOST. */
 int ctl_call(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out);
+/* As ctl_call, but a reply with an error status is returned too (0 and
+ * *out); only a lost connection or a timeout fails (EXIT_LOST, printed). */
+int ctl_call_any(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage **out);
+/* Prints the server's error of rep as "physctl CMD: STATUS: message" and
+ * returns EXIT_REQUEST. */
+int ctl_fail_reply(ctl *x, const Physd__V1__ServerMessage *rep);
+void ctl_free(Physd__V1__ServerMessage *m);
+/* argv[idx] as a world id (EXIT_USAGE printed when missing or bad). */
+int ctl_world_arg(ctl *x, int argc, char **argv, int idx, uint64_t *w);
+/* argv[idx] as a body or joint id; what names it in the message. */
+int ctl_id_arg(ctl *x, int argc, char **argv, int idx, const char *what, uint64_t *id);
+/* Splits "key=value" in place; 0, or -1 when there is no '='. */
+int ctl_split_kv(char *arg, char **key, char **val);
+/* Parses "x,y,z" (n = 3) or "x,y,z,w" (n = 4) into v; 0 or -1. */
+int ctl_parse_vec(const char *s, int n, double *v);
+/* Sends one edit batch to world w (ctl_call's contract). */
+int ctl_send_edit(ctl *x, uint64_t w, Physd__V1__EditOp **ops, size_t n, Physd__V1__ServerMessage **rep);
+/* Prints new ids: one per line, or {"world_id", "tick", key: [...]}. */
+void ctl_print_ids(ctl *x, const char *key, const uint64_t *ids, size_t n, uint64_t world, uint64_t tick);
 /* Prints "physctl CMD: ..." on stderr and returns code. */
 int ctl_fail(ctl *x, int code, const char *fmt, ...);
 /* Parses a world id, body id or count; 0 or -1. */
@@ -57,6 +86,25 @@ void ctl_print_json(jw *w);
 /* Prints msg as JSON on stdout (every field, defaults included). */
 void ctl_print_message(const ProtobufCMessage *m);
 
+/* What a world is doing, from its counters (and the previous counters,
+ * NULL for none, which show whether it keeps skipping ticks). */
+typedef enum { WS_RUNNING, WS_PAUSED, WS_BEHIND, WS_ASLEEP } world_state;
+/* Classifies k and writes one sentence about it into buf ("paused at tick
+ * 60: ..."). */
+world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev,
+                            char *buf, size_t n);
+const char *ctl_world_state_name(world_state s);
+
 int physctl_watch(ctl *x, int argc, char **argv);
+int physctl_events(ctl *x, int argc, char **argv);
+int physctl_pose(ctl *x, int argc, char **argv);
+int physctl_velocity(ctl *x, int argc, char **argv);
+int physctl_force(ctl *x, int argc, char **argv);
+int physctl_torque(ctl *x, int argc, char **argv);
+int physctl_impulse(ctl *x, int argc, char **argv);
+int physctl_target(ctl *x, int argc, char **argv);
+int physctl_joint(ctl *x, int argc, char **argv);
+int physctl_ray(ctl *x, int argc, char **argv);
+int physctl_body(ctl *x, int argc, char **argv);
 
 #endif

@@ -1,21 +1,30 @@
 /*
- * watch.c — `physctl watch`: a live view of a world's bodies (transform
- * frames) or of its solver's convergence (statistics with per-iteration
- * merits, drawn as a text plot), redrawn in place on a terminal.
+ * watch.c — `physctl watch` and `physctl events`: a live view of a world's
+ * bodies (transform frames) or of its solver's convergence (statistics
+ * with per-iteration merits, drawn as a text plot), redrawn in place on a
+ * terminal, or a log of its contact events; with a status line that says
+ * when the world is paused, asleep or falling behind.
  *
  * Normal path: subscribe (blocking call), then run the loop with push
  * handlers that keep only the latest frame or statistics message; a 100 ms
  * timer redraws when something new arrived: on a terminal the cursor moves
  * back up over the previous drawing and every line is rewritten (ESC[K
  * clears the rest of each line, ESC[J what is below); elsewhere each update
- * is printed after the previous one. With --json each update is one line of
- * JSON.
+ * is printed after the previous one. A 1 s timer asks for the world's
+ * counters (one request in flight at most): a world that is not running
+ * normally (paused, asleep, falling behind) is shown by a status line above
+ * the view, redrawn once a second, so a paused world does not leave a blank
+ * screen. Contact events are printed as they come, one line each. With
+ * --json each update is one line of JSON, and a change of the world's
+ * state one line {"world_id", "state", "tick", "message"}.
  *
  * Failure modes: a refused subscription exits 1; a lost connection exits 4;
  * the world being destroyed ends the watch with exit 0 and a message.
  *
- * Invariants: at most one message is kept (the newest); the timers and the
- * signal handle are closed before the command returns.
+ * Invariants: at most one push message and two counters replies are kept
+ * (the newest); the counters request in flight is answered or failed
+ * before the command returns (its callback points into this stack frame);
+ * the timers and the signal handle are closed before the command returns.
  */
 #include <math.h>
 #include <signal.h>
@@ -29,10 +38,12 @@
 #define PLOT_ROWS 8
 #define PLOT_COLS 60
 
+enum { M_BODIES, M_STATS, M_CONTACTS };
+
 typedef struct watch {
     ctl *x;
     uint64_t world;
-    int stats_mode;
+    int mode;
     uint32_t every;
     int max_bodies;
     long max_updates;
@@ -46,8 +57,15 @@ typedef struct watch {
     int exit_code;
     char *out;
     size_t out_len, out_cap;
-    uv_timer_t redraw, end;
+    uv_timer_t redraw, end, poll;
     uv_signal_t sigint;
+    /* The world's state from its counters (polled once a second). */
+    Physd__V1__ServerMessage *counters, *prev_counters;
+    int polling;     /* a counters request is in flight */
+    int state_known; /* a counters reply arrived */
+    world_state state;
+    char status[320]; /* ctl_world_state's sentence */
+    char notice[256]; /* the last notice worth showing */
 } watch;
 
 static void out_printf(watch *v, const char *fmt, ...) {
@@ -159,30 +177,57 @@ static void render_stats(watch *v, const Physd__V1__Stats *s) {
                    s->stage_ms[0], s->stage_ms[1], s->stage_ms[2], s->stage_ms[3], s->stage_ms[4], s->total_ms);
         out_eol(v);
     }
-    if (s->n_fischer)
+    if (s->budget_exhausted) {
+        out_printf(v, "this step stopped at max_step_work (%llu row updates): fewer sweeps than the settings ask",
+                   (unsigned long long)s->row_updates);
+        out_eol(v);
+    }
+    if (s->n_fischer) {
         render_plot(v, s->fischer, s->n_fischer);
-    else {
-        out_printf(v, "(no per-iteration merits: no constraint rows this step, or record_merits=false)");
+    } else if (s->rows == 0 && s->awake_bodies == 0) {
+        out_printf(v, "(every body is asleep: no constraint rows to solve this step; an edit or a moving body wakes "
+                      "them)");
+        out_eol(v);
+    } else if (s->rows == 0) {
+        out_printf(v, "(no constraint rows this step: no contacts or joints among the %u awake bodies)",
+                   s->awake_bodies);
+        out_eol(v);
+    } else {
+        out_printf(v, "(no per-iteration merits: record_merits=false)");
+        out_eol(v);
+    }
+}
+
+/* The status and notice lines above the view (text mode). */
+static void render_status(watch *v) {
+    if (v->state_known && v->state != WS_RUNNING) {
+        out_printf(v, "world %llu %s", (unsigned long long)v->world, v->status);
+        out_eol(v);
+    }
+    if (v->notice[0]) {
+        out_printf(v, "notice: %s", v->notice);
         out_eol(v);
     }
 }
 
 static void draw(watch *v) {
-    if (!v->latest) return;
+    if (!v->latest && !(v->state_known && v->state != WS_RUNNING) && !v->notice[0]) return;
     v->out_len = 0;
     if (v->x->json) {
+        if (!v->latest) return;
         jw j;
         jw_init(&j, 0);
-        const ProtobufCMessage *m = v->stats_mode ? &v->latest->stats->base : &v->latest->frame->base;
+        const ProtobufCMessage *m = v->mode == M_STATS ? &v->latest->stats->base : &v->latest->frame->base;
         pbj_write(&j, m, PBJ_EMIT_DEFAULTS);
         if (j.buf) out_printf(v, "%s\n", j.buf);
         jw_free(&j);
     } else {
         if (v->tty && v->lines_drawn) out_printf(v, "\033[%dA\r", v->lines_drawn);
         v->lines_drawn = 0;
-        if (v->stats_mode)
+        render_status(v);
+        if (v->latest && v->mode == M_STATS)
             render_stats(v, v->latest->stats);
-        else
+        else if (v->latest)
             render_bodies(v, v->latest->frame);
         if (v->tty)
             out_printf(v, "\033[J");
@@ -193,6 +238,12 @@ static void draw(watch *v) {
     fflush(stdout);
 }
 
+/* One update counted: ends the watch after --count updates. */
+static void count_update(watch *v) {
+    v->updates++;
+    if (v->max_updates > 0 && v->updates >= v->max_updates) v->done = 1;
+}
+
 static void keep(watch *v, pc_client *c) {
     if (v->latest) physd__v1__server_message__free_unpacked(v->latest, NULL);
     v->latest = pc_client_take_message(c);
@@ -200,40 +251,163 @@ static void keep(watch *v, pc_client *c) {
     v->dirty = 1;
 }
 
+/* A line of the events log (contacts mode), or a JSON line. */
+static void log_line(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* Prints {"world_id", "state", "tick", "message"} (JSON mode). */
+static void json_state(watch *v, const char *state, uint64_t tick, const char *message) {
+    jw j;
+    jw_init(&j, 0);
+    jw_object(&j);
+    jw_key(&j, "world_id");
+    jw_uint(&j, v->world);
+    jw_key(&j, "state");
+    jw_string(&j, state);
+    jw_key(&j, "tick");
+    jw_uint(&j, tick);
+    jw_key(&j, "message");
+    jw_string(&j, message);
+    jw_object_end(&j);
+    if (j.buf) log_line("%s\n", j.buf);
+    jw_free(&j);
+}
+
+static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    watch *v = data;
+    v->polling = 0;
+    if (err) return; /* the connection is gone: on_disconnect says so */
+    if (r->status != PHYSD__V1__STATUS__STATUS_OK || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_COUNTERS) {
+        if (r->status == PHYSD__V1__STATUS__STATUS_NOT_FOUND && !v->done) {
+            fprintf(stderr, "physctl %s: world %llu is gone\n", v->x->cmd, (unsigned long long)v->world);
+            v->done = 1;
+        }
+        return;
+    }
+    if (v->prev_counters) physd__v1__server_message__free_unpacked(v->prev_counters, NULL);
+    v->prev_counters = v->counters;
+    v->counters = pc_client_take_message(c);
+    if (!v->counters) return;
+    const Physd__V1__WorldCounters *k = v->counters->reply->counters;
+    const Physd__V1__WorldCounters *prev = v->prev_counters ? v->prev_counters->reply->counters : NULL;
+    world_state before = v->state;
+    int was_known = v->state_known;
+    v->state = ctl_world_state(v->world, k, prev, v->status, sizeof v->status);
+    v->state_known = 1;
+    int changed = !was_known || before != v->state;
+    if (changed && v->x->json && (was_known || v->state != WS_RUNNING))
+        json_state(v, ctl_world_state_name(v->state), k->tick, v->status);
+    if (v->mode == M_CONTACTS) {
+        if (changed && !v->x->json && (was_known || v->state != WS_RUNNING))
+            log_line("world %llu %s\n", (unsigned long long)v->world, v->status);
+        return;
+    }
+    /* Not running normally: redraw once a second with the status; a
+     * return to normal shows up with the next push. */
+    if (v->state != WS_RUNNING || (changed && v->latest)) v->dirty = 1;
+}
+
+static void on_poll(uv_timer_t *t) {
+    watch *v = t->data;
+    if (v->polling || v->done || !pc_client_connected(v->x->c)) return;
+    if (pc_world_request(v->x->c, PHYSD__V1__CLIENT_MESSAGE__REQUEST_QUERY_COUNTERS, v->world, on_counters, v) == 0)
+        v->polling = 1;
+}
+
+static void on_contacts(pc_client *c, const Physd__V1__ContactEvents *e, void *data) {
+    (void)c;
+    watch *v = data;
+    if (v->mode != M_CONTACTS || e->world_id != v->world || v->done) return;
+    v->received++;
+    if (v->x->json) {
+        jw j;
+        jw_init(&j, 0);
+        pbj_write(&j, &e->base, PBJ_EMIT_DEFAULTS);
+        if (j.buf) log_line("%s\n", j.buf);
+        jw_free(&j);
+    } else {
+        for (size_t i = 0; i < e->n_events; i++) {
+            const Physd__V1__ContactEvent *ev = e->events[i];
+            const Physd__V1__Vec3 zero = PHYSD__V1__VEC3__INIT;
+            const Physd__V1__Vec3 *p = ev->point ? ev->point : &zero, *n = ev->normal ? ev->normal : &zero;
+            log_line("tick %-8llu %-5s bodies %llu %llu  at (%.4f, %.4f, %.4f)  normal (%.3f, %.3f, %.3f)  approach "
+                     "%.3f m/s\n",
+                     (unsigned long long)e->tick, ev->begin ? "begin" : "end", (unsigned long long)ev->body_a,
+                     (unsigned long long)ev->body_b, p->x, p->y, p->z, n->x, n->y, n->z, ev->approach_speed);
+        }
+    }
+    count_update(v);
+}
+
 static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     watch *v = data;
-    if (!v->stats_mode && f->world_id == v->world) keep(v, c);
+    if (v->mode == M_BODIES && f->world_id == v->world) keep(v, c);
 }
 
 static void on_stats(pc_client *c, const Physd__V1__Stats *s, void *data) {
     watch *v = data;
-    if (v->stats_mode && s->world_id == v->world) keep(v, c);
+    if (v->mode == M_STATS && s->world_id == v->world) keep(v, c);
 }
 
 static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data) {
     (void)c;
     watch *v = data;
-    if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED && n->world_id == v->world) {
-        fprintf(stderr, "physctl watch: world %llu was destroyed\n", (unsigned long long)v->world);
+    if (n->world_id != v->world && n->kind != PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED) return;
+    switch (n->kind) {
+    case PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED:
+        fprintf(stderr, "physctl %s: world %llu was destroyed\n", v->x->cmd, (unsigned long long)v->world);
         v->done = 1;
+        return;
+    case PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN:
+        snprintf(v->notice, sizeof v->notice,
+                 "tick %llu: the world cannot keep its tick rate (%llu ticks skipped so far)",
+                 (unsigned long long)n->tick, (unsigned long long)n->overrun_ticks);
+        break;
+    case PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE:
+        snprintf(v->notice, sizeof v->notice,
+                 "tick %llu: a step left the finite envelope (body %llu): the world was restored and paused",
+                 (unsigned long long)n->tick, (unsigned long long)n->body_id);
+        break;
+    case PHYSD__V1__NOTICE_KIND__NOTICE_BUDGET:
+        snprintf(v->notice, sizeof v->notice, "tick %llu: steps stop at max_step_work%s%s", (unsigned long long)n->tick,
+                 n->message && n->message[0] ? ": " : "", n->message ? n->message : "");
+        break;
+    case PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED:
+        snprintf(v->notice, sizeof v->notice, "%llu updates replaced or dropped: this output is read too slowly",
+                 (unsigned long long)n->dropped);
+        break;
+    default:
+        return;
+    }
+    if (v->x->json) {
+        json_state(v, "notice", n->tick, v->notice);
+    } else if (v->mode == M_CONTACTS) {
+        log_line("notice: %s\n", v->notice);
+    } else {
+        v->dirty = 1;
     }
 }
 
 static void on_disconnect(pc_client *c, int err, void *data) {
     watch *v = data;
     const char *why = pc_client_error_message(c);
-    fprintf(stderr, "physctl watch: connection lost: %s%s%s\n", pc_strerror(err), why[0] ? ": " : "", why);
+    fprintf(stderr, "physctl %s: connection lost: %s%s%s\n", v->x->cmd, pc_strerror(err), why[0] ? ": " : "", why);
     v->exit_code = EXIT_LOST;
     v->done = 1;
 }
 
 static void on_redraw(uv_timer_t *t) {
     watch *v = t->data;
-    if (!v->dirty) return;
+    if (!v->dirty || v->done) return;
     v->dirty = 0;
+    if (v->x->json && !v->latest) return; /* JSON: states are printed when they change */
     draw(v);
-    v->updates++;
-    if (v->max_updates > 0 && v->updates >= v->max_updates) v->done = 1;
+    count_update(v);
 }
 
 static void on_end(uv_timer_t *t) { ((watch *)t->data)->done = 1; }
@@ -242,21 +416,24 @@ static void on_sigint(uv_signal_t *s, int sig) {
     ((watch *)s->data)->done = 1;
 }
 
-int physctl_watch(ctl *x, int argc, char **argv) {
+static int watch_run(ctl *x, int argc, char **argv, int mode) {
     watch v;
     memset(&v, 0, sizeof v);
     v.x = x;
+    v.mode = mode;
     v.every = 6;
     v.max_bodies = 20;
     double seconds = 0;
     int r = 0;
     if (argc < 2 || ctl_parse_u64(argv[1], &v.world) || v.world == 0)
-        return ctl_fail(x, EXIT_USAGE, "missing or bad WORLD (see physctl watch --help)");
+        return ctl_fail(x, EXIT_USAGE, "missing or bad WORLD (see physctl %s --help)", x->cmd);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         uint64_t n;
-        if (!strcmp(a, "--stats")) {
-            v.stats_mode = 1;
+        if (!strcmp(a, "--stats") && mode != M_CONTACTS) {
+            v.mode = M_STATS;
+        } else if (!strcmp(a, "--contacts") || !strcmp(a, "--events")) {
+            v.mode = M_CONTACTS;
         } else if (i + 1 < argc && (!strcmp(a, "--every") || !strcmp(a, "--bodies") || !strcmp(a, "--count"))) {
             if (ctl_parse_u64(argv[++i], &n) || n < 1 || n > 1000000)
                 return ctl_fail(x, EXIT_USAGE, "bad %s '%s'", a, argv[i]);
@@ -268,22 +445,24 @@ int physctl_watch(ctl *x, int argc, char **argv) {
             seconds = strtod(argv[++i], &end);
             if (*end || !(seconds > 0)) return ctl_fail(x, EXIT_USAGE, "bad --seconds '%s'", argv[i]);
         } else {
-            return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s'", a);
+            return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s' (see physctl %s --help)", a, x->cmd);
         }
     }
-    v.tty = isatty(STDOUT_FILENO) && !x->json;
+    v.tty = isatty(STDOUT_FILENO) && !x->json && v.mode != M_CONTACTS;
     if ((r = ctl_connect(x))) return r;
-    pc_handlers h = {on_frame, on_stats, NULL, on_notice, on_disconnect, &v};
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, &v};
     pc_client_set_handlers(x->c, &h);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
     sub.world_id = v.world;
-    sub.kind = v.stats_mode ? PHYSD__V1__STREAM_KIND__STREAM_STATS : PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
-    sub.every = v.stats_mode ? 1 : v.every;
-    sub.per_iteration_merits = v.stats_mode;
+    sub.kind = v.mode == M_STATS      ? PHYSD__V1__STREAM_KIND__STREAM_STATS
+               : v.mode == M_CONTACTS ? PHYSD__V1__STREAM_KIND__STREAM_CONTACTS
+                                      : PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    sub.every = v.mode == M_BODIES ? v.every : 1;
+    sub.per_iteration_merits = v.mode == M_STATS;
     m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
     m.subscribe = &sub;
-    if (v.stats_mode) v.every = 1;
+    if (v.mode != M_BODIES) v.every = 1;
     Physd__V1__ServerMessage *rep;
     if ((r = ctl_call(x, &m, &rep))) {
         pc_client_set_handlers(x->c, NULL);
@@ -293,23 +472,43 @@ int physctl_watch(ctl *x, int argc, char **argv) {
     physd__v1__server_message__free_unpacked(rep, NULL);
     uv_timer_init(&x->loop, &v.redraw);
     uv_timer_init(&x->loop, &v.end);
+    uv_timer_init(&x->loop, &v.poll);
     uv_signal_init(&x->loop, &v.sigint);
-    v.redraw.data = v.end.data = v.sigint.data = &v;
+    v.redraw.data = v.end.data = v.poll.data = v.sigint.data = &v;
     uv_timer_start(&v.redraw, on_redraw, 100, 100);
+    uv_timer_start(&v.poll, on_poll, 0, 1000);
     if (seconds > 0) uv_timer_start(&v.end, on_end, (uint64_t)(seconds * 1000), 0);
     uv_signal_start(&v.sigint, on_sigint, SIGINT);
     while (!v.done)
         uv_run(&x->loop, UV_RUN_ONCE);
     /* A last update that arrived after the final redraw. */
-    if (v.dirty && !(v.max_updates > 0 && v.updates >= v.max_updates)) draw(&v);
+    if (v.dirty && v.mode != M_CONTACTS && !(v.max_updates > 0 && v.updates >= v.max_updates) &&
+        !(x->json && !v.latest)) {
+        draw(&v);
+        v.updates++;
+    }
+    uv_timer_stop(&v.poll);
+    /* The counters request in flight points at v: let it finish. */
+    while (v.polling && pc_client_connected(x->c))
+        uv_run(&x->loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&v.redraw, NULL);
     uv_close((uv_handle_t *)&v.end, NULL);
+    uv_close((uv_handle_t *)&v.poll, NULL);
     uv_close((uv_handle_t *)&v.sigint, NULL);
     uv_run(&x->loop, UV_RUN_NOWAIT);
     pc_client_set_handlers(x->c, NULL);
     if (v.latest) physd__v1__server_message__free_unpacked(v.latest, NULL);
+    if (v.counters) physd__v1__server_message__free_unpacked(v.counters, NULL);
+    if (v.prev_counters) physd__v1__server_message__free_unpacked(v.prev_counters, NULL);
     free(v.out);
-    if (v.received == 0 && v.exit_code == 0)
-        fprintf(stderr, "physctl watch: nothing received (is world %llu paused?)\n", (unsigned long long)v.world);
+    if (v.received == 0 && v.updates == 0 && v.exit_code == 0) {
+        if (v.mode == M_CONTACTS)
+            fprintf(stderr, "physctl %s: no contact events\n", x->cmd);
+        else
+            fprintf(stderr, "physctl %s: nothing received from world %llu\n", x->cmd, (unsigned long long)v.world);
+    }
     return v.exit_code;
 }
+
+int physctl_watch(ctl *x, int argc, char **argv) { return watch_run(x, argc, argv, M_BODIES); }
+int physctl_events(ctl *x, int argc, char **argv) { return watch_run(x, argc, argv, M_CONTACTS); }

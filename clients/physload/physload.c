@@ -20,9 +20,12 @@
  * CLEANUP (destroy the worlds unless --keep); then every client and handle
  * is closed and the loop ends.
  *
- * Failure modes: connection failures, disconnects, transport errors and
- * non-OK statuses are counted by code and reported; a world that could not
- * be created leaves its clients idle. SIGINT ends the run early (the
+ * Failure modes: when the first connection fails before any client has
+ * connected, nothing is there to load: physload says once which address it
+ * tried and why, closes everything and exits 3 without a report. Later
+ * connection failures, disconnects, transport errors and non-OK statuses
+ * are counted by code and reported; a world that could not be created
+ * leaves its clients idle. SIGINT ends the run early (the
  * report covers the time run). A drain that takes more than 10 s is cut
  * short (its requests are then cancelled and counted as errors).
  *
@@ -94,6 +97,7 @@ struct load {
     uv_signal_t sigint;
     int interrupted;
     int tty;
+    int no_server; /* the first connection failed with this error: exit 3 */
 };
 
 static double now_s(const load *L) { return (double)(uv_hrtime() - L->t0) / 1e9; }
@@ -315,8 +319,13 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     lclient *cl = data;
     load *L = cl->L;
+    /* Every message is a push the server counted (parts included); a
+     * frame in parts counts as one frame, at its last part. */
     L->t.pushes_received++;
     if (f->world_id == cl->w->id) cl->w->pushes++;
+    if (f->parts > 1) L->t.frame_parts++;
+    if (!pc_frame_is_last_part(f)) return;
+    L->t.frames++;
     uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
     if (cl->last_tick && f->tick > cl->last_tick + every) L->t.frame_gaps += (f->tick - cl->last_tick) / every - 1;
     if (f->tick > cl->last_tick) cl->last_tick = f->tick;
@@ -335,16 +344,28 @@ static void on_disconnect(pc_client *c, int err, void *data) {
     uv_timer_stop(&cl->t_query);
 }
 
+static void close_all(load *L);
+
 static void on_connect(pc_client *c, int status, void *data) {
     lclient *cl = data;
     load *L = cl->L;
+    if (L->phase == P_CLOSING) return; /* canceled by close_all */
     if (status < 0) {
         L->t.connect_failed++;
         errors_add(&L->t.errors, pc_err_name(status));
         cl->state = C_DEAD;
+        if (L->t.connected == 0) {
+            /* Nobody got through: no server there. Say so once, stop. */
+            const char *why = pc_client_error_message(c);
+            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)%s%s\n", L->s.host, L->s.port,
+                    pc_strerror(status), pc_err_name(status), why[0] ? ": " : "", why);
+            L->no_server = status;
+            close_all(L);
+            return;
+        }
         if (L->t.connect_failed <= 3)
-            fprintf(stderr, "%sphysload: client %d: cannot connect: %s %s\n", L->tty ? "\n" : "", cl->idx,
-                    pc_strerror(status), pc_client_error_message(c));
+            fprintf(stderr, "%sphysload: client %d: cannot connect to %s:%d: %s %s\n", L->tty ? "\n" : "", cl->idx,
+                    L->s.host, L->s.port, pc_strerror(status), pc_client_error_message(c));
         return;
     }
     L->t.connected++;
@@ -389,12 +410,20 @@ static void on_start_timer(uv_timer_t *t) {
     char name[32];
     snprintf(name, sizeof name, "physload-%d", cl->idx);
     o.client_name = name;
+    /* Every part of a frame is a push of the server's count. */
+    o.reassemble = 0;
     cl->state = C_CONNECTING;
     int r = pc_client_connect(&cl->c, &L->loop, L->s.host, L->s.port, L->s.timeout_ms, &o, on_connect, cl);
     if (r) {
         L->t.connect_failed++;
         errors_add(&L->t.errors, pc_err_name(r));
         cl->state = C_DEAD;
+        if (L->t.connected == 0) {
+            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)\n", L->s.host, L->s.port, pc_strerror(r),
+                    pc_err_name(r));
+            L->no_server = r;
+            close_all(L);
+        }
     }
 }
 
@@ -421,7 +450,7 @@ static void progress(load *L, int final) {
             "%.2f MB/s  errors %llu%s",
             L->tty ? "\r" : "", t, L->t.connected - L->t.disconnected, L->s.clients, L->t.worlds_ready, L->s.worlds,
             (unsigned long long)L->t.replies, t > 0 ? (double)L->t.replies / t : 0, hist_quantile(&L->t.lat, 0.5) / 1e6,
-            hist_quantile(&L->t.lat, 0.99) / 1e6, t > 0 ? (double)L->t.pushes_received / t : 0,
+            hist_quantile(&L->t.lat, 0.99) / 1e6, t > 0 ? (double)L->t.frames / t : 0,
             t > 0 ? (double)bin / t / 1e6 : 0, (unsigned long long)L->t.errors.total,
             L->tty ? (final ? "\n" : "\033[K") : "\n");
 }
@@ -433,7 +462,7 @@ static void set_phase(load *L, int phase) {
 
 static void begin_drain(load *L) {
     L->t.elapsed_s = now_s(L);
-    L->frames_at_stop = L->t.pushes_received;
+    L->frames_at_stop = L->t.frames;
     uint64_t bout, dropped;
     sum_counters(L, &L->bytes_at_stop, &bout, &dropped);
     progress(L, 1);
@@ -516,6 +545,7 @@ static void finish_check(load *L) {
 static void on_client_closed(void *data) { (void)data; }
 
 static void close_all(load *L) {
+    if (L->phase == P_CLOSING) return;
     set_phase(L, P_CLOSING);
     uint64_t bout, dropped;
     uint64_t bin;
@@ -579,7 +609,8 @@ int main(int argc, char **argv) {
     static load L;
     char err[400];
     scenario_defaults(&L.s);
-    int r = scenario_from_args(&L.s, argc, argv, err, sizeof err);
+    int r = scenario_from_env(&L.s, err, sizeof err);
+    if (r == 0) r = scenario_from_args(&L.s, argc, argv, err, sizeof err);
     if (r == 1) return 0;
     if (r < 0) {
         fprintf(stderr, "physload: %s\n", err);
@@ -623,10 +654,13 @@ int main(int argc, char **argv) {
     if (closed != 0) fprintf(stderr, "physload: warning: the loop did not close cleanly (%s)\n", uv_err_name(closed));
 
     /* Rates use the counts at the end of the measured run. */
-    uint64_t pushes_total = L.t.pushes_received;
+    if (L.no_server) {
+        free(L.cl);
+        free(L.w);
+        return 3;
+    }
     L.t.frames = L.frames_at_stop;
     L.t.bytes_received = L.bytes_at_stop;
-    L.t.pushes_received = pushes_total;
     if (L.s.json)
         report_json(&L.s, &L.t, stdout);
     else

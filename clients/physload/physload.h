@@ -32,6 +32,8 @@ typedef struct scenario {
 } scenario;
 
 void scenario_defaults(scenario *s);
+/* Applies PHYSD_HOST and PHYSD_PORT (as physctl does); 0 or -1 with err. */
+int scenario_from_env(scenario *s, char *err, size_t n);
 /* Applies the keys of a JSON object; 0 or -1 with err. */
 int scenario_from_json(scenario *s, const js_value *v, char *err, size_t n);
 /* Parses argv (flags and --scenario FILE); 0, 1 for --help (printed), or
@@ -70,8 +72,9 @@ typedef struct totals {
     int worlds_ready;
     uint64_t requests, replies; /* load requests (edits and queries) */
     uint64_t edits, queries;
-    uint64_t all_requests, all_replies; /* including set-up and check requests */
-    uint64_t frames, frame_gaps, dropped_notified;
+    uint64_t all_requests, all_replies;            /* including set-up and check requests */
+    uint64_t frames, frame_gaps, dropped_notified; /* frames: whole ticks (a frame in parts counts once) */
+    uint64_t frame_parts;                          /* pushes that were one part of a frame in parts */
     uint64_t bytes_received, bytes_sent;
     histogram lat;
     error_counts errors;

@@ -95,9 +95,12 @@ void report_text(const scenario *s, const totals *t, FILE *f) {
             hist_quantile(&t->lat, 0.5) / 1e6, hist_quantile(&t->lat, 0.9) / 1e6, hist_quantile(&t->lat, 0.99) / 1e6,
             (double)t->lat.max_ns / 1e6, t->lat.n ? t->lat.sum_ns / (double)t->lat.n / 1e6 : 0,
             (unsigned long long)t->lat.n);
-    fprintf(f, "frames       %llu received, %.1f/s; dropped %llu (server notices), %llu missing by tick\n",
+    fprintf(f, "frames       %llu received, %.1f/s; dropped %llu (server notices), %llu missing by tick",
             (unsigned long long)t->frames, per_s(t, (double)t->frames), (unsigned long long)t->dropped_notified,
             (unsigned long long)t->frame_gaps);
+    if (t->frame_parts)
+        fprintf(f, "; %llu pushes were parts of frames over max_frame", (unsigned long long)t->frame_parts);
+    fprintf(f, "\n");
     fprintf(f, "bytes        %.2f MB received (%.2f MB/s), %.2f MB sent\n", (double)t->bytes_received / 1e6,
             per_s(t, (double)t->bytes_received) / 1e6, (double)t->bytes_sent / 1e6);
     fprintf(f, "errors       %llu", (unsigned long long)t->errors.total);
@@ -178,6 +181,8 @@ void report_json(const scenario *s, const totals *t, FILE *f) {
     jw_uint(&w, t->dropped_notified);
     jw_key(&w, "missing_by_tick");
     jw_uint(&w, t->frame_gaps);
+    jw_key(&w, "parts");
+    jw_uint(&w, t->frame_parts);
     jw_object_end(&w);
     jw_key(&w, "bytes");
     jw_object(&w);

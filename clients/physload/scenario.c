@@ -2,8 +2,9 @@
  * scenario.c — physload's scenario: defaults, command-line flags and JSON
  * scenario files (the same keys: --edit-rate and "edit_rate").
  *
- * Normal path: defaults, then the flags in order; --scenario FILE applies
- * the file's keys at that point, so later flags override it.
+ * Normal path: defaults, then PHYSD_HOST / PHYSD_PORT from the environment,
+ * then the flags in order; --scenario FILE applies the file's keys at that
+ * point, so later flags override it.
  *
  * Failure modes: an unknown flag or key, a value out of its range or a bad
  * file returns -1 with a message.
@@ -33,6 +34,27 @@ void scenario_defaults(scenario *s) {
     s->timeout_ms = 5000;
 }
 
+int scenario_from_env(scenario *s, char *err, size_t n) {
+    const char *host = getenv("PHYSD_HOST"), *port = getenv("PHYSD_PORT");
+    if (host && host[0]) {
+        if (strlen(host) >= sizeof s->host) {
+            snprintf(err, n, "PHYSD_HOST is too long");
+            return -1;
+        }
+        snprintf(s->host, sizeof s->host, "%s", host);
+    }
+    if (port && port[0]) {
+        char *end;
+        long v = strtol(port, &end, 10);
+        if (*end || v < 1 || v > 65535) {
+            snprintf(err, n, "bad PHYSD_PORT '%s' (expected 1..65535)", port);
+            return -1;
+        }
+        s->port = (int)v;
+    }
+    return 0;
+}
+
 enum { K_INT, K_DOUBLE, K_STRING, K_BOOL };
 
 static const struct key {
@@ -42,8 +64,8 @@ static const struct key {
     double lo, hi;
     const char *help;
 } keys[] = {
-    {"host", K_STRING, offsetof(scenario, host), 0, 0, "server address (default 127.0.0.1)"},
-    {"port", K_INT, offsetof(scenario, port), 1, 65535, "server port (default 7447)"},
+    {"host", K_STRING, offsetof(scenario, host), 0, 0, "server address (default 127.0.0.1, or PHYSD_HOST)"},
+    {"port", K_INT, offsetof(scenario, port), 1, 65535, "server port (default 7447, or PHYSD_PORT)"},
     {"clients", K_INT, offsetof(scenario, clients), 1, 100000, "connections (default 10)"},
     {"duration", K_DOUBLE, offsetof(scenario, duration), 0.1, 86400, "seconds of load, ramp-up included (default 10)"},
     {"ramp", K_DOUBLE, offsetof(scenario, ramp), 0, 86400, "seconds over which the clients connect (default 1)"},
@@ -169,7 +191,7 @@ void scenario_usage(void) {
     }
     printf("  %-20s %s\n", "--scenario FILE", "read keys from a JSON object first (later flags override)");
     printf("\nexit codes: 0 no errors and the counts agree, 1 errors or a disagreement, 2 usage,\n"
-           "            3 no client could connect\n");
+           "            3 no server at the address (the first connection failed; physload stops at once)\n");
 }
 
 int scenario_from_args(scenario *s, int argc, char **argv, char *err, size_t n) {

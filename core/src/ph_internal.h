@@ -16,6 +16,7 @@
 #include "physd/ph_lcp.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 /* ------------------------------------------------------------ collision */
 
@@ -317,6 +318,50 @@ static inline double ph__row_couple(const ph__row *a, const ph__row *b) {
     return v;
 }
 
+/* The compute budget and cancellation of a world's step (settings
+ * max_step_work, ph_world_cancel_step), seen by the solvers at sweep
+ * boundaries. NULL for standalone problems (ph_lcp_solve). */
+typedef struct ph__limit {
+    uint64_t left;        /* row updates the step may still make (UINT64_MAX: no budget) */
+    uint64_t used;        /* row updates made so far */
+    atomic_int *cancel;   /* the world's cancel flag */
+    int exhausted;        /* a solve was cut short by the budget */
+    int cancelled;        /* a solve saw the cancel flag */
+} ph__limit;
+
+/* The sweeps of rows row updates each a solve may start of the iterations
+ * it asks for (all of them without a budget). */
+static inline int ph__limit_sweeps(const ph__limit *l, int iterations, int64_t rows) {
+    if (!l || l->left == UINT64_MAX || rows <= 0) return iterations;
+    const uint64_t fit = l->left / (uint64_t)rows;
+    return fit < (uint64_t)iterations ? (int)fit : iterations;
+}
+
+/* 1 when the step is to stop now (a cancel request); records it. */
+static inline int ph__limit_cancel(ph__limit *l) {
+    if (!l || !atomic_load_explicit(l->cancel, memory_order_relaxed)) return 0;
+    l->cancelled = 1;
+    return 1;
+}
+
+/* Counts row updates made (and takes them from the budget). */
+static inline void ph__limit_count(ph__limit *l, uint64_t updates) {
+    if (!l) return;
+    l->used += updates;
+    if (l->left != UINT64_MAX) l->left = updates < l->left ? l->left - updates : 0;
+}
+
+/* A body's pose before a step, and its sleep state (step.c's restore). */
+typedef struct ph__saved_pose {
+    ph_vec3 p;
+    ph_quat q;
+} ph__saved_pose;
+
+typedef struct ph__saved_sleep {
+    double rest_time;
+    int32_t asleep;
+} ph__saved_sleep;
+
 struct ph__world {
     uint16_t gen;
     uint8_t alive;
@@ -364,6 +409,9 @@ struct ph__world {
     int32_t block_count, block_cap;
     int32_t *order;        /* row visiting order */
     int32_t order_cap;
+    int32_t order_njoint;  /* DEFAULT order: the joint rows in front of the contact part of order
+                              when ph__wide_build wrote it (build_order moves the contact part
+                              when a later substep has another number of joint rows) */
     ph__sbody *sbodies;    /* index 0 is the fixed ground */
     int32_t *body_to_sbody;
     int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */
@@ -434,6 +482,25 @@ struct ph__world {
     int forces_done;       /* > 0: the last integration also did this substep's start (step.c) */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
+
+    /* What ph_world_step restores when a step leaves the envelope (step.c):
+     * saved before the step in dense arrays that only grow. The velocities
+     * need no copy (the bodies' v_step, w_step hold them). */
+    ph__saved_pose *saved_pose;   /* by body slot */
+    int32_t saved_pose_cap;
+    ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
+    int32_t saved_sleep_cap;
+    double *saved_jl;             /* the joints' lambda[8], by joint slot */
+    int32_t saved_jl_cap;
+    uint64_t saved_rng;
+    int narrowphases;             /* narrowphase passes of the running step (each swaps the
+                                     manifold arrays: one can be swapped back) */
+    ph_fault fault;               /* the last failed step (ph_world_get_fault) */
+
+    /* Budget and cancellation of the running step (ph__limit above). */
+    ph__limit limit;
+    atomic_int cancel;            /* set by ph_world_cancel_step (any thread) */
+    int cancel_taken;             /* a step was cancelled by it: cleared when the next starts */
 
     /* Set by ph_world_step_capture for the duration of one step: the
      * system of each substep is captured here when the solver starts. */
@@ -613,6 +680,7 @@ struct ph__sys {
     const ph_settings *set;
     uint64_t *rng;           /* the generator of the random ordering */
     int fixed_order;         /* 1: order was given by the caller, never rebuilt */
+    ph__limit *limit;        /* the world step's budget and cancellation, or NULL */
 };
 
 /* Where a solve records its iterations: the capped arrays of a stats
@@ -768,6 +836,7 @@ typedef struct ph__rowset {
     const int32_t *order;    /* the base order (DEFAULT or GRAVITY), NULL = identity */
     const double *height;    /* gravity keys, NULL = the rows' own */
     const int32_t *glen;     /* per row: length of the block starting there, 0 inside one */
+    ph__limit *limit;        /* the world step's budget and cancellation, or NULL */
 } ph__rowset;
 
 /* Solves the rows with settings set (order NULL: by the ordering of set,

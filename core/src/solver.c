@@ -267,8 +267,11 @@ static int solve_family(ph__world *w) {
     rs.nb = w->sbody_count;
     rs.order = w->order;
     rs.glen = glen;
+    rs.limit = &w->limit;
     ph__rec rec = {&w->stats, NULL};
     int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
+    /* Row updates in the family's unit: work (in sweeps) times rows. */
+    ph__limit_count(&w->limit, (uint64_t)(w->stats.work_final * (double)rs.n + 0.5));
     free(glen);
     return e;
 }
@@ -319,7 +322,15 @@ int ph__solve(ph__world *w) {
      * direct block, so that the bilateral rows are met exactly with the
      * limits' latest impulses, then the contacts. */
     const int32_t njoint = w->row_count - w->contact_row_count;
+    /* The budget: only sweeps that fit in what is left of it start; a
+     * cancel request stops before the next sweep. */
+    const int fit = ph__limit_sweeps(&w->limit, iters, total);
     for (it = 0; it < iters && total > 0; it++) {
+        if (it >= fit) {
+            w->limit.exhausted = 1;
+            break;
+        }
+        if (ph__limit_cancel(&w->limit)) break;
         for (int32_t k = 0; k < nscalar; k++) {
             if (k == njoint) ph__joint_direct_solve(w);
             ph__row *r = &rows[order[k]];
@@ -363,6 +374,10 @@ int ph__solve(ph__world *w) {
             }
         }
     }
+    /* A native later substep refreshes its batches in the first sweep:
+     * without one, as a pass of its own. */
+    if (it == 0 && wide && w->refresh_in_sweep > 0) ph__wide_refresh_fast(w, w->refresh_in_sweep);
+    ph__limit_count(&w->limit, (uint64_t)it * (uint64_t)total);
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report).
      * On a native step they are measured when the statistics are read

@@ -364,7 +364,13 @@ int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     ph__merit mer;
     int it;
     ph__order_build(s, 1, bw.keys);
+    const int fit = ph__limit_sweeps(s->limit, set->iterations, n);
     for (it = 0; it < set->iterations && n > 0; it++) {
+        if (it >= fit) {
+            s->limit->exhausted = 1;
+            break;
+        }
+        if (ph__limit_cancel(s->limit)) break;
         if (it > 0) ph__order_build(s, 0, bw.keys);
         memset(bw.seen, 0, (size_t)G);
         int32_t ng = 0;

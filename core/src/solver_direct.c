@@ -30,6 +30,14 @@ int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         st->direct_status = -1;
         return e;
     }
+    /* The direct solve counts as one sweep of the budget. */
+    if (n > 0 && (ph__limit_sweeps(s->limit, 1, n) < 1 || ph__limit_cancel(s->limit))) {
+        if (!s->limit->cancelled) s->limit->exhausted = 1;
+        ph__merit m;
+        ph__sys_merits(s, &m);
+        ph__stats_final(st, 0, 0.0, &m);
+        return PH_OK;
+    }
     double A[PH_DIRECT_MAX_ROWS * PH_DIRECT_MAX_ROWS] = {0}, b[PH_DIRECT_MAX_ROWS] = {0}, x[PH_DIRECT_MAX_ROWS];
     double lo[PH_DIRECT_MAX_ROWS] = {0}, hi[PH_DIRECT_MAX_ROWS] = {0}, mu[PH_DIRECT_MAX_ROWS] = {0};
     int32_t link[PH_DIRECT_MAX_ROWS] = {0};

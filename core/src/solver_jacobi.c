@@ -31,7 +31,13 @@ int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     if (!nl) return PH_ERR_NO_MEMORY;
     ph__merit m;
     int it;
+    const int fit = ph__limit_sweeps(s->limit, set->iterations, n);
     for (it = 0; it < set->iterations && n > 0; it++) {
+        if (it >= fit) {
+            s->limit->exhausted = 1;
+            break;
+        }
+        if (ph__limit_cancel(s->limit)) break;
         for (int32_t i = 0; i < n; i++) {
             double lo, hi;
             ph__sys_bounds(s, i, &lo, &hi);

@@ -153,7 +153,15 @@ static void track(ph__sys *s, sm_state *b, const ph__merit *m, int index) {
 int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;
     const int32_t n = s->n;
-    const double budget = (double)set->iterations, tol = set->tolerance;
+    /* The work budget in sweeps, capped in a world step by what is left of
+     * max_step_work (PGS–SM never starts what would not fit in it). */
+    double budget = (double)set->iterations;
+    const double tol = set->tolerance;
+    int capped = 0;
+    if (s->limit && s->limit->left != UINT64_MAX && n > 0 && (double)s->limit->left / (double)n < budget) {
+        budget = (double)s->limit->left / (double)n;
+        capped = 1;
+    }
     double *keys = malloc((size_t)(n + 1) * sizeof *keys);
     double *vec = malloc((size_t)(7 * n + 1) * sizeof *vec);
     int32_t *idx = malloc((size_t)(n + 1) * sizeof *idx);
@@ -185,6 +193,10 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     ph__order_build(s, 1, keys);
     while (!done && work < budget && n > 0) {
         for (int k = 0; k < set->k_pgs && work + 1.0 <= budget; k++) {
+            if (ph__limit_cancel(s->limit)) {
+                done = 1;
+                break;
+            }
             if (sweeps++ > 0) ph__order_build(s, 0, keys);
             s->ops->sweep(s);
             work += 1.0;
@@ -201,6 +213,10 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         double psi_prev = m.fischer;
         for (int k = 0; k < set->k_sm; k++) {
             const double psi_step = m.fischer; /* the merit the forcing term follows */
+            if (ph__limit_cancel(s->limit)) {
+                done = 1;
+                break;
+            }
             /* A step with one CG iteration must fit in the budget. */
             const double est = (double)classify(s, cls) / (double)n;
             if (est == 0 || work + 1.5 * est + 0.5 > budget) break;
@@ -270,6 +286,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 if (eta * eta * rr > stop2) stop2 = eta * eta * rr;
             }
             for (int32_t c = 0; c < maxit && rr > stop2; c++) {
+                if (ph__limit_cancel(s->limit)) break;
                 s->ops->matvec(s, idx, na, p, ap);
                 for (int32_t k2 = 0; k2 < na; k2++)
                     ap[k2] += gam[idx[k2]] * p[k2];
@@ -327,6 +344,8 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         }
     }
     if (n == 0) ph__sys_merits(s, &m);
+    /* Cut short by the budget: it ran out before a tolerance was met. */
+    if (capped && !(tol > 0 && m.fischer < tol) && !(s->limit->cancelled)) s->limit->exhausted = 1;
     if (bs.have_best && bs.best.fischer < m.fischer) {
         s->ops->restore(s);
         m = bs.best;

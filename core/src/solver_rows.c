@@ -217,6 +217,7 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     int32_t *count = ints + 4 * N;
     s.set = set;
     s.rng = rng;
+    s.limit = rs->limit;
     memset(count, 0, ((size_t)nb + 1) * sizeof *count);
     for (int32_t i = 0; i < n; i++) {
         const ph__row *r = &rs->rows[i];

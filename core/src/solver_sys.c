@@ -10,7 +10,8 @@
  * Failure modes: PH_ERR_NO_MEMORY from a method's scratch; the iterate is
  * then whatever the method reached, still within its bounds.
  *
- * Invariants: iterations is the work budget in PGS sweeps for every method;
+ * Invariants: iterations is the work budget in PGS sweeps for every method
+ * (capped in a world step by what is left of max_step_work: s->limit);
  * merits are recorded after each iteration when record_merits is set or a
  * tolerance is given.
  */
@@ -26,7 +27,13 @@ int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     ph__merit m;
     int it;
     ph__order_build(s, 1, keys);
+    const int fit = ph__limit_sweeps(s->limit, set->iterations, s->n);
     for (it = 0; it < set->iterations && s->n > 0; it++) {
+        if (it >= fit) {
+            s->limit->exhausted = 1;
+            break;
+        }
+        if (ph__limit_cancel(s->limit)) break;
         if (it > 0) ph__order_build(s, 0, keys);
         s->ops->sweep(s);
         if (record) {

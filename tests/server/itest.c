@@ -32,6 +32,8 @@ int itest_start(const ps_config *cfg) {
     return ps_server_port(g_srv);
 }
 
+ps_server *itest_server(void) { return g_srv; }
+
 void itest_stop(void) {
     ps_server_stop(g_srv);
     pthread_join(g_thread, NULL);

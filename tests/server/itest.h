@@ -22,6 +22,8 @@ typedef Physd__V1__ServerMessage smsg;
 void itest_config(ps_config *cfg);
 /* Starts an in-process server on its own thread; returns its port. */
 int itest_start(const ps_config *cfg);
+/* The running in-process server (for ps_server_get_stats). */
+ps_server *itest_server(void);
 /* Stops it and asserts a clean shutdown (uv_loop_close returned 0). */
 void itest_stop(void);
 

@@ -109,6 +109,13 @@ static void test_sphere_falls_and_rests(void **state) {
             physd__v1__server_message__free_unpacked(f, NULL);
             continue;
         }
+        if (f->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE &&
+            (f->notice->kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN ||
+             f->notice->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DROPPED)) {
+            /* A loaded machine may make the world late; the frames still say what happened. */
+            physd__v1__server_message__free_unpacked(f, NULL);
+            continue;
+        }
         assert_int_equal(f->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_FRAME);
         assert_int_equal(f->frame->world_id, w);
         assert_int_equal(f->frame->subscription_id, sub);

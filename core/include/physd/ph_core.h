@@ -37,6 +37,11 @@ typedef enum ph_error {
     PH_ERR_LIMIT = -3,           /* a world, body, shape or joint limit is reached */
     PH_ERR_NO_MEMORY = -4,
     PH_ERR_WRONG_KIND = -5,      /* e.g. a plane on a dynamic body */
+    PH_ERR_NONFINITE = -6,       /* ph_world_step: the step left a body outside the finite envelope
+                                    (PH_ENVELOPE_*); the world was restored to its state before
+                                    the step (ph_world_get_fault says which body and what) */
+    PH_ERR_CANCELLED = -7,       /* ph_world_step: cancelled by ph_world_cancel_step; the world was
+                                    restored to its state before the step */
 } ph_error;
 
 /* A short English message for an error code ("invalid handle", ...). */
@@ -80,6 +85,69 @@ uint64_t ph_shape_id_to_u64(ph_shape_id id);
 /* Hard upper bounds per world (a world's own limits may be lower). */
 #define PH_MAX_BODIES 1000000
 #define PH_MAX_SHAPES_PER_BODY 64
+
+/* ------------------------------------------------------------- envelope */
+
+/* The finite envelope of a moving body's state. After every step
+ * ph_world_step checks each awake dynamic body against it; a body outside
+ * it (or with a value that is not finite) makes the step fail with
+ * PH_ERR_NONFINITE, and the world is put back exactly as it was before the
+ * step. No edit may place a body outside it (PH_ERR_INVALID_ARGUMENT).
+ *
+ * Why these figures: positions to 1e7 m (per component; Earth's diameter
+ * is 1.3e7 m) keep a double's resolution below 2e-9 m, far under the
+ * 1e-4 m of the contact cache and the millimetres of contact depths; 1e5
+ * m/s is 30 times the fastest gun projectile and 9 times Earth's escape
+ * speed, and at the default step a body at that speed crosses 1.7 km
+ * per step, where speculative contacts and the broadphase's swept boxes
+ * stop meaning anything; 1e5 rad/s (about a million rpm) is six times the
+ * fastest ultracentrifuge, and at the default substep it turns a body by
+ * 170 rad per substep. A state beyond them is a blow-up, not a motion. */
+#define PH_ENVELOPE_POSITION 1e7      /* m, |x|, |y|, |z| of a body's position */
+#define PH_ENVELOPE_LINEAR_SPEED 1e5  /* m/s, |v| */
+#define PH_ENVELOPE_ANGULAR_SPEED 1e5 /* rad/s, |w| */
+/* | |q|^2 - 1 | of an orientation after a step (each substep renormalizes
+ * it to rounding; a larger error means its integration broke down). */
+#define PH_ENVELOPE_QUAT_NORM 1e-6
+
+/* What a failed step found (ph_fault.what). */
+typedef enum ph_fault_kind {
+    PH_FAULT_NONE = 0,             /* no step has failed yet */
+    PH_FAULT_POSITION = 1,         /* a position component not finite or beyond PH_ENVELOPE_POSITION */
+    PH_FAULT_ORIENTATION = 2,      /* a component not finite, or | |q|^2 - 1 | > PH_ENVELOPE_QUAT_NORM */
+    PH_FAULT_LINEAR_VELOCITY = 3,  /* |v| not finite or beyond PH_ENVELOPE_LINEAR_SPEED */
+    PH_FAULT_ANGULAR_VELOCITY = 4, /* |w| not finite or beyond PH_ENVELOPE_ANGULAR_SPEED */
+} ph_fault_kind;
+
+/* The last step that failed with PH_ERR_NONFINITE. */
+typedef struct ph_fault {
+    uint64_t step;   /* the number the failed step would have had (the step count after it);
+                        0 when no step has failed */
+    ph_body_id body; /* the first body outside the envelope, in slot order (null id: none) */
+    int what;        /* ph_fault_kind: the first quantity of that body found outside, checked in
+                        the order position, orientation, linear velocity, angular velocity */
+    double value;    /* that quantity: the position component (m), | |q|^2 - 1 |, |v| (m/s) or
+                        |w| (rad/s); NaN or inf when it was not finite */
+} ph_fault;
+
+/* Bounds of the values the core accepts for physical properties (each
+ * edit outside them gives PH_ERR_INVALID_ARGUMENT). */
+#define PH_MIN_MASS 1e-6    /* kg, ph_body_set_mass: a milligram */
+#define PH_MAX_MASS 1e12    /* kg: a small mountain; a mass ratio of 1e18 is past any solver */
+/* Each principal moment given to ph_body_set_mass is 0 (the axis is
+ * locked) or within these, kg m^2: a milligram at a millimetre, and
+ * PH_MAX_MASS at 30 m. */
+#define PH_MIN_INERTIA 1e-12
+#define PH_MAX_INERTIA 1e15
+/* m: a distance joint's rest length (given or measured at creation), at
+ * most the size of the largest shape (half extents up to 1e4 m). Anchors
+ * are bounded by PH_ENVELOPE_POSITION. */
+#define PH_MAX_JOINT_DISTANCE 1e4
+/* N/m: the stiffness k of every ph_spook (1e15 N/m is a steel bar of 1 m^2
+ * section and 0.2 mm length); d is in [0, 1000] time steps and hertz in
+ * [0, 1e6]. */
+#define PH_MIN_SPOOK_K 1e-6
+#define PH_MAX_SPOOK_K 1e15
 
 /* -------------------------------------------------------------- settings */
 
@@ -155,8 +223,9 @@ typedef enum ph_gamma_scope {
 
 /* SPOOK parameters of one constraint kind (seeds/002, eqs. 9-11). */
 typedef struct ph_spook {
-    double k;     /* stiffness, N/m (per row), > 0; used when hertz == 0 */
-    double d;     /* relaxation, in time steps, >= 0 */
+    double k;     /* stiffness, N/m (per row), [PH_MIN_SPOOK_K, PH_MAX_SPOOK_K]; used when
+                     hertz == 0 */
+    double d;     /* relaxation, in time steps, [0, 1000] */
     double hertz; /* > 0: the stiffness of each row is instead m_eff (2 pi hertz)^2 with
                      m_eff = 1 / (G M^-1 G^T) of that row, i.e. every row is a spring
                      of this natural frequency whatever the masses; 0 = use k */
@@ -255,6 +324,15 @@ typedef struct ph_settings {
                                 CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
                                 sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
                                 0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
+    /* Compute budget of one step, in row updates: a sweep of a solve over
+     * its n rows costs n, a method's other iterations their work in sweeps
+     * times n (ph_step_stats.work; docs/core.md "Compute budget"), summed
+     * over the substeps. A solve starts a sweep (a PGS–SM subspace step, a
+     * CG iteration) only while it fits in what is left; a step whose budget
+     * is spent runs its remaining substeps without sweeps (forces, warm
+     * start and integration as usual) and reports budget_exhausted. 0 = no
+     * budget (default). */
+    uint64_t max_step_work;
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -283,8 +361,28 @@ int ph_world_get_settings(ph_world_id w, ph_settings *out);
 /* Validates and installs new settings; they take effect at the next step. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
 
-/* Advances the world by settings.time_step. */
+/* Advances the world by settings.time_step. Returns PH_ERR_CANCELLED (the
+ * world restored as below) when ph_world_cancel_step stopped it, and
+ * PH_ERR_NONFINITE (the
+ * world restored exactly to its state before the step: poses, velocities,
+ * pending forces and torques, sleep state, the joints' warm-start impulses,
+ * the random generator, the step count; the contact manifolds too when the
+ * step collided once, else they are dropped and the next step collides
+ * afresh) when the step left a body outside the envelope. The statistics
+ * then describe the failed attempt, and its contact events are dropped. */
 int ph_world_step(ph_world_id w);
+
+/* Asks the running step of w, or the next one if none runs, to stop at its
+ * next substep or sweep boundary and return PH_ERR_CANCELLED. May be called
+ * from any thread while another steps w (a C11 atomic flag; not
+ * concurrently with ph_world_destroy of w). The request stays until a step
+ * has been cancelled by it, and is cleared when the following step starts;
+ * several requests before that are one. */
+int ph_world_cancel_step(ph_world_id w);
+
+/* The last step that failed with PH_ERR_NONFINITE (out->what =
+ * PH_FAULT_NONE and out->step = 0 when none has). */
+int ph_world_get_fault(ph_world_id w, ph_fault *out);
 
 /* Number of steps taken since creation. */
 uint64_t ph_world_get_step_count(ph_world_id w);
@@ -313,10 +411,10 @@ typedef enum ph_body_type {
 
 typedef struct ph_body_def {
     ph_body_type type;       /* default PH_BODY_DYNAMIC */
-    ph_vec3 position;        /* m, default 0 */
+    ph_vec3 position;        /* m, default 0, each component within PH_ENVELOPE_POSITION */
     ph_quat orientation;     /* unit quaternion, default identity (normalized on create) */
-    ph_vec3 linear_velocity; /* m/s, default 0 */
-    ph_vec3 angular_velocity;/* rad/s in world frame, default 0 */
+    ph_vec3 linear_velocity; /* m/s, default 0, |v| <= PH_ENVELOPE_LINEAR_SPEED */
+    ph_vec3 angular_velocity;/* rad/s in world frame, default 0, |w| <= PH_ENVELOPE_ANGULAR_SPEED */
     double linear_damping;   /* 1/s, default 0: v *= 1/(1 + h·c) per step */
     double angular_damping;  /* 1/s, default 0 */
     double gravity_scale;    /* default 1 */
@@ -348,18 +446,25 @@ typedef struct ph_body_state {
 
 int ph_body_get_state(ph_body_id b, ph_body_state *out);
 int ph_body_get_transform(ph_body_id b, ph_transform *out);
+/* The position must lie within the envelope (PH_ENVELOPE_POSITION). */
 int ph_body_set_transform(ph_body_id b, ph_vec3 position, ph_quat orientation);
+/* |linear| <= PH_ENVELOPE_LINEAR_SPEED, |angular| <= PH_ENVELOPE_ANGULAR_SPEED. */
 int ph_body_set_velocity(ph_body_id b, ph_vec3 linear, ph_vec3 angular);
-/* Force (N) and torque (N m) accumulated for the next step only. */
+/* Force (N) and torque (N m) accumulated for the next step only (the sums
+ * must stay finite). */
 int ph_body_apply_force(ph_body_id b, ph_vec3 force, ph_vec3 world_point);
 int ph_body_apply_torque(ph_body_id b, ph_vec3 torque);
-/* Impulse (N s) applied immediately to the velocity. */
+/* Impulse (N s) applied immediately to the velocity; rejected (nothing
+ * changes) when the new velocities would leave the envelope. */
 int ph_body_apply_impulse(ph_body_id b, ph_vec3 impulse, ph_vec3 world_point);
-/* Kinematic bodies: velocities that bring the body to the pose in one step. */
+/* Kinematic bodies: velocities that bring the body to the pose in one step
+ * (the pose and those velocities must lie within the envelope). */
 int ph_body_set_kinematic_target(ph_body_id b, ph_vec3 position, ph_quat orientation);
-/* Overrides the mass properties computed from the shapes. inertia is the
- * diagonal inertia (kg m^2) in the body frame; the centre of mass stays at the
- * body origin. */
+/* Overrides the mass properties computed from the shapes. mass in
+ * [PH_MIN_MASS, PH_MAX_MASS] kg; inertia is the diagonal inertia (kg m^2)
+ * in the body frame, each moment 0 (that axis locked) or in
+ * [PH_MIN_INERTIA, PH_MAX_INERTIA]; the centre of mass stays at the body
+ * origin. */
 int ph_body_set_mass(ph_body_id b, double mass, ph_vec3 inertia);
 int ph_body_set_damping(ph_body_id b, double linear, double angular);
 /* Angular momentum about the centre of mass (kg m^2/s), world frame. */
@@ -421,11 +526,12 @@ typedef struct ph_joint_def {
     ph_joint_type type;     /* default ball */
     ph_body_id body_a;      /* required */
     ph_body_id body_b;      /* null id = the static world frame */
-    ph_vec3 anchor_a;       /* body A local frame, m */
-    ph_vec3 anchor_b;       /* body B local frame (world frame when body_b is null) */
+    ph_vec3 anchor_a;       /* body A local frame, m, components within PH_ENVELOPE_POSITION */
+    ph_vec3 anchor_b;       /* body B local frame (world frame when body_b is null), likewise */
     ph_vec3 axis_a;         /* hinge: unit axis in A's frame, default (0,0,1) */
     ph_vec3 axis_b;         /* hinge: unit axis in B's frame, default (0,0,1) */
-    double distance;        /* distance joint: rest length, m; < 0 means "current", default -1 */
+    double distance;        /* distance joint: rest length, m, <= PH_MAX_JOINT_DISTANCE; < 0 means
+                               "current" (which must be within that bound too), default -1 */
     int enable_limit;       /* hinge: default 0 */
     double lower_angle;     /* hinge: rad, >= -pi, default -pi/4 */
     double upper_angle;     /* hinge: rad, <= pi, >= lower, default pi/4 */
@@ -519,6 +625,12 @@ typedef struct ph_step_stats {
     double max_penetration; /* m, deepest contact at collision time of the last substep */
     double stage_ms[PH_STAGE_COUNT];
     double total_ms;
+    /* The whole step (every substep), in the unit of settings.max_step_work:
+     * row updates made (a method's work in sweeps times its rows, summed
+     * over the substeps' solves). */
+    uint64_t row_updates;
+    int budget_exhausted;   /* 1: a solve of the step ran fewer iterations than the settings ask
+                               because max_step_work was spent */
 } ph_step_stats;
 
 int ph_world_get_stats(ph_world_id w, ph_step_stats *out);

@@ -14,6 +14,16 @@
  * pc_client_set_handlers. pc_client_close ends the connection; the memory
  * is released in the close callback, as for libuv handles.
  *
+ * Frames in parts: a transform frame (or a tick's contact events) that
+ * would not fit in the server's max_frame comes as several messages with
+ * Frame.part / Frame.parts (ContactEvents.part / parts). By default
+ * (pc_options.reassemble = 1) the library gathers the parts of one tick
+ * and calls on_frame / on_contacts once with the whole message (part 0,
+ * parts 1); a tick whose parts do not all arrive (a newer tick started
+ * first) is dropped and counted in pc_counters.parts_discarded. With
+ * reassemble = 0 every part is delivered as it comes, with its part and
+ * parts fields set, and pc_frame_is_last_part tells where a tick ends.
+ *
  * Failure modes: functions return 0 or a negative error code (libuv's
  * codes, such as UV_ECONNREFUSED or UV_ETIMEDOUT, or the PC_E* codes
  * below; pc_strerror and pc_err_name describe both). A function that fails
@@ -71,7 +81,9 @@ enum {
 const char *pc_strerror(int err);
 /* The error's name, such as "PC_ECLOSED" or "ECONNREFUSED"; never NULL. */
 const char *pc_err_name(int err);
-/* The name of a protocol status, such as "NOT_FOUND"; never NULL. */
+/* The name of a protocol status without its STATUS_ prefix, such as
+ * "NOT_FOUND" or "CANCELLED" (every value of physd.proto's Status), or
+ * "UNKNOWN_STATUS"; never NULL. */
 const char *pc_status_name(int status);
 
 typedef struct pc_client pc_client;
@@ -83,6 +95,9 @@ typedef struct pc_options {
                                 its hello reply says otherwise, bytes, default 64 MiB */
     int nodelay;             /* TCP_NODELAY, default 1 */
     int rcvbuf;              /* SO_RCVBUF in bytes, 0 = system default */
+    int reassemble;          /* deliver a frame or contact-event push that the
+                                server split into parts as one message, default 1;
+                                0: every part as it comes (part, parts set) */
 } pc_options;
 
 void pc_options_default(pc_options *o);
@@ -99,7 +114,8 @@ typedef void (*pc_reply_cb)(pc_client *c, int err, const Physd__V1__Reply *reply
 
 typedef void (*pc_close_cb)(void *data);
 
-/* Push handlers: each may be NULL (the push is counted and dropped). */
+/* Push handlers: each may be NULL (the push is counted and dropped).
+ * frames, stats, contacts count messages as received (each part counts). */
 typedef struct pc_handlers {
     void (*on_frame)(pc_client *c, const Physd__V1__Frame *f, void *data);
     void (*on_stats)(pc_client *c, const Physd__V1__Stats *s, void *data);
@@ -119,6 +135,9 @@ typedef struct pc_counters {
     uint64_t frames, stats, contacts, notices; /* pushes received */
     uint64_t dropped_notified;                 /* the largest Notice.dropped seen */
     uint64_t pending;                          /* requests awaiting a reply */
+    uint64_t parts;                            /* pushes that were one part of several */
+    uint64_t parts_discarded;                  /* parts of ticks that never completed
+                                                  (reassemble on) */
 } pc_counters;
 
 /* Starts connecting to host (an IPv4/IPv6 literal or a name) and port; the
@@ -169,15 +188,27 @@ void *pc_client_get_data(const pc_client *c);
 
 int pc_ping(pc_client *c, pc_reply_cb cb, void *data);
 int pc_list_worlds(pc_client *c, pc_reply_cb cb, void *data);
+/* The built-in scene presets: Reply.presets (PresetList). */
+int pc_list_presets(pc_client *c, pc_reply_cb cb, void *data);
 /* name and preset may be NULL; settings may be NULL (defaults). */
 int pc_create_world(pc_client *c, const char *name, const char *preset, const Physd__V1__Settings *settings,
                     int start_paused, pc_reply_cb cb, void *data);
+/* As pc_create_world, with an initial scene: n edit ops (CreateWorld.scene,
+ * at most the server's max_edits_per_batch, see pc_client_server_info)
+ * applied atomically after the preset, and again by every reset. The ops
+ * may name only bodies they add (BodyRef.new_body_op), never ids. */
+int pc_create_world_scene(pc_client *c, const char *name, const char *preset, const Physd__V1__Settings *settings,
+                          int start_paused, Physd__V1__EditOp **scene, size_t n, pc_reply_cb cb, void *data);
 /* The requests that take only a world id: case is one of
  * INSPECT_WORLD, DESTROY_WORLD, PAUSE, RESUME, RESET, QUERY_COUNTERS
  * (PHYSD__V1__CLIENT_MESSAGE__REQUEST_*). */
 int pc_world_request(pc_client *c, Physd__V1__ClientMessage__RequestCase kind, uint64_t world, pc_reply_cb cb,
                      void *data);
 int pc_inspect_world(pc_client *c, uint64_t world, int include_bodies, pc_reply_cb cb, void *data);
+/* Runs steps steps of a paused world; the reply (Reply.step) comes once
+ * they are done: StepReply.steps_done. A reset, pause or destroy of the
+ * world ends the request early: status CANCELLED, StepReply.cancelled set
+ * and steps_done the steps taken until then. */
 int pc_step(pc_client *c, uint64_t world, uint32_t steps, pc_reply_cb cb, void *data);
 int pc_change_settings(pc_client *c, uint64_t world, const Physd__V1__Settings *s, pc_reply_cb cb, void *data);
 int pc_edit(pc_client *c, uint64_t world, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb, void *data);
@@ -187,6 +218,19 @@ int pc_subscribe(pc_client *c, uint64_t world, Physd__V1__StreamKind kind, uint3
 int pc_unsubscribe(pc_client *c, uint64_t subscription, pc_reply_cb cb, void *data);
 int pc_query_bodies(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, int include_shapes, pc_reply_cb cb,
                     void *data);
+/* ids may be NULL (every joint of the world): Reply.joints. */
+int pc_query_joints(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, pc_reply_cb cb, void *data);
+/* The closest hit along origin + t * direction, 0 <= t <= max_distance
+ * (direction need not be unit): Reply.ray. */
+int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const double direction[3], double max_distance,
+               pc_reply_cb cb, void *data);
+
+/* ------------------------------------------------------ push helpers */
+
+/* 1 when f is a whole frame or the last part of its tick (part + 1 ==
+ * parts); frames in parts are sent in order, so a receiver that handles
+ * parts itself has seen the whole tick then. */
+int pc_frame_is_last_part(const Physd__V1__Frame *f);
 
 /* ------------------------------------------------------ blocking helpers
  * For command-line tools and tests: they run the client's loop

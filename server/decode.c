@@ -1,0 +1,193 @@
+/*
+ * decode.c — bounded decoding of a client frame: a wire-level pre-scan
+ * that prices the unpacked message before protobuf-c builds it, and an
+ * allocator with a budget as the hard guard.
+ *
+ * Why: protobuf-c unpacks a whole ClientMessage before any count can be
+ * checked, and a 4 MiB frame of two million empty ShapeDefs unpacks into
+ * about 300 MB (each two-byte element becomes a struct of about 150
+ * bytes); unknown fields are stored, not skipped. A limit on the frame's
+ * size is therefore no limit on the memory or time of its decoding.
+ *
+ * Normal path: ps_decode_scan walks the frame's tags with the generated
+ * descriptors (ClientMessage and every message type it can contain),
+ * adding for each element what protobuf-c will allocate for it: the
+ * struct of a submessage, a slot of a repeated array, a string's bytes, an
+ * unknown field's record and bytes, plus a malloc overhead per allocation.
+ * It reads the top-level request_id on the way, so a refusal can be
+ * answered. Within budget, ps_decode_unpack unpacks with an allocator that
+ * counts bytes and fails past twice that budget (so a mistake in the
+ * estimate cannot become unbounded memory).
+ *
+ * Failure modes: bytes that are not a well-formed protobuf message (a bad
+ * varint, a length past the end, a group or an unknown wire type) give
+ * PS_DECODE_MALFORMED (the caller closes the connection, as for a frame
+ * protobuf-c cannot parse). Over budget or over PS_DECODE_MAX_UNKNOWN
+ * unknown fields give PS_DECODE_TOO_BIG / PS_DECODE_UNKNOWN with
+ * request_id set: the caller answers RESOURCE_EXHAUSTED / INVALID_ARGUMENT
+ * and the connection stays open. The scan is linear in the frame's bytes
+ * and allocates nothing.
+ *
+ * Invariants: the unpacked message is freed with the default allocator
+ * (free_unpacked(m, NULL)): the budget allocator's memory comes from
+ * malloc.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_internal.h"
+
+#define MALLOC_OVERHEAD 16u /* bytes of bookkeeping per allocation (glibc: 8-16) */
+#define MAX_DEPTH 32        /* physd.v1 nests about 6 deep; no recursive types */
+
+typedef struct scan {
+    uint64_t mem;
+    uint64_t max_mem;
+    uint32_t unknown;
+    int over;
+} scan;
+
+static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    if (*p < end && !(**p & 0x80)) { /* one byte: the common case */
+        *out = *(*p)++;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*p >= end) return -1;
+        uint8_t b = *(*p)++;
+        if (shift == 63 && (b & 0xfe)) return -1;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Bytes protobuf-c stores for one element of a repeated scalar field. */
+static size_t scalar_size(ProtobufCType t) {
+    switch (t) {
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE: return 8;
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+    default: return 4;
+    }
+}
+
+static void charge(scan *sc, uint64_t bytes) {
+    sc->mem += bytes;
+    if (sc->mem > sc->max_mem) sc->over = 1;
+}
+
+static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth, scan *sc,
+                    uint64_t *request_id) {
+    if (depth > MAX_DEPTH) return PS_DECODE_MALFORMED;
+    /* Repeated fields: protobuf-c sizes each array once from its count. A
+     * repeated field's elements come one after another, so the last key's
+     * descriptor is kept. */
+    uint64_t last_key = UINT64_MAX;
+    const ProtobufCFieldDescriptor *last_f = NULL;
+    while (p < end && !sc->over) {
+        uint64_t key;
+        if (get_varint(&p, end, &key)) return PS_DECODE_MALFORMED;
+        const uint32_t num = (uint32_t)(key >> 3);
+        const int wt = (int)(key & 7);
+        if (num == 0 || (key >> 3) > 0x1fffffff) return PS_DECODE_MALFORMED;
+        const uint8_t *val = p;
+        uint64_t len = 0;
+        switch (wt) {
+        case 0:
+            if (get_varint(&p, end, &len)) return PS_DECODE_MALFORMED;
+            break;
+        case 1:
+            if (end - p < 8) return PS_DECODE_MALFORMED;
+            p += 8;
+            break;
+        case 2:
+            if (get_varint(&p, end, &len) || len > (uint64_t)(end - p)) return PS_DECODE_MALFORMED;
+            val = p;
+            p += len;
+            break;
+        case 5:
+            if (end - p < 4) return PS_DECODE_MALFORMED;
+            p += 4;
+            break;
+        default: return PS_DECODE_MALFORMED; /* groups (3, 4) and 6, 7 */
+        }
+        const ProtobufCFieldDescriptor *f =
+            key == last_key ? last_f : protobuf_c_message_descriptor_get_field(d, num);
+        last_key = key;
+        last_f = f;
+        if (!f) {
+            sc->unknown++;
+            if (sc->unknown > PS_DECODE_MAX_UNKNOWN) return PS_DECODE_UNKNOWN;
+            charge(sc, sizeof(ProtobufCMessageUnknownField) + (uint64_t)(p - val) + 2 * MALLOC_OVERHEAD);
+            continue;
+        }
+        if (depth == 0 && num == 1 && wt == 0 && request_id) *request_id = len;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            if (wt == 2 && f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
+                f->type != PROTOBUF_C_TYPE_MESSAGE) {
+                /* Packed: at most one element per byte. */
+                charge(sc, len * scalar_size(f->type));
+            } else {
+                charge(sc, scalar_size(f->type));
+            }
+        }
+        if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+            if (wt != 2) return PS_DECODE_MALFORMED;
+            const ProtobufCMessageDescriptor *sd = f->descriptor;
+            charge(sc, sd->sizeof_message + MALLOC_OVERHEAD);
+            if (len > 0) {
+                int r = scan_msg(sd, val, val + len, depth + 1, sc, NULL);
+                if (r) return r;
+            }
+        } else if (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES) {
+            charge(sc, len + 1 + MALLOC_OVERHEAD);
+        }
+    }
+    return sc->over ? PS_DECODE_TOO_BIG : 0;
+}
+
+int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem) {
+    scan sc = {0, max_mem, 0, 0};
+    *request_id = 0;
+    charge(&sc, physd__v1__client_message__descriptor.sizeof_message + MALLOC_OVERHEAD);
+    int r = scan_msg(&physd__v1__client_message__descriptor, data, data + len, 0, &sc, request_id);
+    if (mem) *mem = sc.mem;
+    return r;
+}
+
+/* ---------------------------------------------------- budget allocator */
+
+typedef struct budget {
+    uint64_t used, max;
+} budget;
+
+static void *budget_alloc(void *data, size_t size) {
+    budget *b = data;
+    if (b->used + size + MALLOC_OVERHEAD > b->max) return NULL;
+    b->used += size + MALLOC_OVERHEAD;
+    return malloc(size);
+}
+
+static void budget_free(void *data, void *p) {
+    (void)data;
+    free(p);
+}
+
+ps_msg *ps_decode_unpack(const uint8_t *data, size_t len, uint64_t max_mem, int *over_budget) {
+    budget b = {0, max_mem};
+    ProtobufCAllocator a = {budget_alloc, budget_free, &b};
+    ps_msg *m = physd__v1__client_message__unpack(&a, len, data);
+    *over_budget = !m && b.used + 4096 > b.max;
+    return m;
+}
