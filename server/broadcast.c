@@ -172,6 +172,8 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     s.minmap_final = st->minmap_final;
     s.rel_residual = st->rel_residual;
     s.max_penetration = st->max_penetration;
+    s.budget_exhausted = st->budget_exhausted != 0;
+    s.row_updates = st->row_updates;
     double stage[PH_STAGE_COUNT];
     memcpy(stage, st->stage_ms, sizeof stage);
     s.n_stage_ms = PH_STAGE_COUNT;

@@ -93,8 +93,10 @@ int ps_codec_quat(const Physd__V1__Quat *m, ph_quat *out) {
     return 0;
 }
 
-#define POS_MAX 1e12
-#define VEL_MAX 1e9
+/* The core's envelope (ph_core.h): no edit may put a body outside it. */
+#define POS_MAX PH_ENVELOPE_POSITION
+#define VEL_MAX PH_ENVELOPE_LINEAR_SPEED
+#define ANG_MAX PH_ENVELOPE_ANGULAR_SPEED
 
 /* ------------------------------------------------------------- settings */
 
@@ -181,6 +183,14 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     }
     if (m->joint_projection) n.joint_projection = m->joint_projection->value;
     if (m->seed) n.seed = m->seed->value;
+    if (m->max_step_work) {
+        uint64_t v = m->max_step_work->value;
+        if (v > cfg->max_step_work)
+            return ps_fail(st, PS_ST_INVALID,
+                           "settings.max_step_work must be at most the server's max_step_work (%llu row updates)",
+                           (unsigned long long)cfg->max_step_work);
+        n.max_step_work = v ? v : cfg->max_step_work;
+    }
     if (m->tick_rate) {
         double v = m->tick_rate->value;
         if (!isfinite(v) || v < cfg->min_tick_rate || v > cfg->max_tick_rate)
@@ -205,6 +215,7 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     for (int k = 0; k < 3; k++)
         physd__v1__bool_value__init(&z->b[k]);
     physd__v1__uint64_value__init(&z->u);
+    physd__v1__uint64_value__init(&z->msw);
     for (int k = 0; k < 2; k++) physd__v1__double_value__init(&z->d2[k]);
     for (int k = 0; k < 2; k++) physd__v1__int32_value__init(&z->i2[k]);
     physd__v1__bool_value__init(&z->b2);
@@ -227,6 +238,7 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->b[1].value = s->gyroscopic != 0, m->gyroscopic = &z->b[1];
     z->b[2].value = s->record_merits != 0, m->record_merits = &z->b[2];
     z->u.value = s->seed, m->seed = &z->u;
+    z->msw.value = s->max_step_work, m->max_step_work = &z->msw;
     z->gravity.x = s->gravity.x, z->gravity.y = s->gravity.y, z->gravity.z = s->gravity.z;
     m->gravity = &z->gravity;
     z->spook[0].k = s->contact.k, z->spook[0].d = s->contact.d;
@@ -383,6 +395,8 @@ static int decode_ref(const Physd__V1__BodyRef *m, const ps_edit *ops, size_t i,
     return 0;
 }
 
+static int moment_ok(double v) { return v == 0 || (v >= PH_MIN_INERTIA && v <= PH_MAX_INERTIA); }
+
 static int decode_body(const Physd__V1__BodyDef *m, ps_edit *e, size_t i, ps_status *st) {
 #define BAD(...) return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, __VA_ARGS__)
     if (!m) BAD("op %zu: add_body.body is required", i);
@@ -396,10 +410,11 @@ static int decode_body(const Physd__V1__BodyDef *m, ps_edit *e, size_t i, ps_sta
     }
     if (m->pose && (ps_codec_vec3(m->pose->position, d->position, POS_MAX, &d->position) ||
                     ps_codec_quat(m->pose->orientation, &d->orientation)))
-        BAD("op %zu: body.pose must be finite (|x| <= 1e12) with a non-zero quaternion", i);
+        BAD("op %zu: body.pose must be finite (|x| <= %g m) with a non-zero quaternion", i, POS_MAX);
     if (ps_codec_vec3(m->linear_velocity, d->linear_velocity, VEL_MAX, &d->linear_velocity) ||
-        ps_codec_vec3(m->angular_velocity, d->angular_velocity, VEL_MAX, &d->angular_velocity))
-        BAD("op %zu: body velocities must be finite (|v| <= 1e9)", i);
+        ps_codec_vec3(m->angular_velocity, d->angular_velocity, ANG_MAX, &d->angular_velocity) ||
+        ph_len(d->linear_velocity) > VEL_MAX || ph_len(d->angular_velocity) > ANG_MAX)
+        BAD("op %zu: body velocities must be finite, |v| <= %g m/s and |w| <= %g rad/s", i, VEL_MAX, ANG_MAX);
     d->linear_damping = m->linear_damping;
     d->angular_damping = m->angular_damping;
     if (!isfinite(d->linear_damping) || !isfinite(d->angular_damping) || d->linear_damping < 0 ||
@@ -425,10 +440,12 @@ static int decode_body(const Physd__V1__BodyDef *m, ps_edit *e, size_t i, ps_sta
         if (d->type != PH_BODY_DYNAMIC) BAD("op %zu: body.mass is only for dynamic bodies", i);
         e->has_mass = 1;
         e->mass = m->mass->mass;
-        if (!isfinite(e->mass) || e->mass <= 0) BAD("op %zu: body.mass.mass must be finite and > 0 kg", i);
-        if (ps_codec_vec3(m->mass->inertia, ph_v3(0, 0, 0), 1e30, &e->inertia) || e->inertia.x < 0 ||
-            e->inertia.y < 0 || e->inertia.z < 0)
-            BAD("op %zu: body.mass.inertia must be finite and >= 0", i);
+        if (!(e->mass >= PH_MIN_MASS && e->mass <= PH_MAX_MASS))
+            BAD("op %zu: body.mass.mass must be in [%g, %g] kg", i, PH_MIN_MASS, PH_MAX_MASS);
+        if (ps_codec_vec3(m->mass->inertia, ph_v3(0, 0, 0), PH_MAX_INERTIA, &e->inertia) ||
+            !moment_ok(e->inertia.x) || !moment_ok(e->inertia.y) || !moment_ok(e->inertia.z))
+            BAD("op %zu: body.mass.inertia: each moment 0 (axis locked) or in [%g, %g] kg m^2", i, PH_MIN_INERTIA,
+                PH_MAX_INERTIA);
     }
 #undef BAD
     return 0;
@@ -465,6 +482,9 @@ static int decode_joint(const Physd__V1__JointDef *m, const ps_edit *ops, ps_edi
     if (!isfinite(d->distance) || !isfinite(d->lower_angle) || !isfinite(d->upper_angle) || !isfinite(d->motor_speed) ||
         !isfinite(d->max_motor_torque) || d->max_motor_torque < 0)
         BAD("op %zu: joint values must be finite and max_motor_torque >= 0", i);
+    if (d->distance > PH_MAX_JOINT_DISTANCE)
+        BAD("op %zu: joint.distance must be at most %g m (or absent / < 0 for the current distance)", i,
+            PH_MAX_JOINT_DISTANCE);
     if (d->type == PH_JOINT_HINGE && (ph_len(d->axis_a) < 1e-9 || ph_len(d->axis_b) < 1e-9))
         BAD("op %zu: hinge axes must be non-zero", i);
     if (d->type == PH_JOINT_HINGE &&
@@ -478,7 +498,7 @@ static int decode_pose_req(const Physd__V1__Pose *p, ps_edit *e, size_t i, const
     if (!p) return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, "op %zu: %s.pose is required", i, what);
     if (ps_codec_vec3(p->position, ph_v3(0, 0, 0), POS_MAX, &e->v1) || ps_codec_quat(p->orientation, &e->q))
         return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
-                          "op %zu: %s.pose must be finite (|x| <= 1e12) with a non-zero quaternion", i, what);
+                          "op %zu: %s.pose must be finite (|x| <= %g m) with a non-zero quaternion", i, what, POS_MAX);
     return 0;
 }
 
@@ -506,9 +526,10 @@ static int decode_op(const Physd__V1__EditOp *m, ps_edit *ops, size_t i, ps_stat
         e->kind = PS_EDIT_SET_VELOCITY;
         if (decode_ref(m->set_velocity->body, ops, i, "set_velocity.body", &e->body, st)) return st->code;
         if (ps_codec_vec3(m->set_velocity->linear, ph_v3(0, 0, 0), VEL_MAX, &e->v1) ||
-            ps_codec_vec3(m->set_velocity->angular, ph_v3(0, 0, 0), VEL_MAX, &e->v2))
-            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i, "op %zu: set_velocity values must be finite (|v| <= 1e9)",
-                              i);
+            ps_codec_vec3(m->set_velocity->angular, ph_v3(0, 0, 0), ANG_MAX, &e->v2) || ph_len(e->v1) > VEL_MAX ||
+            ph_len(e->v2) > ANG_MAX)
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                              "op %zu: set_velocity: finite, |v| <= %g m/s, |w| <= %g rad/s", i, VEL_MAX, ANG_MAX);
         return 0;
     case PHYSD__V1__EDIT_OP__OP_APPLY_FORCE:
         e->kind = PS_EDIT_APPLY_FORCE;
@@ -580,8 +601,9 @@ int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n_ops, int max_ops, 
     return 0;
 }
 
-ph_settings ps_default_world_settings(void) {
+ph_settings ps_default_world_settings(const ps_config *cfg) {
     ph_settings s = ph_default_settings();
     s.sleep = 1; /* a server keeps many worlds: resting islands cost nothing */
+    s.max_step_work = cfg->max_step_work; /* no step holds a worker without bound */
     return s;
 }

@@ -161,7 +161,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_EXISTS, msg);
         return;
     }
-    ph_settings set = ps_default_world_settings();
+    ph_settings set = ps_default_world_settings(&s->cfg);
     double rate = s->cfg.default_tick_rate;
     if (ps_codec_settings(cw->settings, &set, &rate, &s->cfg, &st)) {
         ps_reply_status(c, m->request_id, &st, 0);
@@ -901,6 +901,9 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
             physd__v1__client_message__free_unpacked(m, NULL);
             return 0;
         }
+        /* A destroy need not wait for a long step: the step in flight stops
+         * at its next substep or sweep boundary (the core undoes it). */
+        if (m->request_case == REQ(DESTROY_WORLD) && host->busy) ph_world_cancel_step(host->world);
         ps_host_defer(host, c, m, decoded, free_fn, h->run_world);
         return 0;
     }

@@ -349,6 +349,8 @@ typedef struct ps_job {
     ps_parts frame, events;
     ps_buf *stats, *stats_iters;
     int contacts;
+    uint64_t row_updates;
+    int budget_exhausted;
 } ps_job;
 
 struct ps_host {
@@ -405,6 +407,7 @@ struct ps_host {
     double last_step_ms, sum_step_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
+    uint64_t last_budget_notice_ns;
 };
 
 /* Ids on the wire: the core's 48-bit handle (slot, generation) with the
@@ -523,6 +526,7 @@ typedef struct ps_settings_storage {
     Physd__V1__Int32Value i[2];
     Physd__V1__BoolValue b[3];
     Physd__V1__UInt64Value u;
+    Physd__V1__UInt64Value msw; /* max_step_work */
     Physd__V1__Vec3 gravity;
     Physd__V1__Spook spook[3];
     Physd__V1__FrictionModelValue fm;
@@ -544,8 +548,9 @@ typedef struct ps_settings_storage {
     Physd__V1__DoubleValue cct; /* contact_cache_tolerance */
 } ps_settings_storage;
 
-/* The core's defaults with the server's own choices: sleeping on. */
-ph_settings ps_default_world_settings(void);
+/* The core's defaults with the server's own choices: sleeping on, the
+ * step budget max_step_work. */
+ph_settings ps_default_world_settings(const ps_config *cfg);
 
 int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batch **out, ps_status *st);
 void ps_edit_batch_free(void *batch);

@@ -324,7 +324,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     if (r == 0 && cfg->demo) {
         ps_host *h = NULL;
         ps_status st;
-        ph_settings set = ps_default_world_settings();
+        ph_settings set = ps_default_world_settings(cfg);
         if (ps_host_create(s, "demo", cfg->demo_scene, &set, cfg->default_tick_rate, 0, NULL, NULL, &h, &st) != 0) {
             ps_log("demo world failed: %s", st.msg);
             r = UV_EINVAL;

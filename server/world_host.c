@@ -56,6 +56,10 @@ ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire) {
     return ph_joint_id_from_u64(h->world, (wire >> 48) == h->epoch ? wire & CORE_MASK : 0);
 }
 
+/* Before a world has stepped, its heaviness is guessed from its settings:
+ * a thousand sweeps per step or more is heavy whatever the scene. */
+static int heavy_guess(const ph_settings *s) { return (int64_t)s->substeps * s->iterations >= 1000; }
+
 /* ------------------------------------------------------------ creation */
 
 static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
@@ -98,6 +102,7 @@ int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_
     h->creation_settings = h->settings;
     h->tick_rate = h->creation_tick_rate = tick_rate;
     h->paused = paused;
+    h->heavy = heavy_guess(&h->settings);
     h->created_ns = h->base_ns = ps_now_ns();
     h->body_count = ph_world_body_count(w);
     h->joint_count = ph_world_joint_count(w);
@@ -129,10 +134,13 @@ static void work_cb(uv_work_t *req) {
     h->job.err = ph_world_step(h->world);
     h->job.step_ms = (double)(ps_now_ns() - t0) / 1e6;
     h->job.tick = ph_world_get_step_count(h->world);
-    if (h->job.err == PH_OK) ps_broadcast_encode(h, &h->job);
+    if (h->job.err == PH_OK) {
+        ph_world_get_work(h->world, &h->job.row_updates, &h->job.budget_exhausted);
+        ps_broadcast_encode(h, &h->job);
+    }
 }
 
-static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value) {
+static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value, uint64_t body_id) {
     /* One notice per connection even when it holds several subscriptions:
      * each connection remembers the number of the last notice it got, so
      * this is linear in the subscriptions. */
@@ -141,18 +149,24 @@ static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t v
         ps_conn *c = h->subs[i]->conn;
         if (!c || c->notice_seq == seq) continue;
         c->notice_seq = seq;
-        if (kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN) {
+        if (kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN || kind == PHYSD__V1__NOTICE_KIND__NOTICE_BUDGET ||
+            kind == PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE) {
             Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
-            n.kind = PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN;
+            n.kind = (Physd__V1__NoticeKind)kind;
             n.world_id = h->id;
             n.tick = h->tick;
-            n.overrun_ticks = value;
+            if (kind == PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN) n.overrun_ticks = value;
+            n.body_id = body_id;
             n.message = (char *)msg;
             ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
             m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
             m.notice = &n;
             ps_buf *b = ps_encode(&m);
-            if (b) ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX - 1);
+            /* Overrun and budget notices replace an unsent older one (they
+             * carry totals); a non-finite notice is never dropped. */
+            if (b)
+                ps_conn_send(c, b, kind == PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE ? PS_OUT_REPLY : PS_OUT_FRAME,
+                             UINT64_MAX - 1 - (uint64_t)kind);
             ps_buf_unref(b);
         } else {
             ps_send_notice(c, kind, h->id, h->tick, msg);
@@ -229,6 +243,42 @@ void ps_host_end_step_request(ps_host *h, const char *by) {
     step_reply(h, PS_ST_CANCELLED, msg, 1);
 }
 
+/* The step left the finite envelope: the core restored the world to its
+ * state before it; the world is paused and everyone is told which body. */
+static void step_nonfinite(ps_host *h) {
+    static const char *what[] = {"nothing", "position", "orientation", "linear velocity", "angular velocity"};
+    ph_fault f;
+    memset(&f, 0, sizeof f);
+    ph_world_get_fault(h->world, &f);
+    h->nonfinite_steps++;
+    h->paused = 1;
+    uv_timer_stop(&h->timer);
+    const uint64_t body = ps_wire_body(h, f.body);
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "step %llu left the finite envelope (body %llu: %s %g); the world was restored to tick %llu and paused",
+             (unsigned long long)f.step, (unsigned long long)body,
+             what[f.what >= 0 && f.what <= 4 ? f.what : 0], f.value, (unsigned long long)h->tick);
+    ps_log("world %llu: %s", (unsigned long long)h->id, msg);
+    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE, msg, 0, body);
+    if (h->steps_pending > 0) ps_host_end_step_request(h, "a step that left the finite envelope");
+}
+
+/* The step stopped at its budget: counted, logged and told at most once a
+ * second. */
+static void step_over_budget(ps_host *h, const ps_job *job) {
+    h->budget_steps++;
+    const uint64_t now = ps_now_ns();
+    if (now - h->last_budget_notice_ns < 1000000000ull) return;
+    h->last_budget_notice_ns = now;
+    char msg[200];
+    snprintf(msg, sizeof msg, "steps stop at max_step_work (%llu row updates): %llu steps so far",
+             (unsigned long long)h->settings.max_step_work, (unsigned long long)h->budget_steps);
+    ps_log("world %llu: %s (last %llu row updates, %.1f ms)", (unsigned long long)h->id, msg,
+           (unsigned long long)job->row_updates, job->step_ms);
+    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_BUDGET, msg, h->budget_steps, 0);
+}
+
 static void after_work_cb(uv_work_t *req, int status) {
     ps_host *h = req->data;
     ps_job *job = &h->job;
@@ -249,11 +299,18 @@ static void after_work_cb(uv_work_t *req, int status) {
     h->tick = ph_world_get_step_count(h->world);
     h->body_count = ph_world_body_count(h->world);
     h->joint_count = ph_world_joint_count(h->world);
-    if (job->err != PH_OK) {
+    if (job->err == PH_ERR_CANCELLED) {
+        /* Cancelled for destroy or shutdown: the core put the world back. */
+    } else if (job->err == PH_ERR_NONFINITE) {
+        step_nonfinite(h);
+    } else if (job->err != PH_OK) {
         ps_log("world %llu: step failed (%s); paused", (unsigned long long)h->id, ph_strerror(job->err));
         h->paused = 1;
-        notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONE, "step failed; world paused", 0);
+        uv_timer_stop(&h->timer);
+        notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONE, "step failed; world paused", 0, 0);
+        if (h->steps_pending > 0) ps_host_end_step_request(h, "a failed step");
     } else {
+        if (job->budget_exhausted) step_over_budget(h, job);
         /* (The contact count alone: reading the statistics would measure
          * the step's final merits, which only stats subscribers need.) */
         const int contacts = ph_world_get_contacts(h->world, NULL, 0);
@@ -399,7 +456,7 @@ void ps_host_kick(ps_host *h) {
                 ps_log("world %llu cannot keep up at %.4g Hz: %llu ticks skipped so far (last step %.3f ms)",
                        (unsigned long long)h->id, h->tick_rate, (unsigned long long)h->overrun_ticks, h->last_step_ms);
                 notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_OVERRUN,
-                                   "the world cannot keep up with its tick rate", h->overrun_ticks);
+                                   "the world cannot keep up with its tick rate", h->overrun_ticks, 0);
             }
         }
         h->ticks_since_base++;
@@ -488,6 +545,9 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
         ph_settings_validate(s, &why);
         return ps_fail(st, PS_ST_INVALID, "settings rejected: %s", why ? why : ph_strerror(err));
     }
+    if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations &&
+        heavy_guess(s))
+        h->heavy = 1; /* until its steps say otherwise */
     h->settings = *s;
     if (tick_rate != h->tick_rate) {
         h->tick_rate = tick_rate;
@@ -640,7 +700,7 @@ static void host_finalize(ps_host *h) {
     h->dq_tail = NULL;
     h->dq_len = 0;
     if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
-    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0);
+    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
     for (int i = 0; i < h->nsubs; i++) {
         sub_remove(h->subs[i]);
         sub_free(h->subs[i]);
@@ -661,13 +721,33 @@ void ps_host_destroy(ps_host *h, const char *why) {
     if (h->destroying) return;
     h->destroying = 1;
     ps_log("world %llu: destroy requested (%s)", (unsigned long long)h->id, why);
+    /* A long step in flight stops at its next substep or sweep boundary. */
+    if (h->busy) ph_world_cancel_step(h->world);
     if (!h->busy && !h->draining) host_finalize(h);
 }
 
 /* ---------------------------------------------------------------- edits */
 
+/* What the dry run knows of a body the batch moves: its pose and bounds
+ * of its speeds after the ops so far. The core refuses an impulse or a
+ * kinematic target that would put a body outside the envelope, and a
+ * distance joint longer than PH_MAX_JOINT_DISTANCE; those checks depend
+ * on the state the earlier ops of the batch leave, so the dry run follows
+ * it (with upper bounds for speeds: a batch it accepts never fails). */
+typedef struct track {
+    uint64_t id; /* existing body (new_op < 0) */
+    int new_op;  /* or the AddBody op */
+    int type;
+    ph_vec3 p;
+    ph_quat q;
+    double vb, wb;        /* bounds of |v| and |w| */
+    double inv_mass, inv_i; /* 1/m and the largest 1/I of a principal moment (0: locked or not dynamic) */
+} track;
+
 /* Per-batch bookkeeping for the dry run. */
 typedef struct batch_state {
+    track *trk;
+    size_t ntrk;
     const ps_edit *ops;
     size_t n;
     uint64_t *removed; /* body ids removed earlier in the batch */
@@ -700,6 +780,113 @@ static int check_ref(ps_host *h, batch_state *b, size_t i, const ps_body_ref *r,
                           (unsigned long long)r->id);
     *type = s.type;
     return 0;
+}
+
+/* The tracked state of the body r names (added on first use). */
+static track *track_of(ps_host *h, batch_state *b, const ps_body_ref *r) {
+    for (size_t k = 0; k < b->ntrk; k++)
+        if (r->new_op >= 0 ? b->trk[k].new_op == r->new_op : (b->trk[k].new_op < 0 && b->trk[k].id == r->id))
+            return &b->trk[k];
+    track *t = &b->trk[b->ntrk++];
+    memset(t, 0, sizeof *t);
+    t->new_op = r->new_op;
+    t->id = r->id;
+    if (r->new_op >= 0) {
+        const ph_body_def *d = &b->ops[r->new_op].bdef;
+        t->type = d->type;
+        t->p = d->position;
+        t->q = ph_quat_normalize(d->orientation);
+        t->vb = ph_len(d->linear_velocity);
+        t->wb = ph_len(d->angular_velocity);
+        return t; /* mass unknown until created (impulses on it are refused) */
+    }
+    ph_body_state s;
+    if (ph_body_get_state(ps_core_body(h, r->id), &s) != PH_OK) return t;
+    t->type = s.type;
+    t->p = s.position;
+    t->q = s.orientation;
+    t->vb = ph_len(s.linear_velocity);
+    t->wb = ph_len(s.angular_velocity);
+    if (s.type == PH_BODY_DYNAMIC) {
+        t->inv_mass = s.mass > 0 ? 1.0 / s.mass : 0;
+        const double m[3] = {s.inertia.x, s.inertia.y, s.inertia.z};
+        for (int k = 0; k < 3; k++)
+            if (m[k] > 0 && 1.0 / m[k] > t->inv_i) t->inv_i = 1.0 / m[k];
+    }
+    return t;
+}
+
+/* 1 when speeds within the envelope (with a margin for rounding). */
+static int speeds_fit(double v, double w) {
+    return v <= PH_ENVELOPE_LINEAR_SPEED * (1 - 1e-9) && w <= PH_ENVELOPE_ANGULAR_SPEED * (1 - 1e-9);
+}
+
+static int track_op(ps_host *h, batch_state *b, size_t i, ps_status *st) {
+    const ps_edit *e = &b->ops[i];
+    track *t;
+    switch (e->kind) {
+    case PS_EDIT_SET_POSE:
+        t = track_of(h, b, &e->body);
+        t->p = e->v1;
+        t->q = e->q;
+        return 0;
+    case PS_EDIT_SET_VELOCITY:
+        t = track_of(h, b, &e->body);
+        t->vb = ph_len(e->v1);
+        t->wb = ph_len(e->v2);
+        return 0;
+    case PS_EDIT_APPLY_IMPULSE: {
+        t = track_of(h, b, &e->body);
+        if (t->type != PH_BODY_DYNAMIC) return 0; /* no effect on other bodies */
+        if (t->new_op >= 0)
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                              "op %zu: apply_impulse on a body added in the same batch: give it its velocity in "
+                              "add_body instead",
+                              i);
+        const ph_vec3 r = e->has_point ? ph_sub(e->v2, t->p) : ph_v3(0, 0, 0);
+        t->vb += ph_len(e->v1) * t->inv_mass;
+        t->wb += ph_len(ph_cross(r, e->v1)) * t->inv_i;
+        if (!speeds_fit(t->vb, t->wb))
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                              "op %zu: apply_impulse would take the body past the envelope (|v| <= %g m/s, |w| <= %g "
+                              "rad/s)",
+                              i, PH_ENVELOPE_LINEAR_SPEED, PH_ENVELOPE_ANGULAR_SPEED);
+        return 0;
+    }
+    case PS_EDIT_SET_KINEMATIC_TARGET: {
+        t = track_of(h, b, &e->body);
+        const double dt = h->settings.time_step;
+        const double v = ph_len(ph_sub(e->v1, t->p)) / dt;
+        ph_quat dq = ph_quat_mul(e->q, ph_quat_conj(t->q));
+        if (dq.w < 0) dq = (ph_quat){-dq.x, -dq.y, -dq.z, -dq.w};
+        const double sn = sqrt(dq.x * dq.x + dq.y * dq.y + dq.z * dq.z);
+        const double w = 2.0 * atan2(sn, dq.w) / dt;
+        if (!speeds_fit(v, w))
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                              "op %zu: set_kinematic_target: reaching it in one step of %g s needs |v| = %g m/s, |w| "
+                              "= %g rad/s, past the envelope (%g, %g)",
+                              i, dt, v, w, PH_ENVELOPE_LINEAR_SPEED, PH_ENVELOPE_ANGULAR_SPEED);
+        t->vb = v;
+        t->wb = w;
+        return 0;
+    }
+    case PS_EDIT_ADD_JOINT: {
+        if (e->jdef.type != PH_JOINT_DISTANCE || e->jdef.distance >= 0) return 0;
+        track *a = track_of(h, b, &e->ja);
+        ph_vec3 pa = ph_add(a->p, ph_rotate(a->q, e->jdef.anchor_a)), pb = e->jdef.anchor_b;
+        if (e->jb.present) {
+            track *tb = track_of(h, b, &e->jb);
+            pb = ph_add(tb->p, ph_rotate(tb->q, e->jdef.anchor_b));
+        }
+        const double len = ph_len(ph_sub(pb, pa));
+        if (!(len <= PH_MAX_JOINT_DISTANCE * (1 - 1e-9)))
+            return ps_fail_at(st, PS_ST_INVALID, (uint32_t)i,
+                              "op %zu: a distance joint of the current length %g m: at most %g m", i, len,
+                              PH_MAX_JOINT_DISTANCE);
+        return 0;
+    }
+    default: return 0;
+    }
 }
 
 static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
@@ -768,6 +955,7 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
         }
         default: return ps_fail_at(st, PS_ST_INTERNAL, (uint32_t)i, "op %zu: unknown op kind", i);
         }
+        if (track_op(h, b, i, st)) return st->code;
     }
     return 0;
 }
@@ -831,9 +1019,10 @@ int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_
     b.removed = calloc(n ? n : 1, sizeof *b.removed);
     b.new_removed = calloc(n ? n : 1, 1);
     b.removed_joints = calloc(n ? n : 1, sizeof *b.removed_joints);
+    b.trk = malloc((2 * n + 1) * sizeof *b.trk); /* at most two bodies per op */
     ph_body_id *created = calloc(n ? n : 1, sizeof *created);
     int rc = 0;
-    if (!b.removed || !b.new_removed || !b.removed_joints || !created) {
+    if (!b.removed || !b.new_removed || !b.removed_joints || !created || !b.trk) {
         rc = ps_fail(st, PS_ST_INTERNAL, "out of memory");
     } else if ((rc = dry_run(h, &b, st)) == 0) {
         for (size_t i = 0; i < n; i++) {
@@ -851,6 +1040,7 @@ int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_
     free(b.removed);
     free(b.new_removed);
     free(b.removed_joints);
+    free(b.trk);
     free(created);
     h->body_count = ph_world_body_count(h->world);
     h->joint_count = ph_world_joint_count(h->world);

@@ -12,7 +12,9 @@
  *     update of each row would make. This is physd's definition of the
  *     "LCP error" of seeds/001, whose text does not define it (see
  *     docs/solvers.md); it is zero exactly at a solution, has velocity
- *     units whatever the masses, and for a free row equals |y_i|.
+ *     units whatever the masses, and for a free row equals |y_i|;
+ *   - the relative residual ||r|| / ||B||, r the part of y that the
+ *     conditions forbid (ph__merit_row): zero at an exact solution.
  *
  * Normal path: one pass over the rows (one residual each). No failure
  * modes. Invariant: the merits are computed, never estimated.

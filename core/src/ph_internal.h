@@ -715,7 +715,13 @@ static inline double ph__fb(double a, double b) { return sqrt(a * a + b * b) - a
 
 /* Adds row i's terms to the merits: phi_i^2 of the Fischer–Burmeister
  * merit, the min-map term, the LCP-error term (velocity units, with d =
- * S_ii) and y^2, for iterate l, residual y and bounds lo, hi. */
+ * S_ii) and r^2 of the relative residual, for iterate l, residual y =
+ * (S lambda - B)_i and bounds lo, hi. r is the part of y that the
+ * (M)LCP's conditions forbid: y for a row strictly inside its bounds,
+ * min(y, 0) at its lower bound (the row may push, y >= 0, but not pull),
+ * max(y, 0) at its upper bound, 0 when lo = hi (a friction row of a
+ * contact carrying no load); so it is zero at an exact solution, and for
+ * bilateral rows it is the plain residual. */
 static inline void ph__merit_row(double l, double y, double lo, double hi, double d, ph__merit *m) {
     double phi;
     if (isinf(lo) && isinf(hi)) phi = y;
@@ -733,7 +739,10 @@ static inline void ph__merit_row(double l, double y, double lo, double hi, doubl
         e = d * (l - g);
     }
     m->lcp_error += e * e;
-    m->res2 += y * y;
+    double r = y;
+    if (l <= lo) r = r < 0 ? r : 0;
+    if (l >= hi) r = r > 0 ? r : 0;
+    m->res2 += r * r;
 }
 
 /* Turns the sums of ph__merit_row into the merits (psi = sum / 2, norms). */

@@ -697,6 +697,7 @@ static inline __attribute__((always_inline)) ph__vd vsqrt(ph__vd x) {
 static inline __attribute__((always_inline)) ph__vd vfb(ph__vd a, ph__vd b) { return vsqrt(a * a + b * b) - a - b; }
 
 static inline __attribute__((always_inline)) ph__vd vmax(ph__vd a, ph__vd b) { return select_vd(a < b, b, a); }
+static inline __attribute__((always_inline)) ph__vd vmin(ph__vd a, ph__vd b) { return select_vd(a < b, a, b); }
 
 static inline __attribute__((always_inline)) double hsum(ph__vd v) {
     double s = 0;
@@ -726,10 +727,15 @@ static inline __attribute__((always_inline)) void merit_add(int normal, ph__vd l
         g = clamp_vd(l - y / d, lo, hi);
     }
     const ph__vd e = select_vd(d > zero, d * (l - g), y);
+    /* The part of y the conditions forbid (ph__merit_row): all of it for
+     * a row inside its bounds, y < 0 at the lower bound, y > 0 at the
+     * upper, nothing when both bounds are zero. */
+    ph__vd r = select_vd(l <= (normal ? zero : -bound), vmin(y, zero), y);
+    if (!normal) r = select_vd(l >= bound, vmax(r, zero), r);
     acc->fis += select_vd(live, phi * phi, zero);
     acc->mm += select_vd(live, (l - c) * (l - c), zero);
     acc->le += select_vd(live, e * e, zero);
-    acc->r2 += select_vd(live, y * y, zero);
+    acc->r2 += select_vd(live, r * r, zero);
     acc->b2 += select_vd(live, B * B, zero);
 }
 

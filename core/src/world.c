@@ -301,6 +301,36 @@ int ph_world_get_settings(ph_world_id id, ph_settings *out) {
     return PH_OK;
 }
 
+static int spook_equal(ph_spook a, ph_spook b) { return a.k == b.k && a.d == b.d && a.hertz == b.hertz; }
+
+/* 1 when two settings differ in a field that can change how bodies move:
+ * every field but record_merits, which only says which statistics are
+ * kept. Field by field (the struct has padding). A field added to
+ * ph_settings must be added here; the size check below is the reminder. */
+static int motion_settings_differ(const ph_settings *a, const ph_settings *b) {
+#if UINTPTR_MAX == 0xffffffffffffffffu
+    _Static_assert(sizeof(ph_settings) == 312, "a new ph_settings field: compare it in motion_settings_differ");
+#endif
+    return a->time_step != b->time_step || a->substeps != b->substeps || a->iterations != b->iterations ||
+           a->tolerance != b->tolerance || a->gravity.x != b->gravity.x || a->gravity.y != b->gravity.y ||
+           a->gravity.z != b->gravity.z || !spook_equal(a->contact, b->contact) ||
+           !spook_equal(a->friction, b->friction) || !spook_equal(a->joint, b->joint) ||
+           a->friction_model != b->friction_model || a->method != b->method || a->ordering != b->ordering ||
+           a->warm_start != b->warm_start || a->warm_start_factor != b->warm_start_factor ||
+           a->restitution_threshold != b->restitution_threshold || a->contact_margin != b->contact_margin ||
+           a->contact_cache_tolerance != b->contact_cache_tolerance || a->gyroscopic != b->gyroscopic ||
+           a->seed != b->seed || a->joint_projection != b->joint_projection ||
+           a->collide_substeps != b->collide_substeps || a->joint_solver != b->joint_solver ||
+           a->vector_solver != b->vector_solver || a->contact_block != b->contact_block || a->sleep != b->sleep ||
+           a->sleep_linear != b->sleep_linear || a->sleep_angular != b->sleep_angular ||
+           a->sleep_time != b->sleep_time || a->ordering_per_iteration != b->ordering_per_iteration ||
+           a->k_pgs != b->k_pgs || a->k_sm != b->k_sm || a->cg_tolerance != b->cg_tolerance ||
+           a->sm_gamma != b->sm_gamma || a->sm_gamma_scope != b->sm_gamma_scope ||
+           a->sm_stagnation != b->sm_stagnation || a->sm_preconditioner != b->sm_preconditioner ||
+           a->jacobi_relaxation != b->jacobi_relaxation || a->sm_forcing != b->sm_forcing ||
+           a->max_step_work != b->max_step_work;
+}
+
 int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
@@ -308,6 +338,13 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
     if (e) return e;
     if (s->seed != w->settings.seed) w->rng = s->seed ? s->seed : 1;
     ph__settle_merits(w); /* (they read the friction model) */
+    /* A sleeping island keeps still whatever the settings say: wake every
+     * one when a setting that may move it changes (new gravity, step,
+     * solver...), so that it is stepped under the new settings and sleeps
+     * again only if it rests under them. */
+    if (motion_settings_differ(&w->settings, s))
+        for (int32_t i = 0; i < w->body_hwm; i++)
+            if (w->bodies[i].alive && w->bodies[i].asleep) ph__wake(&w->bodies[i]);
     w->settings = *s;
     return PH_OK;
 }
@@ -387,6 +424,14 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
     if (!out) return PH_ERR_INVALID_ARGUMENT;
     ph__settle_merits(w);
     *out = w->stats;
+    return PH_OK;
+}
+
+int ph_world_get_work(ph_world_id id, uint64_t *row_updates, int *budget_exhausted) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (row_updates) *row_updates = w->stats.row_updates;
+    if (budget_exhausted) *budget_exhausted = w->stats.budget_exhausted;
     return PH_OK;
 }
 

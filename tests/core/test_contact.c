@@ -675,6 +675,134 @@ static void test_sleep_and_wake(void **state) {
     ph_world_destroy(w);
 }
 
+/* rel_residual goes to zero at an exact solution (issue #14). A sphere
+ * resting on the ground 1 cm from a wall: the floor's point presses, the
+ * wall's speculative point separates (its normal impulse at the bound 0
+ * with y = gap / h > 0, which the old ||B - S lambda|| / ||B|| over all
+ * rows counted as error). Solved exactly by the direct method: below
+ * 1e-12. One PGS sweep on a stack of 20 boxes is far from a solution:
+ * above 1e-6, the same on the vector path and in the scalar loop. */
+static void test_rel_residual_at_solution(void **state) {
+    (void)state;
+    ph_world_id w = new_world(1, 1);
+    ph_settings set;
+    assert_int_equal(ph_world_get_settings(w, &set), PH_OK);
+    set.method = PH_METHOD_DIRECT;
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.type = PH_BODY_STATIC;
+    int err;
+    ph_body_id wall = ph_body_create(w, &bd, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_def pd = ph_default_shape_def();
+    pd.type = PH_SHAPE_PLANE;
+    pd.normal = ph_v3(1, 0, 0);
+    pd.offset = -0.51;
+    ph_shape_create(wall, &pd, &err);
+    assert_int_equal(err, PH_OK);
+    bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 0.499);
+    ph_body_id ball = ph_body_create(w, &bd, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_def sd = ph_default_shape_def();
+    ph_shape_create(ball, &sd, &err);
+    assert_int_equal(err, PH_OK);
+    assert_int_equal(ph_world_step(w), PH_OK);
+    ph_step_stats st;
+    assert_int_equal(ph_world_get_stats(w, &st), PH_OK);
+    ph_contact_info c[4];
+    assert_int_equal(ph_world_get_contacts(w, c, 4), 2);
+    int floor_k = c[0].normal.z != 0 ? 0 : 1;
+    assert_true(c[floor_k].normal_impulse > 0);
+    assert_true(c[1 - floor_k].normal_impulse == 0 && c[1 - floor_k].depth < -0.005);
+    print_message("direct: status %d, rows %d, psi %.2e, rel_residual %.2e\n", st.direct_status, st.rows,
+                  st.fischer_final, st.rel_residual);
+    assert_int_equal(st.direct_status, 1);
+    assert_int_equal(st.rows, 6);
+    assert_true(st.rel_residual < 1e-12);
+    assert_true(st.fischer_final < 1e-20);
+    ph_world_destroy(w);
+
+    double rr[2];
+    for (int vs = 0; vs < 2; vs++) {
+        w = new_world(1, 1);
+        assert_int_equal(ph_world_get_settings(w, &set), PH_OK);
+        set.vector_solver = vs;
+        set.contact_block = 0; /* plain PGS: the two paths are the same sweep */
+        assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+        assert_int_equal(ph_scene_build(w, "stack20"), PH_OK);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(ph_world_step(w), PH_OK);
+        assert_int_equal(ph_world_get_stats(w, &st), PH_OK);
+        rr[vs] = st.rel_residual;
+        print_message("stack20, one PGS sweep, vector_solver %d: psi %.2e, rel_residual %.3e\n", vs,
+                      st.fischer_final, st.rel_residual);
+        assert_true(st.rel_residual > 1e-6);
+        ph_world_destroy(w);
+    }
+    assert_near(rr[0], rr[1], 1e-9 * rr[1]);
+}
+
+/* A settings change that can move bodies wakes the sleeping ones: a
+ * sphere asleep on the ground, gravity turned upward, rises as the
+ * integrator says. Symplectic Euler over N = 30 x substeps substeps of h
+ * from rest: v_k = k g h, x_N = h sum v_k = g h^2 N (N + 1) / 2 (1.2304 m
+ * at 30 steps of 1/60 s in 10 substeps; the continuous 1/2 g t^2 is
+ * 1.2263 m). Within 1 %: the contact lets go in the first substep (its
+ * warm-start impulse is projected back to zero by the first sweep). A
+ * change of record_merits alone (statistics only) leaves it asleep. */
+static void test_settings_change_wakes(void **state) {
+    (void)state;
+    ph_settings set = ph_default_settings();
+    set.sleep = 1;
+    ph_world_def d = ph_default_world_def();
+    d.settings = set;
+    int err;
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(err, PH_OK);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    ph_body_def bd = ph_default_body_def();
+    bd.position = ph_v3(0, 0, 0.5);
+    ph_body_id b = ph_body_create(w, &bd, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_def sd = ph_default_shape_def(); /* sphere, r = 0.5 */
+    ph_shape_create(b, &sd, &err);
+    assert_int_equal(err, PH_OK);
+    int steps = 0;
+    while (ph_body_is_awake(b) == 1 && steps < 200) {
+        assert_int_equal(ph_world_step(w), PH_OK);
+        steps++;
+    }
+    assert_int_equal(ph_body_is_awake(b), 0);
+    ph_transform t0;
+    assert_int_equal(ph_body_get_transform(b, &t0), PH_OK);
+    /* Statistics only: still asleep, still in place after a step. */
+    set.record_merits = 0;
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    assert_int_equal(ph_body_is_awake(b), 0);
+    assert_int_equal(ph_world_step(w), PH_OK);
+    assert_int_equal(ph_body_is_awake(b), 0);
+    /* The same settings again: no change, no wake. */
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    assert_int_equal(ph_body_is_awake(b), 0);
+    /* Gravity upward. */
+    const double g = 9.81;
+    set.gravity = ph_v3(0, 0, g);
+    assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
+    assert_int_equal(ph_body_is_awake(b), 1);
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(ph_world_step(w), PH_OK);
+    ph_transform t1;
+    assert_int_equal(ph_body_get_transform(b, &t1), PH_OK);
+    const double h = set.time_step / set.substeps, n = 30.0 * set.substeps;
+    const double expected = g * h * h * n * (n + 1) / 2;
+    print_message("asleep after %d steps; risen %.6f m, integrator %.6f m\n", steps, t1.p.z - t0.p.z, expected);
+    assert_near(t1.p.z - t0.p.z, expected, 0.01 * expected);
+    assert_near(t1.p.x, t0.p.x, 1e-9);
+    ph_world_destroy(w);
+}
+
 /* The server's case of pyramid20 (sleeping on): the wall of 210 cubes comes
  * to rest and falls asleep as one island well before the resting motion of
  * its top cube with sleeping off starts (docs/core.md, "Resting motion").
@@ -763,6 +891,8 @@ int main(void) {
         cmocka_unit_test(test_contact_events),
         cmocka_unit_test(test_raycast),
         cmocka_unit_test(test_sleep_and_wake),
+        cmocka_unit_test(test_settings_change_wakes),
+        cmocka_unit_test(test_rel_residual_at_solution),
         cmocka_unit_test(test_pyramid20_sleeps),
         cmocka_unit_test(test_collide_every_substep),
     };

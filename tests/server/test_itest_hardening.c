@@ -11,6 +11,7 @@
  *      over max_frame is refused
  *  10  ids after reset are NOT_FOUND
  *  12  reset, pause and destroy end a step request (CANCELLED, steps done)
+ *  11  a settings change wakes a sleeping world
  *  13  reset restores the scene a world was created with
  *      list_presets
  *
@@ -733,6 +734,71 @@ static void test_big_world_streams_in_parts(void **state) {
     ps_client_close(&c);
 }
 
+/* ----------------------------------------------------------- finding 11 */
+
+static double body_z(ps_client *c, uint64_t w, uint64_t body) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
+    q.world_id = w;
+    q.n_body_ids = 1;
+    q.body_ids = &body;
+    m.request_case = REQ(QUERY_BODIES);
+    m.query_bodies = &q;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    double z = r->reply->bodies->bodies[0]->pose->position->z;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return z;
+}
+
+static void test_settings_wake_a_sleeping_world(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "wake");
+    uint64_t w = itest_create_world(&c, "sleepy", "sphere_on_plane", 60, NULL);
+    uint64_t ids[4];
+    size_t n = world_bodies(&c, w, ids, 4);
+    assert_int_equal(n, 2);
+    uint64_t ball = 0;
+    for (size_t k = 0; k < n; k++)
+        if (body_z(&c, w, ids[k]) > 0.1) ball = ids[k];
+    assert_true(ball != 0);
+    /* Sleeping on (the server's default): the sphere falls asleep. */
+    int awake = 1;
+    double end = itest_now() + 5;
+    while (awake && itest_now() < end) {
+        sleep_s(0.1);
+        smsg *k = itest_counters(&c, w);
+        awake = (int)k->reply->counters->awake_bodies;
+        physd__v1__server_message__free_unpacked(k, NULL);
+    }
+    assert_int_equal(awake, 0);
+    double z0 = body_z(&c, w, ball);
+    /* Gravity upward: the world wakes and the sphere rises. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    Physd__V1__Settings s = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__Vec3 g = PHYSD__V1__VEC3__INIT;
+    g.z = 9.81;
+    s.gravity = &g;
+    cs.world_id = w;
+    cs.settings = &s;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &cs;
+    assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
+    uint64_t t0 = itest_world_tick(&c, w);
+    sleep_s(0.5);
+    double z1 = body_z(&c, w, ball);
+    uint64_t t1 = itest_world_tick(&c, w);
+    /* z rises by g t^2 / 2 over the steps taken (within 10 %: the first
+     * step's contact still pushes). */
+    double t = (double)(t1 - t0) / 60.0, expect = 0.5 * 9.81 * t * t;
+    printf("  asleep at z = %.4f m; %llu steps after gravity up: z = %.4f m (g t^2 / 2 = %.4f m)\n", z0,
+           (unsigned long long)(t1 - t0), z1, expect);
+    assert_true(z1 - z0 > 0.9 * expect && z1 - z0 < 1.1 * expect + 0.01);
+    assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
+    ps_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_tick_rate_refused),
@@ -743,6 +809,7 @@ int main(void) {
         cmocka_unit_test(test_destroy_with_256000_subscriptions),
         cmocka_unit_test(test_decode_amplification),
         cmocka_unit_test(test_big_world_streams_in_parts),
+        cmocka_unit_test(test_settings_wake_a_sleeping_world),
     };
     if (getenv("ITEST_FILTER")) cmocka_set_test_filter(getenv("ITEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);

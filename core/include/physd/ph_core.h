@@ -358,7 +358,10 @@ int ph_world_destroy(ph_world_id w);
 int ph_world_is_valid(ph_world_id w);
 
 int ph_world_get_settings(ph_world_id w, ph_settings *out);
-/* Validates and installs new settings; they take effect at the next step. */
+/* Validates and installs new settings; they take effect at the next step.
+ * A change of any field but record_merits wakes every sleeping body (its
+ * rest timer restarts): a sleeping island is not stepped, so it would not
+ * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
 
 /* Advances the world by settings.time_step. Returns PH_ERR_CANCELLED (the
@@ -595,7 +598,13 @@ typedef struct ph_step_stats {
     double minmap[PH_STATS_MAX_ITERS];   /* || lambda - clamp(lambda - y, lo, hi) ||_2 */
     double fischer_final;
     double minmap_final;
-    double rel_residual;    /* ||B - S lambda||_2 / ||B||_2 over all rows (0 when B = 0) */
+    /* The relative residual of the (M)LCP, ||r||_2 / ||B||_2 (0 when B = 0),
+     * with r_i the part of y_i = (S lambda - B)_i that its conditions
+     * forbid: y_i for a row strictly inside its bounds, min(y_i, 0) at its
+     * lower bound, max(y_i, 0) at its upper bound, 0 when both bounds are 0
+     * (docs/solvers.md). Zero at an exact solution; the plain equation
+     * residual ||B - S lambda|| / ||B|| where every row is free (joints). */
+    double rel_residual;
     /* The LCP error of the reordering study (seeds/001), as physd defines it
      * (docs/solvers.md): || D (lambda - clamp(lambda - D^-1 y, lo, hi)) ||_2
      * with D = diag(S), in m/s: the velocity change one projected Gauss–Seidel
@@ -634,6 +643,9 @@ typedef struct ph_step_stats {
 } ph_step_stats;
 
 int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
+/* The last step's row_updates and budget_exhausted alone: cheap (no final
+ * merits are measured), for a server that counts budget stops every step. */
+int ph_world_get_work(ph_world_id w, uint64_t *row_updates, int *budget_exhausted);
 
 /* ------------------------------------------------------------- contacts */
 
