@@ -1,0 +1,57 @@
+/*
+ * fuzz_harness.h — the physd fuzz target: bytes fed to a real connection
+ * (framer, dispatch, world host, broadcast) of one in-process server whose
+ * only missing piece is the socket (ps_conn_open_virtual). Used by the
+ * libFuzzer build (clang, -DPHYSD_FUZZ=ON) and by fuzz_replay, the corpus
+ * replayer of the normal (GCC, sanitized) test build.
+ */
+#ifndef PHYSD_FUZZ_HARNESS_H
+#define PHYSD_FUZZ_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How the input is cut into the pieces fed to the connection. */
+enum {
+    PF_CHUNK_WHOLE = 0,  /* one feed */
+    PF_CHUNK_BYTES = 1,  /* one byte per feed (long inputs: 1..3 bytes) */
+    PF_CHUNK_SMALL = 2,  /* pseudo-random pieces of 1..64 bytes, the loop run between them */
+    PF_CHUNK_LARGE = 3,  /* pseudo-random pieces of 1..4096 bytes, the loop run between them */
+    PF_CHUNK_MODES = 4,
+    PF_CHUNK_AUTO = -1,  /* chosen from a hash of the input (what libFuzzer uses) */
+};
+
+/* libFuzzer's entry points (also called by fuzz_replay). */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* One session: data fed to a fresh connection cut as mode says, then EOF,
+ * teardown and the invariant checks (abort() with a message on failure).
+ * verbose > 0 prints the replies to stderr. Returns 0. */
+int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose);
+
+/* Shuts the server down cleanly (fuzz_replay at exit: LeakSanitizer then
+ * sees nothing of it). */
+void physd_fuzz_shutdown(void);
+
+/* How long a session may run the loop waiting for its worlds to go idle
+ * (StepWorld requests to finish); PHYSD_FUZZ_SETTLE_MS takes precedence. */
+void physd_fuzz_set_settle_ms(double ms);
+
+/* Counters over all sessions run so far (fuzz_replay prints them). */
+typedef struct physd_fuzz_stats {
+    uint64_t sessions;
+    uint64_t requests;       /* frames unpacked as ClientMessage */
+    uint64_t replies;        /* Reply messages received */
+    uint64_t replies_ok;     /* ... with STATUS_OK */
+    uint64_t pushes;         /* Frame, Stats, ContactEvents, Notice */
+    uint64_t server_closed;  /* sessions the server ended (bad frame, ...) */
+    uint64_t settled;        /* sessions whose worlds went idle before the settle deadline */
+    uint64_t worlds_created; /* worlds left to the teardown */
+    uint64_t reply_kinds[32]; /* Reply.payload_case counts (ok replies) */
+    uint64_t status_kinds[16];
+} physd_fuzz_stats;
+
+const physd_fuzz_stats *physd_fuzz_get_stats(void);
+
+#endif /* PHYSD_FUZZ_HARNESS_H */
