@@ -13,6 +13,7 @@
  *  12  reset, pause and destroy end a step request (CANCELLED, steps done)
  *  11  a settings change wakes a sleeping world
  *  13  reset restores the scene a world was created with
+ *  14  frames_encoded counts chosen-body frames
  *      list_presets
  *
  * Partial frames, timeouts and the descriptor limit (5, 9) are in
@@ -734,6 +735,39 @@ static void test_big_world_streams_in_parts(void **state) {
     ps_client_close(&c);
 }
 
+/* ----------------------------------------------------------- finding 14 */
+
+/* frames_encoded counts the frames of chosen-body subscriptions (it stayed
+ * 0 for them): 5 steps with one such subscription and one all-bodies
+ * subscription encode 5 + 5 frames. */
+static void test_frames_encoded_counts_chosen_bodies(void **state) {
+    (void)state;
+    ps_client c;
+    itest_connect(&c, port, "frames");
+    uint64_t w = create_paused(&c, "stack20");
+    uint64_t ids[32];
+    assert_true(world_bodies(&c, w, ids, 32) >= 2);
+    uint64_t sub = 0;
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &ids[1], 1, 0, &sub), ST(OK));
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
+    sw.world_id = w;
+    sw.steps = 5;
+    m.request_case = REQ(STEP);
+    m.step = &sw;
+    assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
+    smsg *k = itest_counters(&c, w);
+    assert_int_equal(k->reply->counters->frames_encoded, 5);
+    physd__v1__server_message__free_unpacked(k, NULL);
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &sub), ST(OK));
+    assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
+    k = itest_counters(&c, w);
+    assert_int_equal(k->reply->counters->frames_encoded, 15);
+    physd__v1__server_message__free_unpacked(k, NULL);
+    assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
+    ps_client_close(&c);
+}
+
 /* ----------------------------------------------------------- finding 11 */
 
 static double body_z(ps_client *c, uint64_t w, uint64_t body) {
@@ -810,6 +844,7 @@ int main(void) {
         cmocka_unit_test(test_decode_amplification),
         cmocka_unit_test(test_big_world_streams_in_parts),
         cmocka_unit_test(test_settings_wake_a_sleeping_world),
+        cmocka_unit_test(test_frames_encoded_counts_chosen_bodies),
     };
     if (getenv("ITEST_FILTER")) cmocka_set_test_filter(getenv("ITEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
