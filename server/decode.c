@@ -66,6 +66,23 @@ static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return -1;
 }
 
+/* The wire type a scalar field is written with (protobuf-c refuses a
+ * mismatch, and so does the scan). */
+static int scalar_wire_type(ProtobufCType t) {
+    switch (t) {
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE: return 1;
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_FLOAT: return 5;
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_BYTES:
+    case PROTOBUF_C_TYPE_MESSAGE: return 2;
+    default: return 0;
+    }
+}
+
 /* Bytes protobuf-c stores for one element of a repeated scalar field. */
 static size_t scalar_size(ProtobufCType t) {
     switch (t) {
@@ -132,6 +149,11 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
             charge(sc, sizeof(ProtobufCMessageUnknownField) + (uint64_t)(p - val) + 2 * MALLOC_OVERHEAD);
             continue;
         }
+        /* A field written with another wire type than its type's (a packed
+         * repeated scalar is length-delimited) does not parse. */
+        const int want = scalar_wire_type(f->type);
+        if (wt != want && !(wt == 2 && f->label == PROTOBUF_C_LABEL_REPEATED && want != 2))
+            return PS_DECODE_MALFORMED;
         if (depth == 0 && num == 1 && wt == 0 && request_id) *request_id = len;
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             if (wt == 2 && f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
@@ -143,7 +165,6 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
             }
         }
         if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
-            if (wt != 2) return PS_DECODE_MALFORMED;
             const ProtobufCMessageDescriptor *sd = f->descriptor;
             charge(sc, sd->sizeof_message + MALLOC_OVERHEAD);
             if (len > 0) {
@@ -157,11 +178,40 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
     return sc->over ? PS_DECODE_TOO_BIG : 0;
 }
 
+/* The request id protobuf-c would read (the last field 1), from the top
+ * level alone, for a frame the scan stopped early on. */
+static uint64_t last_request_id(const uint8_t *p, const uint8_t *end) {
+    uint64_t id = 0, key, v;
+    while (p < end && get_varint(&p, end, &key) == 0) {
+        switch (key & 7) {
+        case 0:
+            if (get_varint(&p, end, &v)) return id;
+            if ((key >> 3) == 1) id = v;
+            break;
+        case 1:
+            if (end - p < 8) return id;
+            p += 8;
+            break;
+        case 2:
+            if (get_varint(&p, end, &v) || v > (uint64_t)(end - p)) return id;
+            p += v;
+            break;
+        case 5:
+            if (end - p < 4) return id;
+            p += 4;
+            break;
+        default: return id;
+        }
+    }
+    return id;
+}
+
 int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem) {
     scan sc = {0, max_mem, 0, 0};
     *request_id = 0;
     charge(&sc, physd__v1__client_message__descriptor.sizeof_message + MALLOC_OVERHEAD);
     int r = scan_msg(&physd__v1__client_message__descriptor, data, data + len, 0, &sc, request_id);
+    if (r == PS_DECODE_TOO_BIG || r == PS_DECODE_UNKNOWN) *request_id = last_request_id(data, data + len);
     if (mem) *mem = sc.mem;
     return r;
 }
