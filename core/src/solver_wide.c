@@ -762,7 +762,7 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
         wvel u;
         gather(w->sbodies, grp, &u); /* a group's batches share their bodies */
         for (const ph__wbatch *wb = grp; wb < grp + gl; wb++) {
-            ph__vd pt;
+            ph__vd pt = zero; /* every lane is written below; GCC -O2 cannot tell */
             for (int j = 0; j < PH_LANES; j++)
                 pt[j] = (double)wb->point[j];
             const ph__vi live = pt >= zero;
