@@ -299,6 +299,11 @@ static void drain_output(session *S) {
         int r = read_len(S->pending + off, S->npending - off, (uint64_t)1 << 31, &len, &used);
         if (r < 0) fail("the server wrote a malformed frame length");
         if (r == 0 || len > S->npending - off - used) break;
+        /* Every frame the server sends fits in the max_frame it announced
+         * (larger pushes come in parts, larger replies are refused). */
+        if (len > PF_MAX_FRAME)
+            fail("the server wrote a frame of %llu bytes, over its max_frame (%u)", (unsigned long long)len,
+                 (unsigned)PF_MAX_FRAME);
         check_server_message(S, S->pending + off + used, (size_t)len);
         off += used + (size_t)len;
     }
