@@ -71,6 +71,10 @@ mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 flags=(-dict="$here/physd.dict" -max_len=65546 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/")
+# CI fuzzes from a fixed seed (PHYSD_FUZZ_CI_SEED, default 1), so that its
+# run mutates the same way each time: a failure there is a finding to fix,
+# not luck. Long runs by hand take libFuzzer's random seed.
+if [ "$ci" = 1 ]; then flags+=(-seed="${PHYSD_FUZZ_CI_SEED:-1}"); fi
 
 echo "fuzz.sh: replaying $here/corpus and $here/regress"
 "$bin" "${flags[@]}" -runs=0 "$here/corpus" "$here/regress"
