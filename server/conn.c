@@ -291,7 +291,8 @@ static void on_drain_timer(uv_timer_t *t) {
     uint64_t now = ps_now_ns();
     for (ps_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
-        if (c->draining && !c->closing && now >= c->drain_deadline_ns) ps_conn_close(c, "after error reply (drain timeout)");
+        if (c->draining && !c->closing && now >= c->drain_deadline_ns)
+            ps_conn_close(c, "after error reply (drain timeout)");
     }
     if (s->ndraining == 0) uv_timer_stop(t);
 }
@@ -344,8 +345,10 @@ void ps_conn_flush(ps_conn *c) {
     if (c->closing || c->writing) return;
     size_t n = ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
     if (n == 0) {
-        if (c->close_after_flush == 1 && !c->srv->stopping) start_drain(c);
-        else if (c->close_after_flush) ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
+        if (c->close_after_flush == 1 && !c->srv->stopping)
+            start_drain(c);
+        else if (c->close_after_flush)
+            ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
         return;
     }
     for (size_t k = 0; k < n; k++)
@@ -422,8 +425,9 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
     const size_t size = physd__v1__server_message__get_packed_size(&m);
     if (size > c->srv->cfg.max_frame) {
         char msg[200];
-        snprintf(msg, sizeof msg, "the reply would be %zu bytes, over max_frame (%llu): ask for less (fewer ids, no shapes)",
-                 size, (unsigned long long)c->srv->cfg.max_frame);
+        snprintf(msg, sizeof msg,
+                 "the reply would be %zu bytes, over max_frame (%llu): ask for less (fewer ids, no shapes)", size,
+                 (unsigned long long)c->srv->cfg.max_frame);
         ps_reply_msg e = PHYSD__V1__REPLY__INIT;
         e.request_id = r->request_id;
         e.status = (Physd__V1__Status)PS_ST_EXHAUSTED;

@@ -72,14 +72,18 @@ static int scalar_wire_type(ProtobufCType t) {
     switch (t) {
     case PROTOBUF_C_TYPE_SFIXED64:
     case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE: return 1;
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return 1;
     case PROTOBUF_C_TYPE_SFIXED32:
     case PROTOBUF_C_TYPE_FIXED32:
-    case PROTOBUF_C_TYPE_FLOAT: return 5;
+    case PROTOBUF_C_TYPE_FLOAT:
+        return 5;
     case PROTOBUF_C_TYPE_STRING:
     case PROTOBUF_C_TYPE_BYTES:
-    case PROTOBUF_C_TYPE_MESSAGE: return 2;
-    default: return 0;
+    case PROTOBUF_C_TYPE_MESSAGE:
+        return 2;
+    default:
+        return 0;
     }
 }
 
@@ -91,11 +95,15 @@ static size_t scalar_size(ProtobufCType t) {
     case PROTOBUF_C_TYPE_SFIXED64:
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE: return 8;
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return 8;
     case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    default: return 4;
+    case PROTOBUF_C_TYPE_MESSAGE:
+        return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES:
+        return sizeof(ProtobufCBinaryData);
+    default:
+        return 4;
     }
 }
 
@@ -137,10 +145,10 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
             if (end - p < 4) return PS_DECODE_MALFORMED;
             p += 4;
             break;
-        default: return PS_DECODE_MALFORMED; /* groups (3, 4) and 6, 7 */
+        default:
+            return PS_DECODE_MALFORMED; /* groups (3, 4) and 6, 7 */
         }
-        const ProtobufCFieldDescriptor *f =
-            key == last_key ? last_f : protobuf_c_message_descriptor_get_field(d, num);
+        const ProtobufCFieldDescriptor *f = key == last_key ? last_f : protobuf_c_message_descriptor_get_field(d, num);
         last_key = key;
         last_f = f;
         if (!f) {
@@ -152,8 +160,7 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
         /* A field written with another wire type than its type's (a packed
          * repeated scalar is length-delimited) does not parse. */
         const int want = scalar_wire_type(f->type);
-        if (wt != want && !(wt == 2 && f->label == PROTOBUF_C_LABEL_REPEATED && want != 2))
-            return PS_DECODE_MALFORMED;
+        if (wt != want && !(wt == 2 && f->label == PROTOBUF_C_LABEL_REPEATED && want != 2)) return PS_DECODE_MALFORMED;
         if (depth == 0 && num == 1 && wt == 0 && request_id) *request_id = len;
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             if (wt == 2 && f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
@@ -200,7 +207,8 @@ static uint64_t last_request_id(const uint8_t *p, const uint8_t *end) {
             if (end - p < 4) return id;
             p += 4;
             break;
-        default: return id;
+        default:
+            return id;
         }
     }
     return id;

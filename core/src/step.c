@@ -473,8 +473,10 @@ static int substep(ph__world *w, double h, int collide) {
 static int save_state(ph__world *w) {
     const int sleep = w->settings.sleep;
     if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_hwm + 1, sizeof(ph__saved_pose)) ||
-        (sleep && ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_hwm + 1, sizeof(ph__saved_sleep))) ||
-        (w->joint_hwm > 0 && ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_hwm + 1, sizeof(double))))
+        (sleep &&
+         ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_hwm + 1, sizeof(ph__saved_sleep))) ||
+        (w->joint_hwm > 0 &&
+         ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_hwm + 1, sizeof(double))))
         return PH_ERR_NO_MEMORY;
     ph__saved_pose *sp = w->saved_pose;
     for (int32_t i = 0; i < w->body_hwm; i++) {

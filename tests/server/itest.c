@@ -158,3 +158,29 @@ smsg *itest_next_push(ps_client *c, int msg_case, int timeout_ms) {
         physd__v1__server_message__free_unpacked(m, NULL);
     }
 }
+
+void itest_sleep(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+size_t itest_put_varint(uint8_t *p, uint64_t v) {
+    size_t n = 0;
+    do {
+        p[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) p[n] |= 0x80;
+        n++;
+    } while (v);
+    return n;
+}
+
+long itest_vm_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, strlen(field))) v = atol(line + strlen(field));
+    if (f) fclose(f);
+    return v;
+}

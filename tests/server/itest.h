@@ -49,6 +49,12 @@ smsg *itest_ping(ps_client *c);
 smsg *itest_counters(ps_client *c, uint64_t w);
 /* The world's tick from its counters. */
 uint64_t itest_world_tick(ps_client *c, uint64_t w);
+/* Sleeps s seconds. */
+void itest_sleep(double s);
+/* Writes v as a protobuf varint at p; returns its length (at most 10). */
+size_t itest_put_varint(uint8_t *p, uint64_t v);
+/* A field of /proc/self/status in kB ("VmRSS:", "VmHWM:"), or -1. */
+long itest_vm_kb(const char *field);
 /* Waits for the next push of the given ServerMessage case (skipping
  * others); NULL on timeout. */
 smsg *itest_next_push(ps_client *c, int msg_case, int timeout_ms);

@@ -32,11 +32,6 @@
 
 #define BUDGET 5000000u
 
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 /* Creates a world with the given preset, substeps and iterations (0:
  * defaults) and time step (0: default). */
 static uint64_t create(ps_client *c, const char *preset, int substeps, int iterations, double h, int paused) {
@@ -121,7 +116,7 @@ static void test_budget_and_lanes(void **state) {
     double t0 = itest_now();
     uint64_t ticks0 = c0->ticks_total;
     physd__v1__server_message__free_unpacked(k0, NULL);
-    sleep_s(3.0);
+    itest_sleep(3.0);
     smsg *k1;
     const Physd__V1__WorldCounters *c1 = counters(&c, light, &k1);
     double rate = (double)(c1->ticks_total - ticks0) / (itest_now() - t0);
@@ -186,7 +181,7 @@ static void test_sigterm_with_heavy_worlds(void **state) {
     itest_connect(&c, port, "sigterm");
     create(&c, "pyramid20", 64, 10000, 0, 0);
     create(&c, "pyramid20", 64, 10000, 0, 0);
-    sleep_s(1.5); /* both steps in flight */
+    itest_sleep(1.5); /* both steps in flight */
     double t0 = itest_now();
     kill(pid, SIGTERM);
     int status = -1;
@@ -194,7 +189,7 @@ static void test_sigterm_with_heavy_worlds(void **state) {
     while ((done = waitpid(pid, &status, WNOHANG)) == 0 && itest_now() - t0 < 30) {
         char sink[4096];
         struct pollfd pfd = {err[0], POLLIN, 0};
-        if (poll(&pfd, 1, 20) > 0 && read(err[0], sink, sizeof sink) <= 0) sleep_s(0.01);
+        if (poll(&pfd, 1, 20) > 0 && read(err[0], sink, sizeof sink) <= 0) itest_sleep(0.01);
     }
     double dt = itest_now() - t0;
     printf("  SIGTERM with two heavy worlds stepping: exited in %.2f s (shutdown_timeout 2 s)\n", dt);
@@ -289,7 +284,7 @@ static void test_nonfinite_world_restored_and_paused(void **state) {
     body_state(&c, w, ball, &x, &vx);
     assert_true(x == 9.95e6);
     assert_true(vx == 9e4);
-    sleep_s(0.3);
+    itest_sleep(0.3);
     smsg *k;
     const Physd__V1__WorldCounters *wc = counters(&c, w, &k);
     assert_true(wc->paused);
@@ -298,7 +293,7 @@ static void test_nonfinite_world_restored_and_paused(void **state) {
     physd__v1__server_message__free_unpacked(k, NULL);
     /* The world beside it ticks on. */
     uint64_t t1 = itest_world_tick(&obs, other);
-    sleep_s(0.5);
+    itest_sleep(0.5);
     assert_true(itest_world_tick(&obs, other) >= t1 + 20);
     /* What made NaN worlds before is refused at the boundary. */
     Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;

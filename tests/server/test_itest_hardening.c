@@ -35,11 +35,6 @@
 
 static int port;
 
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 static int setup(void **state) {
     (void)state;
     ps_config cfg;
@@ -113,17 +108,6 @@ static int query_body(ps_client *c, uint64_t w, uint64_t body) {
     m.request_case = REQ(QUERY_BODIES);
     m.query_bodies = &q;
     return itest_status(itest_call(c, &m));
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v) {
-    size_t n = 0;
-    do {
-        p[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) p[n] |= 0x80;
-        n++;
-    } while (v);
-    return n;
 }
 
 /* Sends raw bytes on the client's socket. */
@@ -226,7 +210,7 @@ static int step_then(ps_client *c, uint64_t w, int kind, const char *by) {
     m.request_case = REQ(STEP);
     m.step = &sw;
     assert_int_equal(ps_client_send(c, &m), 0);
-    sleep_s(0.3); /* some steps run */
+    itest_sleep(0.3); /* some steps run */
     Physd__V1__ClientMessage o = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ResetWorld rs = PHYSD__V1__RESET_WORLD__INIT;
     rs.world_id = w;
@@ -235,13 +219,13 @@ static int step_then(ps_client *c, uint64_t w, int kind, const char *by) {
     o.reset = &rs; /* ResetWorld, PauseWorld and DestroyWorld have the same layout */
     assert_int_equal(ps_client_send(c, &o), 0);
     /* Both replies, in either order. */
-    smsg *sr = NULL, *or = NULL;
+    smsg *sr = NULL, * or = NULL;
     double end = itest_now() + 20;
-    while ((!sr || !or) && itest_now() < end) {
+    while ((!sr || ! or) && itest_now() < end) {
         smsg *r = ps_client_recv(c, 100);
         if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == 900001 && !sr)
             sr = r;
-        else if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == 900002 && !or)
+        else if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == 900002 && ! or)
             or = r;
         else if (r)
             physd__v1__server_message__free_unpacked(r, NULL);
@@ -257,7 +241,7 @@ static int step_then(ps_client *c, uint64_t w, int kind, const char *by) {
     assert_true(sr->reply->step->steps_done < 100000);
     if (!strstr(sr->reply->message, by)) fail_msg("\"%s\" does not name %s", sr->reply->message, by);
     physd__v1__server_message__free_unpacked(sr, NULL);
-    int st = (int)or->reply->status;
+    int st = (int) or->reply->status;
     physd__v1__server_message__free_unpacked(or, NULL);
     return st;
 }
@@ -270,11 +254,11 @@ static void test_step_request_ended(void **state) {
     assert_int_equal(step_then(&c, w, REQ(RESET), "reset"), ST(OK));
     /* After the reset the world is back at tick 0 and does not step on. */
     uint64_t t = itest_world_tick(&c, w);
-    sleep_s(0.2);
+    itest_sleep(0.2);
     assert_int_equal(itest_world_tick(&c, w), t);
     assert_int_equal(step_then(&c, w, REQ(PAUSE), "pause"), ST(OK));
     t = itest_world_tick(&c, w);
-    sleep_s(0.2);
+    itest_sleep(0.2);
     assert_int_equal(itest_world_tick(&c, w), t);
     assert_int_equal(step_then(&c, w, REQ(DESTROY_WORLD), "destruction"), ST(OK));
     ps_client_close(&c);
@@ -437,7 +421,7 @@ static int subscribe_many(ps_client *c, uint64_t w, int n, uint64_t first_id) {
     for (int k = 0; k < n; k++) {
         m.request_id = first_id + (uint64_t)k;
         size_t sz = physd__v1__client_message__get_packed_size(&m);
-        len += put_varint(buf + len, sz);
+        len += itest_put_varint(buf + len, sz);
         physd__v1__client_message__pack(&m, buf + len);
         len += sz;
     }
@@ -509,39 +493,29 @@ static uint8_t *amplification_frame(uint64_t id, uint64_t w, size_t n, size_t *l
     /* Built inside out: BodyDef = shapes; AddBody {1: BodyDef}; EditOp {1:
      * AddBody}; EditBatch {1: w, 2: EditOp}; ClientMessage {1: id, 8: EditBatch}. */
     size_t bodydef = shapes;
-    size_t addbody = 1 + put_varint(hdr, bodydef) + bodydef;
-    size_t editop = 1 + put_varint(hdr, addbody) + addbody;
-    size_t batch = 1 + put_varint(hdr, w) + 1 + put_varint(hdr, editop) + editop;
-    size_t msg = 1 + put_varint(hdr, id) + 1 + put_varint(hdr, batch) + batch;
-    size_t p = put_varint(buf, msg);
+    size_t addbody = 1 + itest_put_varint(hdr, bodydef) + bodydef;
+    size_t editop = 1 + itest_put_varint(hdr, addbody) + addbody;
+    size_t batch = 1 + itest_put_varint(hdr, w) + 1 + itest_put_varint(hdr, editop) + editop;
+    size_t msg = 1 + itest_put_varint(hdr, id) + 1 + itest_put_varint(hdr, batch) + batch;
+    size_t p = itest_put_varint(buf, msg);
     buf[p++] = 0x08;
-    p += put_varint(buf + p, id);
+    p += itest_put_varint(buf + p, id);
     buf[p++] = 0x42; /* field 8, length-delimited */
-    p += put_varint(buf + p, batch);
+    p += itest_put_varint(buf + p, batch);
     buf[p++] = 0x08;
-    p += put_varint(buf + p, w);
+    p += itest_put_varint(buf + p, w);
     buf[p++] = 0x12; /* ops */
-    p += put_varint(buf + p, editop);
+    p += itest_put_varint(buf + p, editop);
     buf[p++] = 0x0a; /* add_body */
-    p += put_varint(buf + p, addbody);
+    p += itest_put_varint(buf + p, addbody);
     buf[p++] = 0x0a; /* body */
-    p += put_varint(buf + p, bodydef);
+    p += itest_put_varint(buf + p, bodydef);
     for (size_t k = 0; k < n; k++) {
         buf[p++] = 0x4a; /* shapes (field 9), empty */
         buf[p++] = 0x00;
     }
     *len = p;
     return buf;
-}
-
-static long vm_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, strlen(field))) v = atol(line + strlen(field));
-    if (f) fclose(f);
-    return v;
 }
 
 static void test_decode_amplification(void **state) {
@@ -554,14 +528,14 @@ static void test_decode_amplification(void **state) {
     size_t len = 0;
     uint8_t *frame = amplification_frame(4242, target, 2000000, &len);
     assert_true(len <= 4u * 1024 * 1024);
-    long hwm0 = vm_kb("VmHWM:");
+    long hwm0 = itest_vm_kb("VmHWM:");
     {
         /* The same window without the frames, for comparison. */
         smsg *b0 = itest_counters(&obs, w);
         double tb = itest_now();
         uint64_t t_b0 = b0->reply->counters->ticks_total;
         physd__v1__server_message__free_unpacked(b0, NULL);
-        sleep_s(1.0);
+        itest_sleep(1.0);
         smsg *b1 = itest_counters(&obs, w);
         printf("  baseline: %.1f ticks/s\n", (double)(b1->reply->counters->ticks_total - t_b0) / (itest_now() - tb));
         physd__v1__server_message__free_unpacked(b1, NULL);
@@ -583,13 +557,13 @@ static void test_decode_amplification(void **state) {
     }
     double dt = itest_now() - t0;
     if (dt < 1.0) {
-        sleep_s(1.0 - dt);
+        itest_sleep(1.0 - dt);
         dt = itest_now() - t0;
     }
     smsg *c1 = itest_counters(&obs, w);
     uint64_t ticks1 = c1->reply->counters->ticks_total, over1 = c1->reply->counters->overrun_ticks;
     physd__v1__server_message__free_unpacked(c1, NULL);
-    long hwm1 = vm_kb("VmHWM:");
+    long hwm1 = itest_vm_kb("VmHWM:");
     double rate = (double)(ticks1 - ticks0) / dt;
     printf("  20 amplification frames of %zu bytes in %.3f s (slowest answered in %.1f ms): the 60 Hz world ran %.1f "
            "ticks/s (%llu overruns), peak RSS +%ld kB\n",
@@ -620,7 +594,7 @@ static void test_decode_amplification(void **state) {
             body[b++] = 0x3e;
             body[b++] = 0x01;
         }
-        size_t n = put_varint(raw, b);
+        size_t n = itest_put_varint(raw, b);
         memcpy(raw + n, body, b);
         send_all(&c, raw, n + b);
         smsg *r = reply_for(&c, 77, 5000);
@@ -800,7 +774,7 @@ static void test_settings_wake_a_sleeping_world(void **state) {
     int awake = 1;
     double end = itest_now() + 5;
     while (awake && itest_now() < end) {
-        sleep_s(0.1);
+        itest_sleep(0.1);
         smsg *k = itest_counters(&c, w);
         awake = (int)k->reply->counters->awake_bodies;
         physd__v1__server_message__free_unpacked(k, NULL);
@@ -820,7 +794,7 @@ static void test_settings_wake_a_sleeping_world(void **state) {
     m.change_settings = &cs;
     assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
     uint64_t t0 = itest_world_tick(&c, w);
-    sleep_s(0.5);
+    itest_sleep(0.5);
     double z1 = body_z(&c, w, ball);
     uint64_t t1 = itest_world_tick(&c, w);
     /* z rises by g t^2 / 2 over the steps taken (within 10 %: the first

@@ -33,32 +33,6 @@
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
 #define MSG(x) PHYSD__V1__SERVER_MESSAGE__MSG_##x
 
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static size_t put_varint(uint8_t *p, uint64_t v) {
-    size_t n = 0;
-    do {
-        p[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) p[n] |= 0x80;
-        n++;
-    } while (v);
-    return n;
-}
-
-static long vm_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, field, strlen(field))) v = atol(line + strlen(field));
-    if (f) fclose(f);
-    return v;
-}
-
 /* The status of the first Reply on c, or -1 (nothing before EOF/timeout). */
 static int first_status(ps_client *c, int timeout_ms, char *msg, size_t msglen) {
     smsg *r = ps_client_recv(c, timeout_ms);
@@ -89,7 +63,7 @@ static void test_partial_frames(void **state) {
     cfg.max_connections = NCONN + 10;
     cfg.max_connections_per_address = NCONN + 10;
     int port = itest_start(&cfg);
-    long rss0 = vm_kb("VmRSS:");
+    long rss0 = itest_vm_kb("VmRSS:");
     ps_client *cs = calloc(NCONN, sizeof *cs);
     size_t *sent = calloc(NCONN, sizeof *sent);
     int *dead = calloc(NCONN, sizeof *dead);
@@ -103,7 +77,7 @@ static void test_partial_frames(void **state) {
      * senders); a connection the server refused stops. */
     static uint8_t chunk[65536];
     uint8_t hdr[10];
-    size_t hl = put_varint(hdr, FRAME);
+    size_t hl = itest_put_varint(hdr, FRAME);
     for (int i = 0; i < NCONN; i++)
         assert_int_equal(send(cs[i].fd, hdr, hl, MSG_NOSIGNAL), (ssize_t)hl);
     double end = itest_now() + 20;
@@ -121,11 +95,11 @@ static void test_partial_frames(void **state) {
                 dead[i] = 1;
             if (!dead[i] && sent[i] < FRAME - 1) busy++;
         }
-        if (busy > 0) sleep_s(0.001);
+        if (busy > 0) itest_sleep(0.001);
     }
     ps_server_stats ss;
     ps_server_get_stats(itest_server(), &ss);
-    long rss1 = vm_kb("VmRSS:");
+    long rss1 = itest_vm_kb("VmRSS:");
     int full = 0;
     for (int i = 0; i < NCONN; i++)
         full += sent[i] >= FRAME - 1;
@@ -154,7 +128,7 @@ static void test_partial_frames(void **state) {
     /* The memory comes back as the server finishes closing them. */
     double until = itest_now() + 3;
     do {
-        sleep_s(0.05);
+        itest_sleep(0.05);
         ps_server_get_stats(itest_server(), &ss);
     } while (ss.input_used != 0 && itest_now() < until);
     assert_int_equal(ss.input_used, 0);
@@ -193,7 +167,7 @@ static void test_hello_and_frame_timeouts(void **state) {
     t0 = itest_now();
     for (int k = 0; k < 3; k++) {
         if (ps_client_send_raw(&b, &len[k], 1) != 0) break;
-        sleep_s(0.2);
+        itest_sleep(0.2);
     }
     assert_int_equal(first_status(&b, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
     dt = itest_now() - t0;
@@ -205,7 +179,7 @@ static void test_hello_and_frame_timeouts(void **state) {
     itest_connect(&d, port, "short");
     uint8_t part[5000];
     memset(part, 0, sizeof part);
-    size_t hl = put_varint(part, 100000);
+    size_t hl = itest_put_varint(part, 100000);
     assert_int_equal(ps_client_send_raw(&d, part, sizeof part), 0);
     t0 = itest_now();
     assert_int_equal(first_status(&d, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
@@ -220,7 +194,7 @@ static void test_hello_and_frame_timeouts(void **state) {
     /* A connection that said hello and sends nothing is left alone. */
     ps_client idle;
     itest_connect(&idle, port, "idle");
-    sleep_s(1.2);
+    itest_sleep(1.2);
     smsg *p = itest_ping(&idle);
     assert_non_null(p);
     assert_int_equal(p->reply->status, ST(OK));
@@ -248,7 +222,7 @@ static void test_connections_per_address(void **state) {
     ps_client_close(&cs[5]);
     /* One leaves, the next is accepted. */
     ps_client_close(&cs[0]);
-    sleep_s(0.2);
+    itest_sleep(0.2);
     itest_connect(&cs[0], port, "again");
     for (int i = 0; i < 5; i++)
         ps_client_close(&cs[i]);
@@ -353,10 +327,8 @@ static void test_descriptor_limit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_partial_frames),
-        cmocka_unit_test(test_hello_and_frame_timeouts),
-        cmocka_unit_test(test_connections_per_address),
-        cmocka_unit_test(test_reply_over_max_frame),
+        cmocka_unit_test(test_partial_frames),          cmocka_unit_test(test_hello_and_frame_timeouts),
+        cmocka_unit_test(test_connections_per_address), cmocka_unit_test(test_reply_over_max_frame),
         cmocka_unit_test(test_descriptor_limit),
     };
     if (getenv("ITEST_FILTER")) cmocka_set_test_filter(getenv("ITEST_FILTER"));
