@@ -37,7 +37,7 @@ typedef struct options {
     int engine_count;
     int iterations[MAX_LIST];
     int iteration_count;
-    int steps;   /* 0 = the preset's reference length */
+    int steps; /* 0 = the preset's reference length */
     int repeat;
     int substeps;
     int physd_split; /* physd runs a budget of N sweeps as this many substeps of N / split */
@@ -47,28 +47,27 @@ typedef struct options {
 } options;
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: physd-bench [options]\n"
-            "Runs the reference scenes in physd, ODE (quickstep) and Bullet (sequential impulse)\n"
-            "with the same time step (1/60 s), iterations and friction; prints one JSON line per run.\n"
-            "Without options: every benchmark scene in every engine at 10 and 20 iterations.\n"
-            "\n"
-            "  --scene NAME          a physd preset (repeatable; default: stack20 pyramid20\n"
-            "                        grid1000 spheres1000 chain30)\n"
-            "  --engine NAME         physd, ode or bullet (repeatable; default: all three)\n"
-            "  --iterations N        solver iterations per step (repeatable; default: 10 and 20)\n"
-            "  --steps N             steps per run (default: the preset's, 600 for the benchmark scenes)\n"
-            "  --repeat R            run each configuration R times, one line each (default 1)\n"
-            "  --substeps N          substeps per step in every engine (default 1)\n"
-            "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
-            "                        iterations (default: its default step, N substeps of 1;\n"
-            "                        1 = like the others; ignored with --substeps)\n"
-            "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
-            "                        (default: they do not, the usual convention of both)\n"
-            "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
-            "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
-            "  --list                list physd's presets on stdout and exit\n"
-            "  --help                this text\n");
+    fprintf(out, "usage: physd-bench [options]\n"
+                 "Runs the reference scenes in physd, ODE (quickstep) and Bullet (sequential impulse)\n"
+                 "with the same time step (1/60 s), iterations and friction; prints one JSON line per run.\n"
+                 "Without options: every benchmark scene in every engine at 10 and 20 iterations.\n"
+                 "\n"
+                 "  --scene NAME          a physd preset (repeatable; default: stack20 pyramid20\n"
+                 "                        grid1000 spheres1000 chain30)\n"
+                 "  --engine NAME         physd, ode or bullet (repeatable; default: all three)\n"
+                 "  --iterations N        solver iterations per step (repeatable; default: 10 and 20)\n"
+                 "  --steps N             steps per run (default: the preset's, 600 for the benchmark scenes)\n"
+                 "  --repeat R            run each configuration R times, one line each (default 1)\n"
+                 "  --substeps N          substeps per step in every engine (default 1)\n"
+                 "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
+                 "                        iterations (default: its default step, N substeps of 1;\n"
+                 "                        1 = like the others; ignored with --substeps)\n"
+                 "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
+                 "                        (default: they do not, the usual convention of both)\n"
+                 "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
+                 "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
+                 "  --list                list physd's presets on stdout and exit\n"
+                 "  --help                this text\n");
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
@@ -172,7 +171,8 @@ static int parse_args(int argc, char **argv, options *o) {
             o->scenes[o->scene_count++] = default_scenes[k];
     }
     if (o->engine_count == 0) {
-        for (int k = 0; k < ENGINE_COUNT; k++) o->engines[o->engine_count++] = all_engines[k];
+        for (int k = 0; k < ENGINE_COUNT; k++)
+            o->engines[o->engine_count++] = all_engines[k];
     }
     if (o->iteration_count == 0) {
         for (size_t k = 0; k < sizeof default_iterations / sizeof default_iterations[0]; k++)

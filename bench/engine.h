@@ -24,25 +24,25 @@ extern "C" {
 #endif
 
 typedef struct engine_config {
-    double time_step; /* s, one call of step() advances this much */
-    int substeps;     /* the step is split into this many equal substeps */
-    int iterations;   /* solver iterations per substep */
-    ph_vec3 gravity;  /* m/s^2 */
-    int collide_jointed;      /* ODE, Bullet: bodies linked by a joint also collide (default 0) */
-    int physd_from_desc;      /* physd only: build from the description instead of the preset */
-    int physd_record_merits;  /* physd only: settings.record_merits */
+    double time_step;        /* s, one call of step() advances this much */
+    int substeps;            /* the step is split into this many equal substeps */
+    int iterations;          /* solver iterations per substep */
+    ph_vec3 gravity;         /* m/s^2 */
+    int collide_jointed;     /* ODE, Bullet: bodies linked by a joint also collide (default 0) */
+    int physd_from_desc;     /* physd only: build from the description instead of the preset */
+    int physd_record_merits; /* physd only: settings.record_merits */
 } engine_config;
 
 /* Figures an engine may report about its last step; fields it cannot report
  * are left NaN (printed as null). */
 typedef struct engine_extra {
-    double final_merit;       /* physd: Fischer merit after the last iteration */
-    double final_rel_residual;/* physd: ||B - S lambda|| / ||B|| */
-    double final_minmap;      /* physd: min-map merit after the last iteration */
+    double final_merit;        /* physd: Fischer merit after the last iteration */
+    double final_rel_residual; /* physd: ||B - S lambda|| / ||B|| */
+    double final_minmap;       /* physd: min-map merit after the last iteration */
 } engine_extra;
 
 typedef struct engine_vtable {
-    const char *name;      /* "physd", "ode", "bullet" */
+    const char *name; /* "physd", "ode", "bullet" */
     /* Returns an opaque engine, or NULL with a message in err. */
     void *(*create)(const scene_desc *d, const engine_config *cfg, char *err, size_t errlen);
     /* Advances by cfg->time_step (collision detection included). */

@@ -54,7 +54,7 @@ struct bullet_engine {
     std::vector<std::unique_ptr<btCollisionShape>> shapes;
     std::vector<std::unique_ptr<btRigidBody>> rigid; /* all rigid bodies, static ones included */
     std::vector<std::unique_ptr<btTypedConstraint>> constraints;
-    std::vector<btRigidBody *> body_of;               /* per description body; NULL when static */
+    std::vector<btRigidBody *> body_of; /* per description body; NULL when static */
     std::vector<ph_vec3> static_pos;
     std::vector<ph_quat> static_rot;
     double h = 1.0 / 60.0;
@@ -63,8 +63,10 @@ struct bullet_engine {
 
     ~bullet_engine() {
         if (world) {
-            for (auto &c : constraints) world->removeConstraint(c.get());
-            for (auto &r : rigid) world->removeRigidBody(r.get());
+            for (auto &c : constraints)
+                world->removeConstraint(c.get());
+            for (auto &r : rigid)
+                world->removeRigidBody(r.get());
         }
         constraints.clear();
         rigid.clear();
@@ -84,10 +86,17 @@ btTransform bt(ph_transform t) { return btTransform(bq(t.q), bv(t.p)); }
 btCollisionShape *convex_shape(bullet_engine *e, const sd_shape &s) {
     btCollisionShape *c = nullptr;
     switch (s.type) {
-    case SD_SHAPE_SPHERE: c = new btSphereShape(btScalar(s.radius)); break;
-    case SD_SHAPE_BOX: c = new btBoxShape(bv(s.half_extents)); break;
-    case SD_SHAPE_CAPSULE: c = new btCapsuleShapeZ(btScalar(s.radius), btScalar(2 * s.half_height)); break;
-    case SD_SHAPE_PLANE: return nullptr;
+    case SD_SHAPE_SPHERE:
+        c = new btSphereShape(btScalar(s.radius));
+        break;
+    case SD_SHAPE_BOX:
+        c = new btBoxShape(bv(s.half_extents));
+        break;
+    case SD_SHAPE_CAPSULE:
+        c = new btCapsuleShapeZ(btScalar(s.radius), btScalar(2 * s.half_height));
+        break;
+    case SD_SHAPE_PLANE:
+        return nullptr;
     }
     e->shapes.emplace_back(c);
     return c;
@@ -97,8 +106,8 @@ bool is_identity(const ph_transform &t) {
     return t.p.x == 0 && t.p.y == 0 && t.p.z == 0 && t.q.x == 0 && t.q.y == 0 && t.q.z == 0 && t.q.w == 1;
 }
 
-btRigidBody *add_body(bullet_engine *e, double mass, ph_vec3 inertia, btCollisionShape *shape,
-                      const btTransform &pose, double mu, double restitution) {
+btRigidBody *add_body(bullet_engine *e, double mass, ph_vec3 inertia, btCollisionShape *shape, const btTransform &pose,
+                      double mu, double restitution) {
     btRigidBody::btRigidBodyConstructionInfo info(btScalar(mass), nullptr, shape, bv(inertia));
     info.m_startWorldTransform = pose;
     info.m_friction = btScalar(std::sqrt(mu));
@@ -142,8 +151,7 @@ bool build(bullet_engine *e, const scene_desc *d, const engine_config *cfg, char
                     ph_vec3 p0 = ph_xform(w, ph_scale(s.normal, s.offset));
                     auto *plane = new btStaticPlaneShape(bv(n), btScalar(ph_dot(n, p0)));
                     e->shapes.emplace_back(plane);
-                    rb = add_body(e, 0, ph_v3(0, 0, 0), plane, btTransform::getIdentity(), s.friction,
-                                  s.restitution);
+                    rb = add_body(e, 0, ph_v3(0, 0, 0), plane, btTransform::getIdentity(), s.friction, s.restitution);
                 } else {
                     rb = add_body(e, 0, ph_v3(0, 0, 0), convex_shape(e, s), bt(w), s.friction, s.restitution);
                 }
@@ -164,8 +172,7 @@ bool build(bullet_engine *e, const scene_desc *d, const engine_config *cfg, char
                 return false;
             }
             if (s.friction != s0.friction)
-                std::fprintf(stderr, "bullet: body %d has shapes of different friction, using %g\n", i,
-                             s0.friction);
+                std::fprintf(stderr, "bullet: body %d has shapes of different friction, using %g\n", i, s0.friction);
         }
         if (b.shape_count == 1 && is_identity(s0.local)) {
             shape = convex_shape(e, s0);
@@ -179,8 +186,8 @@ bool build(bullet_engine *e, const scene_desc *d, const engine_config *cfg, char
             shape = compound;
         }
         bool kinematic = b.type == SD_BODY_KINEMATIC;
-        btRigidBody *rb = add_body(e, kinematic ? 0 : b.mass, kinematic ? ph_v3(0, 0, 0) : b.inertia, shape,
-                                   bt(bpose), s0.friction, s0.restitution);
+        btRigidBody *rb = add_body(e, kinematic ? 0 : b.mass, kinematic ? ph_v3(0, 0, 0) : b.inertia, shape, bt(bpose),
+                                   s0.friction, s0.restitution);
         if (kinematic) rb->setCollisionFlags(rb->getCollisionFlags() | btCollisionObject::CF_KINEMATIC_OBJECT);
         rb->setLinearVelocity(bv(b.linear_velocity));
         rb->setAngularVelocity(bv(b.angular_velocity));
@@ -194,7 +201,7 @@ bool build(bullet_engine *e, const scene_desc *d, const engine_config *cfg, char
         btRigidBody *a = e->body_of[(size_t)ia];
         btRigidBody *b = ib < 0 ? nullptr : e->body_of[(size_t)ib];
         ph_vec3 pa = jt.anchor_a, pb = jt.anchor_b; /* local to a and b (world when b is absent) */
-        if (ib >= 0 && !b) {                         /* static body B: its anchor in world space */
+        if (ib >= 0 && !b) {                        /* static body B: its anchor in world space */
             const sd_body &sb = d->bodies[ib];
             pb = ph_add(sb.position, ph_rotate(sb.orientation, jt.anchor_b));
         }
@@ -293,7 +300,8 @@ int bullet_contact_count(void *p) {
     auto *e = static_cast<bullet_engine *>(p);
     int total = 0;
     int n = e->dispatcher->getNumManifolds();
-    for (int i = 0; i < n; i++) total += e->dispatcher->getManifoldByIndexInternal(i)->getNumContacts();
+    for (int i = 0; i < n; i++)
+        total += e->dispatcher->getManifoldByIndexInternal(i)->getNumContacts();
     return total;
 }
 
@@ -326,15 +334,6 @@ void bullet_destroy(void *p) { delete static_cast<bullet_engine *>(p); }
 } // namespace
 
 extern "C" const engine_vtable engine_bullet = {
-    "bullet",
-    bullet_create,
-    bullet_step,
-    bullet_get_pose,
-    bullet_max_penetration,
-    bullet_contact_count,
-    nullptr,
-    bullet_describe,
-    bullet_precision,
-    bullet_version,
-    bullet_destroy,
+    "bullet", bullet_create,   bullet_step,      bullet_get_pose, bullet_max_penetration, bullet_contact_count,
+    nullptr,  bullet_describe, bullet_precision, bullet_version,  bullet_destroy,
 };

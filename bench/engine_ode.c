@@ -51,10 +51,10 @@ typedef struct ode_engine {
     ph_quat *static_rot;
     int geom_count;
     dGeomID *geoms;
-    double *geom_mu;     /* per geom, the shape's friction */
+    double *geom_mu; /* per geom, the shape's friction */
     double h;
     int substeps;
-    double last_depth;   /* deepest contact of the last (sub)step */
+    double last_depth; /* deepest contact of the last (sub)step */
     int last_contacts;
     int collide_jointed;
 } ode_engine;
@@ -72,8 +72,8 @@ static void near_callback(void *data, dGeomID g1, dGeomID g2) {
     ode_engine *e = data;
     dBodyID b1 = dGeomGetBody(g1);
     dBodyID b2 = dGeomGetBody(g2);
-    if (!b1 && !b2) return;       /* static against static */
-    if (b1 == b2) return;         /* two geoms of one body */
+    if (!b1 && !b2) return; /* static against static */
+    if (b1 == b2) return;   /* two geoms of one body */
     if (!e->collide_jointed && b1 && b2 && dAreConnectedExcluding(b1, b2, dJointTypeContact)) return;
     dContact c[MAX_CONTACTS_PER_PAIR];
     int n = dCollide(g1, g2, MAX_CONTACTS_PER_PAIR, &c[0].geom, sizeof c[0]);
@@ -95,7 +95,7 @@ static void ode_destroy(void *p) {
     if (!e) return;
     if (e->contacts) dJointGroupDestroy(e->contacts);
     if (e->space) dSpaceDestroy(e->space); /* cleanup mode on: destroys the geoms */
-    if (e->world) dWorldDestroy(e->world);   /* destroys bodies and joints */
+    if (e->world) dWorldDestroy(e->world); /* destroys bodies and joints */
     free(e->bodies);
     free(e->static_pos);
     free(e->static_rot);
@@ -106,11 +106,14 @@ static void ode_destroy(void *p) {
 
 static dGeomID make_geom(ode_engine *e, const sd_shape *s) {
     switch (s->type) {
-    case SD_SHAPE_SPHERE: return dCreateSphere(e->space, s->radius);
+    case SD_SHAPE_SPHERE:
+        return dCreateSphere(e->space, s->radius);
     case SD_SHAPE_BOX:
         return dCreateBox(e->space, 2 * s->half_extents.x, 2 * s->half_extents.y, 2 * s->half_extents.z);
-    case SD_SHAPE_CAPSULE: return dCreateCapsule(e->space, s->radius, 2 * s->half_height);
-    case SD_SHAPE_PLANE: break;
+    case SD_SHAPE_CAPSULE:
+        return dCreateCapsule(e->space, s->radius, 2 * s->half_height);
+    case SD_SHAPE_PLANE:
+        break;
     }
     return NULL;
 }

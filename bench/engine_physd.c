@@ -68,7 +68,7 @@ static int build_from_desc(physd_engine *e, const scene_desc *d, char *err, size
     for (int i = 0; i < d->body_count && rc == 0; i++) {
         const sd_body *b = &d->bodies[i];
         ph_body_def bd = ph_default_body_def();
-        bd.type = b->type == SD_BODY_STATIC ? PH_BODY_STATIC
+        bd.type = b->type == SD_BODY_STATIC      ? PH_BODY_STATIC
                   : b->type == SD_BODY_KINEMATIC ? PH_BODY_KINEMATIC
                                                  : PH_BODY_DYNAMIC;
         bd.position = b->position;
@@ -83,8 +83,8 @@ static int build_from_desc(physd_engine *e, const scene_desc *d, char *err, size
         for (int k = 0; k < b->shape_count && rc == 0; k++) {
             const sd_shape *s = &d->shapes[b->first_shape + k];
             ph_shape_def sd = ph_default_shape_def();
-            sd.type = s->type == SD_SHAPE_SPHERE ? PH_SHAPE_SPHERE
-                      : s->type == SD_SHAPE_BOX  ? PH_SHAPE_BOX
+            sd.type = s->type == SD_SHAPE_SPHERE    ? PH_SHAPE_SPHERE
+                      : s->type == SD_SHAPE_BOX     ? PH_SHAPE_BOX
                       : s->type == SD_SHAPE_CAPSULE ? PH_SHAPE_CAPSULE
                                                     : PH_SHAPE_PLANE;
             sd.radius = s->radius;
@@ -214,9 +214,7 @@ static double physd_max_penetration(void *p) {
     return deepest;
 }
 
-static int physd_contact_count(void *p) {
-    return fetch_contacts(p);
-}
+static int physd_contact_count(void *p) { return fetch_contacts(p); }
 
 static void physd_extra(void *p, engine_extra *out) {
     physd_engine *e = p;

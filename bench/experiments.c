@@ -141,12 +141,11 @@ static void fig3(const char *dir) {
                 double ms = 1e3 * (now_s() - t0);
                 if (e) die("solve", e);
                 for (int k = 0; k < tr.count; k++)
-                    fprintf(f, "%s,%c,%s,%d,%.4f,%.6e,%.6e,%d\n", scenes[sc], 'A' + setup, mname[m], k,
-                            tr_w[k], tr_f[k], tr_l[k], tr_p[k]);
+                    fprintf(f, "%s,%c,%s,%d,%.4f,%.6e,%.6e,%d\n", scenes[sc], 'A' + setup, mname[m], k, tr_w[k],
+                            tr_f[k], tr_l[k], tr_p[k]);
                 fprintf(g, "%s,%c,%d,%s,%.1f,%.1f,%.3e,%.3e,%d,%d,%.1f\n", scenes[sc], 'A' + setup, n, mname[m],
-                        first_below(tr_f, tr_w, tr.count, 1e-4),
-                        first_below(tr_f, tr_w, tr.count, 1e-10), st.fischer_final, st.lcp_error_final,
-                        st.subspace_steps, st.cg_iterations, ms);
+                        first_below(tr_f, tr_w, tr.count, 1e-4), first_below(tr_f, tr_w, tr.count, 1e-10),
+                        st.fischer_final, st.lcp_error_final, st.subspace_steps, st.cg_iterations, ms);
             }
             /* PGS–SM against the forcing term's eta_max (0 = exact). */
             static const double etas[] = {0, 0.003, 0.01, 0.03, 0.1, 0.3, 1};

@@ -130,7 +130,8 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     fprintf(stderr, "\n");
 
     double sum = 0;
-    for (int s = 0; s < steps; s++) sum += ms[s];
+    for (int s = 0; s < steps; s++)
+        sum += ms[s];
     r->total_s = sum * 1e-3;
     if (steps > 0) {
         r->ms_mean = sum / steps;
@@ -181,8 +182,8 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
         }
     fprintf(out, "{\"engine\":\"%s\",\"engine_version\":\"%s\",\"precision\":\"%s\",\"scene\":\"%s\"", ev->name,
             ev->version(), ev->precision(), d->name);
-    fprintf(out, ",\"bodies\":%d,\"joints\":%d,\"steps\":%d,\"iterations\":%d,\"substeps\":%d,\"budget\":%d",
-            r->bodies, d->joint_count, r->steps, cfg->iterations, cfg->substeps, cfg->iterations * cfg->substeps);
+    fprintf(out, ",\"bodies\":%d,\"joints\":%d,\"steps\":%d,\"iterations\":%d,\"substeps\":%d,\"budget\":%d", r->bodies,
+            d->joint_count, r->steps, cfg->iterations, cfg->substeps, cfg->iterations * cfg->substeps);
     put_num(out, "h", cfg->time_step);
     put_num(out, "mu", mu);
     fprintf(out, ",\"repeat\":%d", repeat_index);

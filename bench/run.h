@@ -12,8 +12,8 @@
 #include "scene_desc.h"
 
 typedef struct run_result {
-    int ok;                   /* 0 when the engine could not be created */
-    int bodies;               /* dynamic bodies */
+    int ok;     /* 0 when the engine could not be created */
+    int bodies; /* dynamic bodies */
     int steps;
     double ms_median, ms_mean, ms_min, ms_max, total_s;
     double drift_max_m;       /* max horizontal distance of a dynamic body from its start, at the end */
@@ -23,10 +23,10 @@ typedef struct run_result {
     int below_ground;         /* dynamic bodies with centre z < 0 at the end */
     double joint_error_max_m; /* max over the run and the joints of the anchor distance (NaN: no joints) */
     double joint_error_final_m;
-    int nan;                  /* a pose became non-finite */
-    int nan_step;             /* first step (1-based) with a non-finite pose, 0 if none */
+    int nan;      /* a pose became non-finite */
+    int nan_step; /* first step (1-based) with a non-finite pose, 0 if none */
     engine_extra extra;
-    char settings[1024];      /* engine's describe() output */
+    char settings[1024]; /* engine's describe() output */
 } run_result;
 
 /* Creates the engine from d and cfg, steps it `steps` times timing each step

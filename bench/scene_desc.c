@@ -30,8 +30,7 @@ int sd_dynamic_count(const scene_desc *d) {
     return n;
 }
 
-void sd_joint_anchors(const scene_desc *d, int j, const ph_vec3 *pos, const ph_quat *rot, ph_vec3 *wa,
-                      ph_vec3 *wb) {
+void sd_joint_anchors(const scene_desc *d, int j, const ph_vec3 *pos, const ph_quat *rot, ph_vec3 *wa, ph_vec3 *wb) {
     const sd_joint *jt = &d->joints[j];
     *wa = ph_add(pos[jt->body_a], ph_rotate(rot[jt->body_a], jt->anchor_a));
     if (jt->body_b < 0)
@@ -87,10 +86,17 @@ int sd_from_physd_world(ph_world_id w, const char *name, scene_desc *d, char *er
         if (rc != 0) return fail(d, ids, err, errlen, "ph_body_get_state", rc);
         sd_body *b = &d->bodies[i];
         switch (s.type) {
-        case PH_BODY_STATIC: b->type = SD_BODY_STATIC; break;
-        case PH_BODY_KINEMATIC: b->type = SD_BODY_KINEMATIC; break;
-        case PH_BODY_DYNAMIC: b->type = SD_BODY_DYNAMIC; break;
-        default: return fail(d, ids, err, errlen, "unknown body type", 0);
+        case PH_BODY_STATIC:
+            b->type = SD_BODY_STATIC;
+            break;
+        case PH_BODY_KINEMATIC:
+            b->type = SD_BODY_KINEMATIC;
+            break;
+        case PH_BODY_DYNAMIC:
+            b->type = SD_BODY_DYNAMIC;
+            break;
+        default:
+            return fail(d, ids, err, errlen, "unknown body type", 0);
         }
         b->position = s.position;
         b->orientation = s.orientation;
@@ -119,11 +125,20 @@ int sd_from_physd_world(ph_world_id w, const char *name, scene_desc *d, char *er
             if (rs != 0) return fail(d, ids, err, errlen, "ph_shape_get_def", rs);
             sd_shape *o = &d->shapes[b->first_shape + k];
             switch (sd.type) {
-            case PH_SHAPE_SPHERE: o->type = SD_SHAPE_SPHERE; break;
-            case PH_SHAPE_BOX: o->type = SD_SHAPE_BOX; break;
-            case PH_SHAPE_CAPSULE: o->type = SD_SHAPE_CAPSULE; break;
-            case PH_SHAPE_PLANE: o->type = SD_SHAPE_PLANE; break;
-            default: return fail(d, ids, err, errlen, "unknown shape type", 0);
+            case PH_SHAPE_SPHERE:
+                o->type = SD_SHAPE_SPHERE;
+                break;
+            case PH_SHAPE_BOX:
+                o->type = SD_SHAPE_BOX;
+                break;
+            case PH_SHAPE_CAPSULE:
+                o->type = SD_SHAPE_CAPSULE;
+                break;
+            case PH_SHAPE_PLANE:
+                o->type = SD_SHAPE_PLANE;
+                break;
+            default:
+                return fail(d, ids, err, errlen, "unknown shape type", 0);
             }
             o->radius = sd.radius;
             o->half_extents = sd.half_extents;

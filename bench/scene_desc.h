@@ -81,8 +81,8 @@ typedef struct sd_joint {
 } sd_joint;
 
 typedef struct scene_desc {
-    char name[64];    /* preset name, "" for a hand-built description */
-    ph_vec3 gravity;  /* m/s^2 */
+    char name[64];   /* preset name, "" for a hand-built description */
+    ph_vec3 gravity; /* m/s^2 */
     int body_count;
     sd_body *bodies;
     int shape_count;
@@ -99,8 +99,7 @@ int sd_dynamic_count(const scene_desc *d);
 
 /* World positions of the two anchors of joint j for the given body poses
  * (arrays indexed like d->bodies). */
-void sd_joint_anchors(const scene_desc *d, int j, const ph_vec3 *pos, const ph_quat *rot, ph_vec3 *wa,
-                      ph_vec3 *wb);
+void sd_joint_anchors(const scene_desc *d, int j, const ph_vec3 *pos, const ph_quat *rot, ph_vec3 *wa, ph_vec3 *wb);
 
 /* Reads a physd world back into d through the public API (allocates; free
  * with sd_free). name is copied into d->name. Returns 0, or -1 with a message

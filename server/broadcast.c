@@ -341,9 +341,14 @@ void ps_broadcast_deliver(ps_host *h, ps_job *job) {
                 ps_parts_free(&parts);
             }
             break;
-        case PS_SUB_STATS: push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME, 0); break;
-        case PS_SUB_CONTACTS: push_parts(h, sub, &job->events, PS_OUT_EVENT); break;
-        default: break;
+        case PS_SUB_STATS:
+            push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME, 0);
+            break;
+        case PS_SUB_CONTACTS:
+            push_parts(h, sub, &job->events, PS_OUT_EVENT);
+            break;
+        default:
+            break;
         }
         if (sub->conn) ps_conn_report_drops(sub->conn, now);
     }

@@ -52,12 +52,18 @@ int ps_fail_at(ps_status *st, int code, uint32_t index, const char *fmt, ...) {
 
 int ps_status_from_core(int err) {
     switch (err) {
-    case PH_OK: return PS_ST_OK;
-    case PH_ERR_INVALID_HANDLE: return PS_ST_NOT_FOUND;
-    case PH_ERR_INVALID_ARGUMENT: return PS_ST_INVALID;
-    case PH_ERR_WRONG_KIND: return PS_ST_INVALID;
-    case PH_ERR_LIMIT: return PS_ST_EXHAUSTED;
-    default: return PS_ST_INTERNAL;
+    case PH_OK:
+        return PS_ST_OK;
+    case PH_ERR_INVALID_HANDLE:
+        return PS_ST_NOT_FOUND;
+    case PH_ERR_INVALID_ARGUMENT:
+        return PS_ST_INVALID;
+    case PH_ERR_WRONG_KIND:
+        return PS_ST_INVALID;
+    case PH_ERR_LIMIT:
+        return PS_ST_EXHAUSTED;
+    default:
+        return PS_ST_INTERNAL;
     }
 }
 
@@ -164,8 +170,7 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     }
     if (m->ordering) {
         int v = (int)m->ordering->value;
-        if (v < 0 || v >= PH_ORDER_COUNT)
-            return ps_fail(st, PS_ST_INVALID, "settings.ordering: unknown value %d", v);
+        if (v < 0 || v >= PH_ORDER_COUNT) return ps_fail(st, PS_ST_INVALID, "settings.ordering: unknown value %d", v);
         n.ordering = (ph_ordering)v;
     }
     if (m->warm_start) n.warm_start = m->warm_start->value ? 1 : 0;
@@ -194,7 +199,8 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     if (m->tick_rate) {
         double v = m->tick_rate->value;
         if (!isfinite(v) || v < cfg->min_tick_rate || v > cfg->max_tick_rate)
-            return ps_fail(st, PS_ST_INVALID, "settings.tick_rate must be in [%g, %g] Hz (min_tick_rate, max_tick_rate)",
+            return ps_fail(st, PS_ST_INVALID,
+                           "settings.tick_rate must be in [%g, %g] Hz (min_tick_rate, max_tick_rate)",
                            cfg->min_tick_rate, cfg->max_tick_rate);
         tr = v;
     }
@@ -216,8 +222,10 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
         physd__v1__bool_value__init(&z->b[k]);
     physd__v1__uint64_value__init(&z->u);
     physd__v1__uint64_value__init(&z->msw);
-    for (int k = 0; k < 2; k++) physd__v1__double_value__init(&z->d2[k]);
-    for (int k = 0; k < 2; k++) physd__v1__int32_value__init(&z->i2[k]);
+    for (int k = 0; k < 2; k++)
+        physd__v1__double_value__init(&z->d2[k]);
+    for (int k = 0; k < 2; k++)
+        physd__v1__int32_value__init(&z->i2[k]);
     physd__v1__bool_value__init(&z->b2);
     physd__v1__gamma_scope_value__init(&z->gs);
     physd__v1__vec3__init(&z->gravity);
@@ -262,7 +270,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->fo.value = s->sm_forcing, m->sm_forcing = &z->fo;
     physd__v1__double_value__init(&z->cct);
     z->cct.value = s->contact_cache_tolerance, m->contact_cache_tolerance = &z->cct;
-    for (int k = 0; k < 3; k++) physd__v1__double_value__init(&z->sl[k]);
+    for (int k = 0; k < 3; k++)
+        physd__v1__double_value__init(&z->sl[k]);
     physd__v1__bool_value__init(&z->sleep);
     z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;
     physd__v1__bool_value__init(&z->collide);
@@ -282,7 +291,7 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
     z->i2[1].value = s->k_sm, m->k_sm = &z->i2[1];
     z->b2.value = s->ordering_per_iteration != 0, m->ordering_per_iteration = &z->b2;
     z->gs.value = s->sm_gamma_scope == PH_GAMMA_FRICTION ? PHYSD__V1__GAMMA_SCOPE__GAMMA_FRICTION
-                                                          : PHYSD__V1__GAMMA_SCOPE__GAMMA_ALL;
+                                                         : PHYSD__V1__GAMMA_SCOPE__GAMMA_ALL;
     m->sm_gamma_scope = &z->gs;
 }
 
@@ -293,11 +302,20 @@ static int decode_shape(const Physd__V1__ShapeDef *m, int body_type, ph_shape_de
     *d = ph_default_shape_def();
 #define BAD(...) return ps_fail_at(st, PS_ST_INVALID, (uint32_t)op, __VA_ARGS__)
     switch ((int)m->type) {
-    case PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE: d->type = PH_SHAPE_SPHERE; break;
-    case PHYSD__V1__SHAPE_TYPE__SHAPE_BOX: d->type = PH_SHAPE_BOX; break;
-    case PHYSD__V1__SHAPE_TYPE__SHAPE_CAPSULE: d->type = PH_SHAPE_CAPSULE; break;
-    case PHYSD__V1__SHAPE_TYPE__SHAPE_PLANE: d->type = PH_SHAPE_PLANE; break;
-    default: BAD("op %zu: shapes[%zu].type: unknown value %d", op, k, (int)m->type);
+    case PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE:
+        d->type = PH_SHAPE_SPHERE;
+        break;
+    case PHYSD__V1__SHAPE_TYPE__SHAPE_BOX:
+        d->type = PH_SHAPE_BOX;
+        break;
+    case PHYSD__V1__SHAPE_TYPE__SHAPE_CAPSULE:
+        d->type = PH_SHAPE_CAPSULE;
+        break;
+    case PHYSD__V1__SHAPE_TYPE__SHAPE_PLANE:
+        d->type = PH_SHAPE_PLANE;
+        break;
+    default:
+        BAD("op %zu: shapes[%zu].type: unknown value %d", op, k, (int)m->type);
     }
     const double lo = 1e-4, hi = 1e4;
     if (m->radius) d->radius = m->radius->value;
@@ -343,7 +361,8 @@ static int decode_shape(const Physd__V1__ShapeDef *m, int body_type, ph_shape_de
         if (fabs(ph_len(d->normal) - 1.0) >= 1e-6) BAD("op %zu: shapes[%zu].normal must be a unit vector", op, k);
         if (!isfinite(d->offset) || fabs(d->offset) >= 1e12) BAD("op %zu: shapes[%zu].offset must be finite", op, k);
         break;
-    default: break;
+    default:
+        break;
     }
 #undef BAD
     return 0;
@@ -405,10 +424,17 @@ static int decode_body(const Physd__V1__BodyDef *m, ps_edit *e, size_t i, ps_sta
     ph_body_def *d = &e->bdef;
     *d = ph_default_body_def();
     switch ((int)m->type) {
-    case PHYSD__V1__BODY_TYPE__BODY_DYNAMIC: d->type = PH_BODY_DYNAMIC; break;
-    case PHYSD__V1__BODY_TYPE__BODY_STATIC: d->type = PH_BODY_STATIC; break;
-    case PHYSD__V1__BODY_TYPE__BODY_KINEMATIC: d->type = PH_BODY_KINEMATIC; break;
-    default: BAD("op %zu: body.type: unknown value %d", i, (int)m->type);
+    case PHYSD__V1__BODY_TYPE__BODY_DYNAMIC:
+        d->type = PH_BODY_DYNAMIC;
+        break;
+    case PHYSD__V1__BODY_TYPE__BODY_STATIC:
+        d->type = PH_BODY_STATIC;
+        break;
+    case PHYSD__V1__BODY_TYPE__BODY_KINEMATIC:
+        d->type = PH_BODY_KINEMATIC;
+        break;
+    default:
+        BAD("op %zu: body.type: unknown value %d", i, (int)m->type);
     }
     if (m->pose && (ps_codec_vec3(m->pose->position, d->position, POS_MAX, &d->position) ||
                     ps_codec_quat(m->pose->orientation, &d->orientation)))
@@ -444,8 +470,8 @@ static int decode_body(const Physd__V1__BodyDef *m, ps_edit *e, size_t i, ps_sta
         e->mass = m->mass->mass;
         if (!(e->mass >= PH_MIN_MASS && e->mass <= PH_MAX_MASS))
             BAD("op %zu: body.mass.mass must be in [%g, %g] kg", i, PH_MIN_MASS, PH_MAX_MASS);
-        if (ps_codec_vec3(m->mass->inertia, ph_v3(0, 0, 0), PH_MAX_INERTIA, &e->inertia) ||
-            !moment_ok(e->inertia.x) || !moment_ok(e->inertia.y) || !moment_ok(e->inertia.z))
+        if (ps_codec_vec3(m->mass->inertia, ph_v3(0, 0, 0), PH_MAX_INERTIA, &e->inertia) || !moment_ok(e->inertia.x) ||
+            !moment_ok(e->inertia.y) || !moment_ok(e->inertia.z))
             BAD("op %zu: body.mass.inertia: each moment 0 (axis locked) or in [%g, %g] kg m^2", i, PH_MIN_INERTIA,
                 PH_MAX_INERTIA);
     }
@@ -459,11 +485,20 @@ static int decode_joint(const Physd__V1__JointDef *m, const ps_edit *ops, ps_edi
     ph_joint_def *d = &e->jdef;
     *d = ph_default_joint_def();
     switch ((int)m->type) {
-    case PHYSD__V1__JOINT_TYPE__JOINT_BALL: d->type = PH_JOINT_BALL; break;
-    case PHYSD__V1__JOINT_TYPE__JOINT_HINGE: d->type = PH_JOINT_HINGE; break;
-    case PHYSD__V1__JOINT_TYPE__JOINT_DISTANCE: d->type = PH_JOINT_DISTANCE; break;
-    case PHYSD__V1__JOINT_TYPE__JOINT_FIXED: d->type = PH_JOINT_FIXED; break;
-    default: BAD("op %zu: joint.type: unknown value %d", i, (int)m->type);
+    case PHYSD__V1__JOINT_TYPE__JOINT_BALL:
+        d->type = PH_JOINT_BALL;
+        break;
+    case PHYSD__V1__JOINT_TYPE__JOINT_HINGE:
+        d->type = PH_JOINT_HINGE;
+        break;
+    case PHYSD__V1__JOINT_TYPE__JOINT_DISTANCE:
+        d->type = PH_JOINT_DISTANCE;
+        break;
+    case PHYSD__V1__JOINT_TYPE__JOINT_FIXED:
+        d->type = PH_JOINT_FIXED;
+        break;
+    default:
+        BAD("op %zu: joint.type: unknown value %d", i, (int)m->type);
     }
     if (decode_ref(m->body_a, ops, i, "joint.body_a", &e->ja, st)) return st->code;
     e->jb.new_op = -1;
@@ -516,7 +551,9 @@ static int decode_op(const Physd__V1__EditOp *m, ps_edit *ops, size_t i, ps_stat
     memset(e, 0, sizeof *e);
     e->body.new_op = e->ja.new_op = e->jb.new_op = -1;
     switch (m->op_case) {
-    case PHYSD__V1__EDIT_OP__OP_ADD_BODY: e->kind = PS_EDIT_ADD_BODY; return decode_body(m->add_body->body, e, i, st);
+    case PHYSD__V1__EDIT_OP__OP_ADD_BODY:
+        e->kind = PS_EDIT_ADD_BODY;
+        return decode_body(m->add_body->body, e, i, st);
     case PHYSD__V1__EDIT_OP__OP_REMOVE_BODY:
         e->kind = PS_EDIT_REMOVE_BODY;
         return decode_ref(m->remove_body->body, ops, i, "remove_body.body", &e->body, st);
@@ -564,7 +601,8 @@ static int decode_op(const Physd__V1__EditOp *m, ps_edit *ops, size_t i, ps_stat
         e->kind = PS_EDIT_REMOVE_JOINT;
         e->joint = m->remove_joint->joint;
         return 0;
-    default: return ps_fail_at(st, PS_ST_UNIMPLEMENTED, (uint32_t)i, "op %zu: empty or unknown edit op", i);
+    default:
+        return ps_fail_at(st, PS_ST_UNIMPLEMENTED, (uint32_t)i, "op %zu: empty or unknown edit op", i);
     }
 }
 
@@ -605,7 +643,7 @@ int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n_ops, int max_ops, 
 
 ph_settings ps_default_world_settings(const ps_config *cfg) {
     ph_settings s = ph_default_settings();
-    s.sleep = 1; /* a server keeps many worlds: resting islands cost nothing */
+    s.sleep = 1;                          /* a server keeps many worlds: resting islands cost nothing */
     s.max_step_work = cfg->max_step_work; /* no step holds a worker without bound */
     return s;
 }

@@ -31,7 +31,6 @@
 #include "physd/ph_scenes.h"
 #include "ps_internal.h"
 
-
 typedef int (*ps_prepare_fn)(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *), ps_status *st);
 typedef void (*ps_conn_fn)(ps_conn *c, ps_msg *m);
 
@@ -808,20 +807,34 @@ static const ps_handler table[TABLE_SIZE] = {
 
 static uint64_t world_id_of(const ps_msg *m) {
     switch (m->request_case) {
-    case REQ(INSPECT_WORLD): return m->inspect_world->world_id;
-    case REQ(DESTROY_WORLD): return m->destroy_world->world_id;
-    case REQ(EDIT): return m->edit->world_id;
-    case REQ(CHANGE_SETTINGS): return m->change_settings->world_id;
-    case REQ(PAUSE): return m->pause->world_id;
-    case REQ(RESUME): return m->resume->world_id;
-    case REQ(STEP): return m->step->world_id;
-    case REQ(RESET): return m->reset->world_id;
-    case REQ(SUBSCRIBE): return m->subscribe->world_id;
-    case REQ(QUERY_BODIES): return m->query_bodies->world_id;
-    case REQ(RAYCAST): return m->raycast->world_id;
-    case REQ(QUERY_COUNTERS): return m->query_counters->world_id;
-    case REQ(QUERY_JOINTS): return m->query_joints->world_id;
-    default: return 0;
+    case REQ(INSPECT_WORLD):
+        return m->inspect_world->world_id;
+    case REQ(DESTROY_WORLD):
+        return m->destroy_world->world_id;
+    case REQ(EDIT):
+        return m->edit->world_id;
+    case REQ(CHANGE_SETTINGS):
+        return m->change_settings->world_id;
+    case REQ(PAUSE):
+        return m->pause->world_id;
+    case REQ(RESUME):
+        return m->resume->world_id;
+    case REQ(STEP):
+        return m->step->world_id;
+    case REQ(RESET):
+        return m->reset->world_id;
+    case REQ(SUBSCRIBE):
+        return m->subscribe->world_id;
+    case REQ(QUERY_BODIES):
+        return m->query_bodies->world_id;
+    case REQ(RAYCAST):
+        return m->raycast->world_id;
+    case REQ(QUERY_COUNTERS):
+        return m->query_counters->world_id;
+    case REQ(QUERY_JOINTS):
+        return m->query_joints->world_id;
+    default:
+        return 0;
     }
 }
 
@@ -866,8 +879,10 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
     if (rate > 0) {
         /* Token bucket: refills at the rate, holds one second's worth. */
         uint64_t now = ps_now_ns();
-        if (c->rate_last_ns == 0) c->rate_tokens = rate;
-        else c->rate_tokens += rate * (double)(now - c->rate_last_ns) * 1e-9;
+        if (c->rate_last_ns == 0)
+            c->rate_tokens = rate;
+        else
+            c->rate_tokens += rate * (double)(now - c->rate_last_ns) * 1e-9;
         if (c->rate_tokens > rate) c->rate_tokens = rate;
         c->rate_last_ns = now;
         if (c->rate_tokens < 1.0) {

@@ -110,14 +110,14 @@ ps_buf *ps_encode(const ps_smsg *m);
 
 typedef struct ps_framer {
     uint64_t max_frame;
-    int in_body;        /* 0: reading the varint, 1: reading the body, 2: frame handed out */
-    int varint_len;     /* bytes of the varint seen */
-    uint64_t len;       /* the frame length (partial while reading the varint) */
-    uint64_t have;      /* body bytes received */
-    uint8_t *buf;       /* cap bytes, cap <= len */
+    int in_body;    /* 0: reading the varint, 1: reading the body, 2: frame handed out */
+    int varint_len; /* bytes of the varint seen */
+    uint64_t len;   /* the frame length (partial while reading the varint) */
+    uint64_t have;  /* body bytes received */
+    uint8_t *buf;   /* cap bytes, cap <= len */
     uint64_t cap;
-    uint64_t allocated; /* total bytes ever allocated (tests check the reject-before-alloc rule) */
-    int started;        /* a frame has begun (some varint byte seen) */
+    uint64_t allocated;  /* total bytes ever allocated (tests check the reject-before-alloc rule) */
+    int started;         /* a frame has begun (some varint byte seen) */
     uint64_t *pool_used; /* shared input-memory pool (NULL: none) */
     uint64_t pool_max;
 } ps_framer;
@@ -194,8 +194,8 @@ typedef struct ps_conn {
     int close_after_flush; /* close once the output is written (bad frame, shutdown) */
     int hello_done;
     int nsubs;
-    struct ps_sub *subs;  /* this connection's subscriptions (all worlds) */
-    uint64_t notice_seq;  /* last world notice sent to it (one notice per connection) */
+    struct ps_sub *subs; /* this connection's subscriptions (all worlds) */
+    uint64_t notice_seq; /* last world notice sent to it (one notice per connection) */
     char peer[64];
     char addr[48]; /* the peer's IP address (max_connections_per_address) */
     char name[129];
@@ -212,10 +212,10 @@ typedef struct ps_conn {
     size_t n_inflight;
     ps_out_entry inflight[PS_WRITE_BATCH];
     uv_buf_t wbufs[PS_WRITE_BATCH];
-    uv_shutdown_t sreq;     /* after a fatal error reply: FIN sent, input drained */
+    uv_shutdown_t sreq; /* after a fatal error reply: FIN sent, input drained */
     int draining;
     uint64_t drain_deadline_ns;
-    double rate_tokens;     /* request-rate token bucket */
+    double rate_tokens; /* request-rate token bucket */
     uint64_t rate_last_ns;
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
@@ -363,14 +363,14 @@ struct ps_host {
     double tick_rate;              /* Hz */
     ph_settings creation_settings; /* for reset */
     double creation_tick_rate;
-    struct ps_edit_batch *scene;   /* CreateWorld.scene, applied again by reset (NULL: none) */
-    uint64_t epoch; /* resets since creation: bits 48-63 of the wire ids */
+    struct ps_edit_batch *scene; /* CreateWorld.scene, applied again by reset (NULL: none) */
+    uint64_t epoch;              /* resets since creation: bits 48-63 of the wire ids */
     int paused;
-    int busy;       /* a step job is in flight */
-    int heavy;      /* step_ms_avg is over heavy_step_ms */
+    int busy;           /* a step job is in flight */
+    int heavy;          /* step_ms_avg is over heavy_step_ms */
     double step_ms_avg; /* moving average of the step time */
-    int job_heavy;  /* the job in flight holds a heavy lane */
-    int lane_wait;  /* on the server's heavy wait list */
+    int job_heavy;      /* the job in flight holds a heavy lane */
+    int lane_wait;      /* on the server's heavy wait list */
     ps_host *lane_next;
     int destroying; /* destroy requested; NOT_FOUND from now on */
     int finalized;
@@ -543,7 +543,7 @@ typedef struct ps_settings_storage {
     Physd__V1__Int32Value jp;
     Physd__V1__DoubleValue sl[3];
     Physd__V1__GammaScopeValue gs;
-    Physd__V1__Int32Value pc; /* sm_preconditioner */
+    Physd__V1__Int32Value pc;   /* sm_preconditioner */
     Physd__V1__DoubleValue fo;  /* sm_forcing */
     Physd__V1__DoubleValue cct; /* contact_cache_tolerance */
 } ps_settings_storage;

@@ -29,40 +29,40 @@
 
 /* Every limit and option; see ps_config_table in config.c for ranges. */
 typedef struct ps_config {
-    char listen[64];            /* address to bind, default 127.0.0.1 */
-    int port;                   /* default 7447; 0 = ephemeral (tests) */
-    uint64_t max_frame;         /* bytes, default 4 MiB */
-    int max_connections;        /* default 1024 */
-    int max_worlds;             /* default 256 */
-    int max_bodies_per_world;   /* default 100000 */
-    int max_edits_per_batch;    /* default 10000 */
-    int max_subscriptions;      /* per connection, default 256 */
-    int max_pending_requests;   /* per world, queued while a step runs, default 4096 */
-    double max_requests_per_second; /* per connection (token bucket holding one second's worth),
-                                       0 = unlimited, default 20000 */
-    int workers;                /* step threads, default 0 = number of CPUs */
-    uint64_t output_soft_limit; /* bytes of pending output above which events are dropped, default 1 MiB */
-    uint64_t output_hard_limit; /* backlog bytes past which a connection is closed, default 16 MiB */
-    double default_tick_rate;   /* Hz, default 60 */
-    double max_tick_rate;       /* Hz, default 1000 */
-    int max_catchup;            /* steps a late world may run back to back before skipping, default 4 */
-    double min_tick_rate;       /* Hz, lowest tick rate a client may set, default 0.01 */
+    char listen[64];                 /* address to bind, default 127.0.0.1 */
+    int port;                        /* default 7447; 0 = ephemeral (tests) */
+    uint64_t max_frame;              /* bytes, default 4 MiB */
+    int max_connections;             /* default 1024 */
+    int max_worlds;                  /* default 256 */
+    int max_bodies_per_world;        /* default 100000 */
+    int max_edits_per_batch;         /* default 10000 */
+    int max_subscriptions;           /* per connection, default 256 */
+    int max_pending_requests;        /* per world, queued while a step runs, default 4096 */
+    double max_requests_per_second;  /* per connection (token bucket holding one second's worth),
+                                        0 = unlimited, default 20000 */
+    int workers;                     /* step threads, default 0 = number of CPUs */
+    uint64_t output_soft_limit;      /* bytes of pending output above which events are dropped, default 1 MiB */
+    uint64_t output_hard_limit;      /* backlog bytes past which a connection is closed, default 16 MiB */
+    double default_tick_rate;        /* Hz, default 60 */
+    double max_tick_rate;            /* Hz, default 1000 */
+    int max_catchup;                 /* steps a late world may run back to back before skipping, default 4 */
+    double min_tick_rate;            /* Hz, lowest tick rate a client may set, default 0.01 */
     int max_connections_per_address; /* simultaneous connections from one IP address, default 256 */
-    double hello_timeout;       /* s a new connection has to complete its hello, default 10 */
-    double frame_timeout;       /* s a started frame has to arrive completely, default 10 */
-    uint64_t max_input_memory;  /* bytes of partially received frames, all connections together,
-                                   default 256 MiB */
-    uint64_t max_decode_memory; /* bytes one frame may take once unpacked, default 32 MiB */
-    int max_world_subscriptions; /* subscriptions to one world, all connections together, default 16384 */
-    uint64_t max_step_work;     /* row updates one step may make (default and upper bound of the
-                                   world setting), default 50 000 000 */
-    double heavy_step_ms;       /* a world whose last step took longer is "heavy": heavy worlds share
-                                   at most workers - 1 threads, default 20 ms */
-    double shutdown_timeout;    /* s, flushing at shutdown, default 2 */
-    int demo;                   /* create the demo world at start, default 0 (main turns it on) */
-    char demo_scene[64];        /* preset of the demo world, default "chain30" */
-    int handle_signals;         /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
-    int quiet;                  /* no log lines (benchmarks), default 0 */
+    double hello_timeout;            /* s a new connection has to complete its hello, default 10 */
+    double frame_timeout;            /* s a started frame has to arrive completely, default 10 */
+    uint64_t max_input_memory;       /* bytes of partially received frames, all connections together,
+                                        default 256 MiB */
+    uint64_t max_decode_memory;      /* bytes one frame may take once unpacked, default 32 MiB */
+    int max_world_subscriptions;     /* subscriptions to one world, all connections together, default 16384 */
+    uint64_t max_step_work;          /* row updates one step may make (default and upper bound of the
+                                        world setting), default 50 000 000 */
+    double heavy_step_ms;            /* a world whose last step took longer is "heavy": heavy worlds share
+                                        at most workers - 1 threads, default 20 ms */
+    double shutdown_timeout;         /* s, flushing at shutdown, default 2 */
+    int demo;                        /* create the demo world at start, default 0 (main turns it on) */
+    char demo_scene[64];             /* preset of the demo world, default "chain30" */
+    int handle_signals;              /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
+    int quiet;                       /* no log lines (benchmarks), default 0 */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -83,10 +83,10 @@ int ps_server_create(ps_server **out, const ps_config *cfg);
 /* Counters of the server as a whole (tests, metrics). Read from another
  * thread they are a snapshot without synchronization. */
 typedef struct ps_server_stats {
-    uint64_t input_used;    /* bytes of partial frames now (max_input_memory) */
-    uint64_t input_peak;    /* the most ever held */
+    uint64_t input_used; /* bytes of partial frames now (max_input_memory) */
+    uint64_t input_peak; /* the most ever held */
     int connections;
-    int max_connections;    /* in effect (lowered when the descriptor limit is low) */
+    int max_connections; /* in effect (lowered when the descriptor limit is low) */
     uint64_t accept_errors;
 } ps_server_stats;
 void ps_server_get_stats(const ps_server *s, ps_server_stats *out);

@@ -39,9 +39,7 @@ static void lane_release(ps_server *s);
 
 #define CORE_MASK ((UINT64_C(1) << 48) - 1)
 
-uint64_t ps_wire_body(const ps_host *h, ph_body_id b) {
-    return b.index1 ? ph_body_id_to_u64(b) | (h->epoch << 48) : 0;
-}
+uint64_t ps_wire_body(const ps_host *h, ph_body_id b) { return b.index1 ? ph_body_id_to_u64(b) | (h->epoch << 48) : 0; }
 uint64_t ps_wire_joint(const ps_host *h, ph_joint_id j) {
     return j.index1 ? ph_joint_id_to_u64(j) | (h->epoch << 48) : 0;
 }
@@ -257,8 +255,8 @@ static void step_nonfinite(ps_host *h) {
     char msg[256];
     snprintf(msg, sizeof msg,
              "step %llu left the finite envelope (body %llu: %s %g); the world was restored to tick %llu and paused",
-             (unsigned long long)f.step, (unsigned long long)body,
-             what[f.what >= 0 && f.what <= 4 ? f.what : 0], f.value, (unsigned long long)h->tick);
+             (unsigned long long)f.step, (unsigned long long)body, what[f.what >= 0 && f.what <= 4 ? f.what : 0],
+             f.value, (unsigned long long)h->tick);
     ps_log("world %llu: %s", (unsigned long long)h->id, msg);
     notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE, msg, 0, body);
     if (h->steps_pending > 0) ps_host_end_step_request(h, "a step that left the finite envelope");
@@ -545,8 +543,7 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
         ph_settings_validate(s, &why);
         return ps_fail(st, PS_ST_INVALID, "settings rejected: %s", why ? why : ph_strerror(err));
     }
-    if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations &&
-        heavy_guess(s))
+    if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations && heavy_guess(s))
         h->heavy = 1; /* until its steps say otherwise */
     h->settings = *s;
     if (tick_rate != h->tick_rate) {
@@ -560,7 +557,8 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
 int ps_host_reset(ps_host *h, ps_status *st) {
     ps_server *s = h->srv;
     if (h->epoch >= PS_MAX_EPOCH)
-        return ps_fail(st, PS_ST_EXHAUSTED, "world %llu was reset %u times, the most its ids can tell apart: create a new world",
+        return ps_fail(st, PS_ST_EXHAUSTED,
+                       "world %llu was reset %u times, the most its ids can tell apart: create a new world",
                        (unsigned long long)h->id, PS_MAX_EPOCH);
     ph_world_def def = ph_default_world_def();
     def.settings = h->creation_settings;
@@ -740,7 +738,7 @@ typedef struct track {
     int type;
     ph_vec3 p;
     ph_quat q;
-    double vb, wb;        /* bounds of |v| and |w| */
+    double vb, wb;          /* bounds of |v| and |w| */
     double inv_mass, inv_i; /* 1/m and the largest 1/I of a principal moment (0: locked or not dynamic) */
 } track;
 
@@ -885,7 +883,8 @@ static int track_op(ps_host *h, batch_state *b, size_t i, ps_status *st) {
                               PH_MAX_JOINT_DISTANCE);
         return 0;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -953,7 +952,8 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
             joints--;
             break;
         }
-        default: return ps_fail_at(st, PS_ST_INTERNAL, (uint32_t)i, "op %zu: unknown op kind", i);
+        default:
+            return ps_fail_at(st, PS_ST_INTERNAL, (uint32_t)i, "op %zu: unknown op kind", i);
         }
         if (track_op(h, b, i, st)) return st->code;
     }
@@ -986,17 +986,22 @@ static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i
         *new_id = ps_wire_body(h, b);
         return 0;
     }
-    case PS_EDIT_REMOVE_BODY: return ph_body_destroy(b);
-    case PS_EDIT_SET_POSE: return ph_body_set_transform(b, e->v1, e->q);
-    case PS_EDIT_SET_VELOCITY: return ph_body_set_velocity(b, e->v1, e->v2);
+    case PS_EDIT_REMOVE_BODY:
+        return ph_body_destroy(b);
+    case PS_EDIT_SET_POSE:
+        return ph_body_set_transform(b, e->v1, e->q);
+    case PS_EDIT_SET_VELOCITY:
+        return ph_body_set_velocity(b, e->v1, e->v2);
     case PS_EDIT_APPLY_FORCE:
         if (!e->has_point && (err = ph_body_get_transform(b, &t)) != PH_OK) return err;
         return ph_body_apply_force(b, e->v1, e->has_point ? e->v2 : t.p);
-    case PS_EDIT_APPLY_TORQUE: return ph_body_apply_torque(b, e->v1);
+    case PS_EDIT_APPLY_TORQUE:
+        return ph_body_apply_torque(b, e->v1);
     case PS_EDIT_APPLY_IMPULSE:
         if (!e->has_point && (err = ph_body_get_transform(b, &t)) != PH_OK) return err;
         return ph_body_apply_impulse(b, e->v1, e->has_point ? e->v2 : t.p);
-    case PS_EDIT_SET_KINEMATIC_TARGET: return ph_body_set_kinematic_target(b, e->v1, e->q);
+    case PS_EDIT_SET_KINEMATIC_TARGET:
+        return ph_body_set_kinematic_target(b, e->v1, e->q);
     case PS_EDIT_ADD_JOINT: {
         ph_joint_def d = e->jdef;
         d.body_a = resolve(h, &e->ja, created);
@@ -1006,8 +1011,10 @@ static int apply_one(ps_host *h, const ps_edit *e, ph_body_id *created, size_t i
         *new_id = ps_wire_joint(h, j);
         return 0;
     }
-    case PS_EDIT_REMOVE_JOINT: return ph_joint_destroy(ps_core_joint(h, e->joint));
-    default: return PH_ERR_INVALID_ARGUMENT;
+    case PS_EDIT_REMOVE_JOINT:
+        return ph_joint_destroy(ps_core_joint(h, e->joint));
+    default:
+        return PH_ERR_INVALID_ARGUMENT;
     }
 }
 

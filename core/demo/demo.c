@@ -45,14 +45,13 @@ typedef struct demo_options {
 } demo_options;
 
 static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--list]\n"
-            "  --scene NAME      preset to build (default stack20; --list shows them)\n"
-            "  --steps N         steps to run (default: the preset's reference steps)\n"
-            "  --iterations N    solver iterations per substep, 1..10000 (default 1, with 10 substeps)\n"
-            "  --every K         print statistics every K steps (default 60)\n"
-            "  --no-merits       do not compute the merits after every iteration (profiling)\n"
-            "  --list            list the presets and exit\n");
+    fprintf(f, "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--list]\n"
+               "  --scene NAME      preset to build (default stack20; --list shows them)\n"
+               "  --steps N         steps to run (default: the preset's reference steps)\n"
+               "  --iterations N    solver iterations per substep, 1..10000 (default 1, with 10 substeps)\n"
+               "  --every K         print statistics every K steps (default 60)\n"
+               "  --no-merits       do not compute the merits after every iteration (profiling)\n"
+               "  --list            list the presets and exit\n");
 }
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success. */
@@ -100,14 +99,16 @@ static int parse_args(int argc, char **argv, demo_options *o) {
             matched = 1;
             long v = 0;
             if (i + 1 >= argc || parse_long(argv[i + 1], numeric[k].lo, numeric[k].hi, &v) != 0) {
-                fprintf(stderr, "physd-demo: %s needs an integer in [%ld, %ld]\n", a, numeric[k].lo,
-                        numeric[k].hi);
+                fprintf(stderr, "physd-demo: %s needs an integer in [%ld, %ld]\n", a, numeric[k].lo, numeric[k].hi);
                 return 2;
             }
             i++;
-            if (k == 0) o->steps = v;
-            else if (k == 1) o->iterations = v;
-            else o->every = v;
+            if (k == 0)
+                o->steps = v;
+            else if (k == 1)
+                o->iterations = v;
+            else
+                o->every = v;
         }
         if (!matched) {
             fprintf(stderr, "physd-demo: unknown argument '%s'\n", a);
@@ -151,8 +152,8 @@ static double highest_z(const ph_body_id *bodies, int n, int *nonfinite) {
 }
 
 static void print_header(void) {
-    printf("%7s %8s %4s %6s %6s %10s %10s %10s %9s %8s %9s\n", "step", "time_s", "it", "rows", "cont",
-           "fischer", "minmap", "rel_res", "max_pen", "ms", "top_z");
+    printf("%7s %8s %4s %6s %6s %10s %10s %10s %9s %8s %9s\n", "step", "time_s", "it", "rows", "cont", "fischer",
+           "minmap", "rel_res", "max_pen", "ms", "top_z");
 }
 
 static void print_row(const ph_step_stats *st, double time_s, double top) {
@@ -233,7 +234,8 @@ static int run(const demo_options *o) {
             goto done;
         }
         core_ms += st.total_ms;
-        for (int k = 0; k < PH_STAGE_COUNT; k++) stage_sum[k] += st.stage_ms[k];
+        for (int k = 0; k < PH_STAGE_COUNT; k++)
+            stage_sum[k] += st.stage_ms[k];
         if (i % o->every == 0 || i == steps) {
             top = highest_z(bodies, n, &nonfinite);
             print_row(&st, (double)ph_world_get_step_count(w) * set.time_step, top);
@@ -245,12 +247,12 @@ static int run(const demo_options *o) {
     double median = steps % 2 != 0 ? step_ms[steps / 2] : 0.5 * (step_ms[steps / 2 - 1] + step_ms[steps / 2]);
     printf("summary: %s, %ld steps, %d iterations: mean %.3f ms/step (core %.3f), median %.3f, max %.3f; "
            "final top z %.4f, max penetration %.2e m\n",
-           info->name, steps, set.iterations, wall_ms / (double)steps, core_ms / (double)steps,
-           median, step_ms[steps - 1], top, st.max_penetration);
-    static const char *const stage_names[PH_STAGE_COUNT] = {"broadphase", "narrowphase", "rows", "solve",
-                                                             "integrate"};
+           info->name, steps, set.iterations, wall_ms / (double)steps, core_ms / (double)steps, median,
+           step_ms[steps - 1], top, st.max_penetration);
+    static const char *const stage_names[PH_STAGE_COUNT] = {"broadphase", "narrowphase", "rows", "solve", "integrate"};
     printf("stages (mean ms/step):");
-    for (int k = 0; k < PH_STAGE_COUNT; k++) printf(" %s %.3f", stage_names[k], stage_sum[k] / (double)steps);
+    for (int k = 0; k < PH_STAGE_COUNT; k++)
+        printf(" %s %.3f", stage_names[k], stage_sum[k] / (double)steps);
     printf("\n");
     if (nonfinite > 0) {
         printf("FAILED: %d bodies ended with a non-finite position\n", nonfinite);

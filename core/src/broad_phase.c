@@ -48,7 +48,8 @@
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
     if (need <= *cap) return PH_OK;
     int64_t nc = *cap ? (int64_t)*cap * 2 : 64;
-    while (nc < need) nc *= 2;
+    while (nc < need)
+        nc *= 2;
     if (nc > INT32_MAX) return PH_ERR_NO_MEMORY;
     void *p = realloc(*arr, (size_t)nc * elem);
     if (!p) return PH_ERR_NO_MEMORY;
@@ -87,8 +88,10 @@ static int jointed(const ph__world *w, int32_t a, int32_t b) {
         int32_t mid = (lo + hi) / 2;
         const ph__pair *p = &w->jpairs[mid];
         if (p->sa == a && p->sb == b) return 1;
-        if (p->sa < a || (p->sa == a && p->sb < b)) lo = mid + 1;
-        else hi = mid - 1;
+        if (p->sa < a || (p->sa == a && p->sb < b))
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return 0;
 }
@@ -110,7 +113,8 @@ static int build_joint_pairs(ph__world *w) {
     for (int32_t i = 0; i < w->joint_hwm; i++) {
         const ph__joint *j = &w->joints[i];
         if (!j->alive || j->collide_connected || j->b < 0) continue;
-        if (ph__reserve((void **)&w->jpairs, &w->jpair_cap, w->jpair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+        if (ph__reserve((void **)&w->jpairs, &w->jpair_cap, w->jpair_count + 1, sizeof(ph__pair)))
+            return PH_ERR_NO_MEMORY;
         ph__pair *p = &w->jpairs[w->jpair_count++];
         p->sa = j->a < j->b ? j->a : j->b;
         p->sb = j->a < j->b ? j->b : j->a;
@@ -184,9 +188,12 @@ static int sort_pairs(ph__world *w) {
     ph__pair *src = w->pairs, *dst = w->bp_pairs;
     for (int pass = 0; pass < 2; pass++) {
         memset(cnt, 0, (size_t)(ns + 1) * sizeof(int32_t));
-        for (int32_t i = 0; i < np; i++) cnt[(pass ? src[i].sa : src[i].sb) + 1]++;
-        for (int32_t s = 0; s < ns; s++) cnt[s + 1] += cnt[s];
-        for (int32_t i = 0; i < np; i++) dst[cnt[pass ? src[i].sa : src[i].sb]++] = src[i];
+        for (int32_t i = 0; i < np; i++)
+            cnt[(pass ? src[i].sa : src[i].sb) + 1]++;
+        for (int32_t s = 0; s < ns; s++)
+            cnt[s + 1] += cnt[s];
+        for (int32_t i = 0; i < np; i++)
+            dst[cnt[pass ? src[i].sa : src[i].sb]++] = src[i];
         ph__pair *t = src;
         src = dst;
         dst = t;
@@ -334,7 +341,8 @@ int ph__broadphase(ph__world *w, double dt) {
             keys[j + 1] = k;
         }
     }
-    for (int32_t i = 0; i < n; i++) ord[i] = keys[i].slot;
+    for (int32_t i = 0; i < n; i++)
+        ord[i] = keys[i].slot;
 
     /* 4. A contiguous copy of the boxes in sweep order, each with the cells
      * it covers in a grid over the two other axes: cells of about the mean
@@ -403,14 +411,17 @@ int ph__broadphase(ph__world *w, double dt) {
             continue;
         }
         for (int32_t c1 = x->c1lo; c1 <= x->c1hi; c1++)
-            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++) start[c1 * g2.n + c2 + 1]++;
+            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++)
+                start[c1 * g2.n + c2 + 1]++;
     }
-    for (int32_t c = 0; c < ncells; c++) start[c + 1] += start[c];
+    for (int32_t c = 0; c < ncells; c++)
+        start[c + 1] += start[c];
     for (int32_t i = 0; i < n; i++) {
         const ph__sap_box *x = &bx[i];
         if (x->c1lo < 0) continue;
         for (int32_t c1 = x->c1lo; c1 <= x->c1hi; c1++)
-            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++) entry[start[c1 * g2.n + c2]++] = i;
+            for (int32_t c2 = x->c2lo; c2 <= x->c2hi; c2++)
+                entry[start[c1 * g2.n + c2]++] = i;
     }
     /* start[c] is now the end of cell c, i.e. the start of cell c + 1. */
 

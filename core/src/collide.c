@@ -74,7 +74,8 @@ static ph_vec3 any_perpendicular(ph_vec3 d) {
 /* The three world axes (the columns of the rotation) of an orientation. */
 static void frame_axes(ph_quat q, ph_vec3 u[3]) {
     ph_mat3 r = ph_mat3_from_quat(q);
-    for (int i = 0; i < 3; i++) u[i] = ph_v3(r.m[0][i], r.m[1][i], r.m[2][i]);
+    for (int i = 0; i < 3; i++)
+        u[i] = ph_v3(r.m[0][i], r.m[1][i], r.m[2][i]);
 }
 
 /* World position of a capsule's core end: side -1 is the bottom, +1 the top. */
@@ -135,7 +136,8 @@ static double plane_dist2(ph_vec3 a, ph_vec3 b, ph_vec3 n) {
  * deeper point, then to the lower index, so the choice is deterministic. */
 static void reduce_into(const ph__mpoint *c, int n, ph_vec3 normal, ph__manifold *m) {
     if (n <= PH_MAX_MANIFOLD_POINTS) {
-        for (int i = 0; i < n; i++) push_point(m, c[i].point, c[i].depth, c[i].feature);
+        for (int i = 0; i < n; i++)
+            push_point(m, c[i].point, c[i].depth, c[i].feature);
         return;
     }
     int i0 = 0;
@@ -181,7 +183,8 @@ static void reduce_into(const ph__mpoint *c, int n, ph_vec3 normal, ph__manifold
     }
 
     const int pick[4] = {i0, i1, i2, i3};
-    for (int k = 0; k < 4; k++) push_point(m, c[pick[k]].point, c[pick[k]].depth, c[pick[k]].feature);
+    for (int k = 0; k < 4; k++)
+        push_point(m, c[pick[k]].point, c[pick[k]].depth, c[pick[k]].feature);
 }
 
 /* Parameters s (on p0-p1) and t (on q0-q1), both in [0, 1], of the closest
@@ -242,8 +245,8 @@ static ph_vec3 direction_or(ph_vec3 d, double dist, double scale, ph_vec3 fallba
  * sphere-capsule and capsule-capsule. fallback is the normal (from a to b)
  * used when the centres coincide. Returns the number of points added (0 or
  * 1). */
-static int sphere_core(ph_vec3 ca, double ra, ph_vec3 cb, double rb, double margin, ph_vec3 fallback,
-                       uint32_t feature, ph__manifold *m) {
+static int sphere_core(ph_vec3 ca, double ra, ph_vec3 cb, double rb, double margin, ph_vec3 fallback, uint32_t feature,
+                       ph__manifold *m) {
     ph_vec3 d = ph_sub(cb, ca);
     double dist2 = ph_dot(d, d);
     double reach = ra + rb + margin;
@@ -279,14 +282,14 @@ static obb make_obb(const ph__geom *g, ph_transform t) {
 
 /* Half the extent of the box's projection on unit axis l. */
 static double obb_radius(const obb *b, ph_vec3 l) {
-    return b->h[0] * fabs(ph_dot(b->u[0], l)) + b->h[1] * fabs(ph_dot(b->u[1], l)) +
-           b->h[2] * fabs(ph_dot(b->u[2], l));
+    return b->h[0] * fabs(ph_dot(b->u[0], l)) + b->h[1] * fabs(ph_dot(b->u[1], l)) + b->h[2] * fabs(ph_dot(b->u[2], l));
 }
 
 /* World position of vertex v (bit k set: +h_k along axis k, else -h_k). */
 static ph_vec3 obb_vertex(const obb *b, int v) {
     ph_vec3 p = b->c;
-    for (int k = 0; k < 3; k++) p = ph_mul_add(p, ((v >> k) & 1) ? b->h[k] : -b->h[k], b->u[k]);
+    for (int k = 0; k < 3; k++)
+        p = ph_mul_add(p, ((v >> k) & 1) ? b->h[k] : -b->h[k], b->u[k]);
     return p;
 }
 
@@ -488,8 +491,7 @@ static int capsule_plane(const ph__geom *c, ph_transform tc, const ph__geom *pl,
  * and, for each of its ends, the side plane that bounds it (2k for +h_k,
  * 2k + 1 for -h_k) or -1 where the segment's own end does. Returns 0 when
  * nothing is left. */
-static int clip_segment_box(ph_vec3 p0, ph_vec3 d, ph_vec3 h, int mask, double *t0, double *t1, int *c0,
-                            int *c1) {
+static int clip_segment_box(ph_vec3 p0, ph_vec3 d, ph_vec3 h, int mask, double *t0, double *t1, int *c0, int *c1) {
     double lo = 0.0, hi = 1.0;
     int clo = -1, chi = -1;
     for (int k = 0; k < 3; k++) {
@@ -713,7 +715,8 @@ static int box_capsule(const ph__geom *bx, ph_transform tb, const ph__geom *cap,
         }
     }
     m->normal = ph_rotate(tb.q, n);
-    for (int i = 0; i < nc; i++) push_point(m, ph_xform(tb, cand[i].point), cand[i].depth, cand[i].feature);
+    for (int i = 0; i < nc; i++)
+        push_point(m, ph_xform(tb, cand[i].point), cand[i].depth, cand[i].feature);
     return m->count;
 }
 
@@ -772,11 +775,12 @@ static int crossing_code(int label, int plane) {
  * crossing point is made next to it, so a face flush with the reference face
  * (a stack of equal boxes) keeps its vertex features under small jitter.
  * Returns the new vertex count (bounded by CANDIDATE_CAP). */
-static int clip_polygon(const clip_vertex *in, int n, ph_vec3 axis, double sg, double centre, double extent,
-                        int plane, clip_vertex *out) {
+static int clip_polygon(const clip_vertex *in, int n, ph_vec3 axis, double sg, double centre, double extent, int plane,
+                        clip_vertex *out) {
     const double eps = 1e-4 * extent + 1e-12 * fabs(centre);
     double dist[CANDIDATE_CAP];
-    for (int i = 0; i < n; i++) dist[i] = sg * (ph_dot(axis, in[i].p) - centre) - extent;
+    for (int i = 0; i < n; i++)
+        dist[i] = sg * (ph_dot(axis, in[i].p) - centre) - extent;
     int count = 0;
     for (int i = 0; i < n; i++) {
         const int prev = i > 0 ? i - 1 : n - 1;
@@ -818,8 +822,8 @@ static int clip_polygon(const clip_vertex *in, int n, ph_vec3 axis, double sg, d
  * (within margin) are kept and reduced to four. Features: bit 1 = ref_is_b,
  * bits 2-4 the reference face, bits 5-7 the incident face, bits 8+ the clip
  * code of the point. */
-static int box_face_contact(const obb *ref, int ref_axis, double ref_sign, const obb *inc, int ref_is_b,
-                            double margin, ph__manifold *m) {
+static int box_face_contact(const obb *ref, int ref_axis, double ref_sign, const obb *inc, int ref_is_b, double margin,
+                            ph__manifold *m) {
     ph_vec3 nref = ph_scale(ref->u[ref_axis], ref_sign);
 
     int k = 0;
@@ -867,8 +871,7 @@ static int box_face_contact(const obb *ref, int ref_axis, double ref_sign, const
         double depth = top - ph_dot(nref, src[i].p);
         if (!(depth >= -margin)) continue;
         /* Midway between the incident vertex and its projection on the reference face. */
-        push_candidate(cand, &nc, ph_mul_add(src[i].p, 0.5 * depth, nref), depth,
-                       base | ((uint32_t)src[i].code << 8));
+        push_candidate(cand, &nc, ph_mul_add(src[i].p, 0.5 * depth, nref), depth, base | ((uint32_t)src[i].code << 8));
     }
     m->normal = ref_is_b ? ph_neg(nref) : nref;
     reduce_into(cand, nc, nref, m);
@@ -877,8 +880,7 @@ static int box_face_contact(const obb *ref, int ref_axis, double ref_sign, const
 
 /* Edge-edge contact: the closest points of the edge of a that supports a along
  * n and the edge of b that supports b along -n; one point. */
-static int box_edge_contact(const obb *a, int ia, const obb *b, int ib, ph_vec3 n, double margin,
-                            ph__manifold *m) {
+static int box_edge_contact(const obb *a, int ia, const obb *b, int ib, ph_vec3 n, double margin, ph__manifold *m) {
     int a1 = (ia + 1) % 3, a2 = (ia + 2) % 3, b1 = (ib + 1) % 3, b2 = (ib + 2) % 3;
     double sa1 = sign_of(ph_dot(a->u[a1], n)), sa2 = sign_of(ph_dot(a->u[a2], n));
     double sb1 = -sign_of(ph_dot(b->u[b1], n)), sb2 = -sign_of(ph_dot(b->u[b2], n));
@@ -961,8 +963,8 @@ static int box_box(const ph__geom *ga, ph_transform ta, const ph__geom *gb, ph_t
             double len = ph_len(l);
             if (len < 1e-6) continue;
             const int j1 = j == 2 ? 0 : j + 1, j2 = j == 0 ? 2 : j - 1;
-            double bound = fabs(ph_dot(d, l)) - (a.h[i1] * ar[i2][j] + a.h[i2] * ar[i1][j] + b.h[j1] * ar[i][j2] +
-                                                 b.h[j2] * ar[i][j1]);
+            double bound = fabs(ph_dot(d, l)) -
+                           (a.h[i1] * ar[i2][j] + a.h[i2] * ar[i1][j] + b.h[j1] * ar[i][j2] + b.h[j2] * ar[i][j1]);
             if (len > 1e-3 && bound < skip_below * len) continue;
             l = div_by(l, len);
             double dl = ph_dot(d, l);
@@ -994,8 +996,7 @@ int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transf
     m->count = 0;
     if (!(margin >= 0.0)) margin = 0.0;
     int type_a = (int)a->type, type_b = (int)b->type;
-    if (type_a < 0 || type_a >= (int)PH_SHAPE_TYPE_COUNT || type_b < 0 || type_b >= (int)PH_SHAPE_TYPE_COUNT)
-        return 0;
+    if (type_a < 0 || type_a >= (int)PH_SHAPE_TYPE_COUNT || type_b < 0 || type_b >= (int)PH_SHAPE_TYPE_COUNT) return 0;
     int swapped = 0;
     if (type_a > type_b) {
         const ph__geom *g = a;

@@ -136,9 +136,8 @@ static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int
 
 /* The points of cache_reuse (below), all four at once. */
 static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
-                                                                   const ph__contact_manifold *old,
-                                                                   const ph__body *ba, const ph__body *bb, int warm,
-                                                                   double *maxpen) {
+                                                                    const ph__contact_manifold *old, const ph__body *ba,
+                                                                    const ph__body *bb, int warm, double *maxpen) {
     _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
     const int n = cm->m.count;
     ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
@@ -257,8 +256,8 @@ int ph__narrowphase(ph__world *w) {
             w->manifold_count++;
             continue;
         }
-        if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec, &cm->m) <=
-            0)
+        if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec,
+                        &cm->m) <= 0)
             continue;
         if (!cacheable) prev = find_prev(w, &prev_at, p->sa, p->sb);
         cm->sa = p->sa;

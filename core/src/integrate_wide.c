@@ -39,7 +39,7 @@ _Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) 
 /* Four consecutive records of `stride` doubles starting (x y z a b c k0 k1
  * ...) as one vector per field: v, w and the two k columns. */
 static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w,
-                                                         ph__v4d *k) {
+                                                          ph__v4d *k) {
     transpose4(load4(p), load4(p + stride), load4(p + 2 * stride), load4(p + 3 * stride), &v[0], &v[1], &v[2], &w[0]);
     transpose4(load4(p + 4), load4(p + stride + 4), load4(p + 2 * stride + 4), load4(p + 3 * stride + 4), &w[1], &w[2],
                &k[0], &k[1]);
@@ -59,7 +59,7 @@ static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const ph__
 
 /* Bodies s .. s + 3 (see above; next: 0, 1 or 2 as in step.c). */
 static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32_t s, double h, int dv, int next,
-                                                            int warm, double wf) {
+                                                             int warm, double wf) {
     ph__sbody *sb = &w->sbodies[s];
     const size_t sbs = sizeof(ph__sbody) / sizeof(double);
     double *pb[4];

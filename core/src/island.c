@@ -38,8 +38,10 @@ static void unite(int32_t *p, int32_t a, int32_t b) {
     b = find(p, b);
     if (a == b) return;
     /* The smaller slot becomes the root: deterministic. */
-    if (a < b) p[b] = a;
-    else p[a] = b;
+    if (a < b)
+        p[b] = a;
+    else
+        p[a] = b;
 }
 
 static int joins(const ph__body *b) { return b->alive && b->type == PH_BODY_DYNAMIC; }
@@ -62,8 +64,10 @@ int ph__islands(ph__world *w, double h) {
         p[i] = i;
         ph__body *b = &w->bodies[i];
         if (!joins(b) || b->asleep) continue;
-        if (ph_len(b->v) < s->sleep_linear && ph_len(b->w) < s->sleep_angular) b->rest_time += h;
-        else b->rest_time = 0;
+        if (ph_len(b->v) < s->sleep_linear && ph_len(b->w) < s->sleep_angular)
+            b->rest_time += h;
+        else
+            b->rest_time = 0;
     }
     for (int32_t k = 0; k < w->manifold_count; k++) {
         const ph__contact_manifold *cm = &w->manifolds[k];
@@ -79,7 +83,8 @@ int ph__islands(ph__world *w, double h) {
         if (!j->alive || j->b < 0) continue;
         if (joins(&w->bodies[j->a]) && joins(&w->bodies[j->b])) unite(p, j->a, j->b);
     }
-    for (int32_t i = 0; i < n; i++) rest[i] = INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        rest[i] = INFINITY;
     for (int32_t i = 0; i < n; i++) {
         const ph__body *b = &w->bodies[i];
         if (!joins(b)) continue;

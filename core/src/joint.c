@@ -83,8 +83,7 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
     int32_t first = c->w->row_count;
     for (int k = 0; k < 3; k++) {
-        if (!add(c, k, e[k], ph_neg(ph_cross(ra, e[k])), ph_cross(rb, e[k]), ph_vget(sep, k)))
-            return PH_ERR_NO_MEMORY;
+        if (!add(c, k, e[k], ph_neg(ph_cross(ra, e[k])), ph_cross(rb, e[k]), ph_vget(sep, k))) return PH_ERR_NO_MEMORY;
     }
     /* The three rows share a long lever arm when the anchor is far from the
      * centre of mass, which makes their 3x3 block badly conditioned for
@@ -128,8 +127,7 @@ int ph__joint_rows(ph__world *w, double h) {
             double len = ph_len(sep);
             if (len < 1e-9) break; /* direction undefined: skip this step */
             ph_vec3 n = ph_scale(sep, 1.0 / len);
-            if (!add(&c, 0, n, ph_neg(ph_cross(ra, n)), ph_cross(rb, n), len - j->distance))
-                return PH_ERR_NO_MEMORY;
+            if (!add(&c, 0, n, ph_neg(ph_cross(ra, n)), ph_cross(rb, n), len - j->distance)) return PH_ERR_NO_MEMORY;
             break;
         }
         case PH_JOINT_HINGE: {

@@ -76,7 +76,8 @@ int ph__joint_direct_factor(ph__world *w) {
         ph__reserve((void **)&w->jd_d, &w->jd_d_cap, 2 * m + 2, sizeof(double)) ||
         ph__reserve((void **)&w->jd_bfirst, &w->jd_bfirst_cap, w->sbody_count + 1, sizeof(int32_t)))
         return PH_ERR_NO_MEMORY;
-    for (int32_t b = 0; b < w->sbody_count; b++) w->jd_bfirst[b] = -1;
+    for (int32_t b = 0; b < w->sbody_count; b++)
+        w->jd_bfirst[b] = -1;
     /* Envelope: row k starts at the first row of D that touches one of its
      * moving bodies. */
     int64_t env = 0;
@@ -100,7 +101,8 @@ int ph__joint_direct_factor(ph__world *w) {
         k++;
     }
     if (env > PH_DIRECT_MAX_ENV) {
-        for (int32_t i = 0; i < n; i++) rows[i].direct = 0;
+        for (int32_t i = 0; i < n; i++)
+            rows[i].direct = 0;
         return PH_OK;
     }
     int32_t envcap = w->jd_env_cap;
@@ -113,18 +115,22 @@ int ph__joint_direct_factor(ph__world *w) {
         const ph__row *rk = &w->rows[w->jd_row[k]];
         const int32_t fk = w->jd_first[k];
         double *Lk = L + w->jd_off[k];
-        for (int32_t j = fk; j <= k; j++) Lk[j] = ph__rows_entry(rk, &w->rows[w->jd_row[j]], j == k);
+        for (int32_t j = fk; j <= k; j++)
+            Lk[j] = ph__rows_entry(rk, &w->rows[w->jd_row[j]], j == k);
         for (int32_t j = fk; j < k; j++) {
             const int32_t fj = w->jd_first[j];
             const double *Lj = L + w->jd_off[j];
             double s = Lk[j];
-            for (int32_t q = fk > fj ? fk : fj; q < j; q++) s -= Lk[q] * d[q] * Lj[q];
+            for (int32_t q = fk > fj ? fk : fj; q < j; q++)
+                s -= Lk[q] * d[q] * Lj[q];
             Lk[j] = s / d[j];
         }
         double s = Lk[k];
-        for (int32_t q = fk; q < k; q++) s -= Lk[q] * Lk[q] * d[q];
+        for (int32_t q = fk; q < k; q++)
+            s -= Lk[q] * Lk[q] * d[q];
         if (!(s > 1e-12 * Lk[k])) {
-            for (int32_t i = 0; i < n; i++) rows[i].direct = 0;
+            for (int32_t i = 0; i < n; i++)
+                rows[i].direct = 0;
             return PH_OK;
         }
         d[k] = s;
@@ -145,14 +151,17 @@ void ph__joint_direct_solve(ph__world *w) {
         const ph__row *r = &w->rows[w->jd_row[k]];
         double s = -(ph__row_jv(sb, r) + r->eps * r->lambda - r->rhs);
         const double *Lk = L + w->jd_off[k];
-        for (int32_t q = w->jd_first[k]; q < k; q++) s -= Lk[q] * z[q];
+        for (int32_t q = w->jd_first[k]; q < k; q++)
+            s -= Lk[q] * z[q];
         z[k] = s;
     }
-    for (int32_t k = 0; k < m; k++) z[k] /= d[k];
+    for (int32_t k = 0; k < m; k++)
+        z[k] /= d[k];
     for (int32_t k = m - 1; k >= 0; k--) {
         const double *Lk = L + w->jd_off[k];
         const double zk = z[k];
-        for (int32_t q = w->jd_first[k]; q < k; q++) z[q] -= Lk[q] * zk;
+        for (int32_t q = w->jd_first[k]; q < k; q++)
+            z[q] -= Lk[q] * zk;
     }
     for (int32_t k = 0; k < m; k++) {
         ph__row *r = &w->rows[w->jd_row[k]];

@@ -280,8 +280,7 @@ static int32_t d_neighbours(const ph__sys *s, int32_t i, int32_t *out) {
     return k;
 }
 
-static const ph__sys_ops dense_ops = {d_row_y, d_add,  d_sweep,     d_matvec,
-                                      d_entry, d_save, d_restore, d_neighbours};
+static const ph__sys_ops dense_ops = {d_row_y, d_add, d_sweep, d_matvec, d_entry, d_save, d_restore, d_neighbours};
 
 /* ------------------------------------------------------------- solving */
 

@@ -49,8 +49,7 @@ typedef struct ph__manifold {
  * and returns m->count. Plane–plane returns 0. Every ordered pair of types is
  * handled (internally swapped where needed, with the normal flipped so it
  * still points from a to b). Never allocates. */
-int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb, double margin,
-                ph__manifold *m);
+int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb, double margin, ph__manifold *m);
 
 /* World-space AABB of a geometry at a pose, grown by margin on every side.
  * Planes get an infinite box (+-1e300) except along their normal when the
@@ -67,8 +66,8 @@ void ph__geom_aabb_parts(const ph__geom *g, ph_transform t, ph_vec3 *base_lo, ph
 typedef struct ph__shape {
     uint16_t gen;
     uint8_t local_identity; /* local is the identity (ph__shape_pose returns the body's pose) */
-    int32_t body;       /* owning body slot, -1 when free */
-    int32_t next;       /* next shape of the same body, or free-list link; -1 ends */
+    int32_t body;           /* owning body slot, -1 when free */
+    int32_t next;           /* next shape of the same body, or free-list link; -1 ends */
     ph__geom geom;
     ph_transform local;
     double density, friction, restitution;
@@ -90,35 +89,35 @@ typedef struct ph__body {
     ph_vec3 v, w;          /* linear, angular (world) */
     ph_vec3 force, torque; /* accumulated for the next step */
     double inv_mass;
-    ph_vec3 inertia;       /* principal, body frame */
-    ph_vec3 inv_inertia;   /* principal, body frame (0 where locked) */
+    ph_vec3 inertia;     /* principal, body frame */
+    ph_vec3 inv_inertia; /* principal, body frame (0 where locked) */
     double mass;
     double lin_damp, ang_damp, gravity_scale;
     uint64_t user_data;
-    int32_t first_shape;   /* -1 none */
+    int32_t first_shape; /* -1 none */
     int32_t shape_count;
     int32_t next_free;
-    uint8_t asleep;        /* 1 while its island sleeps */
+    uint8_t asleep;         /* 1 while its island sleeps */
     ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
-    double rest_time;      /* s the body has been below the sleep thresholds */
+    double rest_time;       /* s the body has been below the sleep thresholds */
 } ph__body;
 
 typedef struct ph__joint {
     uint16_t gen;
     uint8_t alive;
     ph_joint_type type;
-    int32_t a, b;          /* body slots; b = -1 for the world frame */
+    int32_t a, b; /* body slots; b = -1 for the world frame */
     ph_vec3 anchor_a, anchor_b;
     ph_vec3 axis_a, axis_b;
-    ph_quat rel_q;         /* fixed/hinge: q_a^-1 q_b at creation */
-    ph_vec3 ref_a;         /* hinge: reference direction perpendicular to axis, A frame */
-    ph_vec3 ref_b;         /* hinge: the same direction in B's frame at creation */
+    ph_quat rel_q; /* fixed/hinge: q_a^-1 q_b at creation */
+    ph_vec3 ref_a; /* hinge: reference direction perpendicular to axis, A frame */
+    ph_vec3 ref_b; /* hinge: the same direction in B's frame at creation */
     double distance;
     int enable_limit, enable_motor, collide_connected;
     double lower, upper, motor_speed, max_motor_torque;
-    double lambda[8];      /* warm start of its rows */
-    int32_t row0, nrows;   /* its rows in this step */
-    int8_t row_slot[8];    /* which lambda[] each row uses */
+    double lambda[8];    /* warm start of its rows */
+    int32_t row0, nrows; /* its rows in this step */
+    int8_t row_slot[8];  /* which lambda[] each row uses */
     int32_t next_free;
 } ph__joint;
 
@@ -130,19 +129,19 @@ typedef struct ph__cached_point {
 
 /* One manifold of the current step, between shape slots sa < sb... */
 typedef struct ph__contact_manifold {
-    int32_t sa, sb;        /* shape slots (the pair key, sa < sb by slot) */
-    int32_t ba, bb;        /* body slots */
+    int32_t sa, sb; /* shape slots (the pair key, sa < sb by slot) */
+    int32_t ba, bb; /* body slots */
     double friction, restitution;
     ph__manifold m;
-    int32_t row0;          /* first of its 3 rows per point (normal, t1, t2), this step */
-    ph_vec3 t1, t2;        /* friction directions; cached impulses are in this basis */
+    int32_t row0;   /* first of its 3 rows per point (normal, t1, t2), this step */
+    ph_vec3 t1, t2; /* friction directions; cached impulses are in this basis */
     /* Where each point was on each body (body frames) and its depth when the
      * shapes were last collided: later substeps of the same step move the
      * point with the bodies instead of colliding again. */
     ph_vec3 loc_a[PH_MAX_MANIFOLD_POINTS], loc_b[PH_MAX_MANIFOLD_POINTS];
     double depth0[PH_MAX_MANIFOLD_POINTS];
-    double approach;       /* relative normal speed (m/s, > 0 closing) at the start of the
-                              step in which the pair first came within the margin */
+    double approach; /* relative normal speed (m/s, > 0 closing) at the start of the
+                        step in which the pair first came within the margin */
     double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
     /* The contact cache (contact.c): the state of the last real collision,
      * kept unchanged by the steps that rebuild the manifold from it. */
@@ -171,24 +170,24 @@ typedef struct ph__pair {
  * M^-1 J^T precomputed and the inverse masses copied, so the solver loop
  * reads about 200 bytes per row. */
 typedef struct ph__row {
-    int32_t ia, ib;        /* solver body indices (0 = the fixed ground) */
-    ph_vec3 lin;           /* linear Jacobian on B; A's is -lin */
+    int32_t ia, ib; /* solver body indices (0 = the fixed ground) */
+    ph_vec3 lin;    /* linear Jacobian on B; A's is -lin */
     ph_vec3 ang_a, ang_b;
     ph_vec3 mang_a, mang_b; /* I^-1 ang */
-    double ima, imb;       /* inverse masses of A and B */
-    double inv_diag;       /* 1 / (J M^-1 J^T + eps) */
+    double ima, imb;        /* inverse masses of A and B */
+    double inv_diag;        /* 1 / (J M^-1 J^T + eps) */
     double eps;
-    double rhs;            /* -a g + (1 - b) J v0, or the target velocity */
-    double lo, hi;         /* bounds; for NCP friction recomputed from the normal row */
-    double mu;             /* friction rows: coefficient */
-    int32_t normal;        /* friction rows (NCP): index of the normal row, else -1 */
-    int32_t direct;        /* 1: solved with the joints' direct block (joint_direct.c), not
-                              by the scalar loop */
+    double rhs;     /* -a g + (1 - b) J v0, or the target velocity */
+    double lo, hi;  /* bounds; for NCP friction recomputed from the normal row */
+    double mu;      /* friction rows: coefficient */
+    int32_t normal; /* friction rows (NCP): index of the normal row, else -1 */
+    int32_t direct; /* 1: solved with the joints' direct block (joint_direct.c), not
+                       by the scalar loop */
     double lambda;
-    int32_t block;         /* >= 0: first row of a bilateral 3-row block (index into
-                              w->blocks); -2: a later row of a block; -1: none */
-    double B;              /* the row of the SPOOK right-hand side B, for the residual */
-    double height;         /* ordering key: contact height along -gravity */
+    int32_t block; /* >= 0: first row of a bilateral 3-row block (index into
+                      w->blocks); -2: a later row of a block; -1: none */
+    double B;      /* the row of the SPOOK right-hand side B, for the residual */
+    double height; /* ordering key: contact height along -gravity */
 } ph__row;
 
 /* Three bilateral rows solved together (the linear rows of a joint): the
@@ -209,19 +208,19 @@ typedef double ph__vd __attribute__((vector_size(PH_LANES * 8), aligned(8)));
 typedef struct ph__wrow {
     ph__vd lin[3], ang_a[3], ang_b[3], mang_a[3], mang_b[3];
     ph__vd inv_diag, eps, rhs, lambda;
-    ph__vd B;                 /* the row's SPOOK right-hand side B (merits only) */
+    ph__vd B; /* the row's SPOOK right-hand side B (merits only) */
 } ph__wrow;
 
 typedef struct ph__wbatch {
-    int32_t point[PH_LANES];  /* contact point (rows 3p..3p+2), -1: empty lane */
-    int32_t pm[PH_LANES];     /* its manifold (pm >> 2) and point in it (pm & 3) */
-    int32_t glen;             /* first batch of a group: the group's batches (points 0..glen-1 of
-                                 the same lanes' manifolds, consecutive); 0 in the others */
-    int32_t indep;            /* first batch of a group: 1 when the group touches no body of the
-                                 group before it (same level) */
-    int32_t aniso;            /* first batch of a group, point mode: 1 when a body of some lane
-                                 has unequal principal moments (the velocity updates then use
-                                 the full inverse inertias kept in ph__wgroup.ia/ib) */
+    int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
+    int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
+    int32_t glen;            /* first batch of a group: the group's batches (points 0..glen-1 of
+                                the same lanes' manifolds, consecutive); 0 in the others */
+    int32_t indep;           /* first batch of a group: 1 when the group touches no body of the
+                                group before it (same level) */
+    int32_t aniso;           /* first batch of a group, point mode: 1 when a body of some lane
+                                has unequal principal moments (the velocity updates then use
+                                the full inverse inertias kept in ph__wgroup.ia/ib) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
     ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
@@ -235,23 +234,23 @@ typedef struct ph__wbatch {
  * stored. K = J M^-1 J^T + diag(eps) is the point's block of the system;
  * the hot part (read in every sweep) comes first. */
 typedef struct ph__wpoint {
-    ph__vd ra[3], rb[3];      /* the point from each body's centre of mass (m) */
-    ph__vd eps[3];            /* SPOOK regularization of each row */
-    ph__vd rhs;               /* the normal row's right-hand side (the friction rows' are 0) */
-    ph__vd lam[3];            /* impulses of normal, t1, t2 (N s) */
-    ph__vd kinv[6];           /* K^-1 (symmetric): 00 01 02 11 12 22 */
-    ph__vd koff[3];           /* K01 K02 K12, */
-    ph__vd kd[3];             /* K_ii and */
-    ph__vd inv[3];            /* 1 / K_ii: a point whose block solution leaves the bounds */
-    ph__vd B[3];              /* the rows' SPOOK right-hand side B (merits only) */
+    ph__vd ra[3], rb[3]; /* the point from each body's centre of mass (m) */
+    ph__vd eps[3];       /* SPOOK regularization of each row */
+    ph__vd rhs;          /* the normal row's right-hand side (the friction rows' are 0) */
+    ph__vd lam[3];       /* impulses of normal, t1, t2 (N s) */
+    ph__vd kinv[6];      /* K^-1 (symmetric): 00 01 02 11 12 22 */
+    ph__vd koff[3];      /* K01 K02 K12, */
+    ph__vd kd[3];        /* K_ii and */
+    ph__vd inv[3];       /* 1 / K_ii: a point whose block solution leaves the bounds */
+    ph__vd B[3];         /* the rows' SPOOK right-hand side B (merits only) */
 } ph__wpoint;
 
 /* What a group's points share (point mode, w->wgroups[group]). */
 typedef struct ph__wgroup {
-    ph__vd dir[3][3];         /* normal, t1, t2 (dir[i][component]), */
-    ph__vd ia[9], ib[9];      /* and (aniso groups) the bodies' world inverse inertias when K was
-                                 made: the same M^-1 in K and in the velocity updates, as the
-                                 rows' M^-1 J^T is kept through the step */
+    ph__vd dir[3][3];    /* normal, t1, t2 (dir[i][component]), */
+    ph__vd ia[9], ib[9]; /* and (aniso groups) the bodies' world inverse inertias when K was
+                            made: the same M^-1 in K and in the velocity updates, as the
+                            rows' M^-1 J^T is kept through the step */
 } ph__wgroup;
 
 /* A solver body's velocities before its substep's forces (the W of the
@@ -271,9 +270,9 @@ typedef struct ph__sforce {
 typedef struct ph__sbody {
     ph_vec3 v, w;
     double inv_mass;
-    ph_mat3 inv_i;         /* world */
-    int iso;               /* 1: inv_i is inv_i.m[0][0] times the identity (equal principal
-                              moments, or the ground), so inv_i v = inv_i.m[0][0] v exactly */
+    ph_mat3 inv_i; /* world */
+    int iso;       /* 1: inv_i is inv_i.m[0][0] times the identity (equal principal
+                      moments, or the ground), so inv_i v = inv_i.m[0][0] v exactly */
 } ph__sbody;
 
 /* Adds one body's part of the collision matrix at arm r to k:
@@ -322,11 +321,11 @@ static inline double ph__row_couple(const ph__row *a, const ph__row *b) {
  * max_step_work, ph_world_cancel_step), seen by the solvers at sweep
  * boundaries. NULL for standalone problems (ph_lcp_solve). */
 typedef struct ph__limit {
-    uint64_t left;        /* row updates the step may still make (UINT64_MAX: no budget) */
-    uint64_t used;        /* row updates made so far */
-    atomic_int *cancel;   /* the world's cancel flag */
-    int exhausted;        /* a solve was cut short by the budget */
-    int cancelled;        /* a solve saw the cancel flag */
+    uint64_t left;      /* row updates the step may still make (UINT64_MAX: no budget) */
+    uint64_t used;      /* row updates made so far */
+    atomic_int *cancel; /* the world's cancel flag */
+    int exhausted;      /* a solve was cut short by the budget */
+    int cancelled;      /* a solve saw the cancel flag */
 } ph__limit;
 
 /* The sweeps of rows row updates each a solve may start of the iterations
@@ -380,26 +379,26 @@ struct ph__world {
     /* Per-step arrays, grown as needed and reused. */
     ph__pair *pairs;
     int32_t pair_count, pair_cap;
-    int32_t *sap_order;    /* broadphase sort order of shape slots */
+    int32_t *sap_order; /* broadphase sort order of shape slots */
     int32_t sap_cap;
     ph__sap_key *sap_keys;
     int32_t sap_keys_cap;
-    int32_t sap_count;     /* finite shapes in sap_order from the last pass */
-    int32_t sap_axis;      /* sweep axis of the last pass */
-    uint64_t sap_pass;     /* broadphase passes so far */
+    int32_t sap_count;             /* finite shapes in sap_order from the last pass */
+    int32_t sap_axis;              /* sweep axis of the last pass */
+    uint64_t sap_pass;             /* broadphase passes so far */
     struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
     int32_t sap_boxes_cap;
-    int32_t *bp_ints;      /* broadphase scratch: cell lists, then the pair sort's counts */
+    int32_t *bp_ints; /* broadphase scratch: cell lists, then the pair sort's counts */
     int32_t bp_ints_cap;
-    ph__pair *bp_pairs;    /* broadphase scratch: the pair sort's second buffer */
+    ph__pair *bp_pairs; /* broadphase scratch: the pair sort's second buffer */
     int32_t bp_pairs_cap;
-    ph__pair *fat_pairs;   /* pairs of overlapping fat boxes at the last full pass, sorted */
+    ph__pair *fat_pairs; /* pairs of overlapping fat boxes at the last full pass, sorted */
     int32_t fat_pair_count, fat_pair_cap;
-    uint64_t bp_version;   /* bumped by every edit that changes which pairs are allowed
-                              (shapes, bodies, joints created or destroyed) */
-    uint64_t fat_version;  /* bp_version of the last full pass; fat_ok: it is usable */
+    uint64_t bp_version;  /* bumped by every edit that changes which pairs are allowed
+                             (shapes, bodies, joints created or destroyed) */
+    uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
     int fat_ok;
-    ph__pair *jpairs;      /* body pairs joined without collide_connected, sorted */
+    ph__pair *jpairs; /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count, jpair_cap;
     ph__contact_manifold *manifolds, *prev_manifolds;
     int32_t manifold_count, manifold_cap, prev_count, prev_cap;
@@ -407,31 +406,31 @@ struct ph__world {
     int32_t row_count, row_cap;
     ph__block *blocks;
     int32_t block_count, block_cap;
-    int32_t *order;        /* row visiting order */
+    int32_t *order; /* row visiting order */
     int32_t order_cap;
-    int32_t order_njoint;  /* DEFAULT order: the joint rows in front of the contact part of order
-                              when ph__wide_build wrote it (build_order moves the contact part
-                              when a later substep has another number of joint rows) */
-    ph__sbody *sbodies;    /* index 0 is the fixed ground */
+    int32_t order_njoint; /* DEFAULT order: the joint rows in front of the contact part of order
+                             when ph__wide_build wrote it (build_order moves the contact part
+                             when a later substep has another number of joint rows) */
+    ph__sbody *sbodies;   /* index 0 is the fixed ground */
     int32_t *body_to_sbody;
-    int32_t *sbody_body;   /* solver body -> body slot (-1 for the ground) */
+    int32_t *sbody_body; /* solver body -> body slot (-1 for the ground) */
     int32_t sbody_body_cap;
     int32_t sbody_count, sbody_cap, b2s_cap;
-    int32_t sbody_aniso;   /* solver bodies with unequal principal moments (their world
-                              inverse inertia is refreshed each substep) */
-    ph__vw *vw0;           /* velocities before this substep's forces, by solver body */
+    int32_t sbody_aniso; /* solver bodies with unequal principal moments (their world
+                            inverse inertia is refreshed each substep) */
+    ph__vw *vw0;         /* velocities before this substep's forces, by solver body */
     int32_t vw0_cap;
-    ph__vw *vws;           /* velocities after this substep's forces, before any warm start */
+    ph__vw *vws; /* velocities after this substep's forces, before any warm start */
     int32_t vws_cap;
-    ph__vw *dvc;           /* what the contact impulses of the last substep changed in each
-                              solver body's velocity: its next warm start (step.c) */
+    ph__vw *dvc; /* what the contact impulses of the last substep changed in each
+                    solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
-    int body_warm;         /* 1: this substep warm-starts the contacts by dvc, body by body;
-                              2: the same, already applied with the forces (step.c) */
-    int32_t restitutive;   /* manifolds of this step with restitution > 0 */
-    ph__sforce *sforce;    /* by solver body, per step */
+    int body_warm;       /* 1: this substep warm-starts the contacts by dvc, body by body;
+                            2: the same, already applied with the forces (step.c) */
+    int32_t restitutive; /* manifolds of this step with restitution > 0 */
+    ph__sforce *sforce;  /* by solver body, per step */
     int32_t sforce_cap;
-    int refresh_need_b;    /* with refresh_in_sweep: the batches' B too (the last substep) */
+    int refresh_need_b;      /* with refresh_in_sweep: the batches' B too (the last substep) */
     double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
                                 first sweep (ph__wide_sweep_refresh) */
 
@@ -440,67 +439,67 @@ struct ph__world {
 
     int32_t *island_parent; /* union-find over body slots, per step */
     int32_t island_cap;
-    double *island_rest;    /* per island root: the least rest time of its bodies */
+    double *island_rest; /* per island root: the least rest time of its bodies */
     int32_t island_rest_cap;
 
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
     int32_t wbatch_count, wbatch_cap;
-    ph__wpoint *wpts;      /* point mode: beside wbatches (same index) */
+    ph__wpoint *wpts; /* point mode: beside wbatches (same index) */
     int32_t wpts_cap;
-    ph__wgroup *wgroups;   /* point mode: one per group of batches, in order */
+    ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
     int32_t wgroups_cap;
-    int merits_pending;    /* the last step's final merits are not measured yet (ph__settle_merits) */
-    int wpoint_mode;       /* 1: this step's batches are in point mode (native, contact_block) */
+    int merits_pending; /* the last step's final merits are not measured yet (ph__settle_merits) */
+    int wpoint_mode;    /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
     int32_t wmask_cap;
     int32_t *wlevel, *wpoint;
-    ph__sap_key *wkeys;    /* manifold heights for the level order */
+    ph__sap_key *wkeys; /* manifold heights for the level order */
     int32_t wkeys_cap;
     int32_t wlevel_cap, wpoint_cap;
-    int wide_ok;           /* 1: the batches hold this step's contact rows */
-    int native;            /* 1 for a step whose contact rows live only in the batches (PGS,
-                              default order, vector solver, nothing reads the rows) */
-    int32_t native_rows;   /* contact rows in the batches when native */
-    double *wgap;          /* rows path: gap (-depth) of each contact point, by point (row0 / 3
-                              + k): from the collision, then moved along by each substep's
-                              velocity (native steps keep them in the batches) */
+    int wide_ok;         /* 1: the batches hold this step's contact rows */
+    int native;          /* 1 for a step whose contact rows live only in the batches (PGS,
+                            default order, vector solver, nothing reads the rows) */
+    int32_t native_rows; /* contact rows in the batches when native */
+    double *wgap;        /* rows path: gap (-depth) of each contact point, by point (row0 / 3
+                            + k): from the collision, then moved along by each substep's
+                            velocity (native steps keep them in the batches) */
     int32_t wgap_cap;
-    int simd_level;        /* the wide solver's instruction set (ph__simd_level at creation) */
-    int wide_solved;       /* 1: the last solve ran on the batches (their impulses are current,
-                              the contact rows' lambda may not be) */
+    int simd_level;  /* the wide solver's instruction set (ph__simd_level at creation) */
+    int wide_solved; /* 1: the last solve ran on the batches (their impulses are current,
+                        the contact rows' lambda may not be) */
 
     /* The joints' direct block of the current substep (joint_direct.c). */
-    int32_t jd_count;      /* rows in it; 0: none */
+    int32_t jd_count; /* rows in it; 0: none */
     int32_t *jd_row, *jd_first, *jd_bfirst;
     int64_t *jd_off;
     double *jd_env, *jd_d;
     int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
 
-    int last_substep;      /* 1 while the last substep of a step runs */
-    int substep_k, substep_n; /* the substep running, of how many */
-    int forces_done;       /* > 0: the last integration also did this substep's start (step.c) */
+    int last_substep;          /* 1 while the last substep of a step runs */
+    int substep_k, substep_n;  /* the substep running, of how many */
+    int forces_done;           /* > 0: the last integration also did this substep's start (step.c) */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
 
     /* What ph_world_step restores when a step leaves the envelope (step.c):
      * saved before the step in dense arrays that only grow. The velocities
      * need no copy (the bodies' v_step, w_step hold them). */
-    ph__saved_pose *saved_pose;   /* by body slot */
+    ph__saved_pose *saved_pose; /* by body slot */
     int32_t saved_pose_cap;
     ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
     int32_t saved_sleep_cap;
-    double *saved_jl;             /* the joints' lambda[8], by joint slot */
+    double *saved_jl; /* the joints' lambda[8], by joint slot */
     int32_t saved_jl_cap;
     uint64_t saved_rng;
-    int narrowphases;             /* narrowphase passes of the running step (each swaps the
-                                     manifold arrays: one can be swapped back) */
-    ph_fault fault;               /* the last failed step (ph_world_get_fault) */
+    int narrowphases; /* narrowphase passes of the running step (each swaps the
+                         manifold arrays: one can be swapped back) */
+    ph_fault fault;   /* the last failed step (ph_world_get_fault) */
 
     /* Budget and cancellation of the running step (ph__limit above). */
     ph__limit limit;
-    atomic_int cancel;            /* set by ph_world_cancel_step (any thread) */
-    int cancel_taken;             /* a step was cancelled by it: cleared when the next starts */
+    atomic_int cancel; /* set by ph_world_cancel_step (any thread) */
+    int cancel_taken;  /* a step was cancelled by it: cleared when the next starts */
 
     /* Set by ph_world_step_capture for the duration of one step: the
      * system of each substep is captured here when the solver starts. */
@@ -543,10 +542,10 @@ int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
 /* AABBs grown by the margin and by how far each shape can move within dt
  * (the time until the next collision), sorted pairs in w->pairs. */
 int ph__broadphase(ph__world *w, double dt);
-int ph__narrowphase(ph__world *w);          /* manifolds, warm-start impulses matched */
-int ph__contact_events(ph__world *w);       /* begin/end by comparing with last step */
-int ph__islands(ph__world *w, double h);    /* sleeping: islands, rest timers, wake/sleep */
-int ph__impacts(ph__world *w, double h);    /* Newton–Coulomb impacts; returns count */
+int ph__narrowphase(ph__world *w);       /* manifolds, warm-start impulses matched */
+int ph__contact_events(ph__world *w);    /* begin/end by comparing with last step */
+int ph__islands(ph__world *w, double h); /* sleeping: islands, rest timers, wake/sleep */
+int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */
 int ph__refresh_manifolds(ph__world *w, int all);
@@ -582,13 +581,13 @@ void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
  * baseline, capped by the PHYSD_SIMD environment variable ("avx512",
  * "avx2", "baseline"). */
 int ph__simd_level(void);
-void ph__wide_sweep(ph__world *w);   /* one PGS pass over the batches */
+void ph__wide_sweep(ph__world *w); /* one PGS pass over the batches */
 /* The same, each group's batches refreshed just before they are swept
  * (later substeps of the native path: the gaps moved by the velocities, the
  * right-hand sides, the warm-start impulses kept; with need_b also the B of
  * the merits, from vws): one pass instead of two. */
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b);
-void ph__wide_store(ph__world *w);   /* the batches' lambda into the rows */
+void ph__wide_store(ph__world *w); /* the batches' lambda into the rows */
 /* That refresh with B as a pass of its own, before the warm start (the last
  * substep of a world with joints, whose warm start comes after its rows). */
 void ph__wide_refresh_fast(ph__world *w, double h);
@@ -665,22 +664,22 @@ typedef struct ph__sys_ops {
 
 struct ph__sys {
     const ph__sys_ops *ops;
-    void *ctx;               /* the back end's state */
+    void *ctx; /* the back end's state */
     int32_t n;
     double *lambda;
-    double *lo, *hi, *mu;    /* fixed bounds; mu for linked rows */
-    int32_t *normal;         /* NCP link or -1 */
-    double *diag;            /* S_ii > 0 (0 for an empty row) */
-    double *B;               /* for the relative residual */
-    double *height;          /* gravity key per row (-inf: joint row), or NULL */
-    int32_t *order;          /* the visiting order, a permutation of 0..n-1 */
-    int32_t group_count;     /* blocks: rows group_rows[group_off[g] .. group_off[g+1]) */
+    double *lo, *hi, *mu; /* fixed bounds; mu for linked rows */
+    int32_t *normal;      /* NCP link or -1 */
+    double *diag;         /* S_ii > 0 (0 for an empty row) */
+    double *B;            /* for the relative residual */
+    double *height;       /* gravity key per row (-inf: joint row), or NULL */
+    int32_t *order;       /* the visiting order, a permutation of 0..n-1 */
+    int32_t group_count;  /* blocks: rows group_rows[group_off[g] .. group_off[g+1]) */
     int32_t *group_off, *group_rows;
-    double *jacobi_w;        /* automatic Jacobi weights, or NULL */
+    double *jacobi_w; /* automatic Jacobi weights, or NULL */
     const ph_settings *set;
-    uint64_t *rng;           /* the generator of the random ordering */
-    int fixed_order;         /* 1: order was given by the caller, never rebuilt */
-    ph__limit *limit;        /* the world step's budget and cancellation, or NULL */
+    uint64_t *rng;    /* the generator of the random ordering */
+    int fixed_order;  /* 1: order was given by the caller, never rebuilt */
+    ph__limit *limit; /* the world step's budget and cancellation, or NULL */
 };
 
 /* Where a solve records its iterations: the capped arrays of a stats
@@ -724,10 +723,14 @@ static inline double ph__fb(double a, double b) { return sqrt(a * a + b * b) - a
  * bilateral rows it is the plain residual. */
 static inline void ph__merit_row(double l, double y, double lo, double hi, double d, ph__merit *m) {
     double phi;
-    if (isinf(lo) && isinf(hi)) phi = y;
-    else if (isinf(hi)) phi = ph__fb(l - lo, y);
-    else if (isinf(lo)) phi = -ph__fb(hi - l, -y);
-    else phi = ph__fb(l - lo, ph__fb(hi - l, -y));
+    if (isinf(lo) && isinf(hi))
+        phi = y;
+    else if (isinf(hi))
+        phi = ph__fb(l - lo, y);
+    else if (isinf(lo))
+        phi = -ph__fb(hi - l, -y);
+    else
+        phi = ph__fb(l - lo, ph__fb(hi - l, -y));
     m->fischer += phi * phi;
     double c = l - y;
     c = c < lo ? lo : (c > hi ? hi : c);
@@ -804,17 +807,17 @@ int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec);
  * through a shared body), in the order of set, with its cost counted in
  * sweep-row units (docs/solvers.md). */
 typedef struct ph__ic {
-    int32_t m;               /* rows of the factored set */
-    int64_t nnz;             /* strictly lower entries of L */
-    int32_t *set;            /* the factored set (system rows), for reuse */
-    int32_t *ptr, *col;      /* L by rows: columns ptr[k]..ptr[k+1], increasing */
-    double *val, *d;         /* L's entries and the pivots D */
-    int32_t *pos, *mark, *nb;/* scratch: position of a system row in set, marks, neighbours */
+    int32_t m;                /* rows of the factored set */
+    int64_t nnz;              /* strictly lower entries of L */
+    int32_t *set;             /* the factored set (system rows), for reuse */
+    int32_t *ptr, *col;       /* L by rows: columns ptr[k]..ptr[k+1], increasing */
+    double *val, *d;          /* L's entries and the pivots D */
+    int32_t *pos, *mark, *nb; /* scratch: position of a system row in set, marks, neighbours */
     double *w;
     int32_t cap_m, cap_n;
     int64_t cap_nnz;
-    double factor_cost;      /* sweep-row units of the last factorization */
-    double apply_cost;       /* sweep-row units of one application */
+    double factor_cost; /* sweep-row units of the last factorization */
+    double apply_cost;  /* sweep-row units of one application */
 } ph__ic;
 /* Multiply-adds per sweep-row unit (one row's gather and scatter). */
 #define PH__IC_OPS_PER_ROW 24.0
@@ -842,10 +845,10 @@ typedef struct ph__rowset {
     const ph__block *blocks;
     ph__sbody *sb;
     int32_t nb;
-    const int32_t *order;    /* the base order (DEFAULT or GRAVITY), NULL = identity */
-    const double *height;    /* gravity keys, NULL = the rows' own */
-    const int32_t *glen;     /* per row: length of the block starting there, 0 inside one */
-    ph__limit *limit;        /* the world step's budget and cancellation, or NULL */
+    const int32_t *order; /* the base order (DEFAULT or GRAVITY), NULL = identity */
+    const double *height; /* gravity keys, NULL = the rows' own */
+    const int32_t *glen;  /* per row: length of the block starting there, 0 inside one */
+    ph__limit *limit;     /* the world step's budget and cancellation, or NULL */
 } ph__rowset;
 
 /* Solves the rows with settings set (order NULL: by the ordering of set,

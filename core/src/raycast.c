@@ -54,9 +54,12 @@ static double ray_box(ph_vec3 o, ph_vec3 d, ph_vec3 e, ph_vec3 *n) {
     }
     *n = ph_v3(0, 0, 0);
     if (axis >= 0) {
-        if (axis == 0) n->x = sign;
-        else if (axis == 1) n->y = sign;
-        else n->z = sign;
+        if (axis == 0)
+            n->x = sign;
+        else if (axis == 1)
+            n->y = sign;
+        else
+            n->z = sign;
     } else {
         *n = ph_neg(d); /* started inside */
     }
@@ -119,16 +122,23 @@ int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_di
             th = ray_sphere(lo, ld, ph_v3(0, 0, 0), sh->geom.radius);
             if (th >= 0) ln = th > 0 ? ph_normalize(ph_mul_add(lo, th, ld)) : ph_neg(ld);
             break;
-        case PH_SHAPE_BOX: th = ray_box(lo, ld, sh->geom.half_extents, &ln); break;
-        case PH_SHAPE_CAPSULE: th = ray_capsule(lo, ld, sh->geom.radius, sh->geom.half_height, &ln); break;
+        case PH_SHAPE_BOX:
+            th = ray_box(lo, ld, sh->geom.half_extents, &ln);
+            break;
+        case PH_SHAPE_CAPSULE:
+            th = ray_capsule(lo, ld, sh->geom.radius, sh->geom.half_height, &ln);
+            break;
         case PH_SHAPE_PLANE: {
             double dist = ph_dot(sh->geom.normal, lo) - sh->geom.offset;
             double dn = ph_dot(sh->geom.normal, ld);
-            if (dist <= 0) th = 0, ln = ph_neg(ld);
-            else if (dn < 0) th = -dist / dn, ln = sh->geom.normal;
+            if (dist <= 0)
+                th = 0, ln = ph_neg(ld);
+            else if (dn < 0)
+                th = -dist / dn, ln = sh->geom.normal;
             break;
         }
-        default: break;
+        default:
+            break;
         }
         if (th < 0 || th > max_distance || th >= best) continue;
         best = th;

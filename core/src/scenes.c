@@ -73,7 +73,8 @@ static void ctx_track(scene_ctx *c, ph_body_id b) {
 
 /* Destroys the tracked bodies, newest first, after a failed build. */
 static void ctx_rollback(scene_ctx *c) {
-    for (int i = c->body_count - 1; i >= 0; i--) ph_body_destroy(c->bodies[i]);
+    for (int i = c->body_count - 1; i >= 0; i--)
+        ph_body_destroy(c->bodies[i]);
     c->body_count = 0;
 }
 
@@ -124,8 +125,8 @@ static void add_ground(scene_ctx *c) {
 }
 
 /* A body holding one box centred on its origin. */
-static ph_body_id add_box(scene_ctx *c, ph_body_type type, ph_vec3 position, ph_quat orientation,
-                          ph_vec3 half_extents, double density) {
+static ph_body_id add_box(scene_ctx *c, ph_body_type type, ph_vec3 position, ph_quat orientation, ph_vec3 half_extents,
+                          double density) {
     ph_body_id b = add_body(c, type, position, orientation);
     ph_shape_def sd = ph_default_shape_def();
     sd.type = PH_SHAPE_BOX;
@@ -171,7 +172,8 @@ static ph_vec3 to_local(ph_vec3 position, ph_quat orientation, ph_vec3 p) {
 /* stack20: 20 cubes stacked exactly touching, centres z = 0.5 .. 19.5. */
 static void build_stack20(scene_ctx *c) {
     add_ground(c);
-    for (int i = 0; i < 20; i++) add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
+    for (int i = 0; i < 20; i++)
+        add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
 }
 
 /* pyramid20: a wall in the x-z plane; row r holds 20 - r cubes at
@@ -199,14 +201,16 @@ static void build_grid1000(scene_ctx *c) {
     add_ground(c);
     for (int k = 0; k < 10; k++)
         for (int j = 0; j < 10; j++)
-            for (int i = 0; i < 10; i++) add_cube(c, grid_position(i, j, k), ph_quat_identity());
+            for (int i = 0; i < 10; i++)
+                add_cube(c, grid_position(i, j, k), ph_quat_identity());
 }
 
 static void build_spheres1000(scene_ctx *c) {
     add_ground(c);
     for (int k = 0; k < 10; k++)
         for (int j = 0; j < 10; j++)
-            for (int i = 0; i < 10; i++) add_sphere(c, grid_position(i, j, k), 0.5, SCENE_DENSITY);
+            for (int i = 0; i < 10; i++)
+                add_sphere(c, grid_position(i, j, k), 0.5, SCENE_DENSITY);
 }
 
 /* chain30: 30 boxes of half-extents (0.1, 0.1, 0.5), each turned +90 deg
@@ -342,8 +346,8 @@ static void build_wire_heavy_load(scene_ctx *c) {
         prev_anchor = centre;
     }
     ph_vec3 box_position = ph_v3(0, 0, 10.0 - spacing * 11.0 - box_half);
-    ph_body_id load = add_box(c, PH_BODY_DYNAMIC, box_position, ph_quat_identity(),
-                              ph_v3(box_half, box_half, box_half), 8000.0);
+    ph_body_id load =
+        add_box(c, PH_BODY_DYNAMIC, box_position, ph_quat_identity(), ph_v3(box_half, box_half, box_half), 8000.0);
     add_distance_joint(c, load, ph_v3(0, 0, box_half), prev, centre, spacing);
 }
 
@@ -385,7 +389,8 @@ static void build_snake(scene_ctx *c, int heavy) {
     const double alpha = 75.0 * SCENE_PI / 180.0, step = 2 * alpha / (links - 1);
     const double limit = 0.02;
     double span = 0;
-    for (int i = 0; i < links; i++) span += len * cos(alpha - i * step);
+    for (int i = 0; i < links; i++)
+        span += len * cos(alpha - i * step);
     ph_vec3 s = ph_v3(-0.5 * span, 0, hz * cos(alpha));
     ph_body_id prev = {0, 0, 0};
     ph_vec3 prev_pos = ph_v3(0, 0, 0);
@@ -431,7 +436,8 @@ static void build_snake_heavy_box(scene_ctx *c) { build_snake(c, 1); }
 /* large_stack: 25 unit cubes stacked exactly touching (Figure 2c). */
 static void build_large_stack(scene_ctx *c) {
     add_ground(c);
-    for (int i = 0; i < 25; i++) add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
+    for (int i = 0; i < 25; i++)
+        add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
 }
 
 /* heavy_on_light: four light cubes of half-extent 0.25 (125 kg) with
@@ -501,7 +507,8 @@ static void build_gears(scene_ctx *c, int base) {
     add_ground(c);
     for (int r = 0; r < base; r++) {
         int n = base - r;
-        for (int i = 0; i < n; i++) add_gear(c, ph_v3(1.3 * ((double)i - 0.5 * (n - 1)), 0, 0.1 + 0.2 * r));
+        for (int i = 0; i < n; i++)
+            add_gear(c, ph_v3(1.3 * ((double)i - 0.5 * (n - 1)), 0, 0.1 + 0.2 * r));
     }
 }
 
@@ -531,7 +538,8 @@ static void add_aframe(scene_ctx *c, double cx, double zb) {
 static void build_friction_structure(scene_ctx *c) {
     const double ridge = 2 * 0.5 * cos(20.0 * SCENE_PI / 180.0), slab = 0.05;
     add_ground(c);
-    for (int i = -1; i <= 1; i++) add_aframe(c, 1.5 * i, 0.0);
+    for (int i = -1; i <= 1; i++)
+        add_aframe(c, 1.5 * i, 0.0);
     double z = ridge;
     add_box(c, PH_BODY_DYNAMIC, ph_v3(0, 0, z + slab), ph_quat_identity(), ph_v3(1.9, 0.5, slab), SCENE_DENSITY);
     z += 2 * slab;
@@ -633,26 +641,26 @@ static const scene_entry scene_table[] = {
     {{"box_drop", "One unit cube dropped from z = 3 at an arbitrary orientation onto the plane.", 300, 1},
      build_box_drop},
     {{"box_on_plane", "One unit cube resting exactly on the plane.", 120, 1}, build_box_on_plane},
-    {{"incline", "One unit cube on a static 30 degree ramp with mu = 0.5, which is too little to hold it, so it slides.",
-      180, 1},
+    {{"incline",
+      "One unit cube on a static 30 degree ramp with mu = 0.5, which is too little to hold it, so it slides.", 180, 1},
      build_incline},
-    {{"pendulum", "A sphere of radius 0.1 on a 2 m ball-joint pendulum from (0, 0, 10), released 5 degrees from vertical.",
-      600, 1},
+    {{"pendulum",
+      "A sphere of radius 0.1 on a 2 m ball-joint pendulum from (0, 0, 10), released 5 degrees from vertical.", 600, 1},
      build_pendulum},
     {{"wire_heavy_load",
       "A wire of 10 light spheres joined by 0.3 m distance joints hanging from (0, 0, 10) and carrying a 1000 kg box.",
       600, 11},
      build_wire_heavy_load},
     {{"arched_snake",
-      "Thirteen boxes joined by hinges with -+0.02 rad limits, standing as an arch on the ground (seeds/000, Figure 2a).",
+      "Thirteen boxes joined by hinges with -+0.02 rad limits, standing as an arch on the ground (seeds/000, Figure "
+      "2a).",
       300, 13},
      build_arched_snake},
     {{"snake_heavy_box", "The arched snake with a 640 kg box on its middle link (seeds/000, Figure 2b).", 300, 14},
      build_snake_heavy_box},
     {{"large_stack", "Twenty-five unit cubes stacked exactly touching (seeds/000, Figure 2c).", 300, 25},
      build_large_stack},
-    {{"heavy_on_light",
-      "A 12500 kg slab resting on four 125 kg cubes, mass ratio 100 (seeds/000, Figure 2d).", 300, 5},
+    {{"heavy_on_light", "A 12500 kg slab resting on four 125 kg cubes, mass ratio 100 (seeds/000, Figure 2d).", 300, 5},
      build_heavy_on_light},
     {{"incline_boxes",
       "Four unit cubes held by static friction on a 20 degree ramp with mu = 0.5 (seeds/000, Figure 2e).", 300, 4},
@@ -661,8 +669,8 @@ static const scene_entry scene_table[] = {
      build_gears_small},
     {{"gears_medium", "A pyramid of fifteen flat compound gears, base row of five (seeds/000, Figure 2g).", 300, 15},
      build_gears_medium},
-    {{"friction_structure",
-      "A three-level house of leaning planks held by friction, 14 bodies (seeds/000, Figure 2h).", 300, 14},
+    {{"friction_structure", "A three-level house of leaning planks held by friction, 14 bodies (seeds/000, Figure 2h).",
+      300, 14},
      build_friction_structure},
     {{"sliding_capsule",
       "A 10 kg capsule sliding at 10 m/s and spinning at 1 rad/s on the plane, mu = 1 (seeds/001, 2 contacts).", 60, 1},

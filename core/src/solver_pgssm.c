@@ -332,7 +332,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
              * inexact one (forcing term, or |A| iterations) the same active
              * set is worth another step from the new iterate. */
             classify(s, cls2);
-            if (rr <= conv2 && memcmp(cls, cls2, (size_t)n) == 0) break;          /* (26) */
+            if (rr <= conv2 && memcmp(cls, cls2, (size_t)n) == 0) break;           /* (26) */
             if (fabs(psi_prev - m.fischer) < set->sm_stagnation * psi_prev) break; /* (27) */
             psi_prev = m.fischer;
         }

@@ -33,9 +33,9 @@ typedef struct rows_ctx {
     ph__sbody *sb;
     int32_t nb;
     const ph__block *blocks;
-    ph_vec3 *dv, *dw; /* matvec scratch, by solver body */
-    ph_vec3 *sv, *sw; /* saved velocities */
-    double *slam;     /* saved impulses */
+    ph_vec3 *dv, *dw;           /* matvec scratch, by solver body */
+    ph_vec3 *sv, *sw;           /* saved velocities */
+    double *slam;               /* saved impulses */
     const int32_t *boff, *brow; /* rows of body b: brow[boff[b] .. boff[b+1]) */
 } rows_ctx;
 
@@ -157,7 +157,7 @@ static void op_restore(ph__sys *s) {
     }
 }
 
-static const ph__sys_ops rows_ops = {op_row_y, op_add,  op_sweep,     op_matvec,
+static const ph__sys_ops rows_ops = {op_row_y, op_add,  op_sweep,   op_matvec,
                                      op_entry, op_save, op_restore, op_neighbours};
 
 void ph__world_groups(const ph__world *w, int32_t *glen) {
@@ -226,8 +226,8 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
         s.hi[i] = r->hi;
         s.mu[i] = r->mu;
         s.normal[i] = r->normal;
-        s.diag[i] = ph_len2(r->lin) * (r->ima + r->imb) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b) +
-                    r->eps;
+        s.diag[i] =
+            ph_len2(r->lin) * (r->ima + r->imb) + ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b) + r->eps;
         s.B[i] = r->B;
         s.height[i] = rs->height ? rs->height[i] : r->height;
         s.order[i] = order ? order[i] : (rs->order ? rs->order[i] : i);

@@ -56,15 +56,24 @@ static int moment_ok(double i) { return i == 0 || (i >= PH_MIN_INERTIA && i <= P
 
 const char *ph_strerror(int err) {
     switch (err) {
-    case PH_OK: return "ok";
-    case PH_ERR_INVALID_HANDLE: return "invalid handle";
-    case PH_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case PH_ERR_LIMIT: return "limit reached";
-    case PH_ERR_NO_MEMORY: return "out of memory";
-    case PH_ERR_WRONG_KIND: return "wrong kind of body or shape";
-    case PH_ERR_NONFINITE: return "the step left the finite envelope (world restored)";
-    case PH_ERR_CANCELLED: return "the step was cancelled (world restored)";
-    default: return "unknown error";
+    case PH_OK:
+        return "ok";
+    case PH_ERR_INVALID_HANDLE:
+        return "invalid handle";
+    case PH_ERR_INVALID_ARGUMENT:
+        return "invalid argument";
+    case PH_ERR_LIMIT:
+        return "limit reached";
+    case PH_ERR_NO_MEMORY:
+        return "out of memory";
+    case PH_ERR_WRONG_KIND:
+        return "wrong kind of body or shape";
+    case PH_ERR_NONFINITE:
+        return "the step left the finite envelope (world restored)";
+    case PH_ERR_CANCELLED:
+        return "the step was cancelled (world restored)";
+    default:
+        return "unknown error";
     }
 }
 
@@ -131,13 +140,16 @@ static int spook_ok(ph_spook p) {
 
 int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (!s) return bad(msg, "settings is NULL");
-    if (!isfinite(s->time_step) || s->time_step <= 0 || s->time_step > 1) return bad(msg, "time_step must be in (0, 1] s");
+    if (!isfinite(s->time_step) || s->time_step <= 0 || s->time_step > 1)
+        return bad(msg, "time_step must be in (0, 1] s");
     if (s->substeps < 1 || s->substeps > 64) return bad(msg, "substeps must be in [1, 64]");
     if (s->iterations < 1 || s->iterations > 10000) return bad(msg, "iterations must be in [1, 10000]");
     if (!isfinite(s->tolerance) || s->tolerance < 0) return bad(msg, "tolerance must be finite and >= 0");
     if (!finite3(s->gravity) || ph_len(s->gravity) > 1e4) return bad(msg, "gravity must be finite, |g| <= 1e4");
-    if (!spook_ok(s->contact)) return bad(msg, "contact: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
-    if (!spook_ok(s->friction)) return bad(msg, "friction: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
+    if (!spook_ok(s->contact))
+        return bad(msg, "contact: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
+    if (!spook_ok(s->friction))
+        return bad(msg, "friction: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
     if (!spook_ok(s->joint)) return bad(msg, "joint: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
     if (s->friction_model != PH_FRICTION_NCP && s->friction_model != PH_FRICTION_SCALED_BOX)
         return bad(msg, "unknown friction model");
@@ -157,7 +169,8 @@ int ph_settings_validate(const ph_settings *s, const char **msg) {
     if (s->sm_preconditioner < 0 || s->sm_preconditioner > 2) return bad(msg, "sm_preconditioner must be 0, 1 or 2");
     if (!isfinite(s->jacobi_relaxation) || s->jacobi_relaxation < 0 || s->jacobi_relaxation > 2)
         return bad(msg, "jacobi_relaxation must be in [0, 2]");
-    if (!isfinite(s->sm_forcing) || s->sm_forcing < 0 || s->sm_forcing > 1) return bad(msg, "sm_forcing must be in [0, 1]");
+    if (!isfinite(s->sm_forcing) || s->sm_forcing < 0 || s->sm_forcing > 1)
+        return bad(msg, "sm_forcing must be in [0, 1]");
     if (s->warm_start != 0 && s->warm_start != 1) return bad(msg, "warm_start must be 0 or 1");
     if (!isfinite(s->warm_start_factor) || s->warm_start_factor < 0 || s->warm_start_factor > 1)
         return bad(msg, "warm_start_factor must be in [0, 1]");
@@ -204,7 +217,8 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     ph_world_id id = {0, 0};
     ph_world_def d = def ? *def : ph_default_world_def();
     int e = ph_settings_validate(&d.settings, NULL);
-    if (e == PH_OK && (d.max_bodies < 1 || d.max_bodies > PH_MAX_BODIES || d.max_joints < 0 || d.max_joints > PH_MAX_BODIES))
+    if (e == PH_OK &&
+        (d.max_bodies < 1 || d.max_bodies > PH_MAX_BODIES || d.max_joints < 0 || d.max_joints > PH_MAX_BODIES))
         e = PH_ERR_INVALID_ARGUMENT;
     if (e != PH_OK) {
         if (err) *err = e;
@@ -507,7 +521,8 @@ static ph__joint *joint_get(ph_joint_id id, ph__world **wout) {
 static int grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
     if (need <= *cap) return PH_OK;
     int64_t nc = *cap ? (int64_t)*cap * 2 : 16;
-    while (nc < need) nc *= 2;
+    while (nc < need)
+        nc *= 2;
     void *p = realloc(*arr, (size_t)nc * elem);
     if (!p) return PH_ERR_NO_MEMORY;
     memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
@@ -558,7 +573,8 @@ static void body_update_mass(ph__world *w, ph__body *b) {
             double cc = ph_dot(c, c);
             double cv[3] = {c.x, c.y, c.z};
             for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++) I[i][j] += il.m[i][j] + ms * ((i == j ? cc : 0) - cv[i] * cv[j]);
+                for (int j = 0; j < 3; j++)
+                    I[i][j] += il.m[i][j] + ms * ((i == j ? cc : 0) - cv[i] * cv[j]);
             m += ms;
         }
         b->mass = m;
@@ -575,7 +591,8 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
     int e = PH_OK;
     ph__world *w = ph__world_get(wid);
     ph_body_def d = def ? *def : ph_default_body_def();
-    if (!w) e = PH_ERR_INVALID_HANDLE;
+    if (!w)
+        e = PH_ERR_INVALID_HANDLE;
     else if (d.type != PH_BODY_STATIC && d.type != PH_BODY_KINEMATIC && d.type != PH_BODY_DYNAMIC)
         e = PH_ERR_INVALID_ARGUMENT;
     else if (!position_ok(d.position) || !finite4(d.orientation) || ph_quat_len(d.orientation) < 1e-9 ||
@@ -890,7 +907,8 @@ void ph_shape_mass(const ph_shape_def *d, double *mass, ph_vec3 *inertia) {
     case PH_SHAPE_BOX: {
         ph_vec3 e = d->half_extents;
         m = d->density * 8.0 * e.x * e.y * e.z;
-        I = ph_v3(m / 3.0 * (e.y * e.y + e.z * e.z), m / 3.0 * (e.x * e.x + e.z * e.z), m / 3.0 * (e.x * e.x + e.y * e.y));
+        I = ph_v3(m / 3.0 * (e.y * e.y + e.z * e.z), m / 3.0 * (e.x * e.x + e.z * e.z),
+                  m / 3.0 * (e.x * e.x + e.y * e.y));
         break;
     }
     case PH_SHAPE_CAPSULE: {
@@ -908,7 +926,8 @@ void ph_shape_mass(const ph_shape_def *d, double *mass, ph_vec3 *inertia) {
         I = ph_v3(ix, ix, iz);
         break;
     }
-    default: break;
+    default:
+        break;
     }
     *mass = m;
     *inertia = I;
@@ -922,16 +941,19 @@ static int shape_def_ok(const ph_shape_def *d) {
     if (!isfinite(d->restitution) || d->restitution < 0 || d->restitution > 1) return 0;
     const double lo = 1e-4, hi = 1e4;
     switch (d->type) {
-    case PH_SHAPE_SPHERE: return isfinite(d->radius) && d->radius >= lo && d->radius <= hi;
+    case PH_SHAPE_SPHERE:
+        return isfinite(d->radius) && d->radius >= lo && d->radius <= hi;
     case PH_SHAPE_BOX:
-        return finite3(d->half_extents) && d->half_extents.x >= lo && d->half_extents.y >= lo && d->half_extents.z >= lo &&
-               d->half_extents.x <= hi && d->half_extents.y <= hi && d->half_extents.z <= hi;
+        return finite3(d->half_extents) && d->half_extents.x >= lo && d->half_extents.y >= lo &&
+               d->half_extents.z >= lo && d->half_extents.x <= hi && d->half_extents.y <= hi && d->half_extents.z <= hi;
     case PH_SHAPE_CAPSULE:
         return isfinite(d->radius) && isfinite(d->half_height) && d->radius >= lo && d->radius <= hi &&
                d->half_height >= 0 && d->half_height <= hi;
     case PH_SHAPE_PLANE:
-        return finite3(d->normal) && fabs(ph_len(d->normal) - 1.0) < 1e-6 && isfinite(d->offset) && fabs(d->offset) < 1e12;
-    default: return 0;
+        return finite3(d->normal) && fabs(ph_len(d->normal) - 1.0) < 1e-6 && isfinite(d->offset) &&
+               fabs(d->offset) < 1e12;
+    default:
+        return 0;
     }
 }
 
@@ -941,10 +963,14 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     ph__body *b = ph__body_get(bid, &w);
     ph_shape_def d = def ? *def : ph_default_shape_def();
     int e = PH_OK;
-    if (!b) e = PH_ERR_INVALID_HANDLE;
-    else if (!shape_def_ok(&d)) e = PH_ERR_INVALID_ARGUMENT;
-    else if (d.type == PH_SHAPE_PLANE && b->type != PH_BODY_STATIC) e = PH_ERR_WRONG_KIND;
-    else if (b->shape_count >= PH_MAX_SHAPES_PER_BODY) e = PH_ERR_LIMIT;
+    if (!b)
+        e = PH_ERR_INVALID_HANDLE;
+    else if (!shape_def_ok(&d))
+        e = PH_ERR_INVALID_ARGUMENT;
+    else if (d.type == PH_SHAPE_PLANE && b->type != PH_BODY_STATIC)
+        e = PH_ERR_WRONG_KIND;
+    else if (b->shape_count >= PH_MAX_SHAPES_PER_BODY)
+        e = PH_ERR_LIMIT;
     int32_t slot = -1;
     if (e == PH_OK) {
         if (w->shape_free >= 0) {
@@ -981,10 +1007,12 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     s->friction = d.friction;
     s->restitution = d.restitution;
     /* Append to keep creation order. */
-    if (b->first_shape < 0) b->first_shape = slot;
+    if (b->first_shape < 0)
+        b->first_shape = slot;
     else {
         int32_t t = b->first_shape;
-        while (w->shapes[t].next >= 0) t = w->shapes[t].next;
+        while (w->shapes[t].next >= 0)
+            t = w->shapes[t].next;
         w->shapes[t].next = slot;
     }
     b->shape_count++;
@@ -1004,10 +1032,12 @@ int ph_shape_destroy(ph_shape_id id) {
     if (!s) return PH_ERR_INVALID_HANDLE;
     int32_t slot = id.index1 - 1;
     ph__body *b = &w->bodies[s->body];
-    if (b->first_shape == slot) b->first_shape = s->next;
+    if (b->first_shape == slot)
+        b->first_shape = s->next;
     else {
         int32_t t = b->first_shape;
-        while (t >= 0 && w->shapes[t].next != slot) t = w->shapes[t].next;
+        while (t >= 0 && w->shapes[t].next != slot)
+            t = w->shapes[t].next;
         if (t >= 0) w->shapes[t].next = s->next;
     }
     b->shape_count--;
@@ -1095,13 +1125,16 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     ph__body *bb = NULL;
     int b_null = d.body_b.index1 == 0;
     if (!b_null) bb = ph__body_get(d.body_b, &wb);
-    if (!ba || wa != w || (!b_null && (!bb || wb != w))) e = PH_ERR_INVALID_HANDLE;
-    else if (!b_null && d.body_a.index1 == d.body_b.index1) e = PH_ERR_INVALID_ARGUMENT;
-    else if (d.type < PH_JOINT_BALL || d.type > PH_JOINT_FIXED) e = PH_ERR_INVALID_ARGUMENT;
+    if (!ba || wa != w || (!b_null && (!bb || wb != w)))
+        e = PH_ERR_INVALID_HANDLE;
+    else if (!b_null && d.body_a.index1 == d.body_b.index1)
+        e = PH_ERR_INVALID_ARGUMENT;
+    else if (d.type < PH_JOINT_BALL || d.type > PH_JOINT_FIXED)
+        e = PH_ERR_INVALID_ARGUMENT;
     else if (!position_ok(d.anchor_a) || !position_ok(d.anchor_b) || !finite3(d.axis_a) || !finite3(d.axis_b) ||
              !isfinite(d.distance) || d.distance > PH_MAX_JOINT_DISTANCE || !isfinite(d.lower_angle) ||
-             !isfinite(d.upper_angle) ||
-             !isfinite(d.motor_speed) || !isfinite(d.max_motor_torque) || d.max_motor_torque < 0)
+             !isfinite(d.upper_angle) || !isfinite(d.motor_speed) || !isfinite(d.max_motor_torque) ||
+             d.max_motor_torque < 0)
         e = PH_ERR_INVALID_ARGUMENT;
     else if (d.type == PH_JOINT_HINGE &&
              (ph_len(d.axis_a) < 1e-9 || ph_len(d.axis_b) < 1e-9 || d.lower_angle < -PH_PI - 1e-12 ||

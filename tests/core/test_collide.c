@@ -30,19 +30,19 @@
 #define PI 3.14159265358979323846
 #define MARGIN 0.02
 
-#define assert_near(a, b, tol)                                                                   \
-    do {                                                                                         \
-        double got_ = (a), want_ = (b);                                                          \
-        if (!(fabs(got_ - want_) <= (tol)))                                                      \
-            fail_msg("%s = %.17g, expected %.17g (tol %g)", #a, got_, want_, (double)(tol)); \
+#define assert_near(a, b, tol)                                                                                         \
+    do {                                                                                                               \
+        double got_ = (a), want_ = (b);                                                                                \
+        if (!(fabs(got_ - want_) <= (tol)))                                                                            \
+            fail_msg("%s = %.17g, expected %.17g (tol %g)", #a, got_, want_, (double)(tol));                           \
     } while (0)
 
-#define assert_vec_near(v, ex, ey, ez, tol) \
-    do {                                    \
-        ph_vec3 vv_ = (v);                  \
-        assert_near(vv_.x, (ex), (tol));    \
-        assert_near(vv_.y, (ey), (tol));    \
-        assert_near(vv_.z, (ez), (tol));    \
+#define assert_vec_near(v, ex, ey, ez, tol)                                                                            \
+    do {                                                                                                               \
+        ph_vec3 vv_ = (v);                                                                                             \
+        assert_near(vv_.x, (ex), (tol));                                                                               \
+        assert_near(vv_.y, (ey), (tol));                                                                               \
+        assert_near(vv_.z, (ez), (tol));                                                                               \
     } while (0)
 
 /* ------------------------------------------------------------ builders */
@@ -114,7 +114,8 @@ static int collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_tra
     if (n > 0) assert_near(ph_len(m->normal), 1.0, 1e-12);
     for (int i = 0; i < n; i++) {
         assert_true(m->pts[i].depth >= -margin - 1e-12);
-        for (int j = i + 1; j < n; j++) assert_true(m->pts[i].feature != m->pts[j].feature);
+        for (int j = i + 1; j < n; j++)
+            assert_true(m->pts[i].feature != m->pts[j].feature);
     }
     return n;
 }
@@ -140,8 +141,8 @@ static void expect_points(const ph__manifold *m, int n, const double (*xyz)[3], 
 
 /* Collides (b, a) and checks it is (a, b) with the normal negated: the same
  * points with the same depths. */
-static void expect_swap_symmetric(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb,
-                                  double margin, double tol) {
+static void expect_swap_symmetric(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb, double margin,
+                                  double tol) {
     ph__manifold m1, m2;
     int n1 = collide(a, ta, b, tb, margin, &m1);
     int n2 = collide(b, tb, a, ta, margin, &m2);
@@ -157,7 +158,8 @@ static void expect_swap_symmetric(const ph__geom *a, ph_transform ta, const ph__
 
 /* Sorted copy of a manifold's feature keys. */
 static void sorted_features(const ph__manifold *m, uint32_t out[PH_MAX_MANIFOLD_POINTS]) {
-    for (int i = 0; i < m->count; i++) out[i] = m->pts[i].feature;
+    for (int i = 0; i < m->count; i++)
+        out[i] = m->pts[i].feature;
     for (int i = 1; i < m->count; i++)
         for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
             uint32_t t = out[j];
@@ -180,7 +182,8 @@ static void expect_stable_features(const ph__geom *a, ph_transform ta, const ph_
     uint32_t f1[PH_MAX_MANIFOLD_POINTS], f2[PH_MAX_MANIFOLD_POINTS];
     sorted_features(&m1, f1);
     sorted_features(&m2, f2);
-    for (int i = 0; i < n1; i++) assert_int_equal(f1[i], f2[i]);
+    for (int i = 0; i < n1; i++)
+        assert_int_equal(f1[i], f2[i]);
     for (int i = 0; i < n1; i++) {
         int j = find_point(&m2, m1.pts[i].point.x + nudge.x * 0.5, m1.pts[i].point.y + nudge.y * 0.5,
                            m1.pts[i].point.z + nudge.z * 0.5, 2.0 * ph_len(nudge) + 1e-9);
@@ -346,8 +349,7 @@ static void test_capsule_capsule_crossing(void **state) {
     assert_vec_near(m.pts[0].point, 0.1, 0, 0.195, TOL);
 
     expect_swap_symmetric(&a, pose(0, 0, 0, along_x()), &b, pose(0.1, -0.05, 0.49, along_y()), MARGIN, TOL);
-    expect_stable_features(&a, pose(0, 0, 0, along_x()), &b, pose(0.1, -0.05, 0.49, along_y()),
-                           ph_v3(1e-4, 1e-4, 0));
+    expect_stable_features(&a, pose(0, 0, 0, along_x()), &b, pose(0.1, -0.05, 0.49, along_y()), ph_v3(1e-4, 1e-4, 0));
     assert_int_equal(collide(&a, pose(0, 0, 0, along_x()), &b, pose(0.1, -0.05, 0.53, along_y()), MARGIN, &m), 0);
 }
 
@@ -404,8 +406,7 @@ static void test_capsule_box_flat(void **state) {
     expect_points(&m, 2, pts, 0.001);
 
     /* Capsule first; the box turned a quarter about z (the same geometry). */
-    assert_int_equal(collide(&c, pose(0, 0.1, 0.599, along_x()), &b, pose(0, 0, 0, rot(0, 0, 1, PI / 2)), MARGIN,
-                             &m),
+    assert_int_equal(collide(&c, pose(0, 0.1, 0.599, along_x()), &b, pose(0, 0, 0, rot(0, 0, 1, PI / 2)), MARGIN, &m),
                      2);
     assert_vec_near(m.normal, 0, 0, -1, TOL);
     expect_points(&m, 2, pts, 0.001);
@@ -460,8 +461,7 @@ static void test_box_plane_flat(void **state) {
     ph__manifold m;
     assert_int_equal(collide(&b, at(0, 0, 0.499), &p, at(0, 0, 0), MARGIN, &m), 4);
     assert_vec_near(m.normal, 0, 0, -1, TOL);
-    const double pts[4][3] = {
-        {-0.5, -0.5, -0.0005}, {0.5, -0.5, -0.0005}, {0.5, 0.5, -0.0005}, {-0.5, 0.5, -0.0005}};
+    const double pts[4][3] = {{-0.5, -0.5, -0.0005}, {0.5, -0.5, -0.0005}, {0.5, 0.5, -0.0005}, {-0.5, 0.5, -0.0005}};
     expect_points(&m, 4, pts, 0.001);
 
     /* Plane first, and a margin that reaches every vertex: still the bottom four. */
@@ -526,8 +526,7 @@ static void test_box_box_face(void **state) {
     ph__manifold m;
     assert_int_equal(collide(&a, at(0, 0, 0), &b, at(0, 0, 0.999), MARGIN, &m), 4);
     assert_vec_near(m.normal, 0, 0, 1, TOL);
-    const double pts[4][3] = {
-        {-0.5, -0.5, 0.4995}, {0.5, -0.5, 0.4995}, {0.5, 0.5, 0.4995}, {-0.5, 0.5, 0.4995}};
+    const double pts[4][3] = {{-0.5, -0.5, 0.4995}, {0.5, -0.5, 0.4995}, {0.5, 0.5, 0.4995}, {-0.5, 0.5, 0.4995}};
     expect_points(&m, 4, pts, 0.001);
 
     /* B below A: the normal points down. */
@@ -536,7 +535,8 @@ static void test_box_box_face(void **state) {
 
     /* Within margin: negative depths. */
     assert_int_equal(collide(&a, at(0, 0, 0), &b, at(0, 0, 1.01), MARGIN, &m), 4);
-    for (int i = 0; i < 4; i++) assert_near(m.pts[i].depth, -0.01, TOL);
+    for (int i = 0; i < 4; i++)
+        assert_near(m.pts[i].depth, -0.01, TOL);
     /* Beyond margin. */
     assert_int_equal(collide(&a, at(0, 0, 0), &b, at(0, 0, 1.03), MARGIN, &m), 0);
 
@@ -554,8 +554,7 @@ static void test_box_box_partial_overlap(void **state) {
     /* B's footprint x in [-0.2, 0.8], y in [-0.3, 0.7]; overlap x in [-0.2, 0.5], y in [-0.3, 0.5]. */
     assert_int_equal(collide(&a, at(0, 0, 0), &b, at(0.3, 0.2, 0.999), MARGIN, &m), 4);
     assert_vec_near(m.normal, 0, 0, 1, TOL);
-    const double pts[4][3] = {
-        {-0.2, -0.3, 0.4995}, {0.5, -0.3, 0.4995}, {0.5, 0.5, 0.4995}, {-0.2, 0.5, 0.4995}};
+    const double pts[4][3] = {{-0.2, -0.3, 0.4995}, {0.5, -0.3, 0.4995}, {0.5, 0.5, 0.4995}, {-0.2, 0.5, 0.4995}};
     expect_points(&m, 4, pts, 0.001);
     expect_swap_symmetric(&a, at(0, 0, 0), &b, at(0.3, 0.2, 0.999), MARGIN, TOL);
     expect_stable_features(&a, at(0, 0, 0), &b, at(0.3, 0.2, 0.999), ph_v3(1e-4, 1e-4, 0));
@@ -564,8 +563,7 @@ static void test_box_box_partial_overlap(void **state) {
     ph__geom s = box(0.2, 0.1, 0.3);
     assert_int_equal(collide(&a, at(0, 0, 0), &s, at(0.1, -0.2, 0.799), MARGIN, &m), 4);
     assert_vec_near(m.normal, 0, 0, 1, TOL);
-    const double small[4][3] = {
-        {-0.1, -0.3, 0.4995}, {0.3, -0.3, 0.4995}, {0.3, -0.1, 0.4995}, {-0.1, -0.1, 0.4995}};
+    const double small[4][3] = {{-0.1, -0.3, 0.4995}, {0.3, -0.3, 0.4995}, {0.3, -0.1, 0.4995}, {-0.1, -0.1, 0.4995}};
     expect_points(&m, 4, small, 0.001);
 }
 
@@ -831,13 +829,16 @@ static void test_broadphase_pairs(void **state) {
         }
         assert_int_equal(ph_world_step(wid), PH_OK);
         check_pairs(w);
-        if (w->sap_pass != before) full++;
-        else reused++;
+        if (w->sap_pass != before)
+            full++;
+        else
+            reused++;
         if (step == 100) {
             /* The joined pair is gone at once. */
             const int32_t s0 = shape[0].index1 - 1, s1 = shape[1].index1 - 1;
             for (int32_t i = 0; i < w->pair_count; i++)
-                joined += (w->pairs[i].sa == s0 && w->pairs[i].sb == s1) || (w->pairs[i].sa == s1 && w->pairs[i].sb == s0);
+                joined +=
+                    (w->pairs[i].sa == s0 && w->pairs[i].sb == s1) || (w->pairs[i].sa == s1 && w->pairs[i].sb == s0);
         }
     }
     print_message("broadphase: %d full passes, %d reused, %d pairs at the end\n", full, reused, w->pair_count);

@@ -736,8 +736,8 @@ static void test_rel_residual_at_solution(void **state) {
             assert_int_equal(ph_world_step(w), PH_OK);
         assert_int_equal(ph_world_get_stats(w, &st), PH_OK);
         rr[vs] = st.rel_residual;
-        print_message("stack20, one PGS sweep, vector_solver %d: psi %.2e, rel_residual %.3e\n", vs,
-                      st.fischer_final, st.rel_residual);
+        print_message("stack20, one PGS sweep, vector_solver %d: psi %.2e, rel_residual %.3e\n", vs, st.fischer_final,
+                      st.rel_residual);
         assert_true(st.rel_residual > 1e-6);
         ph_world_destroy(w);
     }

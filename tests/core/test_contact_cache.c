@@ -28,7 +28,6 @@ static ph_world_id new_world(double tol) {
     return w;
 }
 
-
 #define MAXC 64
 
 /* Per shape pair of the last step: the deepest point's depth and the total

@@ -420,9 +420,9 @@ static void test_validation_bounds(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_mass),          cmocka_unit_test(test_huge_distance_joint),
-        cmocka_unit_test(test_stiff_joints),       cmocka_unit_test(test_huge_time_step),
-        cmocka_unit_test(test_fault_none),         cmocka_unit_test(test_validation_bounds),
+        cmocka_unit_test(test_tiny_mass),    cmocka_unit_test(test_huge_distance_joint),
+        cmocka_unit_test(test_stiff_joints), cmocka_unit_test(test_huge_time_step),
+        cmocka_unit_test(test_fault_none),   cmocka_unit_test(test_validation_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

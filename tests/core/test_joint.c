@@ -151,7 +151,8 @@ static void test_hinge_motor(void **state) {
     int err;
     ph_joint_create(w, &jd, &err);
     assert_int_equal(err, PH_OK);
-    for (int i = 0; i < 120; i++) ph_world_step(w);
+    for (int i = 0; i < 120; i++)
+        ph_world_step(w);
     ph_body_state st;
     ph_body_get_state(wheel, &st);
     assert_near(st.angular_velocity.z, 2.0, 1e-3);
@@ -203,8 +204,7 @@ static void test_distance_and_fixed(void **state) {
         double rot = 2.0 * asin(fmin(1.0, sqrt(rel.x * rel.x + rel.y * rel.y + rel.z * rel.z)));
         if (rot > maxrot) maxrot = rot;
     }
-    print_message("distance error %.2e m, fixed anchor error %.2e m, relative rotation %.2e rad\n", maxd, maxf,
-                  maxrot);
+    print_message("distance error %.2e m, fixed anchor error %.2e m, relative rotation %.2e rad\n", maxd, maxf, maxrot);
     assert_true(maxd < 5e-3);
     assert_true(maxf < 5e-3);
     assert_true(maxrot < 5e-3);
@@ -245,8 +245,8 @@ static void test_chain_projection(void **state) {
      * one sweep per substep. */
     double with = chain_worst_gap(2, PH_JOINT_SOLVER_DIRECT), without = chain_worst_gap(0, PH_JOINT_SOLVER_DIRECT);
     double gs = chain_worst_gap(2, PH_JOINT_SOLVER_GS);
-    print_message("chain30 worst joint gap: %.4f m direct with 2 projection passes, %.4f m without, %.4f m GS\n",
-                  with, without, gs);
+    print_message("chain30 worst joint gap: %.4f m direct with 2 projection passes, %.4f m without, %.4f m GS\n", with,
+                  without, gs);
     assert_true(with < 0.005);
     assert_true(without > with);
     assert_true(gs > 2 * with);
@@ -309,20 +309,19 @@ static void test_direct_joint_block_exact(void **state) {
         }
         print_message("chain30, 1 sweep per step, %s joints: worst relative residual %.3e\n", js ? "direct" : "GS",
                       worst);
-        if (js) assert_true(worst < 1e-9);
-        else assert_true(worst > 1e-2);
+        if (js)
+            assert_true(worst < 1e-9);
+        else
+            assert_true(worst > 1e-2);
         ph_world_destroy(w);
     }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pendulum_period),
-        cmocka_unit_test(test_hinge_limit),
-        cmocka_unit_test(test_hinge_motor),
-        cmocka_unit_test(test_distance_and_fixed),
-        cmocka_unit_test(test_chain_projection),
-        cmocka_unit_test(test_direct_joint_block_exact),
+        cmocka_unit_test(test_pendulum_period),   cmocka_unit_test(test_hinge_limit),
+        cmocka_unit_test(test_hinge_motor),       cmocka_unit_test(test_distance_and_fixed),
+        cmocka_unit_test(test_chain_projection),  cmocka_unit_test(test_direct_joint_block_exact),
         cmocka_unit_test(test_loaded_arch_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

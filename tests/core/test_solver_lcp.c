@@ -99,8 +99,8 @@ static void test_random_spd_all_methods(void **state) {
     /* PGS–SM three times: with the default forcing term, exact (sm_forcing
      * 0), and with the incomplete Cholesky preconditioner (here a complete
      * one: A is dense, so IC(0) drops nothing). */
-    const ph_method methods[] = {PH_METHOD_PGS, PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI,
-                                 PH_METHOD_PGS_SM, PH_METHOD_PGS_SM};
+    const ph_method methods[] = {PH_METHOD_PGS,    PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS,
+                                 PH_METHOD_JACOBI, PH_METHOD_PGS_SM, PH_METHOD_PGS_SM};
     int groups[MAXN];
     for (int i = 0; i < MAXN; i++)
         groups[i] = i / 3; /* blocks of three rows */

@@ -76,8 +76,12 @@ static void add_joint(scene *sc, int k, int kind) {
     }
     jd.axis_a = jd.axis_b = ph_v3(1, 0, 0);
     switch (kind) {
-    case J_BALL: jd.type = PH_JOINT_BALL; break;
-    case J_HINGE: jd.type = PH_JOINT_HINGE; break;
+    case J_BALL:
+        jd.type = PH_JOINT_BALL;
+        break;
+    case J_HINGE:
+        jd.type = PH_JOINT_HINGE;
+        break;
     case J_HINGE_LIMIT:
         /* The hinge angle is 0 in the tilted start and falls as the chain
          * swings down: the lower limit's row (speculative within 0.1 rad)
@@ -94,9 +98,14 @@ static void add_joint(scene *sc, int k, int kind) {
         jd.motor_speed = 1.0;
         jd.max_motor_torque = 20.0;
         break;
-    case J_DISTANCE: jd.type = PH_JOINT_DISTANCE; break;
-    case J_FIXED: jd.type = PH_JOINT_FIXED; break;
-    default: fail();
+    case J_DISTANCE:
+        jd.type = PH_JOINT_DISTANCE;
+        break;
+    case J_FIXED:
+        jd.type = PH_JOINT_FIXED;
+        break;
+    default:
+        fail();
     }
     int err;
     sc->joint[k] = ph_joint_create(sc->w, &jd, &err);
@@ -148,8 +157,8 @@ static void build(scene *sc, const ph_settings *s, int kind, int contacts) {
 static int pose_finite(ph_body_id b) {
     ph_body_state st;
     assert_int_equal(ph_body_get_state(b, &st), PH_OK);
-    const double v[13] = {st.position.x,        st.position.y,        st.position.z,        st.orientation.x,
-                          st.orientation.y,     st.orientation.z,     st.orientation.w,     st.linear_velocity.x,
+    const double v[13] = {st.position.x,        st.position.y,        st.position.z,         st.orientation.x,
+                          st.orientation.y,     st.orientation.z,     st.orientation.w,      st.linear_velocity.x,
                           st.linear_velocity.y, st.linear_velocity.z, st.angular_velocity.x, st.angular_velocity.y,
                           st.angular_velocity.z};
     for (int i = 0; i < 13; i++)
@@ -262,8 +271,7 @@ static void test_every_configuration(void **state) {
                                         ph_transform t;
                                         assert_int_equal(ph_body_get_transform(sc.cube, &t), PH_OK);
                                         double e = fabs(t.p.z - 0.5);
-                                        if (!(e < CUBE_TOL))
-                                            fail_msg("cube at z = %.6f (rest 0.5): %s", t.p.z, where);
+                                        if (!(e < CUBE_TOL)) fail_msg("cube at z = %.6f (rest 0.5): %s", t.p.z, where);
                                         if (e > worst_cube) worst_cube = e;
                                     }
                                     double je = worst_joint_error(&sc);

@@ -192,7 +192,8 @@ static void test_free_fall_closed_form(void **state) {
     ph_world_get_settings(w, &set);
     const double h = set.time_step / set.substeps;
     const int steps = 180, n = steps * set.substeps;
-    for (int i = 0; i < steps; i++) assert_int_equal(ph_world_step(w), PH_OK);
+    for (int i = 0; i < steps; i++)
+        assert_int_equal(ph_world_step(w), PH_OK);
     double k = h * h * n * (n + 1) / 2.0;
     ph_body_state st;
     ph_body_get_state(fall, &st);
@@ -302,7 +303,8 @@ static void test_generation_wrap(void **state) {
         ph_body_id b = ph_body_create(w, NULL, &err);
         assert_int_equal(err, PH_OK);
         note(&is[0], b.index1, b.gen);
-        if (ph_body_is_valid(first)) fail_msg("the first body's id names body %d gen %u (cycle %d)", b.index1, b.gen, i);
+        if (ph_body_is_valid(first))
+            fail_msg("the first body's id names body %d gen %u (cycle %d)", b.index1, b.gen, i);
         assert_int_equal(ph_body_destroy(b), PH_OK);
     }
     /* Shapes on one body, joints between two. */
@@ -350,8 +352,10 @@ static void test_generation_wrap(void **state) {
         ph_world_def def = ph_default_world_def();
         ph_world_id x = ph_world_create(&def, &err);
         assert_int_equal(err, PH_OK);
-        if (x.index1 != wslot) wmoved++;
-        else if (wseen[x.gen]++) wrepeats++;
+        if (x.index1 != wslot)
+            wmoved++;
+        else if (wseen[x.gen]++)
+            wrepeats++;
         assert_false(ph_world_is_valid(first_world));
         assert_int_equal(ph_world_destroy(x), PH_OK);
     }
@@ -407,14 +411,10 @@ static void test_determinism_hash(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stale_handle),
-        cmocka_unit_test(test_validation),
-        cmocka_unit_test(test_mass_properties),
-        cmocka_unit_test(test_free_fall_closed_form),
-        cmocka_unit_test(test_spinning_box_momentum),
-        cmocka_unit_test(test_quat_normalize),
-        cmocka_unit_test(test_determinism_hash),
-        cmocka_unit_test(test_generation_wrap),
+        cmocka_unit_test(test_stale_handle),          cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_mass_properties),       cmocka_unit_test(test_free_fall_closed_form),
+        cmocka_unit_test(test_spinning_box_momentum), cmocka_unit_test(test_quat_normalize),
+        cmocka_unit_test(test_determinism_hash),      cmocka_unit_test(test_generation_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,10 +132,10 @@ typedef struct session {
     id_count *ids; /* sorted by id, unique */
     size_t nids;
     uint64_t nrequests;
-    int input_error;   /* the input holds a frame the server rejects (it closes after it) */
+    int input_error; /* the input holds a frame the server rejects (it closes after it) */
     int verbose;
     /* the server's output, parsed as it arrives */
-    uint8_t *pending;  /* bytes of an incomplete server frame */
+    uint8_t *pending; /* bytes of an incomplete server frame */
     size_t npending, cap;
     uint64_t replies, pushes;
 } session;
@@ -232,8 +232,10 @@ static int known_status(int s) {
     case PHYSD__V1__STATUS__STATUS_ABORTED:
     case PHYSD__V1__STATUS__STATUS_UNIMPLEMENTED:
     case PHYSD__V1__STATUS__STATUS_INTERNAL:
-    case PHYSD__V1__STATUS__STATUS_UNAVAILABLE: return 1;
-    default: return 0;
+    case PHYSD__V1__STATUS__STATUS_UNAVAILABLE:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -245,7 +247,8 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
         const Physd__V1__Reply *r = m->reply;
         S->replies++;
         stats.replies++;
-        if (!known_status((int)r->status)) fail("reply %llu has status %d", (unsigned long long)r->request_id, r->status);
+        if (!known_status((int)r->status))
+            fail("reply %llu has status %d", (unsigned long long)r->request_id, r->status);
         stats.status_kinds[(unsigned)r->status & 15]++;
         if (r->status == PHYSD__V1__STATUS__STATUS_OK) {
             stats.replies_ok++;
@@ -266,7 +269,9 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
             fprintf(stderr, "    subscription %llu\n", (unsigned long long)r->subscription->subscription_id);
         if (r->request_id != 0) {
             id_count *ic = find_id(S, r->request_id);
-            if (!ic) fail("a reply carries request id %llu, which no request of the session had", (unsigned long long)r->request_id);
+            if (!ic)
+                fail("a reply carries request id %llu, which no request of the session had",
+                     (unsigned long long)r->request_id);
             if (++ic->replies > ic->requests)
                 fail("request id %llu got %u replies for %u requests (last: %s, \"%s\")",
                      (unsigned long long)r->request_id, ic->replies, ic->requests, ps_status_name((int)r->status),
@@ -285,7 +290,8 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
             fprintf(stderr, "  notice kind %d world %llu: %s\n", (int)m->notice->kind,
                     (unsigned long long)m->notice->world_id, m->notice->message ? m->notice->message : "");
         break;
-    default: fail("the server wrote a ServerMessage with no message set (case %d)", (int)m->msg_case);
+    default:
+        fail("the server wrote a ServerMessage with no message set (case %d)", (int)m->msg_case);
     }
     physd__v1__server_message__free_unpacked(m, NULL);
 }
@@ -574,10 +580,17 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     while (off < size && !c->closing && !c->close_after_flush) {
         size_t k = size - off;
         switch (mode) {
-        case PF_CHUNK_BYTES: k = size > 4096 ? 1 + (size_t)(xorshift(&rng) % 3) : 1; break;
-        case PF_CHUNK_SMALL: k = 1 + (size_t)(xorshift(&rng) % 64); break;
-        case PF_CHUNK_LARGE: k = 1 + (size_t)(xorshift(&rng) % 4096); break;
-        default: break;
+        case PF_CHUNK_BYTES:
+            k = size > 4096 ? 1 + (size_t)(xorshift(&rng) % 3) : 1;
+            break;
+        case PF_CHUNK_SMALL:
+            k = 1 + (size_t)(xorshift(&rng) % 64);
+            break;
+        case PF_CHUNK_LARGE:
+            k = 1 + (size_t)(xorshift(&rng) % 4096);
+            break;
+        default:
+            break;
         }
         if (k > size - off) k = size - off;
         ps_conn_feed(c, data + off, k);
@@ -611,7 +624,8 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     if (S.npending != 0) fail("the server's output ends inside a frame (%zu bytes left)", S.npending);
     if (S.verbose)
         fprintf(stderr, "session end: %llu replies, %llu pushes%s%s\n", (unsigned long long)S.replies,
-                (unsigned long long)S.pushes, settled ? "" : ", not settled", server_closed ? ", closed by the server" : "");
+                (unsigned long long)S.pushes, settled ? "" : ", not settled",
+                server_closed ? ", closed by the server" : "");
     free(S.ids);
     free(S.pending);
     return 0;

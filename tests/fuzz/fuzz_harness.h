@@ -13,12 +13,12 @@
 
 /* How the input is cut into the pieces fed to the connection. */
 enum {
-    PF_CHUNK_WHOLE = 0,  /* one feed */
-    PF_CHUNK_BYTES = 1,  /* one byte per feed (long inputs: 1..3 bytes) */
-    PF_CHUNK_SMALL = 2,  /* pseudo-random pieces of 1..64 bytes, the loop run between them */
-    PF_CHUNK_LARGE = 3,  /* pseudo-random pieces of 1..4096 bytes, the loop run between them */
+    PF_CHUNK_WHOLE = 0, /* one feed */
+    PF_CHUNK_BYTES = 1, /* one byte per feed (long inputs: 1..3 bytes) */
+    PF_CHUNK_SMALL = 2, /* pseudo-random pieces of 1..64 bytes, the loop run between them */
+    PF_CHUNK_LARGE = 3, /* pseudo-random pieces of 1..4096 bytes, the loop run between them */
     PF_CHUNK_MODES = 4,
-    PF_CHUNK_AUTO = -1,  /* chosen from a hash of the input (what libFuzzer uses) */
+    PF_CHUNK_AUTO = -1, /* chosen from a hash of the input (what libFuzzer uses) */
 };
 
 /* libFuzzer's entry points (also called by fuzz_replay). */
@@ -41,13 +41,13 @@ void physd_fuzz_set_settle_ms(double ms);
 /* Counters over all sessions run so far (fuzz_replay prints them). */
 typedef struct physd_fuzz_stats {
     uint64_t sessions;
-    uint64_t requests;       /* frames unpacked as ClientMessage */
-    uint64_t replies;        /* Reply messages received */
-    uint64_t replies_ok;     /* ... with STATUS_OK */
-    uint64_t pushes;         /* Frame, Stats, ContactEvents, Notice */
-    uint64_t server_closed;  /* sessions the server ended (bad frame, ...) */
-    uint64_t settled;        /* sessions whose worlds went idle before the settle deadline */
-    uint64_t worlds_created; /* worlds left to the teardown */
+    uint64_t requests;        /* frames unpacked as ClientMessage */
+    uint64_t replies;         /* Reply messages received */
+    uint64_t replies_ok;      /* ... with STATUS_OK */
+    uint64_t pushes;          /* Frame, Stats, ContactEvents, Notice */
+    uint64_t server_closed;   /* sessions the server ended (bad frame, ...) */
+    uint64_t settled;         /* sessions whose worlds went idle before the settle deadline */
+    uint64_t worlds_created;  /* worlds left to the teardown */
     uint64_t reply_kinds[32]; /* Reply.payload_case counts (ok replies) */
     uint64_t status_kinds[16];
 } physd_fuzz_stats;

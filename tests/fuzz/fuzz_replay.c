@@ -125,7 +125,6 @@ static int replay_path(const char *path) {
     return rc;
 }
 
-
 /* ------------------------------------------------------------ mutations */
 
 static uint64_t rng_state;
@@ -283,11 +282,13 @@ int main(int argc, char **argv) {
     physd_fuzz_shutdown();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const physd_fuzz_stats *s = physd_fuzz_get_stats();
-    printf("fuzz_replay: %lu files, %lu mutated inputs, %llu sessions, %llu requests, %llu replies (%llu ok), %llu pushes, "
+    printf("fuzz_replay: %lu files, %lu mutated inputs, %llu sessions, %llu requests, %llu replies (%llu ok), %llu "
+           "pushes, "
            "%llu sessions ended by the server, %llu settled, %.2f s\n",
-           files, mutated, (unsigned long long)s->sessions, (unsigned long long)s->requests, (unsigned long long)s->replies,
-           (unsigned long long)s->replies_ok, (unsigned long long)s->pushes, (unsigned long long)s->server_closed,
-           (unsigned long long)s->settled, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+           files, mutated, (unsigned long long)s->sessions, (unsigned long long)s->requests,
+           (unsigned long long)s->replies, (unsigned long long)s->replies_ok, (unsigned long long)s->pushes,
+           (unsigned long long)s->server_closed, (unsigned long long)s->settled,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     if (files == 0) {
         fprintf(stderr, "fuzz_replay: no corpus files found\n");
         return 2;

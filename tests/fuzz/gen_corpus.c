@@ -509,7 +509,7 @@ static void inspect(uint64_t w, int bodies) {
     frame(m);
 }
 
-#define WORLD_REQ(fn, CASE, Type, init, field)                                                                          \
+#define WORLD_REQ(fn, CASE, Type, init, field)                                                                         \
     static void fn(uint64_t w) {                                                                                       \
         cmsg *m = msg(REQ(CASE));                                                                                      \
         Type *x = alloc(sizeof *x);                                                                                    \
@@ -665,7 +665,7 @@ static void gen(void) {
     /* --- worlds */
     begin(), hello(), create("", "", 1, NULL, NULL, 0), end("create_world_empty");
     begin(), hello(), create("running", "box_on_plane", 0, NULL, NULL, 0), list_worlds(), end("create_world_running");
-    static const char *presets[] = {"box_on_plane", "stack20",        "chain30",      "pendulum",
+    static const char *presets[] = {"box_on_plane", "stack20",         "chain30",         "pendulum",
                                     "arched_snake", "wire_heavy_load", "sliding_capsule", "incline"};
     for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
         char name[96];
@@ -687,7 +687,8 @@ static void gen(void) {
                set_velocity(ref_new(2))),
            5);
     inspect(1, 1), step(1, 3), reset(1), inspect(1, 1), end("create_world_scene");
-    begin(), hello(), create("dup", "", 1, NULL, NULL, 0), create("dup", "", 1, NULL, NULL, 0), end("create_world_duplicate_name");
+    begin(), hello(), create("dup", "", 1, NULL, NULL, 0), create("dup", "", 1, NULL, NULL, 0),
+        end("create_world_duplicate_name");
     begin(), hello();
     for (int i = 0; i < 5; i++)
         create("", "box_on_plane", 1, NULL, NULL, 0);
@@ -722,12 +723,13 @@ static void gen(void) {
     begin(), hello(), world_with_bodies();
     edit(1,
          ops(5, add_joint(J_BALL, ref_id(BODY(2)), ref_id(BODY(3))), add_joint(J_HINGE, ref_id(BODY(3)), NULL),
-             add_joint(J_DISTANCE, ref_id(BODY(2)), ref_id(BODY(4))), add_joint(J_FIXED, ref_id(BODY(4)), ref_id(BODY(3))),
-             add_joint(J_BALL, ref_id(BODY(2)), ref_id(BODY(2)))),
+             add_joint(J_DISTANCE, ref_id(BODY(2)), ref_id(BODY(4))),
+             add_joint(J_FIXED, ref_id(BODY(4)), ref_id(BODY(3))), add_joint(J_BALL, ref_id(BODY(2)), ref_id(BODY(2)))),
          5);
     edit(1,
          ops(4, add_joint(J_BALL, ref_id(BODY(2)), ref_id(BODY(3))), add_joint(J_HINGE, ref_id(BODY(3)), NULL),
-             add_joint(J_DISTANCE, ref_id(BODY(2)), ref_id(BODY(4))), add_joint(J_FIXED, ref_id(BODY(4)), ref_id(BODY(3)))),
+             add_joint(J_DISTANCE, ref_id(BODY(2)), ref_id(BODY(4))),
+             add_joint(J_FIXED, ref_id(BODY(4)), ref_id(BODY(3)))),
          4);
     query_joints(1, NULL, 0), step(1, 2), end("edit_add_joint");
     begin(), hello(), world_with_bodies(), edit(1, ops(1, add_joint(J_BALL, ref_id(BODY(2)), ref_id(BODY(3)))), 1),
@@ -761,17 +763,17 @@ static void gen(void) {
         end("reset_during_step");
 
     /* --- subscriptions */
-    begin(), hello(), create("t", "box_drop", 1, NULL, NULL, 0), subscribe(1, ST_TRANSFORMS, 1, NULL, 0, 0),
-        step(1, 3), end("subscribe_transforms");
+    begin(), hello(), create("t", "box_drop", 1, NULL, NULL, 0), subscribe(1, ST_TRANSFORMS, 1, NULL, 0, 0), step(1, 3),
+        end("subscribe_transforms");
     begin(), hello(), world_with_bodies(), subscribe(1, ST_TRANSFORMS, 2, ids(2, BODY(2), BODY(3)), 2, 0),
         subscribe(1, ST_TRANSFORMS, 1, ids(1, BODY(77)), 1, 0), step(1, 4), end("subscribe_transforms_bodies");
     begin(), hello(), create("s", "stack20", 1, NULL, NULL, 0), subscribe(1, ST_STATS, 1, NULL, 0, 0),
         subscribe(1, ST_STATS, 1, NULL, 0, 1), step(1, 2), end("subscribe_stats");
-    begin(), hello(), create("c", "box_drop", 1, NULL, NULL, 0), subscribe(1, ST_CONTACTS, 1, NULL, 0, 0),
-        step(1, 40), end("subscribe_contacts");
+    begin(), hello(), create("c", "box_drop", 1, NULL, NULL, 0), subscribe(1, ST_CONTACTS, 1, NULL, 0, 0), step(1, 40),
+        end("subscribe_contacts");
     begin(), hello(), create("u", "box_on_plane", 1, NULL, NULL, 0), subscribe(1, ST_TRANSFORMS, 1, NULL, 0, 0),
-        subscribe(1, ST_STATS, 3, NULL, 0, 0), unsubscribe(1), unsubscribe(1), unsubscribe(99), step(1, 3),
-        destroy(1), end("unsubscribe");
+        subscribe(1, ST_STATS, 3, NULL, 0, 0), unsubscribe(1), unsubscribe(1), unsubscribe(99), step(1, 3), destroy(1),
+        end("unsubscribe");
     begin(), hello(), create("k", "box_on_plane", 1, NULL, NULL, 0), subscribe(1, 7, 1, NULL, 0, 0),
         subscribe(1, ST_STATS, 1, ids(1, BODY(1)), 1, 0), subscribe(1, ST_STATS, 2000000, NULL, 0, 0),
         end("subscribe_bad");

@@ -124,7 +124,7 @@ static void test_partial_varint(void **state) {
     uint8_t body[300];
     memset(body, 9, sizeof body);
     assert_int_equal(ps_framer_feed(&f, body, 299, &used, &fr, &fl), 0);
-    assert_int_equal(f.allocated, 300); /* the first chunk: min(length, PS_FRAME_CHUNK) */
+    assert_int_equal(f.allocated, 300);         /* the first chunk: min(length, PS_FRAME_CHUNK) */
     assert_int_equal(ps_framer_partial(&f), 1); /* truncated if EOF came now */
     assert_int_equal(ps_framer_feed(&f, body + 299, 1, &used, &fr, &fl), 1);
     assert_int_equal(fl, 300);

@@ -452,7 +452,8 @@ static void test_request_rate(void **state) {
         smsg *r = ps_client_recv(&c, 5000);
         assert_non_null(r);
         assert_int_equal(r->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_REPLY);
-        if (r->reply->status == ST(OK)) ok++;
+        if (r->reply->status == ST(OK))
+            ok++;
         else {
             assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
             assert_non_null(strstr(r->reply->message, "max_requests_per_second"));

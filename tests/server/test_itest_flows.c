@@ -13,7 +13,6 @@
 #include "ph_test.h"
 #include "physd/ph_core.h"
 
-
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
 
@@ -86,8 +85,7 @@ static void test_sphere_falls_and_rests(void **state) {
     uint64_t w = itest_create_world(&c, "fall", NULL, 240, NULL);
     uint64_t sphere = add_ground_and_sphere(&c, w, 0.5, 3.0);
     uint64_t sub = 0;
-    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &sphere, 1, 0, &sub),
-                     ST(OK));
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &sphere, 1, 0, &sub), ST(OK));
     assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_CONTACTS, 1, NULL, 0, 0, NULL), ST(OK));
     double zmin = 1e9, zfirst = -1, zlast = -1;
     uint64_t first_tick = 0, last_tick = 0, begin_tick = 0;
@@ -276,8 +274,9 @@ static void test_settings_change_shows_in_stats(void **state) {
             assert_int_equal(s->stats->iterations, 37);
             assert_int_equal(s->stats->n_fischer, 37);
             if (after == 0)
-                printf("iterations 1 -> 37, PGS -> Jacobi: first stats after the change is tick %llu (change at %llu)\n",
-                       (unsigned long long)s->stats->tick, (unsigned long long)t_change);
+                printf(
+                    "iterations 1 -> 37, PGS -> Jacobi: first stats after the change is tick %llu (change at %llu)\n",
+                    (unsigned long long)s->stats->tick, (unsigned long long)t_change);
             after++;
         } else {
             assert_int_equal(s->stats->method, PHYSD__V1__METHOD__METHOD_PGS);
@@ -312,13 +311,26 @@ static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
     m.request_case = (Physd__V1__ClientMessage__RequestCase)which;
     m.pause = &p; /* the union member is chosen below */
     switch (which) {
-    case REQ(PAUSE): m.pause = &p; break;
-    case REQ(RESUME): m.resume = &rs; break;
-    case REQ(STEP): m.step = &st; break;
-    case REQ(RESET): m.reset = &re; break;
-    case REQ(DESTROY_WORLD): m.destroy_world = &de; break;
-    case REQ(INSPECT_WORLD): m.inspect_world = &in; break;
-    default: fail();
+    case REQ(PAUSE):
+        m.pause = &p;
+        break;
+    case REQ(RESUME):
+        m.resume = &rs;
+        break;
+    case REQ(STEP):
+        m.step = &st;
+        break;
+    case REQ(RESET):
+        m.reset = &re;
+        break;
+    case REQ(DESTROY_WORLD):
+        m.destroy_world = &de;
+        break;
+    case REQ(INSPECT_WORLD):
+        m.inspect_world = &in;
+        break;
+    default:
+        fail();
     }
     return itest_call(c, &m);
 }
@@ -689,8 +701,10 @@ static void test_sleeping_world(void **state) {
         smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
         assert_non_null(s);
         assert_int_equal(s->stats->islands, 1);
-        if (s->stats->awake_bodies == 0) asleep_tick = s->stats->tick;
-        else assert_int_equal(s->stats->awake_bodies, 1);
+        if (s->stats->awake_bodies == 0)
+            asleep_tick = s->stats->tick;
+        else
+            assert_int_equal(s->stats->awake_bodies, 1);
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     printf("box_on_plane asleep at tick %llu\n", (unsigned long long)asleep_tick);

@@ -210,9 +210,15 @@ static void test_mutated_requests(void **state) {
         for (int f = 0; f < flips; f++) {
             size_t at = (size_t)(rnd() % len);
             switch (rnd() % 3) {
-            case 0: frame[10 + at] ^= (uint8_t)(1u << (rnd() % 8)); break;
-            case 1: frame[10 + at] = (uint8_t)rnd(); break;
-            default: frame[10 + at] = (uint8_t)(rnd() % 2 ? 0xff : 0x00); break;
+            case 0:
+                frame[10 + at] ^= (uint8_t)(1u << (rnd() % 8));
+                break;
+            case 1:
+                frame[10 + at] = (uint8_t)rnd();
+                break;
+            default:
+                frame[10 + at] = (uint8_t)(rnd() % 2 ? 0xff : 0x00);
+                break;
             }
         }
         /* The length prefix (a varint) in front of the mutated bytes. */
@@ -304,7 +310,8 @@ static void test_mutated_requests(void **state) {
     assert_true(itest_world_tick(&fresh, w) > t0);
     ps_client_close(&fresh);
     ps_client_close(&c);
-    for (int k = 0; k < nc; k++) free(corpus[k].data);
+    for (int k = 0; k < nc; k++)
+        free(corpus[k].data);
     itest_stop();
 }
 

@@ -34,16 +34,16 @@ extern "C" {
 /* Functions return 0 on success or one of these negative codes. */
 typedef enum ph_error {
     PH_OK = 0,
-    PH_ERR_INVALID_HANDLE = -1, /* null, stale or forged handle */
+    PH_ERR_INVALID_HANDLE = -1,   /* null, stale or forged handle */
     PH_ERR_INVALID_ARGUMENT = -2, /* NaN/inf, out-of-range value, bad enum */
-    PH_ERR_LIMIT = -3,           /* a world, body, shape or joint limit is reached */
+    PH_ERR_LIMIT = -3,            /* a world, body, shape or joint limit is reached */
     PH_ERR_NO_MEMORY = -4,
-    PH_ERR_WRONG_KIND = -5,      /* e.g. a plane on a dynamic body */
-    PH_ERR_NONFINITE = -6,       /* ph_world_step: the step left a body outside the finite envelope
-                                    (PH_ENVELOPE_*); the world was restored to its state before
-                                    the step (ph_world_get_fault says which body and what) */
-    PH_ERR_CANCELLED = -7,       /* ph_world_step: cancelled by ph_world_cancel_step; the world was
-                                    restored to its state before the step */
+    PH_ERR_WRONG_KIND = -5, /* e.g. a plane on a dynamic body */
+    PH_ERR_NONFINITE = -6,  /* ph_world_step: the step left a body outside the finite envelope
+                               (PH_ENVELOPE_*); the world was restored to its state before
+                               the step (ph_world_get_fault says which body and what) */
+    PH_ERR_CANCELLED = -7,  /* ph_world_step: cancelled by ph_world_cancel_step; the world was
+                               restored to its state before the step */
 } ph_error;
 
 /* A short English message for an error code ("invalid handle", ...). */
@@ -134,8 +134,8 @@ typedef struct ph_fault {
 
 /* Bounds of the values the core accepts for physical properties (each
  * edit outside them gives PH_ERR_INVALID_ARGUMENT). */
-#define PH_MIN_MASS 1e-6    /* kg, ph_body_set_mass: a milligram */
-#define PH_MAX_MASS 1e12    /* kg: a small mountain; a mass ratio of 1e18 is past any solver */
+#define PH_MIN_MASS 1e-6 /* kg, ph_body_set_mass: a milligram */
+#define PH_MAX_MASS 1e12 /* kg: a small mountain; a mass ratio of 1e18 is past any solver */
 /* Each principal moment given to ph_body_set_mass is 0 (the axis is
  * locked) or within these, kg m^2: a milligram at a millimetre, and
  * PH_MAX_MASS at 30 m. */
@@ -201,14 +201,14 @@ typedef enum ph_joint_solver {
 
 /* The row order the Gauss–Seidel sweep visits (seeds/001, seeds/002). */
 typedef enum ph_ordering {
-    PH_ORDER_DEFAULT = 0,       /* joints in creation order, then the contact manifolds bottom-up:
-                                   sorted by the mean height of their points along -gravity, ties
-                                   by pair order; each point's normal, t1, t2 together. Manifolds
-                                   that share no moving body are solved four at a time
-                                   (solver_wide.c), which is the same sweep */
-    PH_ORDER_GRAVITY = 1,       /* contact points (triples) sorted bottom-up along gravity */
-    PH_ORDER_RANDOM = 2,        /* a random permutation of the rows from the world's seeded
-                                   generator: per step, or per iteration (deterministic) */
+    PH_ORDER_DEFAULT = 0,         /* joints in creation order, then the contact manifolds bottom-up:
+                                     sorted by the mean height of their points along -gravity, ties
+                                     by pair order; each point's normal, t1, t2 together. Manifolds
+                                     that share no moving body are solved four at a time
+                                     (solver_wide.c), which is the same sweep */
+    PH_ORDER_GRAVITY = 1,         /* contact points (triples) sorted bottom-up along gravity */
+    PH_ORDER_RANDOM = 2,          /* a random permutation of the rows from the world's seeded
+                                     generator: per step, or per iteration (deterministic) */
     PH_ORDER_COMPLEMENTARITY = 3, /* rows by decreasing complementarity error of the current
                                    iterate (the LCP error term of each row), ties by index */
     PH_ORDER_EFFECTIVE_MASS = 4,  /* rows by decreasing effective mass 1 / S_ii, ties by index */
@@ -236,96 +236,96 @@ typedef struct ph_spook {
 /* One struct per world; every field may be changed between steps with
  * ph_world_set_settings. */
 typedef struct ph_settings {
-    double time_step;        /* s, default 1/60, in (0, 1] */
-    int substeps;            /* default 10, in [1, 64] */
-    int iterations;          /* max solver iterations per substep, default 1, [1, 10000]
-                                (the default budget is 10 x 1 = 10 sweeps per step) */
-    double tolerance;        /* stop when the Fischer merit psi < tolerance; 0 = run all
-                                iterations (default 0), >= 0 */
-    ph_vec3 gravity;         /* m/s^2, default (0, 0, -9.81) */
-    ph_spook contact;        /* default hertz = 110 (mass-independent), d = 5; k = 1e8 when
-                                hertz is set to 0 */
-    ph_spook friction;       /* regularization of friction rows, default k = 1e10, d = 4
-                                (only epsilon is used: friction has no position error) */
-    ph_spook joint;          /* default hertz = 180, d = 3; k = 1e10 when hertz is 0 */
+    double time_step;                 /* s, default 1/60, in (0, 1] */
+    int substeps;                     /* default 10, in [1, 64] */
+    int iterations;                   /* max solver iterations per substep, default 1, [1, 10000]
+                                         (the default budget is 10 x 1 = 10 sweeps per step) */
+    double tolerance;                 /* stop when the Fischer merit psi < tolerance; 0 = run all
+                                         iterations (default 0), >= 0 */
+    ph_vec3 gravity;                  /* m/s^2, default (0, 0, -9.81) */
+    ph_spook contact;                 /* default hertz = 110 (mass-independent), d = 5; k = 1e8 when
+                                         hertz is set to 0 */
+    ph_spook friction;                /* regularization of friction rows, default k = 1e10, d = 4
+                                         (only epsilon is used: friction has no position error) */
+    ph_spook joint;                   /* default hertz = 180, d = 3; k = 1e10 when hertz is 0 */
     ph_friction_model friction_model; /* default PH_FRICTION_NCP */
-    ph_method method;        /* default PH_METHOD_PGS */
-    ph_ordering ordering;    /* default PH_ORDER_DEFAULT */
-    int warm_start;          /* reuse last step's impulses matched by feature keys, default 1 */
-    double warm_start_factor;/* fraction of the cached impulse applied, default 1.0, [0, 1] */
-    double restitution_threshold; /* m/s: approach speed above which a Newton–Coulomb
-                                     impact impulse is applied first, default 1.0 */
-    double contact_margin;   /* m: contacts are generated up to this separation (speculative),
-                                default 0.02 */
-    double contact_cache_tolerance; /* m: a pair of shapes that had contact points last step and
-                                whose relative pose has moved no point of the smaller shape by
-                                more than this since they were last collided is not collided
-                                again: its points move with the bodies as in the later substeps
-                                (see docs/core.md); 0 = collide every step; default 1e-4, [0, 1] */
-    int gyroscopic;          /* implicit gyroscopic term, default 1 */
-    int record_merits;       /* compute merits after every iteration (needed for the
-                                per-iteration statistics), default 1 */
-    uint64_t seed;           /* seed of the world's generator, default 1 */
-    int joint_projection;    /* passes of positional correction of the joints' anchors after each
-                                step (nonlinear Gauss–Seidel on positions; velocities are not
-                                changed), default 2, [0, 100] */
-    int collide_substeps;    /* 1: every substep runs the broadphase and narrowphase and builds
-                                its rows; 0 (default): only the first, and later substeps move
-                                each contact point with its two bodies, update its depth from
-                                their relative motion along the normal and refresh only the
-                                rows' SPOOK terms (see docs/profile.md) */
-    ph_joint_solver joint_solver; /* PGS only: how the joints' bilateral rows are solved in each
-                                sweep (see ph_joint_solver), default PH_JOINT_SOLVER_DIRECT */
-    int vector_solver;       /* 1 (default): with PH_METHOD_PGS and PH_ORDER_DEFAULT the contact
-                                rows are solved four contact points at a time (SIMD, lanes
-                                touch disjoint bodies); 0: the scalar loop in the same order.
-                                With contact_block = 0 both give the same numbers, bit for bit;
-                                with contact_block = 1 the same method, equal to rounding (the
-                                vector path works on the points' relative velocities, the scalar
-                                loop on the rows); {0, 1} */
-    int contact_block;       /* 1 (default): with PH_METHOD_PGS in the default or gravity order,
-                                each visit of a contact point solves its normal and two friction
-                                rows together: the exact solution of the point's 3 x 3 system
-                                (sticking, pressing) when it lies within the bounds, else one
-                                projected Gauss–Seidel pass over its three rows; 0: the three rows
-                                one after the other (plain PGS). See docs/core.md; {0, 1} */
-    int sleep;               /* islands of bodies at rest go to sleep, default 0 (the server
-                                turns it on for its worlds); {0, 1} */
-    double sleep_linear;     /* m/s: a body moving slower than this ... default 0.05 */
-    double sleep_angular;    /* rad/s: ... and turning slower than this ... default 0.05 */
-    double sleep_time;       /* s: ... for this long is at rest; an island whose bodies are all
-                                at rest sleeps, default 0.5 */
+    ph_method method;                 /* default PH_METHOD_PGS */
+    ph_ordering ordering;             /* default PH_ORDER_DEFAULT */
+    int warm_start;                   /* reuse last step's impulses matched by feature keys, default 1 */
+    double warm_start_factor;         /* fraction of the cached impulse applied, default 1.0, [0, 1] */
+    double restitution_threshold;     /* m/s: approach speed above which a Newton–Coulomb
+                                         impact impulse is applied first, default 1.0 */
+    double contact_margin;            /* m: contacts are generated up to this separation (speculative),
+                                         default 0.02 */
+    double contact_cache_tolerance;   /* m: a pair of shapes that had contact points last step and
+                                  whose relative pose has moved no point of the smaller shape by
+                                  more than this since they were last collided is not collided
+                                  again: its points move with the bodies as in the later substeps
+                                  (see docs/core.md); 0 = collide every step; default 1e-4, [0, 1] */
+    int gyroscopic;                   /* implicit gyroscopic term, default 1 */
+    int record_merits;                /* compute merits after every iteration (needed for the
+                                         per-iteration statistics), default 1 */
+    uint64_t seed;                    /* seed of the world's generator, default 1 */
+    int joint_projection;             /* passes of positional correction of the joints' anchors after each
+                                         step (nonlinear Gauss–Seidel on positions; velocities are not
+                                         changed), default 2, [0, 100] */
+    int collide_substeps;             /* 1: every substep runs the broadphase and narrowphase and builds
+                                         its rows; 0 (default): only the first, and later substeps move
+                                         each contact point with its two bodies, update its depth from
+                                         their relative motion along the normal and refresh only the
+                                         rows' SPOOK terms (see docs/profile.md) */
+    ph_joint_solver joint_solver;     /* PGS only: how the joints' bilateral rows are solved in each
+                                    sweep (see ph_joint_solver), default PH_JOINT_SOLVER_DIRECT */
+    int vector_solver;                /* 1 (default): with PH_METHOD_PGS and PH_ORDER_DEFAULT the contact
+                                         rows are solved four contact points at a time (SIMD, lanes
+                                         touch disjoint bodies); 0: the scalar loop in the same order.
+                                         With contact_block = 0 both give the same numbers, bit for bit;
+                                         with contact_block = 1 the same method, equal to rounding (the
+                                         vector path works on the points' relative velocities, the scalar
+                                         loop on the rows); {0, 1} */
+    int contact_block;                /* 1 (default): with PH_METHOD_PGS in the default or gravity order,
+                                         each visit of a contact point solves its normal and two friction
+                                         rows together: the exact solution of the point's 3 x 3 system
+                                         (sticking, pressing) when it lies within the bounds, else one
+                                         projected Gauss–Seidel pass over its three rows; 0: the three rows
+                                         one after the other (plain PGS). See docs/core.md; {0, 1} */
+    int sleep;                        /* islands of bodies at rest go to sleep, default 0 (the server
+                                         turns it on for its worlds); {0, 1} */
+    double sleep_linear;              /* m/s: a body moving slower than this ... default 0.05 */
+    double sleep_angular;             /* rad/s: ... and turning slower than this ... default 0.05 */
+    double sleep_time;                /* s: ... for this long is at rest; an island whose bodies are all
+                                         at rest sleeps, default 0.5 */
 
     /* Solver family (docs/solvers.md). For every method, iterations is the
      * budget in units of one PGS sweep over all rows ("work"), and tolerance
      * stops as soon as the Fischer merit psi < tolerance (the absolute
      * criterion (25) of seeds/000). */
-    int ordering_per_iteration; /* 1: random and complementarity orderings are rebuilt before every
-                                   iteration instead of once per step; default 0, {0, 1} */
-    int k_pgs;               /* PGS–SM: PGS sweeps per cycle before the subspace steps, default 25,
-                                [1, 10000] */
-    int k_sm;                /* PGS–SM: maximum subspace steps per cycle, default 5, [0, 1000] */
-    double cg_tolerance;     /* PGS–SM: conjugate gradients stop when the residual of the reduced
-                                system ||r||_2 < cg_tolerance (m/s, rad/s), or after |A| iterations;
-                                default 1e-12, [0, 1] */
-    double sm_gamma;         /* PGS–SM: regularization gamma added to the diagonal of the reduced
-                                matrix A_AA (units of S: 1/kg), default 0, [0, 1e6] */
+    int ordering_per_iteration;    /* 1: random and complementarity orderings are rebuilt before every
+                                      iteration instead of once per step; default 0, {0, 1} */
+    int k_pgs;                     /* PGS–SM: PGS sweeps per cycle before the subspace steps, default 25,
+                                      [1, 10000] */
+    int k_sm;                      /* PGS–SM: maximum subspace steps per cycle, default 5, [0, 1000] */
+    double cg_tolerance;           /* PGS–SM: conjugate gradients stop when the residual of the reduced
+                                      system ||r||_2 < cg_tolerance (m/s, rad/s), or after |A| iterations;
+                                      default 1e-12, [0, 1] */
+    double sm_gamma;               /* PGS–SM: regularization gamma added to the diagonal of the reduced
+                                      matrix A_AA (units of S: 1/kg), default 0, [0, 1e6] */
     ph_gamma_scope sm_gamma_scope; /* PGS–SM: rows that get gamma, default PH_GAMMA_ALL */
-    double sm_stagnation;    /* PGS–SM: epsilon_rel of the stagnation criterion (27): the subspace
-                                phase ends when |psi_k+1 - psi_k| < epsilon_rel psi_k; default 1e-3,
-                                [0, 1] */
-    int sm_preconditioner;   /* PGS–SM: preconditioner of the conjugate gradients on the reduced
-                                matrix A_AA: 0 = none (plain CG as in seeds/000), 1 = its diagonal
-                                (default), 2 = incomplete Cholesky IC(0) on the pattern of rows
-                                sharing a body, its cost counted in the work (diagonal after a
-                                breakdown); {0, 1, 2} */
-    double jacobi_relaxation;/* Jacobi: 0 = per-row weights 1 / (rows on the busier body of the
-                                row), which always converges on S = J M^-1 J^T + Sigma; > 0: one
-                                weight for all rows; default 0, [0, 2] */
-    double sm_forcing;       /* PGS–SM: eta_max of the forcing term of an inexact subspace solve:
-                                CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
-                                sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
-                                0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
+    double sm_stagnation;          /* PGS–SM: epsilon_rel of the stagnation criterion (27): the subspace
+                                      phase ends when |psi_k+1 - psi_k| < epsilon_rel psi_k; default 1e-3,
+                                      [0, 1] */
+    int sm_preconditioner;         /* PGS–SM: preconditioner of the conjugate gradients on the reduced
+                                      matrix A_AA: 0 = none (plain CG as in seeds/000), 1 = its diagonal
+                                      (default), 2 = incomplete Cholesky IC(0) on the pattern of rows
+                                      sharing a body, its cost counted in the work (diagonal after a
+                                      breakdown); {0, 1, 2} */
+    double jacobi_relaxation;      /* Jacobi: 0 = per-row weights 1 / (rows on the busier body of the
+                                      row), which always converges on S = J M^-1 J^T + Sigma; > 0: one
+                                      weight for all rows; default 0, [0, 2] */
+    double sm_forcing;             /* PGS–SM: eta_max of the forcing term of an inexact subspace solve:
+                                      CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
+                                      sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
+                                      0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
     /* Compute budget of one step, in row updates: a sweep of a solve over
      * its n rows costs n, a method's other iterations their work in sweeps
      * times n (ph_step_stats.work; docs/core.md "Compute budget"), summed
@@ -415,15 +415,15 @@ typedef enum ph_body_type {
 } ph_body_type;
 
 typedef struct ph_body_def {
-    ph_body_type type;       /* default PH_BODY_DYNAMIC */
-    ph_vec3 position;        /* m, default 0, each component within PH_ENVELOPE_POSITION */
-    ph_quat orientation;     /* unit quaternion, default identity (normalized on create) */
-    ph_vec3 linear_velocity; /* m/s, default 0, |v| <= PH_ENVELOPE_LINEAR_SPEED */
-    ph_vec3 angular_velocity;/* rad/s in world frame, default 0, |w| <= PH_ENVELOPE_ANGULAR_SPEED */
-    double linear_damping;   /* 1/s, default 0: v *= 1/(1 + h·c) per step */
-    double angular_damping;  /* 1/s, default 0 */
-    double gravity_scale;    /* default 1 */
-    uint64_t user_data;      /* opaque, default 0 */
+    ph_body_type type;        /* default PH_BODY_DYNAMIC */
+    ph_vec3 position;         /* m, default 0, each component within PH_ENVELOPE_POSITION */
+    ph_quat orientation;      /* unit quaternion, default identity (normalized on create) */
+    ph_vec3 linear_velocity;  /* m/s, default 0, |v| <= PH_ENVELOPE_LINEAR_SPEED */
+    ph_vec3 angular_velocity; /* rad/s in world frame, default 0, |w| <= PH_ENVELOPE_ANGULAR_SPEED */
+    double linear_damping;    /* 1/s, default 0: v *= 1/(1 + h·c) per step */
+    double angular_damping;   /* 1/s, default 0 */
+    double gravity_scale;     /* default 1 */
+    uint64_t user_data;       /* opaque, default 0 */
 } ph_body_def;
 
 ph_body_def ph_default_body_def(void);
@@ -528,22 +528,22 @@ typedef enum ph_joint_type {
 } ph_joint_type;
 
 typedef struct ph_joint_def {
-    ph_joint_type type;     /* default ball */
-    ph_body_id body_a;      /* required */
-    ph_body_id body_b;      /* null id = the static world frame */
-    ph_vec3 anchor_a;       /* body A local frame, m, components within PH_ENVELOPE_POSITION */
-    ph_vec3 anchor_b;       /* body B local frame (world frame when body_b is null), likewise */
-    ph_vec3 axis_a;         /* hinge: unit axis in A's frame, default (0,0,1) */
-    ph_vec3 axis_b;         /* hinge: unit axis in B's frame, default (0,0,1) */
-    double distance;        /* distance joint: rest length, m, <= PH_MAX_JOINT_DISTANCE; < 0 means
-                               "current" (which must be within that bound too), default -1 */
-    int enable_limit;       /* hinge: default 0 */
-    double lower_angle;     /* hinge: rad, >= -pi, default -pi/4 */
-    double upper_angle;     /* hinge: rad, <= pi, >= lower, default pi/4 */
-    int enable_motor;       /* hinge: default 0 */
-    double motor_speed;     /* hinge: target relative angular speed, rad/s */
-    double max_motor_torque;/* hinge: N m, >= 0 */
-    int collide_connected;  /* contacts between the two joined bodies, default 0 (none) */
+    ph_joint_type type;      /* default ball */
+    ph_body_id body_a;       /* required */
+    ph_body_id body_b;       /* null id = the static world frame */
+    ph_vec3 anchor_a;        /* body A local frame, m, components within PH_ENVELOPE_POSITION */
+    ph_vec3 anchor_b;        /* body B local frame (world frame when body_b is null), likewise */
+    ph_vec3 axis_a;          /* hinge: unit axis in A's frame, default (0,0,1) */
+    ph_vec3 axis_b;          /* hinge: unit axis in B's frame, default (0,0,1) */
+    double distance;         /* distance joint: rest length, m, <= PH_MAX_JOINT_DISTANCE; < 0 means
+                                "current" (which must be within that bound too), default -1 */
+    int enable_limit;        /* hinge: default 0 */
+    double lower_angle;      /* hinge: rad, >= -pi, default -pi/4 */
+    double upper_angle;      /* hinge: rad, <= pi, >= lower, default pi/4 */
+    int enable_motor;        /* hinge: default 0 */
+    double motor_speed;      /* hinge: target relative angular speed, rad/s */
+    double max_motor_torque; /* hinge: N m, >= 0 */
+    int collide_connected;   /* contacts between the two joined bodies, default 0 (none) */
 } ph_joint_def;
 
 ph_joint_def ph_default_joint_def(void);
@@ -571,7 +571,7 @@ int ph_joint_get_anchor_separation(ph_joint_id j, double *out);
 typedef enum ph_stage {
     PH_STAGE_BROADPHASE = 0,
     PH_STAGE_NARROWPHASE,
-    PH_STAGE_ROWS,      /* impacts, row build and warm start */
+    PH_STAGE_ROWS, /* impacts, row build and warm start */
     PH_STAGE_SOLVE,
     PH_STAGE_INTEGRATE,
     PH_STAGE_COUNT
@@ -580,24 +580,24 @@ typedef enum ph_stage {
 /* Statistics of the last step (of its last substep for the solver parts),
  * measured on the actual constraint rows. */
 typedef struct ph_step_stats {
-    uint64_t step;          /* the world's step count after this step */
-    int iterations;         /* iterations actually run */
-    int rows;               /* constraint rows */
-    int contacts;           /* contact points */
+    uint64_t step;  /* the world's step count after this step */
+    int iterations; /* iterations actually run */
+    int rows;       /* constraint rows */
+    int contacts;   /* contact points */
     int manifolds;
     int joints;
-    int bodies;             /* live bodies */
-    int pairs;              /* broadphase pairs */
-    int impacts;            /* Newton–Coulomb impacts applied */
-    int islands;            /* islands of the last step (when sleeping is on, else 0) */
-    int awake_bodies;       /* dynamic bodies stepped (all of them when sleeping is off) */
-    int manifolds_reused;   /* manifolds rebuilt by the contact cache without colliding
-                               (settings.contact_cache_tolerance) */
+    int bodies;           /* live bodies */
+    int pairs;            /* broadphase pairs */
+    int impacts;          /* Newton–Coulomb impacts applied */
+    int islands;          /* islands of the last step (when sleeping is on, else 0) */
+    int awake_bodies;     /* dynamic bodies stepped (all of them when sleeping is off) */
+    int manifolds_reused; /* manifolds rebuilt by the contact cache without colliding
+                             (settings.contact_cache_tolerance) */
     /* Merits after each iteration (recorded when settings.record_merits or
      * tolerance > 0; up to PH_STATS_MAX_ITERS entries): */
     int merit_count;
-    double fischer[PH_STATS_MAX_ITERS];  /* psi = 1/2 sum phi_FB^2 (see solver docs) */
-    double minmap[PH_STATS_MAX_ITERS];   /* || lambda - clamp(lambda - y, lo, hi) ||_2 */
+    double fischer[PH_STATS_MAX_ITERS]; /* psi = 1/2 sum phi_FB^2 (see solver docs) */
+    double minmap[PH_STATS_MAX_ITERS];  /* || lambda - clamp(lambda - y, lo, hi) ||_2 */
     double fischer_final;
     double minmap_final;
     /* The relative residual of the (M)LCP, ||r||_2 / ||B||_2 (0 when B = 0),
@@ -621,27 +621,27 @@ typedef struct ph_step_stats {
     double work[PH_STATS_MAX_ITERS];
     /* What each recorded iteration was: PH_PHASE_* below. */
     unsigned char phase[PH_STATS_MAX_ITERS];
-    double work_final;      /* total work of the solve */
-    int method;             /* the ph_method that ran (PH_METHOD_PGS after a direct fallback) */
-    int subspace_steps;     /* PGS–SM subspace steps taken */
-    int cg_iterations;      /* PGS–SM conjugate-gradient iterations, total */
+    double work_final;        /* total work of the solve */
+    int method;               /* the ph_method that ran (PH_METHOD_PGS after a direct fallback) */
+    int subspace_steps;       /* PGS–SM subspace steps taken */
+    int cg_iterations;        /* PGS–SM conjugate-gradient iterations, total */
     int sm_precond_fallbacks; /* PGS–SM with sm_preconditioner 2: subspace steps whose incomplete
                                  Cholesky factorization broke down (a non-positive pivot), so CG
                                  ran with the diagonal preconditioner */
-    int best_index;         /* PGS–SM: index of the returned iterate in the per-iteration arrays
-                               when it fell back to an earlier, better one; -1 otherwise */
-    int direct_status;      /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
-                               -2 no active set satisfied the conditions (PGS ran instead); 0 for
-                               the other methods */
-    double max_penetration; /* m, deepest contact at collision time of the last substep */
+    int best_index;           /* PGS–SM: index of the returned iterate in the per-iteration arrays
+                                 when it fell back to an earlier, better one; -1 otherwise */
+    int direct_status;        /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
+                                 -2 no active set satisfied the conditions (PGS ran instead); 0 for
+                                 the other methods */
+    double max_penetration;   /* m, deepest contact at collision time of the last substep */
     double stage_ms[PH_STAGE_COUNT];
     double total_ms;
     /* The whole step (every substep), in the unit of settings.max_step_work:
      * row updates made (a method's work in sweeps times its rows, summed
      * over the substeps' solves). */
     uint64_t row_updates;
-    int budget_exhausted;   /* 1: a solve of the step ran fewer iterations than the settings ask
-                               because max_step_work was spent */
+    int budget_exhausted; /* 1: a solve of the step ran fewer iterations than the settings ask
+                             because max_step_work was spent */
 } ph_step_stats;
 
 int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
@@ -654,9 +654,9 @@ int ph_world_get_work(ph_world_id w, uint64_t *row_updates, int *budget_exhauste
 typedef struct ph_contact_info {
     ph_body_id body_a, body_b;
     ph_shape_id shape_a, shape_b;
-    ph_vec3 point;       /* world, midway between the surfaces */
-    ph_vec3 normal;      /* from A to B */
-    double depth;        /* m, > 0 penetrating */
+    ph_vec3 point;  /* world, midway between the surfaces */
+    ph_vec3 normal; /* from A to B */
+    double depth;   /* m, > 0 penetrating */
     double normal_impulse;
     double tangent_impulse[2];
     uint32_t feature;
@@ -672,14 +672,14 @@ int ph_world_get_contacts(ph_world_id w, ph_contact_info *out, int cap);
  * end: touching in the previous step and not now (or one of the shapes was
  * destroyed, in which case the ids may already be stale). */
 typedef struct ph_contact_event {
-    int begin;              /* 1 begin, 0 end */
+    int begin; /* 1 begin, 0 end */
     ph_body_id body_a, body_b;
     ph_shape_id shape_a, shape_b;
-    ph_vec3 point;          /* begin: deepest point; end: zero */
-    ph_vec3 normal;         /* begin: from A to B; end: zero */
-    double approach_speed;  /* begin: closing speed, m/s (> 0 approaching), measured at the start
-                               of the step in which the pair first came within the contact
-                               margin (speculative contacts stop bodies just before they touch) */
+    ph_vec3 point;         /* begin: deepest point; end: zero */
+    ph_vec3 normal;        /* begin: from A to B; end: zero */
+    double approach_speed; /* begin: closing speed, m/s (> 0 approaching), measured at the start
+                              of the step in which the pair first came within the contact
+                              margin (speculative contacts stop bodies just before they touch) */
 } ph_contact_event;
 
 /* Copies up to cap events of the last step; returns the total count. */
