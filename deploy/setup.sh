@@ -6,8 +6,9 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler
       libcmocka-dev libode-dev libbullet-dev)
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
-# coverage-guided fuzzing run of the tests (tests/fuzz/).
-if [ "${1:-}" = "--with-fuzz" ]; then PKGS+=(clang libclang-rt-14-dev); fi
+# coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
+# for the test that every source file follows .clang-format.
+if [ "${1:-}" = "--with-fuzz" ]; then PKGS+=(clang libclang-rt-14-dev clang-format); fi
 
 missing=()
 for p in "${PKGS[@]}"; do
