@@ -112,16 +112,10 @@ static int set_entry(ps_config *cfg, const entry *e, const char *value, const ch
         }
         memcpy(base, value, strlen(value) + 1);
         return 0;
-    case T_SETTING: {
-        const ph_setting *r = ph_setting_find(e->name);
-        for (int k = 0; r && r->type == PH_SETTING_ENUM && k < r->n_values; k++)
-            if (!strcmp(value, r->names[k])) {
-                *(int *)base = k;
-                return 0;
-            }
+    case T_SETTING:
+        if (ph_setting_enum_parse(ph_setting_find(e->name), value, (int *)(void *)base) == PH_OK) return 0;
         if (err) *err = "not one of the setting's values (see --help)";
         return UV_EINVAL;
-    }
     case T_BOOL:
         if (!strcmp(value, "1") || !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on"))
             *(int *)base = 1;

@@ -128,6 +128,15 @@ const ph_setting *ph_setting_find(const char *name) {
     return NULL;
 }
 
+int ph_setting_enum_parse(const ph_setting *r, const char *text, int *value) {
+    for (int k = 0; r && text && r->type == PH_SETTING_ENUM && k < r->n_values; k++)
+        if (strcmp(r->names[k], text) == 0) {
+            *value = k;
+            return PH_OK;
+        }
+    return PH_ERR_INVALID_ARGUMENT;
+}
+
 /* -------------------------------------------------------------- defaults */
 
 static void set_default(ph_settings *s, const ph_setting *r) {
@@ -288,7 +297,7 @@ void ph_setting_default_text(const ph_setting *r, char *buf, size_t n) {
     }
     switch (r->type) {
     case PH_SETTING_BOOL:
-        snprintf(buf, n, "%s", r->def ? "on" : "off");
+        snprintf(buf, n, "%s", r->def ? "true" : "false");
         break;
     case PH_SETTING_ENUM:
         snprintf(buf, n, "%s", r->names[(int)r->def]);
@@ -300,18 +309,17 @@ void ph_setting_default_text(const ph_setting *r, char *buf, size_t n) {
         snprintf(buf, n, "%s %g, %s %g, %s %g", r->parts[0].name, r->def_parts[0], r->parts[1].name, r->def_parts[1],
                  r->parts[2].name, r->def_parts[2]);
         break;
-    default:
-        snprintf(buf, n, "%.17g", r->def);
-        /* The shortest text that reads back as the same number. */
-        for (int prec = 1; prec <= 17; prec++) {
-            char t[64];
-            snprintf(t, sizeof t, "%.*g", prec, r->def);
-            if (strtod(t, NULL) == r->def) {
-                snprintf(buf, n, "%s", t);
-                break;
-            }
-        }
+    case PH_SETTING_INT:
+    case PH_SETTING_U64:
+        snprintf(buf, n, "%.0f", r->def);
         break;
+    default: {
+        /* %g when it reads back as the same number, else every digit. */
+        char t[64];
+        snprintf(t, sizeof t, "%g", r->def);
+        snprintf(buf, n, strtod(t, NULL) == r->def ? "%g" : "%.17g", r->def);
+        break;
+    }
     }
 }
 
@@ -327,7 +335,7 @@ void ph_setting_range_text(const ph_setting *r, char *buf, size_t n) {
             snprintf(buf, n, "%c%g, %g]", r->flags & PH_SETTING_MIN_OPEN ? '(' : '[', r->min, r->max);
         break;
     case PH_SETTING_BOOL:
-        snprintf(buf, n, "on, off");
+        snprintf(buf, n, "true, false");
         break;
     case PH_SETTING_U64:
         snprintf(buf, n, "[0, 2^64)");

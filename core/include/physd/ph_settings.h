@@ -72,6 +72,10 @@ const ph_setting *ph_setting_at(int i); /* NULL outside [0, ph_setting_count()) 
 /* The row of that name, or NULL. */
 const ph_setting *ph_setting_find(const char *name);
 
+/* The number of an enum row's value name: PH_OK and *value, or
+ * PH_ERR_INVALID_ARGUMENT (an unknown name, or not an enum row). */
+int ph_setting_enum_parse(const ph_setting *r, const char *text, int *value);
+
 /* The field of a row inside a settings struct. */
 static inline void *ph_setting_ptr(ph_settings *s, const ph_setting *r) { return (char *)s + r->offset; }
 static inline const void *ph_setting_cptr(const ph_settings *s, const ph_setting *r) {
@@ -88,10 +92,10 @@ int ph_setting_check(const ph_settings *s, const ph_setting *r, const char **msg
 int ph_settings_motion_differ(const ph_settings *a, const ph_settings *b);
 
 /* The default of a row as text ("1/60", "0.02", "(0, 0, -9.81)",
- * "k 1e+08, d 5, hertz 110", "pgs", "on"). */
+ * "k 1e+08, d 5, hertz 110", "pgs", "true"). */
 void ph_setting_default_text(const ph_setting *r, char *buf, size_t n);
 /* The allowed values of a row as text ("(0, 1]", "[1, 64]", ">= 0",
- * "on, off", "pgs, pgs_sm, ...", "|v| <= 10000", "k [1e-06, 1e+15], ..."). */
+ * "true, false", "pgs, pgs_sm, ...", "|v| <= 10000", "k [1e-06, 1e+15], ..."). */
 void ph_setting_range_text(const ph_setting *r, char *buf, size_t n);
 
 #ifdef __cplusplus
