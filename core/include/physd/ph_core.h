@@ -376,7 +376,8 @@ int ph_world_is_valid(ph_world_id w);
 
 int ph_world_get_settings(ph_world_id w, ph_settings *out);
 /* Validates and installs new settings; they take effect at the next step.
- * A change of any field but record_merits wakes every sleeping body (its
+ * A change of any field but record_merits and simd (the rows flagged
+ * PH_SETTING_NO_WAKE in the settings table) wakes every sleeping body (its
  * rest timer restarts): a sleeping island is not stepped, so it would not
  * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
