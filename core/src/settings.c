@@ -53,26 +53,23 @@ static const char *const simds[] = {"baseline", "avx2", "avx512"};
 
 #define N(a) (int)(sizeof(a) / sizeof((a)[0]))
 
-/* Row makers: name, default, range, flags, unit, description. */
-#define DBL(f, def, lo, hi, fl, unit, doc)                                                                             \
-    { #f, PH_SETTING_DOUBLE, F(f), def, {0 }, NULL, lo, hi, fl, unit, doc, NULL, 0, NULL, 0 }
-#define INT(f, def, lo, hi, unit, doc)                                                                                 \
-    { #f, PH_SETTING_INT, F(f), def, {0 }, NULL, lo, hi, 0, unit, doc, NULL, 0, NULL, 0 }
-#define BOOL(f, def, fl, doc)                                                                                          \
-    { #f, PH_SETTING_BOOL, F(f), def, {0 }, NULL, 0, 1, fl, "", doc, NULL, 0, NULL, 0 }
-#define ENUM(f, def, names, fl, doc)                                                                                   \
-    { #f, PH_SETTING_ENUM, F(f), def, {0 }, NULL, 0, N(names) - 1, fl, "", doc, names, N(names), NULL, 0 }
-#define U64(f, def, unit, doc)                                                                                         \
-    { #f, PH_SETTING_U64, F(f), def, {0 }, NULL, 0, INF, 0, unit, doc, NULL, 0, NULL, 0 }
-#define VEC3(f, x, y, z, bound, unit, doc)                                                                             \
-    { #f, PH_SETTING_VEC3, F(f), 0, {x, y, z }, NULL, 0, bound, 0, unit, doc, NULL, 0, vec3_parts, 3 }
-#define SPOOK(f, k, d, hz, doc)                                                                                        \
-    { #f, PH_SETTING_SPOOK, F(f), 0, {k, d, hz }, NULL, 0, 0, 0, "", doc, NULL, 0, spook_parts, 3 }
-
 /* clang-format off */
+/* Row makers: the field, its default, range, flags, unit, description. */
+#define ROW(f, t) .name = #f, .type = t, .offset = F(f)
+#define DBL(f, d, lo, hi, fl, u, text) {ROW(f, PH_SETTING_DOUBLE), .def = d, .min = lo, .max = hi, .flags = fl, .unit = u, .doc = text}
+#define INT(f, d, lo, hi, u, text)     {ROW(f, PH_SETTING_INT), .def = d, .min = lo, .max = hi, .unit = u, .doc = text}
+#define BOOL(f, d, fl, text)           {ROW(f, PH_SETTING_BOOL), .def = d, .max = 1, .flags = fl, .unit = "", .doc = text}
+#define ENUM(f, d, vals, fl, text)     {ROW(f, PH_SETTING_ENUM), .def = d, .max = N(vals) - 1, .flags = fl, .unit = "", .doc = text, \
+                                        .names = vals, .n_values = N(vals)}
+#define U64(f, d, u, text)             {ROW(f, PH_SETTING_U64), .def = d, .max = INF, .unit = u, .doc = text}
+#define VEC3(f, x, y, z, bound, u, text) {ROW(f, PH_SETTING_VEC3), .def_parts = {x, y, z}, .max = bound, .unit = u, .doc = text, \
+                                        .parts = vec3_parts, .n_parts = 3}
+#define SPOOK(f, k, d, hz, text)       {ROW(f, PH_SETTING_SPOOK), .def_parts = {k, d, hz}, .unit = "", .doc = text, \
+                                        .parts = spook_parts, .n_parts = 3}
+
 static const ph_setting table[] = {
-    {"time_step", PH_SETTING_DOUBLE, F(time_step), 1.0 / 60.0, {0}, "1/60", 0, 1, PH_SETTING_MIN_OPEN, "s",
-     "simulated time of one step (h)", NULL, 0, NULL, 0},
+    {ROW(time_step, PH_SETTING_DOUBLE), .def = 1.0 / 60.0, .def_text = "1/60", .min = 0, .max = 1,
+     .flags = PH_SETTING_MIN_OPEN, .unit = "s", .doc = "simulated time of one step (h)"},
     INT(substeps, 10, 1, 64, "", "equal substeps per step (solve and integration each; collision: collide_substeps)"),
     INT(iterations, 1, 1, 10000, "", "solver iterations per substep, in PGS sweeps (default 10 x 1 = 10 sweeps per step)"),
     DBL(tolerance, 0, 0, INF, 0, "", "stop early when the Fischer merit psi falls below it; 0 = run every iteration"),
