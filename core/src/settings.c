@@ -73,7 +73,7 @@ static const ph_setting table[] = {
     INT(substeps, 10, 1, 64, "", "equal substeps per step (solve and integration each; collision: collide_substeps)"),
     INT(iterations, 1, 1, 10000, "", "solver iterations per substep, in PGS sweeps (default 10 x 1 = 10 sweeps per step)"),
     DBL(tolerance, 0, 0, INF, 0, "", "stop early when the Fischer merit psi falls below it; 0 = run every iteration"),
-    VEC3(gravity, 0, 0, -9.81, 1e4, "m/s^2", "gravity"),
+    VEC3(gravity, 0, 0, -9.81, 1e4, "m/s^2", "acceleration of every dynamic body (times its gravity_scale)"),
     SPOOK(contact, 1e8, 5, 110, "SPOOK of contacts: hertz > 0 makes every row a spring of that frequency on its effective mass; 0 uses k; d in substeps"),
     SPOOK(friction, 1e10, 4, 0, "SPOOK regularization of the friction rows (only epsilon is used)"),
     SPOOK(joint, 1e10, 3, 180, "SPOOK of the joints' rows, as contact"),
