@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
+#include "physd/ph_settings.h"
 #include "run.h"
 #include "scene_desc.h"
 
@@ -44,6 +45,7 @@ typedef struct options {
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
+    int physd_simd; /* settings.simd */
 } options;
 
 static void usage(FILE *out) {
@@ -66,6 +68,8 @@ static void usage(FILE *out) {
                  "                        (default: they do not, the usual convention of both)\n"
                  "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
                  "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
+                 "  --simd L              cap physd's vector solver: baseline, avx2 or avx512 (settings.simd;\n"
+                 "                        default: $PHYSD_SIMD, else avx512)\n"
                  "  --list                list physd's presets on stdout and exit\n"
                  "  --help                this text\n");
 }
@@ -94,6 +98,11 @@ static int parse_args(int argc, char **argv, options *o) {
     o->repeat = 1;
     o->substeps = 1;
     o->physd_split = 0; /* physd's default step: N substeps x 1 */
+    const ph_setting *simd = ph_setting_find("simd");
+    o->physd_simd = PH_SIMD_AVX512;
+    const char *env = getenv("PHYSD_SIMD"); /* the documented way before --simd */
+    if (env && *env && ph_setting_enum_parse(simd, env, &o->physd_simd) != PH_OK)
+        fprintf(stderr, "physd-bench: PHYSD_SIMD=%s ignored (baseline, avx2 or avx512)\n", env);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -113,6 +122,12 @@ static int parse_args(int argc, char **argv, options *o) {
             o->physd_from_desc = 1;
         } else if (strcmp(a, "--physd-record-merits") == 0) {
             o->physd_record_merits = 1;
+        } else if (strcmp(a, "--simd") == 0) {
+            if (ph_setting_enum_parse(simd, v, &o->physd_simd) != PH_OK) {
+                fprintf(stderr, "physd-bench: --simd needs baseline, avx2 or avx512, got '%s'\n", v ? v : "");
+                return -1;
+            }
+            i++;
         } else if (strcmp(a, "--scene") == 0) {
             if (!v) {
                 fprintf(stderr, "physd-bench: --scene needs a name\n");
@@ -233,6 +248,7 @@ int main(int argc, char **argv) {
                     .collide_jointed = o.collide_jointed,
                     .physd_from_desc = o.physd_from_desc,
                     .physd_record_merits = o.physd_record_merits,
+                    .physd_simd = o.physd_simd,
                 };
                 /* The same budget of sweeps per step in every engine; physd
                  * spends it its own default way (N substeps x 1 iteration)

@@ -31,6 +31,7 @@ typedef struct engine_config {
     int collide_jointed;     /* ODE, Bullet: bodies linked by a joint also collide (default 0) */
     int physd_from_desc;     /* physd only: build from the description instead of the preset */
     int physd_record_merits; /* physd only: settings.record_merits */
+    int physd_simd;          /* physd only: settings.simd (a ph_simd) */
 } engine_config;
 
 /* Figures an engine may report about its last step; fields it cannot report

@@ -152,6 +152,7 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.iterations = cfg->iterations;
     s.gravity = cfg->gravity;
     s.record_merits = cfg->physd_record_merits;
+    s.simd = (ph_simd)cfg->physd_simd;
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);
 

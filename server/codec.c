@@ -3,8 +3,9 @@
  * untrusted values enter the server.
  *
  * Normal path: a decoded protobuf message (already bounded by max_frame) is
- * converted field by field into core structs (ph_settings, ph_body_def,
- * ph_shape_def, ph_joint_def, ps_edit). Absent optional fields take the
+ * converted into core structs: ph_settings row by row through the core's
+ * settings table (fields matched by name), ph_body_def, ph_shape_def,
+ * ph_joint_def and ps_edit field by field. Absent optional fields take the
  * core defaults (or, for settings changes, the current values). Every
  * double is checked to be finite and within the documented range, every
  * enum value against the known values, every count against its limit,
@@ -106,88 +107,128 @@ int ps_codec_quat(const Physd__V1__Quat *m, ph_quat *out) {
 
 /* ------------------------------------------------------------- settings */
 
+/* The Settings message is matched to the core's settings table
+ * (ph_settings.h) by field name through protobuf-c's descriptors: a field
+ * that is a wrapper (a message whose one field is "value") carries a
+ * scalar row, a message of doubles (Vec3, Spook) a composite row part by
+ * part. The fields that are the server's rather than the core's are listed
+ * here; every other field has a row (tests/server/test_settings_codec.c). */
+static const char *const server_fields[] = {"tick_rate"};
+
+int ps_codec_settings_server_field(const char *name) {
+    for (size_t i = 0; i < sizeof server_fields / sizeof server_fields[0]; i++)
+        if (strcmp(server_fields[i], name) == 0) return 1;
+    return 0;
+}
+
+const ProtobufCFieldDescriptor *ps_codec_wrapped_value(const ProtobufCFieldDescriptor *f) {
+    if (f->type != PROTOBUF_C_TYPE_MESSAGE) return NULL;
+    const ProtobufCMessageDescriptor *d = f->descriptor;
+    if (d->n_fields != 1 || strcmp(d->fields[0].name, "value") != 0) return NULL;
+    return &d->fields[0];
+}
+
+/* The protocol type a row's scalar travels as. */
+static int wire_type_fits(ph_setting_type t, ProtobufCType w) {
+    switch (t) {
+    case PH_SETTING_DOUBLE:
+        return w == PROTOBUF_C_TYPE_DOUBLE;
+    case PH_SETTING_INT:
+        return w == PROTOBUF_C_TYPE_INT32;
+    case PH_SETTING_BOOL:
+        return w == PROTOBUF_C_TYPE_BOOL;
+    case PH_SETTING_ENUM:
+        return w == PROTOBUF_C_TYPE_ENUM;
+    case PH_SETTING_U64:
+        return w == PROTOBUF_C_TYPE_UINT64;
+    default:
+        return 0;
+    }
+}
+
+int ps_codec_row_fits(const ph_setting *r, const ProtobufCFieldDescriptor *f) {
+    const ProtobufCFieldDescriptor *v = ps_codec_wrapped_value(f);
+    if (r->type == PH_SETTING_VEC3 || r->type == PH_SETTING_SPOOK) {
+        if (v || f->type != PROTOBUF_C_TYPE_MESSAGE) return 0;
+        const ProtobufCMessageDescriptor *d = f->descriptor;
+        if ((int)d->n_fields != r->n_parts) return 0;
+        for (int k = 0; k < r->n_parts; k++) {
+            const ProtobufCFieldDescriptor *q = protobuf_c_message_descriptor_get_field_by_name(d, r->parts[k].name);
+            if (!q || q->type != PROTOBUF_C_TYPE_DOUBLE || q->label == PROTOBUF_C_LABEL_REPEATED) return 0;
+        }
+        return 1;
+    }
+    return v && v->label != PROTOBUF_C_LABEL_REPEATED && wire_type_fits(r->type, v->type);
+}
+
+/* One present field into its row of n (a copy of the settings). */
+static int decode_row(const ph_setting *r, const ProtobufCFieldDescriptor *f, const ProtobufCMessage *sub,
+                      ph_settings *n, ps_status *st) {
+    if (!ps_codec_row_fits(r, f))
+        return ps_fail(st, PS_ST_INTERNAL, "settings.%s: protocol field does not match the settings table", r->name);
+    void *dst = ph_setting_ptr(n, r);
+    if (r->type == PH_SETTING_VEC3 || r->type == PH_SETTING_SPOOK) {
+        double v[3];
+        for (int k = 0; k < r->n_parts; k++) {
+            const ProtobufCFieldDescriptor *q =
+                protobuf_c_message_descriptor_get_field_by_name(f->descriptor, r->parts[k].name);
+            v[k] = *(const double *)((const char *)sub + q->offset);
+            if (r->type == PH_SETTING_VEC3 && (!isfinite(v[k]) || fabs(v[k]) > r->max))
+                return ps_fail(st, PS_ST_INVALID, "settings.%s must be finite with components in [%g, %g]", r->name,
+                               -r->max, r->max);
+            if (!isfinite(v[k]))
+                return ps_fail(st, PS_ST_INVALID, "settings.%s %s, %s and %s must be finite", r->name, r->parts[0].name,
+                               r->parts[1].name, r->parts[2].name);
+        }
+        memcpy(dst, v, (size_t)r->n_parts * sizeof(double));
+        return 0;
+    }
+    const void *p = (const char *)sub + ps_codec_wrapped_value(f)->offset;
+    switch (r->type) {
+    case PH_SETTING_DOUBLE: {
+        double v = *(const double *)p;
+        if (!isfinite(v)) return ps_fail(st, PS_ST_INVALID, "settings.%s must be finite", r->name);
+        *(double *)dst = v;
+        break;
+    }
+    case PH_SETTING_INT:
+        *(int *)dst = *(const int32_t *)p;
+        break;
+    case PH_SETTING_BOOL:
+        *(int *)dst = *(const protobuf_c_boolean *)p ? 1 : 0;
+        break;
+    case PH_SETTING_ENUM: {
+        /* The protocol's enums use the core's numbering (tested). */
+        int v = *(const int *)p;
+        if (v < 0 || v >= r->n_values) return ps_fail(st, PS_ST_INVALID, "settings.%s: unknown value %d", r->name, v);
+        *(int *)dst = v;
+        break;
+    }
+    case PH_SETTING_U64:
+        *(uint64_t *)dst = *(const uint64_t *)p;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
 int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, const ps_config *cfg,
                       ps_status *st) {
     if (!m) return 0;
     ph_settings n = *s;
     double tr = *tick_rate;
-#define DBL(f)                                                                                                         \
-    if (m->f) {                                                                                                        \
-        if (!isfinite(m->f->value)) return ps_fail(st, PS_ST_INVALID, "settings." #f " must be finite");               \
-        n.f = m->f->value;                                                                                             \
+    const ProtobufCMessageDescriptor *d = &physd__v1__settings__descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        const ProtobufCMessage *sub = *(ProtobufCMessage *const *)((const char *)m + f->offset);
+        const ph_setting *r = ph_setting_find(f->name);
+        if (!sub || !r) continue;
+        if (decode_row(r, f, sub, &n, st)) return st->code;
     }
-    DBL(time_step)
-    DBL(tolerance)
-    DBL(warm_start_factor)
-    DBL(restitution_threshold)
-    DBL(contact_margin)
-    DBL(cg_tolerance)
-    DBL(sm_gamma)
-    DBL(sm_stagnation)
-    DBL(sm_forcing)
-    DBL(contact_cache_tolerance)
-    DBL(jacobi_relaxation)
-    DBL(sleep_linear)
-    DBL(sleep_angular)
-    DBL(sleep_time)
-#undef DBL
-    if (m->k_pgs) n.k_pgs = m->k_pgs->value;
-    if (m->k_sm) n.k_sm = m->k_sm->value;
-    if (m->sm_preconditioner) n.sm_preconditioner = m->sm_preconditioner->value;
-    if (m->ordering_per_iteration) n.ordering_per_iteration = m->ordering_per_iteration->value ? 1 : 0;
-    if (m->sm_gamma_scope) {
-        int v = (int)m->sm_gamma_scope->value;
-        if (v != PHYSD__V1__GAMMA_SCOPE__GAMMA_ALL && v != PHYSD__V1__GAMMA_SCOPE__GAMMA_FRICTION)
-            return ps_fail(st, PS_ST_INVALID, "settings.sm_gamma_scope: unknown value %d", v);
-        n.sm_gamma_scope = v == PHYSD__V1__GAMMA_SCOPE__GAMMA_ALL ? PH_GAMMA_ALL : PH_GAMMA_FRICTION;
-    }
-    if (m->substeps) n.substeps = m->substeps->value;
-    if (m->iterations) n.iterations = m->iterations->value;
-    if (m->gravity && ps_codec_vec3(m->gravity, n.gravity, 1e4, &n.gravity))
-        return ps_fail(st, PS_ST_INVALID, "settings.gravity must be finite with components in [-1e4, 1e4]");
-    const Physd__V1__Spook *sp[3] = {m->contact, m->friction, m->joint};
-    ph_spook *dst[3] = {&n.contact, &n.friction, &n.joint};
-    const char *names[3] = {"contact", "friction", "joint"};
-    for (int k = 0; k < 3; k++) {
-        if (!sp[k]) continue;
-        if (!isfinite(sp[k]->k) || !isfinite(sp[k]->d) || !isfinite(sp[k]->hertz))
-            return ps_fail(st, PS_ST_INVALID, "settings.%s k, d and hertz must be finite", names[k]);
-        dst[k]->k = sp[k]->k;
-        dst[k]->d = sp[k]->d;
-        dst[k]->hertz = sp[k]->hertz;
-    }
-    if (m->friction_model) {
-        int v = (int)m->friction_model->value;
-        if (v != PHYSD__V1__FRICTION_MODEL__FRICTION_NCP && v != PHYSD__V1__FRICTION_MODEL__FRICTION_SCALED_BOX)
-            return ps_fail(st, PS_ST_INVALID, "settings.friction_model: unknown value %d", v);
-        n.friction_model = v == PHYSD__V1__FRICTION_MODEL__FRICTION_NCP ? PH_FRICTION_NCP : PH_FRICTION_SCALED_BOX;
-    }
-    /* The protocol's Method and Ordering enums use the core's numbering. */
-    if (m->method) {
-        int v = (int)m->method->value;
-        if (v < 0 || v >= PH_METHOD_COUNT) return ps_fail(st, PS_ST_INVALID, "settings.method: unknown value %d", v);
-        n.method = (ph_method)v;
-    }
-    if (m->ordering) {
-        int v = (int)m->ordering->value;
-        if (v < 0 || v >= PH_ORDER_COUNT) return ps_fail(st, PS_ST_INVALID, "settings.ordering: unknown value %d", v);
-        n.ordering = (ph_ordering)v;
-    }
-    if (m->warm_start) n.warm_start = m->warm_start->value ? 1 : 0;
-    if (m->gyroscopic) n.gyroscopic = m->gyroscopic->value ? 1 : 0;
-    if (m->record_merits) n.record_merits = m->record_merits->value ? 1 : 0;
-    if (m->sleep) n.sleep = m->sleep->value ? 1 : 0;
-    if (m->collide_substeps) n.collide_substeps = m->collide_substeps->value ? 1 : 0;
-    if (m->vector_solver) n.vector_solver = m->vector_solver->value ? 1 : 0;
-    if (m->contact_block) n.contact_block = m->contact_block->value ? 1 : 0;
-    if (m->joint_solver) {
-        int v = (int)m->joint_solver->value;
-        if (v < 0 || v >= PH_JOINT_SOLVER_COUNT)
-            return ps_fail(st, PS_ST_INVALID, "settings.joint_solver: unknown value %d", v);
-        n.joint_solver = (ph_joint_solver)v;
-    }
-    if (m->joint_projection) n.joint_projection = m->joint_projection->value;
-    if (m->seed) n.seed = m->seed->value;
+    /* The server's own rules: max_step_work is bounded by the server's,
+     * 0 asks for it; the tick rate lies in the server's range. */
     if (m->max_step_work) {
         uint64_t v = m->max_step_work->value;
         if (v > cfg->max_step_work)
@@ -211,88 +252,61 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
     return 0;
 }
 
+/* One row's value into a wrapper or composite message. */
+static void encode_row(const ph_setting *r, const ProtobufCFieldDescriptor *f, const ph_settings *s,
+                       ProtobufCMessage *sub) {
+    const void *src = ph_setting_cptr(s, r);
+    if (r->type == PH_SETTING_VEC3 || r->type == PH_SETTING_SPOOK) {
+        for (int k = 0; k < r->n_parts; k++) {
+            const ProtobufCFieldDescriptor *q =
+                protobuf_c_message_descriptor_get_field_by_name(f->descriptor, r->parts[k].name);
+            *(double *)((char *)sub + q->offset) = ((const double *)src)[k];
+        }
+        return;
+    }
+    void *p = (char *)sub + ps_codec_wrapped_value(f)->offset;
+    switch (r->type) {
+    case PH_SETTING_DOUBLE:
+        *(double *)p = *(const double *)src;
+        break;
+    case PH_SETTING_INT:
+    case PH_SETTING_ENUM:
+        *(int32_t *)p = *(const int *)src;
+        break;
+    case PH_SETTING_BOOL:
+        *(protobuf_c_boolean *)p = *(const int *)src != 0;
+        break;
+    case PH_SETTING_U64:
+        *(uint64_t *)p = *(const uint64_t *)src;
+        break;
+    default:
+        break;
+    }
+}
+
 void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage) {
     ps_settings_storage *z = storage;
     physd__v1__settings__init(m);
-    for (int k = 0; k < 8; k++)
-        physd__v1__double_value__init(&z->d[k]);
-    for (int k = 0; k < 2; k++)
-        physd__v1__int32_value__init(&z->i[k]);
-    for (int k = 0; k < 3; k++)
-        physd__v1__bool_value__init(&z->b[k]);
-    physd__v1__uint64_value__init(&z->u);
-    physd__v1__uint64_value__init(&z->msw);
-    for (int k = 0; k < 2; k++)
-        physd__v1__double_value__init(&z->d2[k]);
-    for (int k = 0; k < 2; k++)
-        physd__v1__int32_value__init(&z->i2[k]);
-    physd__v1__bool_value__init(&z->b2);
-    physd__v1__gamma_scope_value__init(&z->gs);
-    physd__v1__vec3__init(&z->gravity);
-    for (int k = 0; k < 3; k++)
-        physd__v1__spook__init(&z->spook[k]);
-    physd__v1__friction_model_value__init(&z->fm);
-    physd__v1__method_value__init(&z->me);
-    physd__v1__ordering_value__init(&z->ord);
-    z->d[0].value = s->time_step, m->time_step = &z->d[0];
-    z->d[1].value = s->tolerance, m->tolerance = &z->d[1];
-    z->d[2].value = s->warm_start_factor, m->warm_start_factor = &z->d[2];
-    z->d[3].value = s->restitution_threshold, m->restitution_threshold = &z->d[3];
-    z->d[4].value = s->contact_margin, m->contact_margin = &z->d[4];
-    z->d[5].value = tick_rate, m->tick_rate = &z->d[5];
-    z->i[0].value = s->substeps, m->substeps = &z->i[0];
-    z->i[1].value = s->iterations, m->iterations = &z->i[1];
-    z->b[0].value = s->warm_start != 0, m->warm_start = &z->b[0];
-    z->b[1].value = s->gyroscopic != 0, m->gyroscopic = &z->b[1];
-    z->b[2].value = s->record_merits != 0, m->record_merits = &z->b[2];
-    z->u.value = s->seed, m->seed = &z->u;
-    z->msw.value = s->max_step_work, m->max_step_work = &z->msw;
-    z->gravity.x = s->gravity.x, z->gravity.y = s->gravity.y, z->gravity.z = s->gravity.z;
-    m->gravity = &z->gravity;
-    z->spook[0].k = s->contact.k, z->spook[0].d = s->contact.d;
-    z->spook[0].hertz = s->contact.hertz, m->contact = &z->spook[0];
-    z->spook[1].k = s->friction.k, z->spook[1].d = s->friction.d;
-    z->spook[1].hertz = s->friction.hertz, m->friction = &z->spook[1];
-    z->spook[2].k = s->joint.k, z->spook[2].d = s->joint.d;
-    z->spook[2].hertz = s->joint.hertz, m->joint = &z->spook[2];
-    z->fm.value = s->friction_model == PH_FRICTION_SCALED_BOX ? PHYSD__V1__FRICTION_MODEL__FRICTION_SCALED_BOX
-                                                              : PHYSD__V1__FRICTION_MODEL__FRICTION_NCP;
-    m->friction_model = &z->fm;
-    z->me.value = (Physd__V1__Method)s->method, m->method = &z->me;
-    z->ord.value = (Physd__V1__Ordering)s->ordering, m->ordering = &z->ord;
-    z->d[6].value = s->cg_tolerance, m->cg_tolerance = &z->d[6];
-    z->d[7].value = s->sm_gamma, m->sm_gamma = &z->d[7];
-    z->d2[0].value = s->sm_stagnation, m->sm_stagnation = &z->d2[0];
-    z->d2[1].value = s->jacobi_relaxation, m->jacobi_relaxation = &z->d2[1];
-    physd__v1__int32_value__init(&z->pc);
-    z->pc.value = s->sm_preconditioner, m->sm_preconditioner = &z->pc;
-    physd__v1__double_value__init(&z->fo);
-    z->fo.value = s->sm_forcing, m->sm_forcing = &z->fo;
-    physd__v1__double_value__init(&z->cct);
-    z->cct.value = s->contact_cache_tolerance, m->contact_cache_tolerance = &z->cct;
-    for (int k = 0; k < 3; k++)
-        physd__v1__double_value__init(&z->sl[k]);
-    physd__v1__bool_value__init(&z->sleep);
-    z->sleep.value = s->sleep != 0, m->sleep = &z->sleep;
-    physd__v1__bool_value__init(&z->collide);
-    z->collide.value = s->collide_substeps != 0, m->collide_substeps = &z->collide;
-    physd__v1__bool_value__init(&z->vector);
-    z->vector.value = s->vector_solver != 0, m->vector_solver = &z->vector;
-    physd__v1__bool_value__init(&z->cblock);
-    z->cblock.value = s->contact_block != 0, m->contact_block = &z->cblock;
-    physd__v1__joint_solver_value__init(&z->js);
-    z->js.value = (Physd__V1__JointSolver)s->joint_solver, m->joint_solver = &z->js;
-    physd__v1__int32_value__init(&z->jp);
-    z->jp.value = s->joint_projection, m->joint_projection = &z->jp;
-    z->sl[0].value = s->sleep_linear, m->sleep_linear = &z->sl[0];
-    z->sl[1].value = s->sleep_angular, m->sleep_angular = &z->sl[1];
-    z->sl[2].value = s->sleep_time, m->sleep_time = &z->sl[2];
-    z->i2[0].value = s->k_pgs, m->k_pgs = &z->i2[0];
-    z->i2[1].value = s->k_sm, m->k_sm = &z->i2[1];
-    z->b2.value = s->ordering_per_iteration != 0, m->ordering_per_iteration = &z->b2;
-    z->gs.value = s->sm_gamma_scope == PH_GAMMA_FRICTION ? PHYSD__V1__GAMMA_SCOPE__GAMMA_FRICTION
-                                                         : PHYSD__V1__GAMMA_SCOPE__GAMMA_ALL;
-    m->sm_gamma_scope = &z->gs;
+    const ProtobufCMessageDescriptor *d = &physd__v1__settings__descriptor;
+    size_t used = 0;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        const ph_setting *r = ph_setting_find(f->name);
+        int tick = !r && strcmp(f->name, "tick_rate") == 0;
+        if (r ? !ps_codec_row_fits(r, f) : !tick) continue;
+        const ProtobufCMessageDescriptor *sd = f->descriptor;
+        size_t size = (sd->sizeof_message + 15) & ~(size_t)15;
+        if (used + size > sizeof z->bytes) abort(); /* PS_SETTINGS_STORAGE too small: a programming error */
+        ProtobufCMessage *sub = (ProtobufCMessage *)(void *)(z->bytes + used);
+        used += size;
+        protobuf_c_message_init(sd, sub);
+        if (r)
+            encode_row(r, f, s, sub);
+        else
+            *(double *)((char *)sub + ps_codec_wrapped_value(f)->offset) = tick_rate;
+        *(ProtobufCMessage **)((char *)m + f->offset) = sub;
+    }
 }
 
 /* ---------------------------------------------------------------- shapes */
@@ -645,5 +659,6 @@ ph_settings ps_default_world_settings(const ps_config *cfg) {
     ph_settings s = ph_default_settings();
     s.sleep = 1;                          /* a server keeps many worlds: resting islands cost nothing */
     s.max_step_work = cfg->max_step_work; /* no step holds a worker without bound */
+    s.simd = (ph_simd)cfg->simd;          /* --simd / PHYSD_SIMD */
     return s;
 }

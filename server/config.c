@@ -22,7 +22,10 @@
 
 #include "ps_internal.h"
 
-enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL };
+/* T_SETTING: the default of a world setting of the same name, parsed as
+ * that row of the core's settings table (an enum row: one of its value
+ * names) and stored as an int. */
+enum { T_INT, T_U64, T_DBL, T_STR, T_BOOL, T_SETTING };
 
 typedef struct entry {
     const char *name;
@@ -79,6 +82,9 @@ static const entry table[] = {
     {"demo_scene", T_STR, F(demo_scene), sizeof(((ps_config *)0)->demo_scene), 0, 0, "chain30",
      "preset of the demo world"},
     {"quiet", T_BOOL, F(quiet), 0, 0, 1, "0", "no log lines"},
+    {"simd", T_SETTING, F(simd), 0, 0, 0, "avx512",
+     "cap on the vector solver's instruction set of new worlds: baseline, avx2 or avx512 (the PHYSD_SIMD "
+     "environment variable sets this default)"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])
@@ -106,6 +112,10 @@ static int set_entry(ps_config *cfg, const entry *e, const char *value, const ch
         }
         memcpy(base, value, strlen(value) + 1);
         return 0;
+    case T_SETTING:
+        if (ph_setting_enum_parse(ph_setting_find(e->name), value, (int *)(void *)base) == PH_OK) return 0;
+        if (err) *err = "not one of the setting's values (see --help)";
+        return UV_EINVAL;
     case T_BOOL:
         if (!strcmp(value, "1") || !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on"))
             *(int *)base = 1;

@@ -79,6 +79,12 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     ps_config cfg;
     ps_config_defaults(&cfg);
+    /* PHYSD_SIMD (documented before the simd option existed) sets its
+     * default; --simd and the config file override it. */
+    const char *simd = getenv("PHYSD_SIMD");
+    const char *simd_why = NULL;
+    if (simd && *simd && ps_config_set(&cfg, "simd", simd, &simd_why) != 0)
+        fprintf(stderr, "physd: PHYSD_SIMD=%s ignored: %s\n", simd, simd_why);
     cfg.demo = 1;
     cfg.handle_signals = 1;
     /* The config file first, so that flags override it. */

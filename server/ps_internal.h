@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "physd/ph_core.h"
+#include "physd/ph_settings.h"
 #include "physd/v1/physd.pb-c.h"
 #include "server.h"
 
@@ -520,36 +521,23 @@ int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n, int max_ops, ps_e
 int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, const ps_config *cfg,
                       ps_status *st);
 void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage);
-/* Storage for ps_codec_settings_out: wrapper messages it points into. */
+/* Storage for ps_codec_settings_out: the wrapper and composite messages it
+ * points into, one after the other (a reply fills every field). */
+#define PS_SETTINGS_STORAGE 4096
 typedef struct ps_settings_storage {
-    Physd__V1__DoubleValue d[8];
-    Physd__V1__Int32Value i[2];
-    Physd__V1__BoolValue b[3];
-    Physd__V1__UInt64Value u;
-    Physd__V1__UInt64Value msw; /* max_step_work */
-    Physd__V1__Vec3 gravity;
-    Physd__V1__Spook spook[3];
-    Physd__V1__FrictionModelValue fm;
-    Physd__V1__MethodValue me;
-    Physd__V1__OrderingValue ord;
-    Physd__V1__DoubleValue d2[2];
-    Physd__V1__Int32Value i2[2];
-    Physd__V1__BoolValue b2;
-    Physd__V1__BoolValue sleep;
-    Physd__V1__BoolValue collide;
-    Physd__V1__BoolValue vector;
-    Physd__V1__BoolValue cblock; /* contact_block */
-    Physd__V1__JointSolverValue js;
-    Physd__V1__Int32Value jp;
-    Physd__V1__DoubleValue sl[3];
-    Physd__V1__GammaScopeValue gs;
-    Physd__V1__Int32Value pc;   /* sm_preconditioner */
-    Physd__V1__DoubleValue fo;  /* sm_forcing */
-    Physd__V1__DoubleValue cct; /* contact_cache_tolerance */
+    _Alignas(16) unsigned char bytes[PS_SETTINGS_STORAGE];
 } ps_settings_storage;
+/* 1 for a Settings field that is the server's (tick_rate), not a row of the
+ * core's settings table. */
+int ps_codec_settings_server_field(const char *name);
+/* The "value" field of a wrapper message field (DoubleValue...), or NULL. */
+const ProtobufCFieldDescriptor *ps_codec_wrapped_value(const ProtobufCFieldDescriptor *f);
+/* 1 when a Settings field can carry the row (wrapper of the row's scalar
+ * type, or a message with the composite row's parts as doubles). */
+int ps_codec_row_fits(const ph_setting *r, const ProtobufCFieldDescriptor *f);
 
 /* The core's defaults with the server's own choices: sleeping on, the
- * step budget max_step_work. */
+ * step budget max_step_work, the instruction-set cap of its simd option. */
 ph_settings ps_default_world_settings(const ps_config *cfg);
 
 int ps_codec_edit_batch(const Physd__V1__EditBatch *m, int max_ops, ps_edit_batch **out, ps_status *st);

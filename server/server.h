@@ -63,6 +63,7 @@ typedef struct ps_config {
     char demo_scene[64];             /* preset of the demo world, default "chain30" */
     int handle_signals;              /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
     int quiet;                       /* no log lines (benchmarks), default 0 */
+    int simd;                        /* default of the worlds' settings.simd (a ph_simd), default no cap */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);

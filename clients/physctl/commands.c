@@ -1301,30 +1301,19 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
 
 /* --------------------------------------------------------------- table */
 
-#define SETTINGS_HELP                                                                                                  \
-    "Settings are key=value pairs named as in the protocol's Settings message (docs/protocol.md):\n"                   \
-    "  time_step substeps iterations tolerance gravity=x,y,z contact=k,d,hertz friction=k,d,hertz\n"                   \
-    "  joint=k,d,hertz friction_model=ncp|scaled_box method=pgs|pgs_sm|block_pgs|jacobi|direct\n"                      \
-    "  ordering=default|gravity|random|complementarity|effective_mass ordering_per_iteration warm_start\n"             \
-    "  warm_start_factor restitution_threshold contact_margin gyroscopic record_merits seed tick_rate\n"               \
-    "  k_pgs k_sm cg_tolerance sm_gamma sm_gamma_scope=all|friction sm_stagnation jacobi_relaxation\n"                 \
-    "  sm_preconditioner=0|1|2 (none, diagonal, IC(0)) sm_forcing sleep sleep_linear sleep_angular sleep_time\n"       \
-    "  collide_substeps joint_projection vector_solver joint_solver=gs|direct contact_cache_tolerance\n"               \
-    "  contact_block max_step_work (row updates per step; 0 = the server's limit)\n"                                   \
-    "A dotted key changes one part: contact.hertz=30, gravity.z=-1.62. Booleans: true/false.\n"
-
 const command physctl_commands[] = {
-    {"worlds", "", "list the worlds", "Prints id, name, preset, state, tick and counts of every world.\n", cmd_worlds},
+    {"worlds", "", "list the worlds", "Prints id, name, preset, state, tick and counts of every world.\n", cmd_worlds,
+     0},
     {"presets", "", "list the built-in scenes (for create --scene)",
      "Prints the name, dynamic bodies and description of every preset the server has (--json adds the\n"
      "length of each one's reference run, in steps).\n",
-     cmd_presets},
+     cmd_presets, 0},
     {"create", "[--scene NAME] [--name N] [--paused] [key=value...]", "create a world; prints its id",
      "--scene NAME (or --preset) builds a built-in scene (physctl presets lists them: stack20, pyramid20, chain30,\n"
-     "box_drop, ...; a misspelt name gets the nearest ones).\n" SETTINGS_HELP
-     "Example: physctl create --scene stack20 --name demo iterations=2 tick_rate=120\n",
-     cmd_create},
-    {"destroy", "WORLD", "destroy a world", "", cmd_destroy},
+     "box_drop, ...; a misspelt name gets the nearest ones).\n"
+     "Example: physctl create --scene stack20 --name demo iterations=2 tick_rate=120\n\n",
+     cmd_create, 1},
+    {"destroy", "WORLD", "destroy a world", "", cmd_destroy, 0},
     {"add", "WORLD [key=value...]", "add a body; prints its id",
      "Keys: type=dynamic|static|kinematic, shape=sphere|box|capsule|plane, radius=R, half=x,y,z or half=H (box half\n"
      "extents; one number is a cube), half_height=H (capsule), normal=x,y,z and offset=D (plane), mass=M (sets the\n"
@@ -1333,29 +1322,29 @@ const command physctl_commands[] = {
      "gravity_scale=0, mass.mass=2 mass.inertia=1,1,1, shapes.1.type=box shapes.1.local.position=0,0,1).\n"
      "Without shape=, the body is a sphere of radius 0.5. A misspelt key gets the nearest ones.\n"
      "Example: physctl add 1 shape=box half=0.5 mass=2 pos=0,0,3\n",
-     cmd_add},
-    {"remove", "WORLD BODY...", "remove bodies (with their shapes and joints)", "", cmd_remove},
+     cmd_add, 0},
+    {"remove", "WORLD BODY...", "remove bodies (with their shapes and joints)", "", cmd_remove, 0},
     {"pose", "WORLD BODY [pos=x,y,z] [rot=x,y,z,w]", "move a body (set_pose)",
      "Sets the body's position and/or orientation (a quaternion x,y,z,w) at the next tick boundary; the part\n"
      "not given keeps its current value.\nExample: physctl pose 1 4294967298 pos=0,0,5\n",
-     physctl_pose},
+     physctl_pose, 0},
     {"velocity", "WORLD BODY [vel=x,y,z] [angvel=x,y,z]", "set a body's velocity (set_velocity)",
      "Sets the linear (m/s) and/or angular (rad/s, world frame) velocity; the part not given keeps its current\n"
      "value. Not for static bodies.\nExample: physctl velocity 1 4294967298 vel=0,0,5\n",
-     physctl_velocity},
+     physctl_velocity, 0},
     {"force", "WORLD BODY x,y,z [at=x,y,z]", "apply a force during the next step",
      "A force in N that acts during the next step only, at a world point (default: the centre of mass).\n"
      "For a lasting push send it every tick, or use impulse.\nExample: physctl force 1 4294967298 0,0,500\n",
-     physctl_force},
+     physctl_force, 0},
     {"torque", "WORLD BODY x,y,z", "apply a torque during the next step",
-     "A torque in N m (world frame) that acts during the next step only.\n", physctl_torque},
+     "A torque in N m (world frame) that acts during the next step only.\n", physctl_torque, 0},
     {"impulse", "WORLD BODY x,y,z [at=x,y,z]", "apply an impulse",
      "An impulse in N s applied to the velocity at the next tick boundary, at a world point (default: the\n"
      "centre of mass).\nExample: physctl impulse 1 4294967298 0,0,10\n",
-     physctl_impulse},
+     physctl_impulse, 0},
     {"target", "WORLD BODY [pos=x,y,z] [rot=x,y,z,w]", "move a kinematic body to a pose over the next step",
      "Kinematic bodies only: the body reaches the pose at the end of the next step (its velocity follows).\n",
-     physctl_target},
+     physctl_target, 0},
     {"joint", "add|remove|list WORLD ...", "add, remove or list joints",
      "physctl joint add WORLD type=ball|hinge|distance|fixed a=BODY [b=BODY] [key=value...]\n"
      "  prints the joint's id. Without b= the joint holds body a to the world. Keys: any JointDef field\n"
@@ -1365,23 +1354,27 @@ const command physctl_commands[] = {
      "physctl joint remove WORLD JOINT...\n"
      "physctl joint list WORLD [JOINT...]   every joint (or the given ones) with its definition\n"
      "Example: physctl joint add 1 type=hinge a=4294967298 anchor_b=0,0,5 axis_a=0,1,0 axis_b=0,1,0\n",
-     physctl_joint},
+     physctl_joint, 0},
     {"set", "WORLD key=value...", "change world or solver settings",
-     SETTINGS_HELP "Changes apply from the next step; prints the resulting values. A misspelt key gets the\n"
-                   "nearest ones.\nExample: physctl set 1 iterations=2 method=pgs_sm contact.hertz=30\n",
-     cmd_set},
-    {"pause", "WORLD", "stop a world's clock", "", cmd_pause},
-    {"resume", "WORLD", "restart a world's clock", "", cmd_resume},
+     "Changes apply from the next step; prints the resulting values. A misspelt key gets the\n"
+     "nearest ones.\nExample: physctl set 1 iterations=2 method=pgs_sm contact.hertz=30\n\n",
+     cmd_set, 1},
+    {"settings", "[--markdown]", "describe every world setting (no server needed)",
+     "Prints each field of the protocol's Settings message with its default, range, unit and meaning,\n"
+     "from the core's settings table (docs/protocol.md has the same table); --markdown prints that table.\n",
+     ctl_cmd_settings, 0},
+    {"pause", "WORLD", "stop a world's clock", "", cmd_pause, 0},
+    {"resume", "WORLD", "restart a world's clock", "", cmd_resume, 0},
     {"step", "WORLD [N]", "run N steps (default 1) of a paused world",
      "The reply comes once the steps are done (physctl waits as long as they take unless --timeout is\n"
      "given); prints the steps done and the new tick. A reset, pause or\n"
      "destroy of the world meanwhile cancels the rest: the steps done are printed, \"cancelled\" is said,\n"
      "and the exit code is 1.\n",
-     cmd_step},
+     cmd_step, 0},
     {"reset", "WORLD", "rebuild a world from its creation request (preset and scene)",
      "Bodies and joints added since are gone and every old id becomes stale; a world made by `load` gets its\n"
      "file's scene back.\n",
-     cmd_reset},
+     cmd_reset, 0},
     {"watch", "WORLD [--stats|--contacts] [--every K] [--bodies N] [--seconds S] [--count N]",
      "live view of bodies, convergence statistics or contact events",
      "Bodies (default): subscribes to transform frames every K-th tick (default 6) and shows the first N\n"
@@ -1394,37 +1387,37 @@ const command physctl_commands[] = {
      "Stops after S seconds or N updates if given, on Ctrl-C, or when the world is destroyed.\n"
      "With --json, prints one JSON object per update (one per line), and {\"world_id\", \"state\", ...}\n"
      "lines when the world's state changes.\n",
-     physctl_watch},
+     physctl_watch, 0},
     {"events", "WORLD [--seconds S] [--count N]", "contact begin and end events as they happen",
-     "The same as physctl watch WORLD --contacts.\n", physctl_events},
+     "The same as physctl watch WORLD --contacts.\n", physctl_events, 0},
     {"stats", "WORLD [--solver]", "world counters and state (and the next step's solver statistics)",
-     "--solver also waits (up to 2 s) for the next step's statistics with per-iteration merits.\n", cmd_stats},
+     "--solver also waits (up to 2 s) for the next step's statistics with per-iteration merits.\n", cmd_stats, 0},
     {"counters", "WORLD", "every counter of a world",
      "Prints every field of the protocol's WorldCounters (ticks, overruns, edits, pushes, step times, paused,\n"
      "awake bodies, budget and non-finite steps, resets, how far behind) and the world's state.\n",
-     cmd_counters},
+     cmd_counters, 0},
     {"body", "WORLD BODY... [--shapes]", "the state of some bodies",
      "Pose, velocities, mass and shapes (with --shapes) of the given bodies; physctl dump shows them all.\n",
-     physctl_body},
+     physctl_body, 0},
     {"ray", "WORLD ORIGIN DIRECTION [MAX_DISTANCE]", "cast a ray; prints the closest hit",
      "ORIGIN and DIRECTION as x,y,z (the direction need not be unit); MAX_DISTANCE in m (default 1e6).\n"
      "Example: physctl ray 1 0,0,50 0,0,-1\n",
-     physctl_ray},
+     physctl_ray, 0},
     {"dump", "WORLD [--shapes]", "the world and every body's state as JSON",
      "Prints {\"world\": WorldInfo, \"bodies\": [BodyState...]} with every field (docs/protocol.md);\n"
      "--shapes includes each body's shapes.\n",
-     cmd_dump},
+     cmd_dump, 0},
     {"load", "FILE [--name N] [--paused|--running]", "create a world from a scene file; prints its id",
      "The scene file format is described in docs/clients.md. The world is created with the file's bodies and\n"
      "joints as its scene (CreateWorld.scene: one request, and `physctl reset` restores them) and runs unless\n"
      "the file says \"paused\": true (or --paused). A scene larger than the server's max_edits_per_batch is\n"
      "added by edit batches instead (a warning says so: reset then does not restore it). When a world has\n"
      "the file's name already, the new one is NAME-2 (or -3, ...); --name N chooses the name.\n",
-     cmd_load},
+     cmd_load, 0},
     {"save", "WORLD FILE", "write a world to a scene file",
      "Writes the name, paused flag, every setting, every body (pose, velocities, damping, gravity scale, shapes,\n"
      "mass and inertia) and every joint in the format of docs/clients.md; physctl load FILE makes a copy.\n",
-     cmd_save},
-    {"ping", "[N]", "round-trip time to the server", "", cmd_ping},
-    {NULL, NULL, NULL, NULL, NULL},
+     cmd_save, 0},
+    {"ping", "[N]", "round-trip time to the server", "", cmd_ping, 0},
+    {NULL, NULL, NULL, NULL, NULL, 0},
 };

@@ -76,6 +76,7 @@ static const char *command_hint(const char *name) {
 static void command_help(const command *c) {
     printf("usage: physctl [global options] %s %s\n\n%s\n", c->name, c->args, c->summary);
     if (c->help && c->help[0]) printf("\n%s", c->help);
+    if (c->settings_keys) ctl_print_settings_keys(stdout);
 }
 
 int ctl_fail(ctl *x, int code, const char *fmt, ...) {

@@ -6,7 +6,8 @@
  * Files: physctl.c (options, table lookup, connection, request helpers),
  * commands.c (worlds, create, settings, add/remove, step, stats, counters,
  * presets, dump, save, load, ping), edits.c (pose, velocity, force, torque,
- * impulse, target, joint, ray, body), watch.c (watch and events).
+ * impulse, target, joint, ray, body), watch.c (watch and events),
+ * settings.c (the settings keys in help, the settings command).
  */
 #ifndef PHYSD_PHYSCTL_H
 #define PHYSD_PHYSCTL_H
@@ -44,9 +45,15 @@ typedef struct command {
     const char *summary;
     const char *help;
     int (*run)(ctl *x, int argc, char **argv);
+    int settings_keys; /* the help lists the settings keys (ctl_print_settings_keys) */
 } command;
 
 extern const command physctl_commands[];
+/* settings.c: the settings keys for the help of create and set, from the
+ * protocol's Settings message and the core's settings table; the
+ * `settings` command. */
+void ctl_print_settings_keys(FILE *f);
+int ctl_cmd_settings(ctl *x, int argc, char **argv);
 const command *ctl_find_command(const char *name);
 
 typedef Physd__V1__ServerMessage smsg;

@@ -32,6 +32,7 @@
 
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
+#include "physd/ph_settings.h"
 
 /* The command line after parsing; 0 in steps and iterations means "not
  * given". */
@@ -42,16 +43,21 @@ typedef struct demo_options {
     long every;
     int list;
     int no_merits;
+    int simd; /* settings.simd */
 } demo_options;
 
 static void print_usage(FILE *f) {
-    fprintf(f, "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--list]\n"
-               "  --scene NAME      preset to build (default stack20; --list shows them)\n"
-               "  --steps N         steps to run (default: the preset's reference steps)\n"
-               "  --iterations N    solver iterations per substep, 1..10000 (default 1, with 10 substeps)\n"
-               "  --every K         print statistics every K steps (default 60)\n"
-               "  --no-merits       do not compute the merits after every iteration (profiling)\n"
-               "  --list            list the presets and exit\n");
+    fprintf(
+        f,
+        "usage: physd-demo [--scene NAME] [--steps N] [--iterations N] [--every K] [--no-merits] [--simd L] [--list]\n"
+        "  --scene NAME      preset to build (default stack20; --list shows them)\n"
+        "  --steps N         steps to run (default: the preset's reference steps)\n"
+        "  --iterations N    solver iterations per substep, 1..10000 (default 1, with 10 substeps)\n"
+        "  --every K         print statistics every K steps (default 60)\n"
+        "  --no-merits       do not compute the merits after every iteration (profiling)\n"
+        "  --simd L          cap the vector solver's instruction set: baseline, avx2 or avx512\n"
+        "                    (settings.simd; default: $PHYSD_SIMD, else avx512)\n"
+        "  --list            list the presets and exit\n");
 }
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success. */
@@ -74,6 +80,11 @@ static int parse_args(int argc, char **argv, demo_options *o) {
     memset(o, 0, sizeof *o);
     o->scene = "stack20";
     o->every = 60;
+    o->simd = PH_SIMD_AVX512;
+    const ph_setting *simd = ph_setting_find("simd");
+    const char *env = getenv("PHYSD_SIMD"); /* the documented way before --simd */
+    if (env && *env && ph_setting_enum_parse(simd, env, &o->simd) != PH_OK)
+        fprintf(stderr, "physd-demo: PHYSD_SIMD=%s ignored (baseline, avx2 or avx512)\n", env);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--list") == 0) {
@@ -83,6 +94,14 @@ static int parse_args(int argc, char **argv, demo_options *o) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
         if (strcmp(a, "--no-merits") == 0) {
             o->no_merits = 1;
+            continue;
+        }
+        if (strcmp(a, "--simd") == 0) {
+            if (i + 1 >= argc || ph_setting_enum_parse(simd, argv[i + 1], &o->simd) != PH_OK) {
+                fprintf(stderr, "physd-demo: --simd needs baseline, avx2 or avx512\n");
+                return 2;
+            }
+            i++;
             continue;
         }
         if (strcmp(a, "--scene") == 0) {
@@ -179,6 +198,7 @@ static int run(const demo_options *o) {
     ph_world_def wd = ph_default_world_def();
     if (o->iterations > 0) wd.settings.iterations = (int)o->iterations;
     if (o->no_merits) wd.settings.record_merits = 0;
+    wd.settings.simd = (ph_simd)o->simd;
     int err = 0;
     ph_world_id w = ph_world_create(&wd, &err);
     if (w.index1 == 0) {

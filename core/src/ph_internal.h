@@ -578,9 +578,8 @@ void ph__joint_direct_solve(ph__world *w);
 int ph__wide_build(ph__world *w, int32_t ncontact);
 void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
 /* The wide solver's instruction set on this CPU: 2 AVX-512VL, 1 AVX2, 0
- * baseline, capped by the PHYSD_SIMD environment variable ("avx512",
- * "avx2", "baseline"). */
-int ph__simd_level(void);
+ * baseline, capped by cap (settings.simd, same numbering). */
+int ph__simd_level(ph_simd cap);
 void ph__wide_sweep(ph__world *w); /* one PGS pass over the batches */
 /* The same, each group's batches refreshed just before they are swept
  * (later substeps of the native path: the gaps moved by the velocities, the

@@ -1564,7 +1564,7 @@ int ph__wide_build_native(ph__world *w, double h) {
     return PH_OK;
 }
 
-int ph__simd_level(void) {
+int ph__simd_level(ph_simd cap) {
     int l = 0;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -1573,8 +1573,6 @@ int ph__simd_level(void) {
     else if (__builtin_cpu_supports("avx2"))
         l = 1;
 #endif
-    /* PHYSD_SIMD caps it, for tests and comparisons. */
-    const char *v = getenv("PHYSD_SIMD");
-    const int cap = !v ? 2 : strcmp(v, "baseline") == 0 ? 0 : strcmp(v, "avx2") == 0 ? 1 : 2;
-    return l < cap ? l : cap;
+    /* settings.simd caps it, for tests and comparisons. */
+    return l < (int)cap ? l : (int)cap;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "ph_internal.h"
+#include "physd/ph_settings.h"
 
 static ph__world *g_worlds[PH_MAX_WORLDS];
 static uint16_t g_world_gen[PH_MAX_WORLDS];
@@ -77,125 +78,6 @@ const char *ph_strerror(int err) {
     }
 }
 
-/* ------------------------------------------------------------ settings */
-
-ph_settings ph_default_settings(void) {
-    ph_settings s;
-    memset(&s, 0, sizeof s);
-    s.time_step = 1.0 / 60.0;
-    s.substeps = 10;
-    s.iterations = 1;
-    s.tolerance = 0.0;
-    s.gravity = ph_v3(0, 0, -9.81);
-    s.contact.k = 1e8;
-    s.contact.d = 5;
-    s.contact.hertz = 110;
-    s.friction.k = 1e10;
-    s.friction.d = 4;
-    s.joint.k = 1e10;
-    s.joint.d = 3;
-    s.joint.hertz = 180;
-    s.friction_model = PH_FRICTION_NCP;
-    s.method = PH_METHOD_PGS;
-    s.ordering = PH_ORDER_DEFAULT;
-    s.warm_start = 1;
-    s.warm_start_factor = 1.0;
-    s.restitution_threshold = 1.0;
-    s.contact_margin = 0.02;
-    s.contact_cache_tolerance = 1e-4;
-    s.gyroscopic = 1;
-    s.record_merits = 1;
-    s.seed = 1;
-    s.collide_substeps = 0;
-    s.vector_solver = 1;
-    s.contact_block = 1;
-    s.joint_solver = PH_JOINT_SOLVER_DIRECT;
-    s.joint_projection = 2;
-    s.sleep = 0;
-    s.sleep_linear = 0.05;
-    s.sleep_angular = 0.05;
-    s.sleep_time = 0.5;
-    s.ordering_per_iteration = 0;
-    s.k_pgs = 25;
-    s.k_sm = 5;
-    s.cg_tolerance = 1e-12;
-    s.sm_gamma = 0.0;
-    s.sm_gamma_scope = PH_GAMMA_ALL;
-    s.sm_stagnation = 1e-3;
-    s.sm_preconditioner = 1;
-    s.jacobi_relaxation = 0.0;
-    s.sm_forcing = 0.03;
-    return s;
-}
-
-static int bad(const char **msg, const char *m) {
-    if (msg) *msg = m;
-    return PH_ERR_INVALID_ARGUMENT;
-}
-
-static int spook_ok(ph_spook p) {
-    return isfinite(p.k) && isfinite(p.d) && isfinite(p.hertz) && p.k >= PH_MIN_SPOOK_K && p.k <= PH_MAX_SPOOK_K &&
-           p.d >= 0 && p.d <= 1000 && p.hertz >= 0 && p.hertz <= 1e6;
-}
-
-int ph_settings_validate(const ph_settings *s, const char **msg) {
-    if (!s) return bad(msg, "settings is NULL");
-    if (!isfinite(s->time_step) || s->time_step <= 0 || s->time_step > 1)
-        return bad(msg, "time_step must be in (0, 1] s");
-    if (s->substeps < 1 || s->substeps > 64) return bad(msg, "substeps must be in [1, 64]");
-    if (s->iterations < 1 || s->iterations > 10000) return bad(msg, "iterations must be in [1, 10000]");
-    if (!isfinite(s->tolerance) || s->tolerance < 0) return bad(msg, "tolerance must be finite and >= 0");
-    if (!finite3(s->gravity) || ph_len(s->gravity) > 1e4) return bad(msg, "gravity must be finite, |g| <= 1e4");
-    if (!spook_ok(s->contact))
-        return bad(msg, "contact: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
-    if (!spook_ok(s->friction))
-        return bad(msg, "friction: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
-    if (!spook_ok(s->joint)) return bad(msg, "joint: k must be in [1e-6, 1e15] N/m, d in [0, 1000], hertz in [0, 1e6]");
-    if (s->friction_model != PH_FRICTION_NCP && s->friction_model != PH_FRICTION_SCALED_BOX)
-        return bad(msg, "unknown friction model");
-    if ((int)s->method < 0 || s->method >= PH_METHOD_COUNT) return bad(msg, "unknown solver method");
-    if ((int)s->ordering < 0 || s->ordering >= PH_ORDER_COUNT) return bad(msg, "unknown ordering");
-    if (s->ordering_per_iteration != 0 && s->ordering_per_iteration != 1)
-        return bad(msg, "ordering_per_iteration must be 0 or 1");
-    if (s->k_pgs < 1 || s->k_pgs > 10000) return bad(msg, "k_pgs must be in [1, 10000]");
-    if (s->k_sm < 0 || s->k_sm > 1000) return bad(msg, "k_sm must be in [0, 1000]");
-    if (!isfinite(s->cg_tolerance) || s->cg_tolerance < 0 || s->cg_tolerance > 1)
-        return bad(msg, "cg_tolerance must be in [0, 1]");
-    if (!isfinite(s->sm_gamma) || s->sm_gamma < 0 || s->sm_gamma > 1e6) return bad(msg, "sm_gamma must be in [0, 1e6]");
-    if (s->sm_gamma_scope != PH_GAMMA_ALL && s->sm_gamma_scope != PH_GAMMA_FRICTION)
-        return bad(msg, "unknown sm_gamma_scope");
-    if (!isfinite(s->sm_stagnation) || s->sm_stagnation < 0 || s->sm_stagnation > 1)
-        return bad(msg, "sm_stagnation must be in [0, 1]");
-    if (s->sm_preconditioner < 0 || s->sm_preconditioner > 2) return bad(msg, "sm_preconditioner must be 0, 1 or 2");
-    if (!isfinite(s->jacobi_relaxation) || s->jacobi_relaxation < 0 || s->jacobi_relaxation > 2)
-        return bad(msg, "jacobi_relaxation must be in [0, 2]");
-    if (!isfinite(s->sm_forcing) || s->sm_forcing < 0 || s->sm_forcing > 1)
-        return bad(msg, "sm_forcing must be in [0, 1]");
-    if (s->warm_start != 0 && s->warm_start != 1) return bad(msg, "warm_start must be 0 or 1");
-    if (!isfinite(s->warm_start_factor) || s->warm_start_factor < 0 || s->warm_start_factor > 1)
-        return bad(msg, "warm_start_factor must be in [0, 1]");
-    if (!isfinite(s->restitution_threshold) || s->restitution_threshold < 0)
-        return bad(msg, "restitution_threshold must be finite and >= 0");
-    if (!isfinite(s->contact_margin) || s->contact_margin < 0 || s->contact_margin > 1)
-        return bad(msg, "contact_margin must be in [0, 1] m");
-    if (!isfinite(s->contact_cache_tolerance) || s->contact_cache_tolerance < 0 || s->contact_cache_tolerance > 1)
-        return bad(msg, "contact_cache_tolerance must be in [0, 1] m");
-    if (s->gyroscopic != 0 && s->gyroscopic != 1) return bad(msg, "gyroscopic must be 0 or 1");
-    if (s->record_merits != 0 && s->record_merits != 1) return bad(msg, "record_merits must be 0 or 1");
-    if (s->collide_substeps != 0 && s->collide_substeps != 1) return bad(msg, "collide_substeps must be 0 or 1");
-    if (s->vector_solver != 0 && s->vector_solver != 1) return bad(msg, "vector_solver must be 0 or 1");
-    if (s->contact_block != 0 && s->contact_block != 1) return bad(msg, "contact_block must be 0 or 1");
-    if ((int)s->joint_solver < 0 || s->joint_solver >= PH_JOINT_SOLVER_COUNT) return bad(msg, "unknown joint_solver");
-    if (s->joint_projection < 0 || s->joint_projection > 100) return bad(msg, "joint_projection must be in [0, 100]");
-    if (s->sleep != 0 && s->sleep != 1) return bad(msg, "sleep must be 0 or 1");
-    if (!isfinite(s->sleep_linear) || s->sleep_linear < 0 || !isfinite(s->sleep_angular) || s->sleep_angular < 0)
-        return bad(msg, "sleep_linear and sleep_angular must be finite and >= 0");
-    if (!isfinite(s->sleep_time) || s->sleep_time < 0 || s->sleep_time > 1e6)
-        return bad(msg, "sleep_time must be in [0, 1e6] s");
-    if (msg) *msg = "ok";
-    return PH_OK;
-}
-
 /* --------------------------------------------------------------- worlds */
 
 ph_world_def ph_default_world_def(void) {
@@ -230,7 +112,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
         return id;
     }
     w->settings = d.settings;
-    w->simd_level = ph__simd_level();
+    w->simd_level = ph__simd_level(d.settings.simd);
     w->max_bodies = d.max_bodies;
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;
@@ -328,36 +210,6 @@ int ph_world_get_settings(ph_world_id id, ph_settings *out) {
     return PH_OK;
 }
 
-static int spook_equal(ph_spook a, ph_spook b) { return a.k == b.k && a.d == b.d && a.hertz == b.hertz; }
-
-/* 1 when two settings differ in a field that can change how bodies move:
- * every field but record_merits, which only says which statistics are
- * kept. Field by field (the struct has padding). A field added to
- * ph_settings must be added here; the size check below is the reminder. */
-static int motion_settings_differ(const ph_settings *a, const ph_settings *b) {
-#if UINTPTR_MAX == 0xffffffffffffffffu
-    _Static_assert(sizeof(ph_settings) == 312, "a new ph_settings field: compare it in motion_settings_differ");
-#endif
-    return a->time_step != b->time_step || a->substeps != b->substeps || a->iterations != b->iterations ||
-           a->tolerance != b->tolerance || a->gravity.x != b->gravity.x || a->gravity.y != b->gravity.y ||
-           a->gravity.z != b->gravity.z || !spook_equal(a->contact, b->contact) ||
-           !spook_equal(a->friction, b->friction) || !spook_equal(a->joint, b->joint) ||
-           a->friction_model != b->friction_model || a->method != b->method || a->ordering != b->ordering ||
-           a->warm_start != b->warm_start || a->warm_start_factor != b->warm_start_factor ||
-           a->restitution_threshold != b->restitution_threshold || a->contact_margin != b->contact_margin ||
-           a->contact_cache_tolerance != b->contact_cache_tolerance || a->gyroscopic != b->gyroscopic ||
-           a->seed != b->seed || a->joint_projection != b->joint_projection ||
-           a->collide_substeps != b->collide_substeps || a->joint_solver != b->joint_solver ||
-           a->vector_solver != b->vector_solver || a->contact_block != b->contact_block || a->sleep != b->sleep ||
-           a->sleep_linear != b->sleep_linear || a->sleep_angular != b->sleep_angular ||
-           a->sleep_time != b->sleep_time || a->ordering_per_iteration != b->ordering_per_iteration ||
-           a->k_pgs != b->k_pgs || a->k_sm != b->k_sm || a->cg_tolerance != b->cg_tolerance ||
-           a->sm_gamma != b->sm_gamma || a->sm_gamma_scope != b->sm_gamma_scope ||
-           a->sm_stagnation != b->sm_stagnation || a->sm_preconditioner != b->sm_preconditioner ||
-           a->jacobi_relaxation != b->jacobi_relaxation || a->sm_forcing != b->sm_forcing ||
-           a->max_step_work != b->max_step_work;
-}
-
 int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
@@ -369,10 +221,11 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
      * one when a setting that may move it changes (new gravity, step,
      * solver...), so that it is stepped under the new settings and sleeps
      * again only if it rests under them. */
-    if (motion_settings_differ(&w->settings, s))
+    if (ph_settings_motion_differ(&w->settings, s))
         for (int32_t i = 0; i < w->body_hwm; i++)
             if (w->bodies[i].alive && w->bodies[i].asleep) ph__wake(&w->bodies[i]);
     w->settings = *s;
+    w->simd_level = ph__simd_level(s->simd);
     return PH_OK;
 }
 

@@ -190,19 +190,17 @@ static void test_rows_backend_matches_core_pgs(void **state) {
  * bit for bit: same state hash after every step of a pyramid (contacts
  * only), the arched snake (joints and contacts), a box pile with the
  * scaled-box friction model, and with per-iteration merits on and off. */
-/* The vector path in its three builds (the cap of PHYSD_SIMD is read when
- * a world is created) and the scalar loop on the same scene: w[0] native
+/* The vector path in its three builds (capped by settings.simd) and the scalar loop on the same scene: w[0] native
  * width, w[1] AVX2, w[2] baseline, w[3] scalar. */
 static void make_quad(const char *scene, ph_settings s, ph_world_id *w) {
     ph_settings v = s, sc = s;
     v.vector_solver = 1;
     sc.vector_solver = 0;
     w[0] = scene_world(scene, v);
-    setenv("PHYSD_SIMD", "avx2", 1);
+    v.simd = PH_SIMD_AVX2;
     w[1] = scene_world(scene, v);
-    setenv("PHYSD_SIMD", "baseline", 1);
+    v.simd = PH_SIMD_BASELINE;
     w[2] = scene_world(scene, v);
-    unsetenv("PHYSD_SIMD");
     w[3] = scene_world(scene, sc);
 }
 

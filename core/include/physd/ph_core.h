@@ -223,6 +223,15 @@ typedef enum ph_gamma_scope {
                               friction forces") */
 } ph_gamma_scope;
 
+/* The widest instruction set the vector solver may use (settings.simd): a
+ * cap on what the CPU has, for comparisons; all give the same numbers. */
+typedef enum ph_simd {
+    PH_SIMD_BASELINE = 0, /* the x86-64 baseline (SSE2) */
+    PH_SIMD_AVX2 = 1,
+    PH_SIMD_AVX512 = 2, /* AVX-512VL: no cap (default) */
+    PH_SIMD_COUNT
+} ph_simd;
+
 /* SPOOK parameters of one constraint kind (seeds/002, eqs. 9-11). */
 typedef struct ph_spook {
     double k;     /* stiffness, N/m (per row), [PH_MIN_SPOOK_K, PH_MAX_SPOOK_K]; used when
@@ -234,7 +243,9 @@ typedef struct ph_spook {
 } ph_spook;
 
 /* One struct per world; every field may be changed between steps with
- * ph_world_set_settings. */
+ * ph_world_set_settings. Defaults, ranges, units and descriptions are the
+ * rows of the settings table (core/src/settings.c, ph_settings.h; the docs'
+ * table is generated from it); the comments below explain the fields. */
 typedef struct ph_settings {
     double time_step;                 /* s, default 1/60, in (0, 1] */
     int substeps;                     /* default 10, in [1, 64] */
@@ -335,12 +346,16 @@ typedef struct ph_settings {
      * start and integration as usual) and reports budget_exhausted. 0 = no
      * budget (default). */
     uint64_t max_step_work;
+    ph_simd simd; /* cap on the vector solver's instruction set (the CPU's widest when it has less),
+                     default PH_SIMD_AVX512; the numbers are the same for every value */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
 
-/* Checks every field; returns 0 or PH_ERR_INVALID_ARGUMENT and, when msg is
- * not NULL, points it at a static description of the first bad field. */
+/* Checks every field against its row of the settings table; returns 0 or
+ * PH_ERR_INVALID_ARGUMENT and, when msg is not NULL, points it at a
+ * description of the first bad field (valid until the next call in the
+ * same thread). */
 int ph_settings_validate(const ph_settings *s, const char **msg);
 
 /* ---------------------------------------------------------------- worlds */
@@ -361,7 +376,8 @@ int ph_world_is_valid(ph_world_id w);
 
 int ph_world_get_settings(ph_world_id w, ph_settings *out);
 /* Validates and installs new settings; they take effect at the next step.
- * A change of any field but record_merits wakes every sleeping body (its
+ * A change of any field but record_merits and simd (the rows flagged
+ * PH_SETTING_NO_WAKE in the settings table) wakes every sleeping body (its
  * rest timer restarts): a sleeping island is not stepped, so it would not
  * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
