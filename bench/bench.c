@@ -172,6 +172,7 @@ static int parse_args(int argc, char **argv, options *o) {
             i++;
         } else if (strcmp(a, "--substeps") == 0) {
             if (parse_int(a, v, 1, 64, &o->substeps)) return -1;
+            i++;
         } else if (strcmp(a, "--physd-split") == 0) {
             if (parse_int(a, v, 1, 64, &o->physd_split)) return -1;
             i++;
