@@ -58,22 +58,27 @@ const char *ph_strerror(int err) {
     switch (err) {
     case PH_OK:
         return "ok";
-    case PH_ERR_INVALID_HANDLE:
-        return "invalid handle";
-    case PH_ERR_INVALID_ARGUMENT:
-        return "invalid argument";
-    case PH_ERR_LIMIT:
-        return "limit reached";
-    case PH_ERR_NO_MEMORY:
-        return "out of memory";
-    case PH_ERR_WRONG_KIND:
-        return "wrong kind of body or shape";
-    case PH_ERR_NONFINITE:
-        return "the step left the finite envelope (world restored)";
-    case PH_ERR_CANCELLED:
-        return "the step was cancelled (world restored)";
+#define PH_ERR_MSG(name, value, msg)                                                                                   \
+    case value:                                                                                                        \
+        return msg;
+        PH_ERRNO_MAP(PH_ERR_MSG)
+#undef PH_ERR_MSG
     default:
         return "unknown error";
+    }
+}
+
+const char *ph_err_name(int err) {
+    switch (err) {
+    case PH_OK:
+        return "PH_OK";
+#define PH_ERR_NAME(name, value, msg)                                                                                  \
+    case value:                                                                                                        \
+        return "PH_ERR_" #name;
+        PH_ERRNO_MAP(PH_ERR_NAME)
+#undef PH_ERR_NAME
+    default:
+        return "PH_ERR_UNKNOWN";
     }
 }
 
@@ -853,10 +858,13 @@ int ph_body_set_damping(ph_body_id id, double lin, double ang) {
     return PH_OK;
 }
 
-int ph_body_is_awake(ph_body_id id) {
+int ph_body_is_awake(ph_body_id id, int *awake) {
+    if (!awake) return PH_ERR_INVALID_ARGUMENT;
+    *awake = 0;
     ph__body *b = ph__body_get(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    return b->type != PH_BODY_STATIC && !b->asleep;
+    *awake = b->type != PH_BODY_STATIC && !b->asleep;
+    return PH_OK;
 }
 
 int ph_body_wake(ph_body_id id) {
