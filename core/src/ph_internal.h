@@ -143,7 +143,7 @@ typedef struct ph__contact_manifold {
     double approach; /* relative normal speed (m/s, > 0 closing) at the start of the
                         step in which the pair first came within the margin */
     double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
-    /* The contact cache (contact.c): the state of the last real collision,
+    /* The contact cache (narrowphase.c): the state of the last real collision,
      * kept unchanged by the steps that rebuild the manifold from it. */
     ph_vec3 n_loc; /* the normal in ba's body frame */
     ph_vec3 ref_t; /* the origin of the cache body's frame in the other body's frame */
@@ -870,6 +870,74 @@ void ph__wake(ph__body *b);
 
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);
-ph__body *ph__body_get(ph_body_id id, ph__world **w);
+
+/* The world registry (world.c), by world slot. */
+extern ph__world *ph__worlds[PH_MAX_WORLDS];
+
+/* The live world of a handle's world slot, or NULL. Inline (with the
+ * lookups below) because the body getters and edits the server calls for
+ * every body every tick are one lookup each. */
+static inline ph__world *ph__world_of(uint16_t world0) {
+    if (world0 >= PH_MAX_WORLDS) return NULL;
+    ph__world *w = ph__worlds[world0];
+    return (w && w->alive) ? w : NULL;
+}
+
+static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->body_hwm) return NULL;
+    ph__body *b = &w->bodies[id.index1 - 1];
+    if (!b->alive || b->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return b;
+}
+
+static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->shape_hwm) return NULL;
+    ph__shape *s = &w->shapes[id.index1 - 1];
+    if (s->body < 0 || s->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return s;
+}
+
+static inline ph__joint *ph__joint_get(ph_joint_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->joint_hwm) return NULL;
+    ph__joint *j = &w->joints[id.index1 - 1];
+    if (!j->alive || j->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return j;
+}
+
+/* Grows a slot array to hold at least need elements; 0 or PH_ERR_NO_MEMORY. */
+int ph__slot_grow(void **arr, int32_t *cap, int32_t need, size_t elem);
+/* Recomputes a body's mass properties from its shapes (body.c). */
+void ph__body_update_mass(ph__world *w, ph__body *b);
+/* Frees a shape slot: its manifolds forgotten, generation bumped (shape.c). */
+void ph__shape_free_slot(ph__world *w, int32_t s);
+/* Frees a joint slot (joint_api.c). */
+void ph__joint_free_slot(ph__world *w, int32_t j);
+
+static inline int ph__finite3(ph_vec3 v) { return isfinite(v.x) && isfinite(v.y) && isfinite(v.z); }
+static inline int ph__finite4(ph_quat q) { return isfinite(q.x) && isfinite(q.y) && isfinite(q.z) && isfinite(q.w); }
+static inline uint16_t ph__next_gen(uint16_t g) { return (uint16_t)(g == 0xffff ? 1 : g + 1); }
+
+/* A slot is freed by bumping its generation (gen + 1) and reused with the
+ * next one (gen + 2). When that would wrap past 0xffff, a handle issued
+ * for the slot long ago could name what the slot holds next: such a slot
+ * is retired instead, never put on a free list again (freed at
+ * generation 0xfffe or 0xffff). It costs one slot per 32768 reuses. */
+static inline int ph__retires(uint16_t gen_in_use) { return gen_in_use >= 0xfffe; }
+
+/* The envelope of ph_core.h, for the edits (NaN fails every test). */
+static inline int ph__position_ok(ph_vec3 p) {
+    return fabs(p.x) <= PH_ENVELOPE_POSITION && fabs(p.y) <= PH_ENVELOPE_POSITION && fabs(p.z) <= PH_ENVELOPE_POSITION;
+}
+static inline int ph__speeds_ok(ph_vec3 v, ph_vec3 av) {
+    return ph_len2(v) <= PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED &&
+           ph_len2(av) <= PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
+}
+static inline int ph__moment_ok(double i) { return i == 0 || (i >= PH_MIN_INERTIA && i <= PH_MAX_INERTIA); }
 
 #endif /* PHYSD_PH_INTERNAL_H */
