@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "contact.h"
+#include "island.h"
+#include "world.h"
 
 /* ---------------------------------------------------------------- bodies */
 

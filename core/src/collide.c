@@ -30,7 +30,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "ph_internal.h"
+#include "collide.h"
 
 /* ------------------------------------------------------------- helpers */
 

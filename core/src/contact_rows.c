@@ -17,7 +17,11 @@
  */
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "collide.h"
+#include "contact.h"
+#include "rows.h"
+#include "world.h"
 
 /* Fills the Jacobian of a row along direction d at arms ra, rb. */
 static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {

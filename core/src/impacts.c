@@ -13,7 +13,9 @@
  */
 #include <string.h>
 
-#include "ph_internal.h"
+#include "contact.h"
+#include "rows.h"
+#include "world.h"
 
 /* Velocity of body point r (relative to the centre) of solver body s. */
 static ph_vec3 point_vel(const ph__sbody *s, ph_vec3 r) { return ph_add(s->v, ph_cross(s->w, r)); }

@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "island.h"
+#include "joint.h"
+#include "world.h"
 
 void ph__joint_free_slot(ph__world *w, int32_t j) {
     ph__joint *jt = &w->joints[j];
@@ -193,8 +196,6 @@ int ph_joint_get_def(ph_joint_id id, ph_joint_def *out) {
     *out = d;
     return PH_OK;
 }
-
-double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 
 int ph_joint_get_hinge_angle(ph_joint_id id, double *angle) {
     ph__world *w;

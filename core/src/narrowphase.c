@@ -23,7 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "broad_phase.h"
+#include "collide.h"
+#include "contact.h"
+#include "world.h"
 #include "ph_simd.h"
 
 /* Last step's manifold of pair (sa, sb), or NULL. Both lists are in pair

@@ -12,7 +12,8 @@
  * Invariants: read-only on the world; O(shapes) per query (queries are rare
  * compared with steps; a tree can come with the incremental broadphase).
  */
-#include "ph_internal.h"
+#include "body.h"
+#include "world.h"
 
 /* Ray o + t d (d unit) against a sphere at the origin; the smallest t >= 0,
  * 0 when o is inside, or -1. */

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "island.h"
+#include "world.h"
 
 /* Empties the cached manifolds of a shape slot, so neither the contact query
  * nor warm starting ever sees them again (the slot may be reused). */

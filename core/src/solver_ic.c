@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 /* A pivot at or below this fraction of its diagonal is a breakdown. */
 #define IC_PIVOT_MIN 1e-12

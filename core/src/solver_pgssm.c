@@ -69,7 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 enum { CLS_L = 0, CLS_U = 1, CLS_A = 2 };
 

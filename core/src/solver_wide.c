@@ -64,7 +64,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "broad_phase.h"
+#include "contact.h"
+#include "rows.h"
+#include "solver.h"
+#include "solver_wide.h"
+#include "world.h"
 #include "ph_simd.h"
 #include "solver_wide_lanes.h"
 #include "solver_wide_points.h"

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "rows.h"
+#include "solver_wide.h"
 #include "ph_simd.h"
 
 typedef long long ph__vi __attribute__((vector_size(PH_LANES * 8), aligned(8)));

@@ -15,6 +15,7 @@
 #define PHYSD_SOLVER_WIDE_ROWS_H
 
 #include "solver_wide_lanes.h"
+#include "world.h"
 
 static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;

@@ -25,10 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "contact.h"
+#include "island.h"
+#include "solver.h"
+#include "solver_wide.h"
+#include "world.h"
 
 /* The registry: a world slot is NULL (free), a live or dying world, or the
- * retired mark. Read without the lock by the handle lookups (ph_internal.h). */
+ * retired mark. Read without the lock by the handle lookups (world.h). */
 ph__world *ph__worlds[PH_MAX_WORLDS];
 static uint16_t g_world_gen[PH_MAX_WORLDS];
 /* The registry's mark of a retired world slot (never alive, never free). */
