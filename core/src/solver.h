@@ -242,13 +242,19 @@ typedef struct ph__ic {
 } ph__ic;
 /* Multiply-adds per sweep-row unit (one row's gather and scatter). */
 #define PH__IC_OPS_PER_ROW 24.0
+/* What a factorization that did not run out of memory gave. */
+typedef enum ph__ic_result {
+    PH__IC_FACTORED = 0,    /* f holds the factor, f->factor_cost its cost */
+    PH__IC_BREAKDOWN = 1,   /* a pivot <= 1e-12 of its diagonal: f->factor_cost is what the
+                               attempt cost, f unusable */
+    PH__IC_OVER_BUDGET = 2, /* it could cost more than max_cost (or m <= 0): nothing spent */
+} ph__ic_result;
 /* Factors S_AA + diag(gamma) for the m rows of set (gamma indexed by
  * system row; NULL = 0). max_cost bounds the sweep-row units spent: a
- * factorization that could cost more is not started. Returns 0 (f holds
- * the factor, f->factor_cost its cost), 1 on breakdown (a pivot <= 1e-12
- * of its diagonal: f->factor_cost is what the attempt cost, f unusable),
- * 2 when over max_cost (nothing spent), PH_ERR_NO_MEMORY. */
-int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, const double *gamma, double max_cost);
+ * factorization that could cost more is not started. Returns 0 with the
+ * outcome in *res, or PH_ERR_NO_MEMORY. */
+int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, const double *gamma, double max_cost,
+                  ph__ic_result *res);
 /* z = (L D L^T)^-1 r over the factored set (z may not alias r). */
 void ph__ic_apply(const ph__ic *f, const double *r, double *z);
 void ph__ic_free(ph__ic *f);
