@@ -724,15 +724,16 @@ static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     ray_args *a = decoded;
     ph_ray_hit hit;
     memset(&hit, 0, sizeof hit);
-    int r = ph_world_raycast(h->world, a->origin, a->dir, a->max_distance, &hit);
+    int found;
+    int r = ph_world_raycast(h->world, a->origin, a->dir, a->max_distance, &hit, &found);
     if (r < 0) {
         ps_reply_error(c, m->request_id, ps_status_from_core(r), ph_strerror(r));
         return;
     }
     Physd__V1__RaycastResult rr = PHYSD__V1__RAYCAST_RESULT__INIT;
     Physd__V1__Vec3 pt, nm;
-    rr.hit = r == 1;
-    if (r == 1) {
+    rr.hit = found;
+    if (found) {
         rr.body_id = ps_wire_body(h, hit.body);
         rr.shape_id = ps_wire_shape(h, hit.shape);
         vec_out(&pt, hit.point);

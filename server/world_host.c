@@ -512,8 +512,10 @@ int ps_host_awake_bodies(ps_host *h) {
     ph_body_id *ids = malloc((size_t)n * sizeof *ids);
     if (!ids) return 0;
     int got = ph_world_get_bodies(h->world, ids, n), awake = 0;
-    for (int i = 0; i < got; i++)
-        awake += ph_body_is_awake(ids[i]) == 1;
+    for (int i = 0; i < got; i++) {
+        int a;
+        if (ph_body_is_awake(ids[i], &a) == PH_OK) awake += a;
+    }
     free(ids);
     return awake;
 }

@@ -43,7 +43,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "broad_phase.h"
+#include "collide.h"
+#include "world.h"
 
 int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
     if (need <= *cap) return PH_OK;

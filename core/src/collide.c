@@ -5,7 +5,7 @@
  *
  * Normal path: ph__collide orders the pair so that the type of its first shape
  * is not above the type of its second (sphere < box < capsule < plane), runs
- * the static function of that pair, and negates the normal when it swapped,
+ * the static function of that pair from a table indexed by the two types, and negates the normal when it swapped,
  * so the reported normal always points from the caller's a towards b. Every
  * pair function reports points midway between the two surfaces, with depth > 0
  * when penetrating and down to -margin when separated, at most
@@ -30,7 +30,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "ph_internal.h"
+#include "collide.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -990,6 +990,34 @@ static int box_box(const ph__geom *ga, ph_transform ta, const ph__geom *gb, ph_t
 
 /* ------------------------------------------------------------ dispatch */
 
+/* A pair function: the manifold of a against b (type of a <= type of b). */
+typedef int (*pair_fn)(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb, double margin,
+                       ph__manifold *m);
+
+/* The pair functions by shape types [type of a][type of b], for type of a
+ * <= type of b (ph__collide swaps the pair otherwise); NULL: no contact
+ * (plane against plane). Adding a shape type adds a row and a column. */
+static const pair_fn pair_table[PH_SHAPE_TYPE_COUNT][PH_SHAPE_TYPE_COUNT] = {
+    [PH_SHAPE_SPHERE] =
+        {
+            [PH_SHAPE_SPHERE] = sphere_sphere,
+            [PH_SHAPE_BOX] = sphere_box,
+            [PH_SHAPE_CAPSULE] = sphere_capsule,
+            [PH_SHAPE_PLANE] = sphere_plane,
+        },
+    [PH_SHAPE_BOX] =
+        {
+            [PH_SHAPE_BOX] = box_box,
+            [PH_SHAPE_CAPSULE] = box_capsule,
+            [PH_SHAPE_PLANE] = box_plane,
+        },
+    [PH_SHAPE_CAPSULE] =
+        {
+            [PH_SHAPE_CAPSULE] = capsule_capsule,
+            [PH_SHAPE_PLANE] = capsule_plane,
+        },
+};
+
 int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transform tb, double margin,
                 ph__manifold *m) {
     m->normal = ph_v3(0, 0, 1);
@@ -1010,37 +1038,8 @@ int ph__collide(const ph__geom *a, ph_transform ta, const ph__geom *b, ph_transf
         type_b = k;
         swapped = 1;
     }
-    switch (type_a * 4 + type_b) {
-    case PH_SHAPE_SPHERE * 4 + PH_SHAPE_SPHERE:
-        sphere_sphere(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_SPHERE * 4 + PH_SHAPE_BOX:
-        sphere_box(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_SPHERE * 4 + PH_SHAPE_CAPSULE:
-        sphere_capsule(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_SPHERE * 4 + PH_SHAPE_PLANE:
-        sphere_plane(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_BOX * 4 + PH_SHAPE_BOX:
-        box_box(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_BOX * 4 + PH_SHAPE_CAPSULE:
-        box_capsule(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_BOX * 4 + PH_SHAPE_PLANE:
-        box_plane(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_CAPSULE * 4 + PH_SHAPE_CAPSULE:
-        capsule_capsule(a, ta, b, tb, margin, m);
-        break;
-    case PH_SHAPE_CAPSULE * 4 + PH_SHAPE_PLANE:
-        capsule_plane(a, ta, b, tb, margin, m);
-        break;
-    default: /* plane-plane */
-        break;
-    }
+    const pair_fn f = pair_table[type_a][type_b];
+    if (f) f(a, ta, b, tb, margin, m); /* NULL: plane-plane */
     if (m->count == 0) {
         m->normal = ph_v3(0, 0, 1);
         return 0;

@@ -23,7 +23,10 @@
  */
 #include <stddef.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "rows.h"
+#include "step.h"
+#include "world.h"
 #include "ph_simd.h"
 
 _Static_assert(offsetof(ph__sbody, w) == 3 * sizeof(double) && offsetof(ph__sbody, inv_mass) == 6 * sizeof(double),

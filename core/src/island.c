@@ -17,7 +17,10 @@
  * sleeping bodies have zero velocity and map to the fixed solver body, so
  * they are not integrated and rows between two of them are skipped.
  */
-#include "ph_internal.h"
+#include "body.h"
+#include "contact.h"
+#include "island.h"
+#include "world.h"
 
 void ph__wake(ph__body *b) {
     if (b->type == PH_BODY_STATIC) return;

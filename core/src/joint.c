@@ -19,7 +19,10 @@
  */
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "joint.h"
+#include "rows.h"
+#include "world.h"
 
 static ph_transform body_pose(const ph__world *w, int32_t b) {
     ph_transform t = ph_transform_identity();

@@ -45,7 +45,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "joint.h"
+#include "rows.h"
+#include "solver.h"
+#include "world.h"
 
 /* Largest envelope (entries of L) factored; a bigger one (a dense mesh of
  * joints numbered badly) is left to Gauss–Seidel. */

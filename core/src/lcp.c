@@ -25,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "contact.h"
+#include "rows.h"
+#include "solver.h"
+#include "world.h"
 
 struct ph_lcp {
     int32_t n;

@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 void ph__sys_merits(const ph__sys *s, ph__merit *m) {
     memset(m, 0, sizeof *m);

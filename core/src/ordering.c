@@ -21,7 +21,7 @@
  */
 #include <stdlib.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 uint64_t ph__rng_next(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

@@ -12,7 +12,8 @@
  * Invariants: read-only on the world; O(shapes) per query (queries are rare
  * compared with steps; a tree can come with the incremental broadphase).
  */
-#include "ph_internal.h"
+#include "body.h"
+#include "world.h"
 
 /* Ray o + t d (d unit) against a sphere at the origin; the smallest t >= 0,
  * 0 when o is inside, or -1. */
@@ -98,10 +99,11 @@ static double ray_capsule(ph_vec3 o, ph_vec3 d, double r, double hh, ph_vec3 *n)
     return best;
 }
 
-int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_distance, ph_ray_hit *hit) {
+int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_distance, ph_ray_hit *hit, int *found) {
+    if (found) *found = 0;
     ph__world *w = ph__world_get(wid);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    if (!hit || !isfinite(origin.x) || !isfinite(origin.y) || !isfinite(origin.z) || !isfinite(dir.x) ||
+    if (!hit || !found || !isfinite(origin.x) || !isfinite(origin.y) || !isfinite(origin.z) || !isfinite(dir.x) ||
         !isfinite(dir.y) || !isfinite(dir.z) || !isfinite(max_distance) || max_distance < 0 || ph_len(dir) < 1e-300)
         return PH_ERR_INVALID_ARGUMENT;
     ph_vec3 d = ph_normalize(dir);
@@ -145,7 +147,7 @@ int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_di
         best_shape = s;
         best_n = ph_rotate(t.q, ln);
     }
-    if (best_shape < 0) return 0;
+    if (best_shape < 0) return PH_OK;
     const ph__shape *sh = &w->shapes[best_shape];
     uint16_t w0 = (uint16_t)(wid.index1 - 1);
     hit->shape.index1 = best_shape + 1;
@@ -157,5 +159,6 @@ int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_di
     hit->distance = best;
     hit->point = ph_mul_add(origin, best, d);
     hit->normal = best_n;
-    return 1;
+    *found = 1;
+    return PH_OK;
 }

@@ -43,7 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "contact.h"
+#include "joint.h"
+#include "rows.h"
+#include "solver.h"
+#include "solver_wide.h"
+#include "world.h"
 
 ph__spook_coef ph__spook(ph_spook p, double h) {
     ph__spook_coef c;

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 enum { ST_FREE = 0, ST_LO = 1, ST_HI = 2 };
 

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const int32_t n = s->n;

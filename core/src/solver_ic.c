@@ -28,23 +28,24 @@
  * lists, marks, sorting) is not counted, like the classification of the
  * rows in solver_pgssm.c.
  *
- * Failure modes: returns 1 on breakdown — a pivot d_i <= 1e-12 (S_ii +
+ * Failure modes: reports PH__IC_BREAKDOWN — a pivot d_i <= 1e-12 (S_ii +
  * gamma_i): IC(0) of an SPD matrix that is not an M-matrix can have
  * non-positive pivots (Kershaw's 4x4 example) — with the cost of the
  * attempt in factor_cost; the caller then preconditions by the diagonal
- * (no shift is tried). Returns 2, having spent nothing, when the worst-case
- * cost of the factorization plus two applications exceeds max_cost, and
- * PH_ERR_NO_MEMORY when the scratch cannot grow (the caller falls back to
- * the diagonal; the struct stays valid and can be freed).
+ * (no shift is tried). Reports PH__IC_OVER_BUDGET, having spent nothing,
+ * when the worst-case cost of the factorization plus two applications
+ * exceeds max_cost; returns PH_ERR_NO_MEMORY when the scratch cannot
+ * grow (the caller falls back to the diagonal; the struct stays valid and
+ * can be freed).
  *
  * Invariants: between calls every pos[] and mark[] entry is -1, so both
- * are reused without clearing; a factor is valid only after a return of 0,
- * for the rows f->set[0..m).
+ * are reused without clearing; a factor is valid only after
+ * PH__IC_FACTORED, for the rows f->set[0..m).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 /* A pivot at or below this fraction of its diagonal is a breakdown. */
 #define IC_PIVOT_MIN 1e-12
@@ -134,11 +135,13 @@ static int build_pattern(ph__ic *f, const ph__sys *s, const int32_t *set, int32_
     return PH_OK;
 }
 
-int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, const double *gamma, double max_cost) {
+int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, const double *gamma, double max_cost,
+                  ph__ic_result *res) {
     f->factor_cost = 0;
     f->apply_cost = 0;
     f->m = 0;
-    if (m <= 0) return 2;
+    *res = PH__IC_OVER_BUDGET;
+    if (m <= 0) return PH_OK;
     if (reserve_rows(f, m, s->n)) return PH_ERR_NO_MEMORY;
     for (int32_t k = 0; k < m; k++)
         f->pos[set[k]] = k;
@@ -157,15 +160,15 @@ int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, co
         ops += 1.0;
     }
     const double apply = (2.0 * (double)f->nnz + (double)m) / PH__IC_OPS_PER_ROW;
-    if (0.5 * (double)f->nnz + ops / PH__IC_OPS_PER_ROW + 2.0 * apply > max_cost) return 2;
+    if (0.5 * (double)f->nnz + ops / PH__IC_OPS_PER_ROW + 2.0 * apply > max_cost) return PH_OK;
     /* Numeric factorization; w[j] = L_ij d_j of the current row i, valid
      * where mark[j] == i. */
     double *val = f->val, *d = f->d, *w = f->w;
     int32_t *mark = f->mark;
     ops = 0;
     int64_t formed = 0;
-    int status = PH_OK;
-    for (int32_t i = 0; i < m && status == PH_OK; i++) {
+    int broken = 0;
+    for (int32_t i = 0; i < m && !broken; i++) {
         const int32_t ri = set[i];
         double piv = s->diag[ri] + (gamma ? gamma[ri] : 0.0);
         const double dii = piv;
@@ -187,15 +190,19 @@ int ph__ic_factor(ph__ic *f, const ph__sys *s, const int32_t *set, int32_t m, co
             ops += 2.0;
         }
         d[i] = piv;
-        if (!(piv > IC_PIVOT_MIN * dii)) status = 1;
+        if (!(piv > IC_PIVOT_MIN * dii)) broken = 1;
     }
     for (int32_t k = 0; k < m; k++)
         mark[k] = -1;
     f->factor_cost = 0.5 * (double)formed + ops / PH__IC_OPS_PER_ROW;
-    if (status != PH_OK) return status;
+    if (broken) {
+        *res = PH__IC_BREAKDOWN;
+        return PH_OK;
+    }
     memcpy(f->set, set, (size_t)m * sizeof *set);
     f->m = m;
     f->apply_cost = apply;
+    *res = PH__IC_FACTORED;
     return PH_OK;
 }
 

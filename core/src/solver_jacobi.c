@@ -21,7 +21,7 @@
  */
 #include <stdlib.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;

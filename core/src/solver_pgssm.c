@@ -69,7 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 enum { CLS_L = 0, CLS_U = 1, CLS_A = 2 };
 
@@ -254,13 +254,15 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                     use_ic = 1;
                 else {
                     ic_ok = 0;
-                    const int e = ph__ic_factor(&ic, s, idx, na, gam, (budget - work - 0.5 - frac) * (double)n);
-                    if (e == PH_OK || e == 1) work += ic.factor_cost / (double)n;
-                    if (e == 1) {
+                    ph__ic_result res;
+                    const int e = ph__ic_factor(&ic, s, idx, na, gam, (budget - work - 0.5 - frac) * (double)n, &res);
+                    /* (Out of memory: diagonally preconditioned, as over the budget.) */
+                    if (e == PH_OK && res != PH__IC_OVER_BUDGET) work += ic.factor_cost / (double)n;
+                    if (e == PH_OK && res == PH__IC_BREAKDOWN) {
                         st->sm_precond_fallbacks++;
                         ic_broken = 1;
                     }
-                    use_ic = ic_ok = e == PH_OK;
+                    use_ic = ic_ok = e == PH_OK && res == PH__IC_FACTORED;
                 }
                 if (use_ic) {
                     ph__ic_apply(&ic, r, z);

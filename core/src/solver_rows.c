@@ -26,7 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "contact.h"
+#include "rows.h"
+#include "solver.h"
+#include "world.h"
 
 typedef struct rows_ctx {
     ph__row *rows;

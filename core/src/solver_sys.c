@@ -1,6 +1,6 @@
 /*
  * solver_sys.c — the method dispatch of the solver family on an abstract
- * system (ph__sys, see ph_internal.h), and projected Gauss–Seidel on it.
+ * system (ph__sys, see solver.h), and projected Gauss–Seidel on it.
  *
  * Normal path: ph__sys_solve resets the solver figures of the stats and
  * runs the method of the settings. Generic PGS is the world's PGS (the same
@@ -17,7 +17,7 @@
  */
 #include <stdlib.h>
 
-#include "ph_internal.h"
+#include "solver.h"
 
 int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;

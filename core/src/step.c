@@ -43,7 +43,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "broad_phase.h"
+#include "contact.h"
+#include "island.h"
+#include "joint.h"
+#include "rows.h"
+#include "solver.h"
+#include "solver_wide.h"
+#include "step.h"
+#include "world.h"
 
 static double now_ms(void) {
     struct timespec ts;

@@ -188,6 +188,9 @@ static void test_cancel_next_step(void **state) {
     assert_int_equal(ph_world_step(w), PH_OK);
     assert_true(ph_world_get_step_count(w) == 2);
     assert_string_equal(ph_strerror(PH_ERR_CANCELLED), "the step was cancelled (world restored)");
+    assert_string_equal(ph_err_name(PH_ERR_CANCELLED), "PH_ERR_CANCELLED");
+    assert_string_equal(ph_err_name(PH_OK), "PH_OK");
+    assert_string_equal(ph_strerror(-1000), "unknown error");
     ph_world_destroy(w);
     assert_int_equal(ph_world_cancel_step(w), PH_ERR_INVALID_HANDLE);
 }

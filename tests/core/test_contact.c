@@ -17,6 +17,13 @@
 #include "physd/ph_lcp.h"
 #include "physd/ph_scenes.h"
 
+/* ph_body_is_awake's flag, after checking that the call succeeded. */
+static int body_awake(ph_body_id b) {
+    int awake = -1;
+    assert_int_equal(ph_body_is_awake(b, &awake), PH_OK);
+    return awake;
+}
+
 /* A world with the default settings, except substeps x iterations when
  * substeps > 0. */
 static ph_world_id new_world(int substeps, int iterations) {
@@ -593,28 +600,35 @@ static void test_raycast(void **state) {
     sd.half_height = 0.5;
     ph_shape_create(cap, &sd, &err);
     ph_ray_hit hit;
+    int found;
     /* Straight down onto the sphere: hits its top at z = 3.5. */
-    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 10), ph_v3(0, 0, -2), 100, &hit), 1);
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 10), ph_v3(0, 0, -2), 100, &hit, &found), PH_OK);
+    assert_int_equal(found, 1);
     assert_int_equal(hit.body.index1, s.index1);
     assert_near(hit.distance, 6.5, 1e-12);
     assert_near(hit.normal.z, 1.0, 1e-12);
     /* Along x at z = 1 towards the rotated box: its corner at x = 3 - sqrt(0.5). */
-    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1), ph_v3(1, 0, 0), 100, &hit), 1);
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1), ph_v3(1, 0, 0), 100, &hit, &found), PH_OK);
+    assert_int_equal(found, 1);
     assert_int_equal(hit.body.index1, bx.index1);
     assert_near(hit.point.x, 3 - sqrt(0.5), 1e-12);
     /* Towards -x onto the capsule's side (radius 0.2 around x = -3). */
-    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1.2), ph_v3(-1, 0, 0), 100, &hit), 1);
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 1.2), ph_v3(-1, 0, 0), 100, &hit, &found), PH_OK);
+    assert_int_equal(found, 1);
     assert_int_equal(hit.body.index1, cap.index1);
     assert_near(hit.point.x, -2.8, 1e-12);
     assert_near(hit.normal.x, 1.0, 1e-12);
     /* Down far from everything: the ground plane at distance 10. */
-    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 100, &hit), 1);
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 100, &hit, &found), PH_OK);
+    assert_int_equal(found, 1);
     assert_near(hit.distance, 10.0, 1e-12);
     /* Too short, upwards, bad input. */
-    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 5, &hit), 0);
-    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, 1), 100, &hit), 0);
-    assert_int_equal(ph_world_raycast(w, ph_v3(NAN, 0, 0), ph_v3(0, 0, 1), 100, &hit), PH_ERR_INVALID_ARGUMENT);
-    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 0), ph_v3(0, 0, 0), 100, &hit), PH_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, -1), 5, &hit, &found), PH_OK);
+    assert_int_equal(found, 0);
+    assert_int_equal(ph_world_raycast(w, ph_v3(10, 10, 10), ph_v3(0, 0, 1), 100, &hit, &found), PH_OK);
+    assert_int_equal(found, 0);
+    assert_int_equal(ph_world_raycast(w, ph_v3(NAN, 0, 0), ph_v3(0, 0, 1), 100, &hit, &found), PH_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ph_world_raycast(w, ph_v3(0, 0, 0), ph_v3(0, 0, 0), 100, &hit, &found), PH_ERR_INVALID_ARGUMENT);
     ph_world_destroy(w);
 }
 
@@ -634,9 +648,9 @@ static void test_sleep_and_wake(void **state) {
     int slept_at = -1;
     for (int s = 0; s < 180 && slept_at < 0; s++) {
         ph_world_step(w);
-        if (!ph_body_is_awake(b[0]) && !ph_body_is_awake(b[1]) && !ph_body_is_awake(b[2])) slept_at = s;
+        if (!body_awake(b[0]) && !body_awake(b[1]) && !body_awake(b[2])) slept_at = s;
         /* An island sleeps only as a whole. */
-        assert_int_equal(ph_body_is_awake(b[0]), ph_body_is_awake(b[2]));
+        assert_int_equal(body_awake(b[0]), body_awake(b[2]));
     }
     ph_step_stats st;
     ph_world_get_stats(w, &st);
@@ -666,7 +680,7 @@ static void test_sleep_and_wake(void **state) {
     int woke = -1;
     for (int s = 0; s < 60; s++) {
         ph_world_step(w);
-        if (woke < 0 && ph_body_is_awake(b[0])) woke = s;
+        if (woke < 0 && body_awake(b[0])) woke = s;
     }
     ph_body_get_state(b[2], &top1);
     print_message("woken at step %d; top box moved %.3f m along x\n", woke, top1.position.x - top0.position.x);
@@ -770,27 +784,27 @@ static void test_settings_change_wakes(void **state) {
     ph_shape_create(b, &sd, &err);
     assert_int_equal(err, PH_OK);
     int steps = 0;
-    while (ph_body_is_awake(b) == 1 && steps < 200) {
+    while (body_awake(b) == 1 && steps < 200) {
         assert_int_equal(ph_world_step(w), PH_OK);
         steps++;
     }
-    assert_int_equal(ph_body_is_awake(b), 0);
+    assert_int_equal(body_awake(b), 0);
     ph_transform t0;
     assert_int_equal(ph_body_get_transform(b, &t0), PH_OK);
     /* Statistics only: still asleep, still in place after a step. */
     set.record_merits = 0;
     assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
-    assert_int_equal(ph_body_is_awake(b), 0);
+    assert_int_equal(body_awake(b), 0);
     assert_int_equal(ph_world_step(w), PH_OK);
-    assert_int_equal(ph_body_is_awake(b), 0);
+    assert_int_equal(body_awake(b), 0);
     /* The same settings again: no change, no wake. */
     assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
-    assert_int_equal(ph_body_is_awake(b), 0);
+    assert_int_equal(body_awake(b), 0);
     /* Gravity upward. */
     const double g = 9.81;
     set.gravity = ph_v3(0, 0, g);
     assert_int_equal(ph_world_set_settings(w, &set), PH_OK);
-    assert_int_equal(ph_body_is_awake(b), 1);
+    assert_int_equal(body_awake(b), 1);
     for (int i = 0; i < 30; i++)
         assert_int_equal(ph_world_step(w), PH_OK);
     ph_transform t1;
@@ -839,7 +853,7 @@ static void test_pyramid20_sleeps(void **state) {
         const double dx = bs.position.x - p0[i].x, dy = bs.position.y - p0[i].y;
         if (sqrt(dx * dx + dy * dy) > drift) drift = sqrt(dx * dx + dy * dy);
         if (p0[i].z - bs.position.z > sink) sink = p0[i].z - bs.position.z;
-        assert_false(ph_body_is_awake(b[i]) && bs.type == PH_BODY_DYNAMIC);
+        assert_false(body_awake(b[i]) && bs.type == PH_BODY_DYNAMIC);
     }
     print_message("pyramid20 asleep after %d steps, largest drift %.2e m, sinking %.2e m\n", slept_at, drift, sink);
     assert_true(slept_at >= 30 && slept_at <= 120); /* 0.5 s of rest at least, within 2 s */

@@ -31,23 +31,40 @@ extern "C" {
 
 /* ---------------------------------------------------------------- errors */
 
-/* Functions return 0 on success or one of these negative codes. */
+/* Functions return 0 (PH_OK) on success or one of these negative codes.
+ * One list generates the codes, their names and their messages:
+ * XX(name, value, message) gives PH_ERR_<name> = value, named
+ * "PH_ERR_<name>" by ph_err_name and described by ph_strerror. */
+#define PH_ERRNO_MAP(XX)                                                                                               \
+    /* null, stale or forged handle */                                                                                 \
+    XX(INVALID_HANDLE, -1, "invalid handle")                                                                           \
+    /* NaN/inf, out-of-range value, bad enum */                                                                        \
+    XX(INVALID_ARGUMENT, -2, "invalid argument")                                                                       \
+    /* a world, body, shape or joint limit is reached */                                                               \
+    XX(LIMIT, -3, "limit reached")                                                                                     \
+    XX(NO_MEMORY, -4, "out of memory")                                                                                 \
+    /* e.g. a plane on a dynamic body */                                                                               \
+    XX(WRONG_KIND, -5, "wrong kind of body or shape")                                                                  \
+    /* ph_world_step: the step left a body outside the finite envelope (PH_ENVELOPE_*); the world                      \
+     * was restored to its state before the step (ph_world_get_fault says which body and what) */                      \
+    XX(NONFINITE, -6, "the step left the finite envelope (world restored)")                                            \
+    /* ph_world_step: cancelled by ph_world_cancel_step; the world was restored to its state                           \
+     * before the step */                                                                                              \
+    XX(CANCELLED, -7, "the step was cancelled (world restored)")
+
 typedef enum ph_error {
     PH_OK = 0,
-    PH_ERR_INVALID_HANDLE = -1,   /* null, stale or forged handle */
-    PH_ERR_INVALID_ARGUMENT = -2, /* NaN/inf, out-of-range value, bad enum */
-    PH_ERR_LIMIT = -3,            /* a world, body, shape or joint limit is reached */
-    PH_ERR_NO_MEMORY = -4,
-    PH_ERR_WRONG_KIND = -5, /* e.g. a plane on a dynamic body */
-    PH_ERR_NONFINITE = -6,  /* ph_world_step: the step left a body outside the finite envelope
-                               (PH_ENVELOPE_*); the world was restored to its state before
-                               the step (ph_world_get_fault says which body and what) */
-    PH_ERR_CANCELLED = -7,  /* ph_world_step: cancelled by ph_world_cancel_step; the world was
-                               restored to its state before the step */
+#define PH_ERR_ENUM(name, value, msg) PH_ERR_##name = (value),
+    PH_ERRNO_MAP(PH_ERR_ENUM)
+#undef PH_ERR_ENUM
 } ph_error;
 
-/* A short English message for an error code ("invalid handle", ...). */
+/* A short English message for an error code ("invalid handle", ...; "ok"
+ * for PH_OK, "unknown error" for any other value); never NULL. */
 const char *ph_strerror(int err);
+/* The code's name, such as "PH_ERR_INVALID_HANDLE" ("PH_OK" for 0,
+ * "PH_ERR_UNKNOWN" for any other value); never NULL. */
+const char *ph_err_name(int err);
 
 /* --------------------------------------------------------------- handles */
 
@@ -490,11 +507,13 @@ int ph_body_set_mass(ph_body_id b, double mass, ph_vec3 inertia);
 int ph_body_set_damping(ph_body_id b, double linear, double angular);
 /* Angular momentum about the centre of mass (kg m^2/s), world frame. */
 int ph_body_get_angular_momentum(ph_body_id b, ph_vec3 *out);
-/* 1 when the body is awake (static bodies: 0), 0 asleep, or an error. Any
- * edit of a body (pose, velocity, force, torque, impulse, kinematic target,
- * mass, shapes, joints) wakes it; contact with an awake body wakes its
- * island at the next step. */
-int ph_body_is_awake(ph_body_id b);
+/* Stores in *awake 1 when the body is awake, 0 when it sleeps (static
+ * bodies: 0); returns 0, PH_ERR_INVALID_HANDLE (then *awake = 0) or
+ * PH_ERR_INVALID_ARGUMENT (awake NULL). Any edit of a body (pose,
+ * velocity, force, torque, impulse, kinematic target, mass, shapes,
+ * joints) wakes it; contact with an awake body wakes its island at the
+ * next step. */
+int ph_body_is_awake(ph_body_id b, int *awake);
 int ph_body_wake(ph_body_id b);
 
 /* ---------------------------------------------------------------- shapes */
@@ -712,10 +731,12 @@ typedef struct ph_ray_hit {
 } ph_ray_hit;
 
 /* Closest hit of the ray origin + t dir/|dir|, 0 <= t <= max_distance, over
- * every shape of the world. Returns 1 (hit filled), 0 (no hit), or
- * PH_ERR_INVALID_HANDLE / PH_ERR_INVALID_ARGUMENT (non-finite input, |dir| = 0,
- * max_distance < 0). A ray starting inside a shape hits it at distance 0. */
-int ph_world_raycast(ph_world_id w, ph_vec3 origin, ph_vec3 dir, double max_distance, ph_ray_hit *hit);
+ * every shape of the world. Returns 0 and stores in *found 1 (hit filled)
+ * or 0 (no hit, hit untouched); or returns PH_ERR_INVALID_HANDLE /
+ * PH_ERR_INVALID_ARGUMENT (non-finite input, |dir| = 0, max_distance < 0,
+ * hit or found NULL) with *found = 0 when found is not NULL. A ray
+ * starting inside a shape hits it at distance 0. */
+int ph_world_raycast(ph_world_id w, ph_vec3 origin, ph_vec3 dir, double max_distance, ph_ray_hit *hit, int *found);
 
 #ifdef __cplusplus
 }

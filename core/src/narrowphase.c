@@ -1,6 +1,7 @@
 /*
- * contact.c — contact manifolds, warm-start matching, Newton–Coulomb
- * impacts and the contact rows of the SPOOK system.
+ * narrowphase.c — contact manifolds: the narrowphase pass with warm-start
+ * matching and the contact cache, the manifolds moved with their bodies in
+ * later substeps, and the begin/end contact events.
  *
  * Normal path: for every broadphase pair, collide the two shapes at their
  * world poses; keep the manifold if it has points; match each point to the
@@ -9,11 +10,8 @@
  * (with a box or capsule) whose relative pose has moved no point of its
  * smaller shape by more than contact_cache_tolerance since its last real
  * collision: the previous manifold is moved with the bodies instead, as the
- * later substeps do (docs/core.md). Then, for fast approaching points of
- * restitutive pairs, apply Newton–Coulomb impulses (seeds/002, eqs. 1-7).
- * Finally each point becomes three rows: the normal (unilateral, SPOOK
- * stabilized) and two friction rows (NCP bounds +-mu lambda_n, or scaled
- * box).
+ * later substeps do (ph__refresh_manifolds, docs/core.md). Events compare
+ * the manifolds that touch with those of the previous step.
  *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (the step is then
  * abandoned before any state changes).
@@ -25,7 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ph_internal.h"
+#include "body.h"
+#include "broad_phase.h"
+#include "collide.h"
+#include "contact.h"
+#include "world.h"
 #include "ph_simd.h"
 
 /* Last step's manifold of pair (sa, sb), or NULL. Both lists are in pair
@@ -328,161 +330,6 @@ int ph__narrowphase(ph__world *w) {
     return PH_OK;
 }
 
-/* Velocity of body point r (relative to the centre) of solver body s. */
-static ph_vec3 point_vel(const ph__sbody *s, ph_vec3 r) { return ph_add(s->v, ph_cross(s->w, r)); }
-
-static void apply_impulse(ph__sbody *s, ph_vec3 r, ph_vec3 j) {
-    s->v = ph_mul_add(s->v, s->inv_mass, j);
-    s->w = ph_add(s->w, ph_mat3_mulv(&s->inv_i, ph_cross(r, j)));
-}
-
-int ph__impacts(ph__world *w, double h) {
-    const double thr = w->settings.restitution_threshold;
-    int count = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        ph__contact_manifold *cm = &w->manifolds[i];
-        const double e = cm->restitution, mu = cm->friction;
-        if (e <= 0) continue; /* inelastic contacts are left to the solver */
-        ph__sbody *sa = &w->sbodies[w->body_to_sbody[cm->ba]];
-        ph__sbody *sb = &w->sbodies[w->body_to_sbody[cm->bb]];
-        const ph_vec3 n = cm->m.normal;
-        for (int k = 0; k < cm->m.count; k++) {
-            const double gap = -cm->m.pts[k].depth;
-            ph_vec3 pt = cm->m.pts[k].point;
-            ph_vec3 ra = ph_sub(pt, w->bodies[cm->ba].p), rb = ph_sub(pt, w->bodies[cm->bb].p);
-            ph_vec3 u = ph_sub(point_vel(sb, rb), point_vel(sa, ra));
-            double un = ph_dot(u, n);
-            /* Touching, or separated but closing the gap within this step
-             * (a speculative point would otherwise stop the body inelastically
-             * just before it touches). */
-            if (un >= -thr || (gap > 0 && -un * h < gap)) continue;
-            ph_mat3 K;
-            memset(&K, 0, sizeof K);
-            ph__add_collision_k(&K, sa->inv_mass, &sa->inv_i, ra);
-            ph__add_collision_k(&K, sb->inv_mass, &sb->inv_i, rb);
-            /* Stick: u' = -e u_n n (eq. 1-2), I = K^-1 (u' - u). */
-            ph_vec3 target = ph_scale(n, -e * un);
-            ph_vec3 J;
-            if (!ph_mat3_solve(&K, ph_sub(target, u), &J)) continue;
-            double jn = ph_dot(J, n);
-            ph_vec3 jt = ph_sub(J, ph_scale(n, jn));
-            if (ph_len(jt) > mu * jn) {
-                /* Sliding (eqs. 4-5): friction opposes the tangential velocity. */
-                ph_vec3 ut = ph_sub(u, ph_scale(n, un));
-                ph_vec3 tdir = ph_normalize(ut);
-                ph_vec3 kd = ph_mat3_mulv(&K, ph_sub(n, ph_scale(tdir, mu)));
-                double den = ph_dot(n, kd);
-                if (den <= 1e-300) continue;
-                double j = -(1.0 + e) * un / den;
-                J = ph_sub(ph_scale(n, j), ph_scale(tdir, mu * j));
-            }
-            apply_impulse(sb, rb, J);
-            apply_impulse(sa, ra, ph_neg(J));
-            count++;
-        }
-    }
-    return count;
-}
-
-/* Fills the Jacobian of a row along direction d at arms ra, rb. */
-static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
-    r->lin = d;
-    r->ang_a = ph_neg(ph_cross(ra, d));
-    r->ang_b = ph_cross(rb, d);
-}
-
-static double row_jv(const ph__world *w, const ph__row *r) { return ph__row_jv(w->sbodies, r); }
-
-static double row_jv0(const ph__world *w, const ph__row *r) { return ph__row_jv0(w, r); }
-
-void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c) {
-    c->cn = ph__spook(w->settings.contact, h);
-    c->cf = ph__spook(w->settings.friction, h);
-    c->h = h;
-    c->box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    c->g = ph_len(w->settings.gravity);
-    c->down = ph_normalize(w->settings.gravity);
-    c->wsf = ph__warm_factor(w);
-}
-
-void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
-                            ph__row r[3]) {
-    const double a = c->cn.a, b = c->cn.b, h = c->h;
-    const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
-    const ph__body *bda = &w->bodies[cm->ba], *bdb = &w->bodies[cm->bb];
-    double box_bound = 0;
-    if (c->box) {
-        double ima = w->sbodies[ia].inv_mass, imb = w->sbodies[ib].inv_mass;
-        double mred = (ima + imb) > 0 ? 1.0 / (ima + imb) : 0;
-        box_bound = cm->friction * mred * c->g * h / cm->m.count;
-    }
-    const ph__mpoint *mp = &cm->m.pts[k];
-    ph_vec3 ra = ph_sub(mp->point, bda->p), rb = ph_sub(mp->point, bdb->p);
-    const double height = -ph_dot(mp->point, c->down);
-    for (int q = 0; q < 3; q++) {
-        memset(&r[q], 0, sizeof r[q]);
-        r[q].normal = -1;
-        r[q].block = -1;
-        r[q].height = height;
-        r[q].ia = ia;
-        r[q].ib = ib;
-    }
-    ph__row *rn = &r[0];
-    set_linear_row(rn, cm->m.normal, ra, rb);
-    ph__finish_row(w, rn, &c->cn);
-    /* g = -depth. Penetrating or touching: SPOOK, -a g - b G W (eq. 26
-     * with the velocity bookkeeping, see solver.c). Separated
-     * (speculative): allow the gap to close within this step. */
-    double gap = -mp->depth;
-    double jv0 = row_jv0(w, rn);
-    rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-    rn->B = rn->rhs - row_jv(w, rn);
-    rn->lo = 0;
-    rn->hi = INFINITY;
-    rn->lambda = cm->ln[k] * c->wsf;
-    for (int d = 0; d < 2; d++) {
-        ph__row *rt = &r[1 + d];
-        set_linear_row(rt, d == 0 ? cm->t1 : cm->t2, ra, rb);
-        ph__finish_row(w, rt, &c->cf);
-        rt->rhs = 0;
-        rt->B = -row_jv(w, rt);
-        rt->mu = cm->friction;
-        if (c->box) {
-            rt->lo = -box_bound;
-            rt->hi = box_bound;
-        } else {
-            double bound = cm->friction * rn->lambda;
-            rt->lo = -bound;
-            rt->hi = bound;
-        }
-        double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * c->wsf;
-        rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
-    }
-}
-
-int ph__contact_rows(ph__world *w, double h) {
-    ph__contact_ctx c;
-    ph__contact_ctx_init(w, h, &c);
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        ph__contact_manifold *cm = &w->manifolds[i];
-        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
-        if (ia == 0 && ib == 0) {
-            /* Both sides fixed or asleep: no rows; the impulses stay cached. */
-            cm->row0 = -1;
-            continue;
-        }
-        cm->row0 = w->row_count;
-        for (int k = 0; k < cm->m.count; k++) {
-            if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 3, sizeof(ph__row))) return PH_ERR_NO_MEMORY;
-            ph__row *r = &w->rows[w->row_count];
-            ph__contact_point_rows(w, &c, cm, k, r);
-            if (!c.box) r[1].normal = r[2].normal = w->row_count;
-            w->row_count += 3;
-        }
-    }
-    return PH_OK;
-}
-
 /* Deepest touching point of a manifold, or -1 when none has depth >= 0. */
 /* Points closer than this count as touching for events, so that a resting
  * contact whose depth hovers around zero does not flicker between begin and
@@ -521,7 +368,7 @@ static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, i
 
 int ph__contact_events(ph__world *w) {
     /* Merge the two pair-sorted manifold lists. Destroyed shapes have their
-     * cached manifolds emptied (world.c), so they end without an event here;
+     * cached manifolds emptied (shape.c), so they end without an event here;
      * that is documented as "may be stale" in the API. */
     int32_t i = 0, j = 0;
     while (i < w->manifold_count || j < w->prev_count) {
@@ -596,64 +443,5 @@ int ph__refresh_manifolds(ph__world *w, int all) {
         if (!touches && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
     }
     if (all) w->stats.max_penetration = maxpen;
-    return PH_OK;
-}
-
-int ph__init_gaps(ph__world *w) {
-    const int32_t np = w->contact_row_count / 3;
-    if (ph__reserve((void **)&w->wgap, &w->wgap_cap, np + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        if (cm->row0 < 0) continue;
-        double *gap = &w->wgap[cm->row0 / 3];
-        for (int k = 0; k < cm->m.count; k++)
-            gap[k] = -cm->m.pts[k].depth;
-    }
-    return PH_OK;
-}
-
-int ph__refresh_contact_rows(ph__world *w, double h) {
-    /* Substeps after the first with collide_substeps = 0: the rows keep the
-     * Jacobians and M^-1 J^T of the collision. Each point's gap moves by the
-     * relative normal velocity the last substep integrated the positions
-     * with, which is this substep's velocity before its forces:
-     *   g_k+1 = g_k + h J_n v0,
-     * the linearized motion of the contact over one substep (as PhysX's TGS
-     * solver updates its errors from the bodies' accumulated motion). The
-     * SPOOK right-hand side takes that gap and the same J_n v0; the warm
-     * start takes the impulses of the previous substep (applied body by
-     * body, step.c). */
-    const ph__spook_coef cn = ph__spook(w->settings.contact, h);
-    const double a = cn.a, b = cn.b;
-    const double wsf = ph__warm_factor(w);
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    /* B (for the relative residual) is read only when merits are measured:
-     * every iteration with record_merits or a tolerance, else once after the
-     * last substep, and by a capture. */
-    const int need_b = w->last_substep || w->settings.record_merits || w->settings.tolerance > 0 || w->capture;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        if (cm->row0 < 0) continue;
-        for (int k = 0; k < cm->m.count; k++) {
-            ph__row *rn = &w->rows[cm->row0 + 3 * k];
-            const double jv0 = row_jv0(w, rn);
-            const double gap = w->wgap[cm->row0 / 3 + k] + h * jv0;
-            w->wgap[cm->row0 / 3 + k] = gap;
-            rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
-            if (need_b) rn->B = rn->rhs - row_jv(w, rn);
-            rn->lambda = cm->ln[k] * wsf;
-            for (int d = 1; d <= 2; d++) {
-                ph__row *rt = &w->rows[cm->row0 + 3 * k + d];
-                if (need_b) rt->B = -row_jv(w, rt);
-                if (!box) {
-                    double bound = rt->mu * rn->lambda;
-                    rt->lo = -bound;
-                    rt->hi = bound;
-                }
-                double l0 = (d == 1 ? cm->lt1[k] : cm->lt2[k]) * wsf;
-                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
-            }
-        }
-    }
     return PH_OK;
 }

@@ -1,0 +1,81 @@
+/*
+ * contact.h — contacts: the manifolds of a step (narrowphase.c, with the contact
+ * cache and the events), the impacts (impacts.c) and the contact rows
+ * (contact_rows.c).
+ *
+ * Internal to the core (and its tests); not installed.
+ */
+#ifndef PHYSD_CONTACT_H
+#define PHYSD_CONTACT_H
+
+#include "collide.h"
+#include "rows.h"
+
+typedef struct ph__world ph__world;
+
+/* A cached contact point of the last step, for warm starting. */
+typedef struct ph__cached_point {
+    uint32_t feature;
+    double ln, lt1, lt2;
+} ph__cached_point;
+
+/* One manifold of the current step, between shape slots sa < sb... */
+typedef struct ph__contact_manifold {
+    int32_t sa, sb; /* shape slots (the pair key, sa < sb by slot) */
+    int32_t ba, bb; /* body slots */
+    double friction, restitution;
+    ph__manifold m;
+    int32_t row0;   /* first of its 3 rows per point (normal, t1, t2), this step */
+    ph_vec3 t1, t2; /* friction directions; cached impulses are in this basis */
+    /* Where each point was on each body (body frames) and its depth when the
+     * shapes were last collided: later substeps of the same step move the
+     * point with the bodies instead of colliding again. */
+    ph_vec3 loc_a[PH_MAX_MANIFOLD_POINTS], loc_b[PH_MAX_MANIFOLD_POINTS];
+    double depth0[PH_MAX_MANIFOLD_POINTS];
+    double approach; /* relative normal speed (m/s, > 0 closing) at the start of the
+                        step in which the pair first came within the margin */
+    double ln[PH_MAX_MANIFOLD_POINTS], lt1[PH_MAX_MANIFOLD_POINTS], lt2[PH_MAX_MANIFOLD_POINTS];
+    /* The contact cache (narrowphase.c): the state of the last real collision,
+     * kept unchanged by the steps that rebuild the manifold from it. */
+    ph_vec3 n_loc; /* the normal in ba's body frame */
+    ph_vec3 ref_t; /* the origin of the cache body's frame in the other body's frame */
+    ph_quat ref_q; /* q_ba^-1 q_bb */
+    double ref_r;  /* m: radius about its body origin of the cache side's shape;
+                      -1: no reference (collided with the cache off) */
+    int ref_side;  /* the cache side: 1 = bb's shape (ref_t in ba's frame), 0 = ba's */
+} ph__contact_manifold;
+
+int ph__narrowphase(ph__world *w);    /* manifolds, warm-start impulses matched */
+int ph__contact_events(ph__world *w); /* begin/end by comparing with last step */
+
+int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
+/* Substeps after the first: move the points with the bodies (all = 0: only
+ * those of restitutive pairs, which the impacts read). */
+int ph__refresh_manifolds(ph__world *w, int all);
+/* Point k of cm in world space now: midway between its two material points,
+ * moved with their bodies (the stored m.pts[k].point is kept current only
+ * where the step itself reads it: impacts, begin events). */
+ph_vec3 ph__manifold_point(const ph__world *w, const ph__contact_manifold *cm, int k);
+/* The contact rows' gaps (w->wgap) from the collision's depths (the native
+ * build puts them in the batches itself). */
+int ph__init_gaps(ph__world *w);
+/* Later substeps: the contact rows' gaps moved by the velocities and their
+ * SPOOK terms refreshed (the rows path). */
+int ph__refresh_contact_rows(ph__world *w, double h);
+int ph__contact_rows(ph__world *w, double h);
+
+/* What the rows of one substep's contact points share. */
+typedef struct ph__contact_ctx {
+    ph__spook_coef cn, cf;
+    double h, g, wsf;
+    int box;
+    ph_vec3 down;
+} ph__contact_ctx;
+void ph__contact_ctx_init(const ph__world *w, double h, ph__contact_ctx *c);
+/* The three rows (normal, t1, t2) of point k of a manifold whose bodies
+ * have solver bodies, as ph__contact_rows builds them (the friction rows'
+ * NCP link is left to the caller: normal = -1). */
+void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__contact_manifold *cm, int k,
+                            ph__row r[3]);
+
+#endif /* PHYSD_CONTACT_H */

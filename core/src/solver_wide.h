@@ -1,0 +1,99 @@
+/*
+ * solver_wide.h — the wide contact solver's data and entry points (solver_wide.c): the
+ * contact rows of PH_LANES points side by side in batches, point mode's
+ * blocks and groups, and the passes over them.
+ *
+ * Internal to the core (and its tests); not installed.
+ */
+#ifndef PHYSD_SOLVER_WIDE_H
+#define PHYSD_SOLVER_WIDE_H
+
+#include "solver.h"
+
+typedef struct ph__world ph__world;
+
+/* The contact rows of PH_LANES contact points side by side (solver_wide.c):
+ * one lane per point, structure of arrays. 8-byte alignment so that the
+ * arrays can live in ordinary allocations (the loads are unaligned ones). */
+#ifndef PH_LANES
+#define PH_LANES 4 /* 8 also works (measured slower here, docs/profile.md) */
+#endif
+typedef double ph__vd __attribute__((vector_size(PH_LANES * 8), aligned(8)));
+
+typedef struct ph__wrow {
+    ph__vd lin[3], ang_a[3], ang_b[3], mang_a[3], mang_b[3];
+    ph__vd inv_diag, eps, rhs, lambda;
+    ph__vd B; /* the row's SPOOK right-hand side B (merits only) */
+} ph__wrow;
+
+typedef struct ph__wbatch {
+    int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
+    int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
+    int32_t glen;            /* first batch of a group: the group's batches (points 0..glen-1 of
+                                the same lanes' manifolds, consecutive); 0 in the others */
+    int32_t indep;           /* first batch of a group: 1 when the group touches no body of the
+                                group before it (same level) */
+    int32_t aniso;           /* first batch of a group, point mode: 1 when a body of some lane
+                                has unequal principal moments (the velocity updates then use
+                                the full inverse inertias kept in ph__wgroup.ia/ib) */
+    int32_t ia[PH_LANES], ib[PH_LANES];
+    ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
+    ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
+    ph__wrow r[3];            /* normal, t1, t2 */
+} ph__wbatch;
+
+/* Point mode (settings.contact_block on a native step): the same batches'
+ * points as 3 x 3 blocks, in w->wpts[b] beside w->wbatches[b]
+ * (solver_wide.c). Rows i = normal, t1, t2 along dir[i]; J_i v is dir_i .
+ * (v_b + w_b x rb - v_a - w_a x ra), so the rows themselves are not
+ * stored. K = J M^-1 J^T + diag(eps) is the point's block of the system;
+ * the hot part (read in every sweep) comes first. */
+typedef struct ph__wpoint {
+    ph__vd ra[3], rb[3]; /* the point from each body's centre of mass (m) */
+    ph__vd eps[3];       /* SPOOK regularization of each row */
+    ph__vd rhs;          /* the normal row's right-hand side (the friction rows' are 0) */
+    ph__vd lam[3];       /* impulses of normal, t1, t2 (N s) */
+    ph__vd kinv[6];      /* K^-1 (symmetric): 00 01 02 11 12 22 */
+    ph__vd koff[3];      /* K01 K02 K12, */
+    ph__vd kd[3];        /* K_ii and */
+    ph__vd inv[3];       /* 1 / K_ii: a point whose block solution leaves the bounds */
+    ph__vd B[3];         /* the rows' SPOOK right-hand side B (merits only) */
+} ph__wpoint;
+
+/* What a group's points share (point mode, w->wgroups[group]). */
+typedef struct ph__wgroup {
+    ph__vd dir[3][3];    /* normal, t1, t2 (dir[i][component]), */
+    ph__vd ia[9], ib[9]; /* and (aniso groups) the bodies' world inverse inertias when K was
+                            made: the same M^-1 in K and in the velocity updates, as the
+                            rows' M^-1 J^T is kept through the step */
+} ph__wgroup;
+
+/* The default (bottom-up level) order of the contact rows and their batches
+ * (solver_wide.c); ncontact = number of contact rows (triples first in
+ * rows[]). Writes the contact part of w->order. */
+int ph__wide_build(ph__world *w, int32_t ncontact);
+void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
+/* The wide solver's instruction set on this CPU: 2 AVX-512VL, 1 AVX2, 0
+ * baseline, capped by cap (settings.simd, same numbering). */
+int ph__simd_level(ph_simd cap);
+void ph__wide_sweep(ph__world *w); /* one PGS pass over the batches */
+/* The same, each group's batches refreshed just before they are swept
+ * (later substeps of the native path: the gaps moved by the velocities, the
+ * right-hand sides, the warm-start impulses kept; with need_b also the B of
+ * the merits, from vws): one pass instead of two. */
+void ph__wide_sweep_refresh(ph__world *w, double h, int need_b);
+void ph__wide_store(ph__world *w); /* the batches' lambda into the rows */
+/* That refresh with B as a pass of its own, before the warm start (the last
+ * substep of a world with joints, whose warm start comes after its rows). */
+void ph__wide_refresh_fast(ph__world *w, double h);
+/* The batches built straight from the manifolds, without contact rows
+ * (w->native steps); same numbers as building the rows first. */
+int ph__wide_build_native(ph__world *w, double h);
+void ph__wide_warm_start(ph__world *w);     /* the batches' impulses onto the bodies */
+void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
+
+/* Adds the merit terms of the contact rows held in the batches (native
+ * steps), as solver.c's merits() does for rows. */
+void ph__wide_merits(const ph__world *w, ph__merit *m);
+
+#endif /* PHYSD_SOLVER_WIDE_H */

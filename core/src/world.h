@@ -1,0 +1,236 @@
+/*
+ * world.h — the world record (every module's state of one world), its inline
+ * accessors, the world registry and the validating handle lookups
+ * (world.c).
+ *
+ * Internal to the core (and its tests); not installed.
+ */
+#ifndef PHYSD_WORLD_H
+#define PHYSD_WORLD_H
+
+#include <stdatomic.h>
+
+#include "body.h"
+#include "broad_phase.h"
+#include "contact.h"
+#include "physd/ph_core.h"
+#include "physd/ph_lcp.h"
+#include "rows.h"
+#include "solver.h"
+#include "solver_wide.h"
+#include "step.h"
+
+struct ph__world {
+    uint16_t gen;
+    uint8_t alive;
+    ph_settings settings;
+    int max_bodies, max_joints;
+    uint64_t steps;
+    uint64_t rng;
+
+    ph__body *bodies;
+    int32_t body_cap, body_hwm, body_free, body_count;
+    ph__shape *shapes;
+    int32_t shape_cap, shape_hwm, shape_free;
+    ph__joint *joints;
+    int32_t joint_cap, joint_hwm, joint_free, joint_count;
+
+    /* Per-step arrays, grown as needed and reused. */
+    ph__pair *pairs;
+    int32_t pair_count, pair_cap;
+    int32_t *sap_order; /* broadphase sort order of shape slots */
+    int32_t sap_cap;
+    ph__sap_key *sap_keys;
+    int32_t sap_keys_cap;
+    int32_t sap_count;             /* finite shapes in sap_order from the last pass */
+    int32_t sap_axis;              /* sweep axis of the last pass */
+    uint64_t sap_pass;             /* broadphase passes so far */
+    struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
+    int32_t sap_boxes_cap;
+    int32_t *bp_ints; /* broadphase scratch: cell lists, then the pair sort's counts */
+    int32_t bp_ints_cap;
+    ph__pair *bp_pairs; /* broadphase scratch: the pair sort's second buffer */
+    int32_t bp_pairs_cap;
+    ph__pair *fat_pairs; /* pairs of overlapping fat boxes at the last full pass, sorted */
+    int32_t fat_pair_count, fat_pair_cap;
+    uint64_t bp_version;  /* bumped by every edit that changes which pairs are allowed
+                             (shapes, bodies, joints created or destroyed) */
+    uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
+    int fat_ok;
+    ph__pair *jpairs; /* body pairs joined without collide_connected, sorted */
+    int32_t jpair_count, jpair_cap;
+    ph__contact_manifold *manifolds, *prev_manifolds;
+    int32_t manifold_count, manifold_cap, prev_count, prev_cap;
+    ph__row *rows;
+    int32_t row_count, row_cap;
+    ph__block *blocks;
+    int32_t block_count, block_cap;
+    int32_t *order; /* row visiting order */
+    int32_t order_cap;
+    int32_t order_njoint; /* DEFAULT order: the joint rows in front of the contact part of order
+                             when ph__wide_build wrote it (build_order moves the contact part
+                             when a later substep has another number of joint rows) */
+    ph__sbody *sbodies;   /* index 0 is the fixed ground */
+    int32_t *body_to_sbody;
+    int32_t *sbody_body; /* solver body -> body slot (-1 for the ground) */
+    int32_t sbody_body_cap;
+    int32_t sbody_count, sbody_cap, b2s_cap;
+    int32_t sbody_aniso; /* solver bodies with unequal principal moments (their world
+                            inverse inertia is refreshed each substep) */
+    ph__vw *vw0;         /* velocities before this substep's forces, by solver body */
+    int32_t vw0_cap;
+    ph__vw *vws; /* velocities after this substep's forces, before any warm start */
+    int32_t vws_cap;
+    ph__vw *dvc; /* what the contact impulses of the last substep changed in each
+                    solver body's velocity: its next warm start (step.c) */
+    int32_t dvc_cap;
+    int body_warm;       /* 1: this substep warm-starts the contacts by dvc, body by body;
+                            2: the same, already applied with the forces (step.c) */
+    int32_t restitutive; /* manifolds of this step with restitution > 0 */
+    ph__sforce *sforce;  /* by solver body, per step */
+    int32_t sforce_cap;
+    int refresh_need_b;      /* with refresh_in_sweep: the batches' B too (the last substep) */
+    double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
+                                first sweep (ph__wide_sweep_refresh) */
+
+    ph_contact_event *events; /* begin/end events of the current step */
+    int32_t event_count, event_cap;
+
+    int32_t *island_parent; /* union-find over body slots, per step */
+    int32_t island_cap;
+    double *island_rest; /* per island root: the least rest time of its bodies */
+    int32_t island_rest_cap;
+
+    /* Coloured batches of contact points (solver_wide.c). */
+    ph__wbatch *wbatches;
+    int32_t wbatch_count, wbatch_cap;
+    ph__wpoint *wpts; /* point mode: beside wbatches (same index) */
+    int32_t wpts_cap;
+    ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
+    int32_t wgroups_cap;
+    int merits_pending; /* the last step's final merits are not measured yet (ph__settle_merits) */
+    int wpoint_mode;    /* 1: this step's batches are in point mode (native, contact_block) */
+    uint64_t *wmask;
+    int32_t wmask_cap;
+    int32_t *wlevel, *wpoint;
+    ph__sap_key *wkeys; /* manifold heights for the level order */
+    int32_t wkeys_cap;
+    int32_t wlevel_cap, wpoint_cap;
+    int wide_ok;         /* 1: the batches hold this step's contact rows */
+    int native;          /* 1 for a step whose contact rows live only in the batches (PGS,
+                            default order, vector solver, nothing reads the rows) */
+    int32_t native_rows; /* contact rows in the batches when native */
+    double *wgap;        /* rows path: gap (-depth) of each contact point, by point (row0 / 3
+                            + k): from the collision, then moved along by each substep's
+                            velocity (native steps keep them in the batches) */
+    int32_t wgap_cap;
+    int simd_level;  /* the wide solver's instruction set (ph__simd_level at creation) */
+    int wide_solved; /* 1: the last solve ran on the batches (their impulses are current,
+                        the contact rows' lambda may not be) */
+
+    /* The joints' direct block of the current substep (joint_direct.c). */
+    int32_t jd_count; /* rows in it; 0: none */
+    int32_t *jd_row, *jd_first, *jd_bfirst;
+    int64_t *jd_off;
+    double *jd_env, *jd_d;
+    int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
+
+    int last_substep;          /* 1 while the last substep of a step runs */
+    int substep_k, substep_n;  /* the substep running, of how many */
+    int forces_done;           /* > 0: the last integration also did this substep's start (step.c) */
+    int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
+    ph_step_stats stats;
+
+    /* What ph_world_step restores when a step leaves the envelope (step.c):
+     * saved before the step in dense arrays that only grow. The velocities
+     * need no copy (the bodies' v_step, w_step hold them). */
+    ph__saved_pose *saved_pose; /* by body slot */
+    int32_t saved_pose_cap;
+    ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
+    int32_t saved_sleep_cap;
+    double *saved_jl; /* the joints' lambda[8], by joint slot */
+    int32_t saved_jl_cap;
+    uint64_t saved_rng;
+    int narrowphases; /* narrowphase passes of the running step (each swaps the
+                         manifold arrays: one can be swapped back) */
+    ph_fault fault;   /* the last failed step (ph_world_get_fault) */
+
+    /* Budget and cancellation of the running step (ph__limit above). */
+    ph__limit limit;
+    atomic_int cancel; /* set by ph_world_cancel_step (any thread) */
+    int cancel_taken;  /* a step was cancelled by it: cleared when the next starts */
+
+    /* Set by ph_world_step_capture for the duration of one step: the
+     * system of each substep is captured here when the solver starts. */
+    struct ph_lcp **capture;
+};
+typedef struct ph__world ph__world;
+
+/* J W of a row with the velocities of its bodies before this substep's
+ * forces (the W of the SPOOK right-hand side). */
+static inline double ph__row_jv0(const ph__world *w, const ph__row *r) {
+    return ph__row_jv_of(r, w->vw0[r->ia].v, w->vw0[r->ia].w, w->vw0[r->ib].v, w->vw0[r->ib].w);
+}
+
+/* A shape's world pose: its body's pose times its local transform, or the
+ * body's pose itself for a shape at the body's origin, unrotated (the usual
+ * case, without the product). */
+static inline ph_transform ph__shape_pose(const ph__world *w, const ph__shape *sh) {
+    const ph__body *b = &w->bodies[sh->body];
+    const ph_transform bt = {b->p, b->q};
+    if (sh->local_identity) return bt;
+    return ph_xform_mul(bt, sh->local);
+}
+
+/* The factor on last step's (or substep's) impulses when they warm-start
+ * the solver: warm_start_factor, or 0 with warm starting off. */
+static inline double ph__warm_factor(const ph__world *w) {
+    return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
+}
+
+/* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
+int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
+
+/* Validating lookups: NULL when the handle is stale or forged. */
+ph__world *ph__world_get(ph_world_id id);
+
+/* The world registry (world.c), by world slot. */
+extern ph__world *ph__worlds[PH_MAX_WORLDS];
+
+/* The live world of a handle's world slot, or NULL. Inline (with the
+ * lookups below) because the body getters and edits the server calls for
+ * every body every tick are one lookup each. */
+static inline ph__world *ph__world_of(uint16_t world0) {
+    if (world0 >= PH_MAX_WORLDS) return NULL;
+    ph__world *w = ph__worlds[world0];
+    return (w && w->alive) ? w : NULL;
+}
+
+static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->body_hwm) return NULL;
+    ph__body *b = &w->bodies[id.index1 - 1];
+    if (!b->alive || b->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return b;
+}
+
+static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->shape_hwm) return NULL;
+    ph__shape *s = &w->shapes[id.index1 - 1];
+    if (s->body < 0 || s->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return s;
+}
+
+static inline ph__joint *ph__joint_get(ph_joint_id id, ph__world **wout) {
+    ph__world *w = ph__world_of(id.world0);
+    if (!w || id.index1 <= 0 || id.index1 > w->joint_hwm) return NULL;
+    ph__joint *j = &w->joints[id.index1 - 1];
+    if (!j->alive || j->gen != id.gen) return NULL;
+    if (wout) *wout = w;
+    return j;
+}
+
+#endif /* PHYSD_WORLD_H */
