@@ -43,20 +43,11 @@ void ps_buf_unref(ps_buf *b) {
 }
 
 ps_buf *ps_encode(const ps_smsg *m) {
-    size_t size = physd__v1__server_message__get_packed_size(m);
-    uint8_t hdr[10];
-    size_t hl = 0;
-    uint64_t v = size;
-    do {
-        hdr[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) hdr[hl] |= 0x80;
-        hl++;
-    } while (v);
-    ps_buf *b = ps_buf_new(hl + size);
+    size_t body = 0, frame = 0;
+    pw_frame_measure(&m->base, UINT64_MAX, &body, &frame); /* callers bound the size themselves */
+    ps_buf *b = ps_buf_new(frame);
     if (!b) return NULL;
-    memcpy(b->data, hdr, hl);
-    physd__v1__server_message__pack(m, b->data + hl);
+    pw_frame_write(b->data, &m->base, body);
     return b;
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ps_client.h"
+#include "pw_frame.h"
 
 int ps_client_connect(ps_client *c, const char *host, int port, int rcvbuf) {
     memset(c, 0, sizeof *c);
@@ -67,19 +68,10 @@ int ps_client_send_raw(ps_client *c, const void *data, size_t n) {
 }
 
 int ps_client_send(ps_client *c, const Physd__V1__ClientMessage *m) {
-    size_t size = physd__v1__client_message__get_packed_size(m);
-    uint8_t *b = malloc(size + 10);
-    if (!b) return -1;
-    size_t hl = 0;
-    uint64_t v = size;
-    do {
-        b[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) b[hl] |= 0x80;
-        hl++;
-    } while (v);
-    physd__v1__client_message__pack(m, b + hl);
-    int r = ps_client_send_raw(c, b, hl + size);
+    uint8_t *b = NULL;
+    size_t n = 0;
+    if (pw_frame_encode(&m->base, UINT64_MAX, &b, &n) < 0) return -1;
+    int r = ps_client_send_raw(c, b, n);
     free(b);
     return r;
 }
@@ -93,16 +85,8 @@ static uint64_t now_ms(void) {
 /* A complete frame at the start of buf: returns its total length (header
  * included) and sets *hl, or 0 when more bytes are needed. */
 static size_t frame_ready(const ps_client *c, size_t *hl, uint64_t *len) {
-    uint64_t v = 0;
-    for (size_t k = 0; k < c->len && k < 10; k++) {
-        v |= (uint64_t)(c->buf[k] & 0x7f) << (7 * k);
-        if (!(c->buf[k] & 0x80)) {
-            *hl = k + 1;
-            *len = v;
-            return c->len >= k + 1 + v ? (size_t)(k + 1 + v) : 0;
-        }
-    }
-    return 0;
+    if (pw_frame_peek(c->buf, c->len, UINT64_MAX, hl, len) < 0 || !*hl) return 0;
+    return c->len - *hl >= *len ? (size_t)(*hl + *len) : 0;
 }
 
 Physd__V1__ServerMessage *ps_client_recv(ps_client *c, int timeout_ms) {

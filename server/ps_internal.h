@@ -16,6 +16,7 @@
 
 #include "physd/ph_core.h"
 #include "physd/v1/physd.pb-c.h"
+#include "pw_frame.h"
 #include "server.h"
 
 /* Short names for the generated protocol types. */
@@ -27,11 +28,11 @@ typedef Physd__V1__Reply ps_reply_msg;
 
 /* Server-internal errors (negative, outside libuv's range). */
 enum {
-    PS_EVARINT = -20001, /* malformed length varint (more than 10 bytes) */
-    PS_ETOOBIG = -20002, /* declared frame length above max_frame */
-    PS_ENOMEM = -20003,
-    PS_EHARD = -20004, /* output backlog past the hard limit */
-    PS_EPOOL = -20005, /* the input memory of all connections (max_input_memory) is used up */
+    PS_EVARINT = PW_EVARINT, /* malformed length varint (more than 10 bytes) */
+    PS_ETOOBIG = PW_ETOOBIG, /* declared frame length above max_frame */
+    PS_ENOMEM = PW_ENOMEM,
+    PS_EHARD = -20004,   /* output backlog past the hard limit */
+    PS_EPOOL = PW_EPOOL, /* the input memory of all connections (max_input_memory) is used up */
 };
 
 /* Status codes are the protocol's enum values. */
@@ -101,38 +102,11 @@ ps_buf *ps_encode(const ps_smsg *m);
 
 /* ------------------------------------------------------------- framing */
 
-/* The incremental frame decoder: fed raw bytes, yields whole frames. The
+/* A connection's frame decoder is proto/pw_frame.h's pw_decoder: the
  * declared length is checked against max_frame before anything is
  * allocated, and the body buffer grows with the bytes actually received
- * (PS_FRAME_CHUNK first, then doubling up to the length), charged to a pool
+ * (PW_FRAME_CHUNK first, then doubling up to the length), charged to a pool
  * shared by every connection (max_input_memory). */
-#define PS_FRAME_CHUNK 65536u
-
-typedef struct ps_framer {
-    uint64_t max_frame;
-    int in_body;    /* 0: reading the varint, 1: reading the body, 2: frame handed out */
-    int varint_len; /* bytes of the varint seen */
-    uint64_t len;   /* the frame length (partial while reading the varint) */
-    uint64_t have;  /* body bytes received */
-    uint8_t *buf;   /* cap bytes, cap <= len */
-    uint64_t cap;
-    uint64_t allocated;  /* total bytes ever allocated (tests check the reject-before-alloc rule) */
-    int started;         /* a frame has begun (some varint byte seen) */
-    uint64_t *pool_used; /* shared input-memory pool (NULL: none) */
-    uint64_t pool_max;
-} ps_framer;
-
-void ps_framer_init(ps_framer *f, uint64_t max_frame);
-void ps_framer_free(ps_framer *f);
-/* Charges the framer's buffer to a pool of max bytes (used is shared). */
-void ps_framer_set_pool(ps_framer *f, uint64_t *used, uint64_t max);
-/* Consumes bytes from data[0..n). Returns 1 when a whole frame is ready
- * (*frame, *frame_len valid until the next call; *used bytes consumed),
- * 0 when every byte was consumed without completing a frame, or PS_EVARINT
- * / PS_ETOOBIG / PS_ENOMEM / PS_EPOOL (the framer is then unusable). */
-int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame, size_t *frame_len);
-/* 1 when a frame is partially received (a truncated frame at EOF). */
-int ps_framer_partial(const ps_framer *f);
 
 /* -------------------------------------------------------- output queue */
 
@@ -203,7 +177,7 @@ typedef struct ps_conn {
     uint64_t frame_start_ns; /* a partial frame began at (0: none) */
     ps_write_sink sink;      /* non-NULL: no socket; output goes to sink */
     void *sink_arg;
-    ps_framer framer;
+    pw_decoder framer;
     ps_outq outq;
     int writing;
     int dirty; /* on the server's flush list */

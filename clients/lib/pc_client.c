@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "physd/pc_client.h"
+#include "pw_frame.h"
 
 /* ------------------------------------------------------------ errors */
 
@@ -352,24 +353,16 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need) {
     return 0;
 }
 
-/* Appends one delimited message to the output buffer. */
+/* Appends one delimited message to the output buffer; a message longer
+ * than the server's max_frame is refused. */
 static int append_message(pc_client *c, const Physd__V1__ClientMessage *m) {
-    size_t size = physd__v1__client_message__get_packed_size(m);
-    if (c->hello && c->hello->reply->hello->max_frame > 0 && size > c->hello->reply->hello->max_frame)
-        return PC_ETOOBIG;
-    if (reserve(&c->out, &c->out_cap, c->out_len + size + 10)) return UV_ENOMEM;
-    uint8_t *p = c->out + c->out_len;
-    size_t hl = 0;
-    uint64_t v = size;
-    do {
-        p[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) p[hl] |= 0x80;
-        hl++;
-    } while (v);
-    size_t packed = physd__v1__client_message__pack(m, p + hl);
-    if (packed != size) return PC_EENCODE;
-    c->out_len += hl + size;
+    uint64_t max = UINT64_MAX;
+    if (c->hello && c->hello->reply->hello->max_frame > 0) max = c->hello->reply->hello->max_frame;
+    size_t body = 0, frame = 0;
+    if (pw_frame_measure(&m->base, max, &body, &frame) < 0) return PC_ETOOBIG;
+    if (reserve(&c->out, &c->out_cap, c->out_len + frame)) return UV_ENOMEM;
+    if (pw_frame_write(c->out + c->out_len, &m->base, body) != frame) return PC_EENCODE;
+    c->out_len += frame;
     return 0;
 }
 
@@ -598,24 +591,17 @@ static int drain_frames(pc_client *c) {
     int err = 0;
     while (pos < c->in_len && c->state != ST_DISCONNECTED && !c->closing) {
         uint64_t len = 0;
-        size_t hl = 0, k;
-        for (k = 0; pos + k < c->in_len && k < 10; k++) {
-            len |= (uint64_t)(c->in[pos + k] & 0x7f) << (7 * k);
-            if (!(c->in[pos + k] & 0x80)) {
-                hl = k + 1;
-                break;
-            }
-        }
-        if (!hl) {
-            if (k >= 10) err = PC_EPROTO;
+        size_t hl = 0;
+        int r = pw_frame_peek(c->in + pos, c->in_len - pos, c->max_frame, &hl, &len);
+        if (r < 0) {
+            err = r == PW_ETOOBIG ? PC_ETOOBIG : PC_EPROTO;
             break;
         }
-        if (len > c->max_frame) {
-            err = PC_ETOOBIG;
-            break;
-        }
+        if (!hl) break; /* the length prefix is not complete */
         if (c->in_len - pos - hl < len) {
-            /* Make room for the whole frame at once. */
+            /* Make room for the whole frame at once: the next read lands
+             * in a window that holds exactly the bytes still expected (and
+             * what follows them). */
             if (reserve(&c->in, &c->in_cap, (c->in_len - pos) + hl + (size_t)len + 65536)) err = UV_ENOMEM;
             break;
         }

@@ -23,6 +23,7 @@
 
 #include "itest.h"
 #include "physd/pc_client.h"
+#include "pw_frame.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -434,21 +435,14 @@ typedef struct fake {
 static void fake_send_parts(fake *f);
 
 static void fake_send(fake *f, const Physd__V1__ServerMessage *m) {
-    size_t n = physd__v1__server_message__get_packed_size(m);
+    size_t n = 0, total = 0;
+    uint8_t *b = NULL;
+    assert_int_equal(pw_frame_encode(&m->base, UINT64_MAX, &b, &total), 0);
+    pw_frame_measure(&m->base, UINT64_MAX, &n, &total);
     f->last_size = n;
-    uint8_t *b = malloc(n + 10);
-    size_t hl = 0;
-    uint64_t v = n;
-    do {
-        b[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) b[hl] |= 0x80;
-        hl++;
-    } while (v);
-    physd__v1__server_message__pack(m, b + hl);
-    uv_buf_t buf = uv_buf_init((char *)b, (unsigned)(hl + n));
+    uv_buf_t buf = uv_buf_init((char *)b, (unsigned)total);
     /* Small messages on loopback: try_write writes them whole. */
-    assert_int_equal(uv_try_write((uv_stream_t *)&f->conn, &buf, 1), (int)(hl + n));
+    assert_int_equal(uv_try_write((uv_stream_t *)&f->conn, &buf, 1), (int)total);
     free(b);
 }
 
@@ -504,13 +498,7 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     for (;;) {
         uint64_t len = 0;
         size_t hl = 0;
-        for (size_t k = 0; k < f->len && k < 10; k++) {
-            len |= (uint64_t)(f->buf[k] & 0x7f) << (7 * k);
-            if (!(f->buf[k] & 0x80)) {
-                hl = k + 1;
-                break;
-            }
-        }
+        assert_int_equal(pw_frame_peek(f->buf, f->len, sizeof f->buf, &hl, &len), 0);
         if (!hl || f->len < hl + len) return;
         Physd__V1__ClientMessage *m = physd__v1__client_message__unpack(NULL, (size_t)len, f->buf + hl);
         assert_non_null(m);

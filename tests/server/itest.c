@@ -164,17 +164,6 @@ void itest_sleep(double s) {
     nanosleep(&ts, NULL);
 }
 
-size_t itest_put_varint(uint8_t *p, uint64_t v) {
-    size_t n = 0;
-    do {
-        p[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) p[n] |= 0x80;
-        n++;
-    } while (v);
-    return n;
-}
-
 long itest_vm_kb(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];

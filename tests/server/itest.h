@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "ps_client.h"
+#include "pw_frame.h"
 #include "server.h"
 
 typedef Physd__V1__ServerMessage smsg;
@@ -51,8 +52,6 @@ smsg *itest_counters(ps_client *c, uint64_t w);
 uint64_t itest_world_tick(ps_client *c, uint64_t w);
 /* Sleeps s seconds. */
 void itest_sleep(double s);
-/* Writes v as a protobuf varint at p; returns its length (at most 10). */
-size_t itest_put_varint(uint8_t *p, uint64_t v);
 /* A field of /proc/self/status in kB ("VmRSS:", "VmHWM:"), or -1. */
 long itest_vm_kb(const char *field);
 /* Waits for the next push of the given ServerMessage case (skipping

@@ -15,21 +15,9 @@
 
 #include "ps_internal.h"
 
-/* Encodes v as a varint into out; returns its length. */
-static size_t put_varint(uint8_t *out, uint64_t v) {
-    size_t n = 0;
-    do {
-        out[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) out[n] |= 0x80;
-        n++;
-    } while (v);
-    return n;
-}
-
 /* Feeds data in chunks of `chunk` bytes; stores each frame's length and
  * first byte; returns the number of frames or the error. */
-static int feed_all(ps_framer *f, const uint8_t *data, size_t n, size_t chunk, size_t *lens, uint8_t *first, int max) {
+static int feed_all(pw_decoder *f, const uint8_t *data, size_t n, size_t chunk, size_t *lens, uint8_t *first, int max) {
     int frames = 0;
     size_t off = 0;
     while (off < n) {
@@ -39,12 +27,12 @@ static int feed_all(ps_framer *f, const uint8_t *data, size_t n, size_t chunk, s
             size_t used = 0;
             const uint8_t *fr = NULL;
             size_t fl = 0;
-            int r = ps_framer_feed(f, p, len, &used, &fr, &fl);
+            int r = pw_decoder_feed(f, p, len, &used, &fr, &fl);
             if (r < 0) return r;
             p += used;
             len -= used;
             off += used;
-            if (r == 1 && frames < max) {
+            if (fr && frames < max) {
                 lens[frames] = fl;
                 first[frames] = fl ? fr[0] : 0;
                 frames++;
@@ -59,7 +47,7 @@ static size_t build_stream(uint8_t *buf) {
     static const size_t sizes[] = {0, 1, 127, 128, 300, 20000};
     size_t n = 0;
     for (size_t k = 0; k < 6; k++) {
-        n += put_varint(buf + n, sizes[k]);
+        n += pw_varint_put(buf + n, sizes[k]);
         memset(buf + n, (int)(k + 1), sizes[k]);
         n += sizes[k];
     }
@@ -69,8 +57,8 @@ static size_t build_stream(uint8_t *buf) {
 static void check_stream(size_t chunk) {
     static uint8_t buf[30000];
     size_t n = build_stream(buf);
-    ps_framer f;
-    ps_framer_init(&f, 1 << 20);
+    pw_decoder f;
+    pw_decoder_init(&f, 1 << 20);
     size_t lens[8];
     uint8_t first[8];
     int frames = feed_all(&f, buf, n, chunk, lens, first, 8);
@@ -84,10 +72,10 @@ static void check_stream(size_t chunk) {
     assert_int_equal(lens[4], 300);
     assert_int_equal(lens[5], 20000);
     assert_int_equal(first[5], 6);
-    assert_int_equal(ps_framer_partial(&f), 0);
+    assert_int_equal(pw_decoder_partial(&f), 0);
     /* Exactly the frame sizes were allocated (the empty frame needs none). */
     assert_int_equal(f.allocated, 1 + 127 + 128 + 300 + 20000);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 }
 
 static void test_whole_stream(void **state) {
@@ -111,106 +99,116 @@ static void test_partial_varint(void **state) {
     (void)state;
     /* 300 = 0xac 0x02: deliver the first varint byte alone. */
     uint8_t hdr[2] = {0xac, 0x02};
-    ps_framer f;
-    ps_framer_init(&f, 1000);
+    pw_decoder f;
+    pw_decoder_init(&f, 1000);
     size_t used = 0, fl = 0;
     const uint8_t *fr = NULL;
-    assert_int_equal(ps_framer_feed(&f, hdr, 1, &used, &fr, &fl), 0);
+    assert_int_equal(pw_decoder_feed(&f, hdr, 1, &used, &fr, &fl), 0);
+    assert_null(fr);
     assert_int_equal(used, 1);
-    assert_int_equal(ps_framer_partial(&f), 1);
+    assert_int_equal(pw_decoder_partial(&f), 1);
     assert_int_equal(f.allocated, 0); /* nothing allocated before the length is complete */
-    assert_int_equal(ps_framer_feed(&f, hdr + 1, 1, &used, &fr, &fl), 0);
+    assert_int_equal(pw_decoder_feed(&f, hdr + 1, 1, &used, &fr, &fl), 0);
+    assert_null(fr);
     assert_int_equal(f.allocated, 0); /* a declared length alone holds no memory */
     uint8_t body[300];
     memset(body, 9, sizeof body);
-    assert_int_equal(ps_framer_feed(&f, body, 299, &used, &fr, &fl), 0);
-    assert_int_equal(f.allocated, 300);         /* the first chunk: min(length, PS_FRAME_CHUNK) */
-    assert_int_equal(ps_framer_partial(&f), 1); /* truncated if EOF came now */
-    assert_int_equal(ps_framer_feed(&f, body + 299, 1, &used, &fr, &fl), 1);
+    assert_int_equal(pw_decoder_feed(&f, body, 299, &used, &fr, &fl), 0);
+    assert_null(fr);
+    assert_int_equal(f.allocated, 300);          /* the first chunk: min(length, PW_FRAME_CHUNK) */
+    assert_int_equal(pw_decoder_partial(&f), 1); /* truncated if EOF came now */
+    assert_int_equal(pw_decoder_feed(&f, body + 299, 1, &used, &fr, &fl), 0);
+    assert_non_null(fr);
     assert_int_equal(fl, 300);
     assert_int_equal(fr[299], 9);
-    assert_int_equal(ps_framer_partial(&f), 0);
-    ps_framer_free(&f);
+    assert_int_equal(pw_decoder_partial(&f), 0);
+    pw_decoder_free(&f);
 }
 
 static void test_oversized_rejected_before_allocation(void **state) {
     (void)state;
     uint8_t hdr[10];
-    size_t n = put_varint(hdr, 4u * 1024 * 1024 + 1);
-    ps_framer f;
-    ps_framer_init(&f, 4u * 1024 * 1024);
+    size_t n = pw_varint_put(hdr, 4u * 1024 * 1024 + 1);
+    pw_decoder f;
+    pw_decoder_init(&f, 4u * 1024 * 1024);
     size_t used = 0, fl = 0;
     const uint8_t *fr = NULL;
-    assert_int_equal(ps_framer_feed(&f, hdr, n, &used, &fr, &fl), PS_ETOOBIG);
+    assert_int_equal(pw_decoder_feed(&f, hdr, n, &used, &fr, &fl), PW_ETOOBIG);
     assert_int_equal(f.allocated, 0);
     assert_null(f.buf);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 
     /* A huge declared length is refused as soon as its partial value
      * exceeds the maximum: here after the 4th of 9 bytes (2^28 - 1 > 4 MiB). */
-    n = put_varint(hdr, (UINT64_C(1) << 62) - 1);
-    ps_framer_init(&f, 4u * 1024 * 1024);
+    n = pw_varint_put(hdr, (UINT64_C(1) << 62) - 1);
+    pw_decoder_init(&f, 4u * 1024 * 1024);
     int r = 0;
     size_t k = 0;
     for (; k < n && r == 0; k++)
-        r = ps_framer_feed(&f, hdr + k, 1, &used, &fr, &fl);
-    assert_int_equal(r, PS_ETOOBIG);
+        r = pw_decoder_feed(&f, hdr + k, 1, &used, &fr, &fl);
+    assert_int_equal(r, PW_ETOOBIG);
     assert_int_equal(k, 4);
     assert_int_equal(f.allocated, 0);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 
     /* Exactly max_frame is accepted. */
-    n = put_varint(hdr, 64);
-    ps_framer_init(&f, 64);
-    assert_int_equal(ps_framer_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    n = pw_varint_put(hdr, 64);
+    pw_decoder_init(&f, 64);
+    assert_int_equal(pw_decoder_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    assert_null(fr);
     assert_int_equal(f.allocated, 0);
     uint8_t one = 1;
-    assert_int_equal(ps_framer_feed(&f, &one, 1, &used, &fr, &fl), 0);
+    assert_int_equal(pw_decoder_feed(&f, &one, 1, &used, &fr, &fl), 0);
+    assert_null(fr);
     assert_int_equal(f.allocated, 64);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 }
 
 /* A large declared frame holds memory in proportion to the bytes that
- * arrived (PS_FRAME_CHUNK, then doubling), charged to the shared pool; a
- * frame that would pass the pool is refused with PS_EPOOL and the pool is
- * given back when the framer is freed. */
+ * arrived (PW_FRAME_CHUNK, then doubling), charged to the shared pool; a
+ * frame that would pass the pool is refused with PW_EPOOL and the pool is
+ * given back when the decoder is freed. */
 static void test_buffer_grows_with_bytes_and_pool(void **state) {
     (void)state;
     const uint64_t len = 4u * 1024 * 1024 - 1;
     uint8_t hdr[10];
-    size_t n = put_varint(hdr, len);
+    size_t n = pw_varint_put(hdr, len);
     uint64_t pool = 0;
-    ps_framer f;
-    ps_framer_init(&f, 4u * 1024 * 1024);
-    ps_framer_set_pool(&f, &pool, 1024 * 1024);
+    pw_decoder f;
+    pw_decoder_init(&f, 4u * 1024 * 1024);
+    pw_decoder_set_pool(&f, &pool, 1024 * 1024);
     size_t used = 0, fl = 0;
     const uint8_t *fr = NULL;
-    assert_int_equal(ps_framer_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    assert_int_equal(pw_decoder_feed(&f, hdr, n, &used, &fr, &fl), 0);
+    assert_null(fr);
     assert_int_equal(pool, 0);
     uint8_t *chunk = calloc(1, 300000);
     assert_non_null(chunk);
-    assert_int_equal(ps_framer_feed(&f, chunk, 1000, &used, &fr, &fl), 0);
-    assert_int_equal(f.cap, PS_FRAME_CHUNK);
-    assert_int_equal(pool, PS_FRAME_CHUNK);
+    assert_int_equal(pw_decoder_feed(&f, chunk, 1000, &used, &fr, &fl), 0);
+    assert_null(fr);
+    assert_int_equal(f.cap, PW_FRAME_CHUNK);
+    assert_int_equal(pool, PW_FRAME_CHUNK);
     /* 1000 + 100000 bytes: doubled to 128 KiB (covers 101000). */
-    assert_int_equal(ps_framer_feed(&f, chunk, 100000, &used, &fr, &fl), 0);
-    assert_int_equal(f.cap, 2 * PS_FRAME_CHUNK);
-    assert_int_equal(pool, 2 * PS_FRAME_CHUNK);
+    assert_int_equal(pw_decoder_feed(&f, chunk, 100000, &used, &fr, &fl), 0);
+    assert_null(fr);
+    assert_int_equal(f.cap, 2 * PW_FRAME_CHUNK);
+    assert_int_equal(pool, 2 * PW_FRAME_CHUNK);
     /* Up to 1 MiB fits the pool (cap 1 MiB exactly), the next byte does not. */
     uint64_t have = 101000;
     while (have + 300000 <= 1024 * 1024) {
-        assert_int_equal(ps_framer_feed(&f, chunk, 300000, &used, &fr, &fl), 0);
+        assert_int_equal(pw_decoder_feed(&f, chunk, 300000, &used, &fr, &fl), 0);
+        assert_null(fr);
         have += 300000;
     }
     assert_true(pool <= 1024 * 1024);
     int r = 0;
     while (r == 0) {
-        r = ps_framer_feed(&f, chunk, 300000, &used, &fr, &fl);
+        r = pw_decoder_feed(&f, chunk, 300000, &used, &fr, &fl);
         if (r == 0) have += 300000;
     }
-    assert_int_equal(r, PS_EPOOL);
+    assert_int_equal(r, PW_EPOOL);
     assert_true(pool <= 1024 * 1024);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
     assert_int_equal(pool, 0);
     free(chunk);
 }
@@ -221,28 +219,29 @@ static void test_malformed_varint(void **state) {
      * oversized length (the value never exceeds the maximum). */
     uint8_t bad[11];
     memset(bad, 0x80, sizeof bad);
-    ps_framer f;
-    ps_framer_init(&f, UINT64_MAX);
+    pw_decoder f;
+    pw_decoder_init(&f, UINT64_MAX);
     size_t used = 0, fl = 0;
     const uint8_t *fr = NULL;
-    assert_int_equal(ps_framer_feed(&f, bad, sizeof bad, &used, &fr, &fl), PS_EVARINT);
+    assert_int_equal(pw_decoder_feed(&f, bad, sizeof bad, &used, &fr, &fl), PW_EVARINT);
     assert_int_equal(f.allocated, 0);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 
     /* A 10th byte carrying more than the 64th bit. */
     uint8_t over[10];
     memset(over, 0xff, 9);
     over[9] = 0x02;
-    ps_framer_init(&f, UINT64_MAX);
-    assert_int_equal(ps_framer_feed(&f, over, sizeof over, &used, &fr, &fl), PS_EVARINT);
-    ps_framer_free(&f);
+    pw_decoder_init(&f, UINT64_MAX);
+    assert_int_equal(pw_decoder_feed(&f, over, sizeof over, &used, &fr, &fl), PW_EVARINT);
+    pw_decoder_free(&f);
 
     /* Non-minimal but valid: 0x80 0x00 is zero. */
     uint8_t nm[2] = {0x80, 0x00};
-    ps_framer_init(&f, 16);
-    assert_int_equal(ps_framer_feed(&f, nm, 2, &used, &fr, &fl), 1);
+    pw_decoder_init(&f, 16);
+    assert_int_equal(pw_decoder_feed(&f, nm, 2, &used, &fr, &fl), 0);
+    assert_non_null(fr);
     assert_int_equal(fl, 0);
-    ps_framer_free(&f);
+    pw_decoder_free(&f);
 }
 
 static void test_garbage_is_framed_not_trusted(void **state) {
@@ -254,8 +253,8 @@ static void test_garbage_is_framed_not_trusted(void **state) {
         uint8_t buf[512];
         for (size_t k = 0; k < sizeof buf; k++)
             buf[k] = (uint8_t)rand();
-        ps_framer f;
-        ps_framer_init(&f, 256);
+        pw_decoder f;
+        pw_decoder_init(&f, 256);
         size_t lens[600];
         uint8_t first[600];
         int r = feed_all(&f, buf, sizeof buf, 1 + (size_t)(trial % 17), lens, first, 600);
@@ -263,9 +262,9 @@ static void test_garbage_is_framed_not_trusted(void **state) {
             for (int k = 0; k < r; k++)
                 assert_true(lens[k] <= 256);
         else
-            assert_true(r == PS_ETOOBIG || r == PS_EVARINT);
+            assert_true(r == PW_ETOOBIG || r == PW_EVARINT);
         assert_true(f.allocated <= sizeof buf + 256);
-        ps_framer_free(&f);
+        pw_decoder_free(&f);
     }
 }
 

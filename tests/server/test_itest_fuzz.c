@@ -222,13 +222,8 @@ static void test_mutated_requests(void **state) {
             }
         }
         /* The length prefix (a varint) in front of the mutated bytes. */
-        uint8_t pre[10];
-        size_t np = 0;
-        uint64_t v = len;
-        do {
-            pre[np++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-            v >>= 7;
-        } while (v);
+        uint8_t pre[PW_VARINT_MAX];
+        size_t np = pw_varint_put(pre, len);
         memcpy(frame + 10 - np, pre, np);
         if (ps_client_send_raw(&c, frame + 10 - np, np + len) != 0 || c.eof) {
             ps_client_close(&c);

@@ -421,7 +421,7 @@ static int subscribe_many(ps_client *c, uint64_t w, int n, uint64_t first_id) {
     for (int k = 0; k < n; k++) {
         m.request_id = first_id + (uint64_t)k;
         size_t sz = physd__v1__client_message__get_packed_size(&m);
-        len += itest_put_varint(buf + len, sz);
+        len += pw_varint_put(buf + len, sz);
         physd__v1__client_message__pack(&m, buf + len);
         len += sz;
     }
@@ -493,23 +493,23 @@ static uint8_t *amplification_frame(uint64_t id, uint64_t w, size_t n, size_t *l
     /* Built inside out: BodyDef = shapes; AddBody {1: BodyDef}; EditOp {1:
      * AddBody}; EditBatch {1: w, 2: EditOp}; ClientMessage {1: id, 8: EditBatch}. */
     size_t bodydef = shapes;
-    size_t addbody = 1 + itest_put_varint(hdr, bodydef) + bodydef;
-    size_t editop = 1 + itest_put_varint(hdr, addbody) + addbody;
-    size_t batch = 1 + itest_put_varint(hdr, w) + 1 + itest_put_varint(hdr, editop) + editop;
-    size_t msg = 1 + itest_put_varint(hdr, id) + 1 + itest_put_varint(hdr, batch) + batch;
-    size_t p = itest_put_varint(buf, msg);
+    size_t addbody = 1 + pw_varint_put(hdr, bodydef) + bodydef;
+    size_t editop = 1 + pw_varint_put(hdr, addbody) + addbody;
+    size_t batch = 1 + pw_varint_put(hdr, w) + 1 + pw_varint_put(hdr, editop) + editop;
+    size_t msg = 1 + pw_varint_put(hdr, id) + 1 + pw_varint_put(hdr, batch) + batch;
+    size_t p = pw_varint_put(buf, msg);
     buf[p++] = 0x08;
-    p += itest_put_varint(buf + p, id);
+    p += pw_varint_put(buf + p, id);
     buf[p++] = 0x42; /* field 8, length-delimited */
-    p += itest_put_varint(buf + p, batch);
+    p += pw_varint_put(buf + p, batch);
     buf[p++] = 0x08;
-    p += itest_put_varint(buf + p, w);
+    p += pw_varint_put(buf + p, w);
     buf[p++] = 0x12; /* ops */
-    p += itest_put_varint(buf + p, editop);
+    p += pw_varint_put(buf + p, editop);
     buf[p++] = 0x0a; /* add_body */
-    p += itest_put_varint(buf + p, addbody);
+    p += pw_varint_put(buf + p, addbody);
     buf[p++] = 0x0a; /* body */
-    p += itest_put_varint(buf + p, bodydef);
+    p += pw_varint_put(buf + p, bodydef);
     for (size_t k = 0; k < n; k++) {
         buf[p++] = 0x4a; /* shapes (field 9), empty */
         buf[p++] = 0x00;
@@ -594,7 +594,7 @@ static void test_decode_amplification(void **state) {
             body[b++] = 0x3e;
             body[b++] = 0x01;
         }
-        size_t n = itest_put_varint(raw, b);
+        size_t n = pw_varint_put(raw, b);
         memcpy(raw + n, body, b);
         send_all(&c, raw, n + b);
         smsg *r = reply_for(&c, 77, 5000);

@@ -77,7 +77,7 @@ static void test_partial_frames(void **state) {
      * senders); a connection the server refused stops. */
     static uint8_t chunk[65536];
     uint8_t hdr[10];
-    size_t hl = itest_put_varint(hdr, FRAME);
+    size_t hl = pw_varint_put(hdr, FRAME);
     for (int i = 0; i < NCONN; i++)
         assert_int_equal(send(cs[i].fd, hdr, hl, MSG_NOSIGNAL), (ssize_t)hl);
     double end = itest_now() + 20;
@@ -179,7 +179,7 @@ static void test_hello_and_frame_timeouts(void **state) {
     itest_connect(&d, port, "short");
     uint8_t part[5000];
     memset(part, 0, sizeof part);
-    size_t hl = itest_put_varint(part, 100000);
+    size_t hl = pw_varint_put(part, 100000);
     assert_int_equal(ps_client_send_raw(&d, part, sizeof part), 0);
     t0 = itest_now();
     assert_int_equal(first_status(&d, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
