@@ -515,6 +515,7 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
             c->rejected = 1;
             snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", pc_status_name((int)m->reply->status),
                      m->reply->message ? m->reply->message : "");
+            if (c->h.on_error_reply) c->h.on_error_reply(c, m->reply, c->h.data);
         } else if (table_remove(&c->table, m->reply->request_id, &p) && p.cb) {
             p.cb(c, 0, m->reply, p.data);
         }
@@ -668,10 +669,6 @@ static void on_connect(uv_connect_t *req, int status) {
         return;
     }
     if (c->opt.nodelay) uv_tcp_nodelay(&c->tcp, 1);
-    if (c->opt.rcvbuf > 0) {
-        int v = c->opt.rcvbuf;
-        uv_recv_buffer_size((uv_handle_t *)&c->tcp, &v);
-    }
     int r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (r < 0) {
         disconnect(c, r);
@@ -690,6 +687,23 @@ static void on_connect(uv_connect_t *req, int status) {
 
 static int start_connect(pc_client *c, const struct sockaddr *addr) {
     c->state = ST_CONNECTING;
+    if (c->opt.rcvbuf > 0) {
+        /* SO_RCVBUF before the handshake, so the window it announces fits
+         * the buffer (set afterwards, a small buffer stalls behind the
+         * window already announced). Binding to the wildcard address of
+         * addr's family creates the socket. */
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        memset(&a4, 0, sizeof a4);
+        memset(&a6, 0, sizeof a6);
+        a4.sin_family = AF_INET;
+        a6.sin6_family = AF_INET6;
+        int r = uv_tcp_bind(
+            &c->tcp, addr->sa_family == AF_INET6 ? (const struct sockaddr *)&a6 : (const struct sockaddr *)&a4, 0);
+        int v = c->opt.rcvbuf;
+        if (r == 0) r = uv_recv_buffer_size((uv_handle_t *)&c->tcp, &v);
+        if (r < 0) return r;
+    }
     return uv_tcp_connect(&c->creq, &c->tcp, addr, on_connect);
 }
 
