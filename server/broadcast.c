@@ -295,12 +295,10 @@ static uint64_t stream_key(const ps_sub *sub, int part) { return (sub->id << 20)
 
 static void push(ps_host *h, ps_sub *sub, ps_buf *b, int kind, int part) {
     if (!b || !sub->conn) return;
-    int r = ps_conn_send(sub->conn, b, kind, stream_key(sub, part));
-    if (r == 0)
+    int dropped = 0;
+    if (ps_conn_send(sub->conn, b, kind, stream_key(sub, part), &dropped) == 0) {
         h->pushes_queued++;
-    else if (r == 1) {
-        h->pushes_queued++;
-        h->pushes_dropped++;
+        if (dropped) h->pushes_dropped++;
     }
 }
 

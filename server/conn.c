@@ -63,7 +63,8 @@ static int outq_grow(ps_outq *q) {
     return 0;
 }
 
-int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream) {
+int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *dropped) {
+    *dropped = 0;
     if (kind == PS_OUT_FRAME) {
         for (size_t k = 0; k < q->count; k++) {
             ps_out_entry *e = &q->q[(q->head + k) % q->cap];
@@ -80,14 +81,16 @@ int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream) {
                 ps_buf_ref(buf);
                 e->buf = buf;
                 q->queued_bytes += buf->len;
-                return 1;
+                *dropped = 1;
+                return 0;
             }
         }
     }
     if (kind == PS_OUT_EVENT && ps_outq_pending(q) > q->soft) {
         q->dropped++;
         q->dropped_bytes += buf->len;
-        return ps_outq_backlog(q) > q->hard ? PS_EHARD : 1;
+        *dropped = 1;
+        return ps_outq_backlog(q) > q->hard ? PS_EHARD : 0;
     }
     if (ps_outq_backlog(q) + buf->len > q->hard) return PS_EHARD;
     if (q->count == q->cap && outq_grow(q) != 0) return PS_ENOMEM;
@@ -280,17 +283,20 @@ void ps_conn_flush(ps_conn *c) {
     c->writing = 1;
 }
 
-int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream) {
+int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped) {
+    int d = 0;
+    if (dropped) *dropped = 0;
     if (c->closing || !b) return UV_ECANCELED;
-    int r = ps_outq_push(&c->outq, b, kind, stream);
+    int r = ps_outq_push(&c->outq, b, kind, stream, &d);
+    if (dropped) *dropped = d;
     if (r == PS_EHARD) {
         char why[128];
-        snprintf(why, sizeof why, "output backlog past the hard limit (%llu bytes)", (unsigned long long)c->outq.hard);
+        snprintf(why, sizeof why, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->outq.hard);
         ps_conn_close(c, why);
         return r;
     }
     if (r < 0) {
-        ps_conn_close(c, "out of memory");
+        ps_conn_close(c, ps_strerror(PS_ENOMEM));
         return r;
     }
     ps_server_mark_dirty(c->srv, c);
@@ -310,7 +316,7 @@ void ps_conn_report_drops(ps_conn *c, uint64_t now_ns) {
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
     m.notice = &n;
     ps_buf *b = ps_encode(&m);
-    ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX); /* a newer drop notice replaces an unsent one */
+    ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX, NULL); /* a newer drop notice replaces an unsent one */
     if (b) ps_buf_unref(b);
 }
 
@@ -336,7 +342,7 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
         e.tick = r->tick;
         m.reply = &e;
         ps_buf *eb = ps_encode(&m);
-        if (eb) ps_conn_send(c, eb, PS_OUT_REPLY, 0);
+        if (eb) ps_conn_send(c, eb, PS_OUT_REPLY, 0, NULL);
         ps_buf_unref(eb);
         return;
     }
@@ -345,7 +351,7 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
         ps_conn_close(c, "out of memory encoding a reply");
         return;
     }
-    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    ps_conn_send(c, b, PS_OUT_REPLY, 0, NULL);
     ps_buf_unref(b);
 }
 
@@ -382,7 +388,7 @@ void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, cons
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
     m.notice = &n;
     ps_buf *b = ps_encode(&m);
-    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    ps_conn_send(c, b, PS_OUT_REPLY, 0, NULL);
     if (b) ps_buf_unref(b);
 }
 
@@ -432,19 +438,17 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
             char msg[160];
             int code = PS_ST_INTERNAL;
             if (r == PS_ETOOBIG) {
-                snprintf(msg, sizeof msg, "frame length exceeds max_frame (%llu bytes)",
-                         (unsigned long long)c->framer.max_frame);
+                snprintf(msg, sizeof msg, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->framer.max_frame);
                 code = PS_ST_EXHAUSTED;
             } else if (r == PS_EVARINT) {
-                snprintf(msg, sizeof msg, "malformed frame length (varint longer than 10 bytes)");
+                snprintf(msg, sizeof msg, "%s", ps_strerror(r));
                 code = PS_ST_INVALID;
             } else if (r == PS_EPOOL) {
-                snprintf(msg, sizeof msg,
-                         "the server's input memory for partial frames is used up (max_input_memory = %llu bytes)",
+                snprintf(msg, sizeof msg, "%s (max_input_memory = %llu bytes)", ps_strerror(r),
                          (unsigned long long)c->srv->cfg.max_input_memory);
                 code = PS_ST_EXHAUSTED;
             } else {
-                snprintf(msg, sizeof msg, "out of memory for a frame");
+                snprintf(msg, sizeof msg, "%s for a frame", ps_strerror(PS_ENOMEM));
             }
             fatal_frame_error(c, code, msg);
             return;

@@ -164,7 +164,7 @@ static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t v
              * carry totals); a non-finite notice is never dropped. */
             if (b)
                 ps_conn_send(c, b, kind == PHYSD__V1__NOTICE_KIND__NOTICE_NONFINITE ? PS_OUT_REPLY : PS_OUT_FRAME,
-                             UINT64_MAX - 1 - (uint64_t)kind);
+                             UINT64_MAX - 1 - (uint64_t)kind, NULL);
             ps_buf_unref(b);
         } else {
             ps_send_notice(c, kind, h->id, h->tick, msg);

@@ -45,6 +45,7 @@
 
 #include "physd/pc_client.h"
 #include "pw_frame.h"
+#include "pw_status.h"
 
 /* ------------------------------------------------------------ errors */
 
@@ -76,12 +77,8 @@ const char *pc_err_name(int err) {
     }
 }
 
-const char *pc_status_name(int status) {
-    /* The generated enum knows every status of physd.proto. */
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&physd__v1__status__descriptor, status);
-    if (!v || strncmp(v->name, "STATUS_", 7) != 0) return "UNKNOWN_STATUS";
-    return v->name + 7;
-}
+/* The status names are the protocol's list, shared with the server. */
+const char *pc_status_name(int status) { return pw_status_name(status); }
 
 /* ------------------------------------------------------- pending table */
 

@@ -24,6 +24,7 @@
 #include "itest.h"
 #include "physd/pc_client.h"
 #include "pw_frame.h"
+#include "pw_status.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -66,6 +67,15 @@ static void test_error_table(void **state) {
     assert_string_equal(pc_status_name(14), "UNAVAILABLE");
     assert_string_equal(pc_status_name(2), "UNKNOWN_STATUS");
     assert_string_equal(pc_status_name(-1), "UNKNOWN_STATUS");
+    /* Every value of physd.proto's Status has a row in the shared list
+     * (pw_status.h), with the same name; the server names them the same. */
+    for (unsigned k = 0; k < physd__v1__status__descriptor.n_values; k++) {
+        const ProtobufCEnumValue *v = &physd__v1__status__descriptor.values[k];
+        assert_int_equal(strncmp(v->name, "STATUS_", 7), 0);
+        assert_string_equal(pc_status_name(v->value), v->name + 7);
+        assert_string_equal(pw_status_name(v->value), v->name + 7);
+        assert_string_not_equal(pw_status_message(v->value), "unknown status");
+    }
     /* Bad arguments fail synchronously and never call the callback. */
     uv_loop_t loop;
     uv_loop_init(&loop);

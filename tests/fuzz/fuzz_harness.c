@@ -204,19 +204,9 @@ static void parse_input(session *S, const uint8_t *data, size_t size) {
 
 static int known_status(int s) {
     switch (s) {
-    case PHYSD__V1__STATUS__STATUS_OK:
-    case PHYSD__V1__STATUS__STATUS_CANCELLED:
-    case PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT:
-    case PHYSD__V1__STATUS__STATUS_DEADLINE_EXCEEDED:
-    case PHYSD__V1__STATUS__STATUS_NOT_FOUND:
-    case PHYSD__V1__STATUS__STATUS_ALREADY_EXISTS:
-    case PHYSD__V1__STATUS__STATUS_PERMISSION_DENIED:
-    case PHYSD__V1__STATUS__STATUS_RESOURCE_EXHAUSTED:
-    case PHYSD__V1__STATUS__STATUS_FAILED_PRECONDITION:
-    case PHYSD__V1__STATUS__STATUS_ABORTED:
-    case PHYSD__V1__STATUS__STATUS_UNIMPLEMENTED:
-    case PHYSD__V1__STATUS__STATUS_INTERNAL:
-    case PHYSD__V1__STATUS__STATUS_UNAVAILABLE:
+#define PF_STATUS_CASE(name, value, msg) case value:
+        PW_STATUS_MAP(PF_STATUS_CASE)
+#undef PF_STATUS_CASE
         return 1;
     default:
         return 0;

@@ -279,13 +279,18 @@ static ps_buf *mk(size_t len) {
 static void test_outq_replacement(void **state) {
     (void)state;
     ps_outq q;
+    int dropped = 0;
     ps_outq_init(&q, 10000, 100000);
     ps_buf *reply = mk(100), *f1 = mk(1000), *f2 = mk(1200), *g1 = mk(500);
-    assert_int_equal(ps_outq_push(&q, reply, PS_OUT_REPLY, 0), 0);
-    assert_int_equal(ps_outq_push(&q, f1, PS_OUT_FRAME, 7), 0);
-    assert_int_equal(ps_outq_push(&q, g1, PS_OUT_FRAME, 8), 0);
+    assert_int_equal(ps_outq_push(&q, reply, PS_OUT_REPLY, 0, &dropped), 0);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(ps_outq_push(&q, f1, PS_OUT_FRAME, 7, &dropped), 0);
+    assert_int_equal(dropped, 0);
+    assert_int_equal(ps_outq_push(&q, g1, PS_OUT_FRAME, 8, &dropped), 0);
+    assert_int_equal(dropped, 0);
     /* A newer frame of stream 7 replaces the unsent older one in place. */
-    assert_int_equal(ps_outq_push(&q, f2, PS_OUT_FRAME, 7), 1);
+    assert_int_equal(ps_outq_push(&q, f2, PS_OUT_FRAME, 7, &dropped), 0);
+    assert_int_equal(dropped, 1);
     assert_int_equal(q.dropped, 1);
     assert_int_equal(q.count, 3);
     assert_int_equal(ps_outq_pending(&q), 100 + 1200 + 500);
@@ -298,7 +303,8 @@ static void test_outq_replacement(void **state) {
     assert_ptr_equal(out[2].buf, g1);
     assert_int_equal(q.inflight_bytes, 1800);
     /* In flight: not replaceable; a new frame of stream 7 is queued. */
-    assert_int_equal(ps_outq_push(&q, f1, PS_OUT_FRAME, 7), 0);
+    assert_int_equal(ps_outq_push(&q, f1, PS_OUT_FRAME, 7, &dropped), 0);
+    assert_int_equal(dropped, 0);
     assert_int_equal(q.count, 1);
     ps_outq_written(&q, 1800);
     for (int k = 0; k < 3; k++)
@@ -314,11 +320,14 @@ static void test_outq_replacement(void **state) {
 static void test_outq_soft_and_hard(void **state) {
     (void)state;
     ps_outq q;
+    int dropped = 0;
     ps_outq_init(&q, 2000, 10000);
     ps_buf *big = mk(2500), *ev = mk(100), *fr = mk(1000);
-    assert_int_equal(ps_outq_push(&q, big, PS_OUT_REPLY, 0), 0);
+    assert_int_equal(ps_outq_push(&q, big, PS_OUT_REPLY, 0, &dropped), 0);
+    assert_int_equal(dropped, 0);
     /* Above the soft limit events are dropped (counted), replies queued. */
-    assert_int_equal(ps_outq_push(&q, ev, PS_OUT_EVENT, 0), 1);
+    assert_int_equal(ps_outq_push(&q, ev, PS_OUT_EVENT, 0, &dropped), 0);
+    assert_int_equal(dropped, 1);
     assert_int_equal(q.dropped, 1);
     assert_int_equal(q.count, 1);
     /* A stalled reader: everything goes in flight and never completes;
@@ -327,7 +336,7 @@ static void test_outq_soft_and_hard(void **state) {
     assert_int_equal(ps_outq_take(&q, out, 4), 1);
     int r = 0, pushes = 0;
     while (r >= 0 && pushes < 100) {
-        r = ps_outq_push(&q, fr, PS_OUT_FRAME, 1);
+        r = ps_outq_push(&q, fr, PS_OUT_FRAME, 1, &dropped);
         pushes++;
     }
     assert_int_equal(r, PS_EHARD);
@@ -338,15 +347,33 @@ static void test_outq_soft_and_hard(void **state) {
     ps_outq_written(&q, 2500);
     ps_buf_unref(out[0].buf);
     assert_int_equal(ps_outq_backlog(&q), 1000);
-    assert_int_equal(ps_outq_push(&q, fr, PS_OUT_FRAME, 1), 1);
+    assert_int_equal(ps_outq_push(&q, fr, PS_OUT_FRAME, 1, &dropped), 0);
+    assert_int_equal(dropped, 1);
     ps_outq_free(&q);
     ps_buf_unref(big);
     ps_buf_unref(ev);
     ps_buf_unref(fr);
 }
 
+/* The server's error codes come from one list (PS_ERRNO_MAP) and its
+ * status names are the protocol's, as the client library names them. */
+static void test_error_and_status_tables(void **state) {
+    (void)state;
+    assert_string_equal(ps_err_name(PS_EHARD), "PS_EHARD");
+    assert_string_equal(ps_strerror(PS_EVARINT), "malformed frame length (varint longer than 10 bytes)");
+    assert_int_equal(PS_EVARINT, PW_EVARINT);
+    assert_int_equal(PS_ETOOBIG, PW_ETOOBIG);
+    assert_int_equal(PS_EPOOL, PW_EPOOL);
+    assert_string_equal(ps_err_name(UV_ECONNRESET), "ECONNRESET");
+    assert_string_equal(ps_status_name(PS_ST_NOT_FOUND), "NOT_FOUND");
+    assert_string_equal(ps_status_name(PS_ST_EXHAUSTED), "RESOURCE_EXHAUSTED");
+    assert_string_equal(ps_status_name(2), "UNKNOWN_STATUS");
+    assert_int_equal(PS_ST_INVALID, PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_and_status_tables),
         cmocka_unit_test(test_whole_stream),
         cmocka_unit_test(test_byte_at_a_time),
         cmocka_unit_test(test_odd_chunks),
