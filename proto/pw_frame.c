@@ -195,3 +195,24 @@ int pw_decoder_feed(pw_decoder *d, const uint8_t *data, size_t n, size_t *used, 
     *used = i;
     return 0;
 }
+
+void pw_decoder_window(pw_decoder *d, uint8_t **p, size_t *n) {
+    *p = NULL;
+    *n = 0;
+    if (d->state != 1) return;
+    uint64_t end = d->cap < d->len ? d->cap : d->len;
+    if (end <= d->have) return;
+    *p = d->buf + d->have;
+    *n = (size_t)(end - d->have);
+}
+
+void pw_decoder_commit(pw_decoder *d, size_t n, const uint8_t **frame, size_t *len) {
+    *frame = NULL;
+    *len = 0;
+    d->have += n;
+    if (d->have == d->len) {
+        *frame = d->buf;
+        *len = (size_t)d->len;
+        d->state = 2;
+    }
+}

@@ -14,8 +14,9 @@
  * into a fresh malloc'd buffer.
  *
  * Normal path, decoding: a pw_decoder is fed the bytes of a stream as they
- * arrive and hands out whole frames; its buffer is pointed at exactly the
- * body bytes still expected. pw_frame_peek reads the length prefix at the
+ * arrive and hands out whole frames, copying exactly the body bytes still
+ * expected; or a reader reads straight into its window (the allocated part
+ * of the body still expected) and commits what arrived. pw_frame_peek reads the length prefix at the
  * start of a buffer that already holds the bytes (frames parsed in place).
  *
  * Failure modes: a length prefix longer than 10 bytes or past 64 bits is
@@ -119,6 +120,16 @@ void pw_decoder_free(pw_decoder *d);
 int pw_decoder_feed(pw_decoder *d, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame, size_t *len);
 /* 1 when a frame is partially received (a truncated frame at EOF). */
 int pw_decoder_partial(const pw_decoder *d);
+/* The read window (canonical/raft's uv_recv.c model): where the next bytes
+ * of the stream may be read directly, the part of the body buffer that is
+ * already allocated and still expected. *n is 0 when there is none (while
+ * reading the length prefix, or when the allocated part is full): then the
+ * bytes go through pw_decoder_feed, which grows the buffer with them. */
+void pw_decoder_window(pw_decoder *d, uint8_t **p, size_t *n);
+/* n bytes (at most the window's size) were read into the window: *frame
+ * is the whole frame's body (*len bytes) when it is now complete, else
+ * NULL. */
+void pw_decoder_commit(pw_decoder *d, size_t n, const uint8_t **frame, size_t *len);
 
 #ifdef __cplusplus
 }

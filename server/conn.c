@@ -6,7 +6,8 @@
  * decoder (proto/pw_frame.h) parses the varint length incrementally, checks
  * it against max_frame and only then allocates for the body (growing with
  * the bytes that arrive), fills it and hands the complete frame to
- * dispatch. Replies and pushes are queued on the output
+ * dispatch. While the body's buffer has room for bytes still expected,
+ * reads go straight into it (the decoder's window) without the copy. Replies and pushes are queued on the output
  * queue as refcounted buffers; the server's prepare phase starts one
  * gathered write per connection (at most PS_WRITE_BATCH buffers), and the
  * write callback starts the next.
@@ -394,10 +395,19 @@ void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, cons
 
 /* ----------------------------------------------------------------- reads */
 
+/* Reads go straight into the frame's buffer while it has room for bytes
+ * still expected (the decoder's window); otherwise into rbuf, from which
+ * the decoder copies (and grows its buffer with what arrived). */
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     ps_conn *c = handle->data;
-    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+    uint8_t *w = NULL;
+    size_t n = 0;
+    if (!c->closing && !c->close_after_flush) pw_decoder_window(&c->framer, &w, &n);
+    /* At most rbuf's size per read, as without the window: the loop turns
+     * as often between reads of a large frame (timers stay on time). */
+    if (n > sizeof c->rbuf) n = sizeof c->rbuf;
+    *buf = n > 0 ? uv_buf_init((char *)w, (unsigned)n) : uv_buf_init(c->rbuf, sizeof c->rbuf);
 }
 
 /* Replies with request id 0 and closes once the reply is written. */
@@ -469,6 +479,17 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
     if (!c->closing && c->frame_start_ns == 0 && pw_decoder_partial(&c->framer)) c->frame_start_ns = ps_now_ns();
 }
 
+/* nread bytes landed in the decoder's window. */
+static void conn_window(ps_conn *c, size_t nread) {
+    const uint8_t *frame = NULL;
+    size_t flen = 0;
+    pw_decoder_commit(&c->framer, nread, &frame, &flen);
+    if (!frame) return;
+    c->frame_start_ns = 0;
+    if (ps_dispatch_frame(c, frame, flen) < 0)
+        fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     ps_conn *c = stream->data;
     if (c->closing || c->close_after_flush) return;
@@ -476,7 +497,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         conn_eof(c, nread);
         return;
     }
-    conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (nread > 0 && buf->base != c->rbuf)
+        conn_window(c, (size_t)nread);
+    else
+        conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
 }
 
 void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {

@@ -355,6 +355,56 @@ static void test_outq_soft_and_hard(void **state) {
     ps_buf_unref(fr);
 }
 
+/* The read window: after the first body bytes arrive (copied, the first
+ * chunk allocated), the rest of the allocated part can be read straight
+ * into the buffer; when it is full the window is empty and fed bytes grow
+ * the buffer; a committed last byte completes the frame. */
+static void test_read_window(void **state) {
+    (void)state;
+    const size_t len = PW_FRAME_CHUNK + 1000;
+    uint8_t *body = malloc(len);
+    assert_non_null(body);
+    for (size_t k = 0; k < len; k++)
+        body[k] = (uint8_t)(k * 7);
+    uint8_t hdr[PW_VARINT_MAX];
+    size_t hl = pw_varint_put(hdr, len);
+    pw_decoder f;
+    pw_decoder_init(&f, 1 << 20);
+    uint8_t *w = NULL;
+    size_t wn = 0, used = 0, fl = 0;
+    const uint8_t *fr = NULL;
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, 0); /* the prefix is read by feeding */
+    assert_int_equal(pw_decoder_feed(&f, hdr, hl, &used, &fr, &fl), 0);
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, 0); /* nothing allocated before body bytes arrive */
+    assert_int_equal(f.allocated, 0);
+    assert_int_equal(pw_decoder_feed(&f, body, 10, &used, &fr, &fl), 0);
+    assert_null(fr);
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, PW_FRAME_CHUNK - 10);
+    memcpy(w, body + 10, wn);
+    pw_decoder_commit(&f, wn, &fr, &fl);
+    assert_null(fr);
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, 0); /* the allocated part is full */
+    assert_int_equal(pw_decoder_feed(&f, body + PW_FRAME_CHUNK, 1, &used, &fr, &fl), 0);
+    assert_null(fr);
+    assert_int_equal(f.cap, len); /* doubled, capped at the length */
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, 999);
+    memcpy(w, body + PW_FRAME_CHUNK + 1, wn);
+    pw_decoder_commit(&f, wn, &fr, &fl);
+    assert_non_null(fr);
+    assert_int_equal(fl, len);
+    assert_memory_equal(fr, body, len);
+    assert_int_equal(pw_decoder_partial(&f), 0);
+    pw_decoder_window(&f, &w, &wn);
+    assert_int_equal(wn, 0);
+    pw_decoder_free(&f);
+    free(body);
+}
+
 /* The server's error codes come from one list (PS_ERRNO_MAP) and its
  * status names are the protocol's, as the client library names them. */
 static void test_error_and_status_tables(void **state) {
@@ -373,6 +423,7 @@ static void test_error_and_status_tables(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_window),
         cmocka_unit_test(test_error_and_status_tables),
         cmocka_unit_test(test_whole_stream),
         cmocka_unit_test(test_byte_at_a_time),
