@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build (release) into build/release, and
 # start the physd daemon on 127.0.0.1:7447 with an embedded demo world.
-# Watch it from another terminal: ./build/release/server/physd --watch 1
+# Watch it from another terminal: ./build/release/clients/physctl watch 1
 # Before starting physd it prints the line that puts physctl and physload
 # (build/release/clients) on the PATH of another terminal.
 # Usage: deploy/run.sh [physd flags, see physd --help]

@@ -43,20 +43,11 @@ void ps_buf_unref(ps_buf *b) {
 }
 
 ps_buf *ps_encode(const ps_smsg *m) {
-    size_t size = physd__v1__server_message__get_packed_size(m);
-    uint8_t hdr[10];
-    size_t hl = 0;
-    uint64_t v = size;
-    do {
-        hdr[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) hdr[hl] |= 0x80;
-        hl++;
-    } while (v);
-    ps_buf *b = ps_buf_new(hl + size);
+    size_t body = 0, frame = 0;
+    pw_frame_measure(&m->base, UINT64_MAX, &body, &frame); /* callers bound the size themselves */
+    ps_buf *b = ps_buf_new(frame);
     if (!b) return NULL;
-    memcpy(b->data, hdr, hl);
-    physd__v1__server_message__pack(m, b->data + hl);
+    pw_frame_write(b->data, &m->base, body);
     return b;
 }
 
@@ -304,12 +295,10 @@ static uint64_t stream_key(const ps_sub *sub, int part) { return (sub->id << 20)
 
 static void push(ps_host *h, ps_sub *sub, ps_buf *b, int kind, int part) {
     if (!b || !sub->conn) return;
-    int r = ps_conn_send(sub->conn, b, kind, stream_key(sub, part));
-    if (r == 0)
+    int dropped = 0;
+    if (ps_conn_send(sub->conn, b, kind, stream_key(sub, part), &dropped) == 0) {
         h->pushes_queued++;
-    else if (r == 1) {
-        h->pushes_queued++;
-        h->pushes_dropped++;
+        if (dropped) h->pushes_dropped++;
     }
 }
 

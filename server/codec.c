@@ -68,10 +68,7 @@ int ps_status_from_core(int err) {
     }
 }
 
-const char *ps_status_name(int code) {
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&physd__v1__status__descriptor, code);
-    return v ? v->name : "STATUS_UNKNOWN";
-}
+const char *ps_status_name(int code) { return pw_status_name(code); }
 
 /* ------------------------------------------------------------ primitives */
 

@@ -2,10 +2,12 @@
  * conn.c — one client connection: the frame decoder, the output queue and
  * the socket callbacks that drive them.
  *
- * Normal path: libuv reads into the connection's read buffer; the framer
- * parses the varint length incrementally, checks it against max_frame and
- * only then allocates exactly that many bytes, fills them and hands the
- * complete frame to dispatch. Replies and pushes are queued on the output
+ * Normal path: libuv reads into the connection's read buffer; the frame
+ * decoder (proto/pw_frame.h) parses the varint length incrementally, checks
+ * it against max_frame and only then allocates for the body (growing with
+ * the bytes that arrive), fills it and hands the complete frame to
+ * dispatch. While the body's buffer has room for bytes still expected,
+ * reads go straight into it (the decoder's window) without the copy. Replies and pushes are queued on the output
  * queue as refcounted buffers; the server's prepare phase starts one
  * gathered write per connection (at most PS_WRITE_BATCH buffers), and the
  * write callback starts the next.
@@ -28,106 +30,6 @@
 #include <string.h>
 
 #include "ps_internal.h"
-
-/* --------------------------------------------------------------- framer */
-
-static uint8_t empty_frame[1];
-
-void ps_framer_init(ps_framer *f, uint64_t max_frame) {
-    memset(f, 0, sizeof *f);
-    f->max_frame = max_frame;
-}
-
-void ps_framer_set_pool(ps_framer *f, uint64_t *used, uint64_t max) {
-    f->pool_used = used;
-    f->pool_max = max;
-}
-
-static void framer_release(ps_framer *f) {
-    if (f->pool_used) *f->pool_used -= f->cap;
-    free(f->buf);
-    f->buf = NULL;
-    f->cap = 0;
-}
-
-void ps_framer_free(ps_framer *f) { framer_release(f); }
-
-int ps_framer_partial(const ps_framer *f) { return f->started && f->in_body != 2; }
-
-static void framer_next(ps_framer *f) {
-    framer_release(f);
-    f->in_body = 0;
-    f->varint_len = 0;
-    f->len = 0;
-    f->have = 0;
-    f->started = 0;
-}
-
-/* Makes room for at least need body bytes (need <= len): the buffer grows
- * with the bytes that actually arrived, doubling, so a declared length
- * alone holds at most PS_FRAME_CHUNK bytes. */
-static int framer_reserve(ps_framer *f, uint64_t need) {
-    if (need <= f->cap) return 0;
-    uint64_t ncap = f->cap ? f->cap : PS_FRAME_CHUNK;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > f->len) ncap = f->len;
-    uint64_t grow = ncap - f->cap;
-    if (f->pool_used && *f->pool_used + grow > f->pool_max) return PS_EPOOL;
-    uint8_t *nb = realloc(f->buf, (size_t)ncap);
-    if (!nb) return PS_ENOMEM;
-    f->buf = nb;
-    f->cap = ncap;
-    if (f->pool_used) *f->pool_used += grow;
-    f->allocated += grow;
-    return 0;
-}
-
-int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame,
-                   size_t *frame_len) {
-    size_t i = 0;
-    if (f->in_body == 2) framer_next(f); /* the previous frame was handed out */
-    while (i < n) {
-        if (!f->in_body) {
-            uint8_t b = data[i++];
-            f->started = 1;
-            if (f->varint_len == 9 && (b & 0xfe) != 0) return PS_EVARINT; /* past 64 bits or an 11th byte */
-            f->len |= (uint64_t)(b & 0x7f) << (7 * f->varint_len);
-            f->varint_len++;
-            if (f->len > f->max_frame) return PS_ETOOBIG; /* before any allocation */
-            if (b & 0x80) continue;
-            if (f->len == 0) {
-                *used = i;
-                *frame = empty_frame;
-                *frame_len = 0;
-                f->in_body = 2;
-                return 1;
-            }
-            f->in_body = 1;
-            f->have = 0;
-        } else {
-            uint64_t want = f->len - f->have;
-            size_t take = (size_t)((uint64_t)(n - i) < want ? (uint64_t)(n - i) : want);
-            int r = framer_reserve(f, f->have + take);
-            if (r < 0) {
-                *used = i;
-                return r;
-            }
-            memcpy(f->buf + f->have, data + i, take);
-            f->have += take;
-            i += take;
-            if (f->have == f->len) {
-                *used = i;
-                *frame = f->buf;
-                *frame_len = (size_t)f->len;
-                f->in_body = 2;
-                return 1;
-            }
-        }
-    }
-    *used = i;
-    return 0;
-}
 
 /* ---------------------------------------------------------- output queue */
 
@@ -162,7 +64,8 @@ static int outq_grow(ps_outq *q) {
     return 0;
 }
 
-int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream) {
+int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *dropped) {
+    *dropped = 0;
     if (kind == PS_OUT_FRAME) {
         for (size_t k = 0; k < q->count; k++) {
             ps_out_entry *e = &q->q[(q->head + k) % q->cap];
@@ -179,14 +82,16 @@ int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream) {
                 ps_buf_ref(buf);
                 e->buf = buf;
                 q->queued_bytes += buf->len;
-                return 1;
+                *dropped = 1;
+                return 0;
             }
         }
     }
     if (kind == PS_OUT_EVENT && ps_outq_pending(q) > q->soft) {
         q->dropped++;
         q->dropped_bytes += buf->len;
-        return ps_outq_backlog(q) > q->hard ? PS_EHARD : 1;
+        *dropped = 1;
+        return ps_outq_backlog(q) > q->hard ? PS_EHARD : 0;
     }
     if (ps_outq_backlog(q) + buf->len > q->hard) return PS_EHARD;
     if (q->count == q->cap && outq_grow(q) != 0) return PS_ENOMEM;
@@ -232,7 +137,7 @@ static void on_close(uv_handle_t *handle) {
     ps_conn *c = handle->data;
     ps_server *s = c->srv;
     ps_outq_free(&c->outq);
-    ps_framer_free(&c->framer);
+    pw_decoder_free(&c->framer);
     ps_conn_unref(c);
     ps_server_maybe_finish(s);
 }
@@ -379,17 +284,20 @@ void ps_conn_flush(ps_conn *c) {
     c->writing = 1;
 }
 
-int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream) {
+int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped) {
+    int d = 0;
+    if (dropped) *dropped = 0;
     if (c->closing || !b) return UV_ECANCELED;
-    int r = ps_outq_push(&c->outq, b, kind, stream);
+    int r = ps_outq_push(&c->outq, b, kind, stream, &d);
+    if (dropped) *dropped = d;
     if (r == PS_EHARD) {
         char why[128];
-        snprintf(why, sizeof why, "output backlog past the hard limit (%llu bytes)", (unsigned long long)c->outq.hard);
+        snprintf(why, sizeof why, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->outq.hard);
         ps_conn_close(c, why);
         return r;
     }
     if (r < 0) {
-        ps_conn_close(c, "out of memory");
+        ps_conn_close(c, ps_strerror(PS_ENOMEM));
         return r;
     }
     ps_server_mark_dirty(c->srv, c);
@@ -409,7 +317,7 @@ void ps_conn_report_drops(ps_conn *c, uint64_t now_ns) {
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
     m.notice = &n;
     ps_buf *b = ps_encode(&m);
-    ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX); /* a newer drop notice replaces an unsent one */
+    ps_conn_send(c, b, PS_OUT_FRAME, UINT64_MAX, NULL); /* a newer drop notice replaces an unsent one */
     if (b) ps_buf_unref(b);
 }
 
@@ -422,8 +330,8 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
     m.reply = r;
     /* Every frame the server sends fits in the max_frame it announced: a
      * reply that would not is replaced by an error saying so. */
-    const size_t size = physd__v1__server_message__get_packed_size(&m);
-    if (size > c->srv->cfg.max_frame) {
+    size_t size = 0, frame = 0;
+    if (pw_frame_measure(&m.base, c->srv->cfg.max_frame, &size, &frame) == PW_ETOOBIG) {
         char msg[200];
         snprintf(msg, sizeof msg,
                  "the reply would be %zu bytes, over max_frame (%llu): ask for less (fewer ids, no shapes)", size,
@@ -435,7 +343,7 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
         e.tick = r->tick;
         m.reply = &e;
         ps_buf *eb = ps_encode(&m);
-        if (eb) ps_conn_send(c, eb, PS_OUT_REPLY, 0);
+        if (eb) ps_conn_send(c, eb, PS_OUT_REPLY, 0, NULL);
         ps_buf_unref(eb);
         return;
     }
@@ -444,7 +352,7 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
         ps_conn_close(c, "out of memory encoding a reply");
         return;
     }
-    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    ps_conn_send(c, b, PS_OUT_REPLY, 0, NULL);
     ps_buf_unref(b);
 }
 
@@ -481,16 +389,25 @@ void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, cons
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
     m.notice = &n;
     ps_buf *b = ps_encode(&m);
-    ps_conn_send(c, b, PS_OUT_REPLY, 0);
+    ps_conn_send(c, b, PS_OUT_REPLY, 0, NULL);
     if (b) ps_buf_unref(b);
 }
 
 /* ----------------------------------------------------------------- reads */
 
+/* Reads go straight into the frame's buffer while it has room for bytes
+ * still expected (the decoder's window); otherwise into rbuf, from which
+ * the decoder copies (and grows its buffer with what arrived). */
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     ps_conn *c = handle->data;
-    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+    uint8_t *w = NULL;
+    size_t n = 0;
+    if (!c->closing && !c->close_after_flush) pw_decoder_window(&c->framer, &w, &n);
+    /* At most rbuf's size per read, as without the window: the loop turns
+     * as often between reads of a large frame (timers stay on time). */
+    if (n > sizeof c->rbuf) n = sizeof c->rbuf;
+    *buf = n > 0 ? uv_buf_init((char *)w, (unsigned)n) : uv_buf_init(c->rbuf, sizeof c->rbuf);
 }
 
 /* Replies with request id 0 and closes once the reply is written. */
@@ -503,7 +420,7 @@ static void fatal_frame_error(ps_conn *c, int code, const char *msg) {
 }
 
 static void conn_eof(ps_conn *c, ssize_t nread) {
-    if (nread == UV_EOF && ps_framer_partial(&c->framer)) {
+    if (nread == UV_EOF && pw_decoder_partial(&c->framer)) {
         char msg[160];
         snprintf(msg, sizeof msg, "truncated frame: EOF after %llu of %llu bytes", (unsigned long long)c->framer.have,
                  (unsigned long long)c->framer.len);
@@ -526,24 +443,22 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         size_t used = 0;
         const uint8_t *frame = NULL;
         size_t flen = 0;
-        int r = ps_framer_feed(&c->framer, p, left, &used, &frame, &flen);
+        int r = pw_decoder_feed(&c->framer, p, left, &used, &frame, &flen);
         if (r < 0) {
             char msg[160];
             int code = PS_ST_INTERNAL;
             if (r == PS_ETOOBIG) {
-                snprintf(msg, sizeof msg, "frame length exceeds max_frame (%llu bytes)",
-                         (unsigned long long)c->framer.max_frame);
+                snprintf(msg, sizeof msg, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->framer.max_frame);
                 code = PS_ST_EXHAUSTED;
             } else if (r == PS_EVARINT) {
-                snprintf(msg, sizeof msg, "malformed frame length (varint longer than 10 bytes)");
+                snprintf(msg, sizeof msg, "%s", ps_strerror(r));
                 code = PS_ST_INVALID;
             } else if (r == PS_EPOOL) {
-                snprintf(msg, sizeof msg,
-                         "the server's input memory for partial frames is used up (max_input_memory = %llu bytes)",
+                snprintf(msg, sizeof msg, "%s (max_input_memory = %llu bytes)", ps_strerror(r),
                          (unsigned long long)c->srv->cfg.max_input_memory);
                 code = PS_ST_EXHAUSTED;
             } else {
-                snprintf(msg, sizeof msg, "out of memory for a frame");
+                snprintf(msg, sizeof msg, "%s for a frame", ps_strerror(PS_ENOMEM));
             }
             fatal_frame_error(c, code, msg);
             return;
@@ -551,17 +466,28 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         p += used;
         left -= used;
         if (c->srv->input_used > c->srv->input_peak) c->srv->input_peak = c->srv->input_used;
-        if (r == 1) {
+        if (frame) {
             c->frame_start_ns = 0;
             if (ps_dispatch_frame(c, frame, flen) < 0) {
                 fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
                 return;
             }
-        } else if (c->frame_start_ns == 0 && ps_framer_partial(&c->framer)) {
+        } else if (c->frame_start_ns == 0 && pw_decoder_partial(&c->framer)) {
             c->frame_start_ns = ps_now_ns();
         }
     }
-    if (!c->closing && c->frame_start_ns == 0 && ps_framer_partial(&c->framer)) c->frame_start_ns = ps_now_ns();
+    if (!c->closing && c->frame_start_ns == 0 && pw_decoder_partial(&c->framer)) c->frame_start_ns = ps_now_ns();
+}
+
+/* nread bytes landed in the decoder's window. */
+static void conn_window(ps_conn *c, size_t nread) {
+    const uint8_t *frame = NULL;
+    size_t flen = 0;
+    pw_decoder_commit(&c->framer, nread, &frame, &flen);
+    if (!frame) return;
+    c->frame_start_ns = 0;
+    if (ps_dispatch_frame(c, frame, flen) < 0)
+        fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -571,7 +497,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         conn_eof(c, nread);
         return;
     }
-    conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (nread > 0 && buf->base != c->rbuf)
+        conn_window(c, (size_t)nread);
+    else
+        conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
 }
 
 void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {
@@ -602,7 +531,7 @@ void ps_conn_check_deadlines(ps_server *s, uint64_t now) {
             continue;
         }
         fatal_frame_error(c, PS_ST_DEADLINE, msg);
-        ps_framer_free(&c->framer); /* give the memory back now */
+        pw_decoder_free(&c->framer); /* give the memory back now */
     }
 }
 
@@ -611,8 +540,8 @@ static void conn_link(ps_server *s, ps_conn *c) {
     c->refs = 1;
     c->id = ++s->next_conn_id;
     c->accepted_ns = ps_now_ns();
-    ps_framer_init(&c->framer, s->cfg.max_frame);
-    ps_framer_set_pool(&c->framer, &s->input_used, s->cfg.max_input_memory);
+    pw_decoder_init(&c->framer, s->cfg.max_frame);
+    pw_decoder_set_pool(&c->framer, &s->input_used, s->cfg.max_input_memory);
     ps_outq_init(&c->outq, s->cfg.output_soft_limit, s->cfg.output_hard_limit);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;

@@ -3,13 +3,13 @@
  *
  *   physd [--config FILE] [--listen ADDR] [--port N] [--max-frame BYTES] ...
  *         [--demo | --no-demo] [--help] [--version]
- *   physd --watch WORLD [--listen ADDR] [--port N]
  *
  * Normal path: defaults, then the config file (key = value lines), then
  * the flags (later ones win); the demo world is on unless --no-demo. The
  * server runs until SIGINT or SIGTERM, then shuts down gracefully (stop
- * accepting, flush, close) and exits 0. --watch connects to a running
- * server as a client and prints a world's statistics once a second.
+ * accepting, flush, close) and exits 0. The executable holds no client:
+ * a world is watched with `physctl watch WORLD` (--watch, which once did
+ * that here, says so and exits 2).
  *
  * Failure modes: a bad flag or config line prints a message and exits 2;
  * a bind failure exits 1; an unclean loop shutdown exits 1.
@@ -62,13 +62,9 @@ static void unknown_preset(const char *name) {
     fprintf(stderr, "\n");
 }
 
-int ps_watch(const char *host, int port, unsigned long long world, double seconds);
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: physd [options]           run the server (default 127.0.0.1:%d, demo world on)\n"
-            "       physd --watch WORLD [--listen ADDR] [--port N] [--seconds S]\n"
-            "                                 print a running world's statistics once a second\n"
             "options (also accepted as \"name = value\" lines in --config FILE):\n"
             "  --config FILE            read options from FILE first (flags override it)\n"
             "  --demo / --no-demo       create the demo world (default: on)\n",
@@ -101,8 +97,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    long long watch = -1;
-    double seconds = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -149,12 +143,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (!strcmp(name, "watch")) {
-            watch = atoll(value);
-            continue;
-        }
-        if (!strcmp(name, "seconds")) {
-            seconds = atof(value);
-            continue;
+            fprintf(stderr, "physd: --watch is gone: watch a world with physctl watch %s (docs/clients.md)\n", value);
+            return 2;
         }
         const char *why = NULL;
         if (ps_config_set(&cfg, name, value, &why) != 0) {
@@ -162,8 +152,6 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (watch >= 0) return ps_watch(cfg.listen, cfg.port, (unsigned long long)watch, seconds) == 0 ? 0 : 1;
-
     if (cfg.demo && !ph_scene_find(cfg.demo_scene)) {
         unknown_preset(cfg.demo_scene);
         return 2;

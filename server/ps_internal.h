@@ -17,6 +17,8 @@
 #include "physd/ph_core.h"
 #include "physd/ph_settings.h"
 #include "physd/v1/physd.pb-c.h"
+#include "pw_frame.h"
+#include "pw_status.h"
 #include "server.h"
 
 /* Short names for the generated protocol types. */
@@ -26,29 +28,42 @@ typedef Physd__V1__Reply ps_reply_msg;
 
 /* ---------------------------------------------------------------- errors */
 
-/* Server-internal errors (negative, outside libuv's range). */
+/* Server-internal errors (negative, outside libuv's range): name, value,
+ * message, from one list (libuv's UV_ERRNO_MAP); the framing's own codes
+ * (proto/pw_frame.h) keep their values. */
+#define PS_ERRNO_MAP(XX)                                                                                               \
+    XX(VARINT, PW_EVARINT, "malformed frame length (varint longer than 10 bytes)")                                     \
+    XX(TOOBIG, PW_ETOOBIG, "frame length exceeds max_frame")                                                           \
+    XX(NOMEM, PW_ENOMEM, "out of memory")                                                                              \
+    XX(HARD, -20004, "output backlog past the hard limit")                                                             \
+    XX(POOL, PW_EPOOL, "the server's input memory for partial frames is used up")
+
 enum {
-    PS_EVARINT = -20001, /* malformed length varint (more than 10 bytes) */
-    PS_ETOOBIG = -20002, /* declared frame length above max_frame */
-    PS_ENOMEM = -20003,
-    PS_EHARD = -20004, /* output backlog past the hard limit */
-    PS_EPOOL = -20005, /* the input memory of all connections (max_input_memory) is used up */
+#define PS_ERR_ENUM(name, value, msg) PS_E##name = (value),
+    PS_ERRNO_MAP(PS_ERR_ENUM)
+#undef PS_ERR_ENUM
 };
 
-/* Status codes are the protocol's enum values. */
-#define PS_ST_OK PHYSD__V1__STATUS__STATUS_OK
-#define PS_ST_INVALID PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT
-#define PS_ST_CANCELLED PHYSD__V1__STATUS__STATUS_CANCELLED
-#define PS_ST_DEADLINE PHYSD__V1__STATUS__STATUS_DEADLINE_EXCEEDED
-#define PS_ST_ABORTED PHYSD__V1__STATUS__STATUS_ABORTED
-#define PS_ST_NOT_FOUND PHYSD__V1__STATUS__STATUS_NOT_FOUND
-#define PS_ST_EXISTS PHYSD__V1__STATUS__STATUS_ALREADY_EXISTS
-#define PS_ST_DENIED PHYSD__V1__STATUS__STATUS_PERMISSION_DENIED
-#define PS_ST_EXHAUSTED PHYSD__V1__STATUS__STATUS_RESOURCE_EXHAUSTED
-#define PS_ST_PRECONDITION PHYSD__V1__STATUS__STATUS_FAILED_PRECONDITION
-#define PS_ST_UNIMPLEMENTED PHYSD__V1__STATUS__STATUS_UNIMPLEMENTED
-#define PS_ST_INTERNAL PHYSD__V1__STATUS__STATUS_INTERNAL
-#define PS_ST_UNAVAILABLE PHYSD__V1__STATUS__STATUS_UNAVAILABLE
+/* A readable description of a PS_E* code (or a libuv code); never NULL. */
+const char *ps_strerror(int err);
+/* The code's name, such as "PS_EHARD"; never NULL. */
+const char *ps_err_name(int err);
+
+/* Status codes are the protocol's (proto/pw_status.h, PW_STATUS_MAP),
+ * under the server's short names. */
+#define PS_ST_OK PW_STATUS_OK
+#define PS_ST_INVALID PW_STATUS_INVALID_ARGUMENT
+#define PS_ST_CANCELLED PW_STATUS_CANCELLED
+#define PS_ST_DEADLINE PW_STATUS_DEADLINE_EXCEEDED
+#define PS_ST_ABORTED PW_STATUS_ABORTED
+#define PS_ST_NOT_FOUND PW_STATUS_NOT_FOUND
+#define PS_ST_EXISTS PW_STATUS_ALREADY_EXISTS
+#define PS_ST_DENIED PW_STATUS_PERMISSION_DENIED
+#define PS_ST_EXHAUSTED PW_STATUS_RESOURCE_EXHAUSTED
+#define PS_ST_PRECONDITION PW_STATUS_FAILED_PRECONDITION
+#define PS_ST_UNIMPLEMENTED PW_STATUS_UNIMPLEMENTED
+#define PS_ST_INTERNAL PW_STATUS_INTERNAL
+#define PS_ST_UNAVAILABLE PW_STATUS_UNAVAILABLE
 
 /* The outcome of a check: a status code, a readable message and, for
  * errors about one element of a list, its index. */
@@ -73,6 +88,7 @@ int ps_fail_at(ps_status *st, int code, uint32_t index, const char *fmt, ...)
     ;
 /* The status code for a core error (invalid handle -> NOT_FOUND, ...). */
 int ps_status_from_core(int err);
+/* The protocol status's name, such as "NOT_FOUND" (pw_status_name). */
 const char *ps_status_name(int code);
 
 /* One log line on stderr: "physd: <text>" with a monotonic timestamp. */
@@ -102,38 +118,11 @@ ps_buf *ps_encode(const ps_smsg *m);
 
 /* ------------------------------------------------------------- framing */
 
-/* The incremental frame decoder: fed raw bytes, yields whole frames. The
+/* A connection's frame decoder is proto/pw_frame.h's pw_decoder: the
  * declared length is checked against max_frame before anything is
  * allocated, and the body buffer grows with the bytes actually received
- * (PS_FRAME_CHUNK first, then doubling up to the length), charged to a pool
+ * (PW_FRAME_CHUNK first, then doubling up to the length), charged to a pool
  * shared by every connection (max_input_memory). */
-#define PS_FRAME_CHUNK 65536u
-
-typedef struct ps_framer {
-    uint64_t max_frame;
-    int in_body;    /* 0: reading the varint, 1: reading the body, 2: frame handed out */
-    int varint_len; /* bytes of the varint seen */
-    uint64_t len;   /* the frame length (partial while reading the varint) */
-    uint64_t have;  /* body bytes received */
-    uint8_t *buf;   /* cap bytes, cap <= len */
-    uint64_t cap;
-    uint64_t allocated;  /* total bytes ever allocated (tests check the reject-before-alloc rule) */
-    int started;         /* a frame has begun (some varint byte seen) */
-    uint64_t *pool_used; /* shared input-memory pool (NULL: none) */
-    uint64_t pool_max;
-} ps_framer;
-
-void ps_framer_init(ps_framer *f, uint64_t max_frame);
-void ps_framer_free(ps_framer *f);
-/* Charges the framer's buffer to a pool of max bytes (used is shared). */
-void ps_framer_set_pool(ps_framer *f, uint64_t *used, uint64_t max);
-/* Consumes bytes from data[0..n). Returns 1 when a whole frame is ready
- * (*frame, *frame_len valid until the next call; *used bytes consumed),
- * 0 when every byte was consumed without completing a frame, or PS_EVARINT
- * / PS_ETOOBIG / PS_ENOMEM / PS_EPOOL (the framer is then unusable). */
-int ps_framer_feed(ps_framer *f, const uint8_t *data, size_t n, size_t *used, const uint8_t **frame, size_t *frame_len);
-/* 1 when a frame is partially received (a truncated frame at EOF). */
-int ps_framer_partial(const ps_framer *f);
 
 /* -------------------------------------------------------- output queue */
 
@@ -163,11 +152,12 @@ typedef struct ps_outq {
 
 void ps_outq_init(ps_outq *q, uint64_t soft, uint64_t hard);
 void ps_outq_free(ps_outq *q);
-/* Queues buf (taking a new reference). Returns 0 when queued, 1 when the
- * push replaced an older entry or was dropped (counted in dropped), or
+/* Queues buf (taking a new reference). Returns 0, with *dropped 1 when the
+ * push replaced an older entry or was dropped (counted in q->dropped), or
  * PS_EHARD when the backlog (pending + dropped since the last completed
- * write) is past the hard limit: the caller must close the connection. */
-int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream);
+ * write) is past the hard limit (the caller must close the connection), or
+ * PS_ENOMEM. */
+int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *dropped);
 /* Moves up to max entries to the caller (in flight); returns how many. */
 size_t ps_outq_take(ps_outq *q, ps_out_entry *out, size_t max);
 /* The write of bytes in flight completed. */
@@ -204,7 +194,7 @@ typedef struct ps_conn {
     uint64_t frame_start_ns; /* a partial frame began at (0: none) */
     ps_write_sink sink;      /* non-NULL: no socket; output goes to sink */
     void *sink_arg;
-    ps_framer framer;
+    pw_decoder framer;
     ps_outq outq;
     int writing;
     int dirty; /* on the server's flush list */
@@ -232,8 +222,9 @@ void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n);
 /* Closes connections past hello_timeout or frame_timeout. */
 void ps_conn_check_deadlines(struct ps_server *s, uint64_t now_ns);
 /* Queues an encoded message; closes the connection past its hard limit.
- * Returns 0, 1 (replaced/dropped) or a negative error. */
-int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream);
+ * Returns 0 (with *dropped 1 when it replaced an unsent push or was
+ * dropped; dropped may be NULL) or a negative error. */
+int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped);
 void ps_conn_close(ps_conn *c, const char *why);
 void ps_conn_ref(ps_conn *c);
 void ps_conn_unref(ps_conn *c);

@@ -332,7 +332,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
             const ph_scene_info *info = ph_scene_find(cfg->demo_scene);
             ps_log("demo world %llu \"demo\" runs preset \"%s\" (%s) at %.4g Hz", (unsigned long long)h->id,
                    cfg->demo_scene, info ? info->description : "", h->tick_rate);
-            ps_log("watch it: physd --watch %llu --port %d   (prints its statistics once a second)",
+            ps_log("watch it: physctl watch %llu --port %d   (add --stats for the solver's statistics)",
                    (unsigned long long)h->id, s->port);
         }
     }

@@ -44,6 +44,8 @@
 #include <string.h>
 
 #include "physd/pc_client.h"
+#include "pw_frame.h"
+#include "pw_status.h"
 
 /* ------------------------------------------------------------ errors */
 
@@ -75,12 +77,8 @@ const char *pc_err_name(int err) {
     }
 }
 
-const char *pc_status_name(int status) {
-    /* The generated enum knows every status of physd.proto. */
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&physd__v1__status__descriptor, status);
-    if (!v || strncmp(v->name, "STATUS_", 7) != 0) return "UNKNOWN_STATUS";
-    return v->name + 7;
-}
+/* The status names are the protocol's list, shared with the server. */
+const char *pc_status_name(int status) { return pw_status_name(status); }
 
 /* ------------------------------------------------------- pending table */
 
@@ -352,24 +350,16 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need) {
     return 0;
 }
 
-/* Appends one delimited message to the output buffer. */
+/* Appends one delimited message to the output buffer; a message longer
+ * than the server's max_frame is refused. */
 static int append_message(pc_client *c, const Physd__V1__ClientMessage *m) {
-    size_t size = physd__v1__client_message__get_packed_size(m);
-    if (c->hello && c->hello->reply->hello->max_frame > 0 && size > c->hello->reply->hello->max_frame)
-        return PC_ETOOBIG;
-    if (reserve(&c->out, &c->out_cap, c->out_len + size + 10)) return UV_ENOMEM;
-    uint8_t *p = c->out + c->out_len;
-    size_t hl = 0;
-    uint64_t v = size;
-    do {
-        p[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) p[hl] |= 0x80;
-        hl++;
-    } while (v);
-    size_t packed = physd__v1__client_message__pack(m, p + hl);
-    if (packed != size) return PC_EENCODE;
-    c->out_len += hl + size;
+    uint64_t max = UINT64_MAX;
+    if (c->hello && c->hello->reply->hello->max_frame > 0) max = c->hello->reply->hello->max_frame;
+    size_t body = 0, frame = 0;
+    if (pw_frame_measure(&m->base, max, &body, &frame) < 0) return PC_ETOOBIG;
+    if (reserve(&c->out, &c->out_cap, c->out_len + frame)) return UV_ENOMEM;
+    if (pw_frame_write(c->out + c->out_len, &m->base, body) != frame) return PC_EENCODE;
+    c->out_len += frame;
     return 0;
 }
 
@@ -522,6 +512,7 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
             c->rejected = 1;
             snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", pc_status_name((int)m->reply->status),
                      m->reply->message ? m->reply->message : "");
+            if (c->h.on_error_reply) c->h.on_error_reply(c, m->reply, c->h.data);
         } else if (table_remove(&c->table, m->reply->request_id, &p) && p.cb) {
             p.cb(c, 0, m->reply, p.data);
         }
@@ -598,24 +589,17 @@ static int drain_frames(pc_client *c) {
     int err = 0;
     while (pos < c->in_len && c->state != ST_DISCONNECTED && !c->closing) {
         uint64_t len = 0;
-        size_t hl = 0, k;
-        for (k = 0; pos + k < c->in_len && k < 10; k++) {
-            len |= (uint64_t)(c->in[pos + k] & 0x7f) << (7 * k);
-            if (!(c->in[pos + k] & 0x80)) {
-                hl = k + 1;
-                break;
-            }
-        }
-        if (!hl) {
-            if (k >= 10) err = PC_EPROTO;
+        size_t hl = 0;
+        int r = pw_frame_peek(c->in + pos, c->in_len - pos, c->max_frame, &hl, &len);
+        if (r < 0) {
+            err = r == PW_ETOOBIG ? PC_ETOOBIG : PC_EPROTO;
             break;
         }
-        if (len > c->max_frame) {
-            err = PC_ETOOBIG;
-            break;
-        }
+        if (!hl) break; /* the length prefix is not complete */
         if (c->in_len - pos - hl < len) {
-            /* Make room for the whole frame at once. */
+            /* Make room for the whole frame at once: the next read lands
+             * in a window that holds exactly the bytes still expected (and
+             * what follows them). */
             if (reserve(&c->in, &c->in_cap, (c->in_len - pos) + hl + (size_t)len + 65536)) err = UV_ENOMEM;
             break;
         }
@@ -682,10 +666,6 @@ static void on_connect(uv_connect_t *req, int status) {
         return;
     }
     if (c->opt.nodelay) uv_tcp_nodelay(&c->tcp, 1);
-    if (c->opt.rcvbuf > 0) {
-        int v = c->opt.rcvbuf;
-        uv_recv_buffer_size((uv_handle_t *)&c->tcp, &v);
-    }
     int r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (r < 0) {
         disconnect(c, r);
@@ -704,6 +684,23 @@ static void on_connect(uv_connect_t *req, int status) {
 
 static int start_connect(pc_client *c, const struct sockaddr *addr) {
     c->state = ST_CONNECTING;
+    if (c->opt.rcvbuf > 0) {
+        /* SO_RCVBUF before the handshake, so the window it announces fits
+         * the buffer (set afterwards, a small buffer stalls behind the
+         * window already announced). Binding to the wildcard address of
+         * addr's family creates the socket. */
+        struct sockaddr_in a4;
+        struct sockaddr_in6 a6;
+        memset(&a4, 0, sizeof a4);
+        memset(&a6, 0, sizeof a6);
+        a4.sin_family = AF_INET;
+        a6.sin6_family = AF_INET6;
+        int r = uv_tcp_bind(
+            &c->tcp, addr->sa_family == AF_INET6 ? (const struct sockaddr *)&a6 : (const struct sockaddr *)&a4, 0);
+        int v = c->opt.rcvbuf;
+        if (r == 0) r = uv_recv_buffer_size((uv_handle_t *)&c->tcp, &v);
+        if (r < 0) return r;
+    }
     return uv_tcp_connect(&c->creq, &c->tcp, addr, on_connect);
 }
 

@@ -277,11 +277,12 @@ void ctl_print_message(const ProtobufCMessage *m) {
 
 static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
-/* A global option at argv[*i] (before or after the command): applies it,
- * moves *i past its value and returns 1; 0 when argv[*i] is not one; -1
- * (after printing why) for a bad value. */
-static int global_option(ctl *x, int argc, char **argv, int *i) {
+/* A global option at argv[*i] (before or after the command): sets
+ * *matched when argv[*i] is one, applies it and moves *i past its value.
+ * Returns 0, or -1 (after printing why) for a bad value. */
+static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
     const char *a = argv[*i];
+    *matched = 0;
     const char *eq = strchr(a, '=');
     char name[32];
     size_t nl = eq ? (size_t)(eq - a) : strlen(a);
@@ -290,9 +291,11 @@ static int global_option(ctl *x, int argc, char **argv, int *i) {
     name[nl] = 0;
     if (!strcmp(a, "--json")) {
         x->json = 1;
-        return 1;
+        *matched = 1;
+        return 0;
     }
     if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout")) return 0;
+    *matched = 1;
     const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
     if (!val) {
         ctl_fail(x, EXIT_USAGE, "%s needs a value", name);
@@ -304,7 +307,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i) {
             return -1;
         }
         x->host = val;
-        return 1;
+        return 0;
     }
     char *end;
     long v = strtol(val, &end, 10);
@@ -318,7 +321,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i) {
         x->timeout_ms = (int)v;
         x->timeout_given = 1;
     }
-    return 1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -348,9 +351,9 @@ int main(int argc, char **argv) {
             printf("physctl %s (protocol %d)\n", PC_VERSION, PC_PROTOCOL_VERSION);
             return EXIT_OK;
         }
-        int g = global_option(&x, argc, argv, &i);
-        if (g < 0) return EXIT_USAGE;
-        if (g > 0) continue;
+        int matched = 0;
+        if (global_option(&x, argc, argv, &i, &matched) < 0) return EXIT_USAGE;
+        if (matched) continue;
         fprintf(stderr, "physctl: unknown option '%s' (see physctl --help)\n", a);
         return EXIT_USAGE;
     }
@@ -389,12 +392,12 @@ int main(int argc, char **argv) {
             free(args);
             return EXIT_OK;
         }
-        int g = k > i ? global_option(&x, argc, argv, &k) : 0;
-        if (g < 0) {
+        int matched = 0;
+        if (k > i && global_option(&x, argc, argv, &k, &matched) < 0) {
             free(args);
             return EXIT_USAGE;
         }
-        if (g == 0) args[nargs++] = argv[k];
+        if (!matched) args[nargs++] = argv[k];
     }
     args[nargs] = NULL;
     if (uv_loop_init(&x.loop) != 0) {

@@ -609,9 +609,10 @@ int main(int argc, char **argv) {
     static load L;
     char err[400];
     scenario_defaults(&L.s);
+    int help = 0;
     int r = scenario_from_env(&L.s, err, sizeof err);
-    if (r == 0) r = scenario_from_args(&L.s, argc, argv, err, sizeof err);
-    if (r == 1) return 0;
+    if (r == 0) r = scenario_from_args(&L.s, argc, argv, &help, err, sizeof err);
+    if (r == 0 && help) return 0;
     if (r < 0) {
         fprintf(stderr, "physload: %s\n", err);
         return 2;

@@ -36,9 +36,9 @@ void scenario_defaults(scenario *s);
 int scenario_from_env(scenario *s, char *err, size_t n);
 /* Applies the keys of a JSON object; 0 or -1 with err. */
 int scenario_from_json(scenario *s, const js_value *v, char *err, size_t n);
-/* Parses argv (flags and --scenario FILE); 0, 1 for --help (printed), or
- * -1 with err. */
-int scenario_from_args(scenario *s, int argc, char **argv, char *err, size_t n);
+/* Parses argv (flags and --scenario FILE); 0 (with *help set when --help
+ * was given and printed), or -1 with err. */
+int scenario_from_args(scenario *s, int argc, char **argv, int *help, char *err, size_t n);
 void scenario_usage(void);
 void scenario_write_json(jw *w, const scenario *s);
 

@@ -194,12 +194,14 @@ void scenario_usage(void) {
            "            3 no server at the address (the first connection failed; physload stops at once)\n");
 }
 
-int scenario_from_args(scenario *s, int argc, char **argv, char *err, size_t n) {
+int scenario_from_args(scenario *s, int argc, char **argv, int *help, char *err, size_t n) {
+    *help = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             scenario_usage();
-            return 1;
+            *help = 1;
+            return 0;
         }
         if (strncmp(a, "--", 2) != 0) {
             snprintf(err, n, "unexpected argument '%s'", a);

@@ -23,6 +23,8 @@
 
 #include "itest.h"
 #include "physd/pc_client.h"
+#include "pw_frame.h"
+#include "pw_status.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -65,6 +67,15 @@ static void test_error_table(void **state) {
     assert_string_equal(pc_status_name(14), "UNAVAILABLE");
     assert_string_equal(pc_status_name(2), "UNKNOWN_STATUS");
     assert_string_equal(pc_status_name(-1), "UNKNOWN_STATUS");
+    /* Every value of physd.proto's Status has a row in the shared list
+     * (pw_status.h), with the same name; the server names them the same. */
+    for (unsigned k = 0; k < physd__v1__status__descriptor.n_values; k++) {
+        const ProtobufCEnumValue *v = &physd__v1__status__descriptor.values[k];
+        assert_int_equal(strncmp(v->name, "STATUS_", 7), 0);
+        assert_string_equal(pc_status_name(v->value), v->name + 7);
+        assert_string_equal(pw_status_name(v->value), v->name + 7);
+        assert_string_not_equal(pw_status_message(v->value), "unknown status");
+    }
     /* Bad arguments fail synchronously and never call the callback. */
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -289,7 +300,7 @@ static void test_subscriptions(void **state) {
     assert_int_equal(pc_connect_sync(&c, &loop, "localhost", port, 5000, NULL), 0);
     sub_state s;
     memset(&s, 0, sizeof s);
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, NULL, &s};
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, NULL, &s, NULL};
     pc_client_set_handlers(c, &h);
 
     Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
@@ -434,21 +445,14 @@ typedef struct fake {
 static void fake_send_parts(fake *f);
 
 static void fake_send(fake *f, const Physd__V1__ServerMessage *m) {
-    size_t n = physd__v1__server_message__get_packed_size(m);
+    size_t n = 0, total = 0;
+    uint8_t *b = NULL;
+    assert_int_equal(pw_frame_encode(&m->base, UINT64_MAX, &b, &total), 0);
+    pw_frame_measure(&m->base, UINT64_MAX, &n, &total);
     f->last_size = n;
-    uint8_t *b = malloc(n + 10);
-    size_t hl = 0;
-    uint64_t v = n;
-    do {
-        b[hl] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) b[hl] |= 0x80;
-        hl++;
-    } while (v);
-    physd__v1__server_message__pack(m, b + hl);
-    uv_buf_t buf = uv_buf_init((char *)b, (unsigned)(hl + n));
+    uv_buf_t buf = uv_buf_init((char *)b, (unsigned)total);
     /* Small messages on loopback: try_write writes them whole. */
-    assert_int_equal(uv_try_write((uv_stream_t *)&f->conn, &buf, 1), (int)(hl + n));
+    assert_int_equal(uv_try_write((uv_stream_t *)&f->conn, &buf, 1), (int)total);
     free(b);
 }
 
@@ -504,13 +508,7 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     for (;;) {
         uint64_t len = 0;
         size_t hl = 0;
-        for (size_t k = 0; k < f->len && k < 10; k++) {
-            len |= (uint64_t)(f->buf[k] & 0x7f) << (7 * k);
-            if (!(f->buf[k] & 0x80)) {
-                hl = k + 1;
-                break;
-            }
-        }
+        assert_int_equal(pw_frame_peek(f->buf, f->len, sizeof f->buf, &hl, &len), 0);
         if (!hl || f->len < hl + len) return;
         Physd__V1__ClientMessage *m = physd__v1__client_message__unpack(NULL, (size_t)len, f->buf + hl);
         assert_non_null(m);
@@ -959,7 +957,7 @@ static void test_server_rejects(void **state) {
     sub_state s;
     memset(&s, 0, sizeof s);
     memset(&g_cs, 0, sizeof g_cs);
-    pc_handlers h = {NULL, NULL, NULL, on_notice, on_disc, &s};
+    pc_handlers h = {NULL, NULL, NULL, on_notice, on_disc, &s, NULL};
     pc_client_set_handlers(a, &h);
     itest_stop();
     run_until(&loop, &g_cs.disconnects, 5);

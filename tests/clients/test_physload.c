@@ -68,7 +68,7 @@ static void test_physload_50_clients(void **state) {
     assert_true(received > 10000);
 
     /* Our own look at the server: the kept worlds' counters. */
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "check");
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
@@ -93,7 +93,7 @@ static void test_physload_50_clients(void **state) {
         physd__v1__server_message__free_unpacked(k, NULL);
     }
     physd__v1__server_message__free_unpacked(l, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
     assert_int_equal(edits, applied);
     assert_int_equal(delivered, received);
     /* The last world is created at ~1.6 s (client 9 of the ramp) and

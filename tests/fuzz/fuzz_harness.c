@@ -7,7 +7,7 @@
  * socket, a sequence of length-delimited ClientMessage frames (varint
  * length + message). A session:
  *
- *  1. parses the input as the server's framer will (same varint and
+ *  1. parses the input as the server's frame decoder will (same varint and
  *     max_frame rules) to learn which requests are dispatched and with which
  *     request ids;
  *  2. opens a connection without a socket (ps_conn_open_virtual) and feeds
@@ -157,25 +157,6 @@ static id_count *find_id(session *S, uint64_t id) {
     return lo < S->nids && S->ids[lo].id == id ? &S->ids[lo] : NULL;
 }
 
-/* Reads a varint as ps_framer_feed does. Returns 1 with *len and *used, 0
- * when the bytes end inside it, -1 when the server rejects it (more than 10
- * bytes or above max_frame). */
-static int read_len(const uint8_t *p, size_t n, uint64_t max, uint64_t *len, size_t *used) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = p[i];
-        if (i == 9 && (b & 0xfe) != 0) return -1;
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (v > max) return -1;
-        if (!(b & 0x80)) {
-            *len = v;
-            *used = i + 1;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The requests the server will dispatch: every whole frame up to the first
  * one it rejects (bad length or not a ClientMessage). */
 static void parse_input(session *S, const uint8_t *data, size_t size) {
@@ -186,9 +167,12 @@ static void parse_input(session *S, const uint8_t *data, size_t size) {
     while (off < size) {
         uint64_t len = 0;
         size_t used = 0;
-        int r = read_len(data + off, size - off, PF_MAX_FRAME, &len, &used);
-        if (r < 0) S->input_error = 1;
-        if (r <= 0) break;
+        /* The length prefix as the server's decoder reads it. */
+        if (pw_frame_peek(data + off, size - off, PF_MAX_FRAME, &used, &len) < 0) {
+            S->input_error = 1;
+            break;
+        }
+        if (!used) break;
         if (len > size - off - used) break; /* truncated: EOF gets an error reply with id 0 */
         Physd__V1__ClientMessage *m = physd__v1__client_message__unpack(NULL, (size_t)len, data + off + used);
         if (!m) {
@@ -220,19 +204,9 @@ static void parse_input(session *S, const uint8_t *data, size_t size) {
 
 static int known_status(int s) {
     switch (s) {
-    case PHYSD__V1__STATUS__STATUS_OK:
-    case PHYSD__V1__STATUS__STATUS_CANCELLED:
-    case PHYSD__V1__STATUS__STATUS_INVALID_ARGUMENT:
-    case PHYSD__V1__STATUS__STATUS_DEADLINE_EXCEEDED:
-    case PHYSD__V1__STATUS__STATUS_NOT_FOUND:
-    case PHYSD__V1__STATUS__STATUS_ALREADY_EXISTS:
-    case PHYSD__V1__STATUS__STATUS_PERMISSION_DENIED:
-    case PHYSD__V1__STATUS__STATUS_RESOURCE_EXHAUSTED:
-    case PHYSD__V1__STATUS__STATUS_FAILED_PRECONDITION:
-    case PHYSD__V1__STATUS__STATUS_ABORTED:
-    case PHYSD__V1__STATUS__STATUS_UNIMPLEMENTED:
-    case PHYSD__V1__STATUS__STATUS_INTERNAL:
-    case PHYSD__V1__STATUS__STATUS_UNAVAILABLE:
+#define PF_STATUS_CASE(name, value, msg) case value:
+        PW_STATUS_MAP(PF_STATUS_CASE)
+#undef PF_STATUS_CASE
         return 1;
     default:
         return 0;
@@ -302,9 +276,9 @@ static void drain_output(session *S) {
     while (off < S->npending) {
         uint64_t len = 0;
         size_t used = 0;
-        int r = read_len(S->pending + off, S->npending - off, (uint64_t)1 << 31, &len, &used);
-        if (r < 0) fail("the server wrote a malformed frame length");
-        if (r == 0 || len > S->npending - off - used) break;
+        if (pw_frame_peek(S->pending + off, S->npending - off, (uint64_t)1 << 31, &used, &len) < 0)
+            fail("the server wrote a malformed frame length");
+        if (!used || len > S->npending - off - used) break;
         /* Every frame the server sends fits in the max_frame it announced
          * (larger pushes come in parts, larger replies are refused). */
         if (len > PF_MAX_FRAME)
@@ -437,18 +411,9 @@ static void observer_send(observer *O, Physd__V1__ClientMessage *m) {
     m->request_id = ++O->next_id;
     session_add_id(&O->S, m->request_id);
     uint8_t buf[256];
-    size_t n = physd__v1__client_message__get_packed_size(m);
-    if (n + 10 > sizeof buf) abort();
-    size_t h = 0;
-    uint64_t v = n;
-    do {
-        buf[h] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) buf[h] |= 0x80;
-        h++;
-    } while (v);
-    physd__v1__client_message__pack(m, buf + h);
-    ps_conn_feed(O->c, buf, h + n);
+    size_t n = 0, total = 0;
+    if (pw_frame_measure(&m->base, sizeof buf - PW_VARINT_MAX, &n, &total) < 0) abort();
+    ps_conn_feed(O->c, buf, pw_frame_write(buf, &m->base, n));
 }
 
 static void observer_open(observer *O, uint64_t hash) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "physd/v1/physd.pb-c.h"
+#include "pw_frame.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 typedef Physd__V1__ClientMessage cmsg;
@@ -49,23 +50,14 @@ static void put(const void *p, size_t n) {
 }
 
 static void put_varint(uint64_t v) {
-    uint8_t b[10];
-    int n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) b[n] |= 0x80;
-        n++;
-    } while (v);
-    put(b, (size_t)n);
+    uint8_t b[PW_VARINT_MAX];
+    put(b, pw_varint_put(b, v));
 }
 
 static void frame(const cmsg *m) {
-    size_t n = physd__v1__client_message__get_packed_size(m);
-    uint8_t *tmp = malloc(n ? n : 1);
-    if (!tmp) abort();
-    physd__v1__client_message__pack(m, tmp);
-    put_varint(n);
+    uint8_t *tmp = NULL;
+    size_t n = 0;
+    if (pw_frame_encode(&m->base, UINT64_MAX, &tmp, &n) < 0) abort();
     put(tmp, n);
     free(tmp);
 }

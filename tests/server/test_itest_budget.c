@@ -34,7 +34,7 @@
 
 /* Creates a world with the given preset, substeps and iterations (0:
  * defaults) and time step (0: default). */
-static uint64_t create(ps_client *c, const char *preset, int substeps, int iterations, double h, int paused) {
+static uint64_t create(itest_client *c, const char *preset, int substeps, int iterations, double h, int paused) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
     Physd__V1__Settings s = PHYSD__V1__SETTINGS__INIT;
@@ -54,7 +54,7 @@ static uint64_t create(ps_client *c, const char *preset, int substeps, int itera
     return id;
 }
 
-static const Physd__V1__WorldCounters *counters(ps_client *c, uint64_t w, smsg **keep) {
+static const Physd__V1__WorldCounters *counters(itest_client *c, uint64_t w, smsg **keep) {
     *keep = itest_counters(c, w);
     return (*keep)->reply->counters;
 }
@@ -68,7 +68,7 @@ static void test_budget_and_lanes(void **state) {
     cfg.workers = 2;
     cfg.max_step_work = BUDGET;
     int port = itest_start(&cfg);
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "budget");
     /* A setting over the server's budget is refused. */
     {
@@ -96,7 +96,7 @@ static void test_budget_and_lanes(void **state) {
     uint64_t max_updates = 0;
     double end = itest_now() + 20;
     while (itest_now() < end && (budget_stats < 2 || !budget_notice)) {
-        smsg *p = ps_client_recv(&c, 200);
+        smsg *p = itest_client_recv(&c, 200);
         if (!p) continue;
         if (p->msg_case == MSG(STATS)) {
             budget_stats += p->stats->budget_exhausted;
@@ -142,7 +142,7 @@ static void test_budget_and_lanes(void **state) {
     double dtd = itest_now() - td;
     printf("  two heavy worlds destroyed in %.2f s\n", dtd);
     assert_true(dtd < 0.5);
-    ps_client_close(&c);
+    itest_client_close(&c);
     itest_stop();
 }
 
@@ -177,7 +177,7 @@ static void test_sigterm_with_heavy_worlds(void **state) {
         if (l) port = atoi(l + strlen("listening on 127.0.0.1:"));
     }
     assert_true(port > 0);
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "sigterm");
     create(&c, "pyramid20", 64, 10000, 0, 0);
     create(&c, "pyramid20", 64, 10000, 0, 0);
@@ -198,14 +198,14 @@ static void test_sigterm_with_heavy_worlds(void **state) {
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(dt < 3.0);
-    ps_client_close(&c);
+    itest_client_close(&c);
     close(err[0]);
 }
 
 /* ------------------------------------------------------------- finding 7 */
 
 /* One sphere at pos with velocity vel, in world w; returns its id. */
-static uint64_t add_sphere(ps_client *c, uint64_t w, double x, double vx) {
+static uint64_t add_sphere(itest_client *c, uint64_t w, double x, double vx) {
     Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
     Physd__V1__AddBody ab = PHYSD__V1__ADD_BODY__INIT;
     Physd__V1__BodyDef bd = PHYSD__V1__BODY_DEF__INIT;
@@ -236,7 +236,7 @@ static uint64_t add_sphere(ps_client *c, uint64_t w, double x, double vx) {
     return id;
 }
 
-static void body_state(ps_client *c, uint64_t w, uint64_t body, double *x, double *vx) {
+static void body_state(itest_client *c, uint64_t w, uint64_t body, double *x, double *vx) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
     q.world_id = w;
@@ -255,7 +255,7 @@ static void test_nonfinite_world_restored_and_paused(void **state) {
     ps_config cfg;
     itest_config(&cfg);
     int port = itest_start(&cfg);
-    ps_client c, obs;
+    itest_client c, obs;
     itest_connect(&c, port, "blowup");
     itest_connect(&obs, port, "observer");
     uint64_t other = itest_create_world(&obs, "other", "stack20", 60, NULL);
@@ -360,8 +360,8 @@ static void test_nonfinite_world_restored_and_paused(void **state) {
     r = itest_expect(itest_call(&c, &sm), ST(INVALID_ARGUMENT));
     printf("  joint k 1e300: %s\n", r->reply->message);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
-    ps_client_close(&obs);
+    itest_client_close(&c);
+    itest_client_close(&obs);
     itest_stop();
 }
 

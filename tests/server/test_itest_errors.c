@@ -39,8 +39,9 @@ static int teardown(void **state) {
 
 /* Sends m, asserts the status (and the error index when index >= 0) and
  * that the message mentions `word` (when not NULL). */
-static void expect(ps_client *c, Physd__V1__ClientMessage *m, int code, int index, const char *word) {
-    smsg *r = itest_call(c, m);
+static void expect_reply(smsg *r, int code, int index, const char *word) {
+    assert_non_null(r);
+    assert_int_equal(r->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_REPLY);
     if ((int)r->reply->status != code)
         fail_msg("expected status %d, got %d: %s", code, (int)r->reply->status, r->reply->message);
     if (index >= 0) {
@@ -52,14 +53,24 @@ static void expect(ps_client *c, Physd__V1__ClientMessage *m, int code, int inde
     physd__v1__server_message__free_unpacked(r, NULL);
 }
 
-static void ping_ok(ps_client *c) {
-    smsg *r = itest_ping(c);
+static void expect(itest_client *c, Physd__V1__ClientMessage *m, int code, int index, const char *word) {
+    expect_reply(itest_call(c, m), code, index, word);
+}
+
+/* The same on a raw connection (requests before the hello). */
+static void expect_raw(itest_raw *c, Physd__V1__ClientMessage *m, int code, int index, const char *word) {
+    expect_reply(itest_raw_call(c, m, 20000), code, index, word);
+}
+
+static void pong_ok(smsg *r) {
     assert_non_null(r);
     assert_int_equal(r->reply->status, ST(OK));
     assert_int_equal(r->reply->pong->payload.len, 3);
     assert_memory_equal(r->reply->pong->payload.data, "abc", 3);
     physd__v1__server_message__free_unpacked(r, NULL);
 }
+
+static void ping_ok(itest_client *c) { pong_ok(itest_ping(c)); }
 
 /* One dynamic sphere at (0, 0, z). */
 typedef struct one_body {
@@ -92,29 +103,38 @@ static void one_body_init(one_body *b, double z) {
 
 static void test_bad_requests(void **state) {
     (void)state;
-    ps_client c;
-    assert_int_equal(ps_client_connect(&c, "127.0.0.1", port, 0), 0);
+    /* What the client library never sends, on a raw socket. */
+    itest_raw pre;
+    assert_int_equal(itest_raw_connect(&pre, port, 0), 0);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
 
     /* Before hello: only hello and ping. */
     Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
     m.request_case = REQ(LIST_WORLDS);
     m.list_worlds = &lw;
-    expect(&c, &m, ST(FAILED_PRECONDITION), -1, "hello first");
-    ping_ok(&c);
+    expect_raw(&pre, &m, ST(FAILED_PRECONDITION), -1, "hello first");
+    {
+        Physd__V1__ClientMessage pm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Ping p = PHYSD__V1__PING__INIT;
+        p.payload.data = (uint8_t *)"abc";
+        p.payload.len = 3;
+        pm.request_case = REQ(PING);
+        pm.ping = &p;
+        pong_ok(itest_raw_call(&pre, &pm, 10000));
+    }
     Physd__V1__Hello h = PHYSD__V1__HELLO__INIT;
     h.protocol_version = 2;
     h.client_name = "errors";
     m.request_case = REQ(HELLO);
     m.hello = &h;
-    expect(&c, &m, ST(FAILED_PRECONDITION), -1, "version 2 is not supported");
+    expect_raw(&pre, &m, ST(FAILED_PRECONDITION), -1, "version 2 is not supported");
     h.protocol_version = 1;
-    expect(&c, &m, ST(OK), -1, NULL);
-    expect(&c, &m, ST(FAILED_PRECONDITION), -1, "already");
+    expect_raw(&pre, &m, ST(OK), -1, NULL);
+    expect_raw(&pre, &m, ST(FAILED_PRECONDITION), -1, "already");
 
     /* An empty request and an unknown request field. */
     Physd__V1__ClientMessage empty = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    expect(&c, &empty, ST(UNIMPLEMENTED), -1, "empty or unknown");
+    expect_raw(&pre, &empty, ST(UNIMPLEMENTED), -1, "empty or unknown");
     {
         /* request_id 77 (field 1) and an unknown field 99 holding an empty message. */
         const uint8_t raw[] = {6, 0x08, 77, 0x9a, 0x06, 0x00, 0x00};
@@ -124,13 +144,18 @@ static void test_bad_requests(void **state) {
         frame[0] = 5;
         memcpy(frame + 1, raw + 1, 5);
         (void)raw;
-        assert_int_equal(ps_client_send_raw(&c, frame, 6), 0);
-        smsg *r = ps_client_recv(&c, 5000);
+        assert_int_equal(itest_raw_send(&pre, frame, 6), 0);
+        smsg *r = itest_raw_recv(&pre, 5000);
         assert_non_null(r);
         assert_int_equal(r->reply->request_id, 77);
         assert_int_equal(r->reply->status, ST(UNIMPLEMENTED));
         physd__v1__server_message__free_unpacked(r, NULL);
     }
+    itest_raw_close(&pre);
+
+    /* The rest through the client library. */
+    itest_client c;
+    itest_connect(&c, port, "errors");
 
     /* Worlds: unknown id, unknown preset, duplicate name, bad settings. */
     uint64_t w = itest_create_world(&c, "keep", "box_drop", 60, NULL);
@@ -327,17 +352,17 @@ static void test_bad_requests(void **state) {
     nanosleep(&pause, NULL);
     assert_true(itest_world_tick(&c, w) > t1);
     ping_ok(&c);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* Sends raw bytes on a fresh connection; expects one error reply with
  * request id 0 and the given status, then EOF. */
 static void fatal_frame(const uint8_t *bytes, size_t n, int half_close, int code, const char *word) {
-    ps_client c;
-    assert_int_equal(ps_client_connect(&c, "127.0.0.1", port, 0), 0);
-    assert_int_equal(ps_client_send_raw(&c, bytes, n), 0);
+    itest_raw c;
+    assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+    assert_int_equal(itest_raw_send(&c, bytes, n), 0);
     if (half_close) shutdown(c.fd, SHUT_WR);
-    smsg *r = ps_client_recv(&c, 5000);
+    smsg *r = itest_raw_recv(&c, 5000);
     assert_non_null(r);
     assert_int_equal(r->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_REPLY);
     assert_int_equal(r->reply->request_id, 0);
@@ -345,14 +370,14 @@ static void fatal_frame(const uint8_t *bytes, size_t n, int half_close, int code
     if (!strstr(r->reply->message, word)) fail_msg("message \"%s\" lacks \"%s\"", r->reply->message, word);
     printf("  %-26s -> %d %s, then closed\n", word, code, r->reply->message);
     physd__v1__server_message__free_unpacked(r, NULL);
-    assert_null(ps_client_recv(&c, 5000));
+    assert_null(itest_raw_recv(&c, 5000));
     assert_true(c.eof);
-    ps_client_close(&c);
+    itest_raw_close(&c);
 }
 
 static void test_bad_frames(void **state) {
     (void)state;
-    ps_client keeper;
+    itest_client keeper;
     itest_connect(&keeper, port, "keeper");
     uint64_t w = itest_create_world(&keeper, "runs", "box_drop", 60, NULL);
     uint64_t t0 = itest_world_tick(&keeper, w);
@@ -370,25 +395,27 @@ static void test_bad_frames(void **state) {
     fatal_frame(trunc, sizeof trunc, 1, ST(INVALID_ARGUMENT), "truncated");
 
     /* Connection limit (4): keeper + 3 more are fine, the 5th is refused. */
-    ps_client extra[4];
+    itest_client extra[3];
     for (int k = 0; k < 3; k++)
         itest_connect(&extra[k], port, "extra");
-    assert_int_equal(ps_client_connect(&extra[3], "127.0.0.1", port, 0), 0);
-    smsg *r = ps_client_recv(&extra[3], 5000);
+    itest_raw refused;
+    assert_int_equal(itest_raw_connect(&refused, port, 0), 0);
+    smsg *r = itest_raw_recv(&refused, 5000);
     assert_non_null(r);
     assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
     assert_non_null(strstr(r->reply->message, "max_connections"));
     physd__v1__server_message__free_unpacked(r, NULL);
-    assert_null(ps_client_recv(&extra[3], 5000));
-    assert_true(extra[3].eof);
-    ps_client_close(&extra[3]);
+    assert_null(itest_raw_recv(&refused, 5000));
+    assert_true(refused.eof);
+    itest_raw_close(&refused);
+
     /* A refused client that sends its hello at once gets the reply and then
      * an orderly close (the server shuts down its side and drains the unread
      * hello before closing, so the close is not a reset where a peer's stack
      * would drop the reply). */
     for (int k = 0; k < 20; k++) {
-        ps_client rc;
-        assert_int_equal(ps_client_connect(&rc, "127.0.0.1", port, 0), 0);
+        itest_raw rc;
+        assert_int_equal(itest_raw_connect(&rc, port, 0), 0);
         Physd__V1__ClientMessage hm = PHYSD__V1__CLIENT_MESSAGE__INIT;
         Physd__V1__Hello hello = PHYSD__V1__HELLO__INIT;
         hello.protocol_version = 1;
@@ -396,30 +423,30 @@ static void test_bad_frames(void **state) {
         hm.request_id = 1;
         hm.request_case = REQ(HELLO);
         hm.hello = &hello;
-        assert_int_equal(ps_client_send(&rc, &hm), 0);
+        assert_int_equal(itest_raw_send_msg(&rc, &hm), 0);
         struct timespec settle = {0, 20000000}; /* the server has replied and decided by now */
         nanosleep(&settle, NULL);
-        smsg *rr = ps_client_recv(&rc, 5000);
+        smsg *rr = itest_raw_recv(&rc, 5000);
         assert_non_null(rr);
         assert_int_equal(rr->reply->status, ST(RESOURCE_EXHAUSTED));
         physd__v1__server_message__free_unpacked(rr, NULL);
-        assert_null(ps_client_recv(&rc, 5000));
+        assert_null(itest_raw_recv(&rc, 5000));
         assert_true(rc.eof);
-        ps_client_close(&rc);
+        itest_raw_close(&rc);
     }
     for (int k = 0; k < 3; k++)
-        ps_client_close(&extra[k]);
+        itest_client_close(&extra[k]);
     struct timespec pause = {0, 100000000};
     nanosleep(&pause, NULL);
 
     /* The server still answers, on old and new connections, and the world ran on. */
     ping_ok(&keeper);
-    ps_client fresh;
+    itest_client fresh;
     itest_connect(&fresh, port, "fresh");
     ping_ok(&fresh);
     assert_true(itest_world_tick(&fresh, w) > t0);
-    ps_client_close(&fresh);
-    ps_client_close(&keeper);
+    itest_client_close(&fresh);
+    itest_client_close(&keeper);
 }
 
 /* The request-rate limit: a connection may burst one second's worth of
@@ -436,7 +463,7 @@ static int setup_rate(void **state) {
 
 static void test_request_rate(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "burst"); /* the hello spends one token */
     const int n = 200;
     for (int k = 0; k < n; k++) {
@@ -445,11 +472,11 @@ static void test_request_rate(void **state) {
         m.request_id = 1000 + (uint64_t)k;
         m.request_case = REQ(PING);
         m.ping = &p;
-        assert_int_equal(ps_client_send(&c, &m), 0);
+        assert_int_equal(itest_client_send(&c, &m), 0);
     }
     int ok = 0, limited = 0;
     for (int k = 0; k < n; k++) {
-        smsg *r = ps_client_recv(&c, 5000);
+        smsg *r = itest_client_recv(&c, 5000);
         assert_non_null(r);
         assert_int_equal(r->msg_case, PHYSD__V1__SERVER_MESSAGE__MSG_REPLY);
         if (r->reply->status == ST(OK))
@@ -464,14 +491,14 @@ static void test_request_rate(void **state) {
     printf("200 pings at once against 50/s: %d answered, %d limited\n", ok, limited);
     assert_int_equal(ok + limited, n);
     assert_true(ok >= 49 && ok <= 55); /* the burst plus what refilled meanwhile */
-    ps_client other;
+    itest_client other;
     itest_connect(&other, port, "other");
     ping_ok(&other);
     struct timespec pause = {0, 500000000};
     nanosleep(&pause, NULL);
     ping_ok(&c); /* refilled */
-    ps_client_close(&other);
-    ps_client_close(&c);
+    itest_client_close(&other);
+    itest_client_close(&c);
 }
 
 int main(void) {

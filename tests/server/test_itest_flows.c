@@ -34,7 +34,7 @@ static int teardown(void **state) {
 
 /* Adds a static ground plane and a sphere of radius r at height z; returns
  * the sphere's id. */
-static uint64_t add_ground_and_sphere(ps_client *c, uint64_t world, double r, double z) {
+static uint64_t add_ground_and_sphere(itest_client *c, uint64_t world, double r, double z) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
     Physd__V1__EditOp op[2] = {PHYSD__V1__EDIT_OP__INIT, PHYSD__V1__EDIT_OP__INIT};
@@ -79,7 +79,7 @@ static uint64_t add_ground_and_sphere(ps_client *c, uint64_t world, double r, do
 
 static void test_sphere_falls_and_rests(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "sphere");
     /* 240 Hz with the default 1/60 s step: four simulated seconds a second. */
     uint64_t w = itest_create_world(&c, "fall", NULL, 240, NULL);
@@ -92,7 +92,7 @@ static void test_sphere_falls_and_rests(void **state) {
     int frames = 0, begins = 0, ends = 0;
     double approach = 0;
     while (last_tick < first_tick + 300 || frames == 0) {
-        smsg *f = ps_client_recv(&c, 5000);
+        smsg *f = itest_client_recv(&c, 5000);
         assert_non_null(f);
         if (f->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS) {
             for (size_t k = 0; k < f->contacts->n_events; k++) {
@@ -177,14 +177,14 @@ static void test_sphere_falls_and_rests(void **state) {
     assert_int_equal(r->reply->ray->body_id, sphere);
     assert_near(r->reply->ray->distance, 9.0, 0.006);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* Two worlds at 30 and 90 Hz on one connection: each advances at its own
  * rate, within 1 % of rate x time. */
 static void test_independent_tick_rates(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "rates");
     const double rates[2] = {30, 90};
     uint64_t w[2];
@@ -217,14 +217,14 @@ static void test_independent_tick_rates(void **state) {
         assert_true(fabs(ticks - expect) <= 0.01 * expect);
         assert_int_equal(n[k], (int)ticks + 1); /* every tick's frame arrived */
     }
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* Changing the iteration count and the method shows in the statistics of
  * the next step. */
 static void test_settings_change_shows_in_stats(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "settings");
     uint64_t w = itest_create_world(&c, "iters", "box_on_plane", 120, NULL);
     assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 1, NULL), ST(OK));
@@ -294,10 +294,10 @@ static void test_settings_change_shows_in_stats(void **state) {
     assert_non_null(s);
     assert_int_equal(s->stats->iterations, 37);
     physd__v1__server_message__free_unpacked(s, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
-static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
+static smsg *world_call(itest_client *c, int which, uint64_t w, uint32_t steps) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;
     Physd__V1__ResumeWorld rs = PHYSD__V1__RESUME_WORLD__INIT;
@@ -336,7 +336,7 @@ static smsg *world_call(ps_client *c, int which, uint64_t w, uint32_t steps) {
 }
 
 /* change_settings with one settings message; returns the reply. */
-static smsg *change_settings(ps_client *c, uint64_t w, Physd__V1__Settings *set) {
+static smsg *change_settings(itest_client *c, uint64_t w, Physd__V1__Settings *set) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
     cs.world_id = w;
@@ -347,7 +347,8 @@ static smsg *change_settings(ps_client *c, uint64_t w, Physd__V1__Settings *set)
 }
 
 /* The settings of world w as inspect_world reports them. */
-static void expect_solver_settings(ps_client *c, uint64_t w, int method, int precond, double forcing, int iterations) {
+static void expect_solver_settings(itest_client *c, uint64_t w, int method, int precond, double forcing,
+                                   int iterations) {
     smsg *r = itest_expect(world_call(c, REQ(INSPECT_WORLD), w, 0), ST(OK));
     const Physd__V1__Settings *s = r->reply->world->settings;
     assert_non_null(s);
@@ -372,7 +373,7 @@ static void expect_solver_settings(ps_client *c, uint64_t w, int method, int pre
  * reads back, an unknown value is refused by name and changes nothing. */
 static void test_joint_solver_setting(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "joint-solver");
     uint64_t w = itest_create_world(&c, "chain", "chain30", 120, NULL);
     Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
@@ -394,14 +395,14 @@ static void test_joint_solver_setting(void **state) {
     r = itest_expect(change_settings(&c, w, &set), ST(OK));
     assert_int_equal(r->reply->settings->joint_solver->value, PHYSD__V1__JOINT_SOLVER__JOINT_SOLVER_GS);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* contact_block (39): on by default (the core's default), off and on again
  * read back; a world stepping a resting stack keeps stepping either way. */
 static void test_contact_block_setting(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "contact-block");
     uint64_t w = itest_create_world(&c, "block", "stack20", 120, NULL);
     Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
@@ -430,7 +431,7 @@ static void test_contact_block_setting(void **state) {
     r = itest_expect(change_settings(&c, w, &set), ST(OK));
     assert_true(r->reply->settings->contact_block->value);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* contact_cache_tolerance (38): the core's default is reported, a new value
@@ -439,7 +440,7 @@ static void test_contact_block_setting(void **state) {
  * on the plane reuses its one manifold). */
 static void test_contact_cache_setting(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "contact-cache");
     uint64_t w = itest_create_world(&c, "cache", "box_on_plane", 120, NULL);
     Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
@@ -477,12 +478,12 @@ static void test_contact_cache_setting(void **state) {
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     assert_int_equal(reused, 1);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 static void test_solver_settings_round_trip(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "solver-settings");
     uint64_t w = itest_create_world(&c, "precond", "box_on_plane", 120, NULL);
     const ph_settings def = ph_default_settings();
@@ -569,14 +570,14 @@ static void test_solver_settings_round_trip(void **state) {
     r = itest_expect(itest_call(&c, &m), ST(INVALID_ARGUMENT));
     assert_non_null(strstr(r->reply->message, "sm_preconditioner"));
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* The counters' contact_count is the last step's contact points: a cube
  * resting on the plane touches it at its four bottom corners. */
 static void test_counters_contacts(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "contacts");
     uint64_t w = itest_create_world(&c, "resting", "box_on_plane", 60, NULL);
     physd__v1__server_message__free_unpacked(itest_expect(world_call(&c, REQ(PAUSE), w, 0), ST(OK)), NULL);
@@ -585,12 +586,12 @@ static void test_counters_contacts(void **state) {
     assert_int_equal(r->reply->counters->contact_count, 4);
     assert_int_equal(r->reply->counters->body_count, 2);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 static void test_world_control(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "control");
     uint64_t w = itest_create_world(&c, "ctl", "box_drop", 60, NULL);
     smsg *r = itest_expect(world_call(&c, REQ(PAUSE), w, 0), ST(OK));
@@ -683,7 +684,7 @@ static void test_world_control(void **state) {
     assert_int_equal(itest_status(world_call(&c, REQ(DESTROY_WORLD), w, 0)), ST(OK));
     assert_int_equal(itest_status(world_call(&c, REQ(INSPECT_WORLD), w, 0)), ST(NOT_FOUND));
     assert_int_equal(itest_status(world_call(&c, REQ(PAUSE), w, 0)), ST(NOT_FOUND));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* Server worlds sleep by default: a box resting on the plane is stepped for
@@ -691,7 +692,7 @@ static void test_world_control(void **state) {
  * impulse edit wakes it. */
 static void test_sleeping_world(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "sleep");
     uint64_t w = itest_create_world(&c, "sleepy", "box_on_plane", 0, NULL);
     assert_true(w > 0);
@@ -749,7 +750,7 @@ static void test_sleeping_world(void **state) {
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     assert_true(woke);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 int main(void) {

@@ -181,9 +181,9 @@ static void test_mutated_requests(void **state) {
     cfg.max_worlds = 8;
     cfg.max_bodies_per_world = 200;
     int port = itest_start(&cfg);
-    ps_client c;
-    itest_connect(&c, port, "fuzz");
-    uint64_t w = itest_create_world(&c, "target", "stack20", 0, NULL);
+    itest_client setup;
+    itest_connect(&setup, port, "fuzz-setup");
+    uint64_t w = itest_create_world(&setup, "target", "stack20", 0, NULL);
     assert_true(w > 0);
     /* A body id of the world, from inspect. */
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -192,10 +192,16 @@ static void test_mutated_requests(void **state) {
     iw.include_bodies = 1;
     m.request_case = REQ(INSPECT_WORLD);
     m.inspect_world = &iw;
-    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    smsg *r = itest_expect(itest_call(&setup, &m), ST(OK));
     assert_true(r->reply->world->n_body_ids > 1);
     uint64_t b = r->reply->world->body_ids[1];
     physd__v1__server_message__free_unpacked(r, NULL);
+    itest_client_close(&setup);
+
+    /* The mutated frames go out on a raw connection (after a hello). */
+    itest_raw c;
+    assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&c, "fuzz"), ST(OK));
 
     encoded corpus[16];
     int nc = make_corpus(w, b, corpus);
@@ -222,27 +228,24 @@ static void test_mutated_requests(void **state) {
             }
         }
         /* The length prefix (a varint) in front of the mutated bytes. */
-        uint8_t pre[10];
-        size_t np = 0;
-        uint64_t v = len;
-        do {
-            pre[np++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-            v >>= 7;
-        } while (v);
+        uint8_t pre[PW_VARINT_MAX];
+        size_t np = pw_varint_put(pre, len);
         memcpy(frame + 10 - np, pre, np);
-        if (ps_client_send_raw(&c, frame + 10 - np, np + len) != 0 || c.eof) {
-            ps_client_close(&c);
-            itest_connect(&c, port, "fuzz");
+        if (itest_raw_send(&c, frame + 10 - np, np + len) != 0 || c.eof) {
+            itest_raw_close(&c);
+            assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+            assert_int_equal(itest_raw_hello(&c, "fuzz"), ST(OK));
             reconnects++;
             continue;
         }
         /* Exactly one reply per request, or an error reply and a close. */
         for (;;) {
-            smsg *s = ps_client_recv(&c, 5000);
+            smsg *s = itest_raw_recv(&c, 5000);
             if (!s) {
                 assert_true(c.eof); /* closed after a frame error */
-                ps_client_close(&c);
-                itest_connect(&c, port, "fuzz");
+                itest_raw_close(&c);
+                assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+                assert_int_equal(itest_raw_hello(&c, "fuzz"), ST(OK));
                 reconnects++;
                 break;
             }
@@ -258,7 +261,7 @@ static void test_mutated_requests(void **state) {
     assert_true(replies + reconnects >= rounds);
     assert_true(replies > rounds / 2);
     /* The target world still ticks and the server still answers. */
-    ps_client fresh;
+    itest_client fresh;
     itest_connect(&fresh, port, "after");
     smsg *p = itest_expect(itest_ping(&fresh), ST(OK));
     physd__v1__server_message__free_unpacked(p, NULL);
@@ -308,8 +311,8 @@ static void test_mutated_requests(void **state) {
     struct timespec pause = {0, 200000000};
     nanosleep(&pause, NULL);
     assert_true(itest_world_tick(&fresh, w) > t0);
-    ps_client_close(&fresh);
-    ps_client_close(&c);
+    itest_client_close(&fresh);
+    itest_raw_close(&c);
     for (int k = 0; k < nc; k++)
         free(corpus[k].data);
     itest_stop();

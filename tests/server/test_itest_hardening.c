@@ -55,7 +55,7 @@ static int teardown(void **state) {
 
 /* ------------------------------------------------------------- helpers */
 
-static uint64_t create_paused(ps_client *c, const char *preset) {
+static uint64_t create_paused(itest_client *c, const char *preset) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
     cw.preset = (char *)(preset ? preset : "");
@@ -68,7 +68,7 @@ static uint64_t create_paused(ps_client *c, const char *preset) {
     return id;
 }
 
-static int simple(ps_client *c, int kind, uint64_t world) {
+static int simple(itest_client *c, int kind, uint64_t world) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;
     Physd__V1__ResetWorld rs = PHYSD__V1__RESET_WORLD__INIT;
@@ -84,7 +84,7 @@ static int simple(ps_client *c, int kind, uint64_t world) {
 }
 
 /* The body ids of a world (inspect_world with include_bodies). */
-static size_t world_bodies(ps_client *c, uint64_t w, uint64_t *out, size_t cap) {
+static size_t world_bodies(itest_client *c, uint64_t w, uint64_t *out, size_t cap) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
     iw.world_id = w;
@@ -99,7 +99,7 @@ static size_t world_bodies(ps_client *c, uint64_t w, uint64_t *out, size_t cap) 
     return n;
 }
 
-static int query_body(ps_client *c, uint64_t w, uint64_t body) {
+static int query_body(itest_client *c, uint64_t w, uint64_t body) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
     q.world_id = w;
@@ -110,14 +110,15 @@ static int query_body(ps_client *c, uint64_t w, uint64_t body) {
     return itest_status(itest_call(c, &m));
 }
 
-/* Sends raw bytes on the client's socket. */
-static void send_all(ps_client *c, const uint8_t *p, size_t n) { assert_int_equal(ps_client_send_raw(c, p, n), 0); }
+/* Sends raw bytes on a raw connection. */
+static void send_all(itest_raw *c, const uint8_t *p, size_t n) { assert_int_equal(itest_raw_send(c, p, n), 0); }
 
-/* Waits for the Reply with this request id (skipping pushes). */
-static smsg *reply_for(ps_client *c, uint64_t id, int timeout_ms) {
+/* Waits for the Reply with this request id on a raw connection (skipping
+ * pushes). */
+static smsg *reply_for(itest_raw *c, uint64_t id, int timeout_ms) {
     double end = itest_now() + timeout_ms / 1000.0;
     while (itest_now() < end) {
-        smsg *r = ps_client_recv(c, 100);
+        smsg *r = itest_raw_recv(c, 100);
         if (!r) {
             if (c->eof) return NULL;
             continue;
@@ -132,7 +133,7 @@ static smsg *reply_for(ps_client *c, uint64_t id, int timeout_ms) {
 
 static void test_tiny_tick_rate_refused(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "tick");
     int st = 0;
     assert_int_equal(itest_create_world(&c, "slow", NULL, 1e-12, &st), 0);
@@ -162,14 +163,14 @@ static void test_tiny_tick_rate_refused(void **state) {
     physd__v1__server_message__free_unpacked(p, NULL);
     assert_true(itest_now() - t0 < 1.0);
     assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ----------------------------------------------------------- finding 10 */
 
 static void test_ids_after_reset(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "reset-ids");
     uint64_t w = create_paused(&c, "stack20");
     uint64_t before[64], after[64];
@@ -193,7 +194,7 @@ static void test_ids_after_reset(void **state) {
     assert_int_equal(r->reply->counters->paused, 1);
     physd__v1__server_message__free_unpacked(r, NULL);
     assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ----------------------------------------------------------- finding 12 */
@@ -201,31 +202,31 @@ static void test_ids_after_reset(void **state) {
 /* Starts "step 100000" on a paused world, then sends the request `kind`;
  * asserts the step's reply is CANCELLED with 0 < steps_done < 100000 and
  * the message names what ended it; returns the other request's status. */
-static int step_then(ps_client *c, uint64_t w, int kind, const char *by) {
+static int step_then(itest_client *c, uint64_t w, int kind, const char *by) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
     sw.world_id = w;
     sw.steps = 100000;
-    m.request_id = 900001;
     m.request_case = REQ(STEP);
     m.step = &sw;
-    assert_int_equal(ps_client_send(c, &m), 0);
-    itest_sleep(0.3); /* some steps run */
+    assert_int_equal(itest_client_send(c, &m), 0);
+    const uint64_t step_id = m.request_id; /* chosen by the client library */
+    itest_sleep(0.3);                      /* some steps run */
     Physd__V1__ClientMessage o = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ResetWorld rs = PHYSD__V1__RESET_WORLD__INIT;
     rs.world_id = w;
-    o.request_id = 900002;
     o.request_case = kind;
     o.reset = &rs; /* ResetWorld, PauseWorld and DestroyWorld have the same layout */
-    assert_int_equal(ps_client_send(c, &o), 0);
+    assert_int_equal(itest_client_send(c, &o), 0);
+    const uint64_t other_id = o.request_id;
     /* Both replies, in either order. */
     smsg *sr = NULL, * or = NULL;
     double end = itest_now() + 20;
     while ((!sr || ! or) && itest_now() < end) {
-        smsg *r = ps_client_recv(c, 100);
-        if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == 900001 && !sr)
+        smsg *r = itest_client_recv(c, 100);
+        if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == step_id && !sr)
             sr = r;
-        else if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == 900002 && ! or)
+        else if (r && r->msg_case == MSG(REPLY) && r->reply->request_id == other_id && ! or)
             or = r;
         else if (r)
             physd__v1__server_message__free_unpacked(r, NULL);
@@ -248,7 +249,7 @@ static int step_then(ps_client *c, uint64_t w, int kind, const char *by) {
 
 static void test_step_request_ended(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "steps");
     uint64_t w = create_paused(&c, "pyramid20");
     assert_int_equal(step_then(&c, w, REQ(RESET), "reset"), ST(OK));
@@ -261,7 +262,7 @@ static void test_step_request_ended(void **state) {
     itest_sleep(0.2);
     assert_int_equal(itest_world_tick(&c, w), t);
     assert_int_equal(step_then(&c, w, REQ(DESTROY_WORLD), "destruction"), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ----------------------------------------------------------- finding 13 */
@@ -320,7 +321,7 @@ static void scene_init(scene_ops *s) {
 
 static void test_reset_restores_scene(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "scene");
     scene_ops so;
     scene_init(&so);
@@ -370,14 +371,14 @@ static void test_reset_restores_scene(void **state) {
     assert_non_null(r->reply->error);
     assert_int_equal(r->reply->error->index, 3);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* -------------------------------------------------------------- presets */
 
 static void test_list_presets(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "presets");
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListPresets lp = PHYSD__V1__LIST_PRESETS__INIT;
@@ -397,7 +398,7 @@ static void test_list_presets(void **state) {
     }
     assert_true(found);
     physd__v1__server_message__free_unpacked(r, NULL);
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ------------------------------------------------------------ finding 4 */
@@ -405,31 +406,20 @@ static void test_list_presets(void **state) {
 #define SUB_CONNS 100
 #define SUBS_PER_CONN 2560
 
-/* Pipelines n subscribe frames on c and reads their n replies; returns
- * how many were OK. */
-static int subscribe_many(ps_client *c, uint64_t w, int n, uint64_t first_id) {
-    uint8_t one[64];
+/* Pipelines n subscribe requests on c (the client library writes them
+ * together) and reads their n replies; returns how many were OK. */
+static int subscribe_many(itest_client *c, uint64_t w, int n) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
     s.world_id = w;
     s.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
     m.request_case = REQ(SUBSCRIBE);
     m.subscribe = &s;
-    uint8_t *buf = malloc((size_t)n * sizeof one);
-    assert_non_null(buf);
-    size_t len = 0;
-    for (int k = 0; k < n; k++) {
-        m.request_id = first_id + (uint64_t)k;
-        size_t sz = physd__v1__client_message__get_packed_size(&m);
-        len += itest_put_varint(buf + len, sz);
-        physd__v1__client_message__pack(&m, buf + len);
-        len += sz;
-    }
-    send_all(c, buf, len);
-    free(buf);
+    for (int k = 0; k < n; k++)
+        assert_int_equal(itest_client_send(c, &m), 0);
     int ok = 0;
     for (int k = 0; k < n; k++) {
-        smsg *r = ps_client_recv(c, 20000);
+        smsg *r = itest_client_recv(c, 20000);
         assert_non_null(r);
         if (r->msg_case == MSG(REPLY) && r->reply->status == ST(OK)) ok++;
         physd__v1__server_message__free_unpacked(r, NULL);
@@ -439,14 +429,14 @@ static int subscribe_many(ps_client *c, uint64_t w, int n, uint64_t first_id) {
 
 static void test_destroy_with_256000_subscriptions(void **state) {
     (void)state;
-    ps_client admin;
+    itest_client admin;
     itest_connect(&admin, port, "admin");
     uint64_t w = create_paused(&admin, "stack20");
-    ps_client *cs = calloc(SUB_CONNS, sizeof *cs);
+    itest_client *cs = calloc(SUB_CONNS, sizeof *cs);
     assert_non_null(cs);
     for (int i = 0; i < SUB_CONNS; i++) {
         itest_connect(&cs[i], port, "sub");
-        assert_int_equal(subscribe_many(&cs[i], w, SUBS_PER_CONN, 1000), SUBS_PER_CONN);
+        assert_int_equal(subscribe_many(&cs[i], w, SUBS_PER_CONN), SUBS_PER_CONN);
     }
     /* The world is full (max_world_subscriptions = 256000). */
     uint64_t sub = 0;
@@ -456,7 +446,7 @@ static void test_destroy_with_256000_subscriptions(void **state) {
      * quadratic notice loop took 54 s). */
     double t0 = itest_now();
     assert_int_equal(simple(&admin, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client other;
+    itest_client other;
     itest_connect(&other, port, "other");
     smsg *p = itest_ping(&other);
     assert_non_null(p);
@@ -468,17 +458,17 @@ static void test_destroy_with_256000_subscriptions(void **state) {
     for (int i = 0; i < SUB_CONNS; i++) {
         int notices = 0;
         smsg *r;
-        while ((r = ps_client_recv(&cs[i], notices ? 50 : 5000)) != NULL) {
+        while ((r = itest_client_recv(&cs[i], notices ? 50 : 5000)) != NULL) {
             if (r->msg_case == MSG(NOTICE) && r->notice->kind == PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED)
                 notices++;
             physd__v1__server_message__free_unpacked(r, NULL);
         }
         assert_int_equal(notices, 1);
-        ps_client_close(&cs[i]);
+        itest_client_close(&cs[i]);
     }
     free(cs);
-    ps_client_close(&other);
-    ps_client_close(&admin);
+    itest_client_close(&other);
+    itest_client_close(&admin);
 }
 
 /* ------------------------------------------------------------ finding 6 */
@@ -493,23 +483,23 @@ static uint8_t *amplification_frame(uint64_t id, uint64_t w, size_t n, size_t *l
     /* Built inside out: BodyDef = shapes; AddBody {1: BodyDef}; EditOp {1:
      * AddBody}; EditBatch {1: w, 2: EditOp}; ClientMessage {1: id, 8: EditBatch}. */
     size_t bodydef = shapes;
-    size_t addbody = 1 + itest_put_varint(hdr, bodydef) + bodydef;
-    size_t editop = 1 + itest_put_varint(hdr, addbody) + addbody;
-    size_t batch = 1 + itest_put_varint(hdr, w) + 1 + itest_put_varint(hdr, editop) + editop;
-    size_t msg = 1 + itest_put_varint(hdr, id) + 1 + itest_put_varint(hdr, batch) + batch;
-    size_t p = itest_put_varint(buf, msg);
+    size_t addbody = 1 + pw_varint_put(hdr, bodydef) + bodydef;
+    size_t editop = 1 + pw_varint_put(hdr, addbody) + addbody;
+    size_t batch = 1 + pw_varint_put(hdr, w) + 1 + pw_varint_put(hdr, editop) + editop;
+    size_t msg = 1 + pw_varint_put(hdr, id) + 1 + pw_varint_put(hdr, batch) + batch;
+    size_t p = pw_varint_put(buf, msg);
     buf[p++] = 0x08;
-    p += itest_put_varint(buf + p, id);
+    p += pw_varint_put(buf + p, id);
     buf[p++] = 0x42; /* field 8, length-delimited */
-    p += itest_put_varint(buf + p, batch);
+    p += pw_varint_put(buf + p, batch);
     buf[p++] = 0x08;
-    p += itest_put_varint(buf + p, w);
+    p += pw_varint_put(buf + p, w);
     buf[p++] = 0x12; /* ops */
-    p += itest_put_varint(buf + p, editop);
+    p += pw_varint_put(buf + p, editop);
     buf[p++] = 0x0a; /* add_body */
-    p += itest_put_varint(buf + p, addbody);
+    p += pw_varint_put(buf + p, addbody);
     buf[p++] = 0x0a; /* body */
-    p += itest_put_varint(buf + p, bodydef);
+    p += pw_varint_put(buf + p, bodydef);
     for (size_t k = 0; k < n; k++) {
         buf[p++] = 0x4a; /* shapes (field 9), empty */
         buf[p++] = 0x00;
@@ -520,11 +510,14 @@ static uint8_t *amplification_frame(uint64_t id, uint64_t w, size_t n, size_t *l
 
 static void test_decode_amplification(void **state) {
     (void)state;
-    ps_client c, obs;
-    itest_connect(&c, port, "amplifier");
+    /* The amplifier writes its frames itself: a raw connection. */
+    itest_raw c;
+    itest_client obs;
+    assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&c, "amplifier"), ST(OK));
     itest_connect(&obs, port, "observer");
     uint64_t w = itest_create_world(&obs, "ticking", "stack20", 60, NULL);
-    uint64_t target = create_paused(&c, NULL);
+    uint64_t target = create_paused(&obs, NULL);
     size_t len = 0;
     uint8_t *frame = amplification_frame(4242, target, 2000000, &len);
     assert_true(len <= 4u * 1024 * 1024);
@@ -575,7 +568,11 @@ static void test_decode_amplification(void **state) {
     assert_true(hwm1 - hwm0 < 64 * 1024);
     free(frame);
     /* The connection is still usable. */
-    smsg *p = itest_ping(&c);
+    Physd__V1__ClientMessage pm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Ping ping = PHYSD__V1__PING__INIT;
+    pm.request_case = REQ(PING);
+    pm.ping = &ping;
+    smsg *p = itest_raw_call(&c, &pm, 10000);
     assert_non_null(p);
     assert_int_equal(p->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(p, NULL);
@@ -594,7 +591,7 @@ static void test_decode_amplification(void **state) {
             body[b++] = 0x3e;
             body[b++] = 0x01;
         }
-        size_t n = itest_put_varint(raw, b);
+        size_t n = pw_varint_put(raw, b);
         memcpy(raw + n, body, b);
         send_all(&c, raw, n + b);
         smsg *r = reply_for(&c, 77, 5000);
@@ -603,9 +600,9 @@ static void test_decode_amplification(void **state) {
         physd__v1__server_message__free_unpacked(r, NULL);
     }
     assert_int_equal(simple(&obs, REQ(DESTROY_WORLD), w), ST(OK));
-    assert_int_equal(simple(&c, REQ(DESTROY_WORLD), target), ST(OK));
-    ps_client_close(&c);
-    ps_client_close(&obs);
+    assert_int_equal(simple(&obs, REQ(DESTROY_WORLD), target), ST(OK));
+    itest_raw_close(&c);
+    itest_client_close(&obs);
 }
 
 /* ------------------------------------------------------------ finding 8 */
@@ -614,7 +611,7 @@ static void test_decode_amplification(void **state) {
 
 static void test_big_world_streams_in_parts(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "big");
     uint64_t w = create_paused(&c, NULL);
     /* 100 000 spheres on a grid 3 m apart (no contacts), 10 000 per batch. */
@@ -665,10 +662,10 @@ static void test_big_world_streams_in_parts(void **state) {
     sw.steps = 1;
     m.request_case = REQ(STEP);
     m.step = &sw;
-    m.request_id = 31337;
-    assert_int_equal(ps_client_send(&c, &m), 0);
+    assert_int_equal(itest_client_send(&c, &m), 0);
     /* The parts of tick 1: each frame of the stream within max_frame
-     * (ps_client refuses nothing, so check the size of each message), every
+     * (the client library refuses frames above the announced max_frame; the
+     * test checks the size of each message too), every
      * body exactly once. */
     uint8_t *seen = calloc(BIG_BODIES + 1, 1);
     assert_non_null(seen);
@@ -676,7 +673,7 @@ static void test_big_world_streams_in_parts(void **state) {
     size_t bodies = 0;
     double end = itest_now() + 60;
     while ((parts == 0 || got_parts < parts) && itest_now() < end) {
-        smsg *r = ps_client_recv(&c, 1000);
+        smsg *r = itest_client_recv(&c, 1000);
         if (!r) continue;
         if (r->msg_case == MSG(FRAME)) {
             const Physd__V1__Frame *f = r->frame;
@@ -706,7 +703,7 @@ static void test_big_world_streams_in_parts(void **state) {
     uint64_t ids[8];
     assert_int_equal(world_bodies(&c, w, ids, 8), BIG_BODIES);
     assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ----------------------------------------------------------- finding 14 */
@@ -716,7 +713,7 @@ static void test_big_world_streams_in_parts(void **state) {
  * subscription encode 5 + 5 frames. */
 static void test_frames_encoded_counts_chosen_bodies(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "frames");
     uint64_t w = create_paused(&c, "stack20");
     uint64_t ids[32];
@@ -739,12 +736,12 @@ static void test_frames_encoded_counts_chosen_bodies(void **state) {
     assert_int_equal(k->reply->counters->frames_encoded, 15);
     physd__v1__server_message__free_unpacked(k, NULL);
     assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 /* ----------------------------------------------------------- finding 11 */
 
-static double body_z(ps_client *c, uint64_t w, uint64_t body) {
+static double body_z(itest_client *c, uint64_t w, uint64_t body) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
     q.world_id = w;
@@ -760,7 +757,7 @@ static double body_z(ps_client *c, uint64_t w, uint64_t body) {
 
 static void test_settings_wake_a_sleeping_world(void **state) {
     (void)state;
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "wake");
     uint64_t w = itest_create_world(&c, "sleepy", "sphere_on_plane", 60, NULL);
     uint64_t ids[4];
@@ -804,7 +801,7 @@ static void test_settings_wake_a_sleeping_world(void **state) {
            (unsigned long long)(t1 - t0), z1, expect);
     assert_true(z1 - z0 > 0.9 * expect && z1 - z0 < 1.1 * expect + 0.01);
     assert_int_equal(simple(&c, REQ(DESTROY_WORLD), w), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
 }
 
 int main(void) {

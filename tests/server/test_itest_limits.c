@@ -33,12 +33,13 @@
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
 #define MSG(x) PHYSD__V1__SERVER_MESSAGE__MSG_##x
 
-/* The status of the first Reply on c, or -1 (nothing before EOF/timeout). */
-static int first_status(ps_client *c, int timeout_ms, char *msg, size_t msglen) {
-    smsg *r = ps_client_recv(c, timeout_ms);
+/* The status of the first Reply on the raw connection c, or -1 (nothing
+ * before EOF/timeout). */
+static int first_status(itest_raw *c, int timeout_ms, char *msg, size_t msglen) {
+    smsg *r = itest_raw_recv(c, timeout_ms);
     while (r && r->msg_case != MSG(REPLY)) {
         physd__v1__server_message__free_unpacked(r, NULL);
-        r = ps_client_recv(c, timeout_ms);
+        r = itest_raw_recv(c, timeout_ms);
     }
     if (!r) return -1;
     int st = (int)r->reply->status;
@@ -64,12 +65,15 @@ static void test_partial_frames(void **state) {
     cfg.max_connections_per_address = NCONN + 10;
     int port = itest_start(&cfg);
     long rss0 = itest_vm_kb("VmRSS:");
-    ps_client *cs = calloc(NCONN, sizeof *cs);
+    /* Raw connections: they send frames byte-wise, as no client library
+     * does. */
+    itest_raw *cs = calloc(NCONN, sizeof *cs);
     size_t *sent = calloc(NCONN, sizeof *sent);
     int *dead = calloc(NCONN, sizeof *dead);
     assert_true(cs && sent && dead);
     for (int i = 0; i < NCONN; i++) {
-        itest_connect(&cs[i], port, "partial");
+        assert_int_equal(itest_raw_connect(&cs[i], port, 0), 0);
+        assert_int_equal(itest_raw_hello(&cs[i], "partial"), ST(OK));
         fcntl(cs[i].fd, F_SETFL, fcntl(cs[i].fd, F_GETFL) | O_NONBLOCK);
     }
     /* Each connection declares a frame of FRAME bytes and sends all but
@@ -77,7 +81,7 @@ static void test_partial_frames(void **state) {
      * senders); a connection the server refused stops. */
     static uint8_t chunk[65536];
     uint8_t hdr[10];
-    size_t hl = itest_put_varint(hdr, FRAME);
+    size_t hl = pw_varint_put(hdr, FRAME);
     for (int i = 0; i < NCONN; i++)
         assert_int_equal(send(cs[i].fd, hdr, hl, MSG_NOSIGNAL), (ssize_t)hl);
     double end = itest_now() + 20;
@@ -118,10 +122,10 @@ static void test_partial_frames(void **state) {
         int st = first_status(&cs[i], 5000, msg, sizeof msg);
         if (st == ST(RESOURCE_EXHAUSTED) && strstr(msg, "max_input_memory")) exhausted++;
         if (st == ST(DEADLINE_EXCEEDED) && strstr(msg, "frame_timeout")) deadline++;
-        smsg *r = ps_client_recv(&cs[i], 5000);
+        smsg *r = itest_raw_recv(&cs[i], 5000);
         assert_null(r);
         assert_true(cs[i].eof); /* closed by the server */
-        ps_client_close(&cs[i]);
+        itest_raw_close(&cs[i]);
     }
     printf("  %d refused (max_input_memory), %d closed at frame_timeout\n", exhausted, deadline);
     assert_int_equal(exhausted + deadline, NCONN);
@@ -148,39 +152,41 @@ static void test_hello_and_frame_timeouts(void **state) {
     cfg.frame_timeout = 0.5;
     int port = itest_start(&cfg);
     /* No hello. */
-    ps_client a;
-    assert_int_equal(ps_client_connect(&a, "127.0.0.1", port, 0), 0);
+    itest_raw a;
+    assert_int_equal(itest_raw_connect(&a, port, 0), 0);
     double t0 = itest_now();
     char msg[256];
     assert_int_equal(first_status(&a, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
     double dt = itest_now() - t0;
     printf("  no hello: \"%s\" after %.2f s\n", msg, dt);
     assert_true(dt >= 0.45 && dt < 1.5);
-    assert_null(ps_client_recv(&a, 3000));
+    assert_null(itest_raw_recv(&a, 3000));
     assert_true(a.eof);
-    ps_client_close(&a);
+    itest_raw_close(&a);
     /* A frame length trickling in one byte every 0.2 s (each byte resets
      * no clock: the frame's deadline runs from its first byte). */
-    ps_client b;
-    itest_connect(&b, port, "slowloris");
+    itest_raw b;
+    assert_int_equal(itest_raw_connect(&b, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&b, "slowloris"), ST(OK));
     const uint8_t len[3] = {0x80, 0x80, 0x01};
     t0 = itest_now();
     for (int k = 0; k < 3; k++) {
-        if (ps_client_send_raw(&b, &len[k], 1) != 0) break;
+        if (itest_raw_send(&b, &len[k], 1) != 0) break;
         itest_sleep(0.2);
     }
     assert_int_equal(first_status(&b, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
     dt = itest_now() - t0;
     printf("  slow frame: \"%s\" after %.2f s\n", msg, dt);
     assert_true(dt < 1.5);
-    ps_client_close(&b);
+    itest_raw_close(&b);
     /* A frame body that stops short. */
-    ps_client d;
-    itest_connect(&d, port, "short");
+    itest_raw d;
+    assert_int_equal(itest_raw_connect(&d, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&d, "short"), ST(OK));
     uint8_t part[5000];
     memset(part, 0, sizeof part);
-    size_t hl = itest_put_varint(part, 100000);
-    assert_int_equal(ps_client_send_raw(&d, part, sizeof part), 0);
+    size_t hl = pw_varint_put(part, 100000);
+    assert_int_equal(itest_raw_send(&d, part, sizeof part), 0);
     t0 = itest_now();
     assert_int_equal(first_status(&d, 5000, msg, sizeof msg), ST(DEADLINE_EXCEEDED));
     printf("  short frame: \"%s\" after %.2f s\n", msg, itest_now() - t0);
@@ -190,16 +196,16 @@ static void test_hello_and_frame_timeouts(void **state) {
     ps_server_stats ss;
     ps_server_get_stats(itest_server(), &ss);
     assert_int_equal(ss.input_used, 0);
-    ps_client_close(&d);
+    itest_raw_close(&d);
     /* A connection that said hello and sends nothing is left alone. */
-    ps_client idle;
+    itest_client idle;
     itest_connect(&idle, port, "idle");
     itest_sleep(1.2);
     smsg *p = itest_ping(&idle);
     assert_non_null(p);
     assert_int_equal(p->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(p, NULL);
-    ps_client_close(&idle);
+    itest_client_close(&idle);
     itest_stop();
 }
 
@@ -211,21 +217,22 @@ static void test_connections_per_address(void **state) {
     itest_config(&cfg);
     cfg.max_connections_per_address = 5;
     int port = itest_start(&cfg);
-    ps_client cs[6];
+    itest_client cs[5];
     for (int i = 0; i < 5; i++)
         itest_connect(&cs[i], port, "same-host");
-    assert_int_equal(ps_client_connect(&cs[5], "127.0.0.1", port, 0), 0);
+    itest_raw sixth;
+    assert_int_equal(itest_raw_connect(&sixth, port, 0), 0);
     char msg[256];
-    assert_int_equal(first_status(&cs[5], 5000, msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
+    assert_int_equal(first_status(&sixth, 5000, msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
     assert_non_null(strstr(msg, "127.0.0.1"));
     assert_non_null(strstr(msg, "max_connections_per_address"));
-    ps_client_close(&cs[5]);
+    itest_raw_close(&sixth);
     /* One leaves, the next is accepted. */
-    ps_client_close(&cs[0]);
+    itest_client_close(&cs[0]);
     itest_sleep(0.2);
     itest_connect(&cs[0], port, "again");
     for (int i = 0; i < 5; i++)
-        ps_client_close(&cs[i]);
+        itest_client_close(&cs[i]);
     itest_stop();
 }
 
@@ -237,7 +244,7 @@ static void test_reply_over_max_frame(void **state) {
     itest_config(&cfg);
     cfg.max_frame = 4096;
     int port = itest_start(&cfg);
-    ps_client c;
+    itest_client c;
     itest_connect(&c, port, "big-reply");
     uint64_t w = itest_create_world(&c, "w", "stack20", 0, NULL);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -265,7 +272,7 @@ static void test_reply_over_max_frame(void **state) {
     /* Fewer ids fit. */
     q.n_body_ids = 4;
     assert_int_equal(itest_status(itest_call(&c, &m)), ST(OK));
-    ps_client_close(&c);
+    itest_client_close(&c);
     itest_stop();
 }
 
@@ -308,15 +315,17 @@ static void test_descriptor_limit(void **state) {
     int maxc = atoi(lowered + strlen("max_connections lowered from 1024 to "));
     printf("  descriptor limit 64: max_connections lowered to %d\n", maxc);
     assert_int_equal(maxc, 32);
-    ps_client cs[33];
+    itest_client cs[32];
     for (int i = 0; i < maxc; i++)
         itest_connect(&cs[i], port, "fd");
-    assert_int_equal(ps_client_connect(&cs[maxc], "127.0.0.1", port, 0), 0);
+    itest_raw extra;
+    assert_int_equal(itest_raw_connect(&extra, port, 0), 0);
     char msg[256];
-    assert_int_equal(first_status(&cs[maxc], 5000, msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
+    assert_int_equal(first_status(&extra, 5000, msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
     assert_non_null(strstr(msg, "max_connections = 32"));
-    for (int i = 0; i <= maxc; i++)
-        ps_client_close(&cs[i]);
+    itest_raw_close(&extra);
+    for (int i = 0; i < maxc; i++)
+        itest_client_close(&cs[i]);
     kill(pid, SIGTERM);
     int status = 0;
     waitpid(pid, &status, 0);

@@ -24,7 +24,7 @@ static void test_hundred_clients(void **state) {
     ps_config cfg;
     itest_config(&cfg);
     int port = itest_start(&cfg);
-    static ps_client c[NCLIENTS];
+    static itest_client c[NCLIENTS];
     uint64_t w[NCLIENTS];
     double t0 = itest_now();
     for (int k = 0; k < NCLIENTS; k++) {
@@ -64,7 +64,7 @@ static void test_hundred_clients(void **state) {
     physd__v1__server_message__free_unpacked(r, NULL);
     printf("%d clients: set up in %.2f s, %d frames checked, all worlds listed\n", NCLIENTS, t_setup, total);
     for (int k = 0; k < NCLIENTS; k++)
-        ps_client_close(&c[k]);
+        itest_client_close(&c[k]);
     itest_stop();
 }
 
@@ -107,7 +107,7 @@ static void test_sigterm_during_load(void **state) {
     /* Load: 20 clients with their own worlds, transforms and stats, one of
      * them never reading; the demo world runs too. */
     enum { N = 20 };
-    static ps_client c[N];
+    static itest_client c[N];
     for (int k = 0; k < N; k++) {
         char name[32];
         snprintf(name, sizeof name, "load%d", k);
@@ -123,7 +123,7 @@ static void test_sigterm_during_load(void **state) {
     int frames = 0;
     while (itest_now() - t0 < 1.0) {
         for (int k = 1; k < N; k++) { /* client 0 never reads */
-            smsg *m = ps_client_recv(&c[k], 1);
+            smsg *m = itest_client_recv(&c[k], 1);
             if (m) {
                 frames += m->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
                 physd__v1__server_message__free_unpacked(m, NULL);
@@ -138,7 +138,7 @@ static void test_sigterm_during_load(void **state) {
     int shutdown_notices = 0, eofs = 0;
     for (int k = 0; k < N; k++) {
         for (;;) {
-            smsg *m = ps_client_recv(&c[k], 10000);
+            smsg *m = itest_client_recv(&c[k], 10000);
             if (!m) break;
             if (m->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE &&
                 m->notice->kind == PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN)
@@ -146,7 +146,7 @@ static void test_sigterm_during_load(void **state) {
             physd__v1__server_message__free_unpacked(m, NULL);
         }
         eofs += c[k].eof;
-        ps_client_close(&c[k]);
+        itest_client_close(&c[k]);
     }
     int status = 0;
     pid_t got = 0;

@@ -36,7 +36,7 @@ static int teardown(void **state) {
 /* NBODIES spheres 3 m apart in free fall (no ground, no contacts): cheap
  * steps, large frames (about 19 KB, 2.3 MB/s at 120 Hz). */
 #define NBODIES 300
-static void add_spheres(ps_client *c, uint64_t w) {
+static void add_spheres(itest_client *c, uint64_t w) {
     static Physd__V1__EditOp op[NBODIES];
     static Physd__V1__EditOp *ops[NBODIES];
     static Physd__V1__AddBody ab[NBODIES];
@@ -74,7 +74,7 @@ static void add_spheres(ps_client *c, uint64_t w) {
     physd__v1__server_message__free_unpacked(r, NULL);
 }
 
-static Physd__V1__WorldInfo *list_first(ps_client *c, smsg **holder) {
+static Physd__V1__WorldInfo *list_first(itest_client *c, smsg **holder) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
     m.request_case = REQ(LIST_WORLDS);
@@ -85,7 +85,7 @@ static Physd__V1__WorldInfo *list_first(ps_client *c, smsg **holder) {
 }
 
 /* Reads frames for `seconds`; returns the count and the tick span. */
-static int read_frames(ps_client *c, double seconds, uint64_t *span, size_t *bodies) {
+static int read_frames(itest_client *c, double seconds, uint64_t *span, size_t *bodies) {
     double start = itest_now();
     uint64_t first = 0, last = 0;
     int n = 0;
@@ -104,7 +104,7 @@ static int read_frames(ps_client *c, double seconds, uint64_t *span, size_t *bod
 
 static void test_slow_subscriber(void **state) {
     (void)state;
-    ps_client a, b;
+    itest_client a, b;
     itest_connect(&a, port, "reader");
     uint64_t w = itest_create_world(&a, "busy", NULL, RATE, NULL);
     add_spheres(&a, w);
@@ -117,8 +117,7 @@ static void test_slow_subscriber(void **state) {
     assert_int_equal(bodies, NBODIES);
 
     /* The non-reader: a tiny receive buffer, subscribes and never reads. */
-    assert_int_equal(ps_client_connect(&b, "127.0.0.1", port, 4096), 0);
-    assert_int_equal(ps_client_hello(&b, "never-reads"), ST(OK));
+    assert_int_equal(itest_client_connect(&b, port, "never-reads", 4096), 0);
     assert_int_equal(itest_subscribe(&b, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, NULL), ST(OK));
     double t_stuck = itest_now();
 
@@ -161,7 +160,7 @@ static void test_slow_subscriber(void **state) {
     size_t got = 0;
     int frames = 0, notices = 0;
     for (;;) {
-        smsg *m = ps_client_recv(&b, 5000);
+        smsg *m = itest_client_recv(&b, 5000);
         if (!m) break;
         if (m->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) frames++;
         if (m->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE) notices++;
@@ -182,8 +181,8 @@ static void test_slow_subscriber(void **state) {
     physd__v1__server_message__free_unpacked(r, NULL);
     n = read_frames(&a, 0.5, &span, &bodies);
     assert_int_equal((uint64_t)n, span + 1);
-    ps_client_close(&b);
-    ps_client_close(&a);
+    itest_client_close(&b);
+    itest_client_close(&a);
 }
 
 int main(void) {

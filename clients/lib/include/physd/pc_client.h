@@ -94,7 +94,7 @@ typedef struct pc_options {
     uint64_t max_frame;      /* largest frame accepted from the server before
                                 its hello reply says otherwise, bytes, default 64 MiB */
     int nodelay;             /* TCP_NODELAY, default 1 */
-    int rcvbuf;              /* SO_RCVBUF in bytes, 0 = system default */
+    int rcvbuf;              /* SO_RCVBUF in bytes, set before connecting, 0 = system default */
     int reassemble;          /* deliver a frame or contact-event push that the
                                 server split into parts as one message, default 1;
                                 0: every part as it comes (part, parts set) */
@@ -126,6 +126,10 @@ typedef struct pc_handlers {
      * code. Not called after pc_client_close. */
     void (*on_disconnect)(pc_client *c, int err, void *data);
     void *data;
+    /* The server's reply with request id 0: a framing or limit error (its
+     * status and message) after which the server closes the connection
+     * (then on_disconnect with PC_EREJECTED). May be NULL. */
+    void (*on_error_reply)(pc_client *c, const Physd__V1__Reply *r, void *data);
 } pc_handlers;
 
 /* Counters of one client since it was created. */
