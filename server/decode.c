@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "ps_internal.h"
+#include "pw_fields.h"
 
 #define MALLOC_OVERHEAD 16u /* bytes of bookkeeping per allocation (glibc: 8-16) */
 #define MAX_DEPTH 32        /* physd.v1 nests about 6 deep; no recursive types */
@@ -84,26 +85,6 @@ static int scalar_wire_type(ProtobufCType t) {
         return 2;
     default:
         return 0;
-    }
-}
-
-/* Bytes protobuf-c stores for one element of a repeated scalar field. */
-static size_t scalar_size(ProtobufCType t) {
-    switch (t) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return 8;
-    case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE:
-        return sizeof(void *);
-    case PROTOBUF_C_TYPE_BYTES:
-        return sizeof(ProtobufCBinaryData);
-    default:
-        return 4;
     }
 }
 
@@ -166,9 +147,9 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
             if (wt == 2 && f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
                 f->type != PROTOBUF_C_TYPE_MESSAGE) {
                 /* Packed: at most one element per byte. */
-                charge(sc, len * scalar_size(f->type));
+                charge(sc, len * pw_field_elem_size(f->type));
             } else {
-                charge(sc, scalar_size(f->type));
+                charge(sc, pw_field_elem_size(f->type));
             }
         }
         if (f->type == PROTOBUF_C_TYPE_MESSAGE) {

@@ -25,6 +25,7 @@
 #include <strings.h>
 
 #include "pbjson.h"
+#include "pw_fields.h"
 #include "suggest.h"
 
 #define FIELD_PTR(m, off) ((void *)((char *)(m) + (off)))
@@ -225,27 +226,6 @@ static void write_scalar(jw *w, const ProtobufCFieldDescriptor *f, const void *p
     }
 }
 
-static size_t scalar_size(ProtobufCType t) {
-    switch (t) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return 8;
-    case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE:
-        return sizeof(void *);
-    case PROTOBUF_C_TYPE_BYTES:
-        return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_BOOL:
-        return sizeof(protobuf_c_boolean);
-    default:
-        return 4;
-    }
-}
-
 static int scalar_is_zero(const ProtobufCFieldDescriptor *f, const void *p) {
     switch (f->type) {
     case PROTOBUF_C_TYPE_STRING: {
@@ -261,7 +241,7 @@ static int scalar_is_zero(const ProtobufCFieldDescriptor *f, const void *p) {
     case PROTOBUF_C_TYPE_FLOAT:
         return *(const float *)p == 0.0f;
     default: {
-        size_t sz = scalar_size(f->type);
+        size_t sz = pw_field_elem_size(f->type);
         static const unsigned char zero[8];
         return memcmp(p, zero, sz) == 0;
     }
@@ -313,7 +293,7 @@ static void write_message(jw *w, const ProtobufCMessage *m, int flags) {
             else
                 jw_array_inline(w);
             const char *arr = *(const char *const *)p;
-            size_t sz = scalar_size(f->type);
+            size_t sz = pw_field_elem_size(f->type);
             for (size_t k = 0; k < n; k++)
                 write_scalar(w, f, arr + k * sz, flags);
             jw_array_end(w);
@@ -521,7 +501,7 @@ static int assign_field(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f, 
     if (f->label == PROTOBUF_C_LABEL_REPEATED) {
         if (v->type != JS_ARRAY) return errf(err, n, "%s: expected an array%s", f->name, "");
         free_repeated(f, m);
-        size_t sz = scalar_size(f->type);
+        size_t sz = pw_field_elem_size(f->type);
         void *arr = calloc(v->n ? v->n : 1, sz);
         if (!arr) return errf(err, n, "%s: out of memory%s", f->name, "");
         *(void **)p = arr;
