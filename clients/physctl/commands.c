@@ -397,17 +397,12 @@ static int cmd_add(ctl *x, int argc, char **argv) {
     if (r) return r;
     Physd__V1__BodyDef *b;
     if ((r = build_body(x, argc, argv, 2, &b))) return r;
-    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
     Physd__V1__AddBody ab = PHYSD__V1__ADD_BODY__INIT;
     ab.body = b;
     op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
     op.add_body = &ab;
-    smsg *rep;
-    r = ctl_send_edit(x, w, &ops, 1, &rep);
-    if (!r) {
-        ctl_print_ids(x, "body_ids", rep->reply->edit->new_ids, rep->reply->edit->n_new_ids, w, rep->reply->tick);
-        ctl_free(rep);
-    }
+    r = ctl_edit_add(x, w, &op, "body_ids");
     physd__v1__body_def__free_unpacked(b, NULL);
     return r;
 }
@@ -417,43 +412,7 @@ static int cmd_remove(ctl *x, int argc, char **argv) {
     int r = ctl_world_arg(x, argc, argv, 1, &w);
     if (r) return r;
     if (argc < 3) return ctl_fail(x, EXIT_USAGE, "missing BODY id(s)");
-    size_t n = (size_t)argc - 2;
-    Physd__V1__EditOp *op = calloc(n, sizeof *op);
-    Physd__V1__EditOp **ops = calloc(n, sizeof *ops);
-    Physd__V1__RemoveBody *rb = calloc(n, sizeof *rb);
-    Physd__V1__BodyRef *ref = calloc(n, sizeof *ref);
-    if (!op || !ops || !rb || !ref) r = ctl_fail(x, EXIT_LOST, "out of memory");
-    for (size_t i = 0; i < n && !r; i++) {
-        uint64_t id;
-        if (ctl_parse_u64(argv[i + 2], &id)) {
-            r = ctl_fail(x, EXIT_USAGE, "bad body id '%s'", argv[i + 2]);
-            break;
-        }
-        physd__v1__edit_op__init(&op[i]);
-        physd__v1__remove_body__init(&rb[i]);
-        physd__v1__body_ref__init(&ref[i]);
-        ref[i].ref_case = PHYSD__V1__BODY_REF__REF_ID;
-        ref[i].id = id;
-        rb[i].body = &ref[i];
-        op[i].op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
-        op[i].remove_body = &rb[i];
-        ops[i] = &op[i];
-    }
-    smsg *rep = NULL;
-    if (!r) r = ctl_send_edit(x, w, ops, n, &rep);
-    if (!r) {
-        if (x->json) {
-            ctl_print_ids(x, "removed", NULL, 0, w, rep->reply->tick);
-        } else {
-            printf("removed %zu bod%s from world %llu\n", n, n == 1 ? "y" : "ies", (unsigned long long)w);
-        }
-    }
-    ctl_free(rep);
-    free(op);
-    free(ops);
-    free(rb);
-    free(ref);
-    return r;
+    return ctl_edit_remove(x, w, argv + 2, (size_t)argc - 2, 0);
 }
 
 /* ----------------------------------------------------------------- set */

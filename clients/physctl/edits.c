@@ -332,17 +332,12 @@ static int joint_add(ctl *x, int argc, char **argv) {
     }
     if (!r && !jd->body_a) r = ctl_fail(x, EXIT_USAGE, "missing a=BODY (the joint's first body)");
     if (!r) {
-        Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
+        Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
         Physd__V1__AddJoint aj = PHYSD__V1__ADD_JOINT__INIT;
         aj.joint = jd;
         op.op_case = OP(ADD_JOINT);
         op.add_joint = &aj;
-        smsg *rep;
-        r = ctl_send_edit(x, w, &ops, 1, &rep);
-        if (!r) {
-            ctl_print_ids(x, "joint_ids", rep->reply->edit->new_ids, rep->reply->edit->n_new_ids, w, rep->reply->tick);
-            ctl_free(rep);
-        }
+        r = ctl_edit_add(x, w, &op, "joint_ids");
     }
     physd__v1__joint_def__free_unpacked(jd, NULL);
     return r;
@@ -353,37 +348,7 @@ static int joint_remove(ctl *x, int argc, char **argv) {
     int r = ctl_world_arg(x, argc, argv, 2, &w);
     if (r) return r;
     if (argc < 4) return ctl_fail(x, EXIT_USAGE, "missing JOINT id(s)");
-    size_t n = (size_t)argc - 3;
-    Physd__V1__EditOp *op = calloc(n, sizeof *op);
-    Physd__V1__EditOp **ops = calloc(n, sizeof *ops);
-    Physd__V1__RemoveJoint *rj = calloc(n, sizeof *rj);
-    if (!op || !ops || !rj) r = ctl_fail(x, EXIT_LOST, "out of memory");
-    for (size_t i = 0; i < n && !r; i++) {
-        uint64_t id;
-        if (ctl_parse_u64(argv[i + 3], &id) || id == 0) {
-            r = ctl_fail(x, EXIT_USAGE, "bad joint id '%s'", argv[i + 3]);
-            break;
-        }
-        physd__v1__edit_op__init(&op[i]);
-        physd__v1__remove_joint__init(&rj[i]);
-        rj[i].joint = id;
-        op[i].op_case = OP(REMOVE_JOINT);
-        op[i].remove_joint = &rj[i];
-        ops[i] = &op[i];
-    }
-    smsg *rep = NULL;
-    if (!r) r = ctl_send_edit(x, w, ops, n, &rep);
-    if (!r) {
-        if (x->json)
-            ctl_print_ids(x, "removed", NULL, 0, w, rep->reply->tick);
-        else
-            printf("removed %zu joint%s from world %llu\n", n, n == 1 ? "" : "s", (unsigned long long)w);
-    }
-    ctl_free(rep);
-    free(op);
-    free(ops);
-    free(rj);
-    return r;
+    return ctl_edit_remove(x, w, argv + 3, (size_t)argc - 3, 1);
 }
 
 static void print_ref(const Physd__V1__BodyRef *b) {

@@ -263,6 +263,65 @@ void ctl_print_ids(ctl *x, const char *key, const uint64_t *ids, size_t n, uint6
     }
 }
 
+int ctl_edit_add(ctl *x, uint64_t w, Physd__V1__EditOp *op, const char *key) {
+    smsg *rep;
+    int r = ctl_send_edit(x, w, &op, 1, &rep);
+    if (r) return r;
+    ctl_print_ids(x, key, rep->reply->edit->new_ids, rep->reply->edit->n_new_ids, w, rep->reply->tick);
+    ctl_free(rep);
+    return 0;
+}
+
+int ctl_edit_remove(ctl *x, uint64_t w, char **ids, size_t n, int joints) {
+    const char *what = joints ? "joint" : "body";
+    Physd__V1__EditOp *op = calloc(n, sizeof *op);
+    Physd__V1__EditOp **ops = calloc(n, sizeof *ops);
+    Physd__V1__RemoveBody *rb = calloc(n, sizeof *rb);
+    Physd__V1__RemoveJoint *rj = calloc(n, sizeof *rj);
+    Physd__V1__BodyRef *ref = calloc(n, sizeof *ref);
+    int r = !op || !ops || !rb || !rj || !ref ? ctl_fail(x, EXIT_LOST, "out of memory") : 0;
+    for (size_t i = 0; i < n && !r; i++) {
+        uint64_t id;
+        if (ctl_parse_u64(ids[i], &id) || (joints && id == 0)) {
+            r = ctl_fail(x, EXIT_USAGE, "bad %s id '%s'", what, ids[i]);
+            break;
+        }
+        physd__v1__edit_op__init(&op[i]);
+        if (joints) {
+            physd__v1__remove_joint__init(&rj[i]);
+            rj[i].joint = id;
+            op[i].op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_JOINT;
+            op[i].remove_joint = &rj[i];
+        } else {
+            physd__v1__remove_body__init(&rb[i]);
+            physd__v1__body_ref__init(&ref[i]);
+            ref[i].ref_case = PHYSD__V1__BODY_REF__REF_ID;
+            ref[i].id = id;
+            rb[i].body = &ref[i];
+            op[i].op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
+            op[i].remove_body = &rb[i];
+        }
+        ops[i] = &op[i];
+    }
+    smsg *rep = NULL;
+    if (!r) r = ctl_send_edit(x, w, ops, n, &rep);
+    if (!r) {
+        if (x->json)
+            ctl_print_ids(x, "removed", NULL, 0, w, rep->reply->tick);
+        else if (joints)
+            printf("removed %zu joint%s from world %llu\n", n, n == 1 ? "" : "s", (unsigned long long)w);
+        else
+            printf("removed %zu bod%s from world %llu\n", n, n == 1 ? "y" : "ies", (unsigned long long)w);
+    }
+    ctl_free(rep);
+    free(op);
+    free(ops);
+    free(rb);
+    free(rj);
+    free(ref);
+    return r;
+}
+
 void ctl_print_json(jw *w) {
     if (jw_print(w, stdout) != 0) fprintf(stderr, "physctl: out of memory or write error printing JSON\n");
 }

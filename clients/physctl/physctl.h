@@ -84,6 +84,11 @@ int ctl_parse_vec(const char *s, int n, double *v);
 int ctl_send_edit(ctl *x, uint64_t w, Physd__V1__EditOp **ops, size_t n, Physd__V1__ServerMessage **rep);
 /* Prints new ids: one per line, or {"world_id", "tick", key: [...]}. */
 void ctl_print_ids(ctl *x, const char *key, const uint64_t *ids, size_t n, uint64_t world, uint64_t tick);
+/* Sends the one edit op (an add) to world w and prints the new ids under key. */
+int ctl_edit_add(ctl *x, uint64_t w, Physd__V1__EditOp *op, const char *key);
+/* Removes the bodies (joints = 0) or joints (1) named by the n texts ids
+ * from world w in one edit batch and says so. */
+int ctl_edit_remove(ctl *x, uint64_t w, char **ids, size_t n, int joints);
 /* Prints "physctl CMD: ..." on stderr and returns code. */
 int ctl_fail(ctl *x, int code, const char *fmt, ...);
 /* Parses a world id, body id or count; 0 or -1. */
