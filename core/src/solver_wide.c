@@ -429,7 +429,7 @@ void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, any_refresh,
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_merits, (w, m)); }
 
-int ph__wide_build_native(ph__world *w, double h) {
+int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
@@ -443,7 +443,7 @@ int ph__wide_build_native(ph__world *w, double h) {
     }
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
-    PH_DISPATCH(w, any_fill, (w, &c, w->last_substep));
+    PH_DISPATCH(w, any_fill, (w, &c, p->last)); /* (B: the last substep's merits) */
     return PH_OK;
 }
 
