@@ -27,9 +27,11 @@
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
  *   kept as the warm start (the bodies get it body by body, step.c). It is
- *   done group by group inside the first sweep (ph__wide_sweep_refresh),
- *   but in the last substep, whose B (merits) needs a pass of its own.
- *   Otherwise the rows' refreshed rhs and lambda are copied in.
+ *   done group by group inside the first sweep (ph__wide_sweep_refresh;
+ *   in the last substep with B), but as a pass of its own when the last
+ *   substep's warm start is not done with the forces (the substep's plan,
+ *   plan.rows, step.h). Otherwise the rows' refreshed rhs and lambda are
+ *   copied in.
  *   Sweep: the arithmetic of solver.c's scalar loop on PH_LANES points at
  *   once: gather the bodies' velocities, update normal, t1, t2 (friction
  *   bounded by mu times the point's new normal impulse, or the scaled box),

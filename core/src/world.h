@@ -84,7 +84,7 @@ struct ph__world {
     ph__vw *dvc; /* what the contact impulses of the last substep changed in each
                     solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
-    int32_t restitutive; /* manifolds of this step with restitution > 0 */
+    int32_t restitutive; /* manifolds of this step with restitution > 0 (the plan's fact) */
     ph__sforce *sforce;  /* by solver body, per step */
     int32_t sforce_cap;
 
