@@ -10,6 +10,7 @@
 
 #include "collide.h"
 #include "rows.h"
+#include "step.h"
 
 typedef struct ph__world ph__world;
 
@@ -60,8 +61,9 @@ ph_vec3 ph__manifold_point(const ph__world *w, const ph__contact_manifold *cm, i
  * build puts them in the batches itself). */
 int ph__init_gaps(ph__world *w);
 /* Later substeps: the contact rows' gaps moved by the velocities and their
- * SPOOK terms refreshed (the rows path). */
-int ph__refresh_contact_rows(ph__world *w, double h);
+ * SPOOK terms refreshed (the rows path; their B when plan.merits is not
+ * NONE). */
+int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h);
 int ph__contact_rows(ph__world *w, double h);
 
 /* What the rows of one substep's contact points share. */

@@ -135,7 +135,7 @@ int ph__init_gaps(ph__world *w) {
     return PH_OK;
 }
 
-int ph__refresh_contact_rows(ph__world *w, double h) {
+int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h) {
     /* Substeps after the first with collide_substeps = 0: the rows keep the
      * Jacobians and M^-1 J^T of the collision. Each point's gap moves by the
      * relative normal velocity the last substep integrated the positions
@@ -152,8 +152,8 @@ int ph__refresh_contact_rows(ph__world *w, double h) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     /* B (for the relative residual) is read only when merits are measured:
      * every iteration with record_merits or a tolerance, else once after the
-     * last substep, and by a capture. */
-    const int need_b = w->last_substep || w->settings.record_merits || w->settings.tolerance > 0 || w->capture;
+     * last substep, and by a capture (plan.merits). */
+    const int need_b = p->merits != PH_MERITS_NONE;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;

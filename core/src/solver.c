@@ -35,7 +35,9 @@
  * (joint_direct.c), then the contacts: in the DEFAULT order with
  * vector_solver on, by batches of four points (solver_wide.c, the same
  * numbers as this loop over w->order), whose rows may exist only in the
- * batches (w->native: the merits are then taken there too).
+ * batches (the plan's home BATCHES, the native path: the merits are then
+ * taken there too). What runs is the substep's plan (step.h): no flag of
+ * the world steers it.
  *
  * Invariants: row order is given by w->order (a permutation); solver body 0
  * is the fixed ground with zero inverse mass, so updates to it are no-ops.
@@ -49,6 +51,7 @@
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"
+#include "step.h"
 #include "world.h"
 
 ph__spook_coef ph__spook(ph_spook p, double h) {
@@ -145,19 +148,19 @@ static void solve_block(ph__sbody *sb, ph__row *r, const ph__block *b) {
     apply(sb, &r[2], dl.z);
 }
 
-void ph__warm_start(ph__world *w) {
+void ph__warm_start(ph__world *w, const ph__plan *p) {
     int32_t first = 0;
-    if (w->body_warm) {
+    if (p->warm == PH_WARM_BODIES || p->warm == PH_WARM_WITH_FORCES) {
         /* A later substep: the contacts' impulses of the last substep, body
          * by body (step.c's contact_dv), scaled as their impulses were. */
         const double f = ph__warm_factor(w);
-        if (f != 0 && w->body_warm == 1) /* 2: done with the forces (step.c) */
+        if (f != 0 && p->warm == PH_WARM_BODIES) /* (else done with the forces, step.c) */
             for (int32_t s = 1; s < w->sbody_count; s++) {
                 w->sbodies[s].v = ph_mul_add(w->sbodies[s].v, f, w->dvc[s].v);
                 w->sbodies[s].w = ph_mul_add(w->sbodies[s].w, f, w->dvc[s].w);
             }
         first = w->contact_row_count;
-    } else if (w->wide_ok) {
+    } else if (p->warm == PH_WARM_BATCHES) {
         /* Contact rows in the batches' order (lanes touch disjoint bodies,
          * so the vector pass and the scalar loop give the same sums). */
         if (w->settings.vector_solver)
@@ -244,10 +247,11 @@ static void point_block(ph__sbody *sb, const ph__row *rows, ph__row *r) {
     }
 }
 
-/* Merits of the current iterate (the formulas of merit.c, on the rows). */
-static void merits(const ph__world *w, ph__merit *m) {
+/* Merits of the current iterate (the formulas of merit.c, on the rows;
+ * native: with the contact rows held only in the batches). */
+static void merits(const ph__world *w, int native, ph__merit *m) {
     memset(m, 0, sizeof *m);
-    if (w->native) ph__wide_merits(w, m);
+    if (native) ph__wide_merits(w, m);
     for (int32_t i = 0; i < w->row_count; i++) {
         const ph__row *r = &w->rows[i];
         double lo, hi;
@@ -282,19 +286,18 @@ static int solve_family(ph__world *w) {
     return e;
 }
 
-int ph__solve(ph__world *w) {
+int ph__solve(ph__world *w, const ph__plan *p, double h) {
     if (w->capture) {
         int e = ph__capture(w);
         if (e) return e;
     }
-    const ph_settings *set = &w->settings;
-    w->wide_solved = 0;
-    if (set->method != PH_METHOD_PGS || (set->ordering != PH_ORDER_DEFAULT && set->ordering != PH_ORDER_GRAVITY))
-        return solve_family(w);
+    if (p->solve == PH_SOLVE_FAMILY) return solve_family(w);
     /* The core's PGS in the order built by step.c. */
     const int iters = w->settings.iterations;
     const double tol = w->settings.tolerance;
-    const int record = w->settings.record_merits || tol > 0;
+    const int record = p->merits == PH_MERITS_SWEEP;
+    const int native = p->home == PH_HOME_BATCHES;
+    const int refresh = p->rows == PH_ROWS_REFRESH_IN_SWEEP || p->rows == PH_ROWS_REFRESH_IN_SWEEP_B;
     ph__row *rows = w->rows;
     ph__sbody *sb = w->sbodies;
     const int32_t *order = w->order;
@@ -311,16 +314,13 @@ int ph__solve(ph__world *w) {
     ph__merit m;
     memset(&m, 0, sizeof m);
     /* With the default order the contact rows are solved by batches of
-     * independent points (solver_wide.c), which is the same sweep. */
-    /* (With contact_block the batches hold points only on native steps;
-     * the others visit the rows' points in the scalar loop.) */
-    const int wide =
-        w->wide_ok && set->vector_solver && set->ordering == PH_ORDER_DEFAULT && (w->native || !set->contact_block);
-    const int cblock = set->contact_block;
-    const int32_t ncrow = w->native ? 0 : w->contact_row_count;
-    w->wide_solved = wide;
+     * independent points (solver_wide.c), which is the same sweep (plan
+     * PGS_BATCHES). */
+    const int wide = p->solve == PH_SOLVE_PGS_BATCHES;
+    const int cblock = w->settings.contact_block;
+    const int32_t ncrow = native ? 0 : w->contact_row_count;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
-    const int32_t total = n + (w->native ? w->native_rows : 0);
+    const int32_t total = n + (native ? w->native_rows : 0);
     int e = ph__joint_direct_factor(w);
     if (e) return e;
     /* The joint rows come first in the order: their scalar rows (hinge
@@ -364,14 +364,14 @@ int ph__solve(ph__world *w) {
             apply(sb, r, dl);
         }
         if (nscalar <= njoint) ph__joint_direct_solve(w);
-        if (wide && it == 0 && w->refresh_in_sweep > 0)
-            ph__wide_sweep_refresh(w, w->refresh_in_sweep, w->refresh_need_b);
+        if (wide && it == 0 && refresh)
+            ph__wide_sweep_refresh(w, h, p->rows == PH_ROWS_REFRESH_IN_SWEEP_B);
         else if (wide)
             ph__wide_sweep(w);
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {
-            if (wide && !w->native) ph__wide_store(w);
-            merits(w, &m);
+            if (wide && !native) ph__wide_store(w);
+            merits(w, native, &m);
             ph__rec rec = {st, NULL};
             ph__rec_push(&rec, &m, (double)(it + 1), PH_PHASE_SWEEP);
             if (tol > 0 && m.fischer < tol) {
@@ -382,7 +382,7 @@ int ph__solve(ph__world *w) {
     }
     /* A native later substep refreshes its batches in the first sweep:
      * without one, as a pass of its own. */
-    if (it == 0 && wide && w->refresh_in_sweep > 0) ph__wide_refresh_fast(w, w->refresh_in_sweep);
+    if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);
     ph__limit_count(&w->limit, (uint64_t)it * (uint64_t)total);
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report).
@@ -392,14 +392,14 @@ int ph__solve(ph__world *w) {
      * the end of the step and the next step or settings change, which
      * settle them first, so the numbers are the same. */
     st->rows = total;
-    if (!record && w->last_substep && total > 0 && w->native) {
+    if (p->merits == PH_MERITS_FINAL && total > 0 && native) {
         ph__stats_final(st, it, (double)it, &m);
         w->merits_pending = 1;
         return PH_OK;
     }
-    if ((!record && w->last_substep) || total == 0) {
-        if (wide && !w->native) ph__wide_store(w);
-        merits(w, &m);
+    if (p->merits == PH_MERITS_FINAL || total == 0) {
+        if (wide && !native) ph__wide_store(w);
+        merits(w, native, &m);
     }
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;
@@ -409,16 +409,16 @@ void ph__settle_merits(ph__world *w) {
     if (!w->merits_pending) return;
     w->merits_pending = 0;
     ph__merit m;
-    merits(w, &m);
+    merits(w, 1, &m); /* (pending only after a native step) */
     ph__stats_final(&w->stats, w->stats.iterations, w->stats.work_final, &m);
 }
 
-void ph__store_impulses(ph__world *w) {
+void ph__store_impulses(ph__world *w, const ph__plan *p) {
     /* Native steps keep the impulses in the batches between substeps (the
      * next refresh warm-starts from them); the manifolds get them after
      * the last one. */
-    if (w->wide_solved && (!w->native || w->last_substep)) ph__wide_store_impulses(w);
-    for (int32_t i = 0; i < w->manifold_count && !w->wide_solved; i++) {
+    if (p->store == PH_STORE_FROM_BATCHES) ph__wide_store_impulses(w);
+    for (int32_t i = 0; i < w->manifold_count && p->store == PH_STORE_FROM_ROWS; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;
         for (int k = 0; k < cm->m.count; k++) {

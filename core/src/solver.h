@@ -15,6 +15,7 @@
 
 #include "physd/ph_lcp.h"
 #include "rows.h"
+#include "step.h"
 
 typedef struct ph__world ph__world;
 
@@ -51,12 +52,15 @@ static inline void ph__limit_count(ph__limit *l, uint64_t updates) {
     if (l->left != UINT64_MAX) l->left = updates < l->left ? l->left - updates : 0;
 }
 
-void ph__warm_start(ph__world *w);
-/* Solves the rows with the world's method; 0 or PH_ERR_NO_MEMORY (then the
- * velocities of the solver bodies may be partly updated but no body state
- * has been written). */
-int ph__solve(ph__world *w);
-void ph__store_impulses(ph__world *w);
+/* The warm start of a substep as its plan says (plan.warm, step.h). */
+void ph__warm_start(ph__world *w, const ph__plan *p);
+/* Solves the rows with the world's method (plan.solve; plan.rows refreshed
+ * in the first sweep with the substep length h; plan.merits); 0 or
+ * PH_ERR_NO_MEMORY (then the velocities of the solver bodies may be partly
+ * updated but no body state has been written). */
+int ph__solve(ph__world *w, const ph__plan *p, double h);
+/* The impulses into the manifolds and joints (plan.store). */
+void ph__store_impulses(ph__world *w, const ph__plan *p);
 
 /* The solver family works on an abstract system (docs/solvers.md): rows
  * 0..n-1 with the iterate lambda, fixed bounds lo/hi or NCP links

@@ -27,9 +27,11 @@
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
  *   kept as the warm start (the bodies get it body by body, step.c). It is
- *   done group by group inside the first sweep (ph__wide_sweep_refresh),
- *   but in the last substep, whose B (merits) needs a pass of its own.
- *   Otherwise the rows' refreshed rhs and lambda are copied in.
+ *   done group by group inside the first sweep (ph__wide_sweep_refresh;
+ *   in the last substep with B), but as a pass of its own when the last
+ *   substep's warm start is not done with the forces (the substep's plan,
+ *   plan.rows, step.h). Otherwise the rows' refreshed rhs and lambda are
+ *   copied in.
  *   Sweep: the arithmetic of solver.c's scalar loop on PH_LANES points at
  *   once: gather the bodies' velocities, update normal, t1, t2 (friction
  *   bounded by mu times the point's new normal impulse, or the scaled box),
@@ -429,7 +431,7 @@ void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, any_refresh,
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_merits, (w, m)); }
 
-int ph__wide_build_native(ph__world *w, double h) {
+int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
@@ -443,7 +445,7 @@ int ph__wide_build_native(ph__world *w, double h) {
     }
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
-    PH_DISPATCH(w, any_fill, (w, &c, w->last_substep));
+    PH_DISPATCH(w, any_fill, (w, &c, p->last)); /* (B: the last substep's merits) */
     return PH_OK;
 }
 

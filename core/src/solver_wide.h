@@ -87,8 +87,9 @@ void ph__wide_store(ph__world *w); /* the batches' lambda into the rows */
  * substep of a world with joints, whose warm start comes after its rows). */
 void ph__wide_refresh_fast(ph__world *w, double h);
 /* The batches built straight from the manifolds, without contact rows
- * (w->native steps); same numbers as building the rows first. */
-int ph__wide_build_native(ph__world *w, double h);
+ * (plan.rows NATIVE_BUILD; their B in the last substep); same numbers as
+ * building the rows first. */
+int ph__wide_build_native(ph__world *w, const ph__plan *p, double h);
 void ph__wide_warm_start(ph__world *w);     /* the batches' impulses onto the bodies */
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 

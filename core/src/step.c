@@ -15,7 +15,14 @@
  *     (no collision, impacts or joint rows) the next substep's solver
  *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
- * Each stage is timed into the world's statistics.
+ * What each substep does is its plan (ph__plan_substep, step_plan.c; the
+ * truth table in step.h): made at its start from the settings and the
+ * facts of the running step, made again after a collision and after the
+ * rows; substep() is the fixed sequence of stages (pairs, collide, start,
+ * rows, order, warm start, solve, store, integrate), each taking the plan
+ * and timed into the world's statistics. No step-control flag lives in the
+ * world; the last substep's plan, kept by ph_world_step, says whether its
+ * integration already started the next one.
  *
  * Failure modes: PH_ERR_NO_MEMORY from a stage is returned; a substep stops
  * before its integration, so body state is that of the last whole substep.
@@ -249,21 +256,23 @@ static void contact_dv(ph__world *w) {
  * or, with PH_ORDER_GRAVITY, as contact triples sorted bottom-up by height,
  * ties by row index (deterministic). The key array of the broadphase is
  * reused as scratch. */
-static int build_order(ph__world *w, int32_t ncontact, int collide) {
+static int build_order(ph__world *w, const ph__plan *p, int32_t ncontact) {
     if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
     const int32_t njoint = w->row_count - ncontact;
     if (w->settings.ordering == PH_ORDER_DEFAULT) {
-        /* Contacts in level order (solver_wide.c), built once per collision;
-         * later substeps refresh the batches' right-hand sides and warm
-         * starts. The joint rows go first. */
+        /* Contacts in level order (solver_wide.c), built once per collision
+         * (and by a refresh that found no batches); later substeps refresh
+         * the batches' right-hand sides and warm starts. The joint rows go
+         * first. */
+        const int native = p->home == PH_HOME_BATCHES;
         int e = PH_OK;
-        if (!w->native && (collide || !w->wide_ok)) e = ph__wide_build(w, ncontact);
+        if (!native && (p->rows == PH_ROWS_BUILD || p->rows == PH_ROWS_REFRESH)) e = ph__wide_build(w, ncontact);
         if (e) return e;
         /* The contact part was written behind the joint rows of the substep
          * that built it; a hinge limit row that comes or goes within the
          * step moves where it starts (without this move the sweep would read
          * entries never written, or a joint row past the end). */
-        if (!w->native && w->order_njoint != njoint) {
+        if (!native && w->order_njoint != njoint) {
             memmove(w->order + njoint, w->order + w->order_njoint, (size_t)ncontact * sizeof *w->order);
             w->order_njoint = njoint;
         }
@@ -330,8 +339,11 @@ void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, dou
 }
 
 /* Every solver body: four at a time (integrate_wide.c, the same numbers)
- * unless vector_solver is off. */
-static void integrate(ph__world *w, double h, int dv, int next) {
+ * unless vector_solver is off; with the plan's next (step.h) also dvc and
+ * the next substep's start. */
+static void integrate(ph__world *w, const ph__plan *p, double h) {
+    const int dv = p->next != PH_NEXT_NONE;
+    const int next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
     const double wf = ph__warm_factor(w);
     if (w->settings.vector_solver) {
         ph__wide_integrate(w, h, dv, next, wf);
@@ -340,42 +352,54 @@ static void integrate(ph__world *w, double h, int dv, int next) {
             ph__integrate_body(w, s, h, dv, next, wf);
     }
     if (next) forces_ground(w);
+    if (dv) contact_dv(w);
 }
 
-/* The default PGS path keeps its contact rows only in the batches
- * (solver_wide.c), built and refreshed straight from the manifolds, unless
- * something reads the rows: a capture, another method or order, the scalar
- * loop (vector_solver = 0), and with contact_block = 0 per-iteration merits
- * or a tolerance (in point mode the merits are taken on the batches). */
-static int native_step(const ph__world *w) {
-    const ph_settings *s = &w->settings;
-    return s->vector_solver && s->ordering == PH_ORDER_DEFAULT && s->method == PH_METHOD_PGS && !w->capture &&
-           (s->contact_block || (!s->record_merits && !(s->tolerance > 0)));
+/* The facts of the running step (step.h's ph__facts) as the world holds
+ * them now. home: where the contact rows live (fixed for the step);
+ * started: the last substep's integration did this one's start. */
+static ph__facts facts(const ph__world *w, ph__home_plan home, int started) {
+    ph__facts f;
+    f.capture = w->capture != NULL;
+    f.restitutive = w->restitutive > 0;
+    f.contacts = (home == PH_HOME_BATCHES ? w->native_rows : w->contact_row_count) > 0;
+    f.joints = w->joint_count > 0;
+    f.joint_rows = w->row_count > w->contact_row_count;
+    f.batches = w->wide_ok != 0;
+    f.started = started;
+    return f;
 }
 
-/* How a substep warm-starts its contacts: 0 row by row (the collision's
- * substep) or not at all (no contacts), 1 body by body (ph__warm_start),
- * 2 body by body with the forces (apply_forces / integrate). */
-static int body_warm(const ph__world *w, int collide, int last) {
-    const int has_contacts = (w->native ? w->native_rows : w->contact_row_count) > 0;
-    /* In the last substep the B of the merits need the velocities before
-     * the warm start: the batches take them from vws, but the joint rows
-     * read the solver bodies as they are built. */
-    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && (!last || w->joint_count == 0)) ? 2 : 1;
+/* Plans substep k of n from the facts as they are now: at its start (p:
+ * the last substep's plan, or zero), and again when a stage has changed
+ * them (the fields the stages before have used stay the same,
+ * step_plan.c). */
+static void replan(const ph__world *w, ph__plan *p, int started, int k, int n) {
+    const ph__facts f = facts(w, p->home, started);
+    *p = ph__plan_substep(&w->settings, &f, k, n);
 }
 
-static int substep(ph__world *w, double h, int collide) {
-    ph_step_stats *st = &w->stats;
-    w->refresh_in_sweep = 0;
-    double t0 = now_ms(), t1 = t0, t2;
-    int e = PH_OK;
-    if (collide) {
-        e = ph__broadphase(w, w->settings.collide_substeps ? h : w->settings.time_step);
-        t1 = now_ms();
-        st->stage_ms[PH_STAGE_BROADPHASE] += t1 - t0;
-        if (e) return e;
+/* Adds the time since t to a stage's statistics; returns now. */
+static double lap(ph__world *w, ph_stage stage, double t) {
+    const double t1 = now_ms();
+    w->stats.stage_ms[stage] += t1 - t;
+    return t1;
+}
+
+/* Stage: the pairs (broadphase), over the substep with collide_substeps,
+ * else over the step. */
+static int pairs_stage(ph__world *w, double h) {
+    return ph__broadphase(w, w->settings.collide_substeps ? h : w->settings.time_step);
+}
+
+/* Stage: the contacts' geometry (plan.collide): the narrowphase with the
+ * warm-start matching, contact events and islands, or the points moved
+ * with their bodies. */
+static int collide_stage(ph__world *w, const ph__plan *p, double h) {
+    switch (p->collide) {
+    case PH_COLLIDE_FULL: {
         w->narrowphases++; /* (it swaps the manifold arrays first) */
-        e = ph__narrowphase(w);
+        int e = ph__narrowphase(w);
         /* Impacts and the substeps' moving of the points read only the
          * restitutive pairs: skipped when there are none. */
         w->restitutive = 0;
@@ -384,92 +408,109 @@ static int substep(ph__world *w, double h, int collide) {
         if (e == PH_OK) e = ph__contact_events(w);
         /* Rest timers advance by the time until the next collision. */
         if (e == PH_OK) e = ph__islands(w, w->settings.collide_substeps ? h : w->settings.time_step);
-    } else if (w->last_substep || w->restitutive) {
-        e = ph__refresh_manifolds(w, w->last_substep);
+        return e;
     }
-    t2 = now_ms();
-    st->stage_ms[PH_STAGE_NARROWPHASE] += t2 - t1;
+    case PH_COLLIDE_MOVE_ALL:
+        return ph__refresh_manifolds(w, 1);
+    case PH_COLLIDE_MOVE_RESTITUTIVE:
+        return ph__refresh_manifolds(w, 0);
+    case PH_COLLIDE_NONE:
+        break;
+    }
+    return PH_OK;
+}
+
+/* Stage: the solver bodies (remapped after a collision), the impacts and
+ * the forces, with the contacts' warm start when plan.warm says so; nothing
+ * when the last integration did it (plan.start FUSED). */
+static int start_stage(ph__world *w, const ph__plan *p, double h) {
+    if (p->start == PH_START_FUSED) return PH_OK;
+    const int collide = p->collide == PH_COLLIDE_FULL;
+    int e = build_solver_bodies(w, collide);
+    if (e == PH_OK && collide) e = prepare_forces(w, h);
     if (e) return e;
-    /* Later substeps warm-start the contacts body by body. On the native
-     * path that is done in the same pass as the forces: nothing reads the
-     * velocities in between but the rows' B, which only the merits read
-     * (last substep: the batches take theirs from vws; with joints the
-     * last substep keeps the warm start apart, body_warm). */
-    w->body_warm = body_warm(w, collide, w->last_substep);
-    if (collide || !w->forces_done) {
-        e = build_solver_bodies(w, collide);
-        if (e == PH_OK && collide) e = prepare_forces(w, h);
-        if (e) return e;
-        if (w->restitutive) st->impacts += ph__impacts(w, h);
-        apply_forces(w, h, w->body_warm == 2);
-    }
-    /* (else the last substep's integration did all that: it is done in
-     * the same way for body_warm = 2.) */
-    w->forces_done = 0;
-    /* Contact rows first (kept across substeps when they are only
-     * refreshed), joint rows after (rebuilt every substep). */
+    if (p->start == PH_START_BODIES_IMPACTS) w->stats.impacts += ph__impacts(w, h);
+    apply_forces(w, h, p->warm == PH_WARM_WITH_FORCES);
+    return PH_OK;
+}
+
+/* Stage: the rows (plan.rows). Contact rows first (built after a
+ * collision, else kept and refreshed), joint rows after (rebuilt every
+ * substep). */
+static int rows_stage(ph__world *w, const ph__plan *p, double h) {
+    int e;
     w->block_count = 0;
-    if (collide) {
+    if (p->rows == PH_ROWS_NATIVE_BUILD || p->rows == PH_ROWS_BUILD) {
         w->row_count = 0;
-        e = w->native ? ph__wide_build_native(w, h) : ph__contact_rows(w, h);
+        e = p->rows == PH_ROWS_NATIVE_BUILD ? ph__wide_build_native(w, p, h) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
-        if (!w->native) e = ph__init_gaps(w);
+        if (p->rows == PH_ROWS_BUILD) e = ph__init_gaps(w);
         if (e) return e;
-        e = ph__joint_rows(w, h);
-        if (e) return e;
-    } else {
-        w->row_count = w->contact_row_count;
-        e = ph__joint_rows(w, h);
-        if (e) return e;
-        if (w->native && w->wide_ok) {
-            /* The batches are refreshed in the first sweep; in the last
-             * substep with their B (merits) from the velocities before the
-             * warm start (vws), unless joints need a pass of their own
-             * (body_warm 1: the warm start comes after). */
-            if (w->last_substep && w->body_warm != 2) {
-                ph__wide_refresh_fast(w, h);
-            } else {
-                w->refresh_in_sweep = h;
-                w->refresh_need_b = w->last_substep;
-            }
-        } else {
-            e = ph__refresh_contact_rows(w, h);
-            if (e) return e;
-            if (w->wide_ok) ph__wide_refresh(w);
-        }
+        return ph__joint_rows(w, h);
     }
-    e = build_order(w, w->contact_row_count, collide);
+    w->row_count = w->contact_row_count;
+    e = ph__joint_rows(w, h);
     if (e) return e;
-    ph__warm_start(w);
-    double t3 = now_ms();
-    st->stage_ms[PH_STAGE_ROWS] += t3 - t2;
-    e = ph__solve(w);
-    w->refresh_in_sweep = 0;
+    switch (p->rows) {
+    case PH_ROWS_REFRESH_FAST:
+        ph__wide_refresh_fast(w, h);
+        break;
+    case PH_ROWS_REFRESH:
+    case PH_ROWS_REFRESH_COPY:
+        e = ph__refresh_contact_rows(w, p, h);
+        if (e) return e;
+        if (p->rows == PH_ROWS_REFRESH_COPY) ph__wide_refresh(w);
+        break;
+    default: /* (in the first sweep, ph__solve) */
+        break;
+    }
+    return PH_OK;
+}
+
+/* The contact statistics, after the last substep (the manifolds do not
+ * change between collisions). */
+static void count_contacts(ph__world *w) {
+    int contacts = 0;
+    for (int32_t i = 0; i < w->manifold_count; i++)
+        contacts += w->manifolds[i].m.count;
+    w->stats.contacts = contacts;
+    w->stats.manifolds = w->manifold_count;
+    w->stats.pairs = w->pair_count;
+}
+
+/* Substep k of n, as a script: plan, then the stages in a fixed order,
+ * each timed into the world's statistics (PH_STAGE_*). p: in, the last
+ * substep's plan (zero before the first); out, this one's. */
+static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
+    const int started = p->next == PH_NEXT_FUSED || p->next == PH_NEXT_FUSED_WARM;
+    replan(w, p, started, k, n);
+    double t = now_ms();
+    int e;
+    if (p->collide == PH_COLLIDE_FULL) {
+        e = pairs_stage(w, h);
+        t = lap(w, PH_STAGE_BROADPHASE, t);
+        if (e) return e;
+    }
+    e = collide_stage(w, p, h);
+    t = lap(w, PH_STAGE_NARROWPHASE, t);
+    if (e) return e;
+    if (p->collide == PH_COLLIDE_FULL) replan(w, p, started, k, n); /* (restitutive pairs) */
+    e = start_stage(w, p, h);
+    if (e == PH_OK) e = rows_stage(w, p, h);
+    if (e == PH_OK) e = build_order(w, p, w->contact_row_count);
+    if (e) return e;
+    replan(w, p, started, k, n); /* (contacts, joint rows, batches) */
+    ph__warm_start(w, p);
+    t = lap(w, PH_STAGE_ROWS, t);
+    e = ph__solve(w, p, h);
     if (e) return e;
     if (w->limit.cancelled) return PH_ERR_CANCELLED; /* (the step is undone) */
-    ph__store_impulses(w);
-    const int dv = !w->last_substep && !w->settings.collide_substeps;
-    /* The next substep's start goes with this integration when nothing
-     * comes between: it is not a collision, no impacts (restitutive pairs),
-     * and no joint rows (their part of contact_dv comes after). */
-    int next = 0;
-    if (dv && !w->restitutive && w->row_count == w->contact_row_count)
-        next = body_warm(w, 0, w->substep_k + 1 == w->substep_n - 1) == 2 ? 2 : 1;
-    double t4 = now_ms();
-    st->stage_ms[PH_STAGE_SOLVE] += t4 - t3;
-    integrate(w, h, dv, next);
-    w->forces_done = next;
-    if (dv) contact_dv(w);
-    st->stage_ms[PH_STAGE_INTEGRATE] += now_ms() - t4;
-    if (w->last_substep) { /* (the manifolds do not change between collisions) */
-        int contacts = 0;
-        for (int32_t i = 0; i < w->manifold_count; i++)
-            contacts += w->manifolds[i].m.count;
-        st->contacts = contacts;
-        st->manifolds = w->manifold_count;
-        st->pairs = w->pair_count;
-    }
+    ph__store_impulses(w, p);
+    t = lap(w, PH_STAGE_SOLVE, t);
+    integrate(w, p, h);
+    lap(w, PH_STAGE_INTEGRATE, t);
+    if (p->last) count_contacts(w);
     return PH_OK;
 }
 
@@ -621,15 +662,11 @@ int ph_world_step(ph_world_id id) {
     if (e) return e;
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
-    w->native = native_step(w);
-    w->forces_done = 0;
-    w->substep_n = n;
-    for (int k = 0; k < n && e == PH_OK; k++) {
-        w->last_substep = k == n - 1;
-        w->substep_k = k;
+    ph__plan plan;
+    memset(&plan, 0, sizeof plan);
+    for (int k = 0; k < n && e == PH_OK; k++)
         /* (A cancel request is seen at every substep and sweep boundary.) */
-        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k == 0 || w->settings.collide_substeps);
-    }
+        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan);
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
     st->row_updates = w->limit.used;

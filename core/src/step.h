@@ -1,7 +1,58 @@
 /*
- * step.h — the step's own records (step.c): what a failed step restores, the
- * forces' share of a substep, and the integration of solver bodies
- * (step.c, integrate_wide.c).
+ * step.h — the step's own records (step.c): the substep's plan, what a
+ * failed step restores, the forces' share of a substep, and the
+ * integration of solver bodies (step.c, integrate_wide.c).
+ *
+ * The plan. What a substep does is decided in one place, by the pure
+ * function ph__plan_substep (step_plan.c), from the settings, the substep's
+ * place in the step (k of n) and the few facts known only while stepping
+ * (ph__facts); every stage takes the plan and reads no step-control flag
+ * from the world. The truth table (native = PGS, DEFAULT order,
+ * vector_solver, no capture, and contact_block or neither record_merits nor
+ * a tolerance; collide = k == 0 or collide_substeps; last = k == n - 1;
+ * "-" = any):
+ *
+ *   collide  last  restitutive          -> collide
+ *   1        -     -                    -> FULL
+ *   0        1     -                    -> MOVE_ALL
+ *   0        0     1                    -> MOVE_RESTITUTIVE
+ *   0        0     0                    -> NONE
+ *
+ *   collide  native  batches  last  warm          -> rows
+ *   1        1       -        -     -             -> NATIVE_BUILD
+ *   1        0       -        -     -             -> BUILD
+ *   0        1       1        1     not FORCES    -> REFRESH_FAST
+ *   0        1       1        1     WITH_FORCES   -> REFRESH_IN_SWEEP_B
+ *   0        1       1        0     -             -> REFRESH_IN_SWEEP
+ *   0        -       1        -     -  (else)     -> REFRESH_COPY
+ *   0        -       0        -     -  (else)     -> REFRESH
+ *
+ *   collide  contacts  native  batches  last  joints  -> warm
+ *   1 or contacts = 0, batches = 1                    -> BATCHES
+ *   1 or contacts = 0, batches = 0                    -> ROWS
+ *   0        1         1       1        0     -       -> WITH_FORCES
+ *   0        1         1       1        1     0       -> WITH_FORCES
+ *   0        1         (else)                         -> BODIES
+ *
+ *   collide  started  restitutive  -> start
+ *   0        1        -            -> FUSED (the last integration did it)
+ *   (else)            1            -> BODIES_IMPACTS
+ *   (else)            0            -> BODIES
+ *
+ *   method PGS, order DEFAULT or GRAVITY: batches, vector_solver, DEFAULT
+ *   and (native or not contact_block) -> PGS_BATCHES, else PGS_ROWS;
+ *   any other method or order -> FAMILY.
+ *
+ *   record_merits or tolerance > 0 -> SWEEP; else last -> FINAL; else
+ *   capture -> B; else NONE (the rows' B is computed unless NONE).
+ *
+ *   solve PGS_BATCHES: native and not last -> KEEP (the batches hold the
+ *   impulses), else FROM_BATCHES; other solves -> FROM_ROWS.
+ *
+ *   last or collide_substeps -> next NONE; else restitutive or joint rows
+ *   -> APART (the integration records dvc, the next substep starts on its
+ *   own); else FUSED_WARM when the next substep's warm would be
+ *   WITH_FORCES, else FUSED.
  *
  * Internal to the core (and its tests); not installed.
  */
@@ -13,6 +64,106 @@
 #include "physd/ph_core.h"
 
 typedef struct ph__world ph__world;
+
+/* What a substep does to the contacts' geometry before its rows. */
+typedef enum ph__collide_plan {
+    PH_COLLIDE_NONE,             /* nothing: the points stay as collided */
+    PH_COLLIDE_MOVE_RESTITUTIVE, /* the points of restitutive pairs moved (impacts read them) */
+    PH_COLLIDE_MOVE_ALL,         /* every point moved (last substep: queries, events) */
+    PH_COLLIDE_FULL              /* broadphase, narrowphase, events, islands */
+} ph__collide_plan;
+
+/* How the substep's solver bodies and forces are made. */
+typedef enum ph__start_plan {
+    PH_START_BODIES,         /* solver bodies and forces */
+    PH_START_BODIES_IMPACTS, /* the same with Newton-Coulomb impacts between */
+    PH_START_FUSED           /* already done by the last substep's integration */
+} ph__start_plan;
+
+/* Where the contact rows live. */
+typedef enum ph__home_plan {
+    PH_HOME_ROWS,   /* in rows[] (and, in the DEFAULT order, copied into the batches) */
+    PH_HOME_BATCHES /* only in the batches (the native path) */
+} ph__home_plan;
+
+/* How the contact rows are made. */
+typedef enum ph__rows_plan {
+    PH_ROWS_NATIVE_BUILD,       /* the batches built straight from the manifolds */
+    PH_ROWS_BUILD,              /* rows[] built (the batches from them in the DEFAULT order) */
+    PH_ROWS_REFRESH_IN_SWEEP,   /* the batches refreshed within the first sweep */
+    PH_ROWS_REFRESH_IN_SWEEP_B, /* the same with their B (merits) */
+    PH_ROWS_REFRESH_FAST,       /* the batches refreshed with B, a pass of its own */
+    PH_ROWS_REFRESH,            /* rows[] refreshed */
+    PH_ROWS_REFRESH_COPY        /* rows[] refreshed, rhs and lambda copied into the batches */
+} ph__rows_plan;
+
+/* How the contacts are warm-started (the joint rows always row by row). */
+typedef enum ph__warm_plan {
+    PH_WARM_ROWS,       /* row by row in rows[] (or nothing to warm-start) */
+    PH_WARM_BATCHES,    /* row by row in the batches' order */
+    PH_WARM_BODIES,     /* the last substep's contact impulses body by body (dvc) */
+    PH_WARM_WITH_FORCES /* the same, already applied with the forces */
+} ph__warm_plan;
+
+/* Which solve runs. */
+typedef enum ph__solve_plan {
+    PH_SOLVE_FAMILY,     /* another method or order: the rows as a system of the family */
+    PH_SOLVE_PGS_ROWS,   /* PGS, every row by the scalar loop */
+    PH_SOLVE_PGS_BATCHES /* PGS, the contacts by batches of points */
+} ph__solve_plan;
+
+/* What reads the rows' B and when merits are measured (core PGS). */
+typedef enum ph__merits_plan {
+    PH_MERITS_NONE,  /* nothing reads B */
+    PH_MERITS_B,     /* a capture reads B; no merits */
+    PH_MERITS_FINAL, /* the last substep: the final merits after the solve */
+    PH_MERITS_SWEEP  /* after every sweep (record_merits or a tolerance) */
+} ph__merits_plan;
+
+/* Where the contact impulses go after the solve. */
+typedef enum ph__store_plan {
+    PH_STORE_FROM_ROWS,    /* rows[] into the manifolds */
+    PH_STORE_FROM_BATCHES, /* the batches into the manifolds */
+    PH_STORE_KEEP          /* kept in the batches (the next refresh warm-starts from them) */
+} ph__store_plan;
+
+/* What the integration does besides the positions. */
+typedef enum ph__next_plan {
+    PH_NEXT_NONE,      /* nothing (last substep, or collide_substeps) */
+    PH_NEXT_APART,     /* records dvc; the next substep starts on its own */
+    PH_NEXT_FUSED,     /* also the next substep's solver bodies and forces */
+    PH_NEXT_FUSED_WARM /* also its body-by-body warm start */
+} ph__next_plan;
+
+/* One substep's plan (ph__plan_substep). */
+typedef struct ph__plan {
+    ph__collide_plan collide;
+    ph__start_plan start;
+    ph__home_plan home;
+    ph__rows_plan rows;
+    ph__warm_plan warm;
+    ph__solve_plan solve;
+    ph__merits_plan merits;
+    ph__store_plan store;
+    ph__next_plan next;
+    int last; /* 1: the last substep of the step */
+} ph__plan;
+
+/* What only the running step knows, each 0 or 1. A substep plans at its
+ * start and again when a collision or its rows change these. */
+typedef struct ph__facts {
+    int capture;     /* ph_world_step_capture is taking this step */
+    int restitutive; /* manifolds with restitution > 0 (from the last collision) */
+    int contacts;    /* contact rows (in rows[], or the batches when native) */
+    int joints;      /* the world has joints */
+    int joint_rows;  /* this substep has joint rows (known after its rows) */
+    int batches;     /* the batches hold this step's contact rows */
+    int started;     /* the last substep's integration did this one's start */
+} ph__facts;
+
+/* The plan of substep k of n (0 <= k < n): a pure function of its
+ * arguments (step_plan.c; the truth table above). */
+ph__plan ph__plan_substep(const ph_settings *s, const ph__facts *f, int k, int n);
 
 /* The forces' share of a solver body's substep (step.c). */
 typedef struct ph__sforce {

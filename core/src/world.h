@@ -84,14 +84,9 @@ struct ph__world {
     ph__vw *dvc; /* what the contact impulses of the last substep changed in each
                     solver body's velocity: its next warm start (step.c) */
     int32_t dvc_cap;
-    int body_warm;       /* 1: this substep warm-starts the contacts by dvc, body by body;
-                            2: the same, already applied with the forces (step.c) */
-    int32_t restitutive; /* manifolds of this step with restitution > 0 */
+    int32_t restitutive; /* manifolds of this step with restitution > 0 (the plan's fact) */
     ph__sforce *sforce;  /* by solver body, per step */
     int32_t sforce_cap;
-    int refresh_need_b;      /* with refresh_in_sweep: the batches' B too (the last substep) */
-    double refresh_in_sweep; /* > 0: the substep length; the native batches are refreshed in the
-                                first sweep (ph__wide_sweep_refresh) */
 
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count, event_cap;
@@ -116,17 +111,14 @@ struct ph__world {
     ph__sap_key *wkeys; /* manifold heights for the level order */
     int32_t wkeys_cap;
     int32_t wlevel_cap, wpoint_cap;
-    int wide_ok;         /* 1: the batches hold this step's contact rows */
-    int native;          /* 1 for a step whose contact rows live only in the batches (PGS,
-                            default order, vector solver, nothing reads the rows) */
-    int32_t native_rows; /* contact rows in the batches when native */
+    int wide_ok;         /* 1: the batches hold this step's contact rows (a fact the
+                            plan reads, ph__facts.batches; step.h) */
+    int32_t native_rows; /* contact rows in the batches (the native path's count) */
     double *wgap;        /* rows path: gap (-depth) of each contact point, by point (row0 / 3
                             + k): from the collision, then moved along by each substep's
                             velocity (native steps keep them in the batches) */
     int32_t wgap_cap;
-    int simd_level;  /* the wide solver's instruction set (ph__simd_level at creation) */
-    int wide_solved; /* 1: the last solve ran on the batches (their impulses are current,
-                        the contact rows' lambda may not be) */
+    int simd_level; /* the wide solver's instruction set (ph__simd_level at creation) */
 
     /* The joints' direct block of the current substep (joint_direct.c). */
     int32_t jd_count; /* rows in it; 0: none */
@@ -135,9 +127,6 @@ struct ph__world {
     double *jd_env, *jd_d;
     int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
 
-    int last_substep;          /* 1 while the last substep of a step runs */
-    int substep_k, substep_n;  /* the substep running, of how many */
-    int forces_done;           /* > 0: the last integration also did this substep's start (step.c) */
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
 
