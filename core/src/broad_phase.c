@@ -113,7 +113,7 @@ static int pair_allowed(const ph__world *w, int32_t s1, int32_t s2) {
 /* The sorted list of body pairs whose joints disable their contacts. */
 static int build_joint_pairs(ph__world *w) {
     w->jpair_count = 0;
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         const ph__joint *j = &w->joints[i];
         if (!j->alive || j->collide_connected || j->b < 0) continue;
         if (ph__reserve((void **)&w->jpairs, &w->jpair_cap, w->jpair_count + 1, sizeof(ph__pair)))
@@ -182,7 +182,7 @@ static int overlap_boxes(const ph__sap_box *a, const ph__sap_box *b) {
 /* Sorts w->pairs by (sa, sb): a counting sort by sb, then a stable one by
  * sa; keys are unique, so this is the order any sort by (sa, sb) gives. */
 static int sort_pairs(ph__world *w) {
-    const int32_t np = w->pair_count, ns = w->shape_hwm;
+    const int32_t np = w->pair_count, ns = w->shape_pool.hwm;
     if (np < 2) return PH_OK;
     if (ph__reserve((void **)&w->bp_ints, &w->bp_ints_cap, ns + 1, sizeof(int32_t)) ||
         ph__reserve((void **)&w->bp_pairs, &w->bp_pairs_cap, np, sizeof(ph__pair)))
@@ -231,13 +231,14 @@ int ph__broadphase(ph__world *w, double dt) {
     const double margin = w->settings.contact_margin;
     int32_t nfinite = 0, nplanes = 0;
     /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
-    if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_pool.hwm + 1, sizeof(int32_t)))
+        return PH_ERR_NO_MEMORY;
     ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
     ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
     /* Last full pass's pairs can be used when nothing that decides which
      * pairs are allowed changed and every box is still inside its fat box. */
     int reuse = w->fat_ok && w->fat_version == w->bp_version;
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];
@@ -282,7 +283,7 @@ int ph__broadphase(ph__world *w, double dt) {
     /* A full pass, on the fat boxes. */
     w->fat_ok = 0;
     if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const double d = sh->geom.type == PH_SHAPE_PLANE ? 0.0 : sh->slack;
@@ -311,13 +312,13 @@ int ph__broadphase(ph__world *w, double dt) {
     int32_t n = 0;
     for (int32_t i = 0; i < w->sap_count; i++) {
         int32_t s = ord[i];
-        if (s >= w->shape_hwm) continue;
+        if (s >= w->shape_pool.hwm) continue;
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
         sh->sap_stamp = pass;
         ord[n++] = s;
     }
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
         sh->sap_stamp = pass;
@@ -470,7 +471,7 @@ int ph__broadphase(ph__world *w, double dt) {
     }
     /* 6. Planes against every finite shape of a dynamic body. */
     if (nplanes > 0) {
-        for (int32_t p = 0; p < w->shape_hwm; p++) {
+        for (int32_t p = 0; p < w->shape_pool.hwm; p++) {
             const ph__shape *pl = &w->shapes[p];
             if (pl->body < 0 || pl->geom.type != PH_SHAPE_PLANE) continue;
             ph__sap_box q;

@@ -427,7 +427,7 @@ void ph__store_impulses(ph__world *w) {
             cm->lt2[k] = w->rows[cm->row0 + 3 * k + 2].lambda;
         }
     }
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         ph__joint *j = &w->joints[i];
         if (!j->alive || j->row0 < 0) continue;
         double keep[8] = {0};

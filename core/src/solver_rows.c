@@ -172,7 +172,7 @@ void ph__world_groups(const ph__world *w, int32_t *glen) {
         for (int k = 0; k < cm->m.count; k++)
             glen[cm->row0 + 3 * k] = 3;
     }
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         const ph__joint *j = &w->joints[i];
         if (j->alive && j->nrows > 0) glen[j->row0] = j->nrows;
     }

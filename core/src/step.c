@@ -114,9 +114,10 @@ static int build_solver_bodies(ph__world *w, int remap) {
         }
         return PH_OK;
     }
-    if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_pool.hwm + 1, sizeof(int32_t)))
+        return PH_ERR_NO_MEMORY;
     int32_t n = 1;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
         w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
     }
@@ -130,7 +131,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     int32_t aniso = 0;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         int32_t s = w->body_to_sbody[i];
         if (s == 0) continue;
         const ph__body *b = &w->bodies[i];
@@ -361,7 +362,7 @@ static int body_warm(const ph__world *w, int collide, int last) {
     /* In the last substep the B of the merits need the velocities before
      * the warm start: the batches take them from vws, but the joint rows
      * read the solver bodies as they are built. */
-    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && (!last || w->joint_count == 0)) ? 2 : 1;
+    return collide || !has_contacts ? 0 : (w->native && w->wide_ok && (!last || w->joint_pool.count == 0)) ? 2 : 1;
 }
 
 static int substep(ph__world *w, double h, int collide) {
@@ -481,14 +482,14 @@ static int substep(ph__world *w, double h, int collide) {
  * arrays grown as needed: no allocation in the steady state. */
 static int save_state(ph__world *w) {
     const int sleep = w->settings.sleep;
-    if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_hwm + 1, sizeof(ph__saved_pose)) ||
+    if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_pool.hwm + 1, sizeof(ph__saved_pose)) ||
         (sleep &&
-         ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_hwm + 1, sizeof(ph__saved_sleep))) ||
-        (w->joint_hwm > 0 &&
-         ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_hwm + 1, sizeof(double))))
+         ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_pool.hwm + 1, sizeof(ph__saved_sleep))) ||
+        (w->joint_pool.hwm > 0 &&
+         ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_pool.hwm + 1, sizeof(double))))
         return PH_ERR_NO_MEMORY;
     ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         ph__body *b = &w->bodies[i];
         b->v_step = b->v;
         b->w_step = b->w;
@@ -496,11 +497,11 @@ static int save_state(ph__world *w) {
         sp[i].q = b->q;
     }
     if (sleep)
-        for (int32_t i = 0; i < w->body_hwm; i++) {
+        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
             w->saved_sleep[i].rest_time = w->bodies[i].rest_time;
             w->saved_sleep[i].asleep = w->bodies[i].asleep;
         }
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
     w->narrowphases = 0;
@@ -518,7 +519,7 @@ static int save_state(ph__world *w) {
  * stands. */
 static void restore_state(ph__world *w) {
     const ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         ph__body *b = &w->bodies[i];
         b->p = sp[i].p;
         b->q = sp[i].q;
@@ -526,11 +527,11 @@ static void restore_state(ph__world *w) {
         b->w = b->w_step;
     }
     if (w->settings.sleep)
-        for (int32_t i = 0; i < w->body_hwm; i++) {
+        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
             w->bodies[i].rest_time = w->saved_sleep[i].rest_time;
             w->bodies[i].asleep = (uint8_t)w->saved_sleep[i].asleep;
         }
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(w->joints[j].lambda, &w->saved_jl[8 * j], sizeof w->joints[j].lambda);
     w->rng = w->saved_rng;
     if (w->narrowphases == 1) {
@@ -639,16 +640,16 @@ int ph_world_step(ph_world_id id) {
         restore_state(w);
         return e;
     }
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);
     }
     if (e) return e;
     w->steps++;
     st->step = w->steps;
-    st->bodies = w->body_count;
+    st->bodies = w->body_pool.count;
     st->awake_bodies = w->sbody_count - 1;
-    st->joints = w->joint_count;
+    st->joints = w->joint_pool.count;
     st->total_ms = now_ms() - t0;
     return PH_OK;
 }

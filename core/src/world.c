@@ -7,7 +7,7 @@
  *
  * Normal path: ph_world_create takes a free registry slot (under a mutex),
  * objects are created into per-world slot arrays that grow geometrically up
- * to the world's limits (ph__slot_grow), and every public function validates
+ * to the world's limits (the slot pools of pool.c), and every public function validates
  * its handle (index in range, slot alive, generation equal) before touching
  * anything.
  *
@@ -107,7 +107,9 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     w->max_bodies = d.max_bodies;
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;
-    w->body_free = w->shape_free = w->joint_free = -1;
+    ph__pool_init(&w->body_pool);
+    ph__pool_init(&w->shape_pool);
+    ph__pool_init(&w->joint_pool);
     atomic_init(&w->cancel, 0);
     w->alive = 1;
 
@@ -213,7 +215,7 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
      * solver...), so that it is stepped under the new settings and sleeps
      * again only if it rests under them. */
     if (ph_settings_motion_differ(&w->settings, s))
-        for (int32_t i = 0; i < w->body_hwm; i++)
+        for (int32_t i = 0; i < w->body_pool.hwm; i++)
             if (w->bodies[i].alive && w->bodies[i].asleep) ph__wake(&w->bodies[i]);
     w->settings = *s;
     w->simd_level = ph__simd_level(s->simd);
@@ -227,12 +229,12 @@ uint64_t ph_world_get_step_count(ph_world_id id) {
 
 int ph_world_body_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
-    return w ? w->body_count : PH_ERR_INVALID_HANDLE;
+    return w ? w->body_pool.count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_joint_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
-    return w ? w->joint_count : PH_ERR_INVALID_HANDLE;
+    return w ? w->joint_pool.count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_get_bodies(ph_world_id id, ph_body_id *out, int cap) {
@@ -240,7 +242,7 @@ int ph_world_get_bodies(ph_world_id id, ph_body_id *out, int cap) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
     int n = 0;
-    for (int32_t i = 0; i < w->body_hwm && n < cap; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm && n < cap; i++) {
         if (!w->bodies[i].alive) continue;
         out[n].index1 = i + 1;
         out[n].world0 = (uint16_t)(id.index1 - 1);
@@ -255,7 +257,7 @@ int ph_world_get_joints(ph_world_id id, ph_joint_id *out, int cap) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
     int n = 0;
-    for (int32_t i = 0; i < w->joint_hwm && n < cap; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm && n < cap; i++) {
         if (!w->joints[i].alive) continue;
         out[n].index1 = i + 1;
         out[n].world0 = (uint16_t)(id.index1 - 1);
@@ -278,7 +280,7 @@ uint64_t ph_world_state_hash(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return 0;
     uint64_t h = 14695981039346656037ull;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
         if (!b->alive) continue;
         h = fnv(h, &i, sizeof i);
@@ -327,20 +329,6 @@ ph_joint_id ph_joint_id_from_u64(ph_world_id w, uint64_t v) {
     return id;
 }
 uint64_t ph_shape_id_to_u64(ph_shape_id id) { return ((uint64_t)id.gen << 32) | (uint32_t)id.index1; }
-
-/* Grows a slot array to hold at least need elements; 0 or PH_ERR_NO_MEMORY. */
-int ph__slot_grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return PH_OK;
-    int64_t nc = *cap ? (int64_t)*cap * 2 : 16;
-    while (nc < need)
-        nc *= 2;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p) return PH_ERR_NO_MEMORY;
-    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
-    *arr = p;
-    *cap = (int32_t)nc;
-    return PH_OK;
-}
 
 int ph_world_get_contacts(ph_world_id wid, ph_contact_info *out, int cap) {
     ph__world *w = ph__world_get(wid);

@@ -28,12 +28,13 @@ struct ph__world {
     uint64_t steps;
     uint64_t rng;
 
+    /* Slot records, handed out by their pools (pool.h): [0, pool.hwm) used. */
     ph__body *bodies;
-    int32_t body_cap, body_hwm, body_free, body_count;
+    ph__pool body_pool;
     ph__shape *shapes;
-    int32_t shape_cap, shape_hwm, shape_free;
+    ph__pool shape_pool;
     ph__joint *joints;
-    int32_t joint_cap, joint_hwm, joint_free, joint_count;
+    ph__pool joint_pool;
 
     /* Per-step arrays, grown as needed and reused. */
     ph__pair *pairs;
@@ -208,7 +209,7 @@ static inline ph__world *ph__world_of(uint16_t world0) {
 
 static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->body_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->body_pool.hwm) return NULL;
     ph__body *b = &w->bodies[id.index1 - 1];
     if (!b->alive || b->gen != id.gen) return NULL;
     if (wout) *wout = w;
@@ -217,7 +218,7 @@ static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
 
 static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->shape_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->shape_pool.hwm) return NULL;
     ph__shape *s = &w->shapes[id.index1 - 1];
     if (s->body < 0 || s->gen != id.gen) return NULL;
     if (wout) *wout = w;
@@ -226,7 +227,7 @@ static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
 
 static inline ph__joint *ph__joint_get(ph_joint_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->joint_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->joint_pool.hwm) return NULL;
     ph__joint *j = &w->joints[id.index1 - 1];
     if (!j->alive || j->gen != id.gen) return NULL;
     if (wout) *wout = w;

@@ -70,8 +70,8 @@ static snapshot take(ph_world_id id) {
     assert_non_null(w);
     snapshot s;
     memset(&s, 0, sizeof s);
-    s.bodies = w->body_hwm;
-    s.joints = w->joint_hwm;
+    s.bodies = w->body_pool.hwm;
+    s.joints = w->joint_pool.hwm;
     s.b = calloc((size_t)s.bodies + 1, sizeof *s.b);
     s.jl = calloc((size_t)s.joints + 1, sizeof *s.jl);
     assert_non_null(s.b);
