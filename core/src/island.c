@@ -58,9 +58,7 @@ int ph__islands(ph__world *w, double h) {
         return PH_OK;
     }
     const int32_t n = w->body_pool.hwm;
-    if (ph__reserve((void **)&w->island_parent, &w->island_cap, n + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->island_rest, &w->island_rest_cap, n + 1, sizeof(double)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->island_parent, n + 1) || ph__array_reserve(w->island_rest, n + 1)) return PH_ERR_NO_MEMORY;
     int32_t *p = w->island_parent;
     double *rest = w->island_rest;
     for (int32_t i = 0; i < n; i++) {

@@ -69,7 +69,7 @@ ph__spook_coef ph__spook(ph_spook p, double h) {
 }
 
 ph__row *ph__add_row(ph__world *w) {
-    if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 1, sizeof(ph__row))) return NULL;
+    if (ph__array_reserve(w->rows, w->row_count + 1)) return NULL;
     ph__row *r = &w->rows[w->row_count++];
     memset(r, 0, sizeof *r);
     r->lo = -INFINITY;
@@ -86,7 +86,7 @@ static double row_dot(const ph__row *a, const ph__row *b) {
 }
 
 int ph__make_block(ph__world *w, int32_t first) {
-    if (ph__reserve((void **)&w->blocks, &w->block_cap, w->block_count + 1, sizeof(ph__block))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->blocks, w->block_count + 1)) return PH_ERR_NO_MEMORY;
     ph_mat3 s;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)

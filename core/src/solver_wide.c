@@ -182,10 +182,8 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     w->wpoint_mode = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
-    if (ph__reserve((void **)&w->wmask, &w->wmask_cap, nsb + 1, sizeof(uint64_t)) ||
-        ph__reserve((void **)&w->wlevel, &w->wlevel_cap, nm + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->wpoint, &w->wpoint_cap, nm + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
+    if (ph__array_reserve(w->wmask, nsb + 1) || ph__array_reserve(w->wlevel, nm + 1) ||
+        ph__array_reserve(w->wpoint, nm + 1) || ph__array_reserve(w->order, w->row_count + 1))
         return PH_ERR_NO_MEMORY;
     /* Manifolds with rows (with moving bodies); -1: none. */
     int32_t ncol = 0, npoint = 0;
@@ -199,7 +197,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         w->wlevel[i] = -1;
     }
     w->native_rows = 3 * npoint;
-    if (native && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
     /* Levels bottom-up: the manifolds sorted by height (the mean of their
      * points along -gravity, ties by pair order); each goes one level above
      * the last one before it that touched either of its moving bodies. The
@@ -207,7 +205,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * order (every pair of manifolds sharing a body keeps its order), with
      * the manifolds of one level independent of each other. */
     const ph_vec3 down = ph_normalize(w->settings.gravity);
-    if (ph__reserve((void **)&w->wkeys, &w->wkeys_cap, nm + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
     int32_t na = 0;
     for (int32_t i = 0; i < nm; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
@@ -258,7 +256,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         }
         pos = start[c];
     }
-    if (ph__reserve((void **)&w->wbatches, &w->wbatch_cap, nbatch + 1, sizeof(ph__wbatch))) {
+    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
         free(start);
         return PH_ERR_NO_MEMORY;
     }
@@ -437,8 +435,7 @@ int ph__wide_build_native(ph__world *w, double h) {
         int32_t ng = 0;
         for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
             ng++;
-        if (ph__reserve((void **)&w->wpts, &w->wpts_cap, w->wbatch_count + 1, sizeof(ph__wpoint)) ||
-            ph__reserve((void **)&w->wgroups, &w->wgroups_cap, ng + 1, sizeof(ph__wgroup)))
+        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1))
             return PH_ERR_NO_MEMORY;
     }
     ph__contact_ctx c;

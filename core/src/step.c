@@ -114,19 +114,16 @@ static int build_solver_bodies(ph__world *w, int remap) {
         }
         return PH_OK;
     }
-    if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_pool.hwm + 1, sizeof(int32_t)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->body_to_sbody, w->body_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
     int32_t n = 1;
     for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
         w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
     }
-    if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
-    if (ph__reserve((void **)&w->sbody_body, &w->sbody_body_cap, n, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sbodies, n)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sbody_body, n)) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    if (ph__reserve((void **)&w->vw0, &w->vw0_cap, n, sizeof(ph__vw)) ||
-        ph__reserve((void **)&w->vws, &w->vws_cap, n, sizeof(ph__vw)) ||
-        ph__reserve((void **)&w->dvc, &w->dvc_cap, n, sizeof(ph__vw)))
+    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n))
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
@@ -164,7 +161,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
 static int prepare_forces(ph__world *w, double h) {
-    if (ph__reserve((void **)&w->sforce, &w->sforce_cap, w->sbody_count, sizeof(ph__sforce))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
     const ph_vec3 g = w->settings.gravity;
     for (int32_t s = 1; s < w->sbody_count; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
@@ -251,7 +248,7 @@ static void contact_dv(ph__world *w) {
  * ties by row index (deterministic). The key array of the broadphase is
  * reused as scratch. */
 static int build_order(ph__world *w, int32_t ncontact, int collide) {
-    if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->order, w->row_count + 1)) return PH_ERR_NO_MEMORY;
     const int32_t njoint = w->row_count - ncontact;
     if (w->settings.ordering == PH_ORDER_DEFAULT) {
         /* Contacts in level order (solver_wide.c), built once per collision;
@@ -280,7 +277,7 @@ static int build_order(ph__world *w, int32_t ncontact, int collide) {
         o[i] = i;
     if (w->settings.ordering == PH_ORDER_GRAVITY && ncontact > 0) {
         int32_t nc = ncontact / 3;
-        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nc + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+        if (ph__array_reserve(w->sap_keys, nc + 1)) return PH_ERR_NO_MEMORY;
         for (int32_t k = 0; k < nc; k++) {
             w->sap_keys[k].key = w->rows[3 * k].height;
             w->sap_keys[k].slot = 3 * k;
@@ -482,11 +479,9 @@ static int substep(ph__world *w, double h, int collide) {
  * arrays grown as needed: no allocation in the steady state. */
 static int save_state(ph__world *w) {
     const int sleep = w->settings.sleep;
-    if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_pool.hwm + 1, sizeof(ph__saved_pose)) ||
-        (sleep &&
-         ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_pool.hwm + 1, sizeof(ph__saved_sleep))) ||
-        (w->joint_pool.hwm > 0 &&
-         ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_pool.hwm + 1, sizeof(double))))
+    if (ph__array_reserve(w->saved_pose, w->body_pool.hwm + 1) ||
+        (sleep && ph__array_reserve(w->saved_sleep, w->body_pool.hwm + 1)) ||
+        (w->joint_pool.hwm > 0 && ph__array_reserve(w->saved_jl, 8 * w->joint_pool.hwm + 1)))
         return PH_ERR_NO_MEMORY;
     ph__saved_pose *sp = w->saved_pose;
     for (int32_t i = 0; i < w->body_pool.hwm; i++) {
@@ -536,12 +531,9 @@ static void restore_state(ph__world *w) {
     w->rng = w->saved_rng;
     if (w->narrowphases == 1) {
         ph__contact_manifold *t = w->manifolds;
-        const int32_t tc = w->manifold_cap;
         w->manifolds = w->prev_manifolds;
-        w->manifold_cap = w->prev_cap;
         w->manifold_count = w->prev_count;
         w->prev_manifolds = t;
-        w->prev_cap = tc;
         w->prev_count = 0;
     } else if (w->narrowphases > 1) {
         w->manifold_count = 0;

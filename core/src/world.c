@@ -22,6 +22,7 @@
  * for (world slots likewise, marked in the registry).
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,31 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     return id;
 }
 
+/* Every growable array (array.h) a world owns, by its offset in the world
+ * record: ph_world_destroy frees them all. A new array goes here. */
+static const size_t world_arrays[] = {
+    offsetof(ph__world, pairs),         offsetof(ph__world, sap_order),
+    offsetof(ph__world, sap_keys),      offsetof(ph__world, sap_boxes),
+    offsetof(ph__world, bp_ints),       offsetof(ph__world, bp_pairs),
+    offsetof(ph__world, fat_pairs),     offsetof(ph__world, jpairs),
+    offsetof(ph__world, manifolds),     offsetof(ph__world, prev_manifolds),
+    offsetof(ph__world, rows),          offsetof(ph__world, blocks),
+    offsetof(ph__world, order),         offsetof(ph__world, sbodies),
+    offsetof(ph__world, body_to_sbody), offsetof(ph__world, sbody_body),
+    offsetof(ph__world, vw0),           offsetof(ph__world, vws),
+    offsetof(ph__world, dvc),           offsetof(ph__world, sforce),
+    offsetof(ph__world, events),        offsetof(ph__world, island_parent),
+    offsetof(ph__world, island_rest),   offsetof(ph__world, wbatches),
+    offsetof(ph__world, wpts),          offsetof(ph__world, wgroups),
+    offsetof(ph__world, wmask),         offsetof(ph__world, wlevel),
+    offsetof(ph__world, wpoint),        offsetof(ph__world, wkeys),
+    offsetof(ph__world, wgap),          offsetof(ph__world, jd_row),
+    offsetof(ph__world, jd_first),      offsetof(ph__world, jd_bfirst),
+    offsetof(ph__world, jd_off),        offsetof(ph__world, jd_env),
+    offsetof(ph__world, jd_d),          offsetof(ph__world, saved_pose),
+    offsetof(ph__world, saved_sleep),   offsetof(ph__world, saved_jl),
+};
+
 int ph_world_destroy(ph_world_id id) {
     pthread_mutex_lock(&g_worlds_lock);
     ph__world *w = ph__world_get(id);
@@ -149,46 +175,8 @@ int ph_world_destroy(ph_world_id id) {
     free(w->bodies);
     free(w->shapes);
     free(w->joints);
-    free(w->pairs);
-    free(w->sap_order);
-    free(w->sap_keys);
-    free(w->sap_boxes);
-    free(w->bp_ints);
-    free(w->bp_pairs);
-    free(w->jpairs);
-    free(w->manifolds);
-    free(w->prev_manifolds);
-    free(w->rows);
-    free(w->order);
-    free(w->wbatches);
-    free(w->wpts);
-    free(w->wgroups);
-    free(w->wmask);
-    free(w->wlevel);
-    free(w->wpoint);
-    free(w->wkeys);
-    free(w->wgap);
-    free(w->jd_row);
-    free(w->jd_first);
-    free(w->jd_bfirst);
-    free(w->jd_off);
-    free(w->jd_env);
-    free(w->jd_d);
-    free(w->events);
-    free(w->island_parent);
-    free(w->island_rest);
-    free(w->blocks);
-    free(w->sbodies);
-    free(w->body_to_sbody);
-    free(w->sbody_body);
-    free(w->vw0);
-    free(w->vws);
-    free(w->dvc);
-    free(w->sforce);
-    free(w->fat_pairs);
-    free(w->saved_pose);
-    free(w->saved_sleep);
-    free(w->saved_jl);
+    for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
+        ph__array_free(*(void **)((char *)w + world_arrays[k]));
     free(w);
     return PH_OK;
 }
