@@ -10,6 +10,7 @@
  *
  * Invariants: an array's pointer is either NULL or just past its header.
  */
+#include "alloc.h"
 #include "array.h"
 
 #include <stdlib.h>
@@ -24,7 +25,7 @@ int ph__array_grow(void **a, int32_t need, size_t elem) {
         nc *= 2;
     if (nc > INT32_MAX || (size_t)nc > (SIZE_MAX - sizeof(ph__array_head)) / elem) return PH_ERR_NO_MEMORY;
     ph__array_head *old = *a ? (ph__array_head *)*a - 1 : NULL;
-    ph__array_head *h = realloc(old, sizeof *h + (size_t)nc * elem);
+    ph__array_head *h = ph__realloc(old, sizeof *h + (size_t)nc * elem);
     if (!h) return PH_ERR_NO_MEMORY;
     h->cap = (int32_t)nc;
     *a = h + 1;
@@ -32,5 +33,5 @@ int ph__array_grow(void **a, int32_t need, size_t elem) {
 }
 
 void ph__array_free(void *a) {
-    if (a) free((ph__array_head *)a - 1);
+    if (a) ph__free((ph__array_head *)a - 1);
 }

@@ -211,6 +211,11 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
 int ph__narrowphase(ph__world *w) {
     /* The current manifolds become the previous ones. */
     ph__contact_manifold *t = w->prev_manifolds;
+    if (w->narrowphases == 2) { /* (t holds the step's first manifolds: kept for restore_state) */
+        ph__contact_manifold *s = w->spare_manifolds;
+        w->spare_manifolds = t;
+        t = s;
+    }
     w->prev_manifolds = w->manifolds;
     w->prev_count = w->manifold_count;
     w->manifolds = t;

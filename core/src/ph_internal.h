@@ -3,7 +3,8 @@
  * core's own tests (and code on its way to including only what it needs).
  * The core's sources include the headers of the modules they use:
  * collide.h, body.h, broad_phase.h, contact.h, rows.h, solver.h,
- * solver_wide.h, joint.h, island.h, step.h, pool.h and world.h. Not installed, not
+ * solver_wide.h, joint.h, island.h, step.h, pool.h, array.h, alloc.h and
+ * world.h. Not installed, not
  * part of the API.
  *
  * Invariants:
@@ -17,6 +18,8 @@
 #ifndef PHYSD_PH_INTERNAL_H
 #define PHYSD_PH_INTERNAL_H
 
+#include "alloc.h"
+#include "array.h"
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"

@@ -13,6 +13,7 @@
  * Invariants: the sequence of (slot, generation) pairs handed out depends
  * only on the sequence of allocs and frees.
  */
+#include "alloc.h"
 #include "pool.h"
 
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static int grow(ph__pool *p, void **records, size_t elem, int32_t need) {
     while (nc < need)
         nc *= 2;
     if (nc > INT32_MAX) return PH_ERR_NO_MEMORY;
-    void *r = realloc(*records, (size_t)nc * elem);
+    void *r = ph__realloc(*records, (size_t)nc * elem);
     if (!r) return PH_ERR_NO_MEMORY;
     memset((char *)r + (size_t)p->cap * elem, 0, (size_t)(nc - p->cap) * elem);
     *records = r;

@@ -64,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "broad_phase.h"
 #include "contact.h"
 #include "rows.h"
@@ -218,10 +219,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         na++;
     }
     if (na > 1) {
-        ph__sap_key *tmp = malloc((size_t)na * sizeof *tmp);
+        ph__sap_key *tmp = ph__alloc((size_t)na * sizeof *tmp);
         if (!tmp) return PH_ERR_NO_MEMORY;
         sort_keys(w->wkeys, tmp, na);
-        free(tmp);
+        ph__free(tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
@@ -236,7 +237,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
     /* Manifolds by level, stable (counting sort). */
-    int32_t *start = calloc((size_t)ncol + 1, sizeof *start);
+    int32_t *start = ph__calloc((size_t)ncol + 1, sizeof *start);
     if (!start) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) start[w->wlevel[i] + 1]++;
@@ -257,7 +258,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         pos = start[c];
     }
     if (ph__array_reserve(w->wbatches, nbatch + 1)) {
-        free(start);
+        ph__free(start);
         return PH_ERR_NO_MEMORY;
     }
     const int32_t njoint = w->row_count - ncontact;
@@ -314,7 +315,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         }
         c0 = start[c];
     }
-    free(start);
+    ph__free(start);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;

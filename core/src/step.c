@@ -17,9 +17,9 @@
  *   then the joints' positional correction (joint_projection passes).
  * Each stage is timed into the world's statistics.
  *
- * Failure modes: PH_ERR_NO_MEMORY from a stage is returned; a substep stops
- * before its integration, so body state is that of the last whole substep.
- * After the substeps every awake dynamic body is checked against the
+ * Failure modes: PH_ERR_NO_MEMORY from a stage fails the step, undone as
+ * below (the world as before the step, its forces kept), so a step either
+ * stands or changes nothing a later step reads. After the substeps every awake dynamic body is checked against the
  * finite envelope (PH_ENVELOPE_*, a pass over the solver bodies); a body
  * outside it fails the step with PH_ERR_NONFINITE, and the world is put
  * back exactly as it was before the step from what save_state kept (the
@@ -499,6 +499,7 @@ static int save_state(ph__world *w) {
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
+    w->saved_manifold_count = w->manifold_count;
     w->narrowphases = 0;
     return PH_OK;
 }
@@ -506,8 +507,9 @@ static int save_state(ph__world *w) {
 /* Puts the world back as save_state found it. The manifolds: a step that
  * collided once swapped last step's manifolds into prev_manifolds and only
  * read them since, so swapping back restores them; after several
- * collisions (collide_substeps) they are gone and are dropped (the next
- * step collides without warm start). What the step computed besides
+ * collisions (collide_substeps) they wait in spare_manifolds (the second
+ * narrowphase put them there untouched) and are swapped back from there,
+ * so the next step warm-starts as if this one had never run. What the step computed besides
  * (batches, rows, the broadphase's fat boxes) is rebuilt by the next step;
  * the fat boxes, made from the failed poses, are marked stale. Forces and
  * torques are kept: ph_world_step clears them only after a step that
@@ -536,7 +538,10 @@ static void restore_state(ph__world *w) {
         w->prev_manifolds = t;
         w->prev_count = 0;
     } else if (w->narrowphases > 1) {
-        w->manifold_count = 0;
+        ph__contact_manifold *t = w->manifolds;
+        w->manifolds = w->spare_manifolds;
+        w->manifold_count = w->saved_manifold_count;
+        w->spare_manifolds = t;
         w->prev_count = 0;
     }
     w->narrowphases = 0;
@@ -627,7 +632,7 @@ int ph_world_step(ph_world_id id) {
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
     st->row_updates = w->limit.used;
     st->budget_exhausted = w->limit.exhausted;
-    if (e == PH_ERR_NONFINITE || e == PH_ERR_CANCELLED) {
+    if (e != PH_OK) { /* (NONFINITE, CANCELLED or NO_MEMORY: the step is undone) */
         if (e == PH_ERR_CANCELLED) w->cancel_taken = 1;
         restore_state(w);
         return e;
@@ -636,7 +641,6 @@ int ph_world_step(ph_world_id id) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);
     }
-    if (e) return e;
     w->steps++;
     st->step = w->steps;
     st->bodies = w->body_pool.count;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "body.h"
 #include "contact.h"
 #include "island.h"
@@ -98,7 +99,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
         if (err) *err = e;
         return id;
     }
-    ph__world *w = calloc(1, sizeof *w);
+    ph__world *w = ph__calloc(1, sizeof *w);
     if (!w) {
         if (err) *err = PH_ERR_NO_MEMORY;
         return id;
@@ -129,7 +130,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     }
     pthread_mutex_unlock(&g_worlds_lock);
     if (slot < 0) {
-        free(w);
+        ph__free(w);
         if (err) *err = PH_ERR_LIMIT;
         return id;
     }
@@ -142,26 +143,47 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
 /* Every growable array (array.h) a world owns, by its offset in the world
  * record: ph_world_destroy frees them all. A new array goes here. */
 static const size_t world_arrays[] = {
-    offsetof(ph__world, pairs),         offsetof(ph__world, sap_order),
-    offsetof(ph__world, sap_keys),      offsetof(ph__world, sap_boxes),
-    offsetof(ph__world, bp_ints),       offsetof(ph__world, bp_pairs),
-    offsetof(ph__world, fat_pairs),     offsetof(ph__world, jpairs),
-    offsetof(ph__world, manifolds),     offsetof(ph__world, prev_manifolds),
-    offsetof(ph__world, rows),          offsetof(ph__world, blocks),
-    offsetof(ph__world, order),         offsetof(ph__world, sbodies),
-    offsetof(ph__world, body_to_sbody), offsetof(ph__world, sbody_body),
-    offsetof(ph__world, vw0),           offsetof(ph__world, vws),
-    offsetof(ph__world, dvc),           offsetof(ph__world, sforce),
-    offsetof(ph__world, events),        offsetof(ph__world, island_parent),
-    offsetof(ph__world, island_rest),   offsetof(ph__world, wbatches),
-    offsetof(ph__world, wpts),          offsetof(ph__world, wgroups),
-    offsetof(ph__world, wmask),         offsetof(ph__world, wlevel),
-    offsetof(ph__world, wpoint),        offsetof(ph__world, wkeys),
-    offsetof(ph__world, wgap),          offsetof(ph__world, jd_row),
-    offsetof(ph__world, jd_first),      offsetof(ph__world, jd_bfirst),
-    offsetof(ph__world, jd_off),        offsetof(ph__world, jd_env),
-    offsetof(ph__world, jd_d),          offsetof(ph__world, saved_pose),
-    offsetof(ph__world, saved_sleep),   offsetof(ph__world, saved_jl),
+    offsetof(ph__world, pairs),
+    offsetof(ph__world, sap_order),
+    offsetof(ph__world, sap_keys),
+    offsetof(ph__world, sap_boxes),
+    offsetof(ph__world, bp_ints),
+    offsetof(ph__world, bp_pairs),
+    offsetof(ph__world, fat_pairs),
+    offsetof(ph__world, jpairs),
+    offsetof(ph__world, manifolds),
+    offsetof(ph__world, prev_manifolds),
+    offsetof(ph__world, spare_manifolds),
+    offsetof(ph__world, rows),
+    offsetof(ph__world, blocks),
+    offsetof(ph__world, order),
+    offsetof(ph__world, sbodies),
+    offsetof(ph__world, body_to_sbody),
+    offsetof(ph__world, sbody_body),
+    offsetof(ph__world, vw0),
+    offsetof(ph__world, vws),
+    offsetof(ph__world, dvc),
+    offsetof(ph__world, sforce),
+    offsetof(ph__world, events),
+    offsetof(ph__world, island_parent),
+    offsetof(ph__world, island_rest),
+    offsetof(ph__world, wbatches),
+    offsetof(ph__world, wpts),
+    offsetof(ph__world, wgroups),
+    offsetof(ph__world, wmask),
+    offsetof(ph__world, wlevel),
+    offsetof(ph__world, wpoint),
+    offsetof(ph__world, wkeys),
+    offsetof(ph__world, wgap),
+    offsetof(ph__world, jd_row),
+    offsetof(ph__world, jd_first),
+    offsetof(ph__world, jd_bfirst),
+    offsetof(ph__world, jd_off),
+    offsetof(ph__world, jd_env),
+    offsetof(ph__world, jd_d),
+    offsetof(ph__world, saved_pose),
+    offsetof(ph__world, saved_sleep),
+    offsetof(ph__world, saved_jl),
 };
 
 int ph_world_destroy(ph_world_id id) {
@@ -172,12 +194,12 @@ int ph_world_destroy(ph_world_id id) {
     if (w) ph__worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == 0xffff ? &g_retired_world : NULL;
     pthread_mutex_unlock(&g_worlds_lock);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    free(w->bodies);
-    free(w->shapes);
-    free(w->joints);
+    ph__free(w->bodies);
+    ph__free(w->shapes);
+    ph__free(w->joints);
     for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
         ph__array_free(*(void **)((char *)w + world_arrays[k]));
-    free(w);
+    ph__free(w);
     return PH_OK;
 }
 

@@ -132,9 +132,13 @@ struct ph__world {
     ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
     double *saved_jl;             /* the joints' lambda[8], by joint slot */
     uint64_t saved_rng;
-    int narrowphases; /* narrowphase passes of the running step (each swaps the
-                         manifold arrays: one can be swapped back) */
-    ph_fault fault;   /* the last failed step (ph_world_get_fault) */
+    int32_t saved_manifold_count;          /* manifold_count before the step */
+    ph__contact_manifold *spare_manifolds; /* the step's first manifolds from its second
+                                              narrowphase on (a third array: they stay
+                                              untouched for restore_state) */
+    int narrowphases;                      /* narrowphase passes of the running step (each swaps the
+                                              manifold arrays: one can be swapped back) */
+    ph_fault fault;                        /* the last failed step (ph_world_get_fault) */
 
     /* Budget and cancellation of the running step (ph__limit above). */
     ph__limit limit;
