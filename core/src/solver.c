@@ -262,7 +262,7 @@ static void merits(const ph__world *w, ph__merit *m) {
 
 /* The other methods and orderings: the rows as a system of the family. */
 static int solve_family(ph__world *w) {
-    int32_t *glen = ph__alloc((size_t)(w->row_count + 1) * sizeof *glen);
+    int32_t *glen = ph__arena_alloc(&w->arena, (size_t)(w->row_count + 1) * sizeof *glen, "group lengths");
     if (!glen) return PH_ERR_NO_MEMORY;
     ph__world_groups(w, glen);
     ph__rowset rs;
@@ -279,7 +279,7 @@ static int solve_family(ph__world *w) {
     int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
     /* Row updates in the family's unit: work (in sweeps) times rows. */
     ph__limit_count(&w->limit, (uint64_t)(w->stats.work_final * (double)rs.n + 0.5));
-    ph__free(glen);
+    ph__arena_free(&w->arena, glen);
     return e;
 }
 

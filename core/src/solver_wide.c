@@ -219,10 +219,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         na++;
     }
     if (na > 1) {
-        ph__sap_key *tmp = ph__alloc((size_t)na * sizeof *tmp);
+        ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
         sort_keys(w->wkeys, tmp, na);
-        ph__free(tmp);
+        ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
@@ -237,8 +237,9 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
     /* Manifolds by level, stable (counting sort). */
-    int32_t *start = ph__calloc((size_t)ncol + 1, sizeof *start);
+    int32_t *start = ph__arena_alloc(&w->arena, ((size_t)ncol + 1) * sizeof *start, "level starts");
     if (!start) return PH_ERR_NO_MEMORY;
+    memset(start, 0, ((size_t)ncol + 1) * sizeof *start);
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) start[w->wlevel[i] + 1]++;
     for (int32_t c = 0; c < ncol; c++)
@@ -258,7 +259,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         pos = start[c];
     }
     if (ph__array_reserve(w->wbatches, nbatch + 1)) {
-        ph__free(start);
+        ph__arena_free(&w->arena, start);
         return PH_ERR_NO_MEMORY;
     }
     const int32_t njoint = w->row_count - ncontact;
@@ -315,7 +316,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         }
         c0 = start[c];
     }
-    ph__free(start);
+    ph__arena_free(&w->arena, start);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;

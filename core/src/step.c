@@ -635,6 +635,7 @@ int ph_world_step(ph_world_id id) {
     if (e != PH_OK) { /* (NONFINITE, CANCELLED or NO_MEMORY: the step is undone) */
         if (e == PH_ERR_CANCELLED) w->cancel_taken = 1;
         restore_state(w);
+        ph__arena_end_step(&w->arena);
         return e;
     }
     for (int32_t i = 0; i < w->body_pool.hwm; i++) {
@@ -646,6 +647,7 @@ int ph_world_step(ph_world_id id) {
     st->bodies = w->body_pool.count;
     st->awake_bodies = w->sbody_count - 1;
     st->joints = w->joint_pool.count;
+    ph__arena_end_step(&w->arena);
     st->total_ms = now_ms() - t0;
     return PH_OK;
 }

@@ -197,6 +197,7 @@ int ph_world_destroy(ph_world_id id) {
     ph__free(w->bodies);
     ph__free(w->shapes);
     ph__free(w->joints);
+    ph__arena_destroy(&w->arena);
     for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
         ph__array_free(*(void **)((char *)w + world_arrays[k]));
     ph__free(w);

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 
+#include "arena.h"
 #include "array.h"
 #include "body.h"
 #include "broad_phase.h"
@@ -132,6 +133,7 @@ struct ph__world {
     ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
     double *saved_jl;             /* the joints' lambda[8], by joint slot */
     uint64_t saved_rng;
+    ph__arena arena;                       /* scratch of the running step (arena.h), empty between steps */
     int32_t saved_manifold_count;          /* manifold_count before the step */
     ph__contact_manifold *spare_manifolds; /* the step's first manifolds from its second
                                               narrowphase on (a third array: they stay
