@@ -25,6 +25,8 @@
 
 /* ---------------------------------------------------------------- bodies */
 
+const ph__pool_layout ph__body_layout = {sizeof(ph__body), offsetof(ph__body, gen), offsetof(ph__body, next_free)};
+
 ph_body_def ph_default_body_def(void) {
     ph_body_def d;
     memset(&d, 0, sizeof d);
@@ -92,26 +94,16 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
              !isfinite(d.angular_damping) || d.linear_damping < 0 || d.angular_damping < 0 ||
              !isfinite(d.gravity_scale))
         e = PH_ERR_INVALID_ARGUMENT;
-    else if (w->body_count >= w->max_bodies)
+    else if (w->body_pool.count >= w->max_bodies)
         e = PH_ERR_LIMIT;
     int32_t slot = -1;
-    if (e == PH_OK) {
-        if (w->body_free >= 0) {
-            slot = w->body_free;
-            w->body_free = w->bodies[slot].next_free;
-        } else {
-            e = ph__slot_grow((void **)&w->bodies, &w->body_cap, w->body_hwm + 1, sizeof(ph__body));
-            if (e == PH_OK) slot = w->body_hwm++;
-        }
-    }
+    uint16_t gen = 0;
+    if (e == PH_OK) e = ph__pool_alloc(&w->body_pool, (void **)&w->bodies, &ph__body_layout, &slot, &gen);
     if (e != PH_OK) {
         if (err) *err = e;
         return id;
     }
     ph__body *b = &w->bodies[slot];
-    uint16_t gen = ph__next_gen(b->gen);
-    memset(b, 0, sizeof *b);
-    b->gen = gen;
     b->alive = 1;
     b->type = d.type;
     b->p = d.position;
@@ -125,9 +117,7 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
     b->gravity_scale = d.gravity_scale;
     b->user_data = d.user_data;
     b->first_shape = -1;
-    b->next_free = -1;
     ph__body_update_mass(w, b);
-    w->body_count++;
     id.index1 = slot + 1;
     id.world0 = (uint16_t)(wid.index1 - 1);
     id.gen = gen;
@@ -147,10 +137,10 @@ int ph_body_destroy(ph_body_id id) {
         if (cm->ba == slot) ph__wake(&w->bodies[cm->bb]);
         if (cm->bb == slot) ph__wake(&w->bodies[cm->ba]);
     }
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         if (w->joints[j].alive && w->joints[j].b >= 0 && (w->joints[j].a == slot || w->joints[j].b == slot))
             ph__wake(&w->bodies[w->joints[j].a == slot ? w->joints[j].b : w->joints[j].a]);
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         if (w->joints[j].alive && (w->joints[j].a == slot || w->joints[j].b == slot)) ph__joint_free_slot(w, j);
     int32_t s = b->first_shape;
     while (s >= 0) {
@@ -159,13 +149,7 @@ int ph_body_destroy(ph_body_id id) {
         s = n;
     }
     b->alive = 0;
-    const int retire = ph__retires(b->gen);
-    b->gen = ph__next_gen(b->gen);
-    if (!retire) {
-        b->next_free = w->body_free;
-        w->body_free = slot;
-    }
-    w->body_count--;
+    ph__pool_free(&w->body_pool, w->bodies, &ph__body_layout, slot);
     return PH_OK;
 }
 

@@ -1,7 +1,8 @@
 /*
  * body.h — bodies, shapes and joints as the world stores them: slot records with
- * generations and free lists, the slot helpers shared by world.c, body.c,
- * shape.c and joint_api.c, and the bounds every edit checks.
+ * generations and free-list links (allocated by the pools of pool.h), the
+ * helpers shared by world.c, body.c, shape.c and joint_api.c, and the
+ * bounds every edit checks.
  *
  * Internal to the core (and its tests); not installed.
  */
@@ -13,6 +14,7 @@
 
 #include "collide.h"
 #include "physd/ph_core.h"
+#include "pool.h"
 
 typedef struct ph__world ph__world;
 
@@ -49,7 +51,7 @@ typedef struct ph__body {
     uint64_t user_data;
     int32_t first_shape; /* -1 none */
     int32_t shape_count;
-    int32_t next_free;
+    int32_t next_free;      /* free-list link (pool.h), -1 ends */
     uint8_t asleep;         /* 1 while its island sleeps */
     ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
     double rest_time;       /* s the body has been below the sleep thresholds */
@@ -71,11 +73,12 @@ typedef struct ph__joint {
     double lambda[8];    /* warm start of its rows */
     int32_t row0, nrows; /* its rows in this step */
     int8_t row_slot[8];  /* which lambda[] each row uses */
-    int32_t next_free;
+    int32_t next_free;   /* free-list link (pool.h), -1 ends */
 } ph__joint;
 
-/* Grows a slot array to hold at least need elements; 0 or PH_ERR_NO_MEMORY. */
-int ph__slot_grow(void **arr, int32_t *cap, int32_t need, size_t elem);
+/* Where the slot records keep their generation and free-list link (the
+ * pools of pool.h). */
+extern const ph__pool_layout ph__body_layout, ph__shape_layout, ph__joint_layout;
 /* Recomputes a body's mass properties from its shapes (body.c). */
 void ph__body_update_mass(ph__world *w, ph__body *b);
 /* Frees a shape slot: its manifolds forgotten, generation bumped (shape.c). */
@@ -85,14 +88,6 @@ void ph__joint_free_slot(ph__world *w, int32_t j);
 
 static inline int ph__finite3(ph_vec3 v) { return isfinite(v.x) && isfinite(v.y) && isfinite(v.z); }
 static inline int ph__finite4(ph_quat q) { return isfinite(q.x) && isfinite(q.y) && isfinite(q.z) && isfinite(q.w); }
-static inline uint16_t ph__next_gen(uint16_t g) { return (uint16_t)(g == 0xffff ? 1 : g + 1); }
-
-/* A slot is freed by bumping its generation (gen + 1) and reused with the
- * next one (gen + 2). When that would wrap past 0xffff, a handle issued
- * for the slot long ago could name what the slot holds next: such a slot
- * is retired instead, never put on a free list again (freed at
- * generation 0xfffe or 0xffff). It costs one slot per 32768 reuses. */
-static inline int ph__retires(uint16_t gen_in_use) { return gen_in_use >= 0xfffe; }
 
 /* The envelope of ph_core.h, for the edits (NaN fails every test). */
 static inline int ph__position_ok(ph_vec3 p) {

@@ -48,19 +48,6 @@
 #include "collide.h"
 #include "world.h"
 
-int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return PH_OK;
-    int64_t nc = *cap ? (int64_t)*cap * 2 : 64;
-    while (nc < need)
-        nc *= 2;
-    if (nc > INT32_MAX) return PH_ERR_NO_MEMORY;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p) return PH_ERR_NO_MEMORY;
-    *arr = p;
-    *cap = (int32_t)nc;
-    return PH_OK;
-}
-
 static int pair_cmp(const void *x, const void *y) {
     const ph__pair *a = x, *b = y;
     if (a->sa != b->sa) return a->sa < b->sa ? -1 : 1;
@@ -75,9 +62,7 @@ int ph__sap_key_cmp(const void *x, const void *y) {
 }
 
 static int push_pair(ph__world *w, int32_t s1, int32_t s2) {
-    if (w->pair_count >= w->pair_cap &&
-        ph__reserve((void **)&w->pairs, &w->pair_cap, w->pair_count + 1, sizeof(ph__pair)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->pairs, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     ph__pair *p = &w->pairs[w->pair_count++];
     p->sa = s1 < s2 ? s1 : s2;
     p->sb = s1 < s2 ? s2 : s1;
@@ -113,11 +98,10 @@ static int pair_allowed(const ph__world *w, int32_t s1, int32_t s2) {
 /* The sorted list of body pairs whose joints disable their contacts. */
 static int build_joint_pairs(ph__world *w) {
     w->jpair_count = 0;
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         const ph__joint *j = &w->joints[i];
         if (!j->alive || j->collide_connected || j->b < 0) continue;
-        if (ph__reserve((void **)&w->jpairs, &w->jpair_cap, w->jpair_count + 1, sizeof(ph__pair)))
-            return PH_ERR_NO_MEMORY;
+        if (ph__array_reserve(w->jpairs, w->jpair_count + 1)) return PH_ERR_NO_MEMORY;
         ph__pair *p = &w->jpairs[w->jpair_count++];
         p->sa = j->a < j->b ? j->a : j->b;
         p->sb = j->a < j->b ? j->b : j->a;
@@ -182,11 +166,9 @@ static int overlap_boxes(const ph__sap_box *a, const ph__sap_box *b) {
 /* Sorts w->pairs by (sa, sb): a counting sort by sb, then a stable one by
  * sa; keys are unique, so this is the order any sort by (sa, sb) gives. */
 static int sort_pairs(ph__world *w) {
-    const int32_t np = w->pair_count, ns = w->shape_hwm;
+    const int32_t np = w->pair_count, ns = w->shape_pool.hwm;
     if (np < 2) return PH_OK;
-    if (ph__reserve((void **)&w->bp_ints, &w->bp_ints_cap, ns + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->bp_pairs, &w->bp_pairs_cap, np, sizeof(ph__pair)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->bp_ints, ns + 1) || ph__array_reserve(w->bp_pairs, np)) return PH_ERR_NO_MEMORY;
     int32_t *cnt = w->bp_ints;
     ph__pair *src = w->pairs, *dst = w->bp_pairs;
     for (int pass = 0; pass < 2; pass++) {
@@ -214,7 +196,7 @@ static inline int inside(ph_vec3 lo, ph_vec3 hi, ph_vec3 flo, ph_vec3 fhi) {
  * inside its fat box), so this is the pair list a full pass on the tight
  * boxes would give, in the same order. */
 static int filter_pairs(ph__world *w) {
-    if (ph__reserve((void **)&w->pairs, &w->pair_cap, w->fat_pair_count + 1, sizeof(ph__pair))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
     int32_t n = 0;
     for (int32_t i = 0; i < w->fat_pair_count; i++) {
         const ph__pair p = w->fat_pairs[i];
@@ -231,13 +213,13 @@ int ph__broadphase(ph__world *w, double dt) {
     const double margin = w->settings.contact_margin;
     int32_t nfinite = 0, nplanes = 0;
     /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
-    if (ph__reserve((void **)&w->sap_order, &w->sap_cap, w->shape_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sap_order, w->shape_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
     ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
     ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
     /* Last full pass's pairs can be used when nothing that decides which
      * pairs are allowed changed and every box is still inside its fat box. */
     int reuse = w->fat_ok && w->fat_version == w->bp_version;
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];
@@ -282,7 +264,7 @@ int ph__broadphase(ph__world *w, double dt) {
     /* A full pass, on the fat boxes. */
     w->fat_ok = 0;
     if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const double d = sh->geom.type == PH_SHAPE_PLANE ? 0.0 : sh->slack;
@@ -311,13 +293,13 @@ int ph__broadphase(ph__world *w, double dt) {
     int32_t n = 0;
     for (int32_t i = 0; i < w->sap_count; i++) {
         int32_t s = ord[i];
-        if (s >= w->shape_hwm) continue;
+        if (s >= w->shape_pool.hwm) continue;
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
         sh->sap_stamp = pass;
         ord[n++] = s;
     }
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         ph__shape *sh = &w->shapes[s];
         if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
         sh->sap_stamp = pass;
@@ -325,7 +307,7 @@ int ph__broadphase(ph__world *w, double dt) {
     }
     w->sap_count = n;
     /* Sorted as (lower bound, slot) pairs in a contiguous array. */
-    if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, n + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sap_keys, n + 1)) return PH_ERR_NO_MEMORY;
     ph__sap_key *keys = w->sap_keys;
     for (int32_t i = 0; i < n; i++) {
         keys[i].key = ph_vget(w->shapes[ord[i]].fat_lo, axis);
@@ -366,7 +348,7 @@ int ph__broadphase(ph__world *w, double dt) {
         g2 = make_axis(ph_vget(blo, ax2), ph_vget(bhi, ax2), k2);
     }
     const int32_t ncells = g1.n * g2.n;
-    if (ph__reserve((void **)&w->sap_boxes, &w->sap_boxes_cap, n + 1, sizeof(ph__sap_box))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sap_boxes, n + 1)) return PH_ERR_NO_MEMORY;
     ph__sap_box *bx = w->sap_boxes;
     int64_t nentries = 0;
     int32_t nbig = 0;
@@ -402,8 +384,7 @@ int ph__broadphase(ph__world *w, double dt) {
     /* Scratch: cell starts (ncells + 1), then the entries (indices into bx,
      * increasing within a cell), then the big boxes. */
     if (ncells + 1 + nentries + nbig > INT32_MAX) return PH_ERR_NO_MEMORY;
-    if (ph__reserve((void **)&w->bp_ints, &w->bp_ints_cap, (int32_t)(ncells + 1 + nentries + nbig), sizeof(int32_t)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->bp_ints, (int32_t)(ncells + 1 + nentries + nbig))) return PH_ERR_NO_MEMORY;
     int32_t *start = w->bp_ints, *entry = start + ncells + 1, *big = entry + nentries;
     memset(start, 0, (size_t)(ncells + 1) * sizeof(int32_t));
     nbig = 0;
@@ -470,7 +451,7 @@ int ph__broadphase(ph__world *w, double dt) {
     }
     /* 6. Planes against every finite shape of a dynamic body. */
     if (nplanes > 0) {
-        for (int32_t p = 0; p < w->shape_hwm; p++) {
+        for (int32_t p = 0; p < w->shape_pool.hwm; p++) {
             const ph__shape *pl = &w->shapes[p];
             if (pl->body < 0 || pl->geom.type != PH_SHAPE_PLANE) continue;
             ph__sap_box q;
@@ -489,8 +470,7 @@ int ph__broadphase(ph__world *w, double dt) {
     }
     int e = sort_pairs(w);
     if (e) return e;
-    if (ph__reserve((void **)&w->fat_pairs, &w->fat_pair_cap, w->pair_count + 1, sizeof(ph__pair)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->fat_pairs, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     if (w->pair_count > 0) memcpy(w->fat_pairs, w->pairs, (size_t)w->pair_count * sizeof(ph__pair));
     w->fat_pair_count = w->pair_count;
     w->fat_version = w->bp_version;

@@ -112,7 +112,7 @@ int ph__contact_rows(ph__world *w, double h) {
         }
         cm->row0 = w->row_count;
         for (int k = 0; k < cm->m.count; k++) {
-            if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 3, sizeof(ph__row))) return PH_ERR_NO_MEMORY;
+            if (ph__array_reserve(w->rows, w->row_count + 3)) return PH_ERR_NO_MEMORY;
             ph__row *r = &w->rows[w->row_count];
             ph__contact_point_rows(w, &c, cm, k, r);
             if (!c.box) r[1].normal = r[2].normal = w->row_count;
@@ -124,7 +124,7 @@ int ph__contact_rows(ph__world *w, double h) {
 
 int ph__init_gaps(ph__world *w) {
     const int32_t np = w->contact_row_count / 3;
-    if (ph__reserve((void **)&w->wgap, &w->wgap_cap, np + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wgap, np + 1)) return PH_ERR_NO_MEMORY;
     for (int32_t i = 0; i < w->manifold_count; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
         if (cm->row0 < 0) continue;

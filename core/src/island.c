@@ -52,15 +52,13 @@ static int joins(const ph__body *b) { return b->alive && b->type == PH_BODY_DYNA
 int ph__islands(ph__world *w, double h) {
     const ph_settings *s = &w->settings;
     if (!s->sleep) {
-        for (int32_t i = 0; i < w->body_hwm; i++)
+        for (int32_t i = 0; i < w->body_pool.hwm; i++)
             if (w->bodies[i].asleep) ph__wake(&w->bodies[i]);
         w->stats.islands = 0;
         return PH_OK;
     }
-    const int32_t n = w->body_hwm;
-    if (ph__reserve((void **)&w->island_parent, &w->island_cap, n + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->island_rest, &w->island_rest_cap, n + 1, sizeof(double)))
-        return PH_ERR_NO_MEMORY;
+    const int32_t n = w->body_pool.hwm;
+    if (ph__array_reserve(w->island_parent, n + 1) || ph__array_reserve(w->island_rest, n + 1)) return PH_ERR_NO_MEMORY;
     int32_t *p = w->island_parent;
     double *rest = w->island_rest;
     for (int32_t i = 0; i < n; i++) {
@@ -81,7 +79,7 @@ int ph__islands(ph__world *w, double h) {
         if (a->type == PH_BODY_KINEMATIC && (ph_len2(a->v) > 0 || ph_len2(a->w) > 0) && joins(b)) ph__wake(b);
         if (b->type == PH_BODY_KINEMATIC && (ph_len2(b->v) > 0 || ph_len2(b->w) > 0) && joins(a)) ph__wake(a);
     }
-    for (int32_t k = 0; k < w->joint_hwm; k++) {
+    for (int32_t k = 0; k < w->joint_pool.hwm; k++) {
         const ph__joint *j = &w->joints[k];
         if (!j->alive || j->b < 0) continue;
         if (joins(&w->bodies[j->a]) && joins(&w->bodies[j->b])) unite(p, j->a, j->b);

@@ -105,7 +105,7 @@ int ph__joint_rows(ph__world *w, double h) {
     c.b = c.coef.b;
     c.wsf = ph__warm_factor(w);
     const ph_vec3 zero = ph_v3(0, 0, 0);
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         ph__joint *j = &w->joints[i];
         if (!j->alive) continue;
         c.j = j;
@@ -223,7 +223,7 @@ void ph__joint_project(ph__world *w, int iterations) {
      * matrix at the current pose. Velocities are not changed. */
     static const ph__body fixed_body; /* zero inverse mass and inertia */
     for (int it = 0; it < iterations; it++) {
-        for (int32_t i = 0; i < w->joint_hwm; i++) {
+        for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
             const ph__joint *j = &w->joints[i];
             if (!j->alive) continue;
             ph__body *a = &w->bodies[j->a];

@@ -22,17 +22,13 @@
 #include "joint.h"
 #include "world.h"
 
+const ph__pool_layout ph__joint_layout = {sizeof(ph__joint), offsetof(ph__joint, gen), offsetof(ph__joint, next_free)};
+
 void ph__joint_free_slot(ph__world *w, int32_t j) {
     ph__joint *jt = &w->joints[j];
     w->bp_version++; /* the broadphase's allowed pairs change */
     jt->alive = 0;
-    const int retire = ph__retires(jt->gen);
-    jt->gen = ph__next_gen(jt->gen);
-    if (!retire) {
-        jt->next_free = w->joint_free;
-        w->joint_free = j;
-    }
-    w->joint_count--;
+    ph__pool_free(&w->joint_pool, w->joints, &ph__joint_layout, j);
 }
 
 /* ---------------------------------------------------------------- joints */
@@ -97,26 +93,16 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     else if (d.type == PH_JOINT_DISTANCE && d.distance < 0 &&
              !(anchor_distance(w, d.body_a.index1 - 1, b_null ? -1 : d.body_b.index1 - 1, &d) <= PH_MAX_JOINT_DISTANCE))
         e = PH_ERR_INVALID_ARGUMENT;
-    else if (w->joint_count >= w->max_joints)
+    else if (w->joint_pool.count >= w->max_joints)
         e = PH_ERR_LIMIT;
     int32_t slot = -1;
-    if (e == PH_OK) {
-        if (w->joint_free >= 0) {
-            slot = w->joint_free;
-            w->joint_free = w->joints[slot].next_free;
-        } else {
-            e = ph__slot_grow((void **)&w->joints, &w->joint_cap, w->joint_hwm + 1, sizeof(ph__joint));
-            if (e == PH_OK) slot = w->joint_hwm++;
-        }
-    }
+    uint16_t gen = 0;
+    if (e == PH_OK) e = ph__pool_alloc(&w->joint_pool, (void **)&w->joints, &ph__joint_layout, &slot, &gen);
     if (e != PH_OK) {
         if (err) *err = e;
         return id;
     }
     ph__joint *j = &w->joints[slot];
-    uint16_t gen = ph__next_gen(j->gen);
-    memset(j, 0, sizeof *j);
-    j->gen = gen;
     j->alive = 1;
     j->type = d.type;
     j->a = d.body_a.index1 - 1;
@@ -142,8 +128,6 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     j->upper = d.upper_angle;
     j->motor_speed = d.motor_speed;
     j->max_motor_torque = d.max_motor_torque;
-    j->next_free = -1;
-    w->joint_count++;
     w->bp_version++;
     ph__wake(&w->bodies[j->a]);
     if (j->b >= 0) ph__wake(&w->bodies[j->b]);

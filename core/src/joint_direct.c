@@ -73,11 +73,9 @@ int ph__joint_direct_factor(ph__world *w) {
         m += rows[i].direct;
     }
     if (m == 0) return PH_OK;
-    if (ph__reserve((void **)&w->jd_row, &w->jd_row_cap, m + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->jd_first, &w->jd_first_cap, m + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->jd_off, &w->jd_off_cap, m + 1, sizeof(int64_t)) ||
-        ph__reserve((void **)&w->jd_d, &w->jd_d_cap, 2 * m + 2, sizeof(double)) ||
-        ph__reserve((void **)&w->jd_bfirst, &w->jd_bfirst_cap, w->sbody_count + 1, sizeof(int32_t)))
+    if (ph__array_reserve(w->jd_row, m + 1) || ph__array_reserve(w->jd_first, m + 1) ||
+        ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 2 * m + 2) ||
+        ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
         return PH_ERR_NO_MEMORY;
     for (int32_t b = 0; b < w->sbody_count; b++)
         w->jd_bfirst[b] = -1;
@@ -108,9 +106,7 @@ int ph__joint_direct_factor(ph__world *w) {
             rows[i].direct = 0;
         return PH_OK;
     }
-    int32_t envcap = w->jd_env_cap;
-    if (ph__reserve((void **)&w->jd_env, &envcap, (int32_t)env + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
-    w->jd_env_cap = envcap;
+    if (ph__array_reserve(w->jd_env, (int32_t)env + 1)) return PH_ERR_NO_MEMORY;
     double *L = w->jd_env, *d = w->jd_d;
     /* Fill and factor row by row (the row's entries are final once the rows
      * above are done). */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "contact.h"
 #include "rows.h"
 #include "solver.h"
@@ -49,22 +50,22 @@ struct ph_lcp {
 
 void ph_lcp_destroy(ph_lcp *p) {
     if (!p) return;
-    free(p->A);
-    free(p->b);
-    free(p->group_off);
-    free(p->group_rows);
-    free(p->lo);
-    free(p->hi);
-    free(p->mu);
-    free(p->lambda0);
-    free(p->height);
-    free(p->normal);
-    free(p->rows);
-    free(p->blocks);
-    free(p->sb);
-    free(p->order);
-    free(p->glen);
-    free(p);
+    ph__free(p->A);
+    ph__free(p->b);
+    ph__free(p->group_off);
+    ph__free(p->group_rows);
+    ph__free(p->lo);
+    ph__free(p->hi);
+    ph__free(p->mu);
+    ph__free(p->lambda0);
+    ph__free(p->height);
+    ph__free(p->normal);
+    ph__free(p->rows);
+    ph__free(p->blocks);
+    ph__free(p->sb);
+    ph__free(p->order);
+    ph__free(p->glen);
+    ph__free(p);
 }
 
 int ph_lcp_size(const ph_lcp *p) { return p ? (int)p->n : PH_ERR_INVALID_ARGUMENT; }
@@ -72,12 +73,12 @@ int ph_lcp_size(const ph_lcp *p) { return p ? (int)p->n : PH_ERR_INVALID_ARGUMEN
 /* Allocates the arrays common to both kinds; 0 or PH_ERR_NO_MEMORY. */
 static int alloc_common(ph_lcp *p) {
     size_t n = (size_t)p->n + 1;
-    p->lo = malloc(n * sizeof(double));
-    p->hi = malloc(n * sizeof(double));
-    p->mu = malloc(n * sizeof(double));
-    p->lambda0 = malloc(n * sizeof(double));
-    p->height = malloc(n * sizeof(double));
-    p->normal = malloc(n * sizeof(int32_t));
+    p->lo = ph__alloc(n * sizeof(double));
+    p->hi = ph__alloc(n * sizeof(double));
+    p->mu = ph__alloc(n * sizeof(double));
+    p->lambda0 = ph__alloc(n * sizeof(double));
+    p->height = ph__alloc(n * sizeof(double));
+    p->normal = ph__alloc(n * sizeof(int32_t));
     return (p->lo && p->hi && p->mu && p->lambda0 && p->height && p->normal) ? PH_OK : PH_ERR_NO_MEMORY;
 }
 
@@ -101,15 +102,15 @@ static ph_lcp *fail(ph_lcp *p, int *err, int e) {
 ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const double *lo, const double *hi,
                             const double *mu, const int *normal, const int *group, const double *lambda0, int *err) {
     if (n < 1 || n > 100000 || !A || !b || !lo || !hi) return fail(NULL, err, PH_ERR_INVALID_ARGUMENT);
-    ph_lcp *p = calloc(1, sizeof *p);
+    ph_lcp *p = ph__calloc(1, sizeof *p);
     if (!p) return fail(NULL, err, PH_ERR_NO_MEMORY);
     p->n = n;
     p->dense = 1;
     const size_t nn = (size_t)n * (size_t)n;
-    p->A = malloc(nn * sizeof(double));
-    p->b = malloc((size_t)n * sizeof(double));
-    p->group_off = malloc(((size_t)n + 1) * sizeof(int32_t));
-    p->group_rows = malloc(((size_t)n + 1) * sizeof(int32_t));
+    p->A = ph__alloc(nn * sizeof(double));
+    p->b = ph__alloc((size_t)n * sizeof(double));
+    p->group_off = ph__alloc(((size_t)n + 1) * sizeof(int32_t));
+    p->group_rows = ph__alloc(((size_t)n + 1) * sizeof(int32_t));
     if (!p->A || !p->b || !p->group_off || !p->group_rows || alloc_common(p)) return fail(p, err, PH_ERR_NO_MEMORY);
     for (size_t k = 0; k < nn; k++) {
         if (!isfinite(A[k])) return fail(p, err, PH_ERR_INVALID_ARGUMENT);
@@ -136,7 +137,7 @@ ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const doubl
             return fail(p, err, PH_ERR_INVALID_ARGUMENT);
     }
     /* Blocks: by the caller's ids, or each normal with its linked rows. */
-    gkey *keys = malloc((size_t)n * sizeof *keys);
+    gkey *keys = ph__alloc((size_t)n * sizeof *keys);
     if (!keys) return fail(p, err, PH_ERR_NO_MEMORY);
     for (int i = 0; i < n; i++) {
         keys[i].id = group ? (long long)group[i] : (long long)(p->normal[i] >= 0 ? p->normal[i] : i);
@@ -150,7 +151,7 @@ ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const doubl
     }
     p->group_off[g] = n;
     p->group_count = g;
-    free(keys);
+    ph__free(keys);
     for (int32_t k = 0; k < g; k++)
         if (p->group_off[k + 1] - p->group_off[k] > PH__SMALL_MAX) return fail(p, err, PH_ERR_INVALID_ARGUMENT);
     if (err) *err = PH_OK;
@@ -165,16 +166,16 @@ int ph__capture(ph__world *w) {
     *out = NULL;
     const int32_t n = w->row_count;
     if (n == 0) return PH_OK;
-    ph_lcp *p = calloc(1, sizeof *p);
+    ph_lcp *p = ph__calloc(1, sizeof *p);
     if (!p) return PH_ERR_NO_MEMORY;
     p->n = n;
     p->nb = w->sbody_count;
     p->block_count = w->block_count;
-    p->rows = malloc((size_t)n * sizeof *p->rows);
-    p->blocks = malloc(((size_t)w->block_count + 1) * sizeof *p->blocks);
-    p->sb = malloc((size_t)p->nb * sizeof *p->sb);
-    p->order = malloc((size_t)n * sizeof *p->order);
-    p->glen = malloc((size_t)n * sizeof *p->glen);
+    p->rows = ph__alloc((size_t)n * sizeof *p->rows);
+    p->blocks = ph__alloc(((size_t)w->block_count + 1) * sizeof *p->blocks);
+    p->sb = ph__alloc((size_t)p->nb * sizeof *p->sb);
+    p->order = ph__alloc((size_t)n * sizeof *p->order);
+    p->glen = ph__alloc((size_t)n * sizeof *p->glen);
     if (!p->rows || !p->blocks || !p->sb || !p->order || !p->glen || alloc_common(p)) {
         ph_lcp_destroy(p);
         return PH_ERR_NO_MEMORY;
@@ -300,11 +301,11 @@ typedef struct work {
 } work;
 
 static void work_free(work *k) {
-    free(k->dbl);
-    free(k->ints);
-    free(k->rows);
-    free(k->sb);
-    free(k->base);
+    ph__free(k->dbl);
+    ph__free(k->ints);
+    ph__free(k->rows);
+    ph__free(k->sb);
+    ph__free(k->base);
 }
 
 static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
@@ -318,10 +319,10 @@ static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
     s.n = p->n;
     s.order = order;
     s.height = p->height;
-    double *keys = malloc(((size_t)p->n + 1) * sizeof *keys);
+    double *keys = ph__alloc(((size_t)p->n + 1) * sizeof *keys);
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__order_gravity(&s, keys);
-    free(keys);
+    ph__free(keys);
     return PH_OK;
 }
 
@@ -329,8 +330,8 @@ static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
 static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, const double *start, work *k) {
     const size_t N = (size_t)p->n + 1;
     memset(k, 0, sizeof *k);
-    k->dbl = malloc(5 * N * sizeof *k->dbl);
-    k->ints = malloc(N * sizeof *k->ints);
+    k->dbl = ph__alloc(5 * N * sizeof *k->dbl);
+    k->ints = ph__alloc(N * sizeof *k->ints);
     if (!k->dbl || !k->ints) return PH_ERR_NO_MEMORY;
     ph__sys *s = &k->s;
     k->dc.p = p;
@@ -368,7 +369,7 @@ static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, con
 
 static int check_order(const int *order, int32_t n) {
     if (!order) return PH_OK;
-    uint8_t *seen = calloc((size_t)n + 1, 1);
+    uint8_t *seen = ph__calloc((size_t)n + 1, 1);
     if (!seen) return PH_ERR_NO_MEMORY;
     int e = PH_OK;
     for (int32_t i = 0; i < n && e == PH_OK; i++) {
@@ -377,16 +378,16 @@ static int check_order(const int *order, int32_t n) {
         else
             seen[order[i]] = 1;
     }
-    free(seen);
+    ph__free(seen);
     return e;
 }
 
 /* Copies of a captured problem's rows and bodies. */
 static int rows_copy(const ph_lcp *p, const ph_settings *set, work *k, ph__rowset *rs) {
     memset(k, 0, sizeof *k);
-    k->rows = malloc((size_t)p->n * sizeof *k->rows);
-    k->sb = malloc((size_t)p->nb * sizeof *k->sb);
-    k->base = malloc((size_t)p->n * sizeof *k->base);
+    k->rows = ph__alloc((size_t)p->n * sizeof *k->rows);
+    k->sb = ph__alloc((size_t)p->nb * sizeof *k->sb);
+    k->base = ph__alloc((size_t)p->n * sizeof *k->base);
     if (!k->rows || !k->sb || !k->base) return PH_ERR_NO_MEMORY;
     memcpy(k->rows, p->rows, (size_t)p->n * sizeof *k->rows);
     memcpy(k->sb, p->sb, (size_t)p->nb * sizeof *k->sb);
@@ -413,7 +414,7 @@ int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, cons
     if (start)
         for (int32_t i = 0; i < p->n; i++)
             if (!isfinite(start[i])) return PH_ERR_INVALID_ARGUMENT;
-    ph_step_stats *st = malloc(sizeof *st);
+    ph_step_stats *st = ph__alloc(sizeof *st);
     if (!st) return PH_ERR_NO_MEMORY;
     memset(st, 0, sizeof *st);
     if (trace) trace->count = 0;
@@ -442,7 +443,7 @@ int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, cons
     }
     work_free(&k);
     if (stats && e == PH_OK) *stats = *st;
-    free(st);
+    ph__free(st);
     return e;
 }
 
@@ -496,8 +497,8 @@ static int with_sys(const ph_lcp *p, const ph_settings *set, const double *lambd
         memset(&d, 0, sizeof d);
         d.n = p->n;
         d.dense = 1;
-        d.A = malloc((nn ? nn : 1) * sizeof(double));
-        d.b = malloc(N * sizeof(double));
+        d.A = ph__alloc((nn ? nn : 1) * sizeof(double));
+        d.b = ph__alloc(N * sizeof(double));
         if (!d.A || !d.b)
             e = PH_ERR_NO_MEMORY;
         else {
@@ -514,8 +515,8 @@ static int with_sys(const ph_lcp *p, const ph_settings *set, const double *lambd
             if (e == PH_OK) e = fn(&k2.s, arg);
             work_free(&k2);
         }
-        free(d.A);
-        free(d.b);
+        ph__free(d.A);
+        ph__free(d.b);
     }
     work_free(&k);
     return e;
@@ -544,10 +545,10 @@ int ph_lcp_merits(const ph_lcp *p, const double *lambda, double *fischer, double
 
 static int order_fn(ph__sys *s, void *arg) {
     int *out = arg;
-    double *keys = malloc(((size_t)s->n + 1) * sizeof *keys);
+    double *keys = ph__alloc(((size_t)s->n + 1) * sizeof *keys);
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__order_build(s, 1, keys);
-    free(keys);
+    ph__free(keys);
     for (int32_t i = 0; i < s->n; i++)
         out[i] = s->order[i];
     return PH_OK;

@@ -211,15 +211,16 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
 int ph__narrowphase(ph__world *w) {
     /* The current manifolds become the previous ones. */
     ph__contact_manifold *t = w->prev_manifolds;
-    int32_t tc = w->prev_cap;
+    if (w->narrowphases == 2) { /* (t holds the step's first manifolds: kept for restore_state) */
+        ph__contact_manifold *s = w->spare_manifolds;
+        w->spare_manifolds = t;
+        t = s;
+    }
     w->prev_manifolds = w->manifolds;
-    w->prev_cap = w->manifold_cap;
     w->prev_count = w->manifold_count;
     w->manifolds = t;
-    w->manifold_cap = tc;
     w->manifold_count = 0;
-    if (ph__reserve((void **)&w->manifolds, &w->manifold_cap, w->pair_count + 1, sizeof(ph__contact_manifold)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     const double margin = w->settings.contact_margin;
     const double tol = w->settings.contact_cache_tolerance;
     const int warm = w->settings.warm_start;
@@ -344,8 +345,7 @@ static int touching_point(const ph__contact_manifold *cm) {
 }
 
 static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, int k) {
-    if (ph__reserve((void **)&w->events, &w->event_cap, w->event_count + 1, sizeof(ph_contact_event)))
-        return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->events, w->event_count + 1)) return PH_ERR_NO_MEMORY;
     ph_contact_event *e = &w->events[w->event_count++];
     memset(e, 0, sizeof *e);
     e->begin = begin;

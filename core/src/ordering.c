@@ -21,6 +21,7 @@
  */
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 uint64_t ph__rng_next(uint64_t *state) {
@@ -62,7 +63,7 @@ static int cmp_asc(const void *x, const void *y) {
  * order stays as it was, which is still a permutation. */
 static void sort_rows(ph__sys *s, const double *keys, int descending) {
     const int32_t n = s->n;
-    order_key *k = malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    order_key *k = ph__alloc((size_t)(n > 0 ? n : 1) * sizeof *k);
     if (!k) return;
     for (int32_t i = 0; i < n; i++) {
         k[i].key = keys[i];
@@ -71,7 +72,7 @@ static void sort_rows(ph__sys *s, const double *keys, int descending) {
     qsort(k, (size_t)n, sizeof *k, descending ? cmp_desc : cmp_asc);
     for (int32_t i = 0; i < n; i++)
         s->order[i] = k[i].row;
-    free(k);
+    ph__free(k);
 }
 
 void ph__order_gravity(ph__sys *s, double *keys) {

@@ -3,25 +3,31 @@
  * core's own tests (and code on its way to including only what it needs).
  * The core's sources include the headers of the modules they use:
  * collide.h, body.h, broad_phase.h, contact.h, rows.h, solver.h,
- * solver_wide.h, joint.h, island.h, step.h and world.h. Not installed, not
+ * solver_wide.h, joint.h, island.h, step.h, pool.h, array.h, arena.h,
+ * alloc.h and world.h. Not installed, not
  * part of the API.
  *
  * Invariants:
- *  - bodies, shapes and joints live in slot arrays with free lists; a slot's
- *    generation is bumped on free, so stale handles fail validation;
+ *  - bodies, shapes and joints live in slot arrays handed out by one slot
+ *    pool (pool.h) with free lists; a slot's generation is bumped on free,
+ *    so stale handles fail validation;
  *  - slot order (not pointer or hash order) is the only iteration order, so
  *    stepping is deterministic;
- *  - per-step scratch memory is reset at the start of every step.
+ *  - per-step scratch memory (arena.h) is empty at the end of every step.
  */
 #ifndef PHYSD_PH_INTERNAL_H
 #define PHYSD_PH_INTERNAL_H
 
+#include "alloc.h"
+#include "arena.h"
+#include "array.h"
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"
 #include "contact.h"
 #include "island.h"
 #include "joint.h"
+#include "pool.h"
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"

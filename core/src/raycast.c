@@ -110,7 +110,7 @@ int ph_world_raycast(ph_world_id wid, ph_vec3 origin, ph_vec3 dir, double max_di
     double best = INFINITY;
     int32_t best_shape = -1;
     ph_vec3 best_n = ph_v3(0, 0, 0);
-    for (int32_t s = 0; s < w->shape_hwm; s++) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
         const ph__shape *sh = &w->shapes[s];
         if (sh->body < 0) continue;
         const ph__body *b = &w->bodies[sh->body];

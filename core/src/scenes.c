@@ -25,6 +25,7 @@
  * rest, except in sliding_capsule and three_sphere, whose initial velocities
  * are part of the experiment of seeds/001.
  */
+#include "alloc.h"
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
 
@@ -58,7 +59,7 @@ static void ctx_fail(scene_ctx *c, int err) {
 static void ctx_track(scene_ctx *c, ph_body_id b) {
     if (c->body_count == c->body_cap) {
         int cap = c->body_cap > 0 ? 2 * c->body_cap : 64;
-        ph_body_id *grown = realloc(c->bodies, (size_t)cap * sizeof *grown);
+        ph_body_id *grown = ph__realloc(c->bodies, (size_t)cap * sizeof *grown);
         if (grown == NULL) {
             /* The body exists but cannot be tracked: remove it now. */
             ph_body_destroy(b);
@@ -713,6 +714,6 @@ int ph_scene_build(ph_world_id w, const char *name) {
     c.world = w;
     e->build(&c);
     if (c.err != 0) ctx_rollback(&c);
-    free(c.bodies);
+    ph__free(c.bodies);
     return c.err;
 }

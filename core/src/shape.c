@@ -21,6 +21,8 @@
 #include "island.h"
 #include "world.h"
 
+const ph__pool_layout ph__shape_layout = {sizeof(ph__shape), offsetof(ph__shape, gen), offsetof(ph__shape, next)};
+
 /* Empties the cached manifolds of a shape slot, so neither the contact query
  * nor warm starting ever sees them again (the slot may be reused). */
 static void forget_contacts(ph__world *w, int32_t s) {
@@ -35,13 +37,7 @@ void ph__shape_free_slot(ph__world *w, int32_t s) {
     w->bp_version++; /* the broadphase's shapes change */
     forget_contacts(w, s);
     sh->body = -1;
-    const int retire = ph__retires(sh->gen);
-    sh->gen = ph__next_gen(sh->gen);
-    sh->next = -1;
-    if (!retire) {
-        sh->next = w->shape_free;
-        w->shape_free = s;
-    }
+    ph__pool_free(&w->shape_pool, w->shapes, &ph__shape_layout, s);
 }
 
 /* ---------------------------------------------------------------- shapes */
@@ -141,26 +137,15 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     else if (b->shape_count >= PH_MAX_SHAPES_PER_BODY)
         e = PH_ERR_LIMIT;
     int32_t slot = -1;
-    if (e == PH_OK) {
-        if (w->shape_free >= 0) {
-            slot = w->shape_free;
-            w->shape_free = w->shapes[slot].next;
-        } else {
-            e = ph__slot_grow((void **)&w->shapes, &w->shape_cap, w->shape_hwm + 1, sizeof(ph__shape));
-            if (e == PH_OK) slot = w->shape_hwm++;
-        }
-    }
+    uint16_t gen = 0;
+    if (e == PH_OK) e = ph__pool_alloc(&w->shape_pool, (void **)&w->shapes, &ph__shape_layout, &slot, &gen);
     if (e != PH_OK) {
         if (err) *err = e;
         return id;
     }
     b = &w->bodies[bid.index1 - 1]; /* the shape array may not move bodies, but be explicit */
     ph__shape *s = &w->shapes[slot];
-    uint16_t gen = ph__next_gen(s->gen);
-    memset(s, 0, sizeof *s);
-    s->gen = gen;
     s->body = bid.index1 - 1;
-    s->next = -1;
     s->geom.type = d.type;
     s->geom.radius = d.radius;
     s->geom.half_extents = d.half_extents;

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "body.h"
 #include "contact.h"
 #include "joint.h"
@@ -72,7 +73,7 @@ ph__spook_coef ph__spook(ph_spook p, double h) {
 }
 
 ph__row *ph__add_row(ph__world *w) {
-    if (ph__reserve((void **)&w->rows, &w->row_cap, w->row_count + 1, sizeof(ph__row))) return NULL;
+    if (ph__array_reserve(w->rows, w->row_count + 1)) return NULL;
     ph__row *r = &w->rows[w->row_count++];
     memset(r, 0, sizeof *r);
     r->lo = -INFINITY;
@@ -89,7 +90,7 @@ static double row_dot(const ph__row *a, const ph__row *b) {
 }
 
 int ph__make_block(ph__world *w, int32_t first) {
-    if (ph__reserve((void **)&w->blocks, &w->block_cap, w->block_count + 1, sizeof(ph__block))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->blocks, w->block_count + 1)) return PH_ERR_NO_MEMORY;
     ph_mat3 s;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
@@ -265,7 +266,7 @@ static void merits(const ph__world *w, int native, ph__merit *m) {
 
 /* The other methods and orderings: the rows as a system of the family. */
 static int solve_family(ph__world *w) {
-    int32_t *glen = malloc((size_t)(w->row_count + 1) * sizeof *glen);
+    int32_t *glen = ph__arena_alloc(&w->arena, (size_t)(w->row_count + 1) * sizeof *glen, "group lengths");
     if (!glen) return PH_ERR_NO_MEMORY;
     ph__world_groups(w, glen);
     ph__rowset rs;
@@ -282,7 +283,7 @@ static int solve_family(ph__world *w) {
     int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
     /* Row updates in the family's unit: work (in sweeps) times rows. */
     ph__limit_count(&w->limit, (uint64_t)(w->stats.work_final * (double)rs.n + 0.5));
-    free(glen);
+    ph__arena_free(&w->arena, glen);
     return e;
 }
 
@@ -427,7 +428,7 @@ void ph__store_impulses(ph__world *w, const ph__plan *p) {
             cm->lt2[k] = w->rows[cm->row0 + 3 * k + 2].lambda;
         }
     }
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         ph__joint *j = &w->joints[i];
         if (!j->alive || j->row0 < 0) continue;
         double keep[8] = {0};

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 enum { ST_FREE = 0, ST_LO = 1, ST_HI = 2 };
@@ -336,12 +337,12 @@ int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         size_t m = (size_t)(s->group_off[g + 1] - s->group_off[g]);
         total += m * m;
     }
-    bw.S = malloc((total ? total : 1) * sizeof *bw.S);
-    bw.S_off = malloc((size_t)(G + 1) * sizeof *bw.S_off);
-    bw.group = malloc((size_t)(n + 1) * sizeof *bw.group);
-    bw.gorder = malloc((size_t)(G + 1) * sizeof *bw.gorder);
-    bw.seen = malloc((size_t)(G + 1));
-    bw.keys = malloc((size_t)(n + 1) * sizeof *bw.keys);
+    bw.S = ph__alloc((total ? total : 1) * sizeof *bw.S);
+    bw.S_off = ph__alloc((size_t)(G + 1) * sizeof *bw.S_off);
+    bw.group = ph__alloc((size_t)(n + 1) * sizeof *bw.group);
+    bw.gorder = ph__alloc((size_t)(G + 1) * sizeof *bw.gorder);
+    bw.seen = ph__alloc((size_t)(G + 1));
+    bw.keys = ph__alloc((size_t)(n + 1) * sizeof *bw.keys);
     int err = PH_OK;
     if (!bw.S || !bw.S_off || !bw.group || !bw.gorder || !bw.seen || !bw.keys) {
         err = PH_ERR_NO_MEMORY;
@@ -395,11 +396,11 @@ int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     if (!record || n == 0) ph__sys_merits(s, &mer);
     ph__stats_final(st, it, (double)it, &mer);
 done:
-    free(bw.S);
-    free(bw.S_off);
-    free(bw.group);
-    free(bw.gorder);
-    free(bw.seen);
-    free(bw.keys);
+    ph__free(bw.S);
+    ph__free(bw.S_off);
+    ph__free(bw.group);
+    ph__free(bw.gorder);
+    ph__free(bw.seen);
+    ph__free(bw.keys);
     return err;
 }

@@ -45,47 +45,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 /* A pivot at or below this fraction of its diagonal is a breakdown. */
 #define IC_PIVOT_MIN 1e-12
 
 void ph__ic_free(ph__ic *f) {
-    free(f->set);
-    free(f->ptr);
-    free(f->col);
-    free(f->val);
-    free(f->d);
-    free(f->pos);
-    free(f->mark);
-    free(f->nb);
-    free(f->w);
+    ph__free(f->set);
+    ph__free(f->ptr);
+    ph__free(f->col);
+    ph__free(f->val);
+    ph__free(f->d);
+    ph__free(f->pos);
+    ph__free(f->mark);
+    ph__free(f->nb);
+    ph__free(f->w);
     memset(f, 0, sizeof *f);
 }
 
 /* Room for m rows of a system of n rows; 0 or PH_ERR_NO_MEMORY. */
 static int reserve_rows(ph__ic *f, int32_t m, int32_t n) {
     if (n > f->cap_n) {
-        int32_t *pos = realloc(f->pos, (size_t)n * sizeof *pos);
+        int32_t *pos = ph__realloc(f->pos, (size_t)n * sizeof *pos);
         if (!pos) return PH_ERR_NO_MEMORY;
         f->pos = pos;
         for (int32_t i = f->cap_n; i < n; i++)
             f->pos[i] = -1;
-        int32_t *nb = realloc(f->nb, (size_t)n * sizeof *nb);
+        int32_t *nb = ph__realloc(f->nb, (size_t)n * sizeof *nb);
         if (!nb) return PH_ERR_NO_MEMORY;
         f->nb = nb;
         f->cap_n = n;
     }
     if (m > f->cap_m) {
-        int32_t *set = realloc(f->set, (size_t)m * sizeof *set);
+        int32_t *set = ph__realloc(f->set, (size_t)m * sizeof *set);
         if (set) f->set = set;
-        int32_t *ptr = realloc(f->ptr, ((size_t)m + 1) * sizeof *ptr);
+        int32_t *ptr = ph__realloc(f->ptr, ((size_t)m + 1) * sizeof *ptr);
         if (ptr) f->ptr = ptr;
-        double *d = realloc(f->d, (size_t)m * sizeof *d);
+        double *d = ph__realloc(f->d, (size_t)m * sizeof *d);
         if (d) f->d = d;
-        double *w = realloc(f->w, (size_t)m * sizeof *w);
+        double *w = ph__realloc(f->w, (size_t)m * sizeof *w);
         if (w) f->w = w;
-        int32_t *mark = realloc(f->mark, (size_t)m * sizeof *mark);
+        int32_t *mark = ph__realloc(f->mark, (size_t)m * sizeof *mark);
         if (mark) {
             f->mark = mark;
             for (int32_t k = f->cap_m; k < m; k++)
@@ -102,9 +103,9 @@ static int reserve_entries(ph__ic *f, int64_t nnz) {
     int64_t cap = f->cap_nnz > 0 ? f->cap_nnz : 64;
     while (cap < nnz)
         cap *= 2;
-    int32_t *col = realloc(f->col, (size_t)cap * sizeof *col);
+    int32_t *col = ph__realloc(f->col, (size_t)cap * sizeof *col);
     if (col) f->col = col;
-    double *val = realloc(f->val, (size_t)cap * sizeof *val);
+    double *val = ph__realloc(f->val, (size_t)cap * sizeof *val);
     if (val) f->val = val;
     if (!col || !val) return PH_ERR_NO_MEMORY;
     f->cap_nnz = cap;

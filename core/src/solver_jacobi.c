@@ -21,13 +21,14 @@
  */
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;
     const int32_t n = s->n;
     const int record = set->record_merits || set->tolerance > 0;
-    double *nl = malloc((size_t)(n + 1) * sizeof *nl);
+    double *nl = ph__alloc((size_t)(n + 1) * sizeof *nl);
     if (!nl) return PH_ERR_NO_MEMORY;
     ph__merit m;
     int it;
@@ -60,6 +61,6 @@ int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     if (!record || n == 0) ph__sys_merits(s, &m);
     ph__stats_final(st, it, (double)it, &m);
-    free(nl);
+    ph__free(nl);
     return PH_OK;
 }

@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 enum { CLS_L = 0, CLS_U = 1, CLS_A = 2 };
@@ -162,15 +163,15 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         budget = (double)s->limit->left / (double)n;
         capped = 1;
     }
-    double *keys = malloc((size_t)(n + 1) * sizeof *keys);
-    double *vec = malloc((size_t)(7 * n + 1) * sizeof *vec);
-    int32_t *idx = malloc((size_t)(n + 1) * sizeof *idx);
-    uint8_t *cls = malloc((size_t)(2 * n + 1));
+    double *keys = ph__alloc((size_t)(n + 1) * sizeof *keys);
+    double *vec = ph__alloc((size_t)(7 * n + 1) * sizeof *vec);
+    int32_t *idx = ph__alloc((size_t)(n + 1) * sizeof *idx);
+    uint8_t *cls = ph__alloc((size_t)(2 * n + 1));
     if (!keys || !vec || !idx || !cls) {
-        free(keys);
-        free(vec);
-        free(idx);
-        free(cls);
+        ph__free(keys);
+        ph__free(vec);
+        ph__free(idx);
+        ph__free(cls);
         return PH_ERR_NO_MEMORY;
     }
     double *r = vec, *p = vec + n, *ap = vec + 2 * n, *x = vec + 3 * n, *gam = vec + 4 * n, *z = vec + 5 * n,
@@ -355,9 +356,9 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     ph__stats_final(st, it, work, &m);
     ph__ic_free(&ic);
-    free(keys);
-    free(vec);
-    free(idx);
-    free(cls);
+    ph__free(keys);
+    ph__free(vec);
+    ph__free(idx);
+    ph__free(cls);
     return PH_OK;
 }

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "body.h"
 #include "contact.h"
 #include "rows.h"
@@ -172,7 +173,7 @@ void ph__world_groups(const ph__world *w, int32_t *glen) {
         for (int k = 0; k < cm->m.count; k++)
             glen[cm->row0 + 3 * k] = 3;
     }
-    for (int32_t i = 0; i < w->joint_hwm; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         const ph__joint *j = &w->joints[i];
         if (j->alive && j->nrows > 0) glen[j->row0] = j->nrows;
     }
@@ -182,13 +183,13 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
                    const double *start, ph_step_stats *st, ph__rec *rec) {
     const int32_t n = rs->n, nb = rs->nb;
     const size_t N = (size_t)n + 1;
-    double *dbl = malloc(9 * N * sizeof *dbl);
-    int32_t *ints = malloc((6 * N + 2 * (size_t)nb + 3) * sizeof *ints);
-    ph_vec3 *vec = malloc(4 * ((size_t)nb + 1) * sizeof *vec);
+    double *dbl = ph__alloc(9 * N * sizeof *dbl);
+    int32_t *ints = ph__alloc((6 * N + 2 * (size_t)nb + 3) * sizeof *ints);
+    ph_vec3 *vec = ph__alloc(4 * ((size_t)nb + 1) * sizeof *vec);
     if (!dbl || !ints || !vec) {
-        free(dbl);
-        free(ints);
-        free(vec);
+        ph__free(dbl);
+        ph__free(ints);
+        ph__free(vec);
         return PH_ERR_NO_MEMORY;
     }
     ph__sys s;
@@ -283,8 +284,8 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     for (int32_t i = 0; i < n; i++)
         rs->rows[i].lambda = s.lambda[i];
     rs->sb[0].v = rs->sb[0].w = ph_v3(0, 0, 0);
-    free(dbl);
-    free(ints);
-    free(vec);
+    ph__free(dbl);
+    ph__free(ints);
+    ph__free(vec);
     return e;
 }

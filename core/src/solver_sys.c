@@ -17,12 +17,13 @@
  */
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "solver.h"
 
 int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;
     const int record = set->record_merits || set->tolerance > 0;
-    double *keys = malloc((size_t)(s->n + 1) * sizeof *keys);
+    double *keys = ph__alloc((size_t)(s->n + 1) * sizeof *keys);
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__merit m;
     int it;
@@ -47,7 +48,7 @@ int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     if (!record || s->n == 0) ph__sys_merits(s, &m);
     ph__stats_final(st, it, (double)it, &m);
-    free(keys);
+    ph__free(keys);
     return PH_OK;
 }
 

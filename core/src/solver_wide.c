@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "broad_phase.h"
 #include "contact.h"
 #include "rows.h"
@@ -184,10 +185,8 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     w->wpoint_mode = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
-    if (ph__reserve((void **)&w->wmask, &w->wmask_cap, nsb + 1, sizeof(uint64_t)) ||
-        ph__reserve((void **)&w->wlevel, &w->wlevel_cap, nm + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->wpoint, &w->wpoint_cap, nm + 1, sizeof(int32_t)) ||
-        ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t)))
+    if (ph__array_reserve(w->wmask, nsb + 1) || ph__array_reserve(w->wlevel, nm + 1) ||
+        ph__array_reserve(w->wpoint, nm + 1) || ph__array_reserve(w->order, w->row_count + 1))
         return PH_ERR_NO_MEMORY;
     /* Manifolds with rows (with moving bodies); -1: none. */
     int32_t ncol = 0, npoint = 0;
@@ -201,7 +200,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         w->wlevel[i] = -1;
     }
     w->native_rows = 3 * npoint;
-    if (native && ph__reserve((void **)&w->wgap, &w->wgap_cap, npoint + 1, sizeof(double))) return PH_ERR_NO_MEMORY;
+    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
     /* Levels bottom-up: the manifolds sorted by height (the mean of their
      * points along -gravity, ties by pair order); each goes one level above
      * the last one before it that touched either of its moving bodies. The
@@ -209,7 +208,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * order (every pair of manifolds sharing a body keeps its order), with
      * the manifolds of one level independent of each other. */
     const ph_vec3 down = ph_normalize(w->settings.gravity);
-    if (ph__reserve((void **)&w->wkeys, &w->wkeys_cap, nm + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
     int32_t na = 0;
     for (int32_t i = 0; i < nm; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
@@ -222,10 +221,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         na++;
     }
     if (na > 1) {
-        ph__sap_key *tmp = malloc((size_t)na * sizeof *tmp);
+        ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
         sort_keys(w->wkeys, tmp, na);
-        free(tmp);
+        ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
@@ -240,8 +239,9 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
     /* Manifolds by level, stable (counting sort). */
-    int32_t *start = calloc((size_t)ncol + 1, sizeof *start);
+    int32_t *start = ph__arena_alloc(&w->arena, ((size_t)ncol + 1) * sizeof *start, "level starts");
     if (!start) return PH_ERR_NO_MEMORY;
+    memset(start, 0, ((size_t)ncol + 1) * sizeof *start);
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) start[w->wlevel[i] + 1]++;
     for (int32_t c = 0; c < ncol; c++)
@@ -260,8 +260,8 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         }
         pos = start[c];
     }
-    if (ph__reserve((void **)&w->wbatches, &w->wbatch_cap, nbatch + 1, sizeof(ph__wbatch))) {
-        free(start);
+    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
+        ph__arena_free(&w->arena, start);
         return PH_ERR_NO_MEMORY;
     }
     const int32_t njoint = w->row_count - ncontact;
@@ -318,7 +318,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         }
         c0 = start[c];
     }
-    free(start);
+    ph__arena_free(&w->arena, start);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;
@@ -439,8 +439,7 @@ int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
         int32_t ng = 0;
         for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
             ng++;
-        if (ph__reserve((void **)&w->wpts, &w->wpts_cap, w->wbatch_count + 1, sizeof(ph__wpoint)) ||
-            ph__reserve((void **)&w->wgroups, &w->wgroups_cap, ng + 1, sizeof(ph__wgroup)))
+        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1))
             return PH_ERR_NO_MEMORY;
     }
     ph__contact_ctx c;

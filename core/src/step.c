@@ -24,9 +24,9 @@
  * world; the last substep's plan, kept by ph_world_step, says whether its
  * integration already started the next one.
  *
- * Failure modes: PH_ERR_NO_MEMORY from a stage is returned; a substep stops
- * before its integration, so body state is that of the last whole substep.
- * After the substeps every awake dynamic body is checked against the
+ * Failure modes: PH_ERR_NO_MEMORY from a stage fails the step, undone as
+ * below (the world as before the step, its forces kept), so a step either
+ * stands or changes nothing a later step reads. After the substeps every awake dynamic body is checked against the
  * finite envelope (PH_ENVELOPE_*, a pass over the solver bodies); a body
  * outside it fails the step with PH_ERR_NONFINITE, and the world is put
  * back exactly as it was before the step from what save_state kept (the
@@ -121,23 +121,21 @@ static int build_solver_bodies(ph__world *w, int remap) {
         }
         return PH_OK;
     }
-    if (ph__reserve((void **)&w->body_to_sbody, &w->b2s_cap, w->body_hwm + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->body_to_sbody, w->body_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
     int32_t n = 1;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
         w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
     }
-    if (ph__reserve((void **)&w->sbodies, &w->sbody_cap, n, sizeof(ph__sbody))) return PH_ERR_NO_MEMORY;
-    if (ph__reserve((void **)&w->sbody_body, &w->sbody_body_cap, n, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sbodies, n)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sbody_body, n)) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    if (ph__reserve((void **)&w->vw0, &w->vw0_cap, n, sizeof(ph__vw)) ||
-        ph__reserve((void **)&w->vws, &w->vws_cap, n, sizeof(ph__vw)) ||
-        ph__reserve((void **)&w->dvc, &w->dvc_cap, n, sizeof(ph__vw)))
+    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n))
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     int32_t aniso = 0;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         int32_t s = w->body_to_sbody[i];
         if (s == 0) continue;
         const ph__body *b = &w->bodies[i];
@@ -170,7 +168,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
 static int prepare_forces(ph__world *w, double h) {
-    if (ph__reserve((void **)&w->sforce, &w->sforce_cap, w->sbody_count, sizeof(ph__sforce))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
     const ph_vec3 g = w->settings.gravity;
     for (int32_t s = 1; s < w->sbody_count; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
@@ -257,7 +255,7 @@ static void contact_dv(ph__world *w) {
  * ties by row index (deterministic). The key array of the broadphase is
  * reused as scratch. */
 static int build_order(ph__world *w, const ph__plan *p, int32_t ncontact) {
-    if (ph__reserve((void **)&w->order, &w->order_cap, w->row_count + 1, sizeof(int32_t))) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->order, w->row_count + 1)) return PH_ERR_NO_MEMORY;
     const int32_t njoint = w->row_count - ncontact;
     if (w->settings.ordering == PH_ORDER_DEFAULT) {
         /* Contacts in level order (solver_wide.c), built once per collision
@@ -288,7 +286,7 @@ static int build_order(ph__world *w, const ph__plan *p, int32_t ncontact) {
         o[i] = i;
     if (w->settings.ordering == PH_ORDER_GRAVITY && ncontact > 0) {
         int32_t nc = ncontact / 3;
-        if (ph__reserve((void **)&w->sap_keys, &w->sap_keys_cap, nc + 1, sizeof(ph__sap_key))) return PH_ERR_NO_MEMORY;
+        if (ph__array_reserve(w->sap_keys, nc + 1)) return PH_ERR_NO_MEMORY;
         for (int32_t k = 0; k < nc; k++) {
             w->sap_keys[k].key = w->rows[3 * k].height;
             w->sap_keys[k].slot = 3 * k;
@@ -363,7 +361,7 @@ static ph__facts facts(const ph__world *w, ph__home_plan home, int started) {
     f.capture = w->capture != NULL;
     f.restitutive = w->restitutive > 0;
     f.contacts = (home == PH_HOME_BATCHES ? w->native_rows : w->contact_row_count) > 0;
-    f.joints = w->joint_count > 0;
+    f.joints = w->joint_pool.count > 0;
     f.joint_rows = w->row_count > w->contact_row_count;
     f.batches = w->wide_ok != 0;
     f.started = started;
@@ -522,14 +520,12 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
  * arrays grown as needed: no allocation in the steady state. */
 static int save_state(ph__world *w) {
     const int sleep = w->settings.sleep;
-    if (ph__reserve((void **)&w->saved_pose, &w->saved_pose_cap, w->body_hwm + 1, sizeof(ph__saved_pose)) ||
-        (sleep &&
-         ph__reserve((void **)&w->saved_sleep, &w->saved_sleep_cap, w->body_hwm + 1, sizeof(ph__saved_sleep))) ||
-        (w->joint_hwm > 0 &&
-         ph__reserve((void **)&w->saved_jl, &w->saved_jl_cap, 8 * w->joint_hwm + 1, sizeof(double))))
+    if (ph__array_reserve(w->saved_pose, w->body_pool.hwm + 1) ||
+        (sleep && ph__array_reserve(w->saved_sleep, w->body_pool.hwm + 1)) ||
+        (w->joint_pool.hwm > 0 && ph__array_reserve(w->saved_jl, 8 * w->joint_pool.hwm + 1)))
         return PH_ERR_NO_MEMORY;
     ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         ph__body *b = &w->bodies[i];
         b->v_step = b->v;
         b->w_step = b->w;
@@ -537,13 +533,14 @@ static int save_state(ph__world *w) {
         sp[i].q = b->q;
     }
     if (sleep)
-        for (int32_t i = 0; i < w->body_hwm; i++) {
+        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
             w->saved_sleep[i].rest_time = w->bodies[i].rest_time;
             w->saved_sleep[i].asleep = w->bodies[i].asleep;
         }
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
+    w->saved_manifold_count = w->manifold_count;
     w->narrowphases = 0;
     return PH_OK;
 }
@@ -551,15 +548,16 @@ static int save_state(ph__world *w) {
 /* Puts the world back as save_state found it. The manifolds: a step that
  * collided once swapped last step's manifolds into prev_manifolds and only
  * read them since, so swapping back restores them; after several
- * collisions (collide_substeps) they are gone and are dropped (the next
- * step collides without warm start). What the step computed besides
+ * collisions (collide_substeps) they wait in spare_manifolds (the second
+ * narrowphase put them there untouched) and are swapped back from there,
+ * so the next step warm-starts as if this one had never run. What the step computed besides
  * (batches, rows, the broadphase's fat boxes) is rebuilt by the next step;
  * the fat boxes, made from the failed poses, are marked stale. Forces and
  * torques are kept: ph_world_step clears them only after a step that
  * stands. */
 static void restore_state(ph__world *w) {
     const ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         ph__body *b = &w->bodies[i];
         b->p = sp[i].p;
         b->q = sp[i].q;
@@ -567,24 +565,24 @@ static void restore_state(ph__world *w) {
         b->w = b->w_step;
     }
     if (w->settings.sleep)
-        for (int32_t i = 0; i < w->body_hwm; i++) {
+        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
             w->bodies[i].rest_time = w->saved_sleep[i].rest_time;
             w->bodies[i].asleep = (uint8_t)w->saved_sleep[i].asleep;
         }
-    for (int32_t j = 0; j < w->joint_hwm; j++)
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(w->joints[j].lambda, &w->saved_jl[8 * j], sizeof w->joints[j].lambda);
     w->rng = w->saved_rng;
     if (w->narrowphases == 1) {
         ph__contact_manifold *t = w->manifolds;
-        const int32_t tc = w->manifold_cap;
         w->manifolds = w->prev_manifolds;
-        w->manifold_cap = w->prev_cap;
         w->manifold_count = w->prev_count;
         w->prev_manifolds = t;
-        w->prev_cap = tc;
         w->prev_count = 0;
     } else if (w->narrowphases > 1) {
-        w->manifold_count = 0;
+        ph__contact_manifold *t = w->manifolds;
+        w->manifolds = w->spare_manifolds;
+        w->manifold_count = w->saved_manifold_count;
+        w->spare_manifolds = t;
         w->prev_count = 0;
     }
     w->narrowphases = 0;
@@ -671,21 +669,22 @@ int ph_world_step(ph_world_id id) {
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
     st->row_updates = w->limit.used;
     st->budget_exhausted = w->limit.exhausted;
-    if (e == PH_ERR_NONFINITE || e == PH_ERR_CANCELLED) {
+    if (e != PH_OK) { /* (NONFINITE, CANCELLED or NO_MEMORY: the step is undone) */
         if (e == PH_ERR_CANCELLED) w->cancel_taken = 1;
         restore_state(w);
+        ph__arena_end_step(&w->arena);
         return e;
     }
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         w->bodies[i].force = ph_v3(0, 0, 0);
         w->bodies[i].torque = ph_v3(0, 0, 0);
     }
-    if (e) return e;
     w->steps++;
     st->step = w->steps;
-    st->bodies = w->body_count;
+    st->bodies = w->body_pool.count;
     st->awake_bodies = w->sbody_count - 1;
-    st->joints = w->joint_count;
+    st->joints = w->joint_pool.count;
+    ph__arena_end_step(&w->arena);
     st->total_ms = now_ms() - t0;
     return PH_OK;
 }

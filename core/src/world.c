@@ -7,7 +7,7 @@
  *
  * Normal path: ph_world_create takes a free registry slot (under a mutex),
  * objects are created into per-world slot arrays that grow geometrically up
- * to the world's limits (ph__slot_grow), and every public function validates
+ * to the world's limits (the slot pools of pool.c), and every public function validates
  * its handle (index in range, slot alive, generation equal) before touching
  * anything.
  *
@@ -22,9 +22,11 @@
  * for (world slots likewise, marked in the registry).
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "body.h"
 #include "contact.h"
 #include "island.h"
@@ -97,7 +99,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
         if (err) *err = e;
         return id;
     }
-    ph__world *w = calloc(1, sizeof *w);
+    ph__world *w = ph__calloc(1, sizeof *w);
     if (!w) {
         if (err) *err = PH_ERR_NO_MEMORY;
         return id;
@@ -107,7 +109,9 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     w->max_bodies = d.max_bodies;
     w->max_joints = d.max_joints;
     w->rng = d.settings.seed ? d.settings.seed : 1;
-    w->body_free = w->shape_free = w->joint_free = -1;
+    ph__pool_init(&w->body_pool);
+    ph__pool_init(&w->shape_pool);
+    ph__pool_init(&w->joint_pool);
     atomic_init(&w->cancel, 0);
     w->alive = 1;
 
@@ -126,7 +130,7 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     }
     pthread_mutex_unlock(&g_worlds_lock);
     if (slot < 0) {
-        free(w);
+        ph__free(w);
         if (err) *err = PH_ERR_LIMIT;
         return id;
     }
@@ -136,6 +140,52 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     return id;
 }
 
+/* Every growable array (array.h) a world owns, by its offset in the world
+ * record: ph_world_destroy frees them all. A new array goes here. */
+static const size_t world_arrays[] = {
+    offsetof(ph__world, pairs),
+    offsetof(ph__world, sap_order),
+    offsetof(ph__world, sap_keys),
+    offsetof(ph__world, sap_boxes),
+    offsetof(ph__world, bp_ints),
+    offsetof(ph__world, bp_pairs),
+    offsetof(ph__world, fat_pairs),
+    offsetof(ph__world, jpairs),
+    offsetof(ph__world, manifolds),
+    offsetof(ph__world, prev_manifolds),
+    offsetof(ph__world, spare_manifolds),
+    offsetof(ph__world, rows),
+    offsetof(ph__world, blocks),
+    offsetof(ph__world, order),
+    offsetof(ph__world, sbodies),
+    offsetof(ph__world, body_to_sbody),
+    offsetof(ph__world, sbody_body),
+    offsetof(ph__world, vw0),
+    offsetof(ph__world, vws),
+    offsetof(ph__world, dvc),
+    offsetof(ph__world, sforce),
+    offsetof(ph__world, events),
+    offsetof(ph__world, island_parent),
+    offsetof(ph__world, island_rest),
+    offsetof(ph__world, wbatches),
+    offsetof(ph__world, wpts),
+    offsetof(ph__world, wgroups),
+    offsetof(ph__world, wmask),
+    offsetof(ph__world, wlevel),
+    offsetof(ph__world, wpoint),
+    offsetof(ph__world, wkeys),
+    offsetof(ph__world, wgap),
+    offsetof(ph__world, jd_row),
+    offsetof(ph__world, jd_first),
+    offsetof(ph__world, jd_bfirst),
+    offsetof(ph__world, jd_off),
+    offsetof(ph__world, jd_env),
+    offsetof(ph__world, jd_d),
+    offsetof(ph__world, saved_pose),
+    offsetof(ph__world, saved_sleep),
+    offsetof(ph__world, saved_jl),
+};
+
 int ph_world_destroy(ph_world_id id) {
     pthread_mutex_lock(&g_worlds_lock);
     ph__world *w = ph__world_get(id);
@@ -144,50 +194,13 @@ int ph_world_destroy(ph_world_id id) {
     if (w) ph__worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == 0xffff ? &g_retired_world : NULL;
     pthread_mutex_unlock(&g_worlds_lock);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    free(w->bodies);
-    free(w->shapes);
-    free(w->joints);
-    free(w->pairs);
-    free(w->sap_order);
-    free(w->sap_keys);
-    free(w->sap_boxes);
-    free(w->bp_ints);
-    free(w->bp_pairs);
-    free(w->jpairs);
-    free(w->manifolds);
-    free(w->prev_manifolds);
-    free(w->rows);
-    free(w->order);
-    free(w->wbatches);
-    free(w->wpts);
-    free(w->wgroups);
-    free(w->wmask);
-    free(w->wlevel);
-    free(w->wpoint);
-    free(w->wkeys);
-    free(w->wgap);
-    free(w->jd_row);
-    free(w->jd_first);
-    free(w->jd_bfirst);
-    free(w->jd_off);
-    free(w->jd_env);
-    free(w->jd_d);
-    free(w->events);
-    free(w->island_parent);
-    free(w->island_rest);
-    free(w->blocks);
-    free(w->sbodies);
-    free(w->body_to_sbody);
-    free(w->sbody_body);
-    free(w->vw0);
-    free(w->vws);
-    free(w->dvc);
-    free(w->sforce);
-    free(w->fat_pairs);
-    free(w->saved_pose);
-    free(w->saved_sleep);
-    free(w->saved_jl);
-    free(w);
+    ph__free(w->bodies);
+    ph__free(w->shapes);
+    ph__free(w->joints);
+    ph__arena_destroy(&w->arena);
+    for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
+        ph__array_free(*(void **)((char *)w + world_arrays[k]));
+    ph__free(w);
     return PH_OK;
 }
 
@@ -213,7 +226,7 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
      * solver...), so that it is stepped under the new settings and sleeps
      * again only if it rests under them. */
     if (ph_settings_motion_differ(&w->settings, s))
-        for (int32_t i = 0; i < w->body_hwm; i++)
+        for (int32_t i = 0; i < w->body_pool.hwm; i++)
             if (w->bodies[i].alive && w->bodies[i].asleep) ph__wake(&w->bodies[i]);
     w->settings = *s;
     w->simd_level = ph__simd_level(s->simd);
@@ -227,12 +240,12 @@ uint64_t ph_world_get_step_count(ph_world_id id) {
 
 int ph_world_body_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
-    return w ? w->body_count : PH_ERR_INVALID_HANDLE;
+    return w ? w->body_pool.count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_joint_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
-    return w ? w->joint_count : PH_ERR_INVALID_HANDLE;
+    return w ? w->joint_pool.count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_get_bodies(ph_world_id id, ph_body_id *out, int cap) {
@@ -240,7 +253,7 @@ int ph_world_get_bodies(ph_world_id id, ph_body_id *out, int cap) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
     int n = 0;
-    for (int32_t i = 0; i < w->body_hwm && n < cap; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm && n < cap; i++) {
         if (!w->bodies[i].alive) continue;
         out[n].index1 = i + 1;
         out[n].world0 = (uint16_t)(id.index1 - 1);
@@ -255,7 +268,7 @@ int ph_world_get_joints(ph_world_id id, ph_joint_id *out, int cap) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
     int n = 0;
-    for (int32_t i = 0; i < w->joint_hwm && n < cap; i++) {
+    for (int32_t i = 0; i < w->joint_pool.hwm && n < cap; i++) {
         if (!w->joints[i].alive) continue;
         out[n].index1 = i + 1;
         out[n].world0 = (uint16_t)(id.index1 - 1);
@@ -278,7 +291,7 @@ uint64_t ph_world_state_hash(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return 0;
     uint64_t h = 14695981039346656037ull;
-    for (int32_t i = 0; i < w->body_hwm; i++) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
         if (!b->alive) continue;
         h = fnv(h, &i, sizeof i);
@@ -327,20 +340,6 @@ ph_joint_id ph_joint_id_from_u64(ph_world_id w, uint64_t v) {
     return id;
 }
 uint64_t ph_shape_id_to_u64(ph_shape_id id) { return ((uint64_t)id.gen << 32) | (uint32_t)id.index1; }
-
-/* Grows a slot array to hold at least need elements; 0 or PH_ERR_NO_MEMORY. */
-int ph__slot_grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return PH_OK;
-    int64_t nc = *cap ? (int64_t)*cap * 2 : 16;
-    while (nc < need)
-        nc *= 2;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p) return PH_ERR_NO_MEMORY;
-    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
-    *arr = p;
-    *cap = (int32_t)nc;
-    return PH_OK;
-}
 
 int ph_world_get_contacts(ph_world_id wid, ph_contact_info *out, int cap) {
     ph__world *w = ph__world_get(wid);

@@ -10,6 +10,8 @@
 
 #include <stdatomic.h>
 
+#include "arena.h"
+#include "array.h"
 #include "body.h"
 #include "broad_phase.h"
 #include "contact.h"
@@ -28,104 +30,87 @@ struct ph__world {
     uint64_t steps;
     uint64_t rng;
 
+    /* Slot records, handed out by their pools (pool.h): [0, pool.hwm) used. */
     ph__body *bodies;
-    int32_t body_cap, body_hwm, body_free, body_count;
+    ph__pool body_pool;
     ph__shape *shapes;
-    int32_t shape_cap, shape_hwm, shape_free;
+    ph__pool shape_pool;
     ph__joint *joints;
-    int32_t joint_cap, joint_hwm, joint_free, joint_count;
+    ph__pool joint_pool;
 
-    /* Per-step arrays, grown as needed and reused. */
+    /* Arrays grown as needed and reused (typed growable arrays of array.h,
+     * their capacity in their header; every one is in world_arrays[] of
+     * world.c, which ph_world_destroy frees). */
     ph__pair *pairs;
-    int32_t pair_count, pair_cap;
+    int32_t pair_count;
     int32_t *sap_order; /* broadphase sort order of shape slots */
-    int32_t sap_cap;
     ph__sap_key *sap_keys;
-    int32_t sap_keys_cap;
     int32_t sap_count;             /* finite shapes in sap_order from the last pass */
     int32_t sap_axis;              /* sweep axis of the last pass */
     uint64_t sap_pass;             /* broadphase passes so far */
     struct ph__sap_box *sap_boxes; /* AABBs in sweep order, contiguous for the sweep */
-    int32_t sap_boxes_cap;
-    int32_t *bp_ints; /* broadphase scratch: cell lists, then the pair sort's counts */
-    int32_t bp_ints_cap;
-    ph__pair *bp_pairs; /* broadphase scratch: the pair sort's second buffer */
-    int32_t bp_pairs_cap;
-    ph__pair *fat_pairs; /* pairs of overlapping fat boxes at the last full pass, sorted */
-    int32_t fat_pair_count, fat_pair_cap;
+    int32_t *bp_ints;              /* broadphase scratch: cell lists, then the pair sort's counts */
+    ph__pair *bp_pairs;            /* broadphase scratch: the pair sort's second buffer */
+    ph__pair *fat_pairs;           /* pairs of overlapping fat boxes at the last full pass, sorted */
+    int32_t fat_pair_count;
     uint64_t bp_version;  /* bumped by every edit that changes which pairs are allowed
                              (shapes, bodies, joints created or destroyed) */
     uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
     int fat_ok;
     ph__pair *jpairs; /* body pairs joined without collide_connected, sorted */
-    int32_t jpair_count, jpair_cap;
+    int32_t jpair_count;
     ph__contact_manifold *manifolds, *prev_manifolds;
-    int32_t manifold_count, manifold_cap, prev_count, prev_cap;
+    int32_t manifold_count, prev_count;
     ph__row *rows;
-    int32_t row_count, row_cap;
+    int32_t row_count;
     ph__block *blocks;
-    int32_t block_count, block_cap;
-    int32_t *order; /* row visiting order */
-    int32_t order_cap;
+    int32_t block_count;
+    int32_t *order;       /* row visiting order */
     int32_t order_njoint; /* DEFAULT order: the joint rows in front of the contact part of order
                              when ph__wide_build wrote it (build_order moves the contact part
                              when a later substep has another number of joint rows) */
     ph__sbody *sbodies;   /* index 0 is the fixed ground */
     int32_t *body_to_sbody;
     int32_t *sbody_body; /* solver body -> body slot (-1 for the ground) */
-    int32_t sbody_body_cap;
-    int32_t sbody_count, sbody_cap, b2s_cap;
+    int32_t sbody_count;
     int32_t sbody_aniso; /* solver bodies with unequal principal moments (their world
                             inverse inertia is refreshed each substep) */
     ph__vw *vw0;         /* velocities before this substep's forces, by solver body */
-    int32_t vw0_cap;
-    ph__vw *vws; /* velocities after this substep's forces, before any warm start */
-    int32_t vws_cap;
-    ph__vw *dvc; /* what the contact impulses of the last substep changed in each
-                    solver body's velocity: its next warm start (step.c) */
-    int32_t dvc_cap;
+    ph__vw *vws;         /* velocities after this substep's forces, before any warm start */
+    ph__vw *dvc;         /* what the contact impulses of the last substep changed in each
+                            solver body's velocity: its next warm start (step.c) */
     int32_t restitutive; /* manifolds of this step with restitution > 0 (the plan's fact) */
     ph__sforce *sforce;  /* by solver body, per step */
-    int32_t sforce_cap;
 
     ph_contact_event *events; /* begin/end events of the current step */
-    int32_t event_count, event_cap;
+    int32_t event_count;
 
     int32_t *island_parent; /* union-find over body slots, per step */
-    int32_t island_cap;
-    double *island_rest; /* per island root: the least rest time of its bodies */
-    int32_t island_rest_cap;
+    double *island_rest;    /* per island root: the least rest time of its bodies */
 
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
-    int32_t wbatch_count, wbatch_cap;
-    ph__wpoint *wpts; /* point mode: beside wbatches (same index) */
-    int32_t wpts_cap;
+    int32_t wbatch_count;
+    ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
-    int32_t wgroups_cap;
-    int merits_pending; /* the last step's final merits are not measured yet (ph__settle_merits) */
-    int wpoint_mode;    /* 1: this step's batches are in point mode (native, contact_block) */
+    int merits_pending;  /* the last step's final merits are not measured yet (ph__settle_merits) */
+    int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
-    int32_t wmask_cap;
     int32_t *wlevel, *wpoint;
-    ph__sap_key *wkeys; /* manifold heights for the level order */
-    int32_t wkeys_cap;
-    int32_t wlevel_cap, wpoint_cap;
+    ph__sap_key *wkeys;  /* manifold heights for the level order */
     int wide_ok;         /* 1: the batches hold this step's contact rows (a fact the
                             plan reads, ph__facts.batches; step.h) */
     int32_t native_rows; /* contact rows in the batches (the native path's count) */
     double *wgap;        /* rows path: gap (-depth) of each contact point, by point (row0 / 3
                             + k): from the collision, then moved along by each substep's
                             velocity (native steps keep them in the batches) */
-    int32_t wgap_cap;
-    int simd_level; /* the wide solver's instruction set (ph__simd_level at creation) */
+    int simd_level;      /* the wide solver's instruction set (ph__simd_level at creation) */
 
     /* The joints' direct block of the current substep (joint_direct.c). */
     int32_t jd_count; /* rows in it; 0: none */
     int32_t *jd_row, *jd_first, *jd_bfirst;
     int64_t *jd_off;
     double *jd_env, *jd_d;
-    int32_t jd_row_cap, jd_first_cap, jd_bfirst_cap, jd_off_cap, jd_env_cap, jd_d_cap;
 
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
@@ -133,16 +118,18 @@ struct ph__world {
     /* What ph_world_step restores when a step leaves the envelope (step.c):
      * saved before the step in dense arrays that only grow. The velocities
      * need no copy (the bodies' v_step, w_step hold them). */
-    ph__saved_pose *saved_pose; /* by body slot */
-    int32_t saved_pose_cap;
+    ph__saved_pose *saved_pose;   /* by body slot */
     ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
-    int32_t saved_sleep_cap;
-    double *saved_jl; /* the joints' lambda[8], by joint slot */
-    int32_t saved_jl_cap;
+    double *saved_jl;             /* the joints' lambda[8], by joint slot */
     uint64_t saved_rng;
-    int narrowphases; /* narrowphase passes of the running step (each swaps the
-                         manifold arrays: one can be swapped back) */
-    ph_fault fault;   /* the last failed step (ph_world_get_fault) */
+    ph__arena arena;                       /* scratch of the running step (arena.h), empty between steps */
+    int32_t saved_manifold_count;          /* manifold_count before the step */
+    ph__contact_manifold *spare_manifolds; /* the step's first manifolds from its second
+                                              narrowphase on (a third array: they stay
+                                              untouched for restore_state) */
+    int narrowphases;                      /* narrowphase passes of the running step (each swaps the
+                                              manifold arrays: one can be swapped back) */
+    ph_fault fault;                        /* the last failed step (ph_world_get_fault) */
 
     /* Budget and cancellation of the running step (ph__limit above). */
     ph__limit limit;
@@ -177,9 +164,6 @@ static inline double ph__warm_factor(const ph__world *w) {
     return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
 }
 
-/* Grows an array of elem-sized items to hold need; 0 or PH_ERR_NO_MEMORY. */
-int ph__reserve(void **arr, int32_t *cap, int32_t need, size_t elem);
-
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);
 
@@ -197,7 +181,7 @@ static inline ph__world *ph__world_of(uint16_t world0) {
 
 static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->body_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->body_pool.hwm) return NULL;
     ph__body *b = &w->bodies[id.index1 - 1];
     if (!b->alive || b->gen != id.gen) return NULL;
     if (wout) *wout = w;
@@ -206,7 +190,7 @@ static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
 
 static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->shape_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->shape_pool.hwm) return NULL;
     ph__shape *s = &w->shapes[id.index1 - 1];
     if (s->body < 0 || s->gen != id.gen) return NULL;
     if (wout) *wout = w;
@@ -215,7 +199,7 @@ static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {
 
 static inline ph__joint *ph__joint_get(ph_joint_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
-    if (!w || id.index1 <= 0 || id.index1 > w->joint_hwm) return NULL;
+    if (!w || id.index1 <= 0 || id.index1 > w->joint_pool.hwm) return NULL;
     ph__joint *j = &w->joints[id.index1 - 1];
     if (!j->alive || j->gen != id.gen) return NULL;
     if (wout) *wout = w;

@@ -756,7 +756,7 @@ static int allowed(const ph__world *w, int32_t sa, int32_t sb) {
     if (a->geom.type == PH_SHAPE_PLANE && bb->type != PH_BODY_DYNAMIC) return 0;
     if (b->geom.type == PH_SHAPE_PLANE && ba->type != PH_BODY_DYNAMIC) return 0;
     if (a->geom.type == PH_SHAPE_PLANE && b->geom.type == PH_SHAPE_PLANE) return 0;
-    for (int32_t j = 0; j < w->joint_hwm; j++) {
+    for (int32_t j = 0; j < w->joint_pool.hwm; j++) {
         const ph__joint *jt = &w->joints[j];
         if (jt->alive && !jt->collide_connected && jt->b >= 0 &&
             ((jt->a == a->body && jt->b == b->body) || (jt->a == b->body && jt->b == a->body)))
@@ -768,8 +768,8 @@ static int allowed(const ph__world *w, int32_t sa, int32_t sb) {
 
 static void check_pairs(const ph__world *w) {
     int32_t n = 0;
-    for (int32_t sa = 0; sa < w->shape_hwm; sa++)
-        for (int32_t sb = sa + 1; sb < w->shape_hwm; sb++) {
+    for (int32_t sa = 0; sa < w->shape_pool.hwm; sa++)
+        for (int32_t sb = sa + 1; sb < w->shape_pool.hwm; sb++) {
             if (!allowed(w, sa, sb)) continue;
             assert_true(n < w->pair_count);
             assert_int_equal(w->pairs[n].sa, sa);
