@@ -3,7 +3,8 @@
  * written once over a type parameter T (double, or a lane vector of
  * ph_simd.h: GCC/clang vector extensions give both the same + - * and
  * comparisons). Each includer instantiates what it needs for its type:
- * solver.c for double, solver_wide_points.h for ph__vd.
+ * solver.c and step.c for double, solver_wide_points.h and
+ * integrate_wide.c for the lane vectors.
  *
  * Invariants: the same operations in the same order for every T (no
  * contraction: -ffp-contract=off), so a lane of the vector result is the
@@ -28,6 +29,24 @@
         c[4] = K[0][1] * K[0][2] - K[0][0] * K[1][2];                                                                  \
         c[5] = K[0][0] * K[1][1] - K[0][1] * K[0][1];                                                                  \
         return (K[0][0] * c[0] + K[0][1] * c[1]) + K[0][2] * c[2];                                                     \
+    }
+
+/* name(ax, ay, az, zero, q, hh, n): one body's orientation step
+ * n = q + hh (a, 0) q with hh = h / 2 (q as x y z w; renormalized by the
+ * caller). The product is ph_quat_mul's, its terms in its order, the zero
+ * scalar part of (a, 0) included: it decides the signs of zeros (step.c's
+ * ph__integrate_body, integrate_wide.c). */
+#define PH__DEFINE_QUAT_STEP(name, T)                                                                                  \
+    static inline __attribute__((always_inline)) void name(T ax, T ay, T az, T zero, const T *q, T hh, T *n) {         \
+        const T aw = zero, qx = q[0], qy = q[1], qz = q[2], qw = q[3];                                                 \
+        const T dw = ((aw * qw - ax * qx) - ay * qy) - az * qz;                                                        \
+        const T dx = ((aw * qx + ax * qw) + ay * qz) - az * qy;                                                        \
+        const T dy = ((aw * qy - ax * qz) + ay * qw) + az * qx;                                                        \
+        const T dz = ((aw * qz + ax * qy) - ay * qx) + az * qw;                                                        \
+        n[0] = qx + hh * dx;                                                                                           \
+        n[1] = qy + hh * dy;                                                                                           \
+        n[2] = qz + hh * dz;                                                                                           \
+        n[3] = qw + hh * dw;                                                                                           \
     }
 
 #endif
