@@ -3,8 +3,8 @@
  * written once over a type parameter T (double, or a lane vector of
  * ph_simd.h: GCC/clang vector extensions give both the same + - * and
  * comparisons). Each includer instantiates what it needs for its type:
- * solver.c and step.c for double, solver_wide_points.h and
- * integrate_wide.c for the lane vectors.
+ * solver.c, step.c and contact_rows.c for double, solver_wide_points.h,
+ * solver_wide_rows.h and integrate_wide.c for the lane vectors.
  *
  * Invariants: the same operations in the same order for every T (no
  * contraction: -ffp-contract=off), so a lane of the vector result is the
@@ -47,6 +47,20 @@
         n[1] = qy + hh * dy;                                                                                           \
         n[2] = qz + hh * dz;                                                                                           \
         n[3] = qw + hh * dw;                                                                                           \
+    }
+
+/* The choice of x where m holds, else y, for double (a branch); the lane
+ * vectors pass their own (select_vd, solver_wide_lanes.h). */
+#define PH__SELECT(m, x, y) ((m) ? (x) : (y))
+
+/* name(gap, jv0, a, omb, h, zero): a contact normal's SPOOK right-hand side
+ * from its gap g and J v0: -a g + (1 - b) J v0 when touching (g <= 0),
+ * else -g / h, the gap closed within the step (omb = 1 - b; contact_rows.c
+ * and solver_wide_rows.h / solver_wide_points.h, in the fill and the
+ * refresh). */
+#define PH__DEFINE_SPOOK_RHS(name, T, SELECT)                                                                          \
+    static inline __attribute__((always_inline)) T name(T gap, T jv0, T a, T omb, T h, T zero) {                       \
+        return SELECT(gap <= zero, -a * gap + omb * jv0, -gap / h);                                                    \
     }
 
 #endif

@@ -225,7 +225,7 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
         const ph__vd jv0 = (lin + dot3_vd(p->rb, cb)) - dot3_vd(p->ra, ca);
         const ph__vd gap = wb->gap + c->hv * jv0;
         wb->gap = gap;
-        p->rhs = select_vd(gap <= c->zero, -c->a * gap + c->omb * jv0, -gap / c->hv);
+        p->rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
         if (c->scale) {
             const ph__vd ln = p->lam[0] * c->wsf;
             p->lam[0] = ln;
@@ -437,7 +437,7 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             const ph__vd jv0 = dot3_vd(dir[0], dv0);
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live);
-            p->rhs = keep(select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv), live);
+            p->rhs = keep(spook_rhs_vd(gap, jv0, a, omb, hv, zero), live);
             if (need_b) {
                 ph__vd dv[3];
                 point_dv(p, &gi.u, dv);
