@@ -24,9 +24,10 @@
 #include "rows.h"
 #include "world.h"
 
-/* The normal's right-hand side (ph_arith.h, shared with the wide fill
- * and refresh). */
+/* The normal's right-hand side and the friction impulses' clamp
+ * (ph_arith.h, shared with the wide fill and refresh). */
 PH__DEFINE_SPOOK_RHS(spook_rhs, double, PH__SELECT)
+PH__DEFINE_CLAMP(clamp_d, double, PH__SELECT)
 
 /* Fills the Jacobian of a row along direction d at arms ra, rb. */
 static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
@@ -100,7 +101,7 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
             rt->hi = bound;
         }
         double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * c->wsf;
-        rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+        rt->lambda = clamp_d(l0, rt->lo, rt->hi);
     }
 }
 
@@ -179,7 +180,7 @@ int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h) {
                     rt->hi = bound;
                 }
                 double l0 = (d == 1 ? cm->lt1[k] : cm->lt2[k]) * wsf;
-                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+                rt->lambda = clamp_d(l0, rt->lo, rt->hi);
             }
         }
     }

@@ -53,6 +53,14 @@
  * vectors pass their own (select_vd, solver_wide_lanes.h). */
 #define PH__SELECT(m, x, y) ((m) ? (x) : (y))
 
+/* name(x, lo, hi): x clamped to [lo, hi], lo tested first (an impulse's
+ * projection in the point block and the warm start's friction clamp;
+ * SELECT as above). */
+#define PH__DEFINE_CLAMP(name, T, SELECT)                                                                              \
+    static inline __attribute__((always_inline)) T name(T x, T lo, T hi) {                                             \
+        return SELECT(x < lo, lo, SELECT(x > hi, hi, x));                                                              \
+    }
+
 /* name(gap, jv0, a, omb, h, zero): a contact normal's SPOOK right-hand side
  * from its gap g and J v0: -a g + (1 - b) J v0 when touching (g <= 0),
  * else -g / h, the gap closed within the step (omb = 1 - b; contact_rows.c

@@ -190,8 +190,10 @@ static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, dou
     }
 }
 
-/* The point block's adjugate (ph_arith.h, shared with solver_wide_points.h). */
+/* The point block's adjugate and clamp (ph_arith.h, shared with
+ * solver_wide_points.h). */
 PH__DEFINE_ADJ3(adj3, double)
+PH__DEFINE_CLAMP(clamp_d, double, PH__SELECT)
 
 /* One visit of a contact point's three rows r[0..2] (normal, t1, t2) as a
  * block (settings.contact_block; solver_wide.c's point mode on the rows,
@@ -229,14 +231,14 @@ static void point_block(ph__sbody *sb, const ph__row *rows, ph__row *r) {
         } else {
             bounds(rows, &r[0], &lo, &hi);
             n[0] = l[0] - y[0] * r[0].inv_diag;
-            n[0] = n[0] < lo ? lo : (n[0] > hi ? hi : n[0]);
+            n[0] = clamp_d(n[0], lo, hi);
             const double g0 = n[0] - l[0];
             const double b = ncp ? r[1].mu * n[0] : r[1].hi;
             n[1] = l[1] - (y[1] + K[0][1] * g0) * r[1].inv_diag;
-            n[1] = n[1] < -b ? -b : (n[1] > b ? b : n[1]);
+            n[1] = clamp_d(n[1], -b, b);
             const double g1 = n[1] - l[1];
             n[2] = l[2] - ((y[2] + K[0][2] * g0) + K[1][2] * g1) * r[2].inv_diag;
-            n[2] = n[2] < -b ? -b : (n[2] > b ? b : n[2]);
+            n[2] = clamp_d(n[2], -b, b);
         }
     }
     for (int i = 0; i < 3; i++) {

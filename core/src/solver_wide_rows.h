@@ -9,8 +9,8 @@
  * (PH_VARIANTS, ph_simd.h) compiles them with its own instructions.
  *
  * Invariants: the lanes hold the scalar rows' numbers bit for bit (the
- * normal's right-hand side is ph_arith.h's, as contact_rows.c's); an
- * empty lane's rows are all zero and change nothing.
+ * normal's right-hand side and the clamp are ph_arith.h's, as
+ * contact_rows.c's); an empty lane's rows are all zero and change nothing.
  */
 #ifndef PHYSD_SOLVER_WIDE_ROWS_H
 #define PHYSD_SOLVER_WIDE_ROWS_H
@@ -38,9 +38,7 @@ static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) 
     }
 }
 
-static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
-    return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
-}
+PH__DEFINE_CLAMP(clamp_vd, ph__vd, select_vd)
 
 /* contact_rows.c's refresh of a point's rows (ph__refresh_contact_rows), lane
  * by lane: the gap moved by h J_n v0 (v0: this substep's velocities before
