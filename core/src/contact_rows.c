@@ -20,8 +20,14 @@
 #include "body.h"
 #include "collide.h"
 #include "contact.h"
+#include "ph_arith.h"
 #include "rows.h"
 #include "world.h"
+
+/* The normal's right-hand side and the friction impulses' clamp
+ * (ph_arith.h, shared with the wide fill and refresh). */
+PH__DEFINE_SPOOK_RHS(spook_rhs, double, PH__SELECT)
+PH__DEFINE_CLAMP(clamp_d, double, PH__SELECT)
 
 /* Fills the Jacobian of a row along direction d at arms ra, rb. */
 static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
@@ -74,7 +80,7 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
      * (speculative): allow the gap to close within this step. */
     double gap = -mp->depth;
     double jv0 = row_jv0(w, rn);
-    rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+    rn->rhs = spook_rhs(gap, jv0, a, 1.0 - b, h, 0.0);
     rn->B = rn->rhs - row_jv(w, rn);
     rn->lo = 0;
     rn->hi = INFINITY;
@@ -95,7 +101,7 @@ void ph__contact_point_rows(ph__world *w, const ph__contact_ctx *c, const ph__co
             rt->hi = bound;
         }
         double l0 = (d == 0 ? cm->lt1[k] : cm->lt2[k]) * c->wsf;
-        rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+        rt->lambda = clamp_d(l0, rt->lo, rt->hi);
     }
 }
 
@@ -162,7 +168,7 @@ int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h) {
             const double jv0 = row_jv0(w, rn);
             const double gap = w->wgap[cm->row0 / 3 + k] + h * jv0;
             w->wgap[cm->row0 / 3 + k] = gap;
-            rn->rhs = gap <= 0 ? -a * gap + (1.0 - b) * jv0 : -gap / h;
+            rn->rhs = spook_rhs(gap, jv0, a, 1.0 - b, h, 0.0);
             if (need_b) rn->B = rn->rhs - row_jv(w, rn);
             rn->lambda = cm->ln[k] * wsf;
             for (int d = 1; d <= 2; d++) {
@@ -174,7 +180,7 @@ int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h) {
                     rt->hi = bound;
                 }
                 double l0 = (d == 1 ? cm->lt1[k] : cm->lt2[k]) * wsf;
-                rt->lambda = l0 < rt->lo ? rt->lo : (l0 > rt->hi ? rt->hi : l0);
+                rt->lambda = clamp_d(l0, rt->lo, rt->hi);
             }
         }
     }

@@ -8,11 +8,11 @@
  * velocity increment (ph__sforce.plain) on isotropic bodies — is loaded as
  * 4 x 4 blocks (two 32-byte loads per record, ph_simd.h's transpose),
  * computed one vector per component with exactly the operations of step.c's
- * ph__integrate_body (symplectic Euler, q += h/2 (w, 0) q, the nearly-unit
- * renormalization; the velocity change of the solve, the next substep's
- * forces and warm start), and stored back the same way. Every other body,
- * and the last slots that do not fill a run, go through
- * ph__integrate_body itself.
+ * ph__integrate_body (symplectic Euler, q += h/2 (w, 0) q written once for
+ * both in ph_arith.h, the nearly-unit renormalization; the velocity change
+ * of the solve, the next substep's forces and warm start), and stored back
+ * the same way. Every other body, and the last slots that do not fill a
+ * run, go through ph__integrate_body itself.
  *
  * Failure modes: none (no allocation).
  *
@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "body.h"
+#include "ph_arith.h"
 #include "rows.h"
 #include "step.h"
 #include "world.h"
@@ -38,6 +39,9 @@ _Static_assert(offsetof(ph__body, q) == offsetof(ph__body, p) + 3 * sizeof(doubl
 _Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) == 0 &&
                    sizeof(ph__sforce) == 4 * sizeof(double),
                "records of 8 and 4 doubles");
+
+/* The orientation step of ph__integrate_body (ph_arith.h). */
+PH__DEFINE_QUAT_STEP(quat_step4, ph__v4d)
 
 /* Four consecutive records of `stride` doubles starting (x y z a b c k0 k1
  * ...) as one vector per field: v, w and the two k columns. */
@@ -91,15 +95,9 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     const ph__v4d hv = splat4(h), hh = splat4(0.5 * h), zero = splat4(0.0);
     for (int c = 0; c < 3; c++)
         p[c] = p[c] + hv * v[c];
-    /* dq = (w, 0) q, ph_quat_mul's terms in its order (the zero scalar
-     * part included: it decides the signs of zeros). */
-    const ph__v4d ax = av[0], ay = av[1], az = av[2], aw = zero;
-    const ph__v4d qx = q[0], qy = q[1], qz = q[2], qw = q[3];
-    const ph__v4d dw = ((aw * qw - ax * qx) - ay * qy) - az * qz;
-    const ph__v4d dx = ((aw * qx + ax * qw) + ay * qz) - az * qy;
-    const ph__v4d dy = ((aw * qy - ax * qz) + ay * qw) + az * qx;
-    const ph__v4d dz = ((aw * qz + ax * qy) - ay * qx) + az * qw;
-    ph__v4d n[4] = {qx + hh * dx, qy + hh * dy, qz + hh * dz, qw + hh * dw};
+    /* q + h/2 (w, 0) q, as ph__integrate_body (ph_arith.h). */
+    ph__v4d n[4];
+    quat_step4(av[0], av[1], av[2], zero, q, hh, n);
     const ph__v4d l2 = ((n[0] * n[0] + n[1] * n[1]) + n[2] * n[2]) + n[3] * n[3];
     const ph__vi4 near = (l2 > splat4(1.0 - 1e-8)) & (l2 < splat4(1.0 + 1e-8));
     if ((near[0] & near[1] & near[2] & near[3]) != 0) {

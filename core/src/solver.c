@@ -49,6 +49,7 @@
 #include "body.h"
 #include "contact.h"
 #include "joint.h"
+#include "ph_arith.h"
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"
@@ -190,6 +191,11 @@ static inline void bounds(const ph__row *rows, const ph__row *r, double *lo, dou
     }
 }
 
+/* The point block's adjugate and clamp (ph_arith.h, shared with
+ * solver_wide_points.h). */
+PH__DEFINE_ADJ3(adj3, double)
+PH__DEFINE_CLAMP(clamp_d, double, PH__SELECT)
+
 /* One visit of a contact point's three rows r[0..2] (normal, t1, t2) as a
  * block (settings.contact_block; solver_wide.c's point mode on the rows,
  * the same method up to rounding): with y = J v + eps lambda - rhs and the
@@ -206,18 +212,13 @@ static void point_block(ph__sbody *sb, const ph__row *rows, ph__row *r) {
             K[i][j] = row_dot(&r[i], &r[j]) + (i == j ? r[i].eps : 0.0);
             K[j][i] = K[i][j];
         }
-    const double c00 = K[1][1] * K[2][2] - K[1][2] * K[1][2];
-    const double c01 = K[0][2] * K[1][2] - K[0][1] * K[2][2];
-    const double c02 = K[0][1] * K[1][2] - K[0][2] * K[1][1];
-    const double c11 = K[0][0] * K[2][2] - K[0][2] * K[0][2];
-    const double c12 = K[0][1] * K[0][2] - K[0][0] * K[1][2];
-    const double c22 = K[0][0] * K[1][1] - K[0][1] * K[0][1];
-    const double det = (K[0][0] * c00 + K[0][1] * c01) + K[0][2] * c02;
+    double c[6];
+    const double det = adj3(K, c);
     const double id = det > 0 ? 1.0 / det : 0.0;
     const double l[3] = {r[0].lambda, r[1].lambda, r[2].lambda};
-    double n[3] = {l[0] - ((c00 * id * y[0] + c01 * id * y[1]) + c02 * id * y[2]),
-                   l[1] - ((c01 * id * y[0] + c11 * id * y[1]) + c12 * id * y[2]),
-                   l[2] - ((c02 * id * y[0] + c12 * id * y[1]) + c22 * id * y[2])};
+    double n[3] = {l[0] - ((c[0] * id * y[0] + c[1] * id * y[1]) + c[2] * id * y[2]),
+                   l[1] - ((c[1] * id * y[0] + c[3] * id * y[1]) + c[4] * id * y[2]),
+                   l[2] - ((c[2] * id * y[0] + c[4] * id * y[1]) + c[5] * id * y[2])};
     double lo, hi;
     /* The friction bound at the candidate normal impulse (NCP), or the
      * scaled box. */
@@ -231,14 +232,14 @@ static void point_block(ph__sbody *sb, const ph__row *rows, ph__row *r) {
         } else {
             bounds(rows, &r[0], &lo, &hi);
             n[0] = l[0] - y[0] * r[0].inv_diag;
-            n[0] = n[0] < lo ? lo : (n[0] > hi ? hi : n[0]);
+            n[0] = clamp_d(n[0], lo, hi);
             const double g0 = n[0] - l[0];
             const double b = ncp ? r[1].mu * n[0] : r[1].hi;
             n[1] = l[1] - (y[1] + K[0][1] * g0) * r[1].inv_diag;
-            n[1] = n[1] < -b ? -b : (n[1] > b ? b : n[1]);
+            n[1] = clamp_d(n[1], -b, b);
             const double g1 = n[1] - l[1];
             n[2] = l[2] - ((y[2] + K[0][2] * g0) + K[1][2] * g1) * r[2].inv_diag;
-            n[2] = n[2] < -b ? -b : (n[2] > b ? b : n[2]);
+            n[2] = clamp_d(n[2], -b, b);
         }
     }
     for (int i = 0; i < 3; i++) {

@@ -9,11 +9,13 @@
  * (PH_VARIANTS, ph_simd.h) compiles them with its own instructions.
  *
  * Invariants: the scalar loop solves the same block from the rows
- * (solver.c), equal to rounding.
+ * (solver.c), equal to rounding; the block's adjugate is the one of
+ * ph_arith.h for both.
  */
 #ifndef PHYSD_SOLVER_WIDE_POINTS_H
 #define PHYSD_SOLVER_WIDE_POINTS_H
 
+#include "ph_arith.h"
 #include "solver_wide_rows.h"
 
 /* ---- Point mode (settings.contact_block on a native step). The same
@@ -30,6 +32,9 @@
  * row-by-row update up to rounding). The velocities then change by
  * M^-1 J^T dlambda in one go: P = sum dlambda_i dir_i, v_a -= P / m_a,
  * w_a -= I_a^-1 (ra x P), and the opposite for B. */
+
+/* The point block's adjugate (ph_arith.h, shared with solver.c). */
+PH__DEFINE_ADJ3(adj3_vd, ph__vd)
 
 /* a x b, lane by lane. */
 static inline __attribute__((always_inline)) void cross_vd(const ph__vd *a, const ph__vd *b, ph__vd *o) {
@@ -220,7 +225,7 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
         const ph__vd jv0 = (lin + dot3_vd(p->rb, cb)) - dot3_vd(p->ra, ca);
         const ph__vd gap = wb->gap + c->hv * jv0;
         wb->gap = gap;
-        p->rhs = select_vd(gap <= c->zero, -c->a * gap + c->omb * jv0, -gap / c->hv);
+        p->rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
         if (c->scale) {
             const ph__vd ln = p->lam[0] * c->wsf;
             p->lam[0] = ln;
@@ -411,16 +416,10 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                     }
                 }
             }
-            const ph__vd c00 = K[1][1] * K[2][2] - K[1][2] * K[1][2];
-            const ph__vd c01 = K[0][2] * K[1][2] - K[0][1] * K[2][2];
-            const ph__vd c02 = K[0][1] * K[1][2] - K[0][2] * K[1][1];
-            const ph__vd c11 = K[0][0] * K[2][2] - K[0][2] * K[0][2];
-            const ph__vd c12 = K[0][1] * K[0][2] - K[0][0] * K[1][2];
-            const ph__vd c22 = K[0][0] * K[1][1] - K[0][1] * K[0][1];
-            const ph__vd det = (K[0][0] * c00 + K[0][1] * c01) + K[0][2] * c02;
+            ph__vd cof[6];
+            const ph__vd det = adj3_vd(K, cof);
             const ph__vi inv_ok = (det > zero) & live;
             const ph__vd id = select_vd(inv_ok, splat(1.0) / select_vd(inv_ok, det, splat(1.0)), zero);
-            const ph__vd cof[6] = {c00, c01, c02, c11, c12, c22};
             for (int e = 0; e < 6; e++)
                 p->kinv[e] = cof[e] * id;
             p->koff[0] = keep(K[0][1], live);
@@ -438,7 +437,7 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             const ph__vd jv0 = dot3_vd(dir[0], dv0);
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live);
-            p->rhs = keep(select_vd(gap <= zero, -a * gap + omb * jv0, -gap / hv), live);
+            p->rhs = keep(spook_rhs_vd(gap, jv0, a, omb, hv, zero), live);
             if (need_b) {
                 ph__vd dv[3];
                 point_dv(p, &gi.u, dv);

@@ -8,14 +8,20 @@
  * Static and always inlined, so that each instruction-set build of a pass
  * (PH_VARIANTS, ph_simd.h) compiles them with its own instructions.
  *
- * Invariants: the lanes hold the scalar rows' numbers bit for bit; an
- * empty lane's rows are all zero and change nothing.
+ * Invariants: the lanes hold the scalar rows' numbers bit for bit (the
+ * normal's right-hand side and the clamp are ph_arith.h's, as
+ * contact_rows.c's); an empty lane's rows are all zero and change nothing.
  */
 #ifndef PHYSD_SOLVER_WIDE_ROWS_H
 #define PHYSD_SOLVER_WIDE_ROWS_H
 
+#include "ph_arith.h"
 #include "solver_wide_lanes.h"
 #include "world.h"
+
+/* The normal's SPOOK right-hand side (ph_arith.h, shared with
+ * contact_rows.c; also solver_wide_points.h's). */
+PH__DEFINE_SPOOK_RHS(spook_rhs_vd, ph__vd, select_vd)
 
 static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) {
     ph__sbody *sb = w->sbodies;
@@ -32,9 +38,7 @@ static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) 
     }
 }
 
-static inline __attribute__((always_inline)) ph__vd clamp_vd(ph__vd x, ph__vd lo, ph__vd hi) {
-    return select_vd(x < lo, lo, select_vd(x > hi, hi, x));
-}
+PH__DEFINE_CLAMP(clamp_vd, ph__vd, select_vd)
 
 /* contact_rows.c's refresh of a point's rows (ph__refresh_contact_rows), lane
  * by lane: the gap moved by h J_n v0 (v0: this substep's velocities before
@@ -66,7 +70,7 @@ static inline __attribute__((always_inline)) void refresh_batch(ph__wbatch *wb, 
     const ph__vd jv0 = row_jv(&wb->r[0], u0);
     const ph__vd gap = wb->gap + c->hv * jv0;
     wb->gap = gap;
-    wb->r[0].rhs = select_vd(gap <= c->zero, -c->a * gap + c->omb * jv0, -gap / c->hv);
+    wb->r[0].rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
     if (c->scale) {
         const ph__vd ln = wb->r[0].lambda * c->wsf;
         wb->r[0].lambda = ln;
@@ -509,7 +513,7 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             make_row(&r, gi.dir[0], ra, rb, &gi.sa, &gi.sb, gi.lin2[0], &cn);
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live); /* moved along by the later substeps */
-            r.rhs = select_vd(gap <= zero, -a * gap + omb * row_jv(&r, &gi.u0), -gap / hv);
+            r.rhs = spook_rhs_vd(gap, row_jv(&r, &gi.u0), a, omb, hv, zero);
             r.B = need_b ? r.rhs - row_jv(&r, &gi.u) : zero;
             r.lambda = l[0] * wsf;
             const ph__vd bound = c->box ? gi.boxv : gi.muv * r.lambda;

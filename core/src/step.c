@@ -55,6 +55,7 @@
 #include "contact.h"
 #include "island.h"
 #include "joint.h"
+#include "ph_arith.h"
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"
@@ -302,6 +303,9 @@ static int build_order(ph__world *w, const ph__plan *p, int32_t ncontact) {
     return PH_OK;
 }
 
+/* The orientation step (ph_arith.h, shared with integrate_wide.c). */
+PH__DEFINE_QUAT_STEP(quat_step, double)
+
 /* One solver body's integration. dv: also the velocity change of the
  * substep's solve, v - vws (the bodies' part of contact_dv). next > 0:
  * also the next substep's start, in the same pass: the world inverse
@@ -323,10 +327,10 @@ void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, dou
     b->v = v;
     b->w = av;
     b->p = ph_mul_add(b->p, h, v);
-    ph_quat wq = {av.x, av.y, av.z, 0};
-    ph_quat dq = ph_quat_mul(wq, q0);
-    ph_quat q = {q0.x + 0.5 * h * dq.x, q0.y + 0.5 * h * dq.y, q0.z + 0.5 * h * dq.z, q0.w + 0.5 * h * dq.w};
-    b->q = ph_quat_normalize(q);
+    const double qa[4] = {q0.x, q0.y, q0.z, q0.w};
+    double n[4];
+    quat_step(av.x, av.y, av.z, 0.0, qa, 0.5 * h, n);
+    b->q = ph_quat_normalize((ph_quat){n[0], n[1], n[2], n[3]});
     if (next) {
         if (!sb->iso) {
             ph_mat3 r = ph_mat3_from_quat(b->q);
