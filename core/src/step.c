@@ -15,7 +15,7 @@
  *     (no collision, impacts or joint rows) the next substep's solver
  *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
- * What each substep does is its plan (ph__plan_substep, step_plan.c; the
+ * What each substep does is its plan (ph__plan_substep, step_plan.h; the
  * truth table in step.h): made at its start from the settings and the
  * facts of the running step, made again after a collision and after the
  * rows; substep() is the fixed sequence of stages (pairs, collide, start,
@@ -60,6 +60,7 @@
 #include "solver.h"
 #include "solver_wide.h"
 #include "step.h"
+#include "step_plan.h"
 #include "world.h"
 
 static double now_ms(void) {
@@ -375,7 +376,7 @@ static ph__facts facts(const ph__world *w, ph__home_plan home, int started) {
 /* Plans substep k of n from the facts as they are now: at its start (p:
  * the last substep's plan, or zero), and again when a stage has changed
  * them (the fields the stages before have used stay the same,
- * step_plan.c). */
+ * step_plan.h). */
 static void replan(const ph__world *w, ph__plan *p, int started, int k, int n) {
     const ph__facts f = facts(w, p->home, started);
     *p = ph__plan_substep(&w->settings, &f, k, n);

@@ -4,7 +4,7 @@
  * integration of solver bodies (step.c, integrate_wide.c).
  *
  * The plan. What a substep does is decided in one place, by the pure
- * function ph__plan_substep (step_plan.c), from the settings, the substep's
+ * function ph__plan_substep (step_plan.h), from the settings, the substep's
  * place in the step (k of n) and the few facts known only while stepping
  * (ph__facts); every stage takes the plan and reads no step-control flag
  * from the world. The truth table (native = PGS, DEFAULT order,
@@ -161,9 +161,9 @@ typedef struct ph__facts {
     int started;     /* the last substep's integration did this one's start */
 } ph__facts;
 
-/* The plan of substep k of n (0 <= k < n): a pure function of its
- * arguments (step_plan.c; the truth table above). */
-ph__plan ph__plan_substep(const ph_settings *s, const ph__facts *f, int k, int n);
+/* The plan of substep k of n (0 <= k < n), ph__plan_substep: a pure
+ * function of its arguments, static inline in step_plan.h (the truth
+ * table above). */
 
 /* The forces' share of a solver body's substep (step.c). */
 typedef struct ph__sforce {

@@ -1,5 +1,5 @@
 /*
- * test_step_plan.c — the substep's plan (core/src/step_plan.c, the truth
+ * test_step_plan.c — the substep's plan (core/src/step_plan.h, the truth
  * table in step.h and docs/core.md): every plan over the settings that
  * steer it (method x ordering x vector_solver x contact_block x
  * record_merits x tolerance > 0 x collide_substeps x substeps {1, 2, 10} x
@@ -20,6 +20,7 @@
 
 #include "physd/ph_core.h"
 #include "step.h"
+#include "step_plan.h"
 
 /* ---- The decisions as step.c, solver.c and contact_rows.c made them. */
 
