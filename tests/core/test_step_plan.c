@@ -34,6 +34,34 @@ static int old_body_warm(int native, int wide_ok, int has_contacts, int joints, 
     return collide || !has_contacts ? 0 : (native && wide_ok && (!last || !joints)) ? 2 : 1;
 }
 
+/* The settings of the enumeration: method, ordering and five switches
+ * (bits: vector_solver, contact_block, record_merits, a tolerance,
+ * collide_substeps). */
+static ph_settings settings_of(int method, int order, int bits) {
+    ph_settings s = ph_default_settings();
+    s.method = (ph_method)method;
+    s.ordering = (ph_ordering)order;
+    s.vector_solver = bits & 1;
+    s.contact_block = (bits >> 1) & 1;
+    s.record_merits = (bits >> 2) & 1;
+    s.tolerance = (bits >> 3) & 1 ? 1e-6 : 0;
+    s.collide_substeps = (bits >> 4) & 1;
+    return s;
+}
+
+/* The facts of the enumeration, one bit each (fb < 128). */
+static ph__facts facts_of(int fb) {
+    ph__facts f;
+    f.capture = fb & 1;
+    f.restitutive = (fb >> 1) & 1;
+    f.contacts = (fb >> 2) & 1;
+    f.joints = (fb >> 3) & 1;
+    f.joint_rows = (fb >> 4) & 1;
+    f.batches = (fb >> 5) & 1;
+    f.started = (fb >> 6) & 1;
+    return f;
+}
+
 static void test_against_the_old_flags(void **state) {
     (void)state;
     const int subs[] = {1, 2, 10};
@@ -43,23 +71,9 @@ static void test_against_the_old_flags(void **state) {
             for (int bits = 0; bits < 32; bits++)
                 for (int si = 0; si < 3; si++)
                     for (int fb = 0; fb < 128; fb++) {
-                        ph_settings s = ph_default_settings();
-                        s.method = (ph_method)method;
-                        s.ordering = (ph_ordering)order;
-                        s.vector_solver = bits & 1;
-                        s.contact_block = (bits >> 1) & 1;
-                        s.record_merits = (bits >> 2) & 1;
-                        s.tolerance = (bits >> 3) & 1 ? 1e-6 : 0;
-                        s.collide_substeps = (bits >> 4) & 1;
+                        ph_settings s = settings_of(method, order, bits);
                         const int n = subs[si];
-                        ph__facts f;
-                        f.capture = fb & 1;
-                        f.restitutive = (fb >> 1) & 1;
-                        f.contacts = (fb >> 2) & 1;
-                        f.joints = (fb >> 3) & 1;
-                        f.joint_rows = (fb >> 4) & 1;
-                        f.batches = (fb >> 5) & 1;
-                        f.started = (fb >> 6) & 1;
+                        ph__facts f = facts_of(fb);
                         for (int k = 0; k < n; k++) {
                             const ph__plan p = ph__plan_substep(&s, &f, k, n);
                             plans++;
@@ -148,17 +162,9 @@ static void test_rules(void **state) {
             for (int bits = 0; bits < 32; bits++)
                 for (int si = 0; si < 3; si++)
                     for (int fb = 0; fb < 128; fb++) {
-                        ph_settings s = ph_default_settings();
-                        s.method = (ph_method)method;
-                        s.ordering = (ph_ordering)order;
-                        s.vector_solver = bits & 1;
-                        s.contact_block = (bits >> 1) & 1;
-                        s.record_merits = (bits >> 2) & 1;
-                        s.tolerance = (bits >> 3) & 1 ? 1e-6 : 0;
-                        s.collide_substeps = (bits >> 4) & 1;
+                        ph_settings s = settings_of(method, order, bits);
                         const int n = subs[si];
-                        ph__facts f = {fb & 1,        (fb >> 1) & 1, (fb >> 2) & 1, (fb >> 3) & 1,
-                                       (fb >> 4) & 1, (fb >> 5) & 1, (fb >> 6) & 1};
+                        ph__facts f = facts_of(fb);
                         for (int k = 0; k < n; k++) {
                             const ph__plan p = ph__plan_substep(&s, &f, k, n);
                             const int native = p.home == PH_HOME_BATCHES;
@@ -235,17 +241,9 @@ static void test_replanning_keeps_used_fields(void **state) {
                 for (int si = 0; si < 3; si++)
                     for (int fb = 0; fb < 128; fb++)
                         for (int later = 0; later < 16; later++) {
-                            ph_settings s = ph_default_settings();
-                            s.method = (ph_method)method;
-                            s.ordering = (ph_ordering)order;
-                            s.vector_solver = bits & 1;
-                            s.contact_block = (bits >> 1) & 1;
-                            s.record_merits = (bits >> 2) & 1;
-                            s.tolerance = (bits >> 3) & 1 ? 1e-6 : 0;
-                            s.collide_substeps = (bits >> 4) & 1;
+                            ph_settings s = settings_of(method, order, bits);
                             const int n = subs[si];
-                            const ph__facts f0 = {fb & 1,        (fb >> 1) & 1, (fb >> 2) & 1, (fb >> 3) & 1,
-                                                  (fb >> 4) & 1, (fb >> 5) & 1, (fb >> 6) & 1};
+                            const ph__facts f0 = facts_of(fb);
                             for (int k = 0; k < n; k++) {
                                 const ph__plan p0 = ph__plan_substep(&s, &f0, k, n);
                                 const int collide = p0.collide == PH_COLLIDE_FULL;
