@@ -25,13 +25,14 @@ extern "C" {
     XX(DEADLINE_EXCEEDED, 4, "no hello within hello_timeout, or a frame not complete within frame_timeout")            \
     XX(NOT_FOUND, 5, "unknown or stale id, or unknown preset")                                                         \
     XX(ALREADY_EXISTS, 6, "a world name in use")                                                                       \
-    XX(PERMISSION_DENIED, 7, "reserved for access control")                                                            \
+    XX(PERMISSION_DENIED, 7, "the credentials do not allow this request on this world")                                \
     XX(RESOURCE_EXHAUSTED, 8, "a limit of the server (docs/limits.md)")                                                \
     XX(FAILED_PRECONDITION, 9, "not possible in this state (before hello, world running, ...)")                        \
     XX(ABORTED, 10, "aborted")                                                                                         \
     XX(UNIMPLEMENTED, 12, "an empty or unknown request")                                                               \
     XX(INTERNAL, 13, "out of memory, or a bug")                                                                        \
-    XX(UNAVAILABLE, 14, "reserved (shutting down)")
+    XX(UNAVAILABLE, 14, "reserved (shutting down)")                                                                    \
+    XX(UNAUTHENTICATED, 16, "no valid credential: send hello with a token (docs/security.md)")
 
 enum {
 #define PW_STATUS_ENUM(name, value, msg) PW_STATUS_##name = (value),

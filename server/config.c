@@ -85,6 +85,23 @@ static const entry table[] = {
     {"simd", T_SETTING, F(simd), 0, 0, 0, "avx512",
      "cap on the vector solver's instruction set of new worlds: baseline, avx2 or avx512 (the PHYSD_SIMD "
      "environment variable sets this default)"},
+    {"admin_token_file", T_STR, F(admin_token_file), sizeof(((ps_config *)0)->admin_token_file), 0, 0, "",
+     "file holding the admin token (generated with mode 0600 when missing); setting it turns access control on "
+     "(docs/security.md)"},
+    {"insecure", T_BOOL, F(insecure), 0, 0, 1, "0",
+     "listen on a non-loopback address without access control (protected mode off; logged at every start)"},
+    {"max_unauth_frame", T_U64, F(max_unauth_frame), 0, 1024, 1048576, "16384",
+     "largest frame accepted before a hello succeeds, bytes"},
+    {"max_hello_failures", T_INT, F(max_hello_failures), 0, 1, 1000, "3",
+     "refused hellos (bad credentials) before the connection is closed"},
+    {"auth_free_failures", T_INT, F(auth_free_failures), 0, 0, 1000000, "5",
+     "refused hellos from one IP address before each further hello from it waits (back-off)"},
+    {"auth_backoff", T_DBL, F(auth_backoff), 0, 0.001, 60, "0.1",
+     "first back-off of an address past auth_free_failures, doubled per further refusal, s"},
+    {"auth_backoff_max", T_DBL, F(auth_backoff_max), 0, 0.001, 3600, "10", "longest back-off, s"},
+    {"auth_fail_window", T_DBL, F(auth_fail_window), 0, 1, 86400, "60",
+     "seconds without a refused hello after which an address's refusals are forgotten"},
+    {"max_tokens_per_world", T_INT, F(max_tokens_per_world), 0, 1, 65536, "1024", "tokens of one world"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -128,7 +128,10 @@ void ps_outq_written(ps_outq *q, uint64_t bytes) {
 void ps_conn_ref(ps_conn *c) { c->refs++; }
 
 void ps_conn_unref(ps_conn *c) {
-    if (--c->refs == 0) free(c);
+    if (--c->refs == 0) {
+        ps_conn_free_principals(c);
+        free(c);
+    }
 }
 
 static void start_drain(ps_conn *c);
@@ -379,12 +382,17 @@ void ps_reply_error(ps_conn *c, uint64_t request_id, int code, const char *msg) 
 }
 
 void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg) {
+    ps_send_notice_by(c, kind, world_id, tick, msg, NULL);
+}
+
+void ps_send_notice_by(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg, const char *principal) {
     if (c->closing) return;
     Physd__V1__Notice n = PHYSD__V1__NOTICE__INIT;
     n.kind = (Physd__V1__NoticeKind)kind;
     n.world_id = world_id;
     n.tick = tick;
     n.message = (char *)(msg ? msg : "");
+    n.principal = (char *)(principal ? principal : "");
     ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE;
     m.notice = &n;
@@ -447,7 +455,12 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         if (r < 0) {
             char msg[160];
             int code = PS_ST_INTERNAL;
-            if (r == PS_ETOOBIG) {
+            if (r == PS_ETOOBIG && !c->hello_done) {
+                snprintf(msg, sizeof msg,
+                         "frame length exceeds max_unauth_frame (%llu bytes) before a successful hello",
+                         (unsigned long long)c->framer.max_frame);
+                code = PS_ST_EXHAUSTED;
+            } else if (r == PS_ETOOBIG) {
                 snprintf(msg, sizeof msg, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->framer.max_frame);
                 code = PS_ST_EXHAUSTED;
             } else if (r == PS_EVARINT) {
@@ -540,7 +553,10 @@ static void conn_link(ps_server *s, ps_conn *c) {
     c->refs = 1;
     c->id = ++s->next_conn_id;
     c->accepted_ns = ps_now_ns();
-    pw_decoder_init(&c->framer, s->cfg.max_frame);
+    /* Before a hello succeeds frames are small (max_unauth_frame): an
+     * unauthenticated peer costs little (docs/security.md). */
+    pw_decoder_init(&c->framer,
+                    s->cfg.max_unauth_frame < s->cfg.max_frame ? s->cfg.max_unauth_frame : s->cfg.max_frame);
     pw_decoder_set_pool(&c->framer, &s->input_used, s->cfg.max_input_memory);
     ps_outq_init(&c->outq, s->cfg.output_soft_limit, s->cfg.output_hard_limit);
     c->next = s->conns;

@@ -195,6 +195,70 @@ static uint64_t last_request_id(const uint8_t *p, const uint8_t *end) {
     return id;
 }
 
+/* Skips one field's value of wire type wt; -1 when malformed. */
+static int skip_value(const uint8_t **p, const uint8_t *end, int wt, uint64_t *v, const uint8_t **val) {
+    *v = 0;
+    *val = *p;
+    switch (wt) {
+    case 0:
+        return get_varint(p, end, v);
+    case 1:
+        if (end - *p < 8) return -1;
+        *p += 8;
+        return 0;
+    case 2:
+        if (get_varint(p, end, v) || *v > (uint64_t)(end - *p)) return -1;
+        *val = *p;
+        *p += *v;
+        return 0;
+    case 5:
+        if (end - *p < 4) return -1;
+        *p += 4;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* A member of ClientMessage's request oneof (unknown fields are skipped,
+ * as protobuf-c keeps them aside). */
+static int is_request_field(uint32_t num) {
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&physd__v1__client_message__descriptor, num);
+    return f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->type == PROTOBUF_C_TYPE_MESSAGE;
+}
+
+int ps_decode_peek(const uint8_t *data, size_t len, uint64_t *request_id, unsigned *request_case, uint64_t *world_id) {
+    const uint8_t *p = data, *end = data + len;
+    *request_id = 0;
+    *request_case = 0;
+    *world_id = 0;
+    while (p < end) {
+        uint64_t key, v;
+        const uint8_t *val;
+        if (get_varint(&p, end, &key) || skip_value(&p, end, (int)(key & 7), &v, &val)) return PS_DECODE_MALFORMED;
+        const uint64_t num = key >> 3;
+        const int wt = (int)(key & 7);
+        if (num == 1 && wt == 0) {
+            *request_id = v;
+        } else if (num >= 2 && num <= 0x1fffffff && wt == 2 && is_request_field((uint32_t)num)) {
+            /* A oneof member replaces another; the same member merges (its
+             * world_id is the last one written). */
+            if ((unsigned)num != *request_case) *world_id = 0;
+            *request_case = (unsigned)num;
+            const uint8_t *q = val, *qend = val + v;
+            while (q < qend) {
+                uint64_t k2, v2;
+                const uint8_t *val2;
+                if (get_varint(&q, qend, &k2) || skip_value(&q, qend, (int)(k2 & 7), &v2, &val2))
+                    return PS_DECODE_MALFORMED;
+                if (k2 == ((1u << 3) | 0)) *world_id = v2;
+            }
+        }
+    }
+    return 0;
+}
+
 int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem) {
     scan sc = {0, max_mem, 0, 0};
     *request_id = 0;

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "physd/ph_scenes.h"
 #include "ps_internal.h"
 
@@ -42,6 +44,7 @@ enum {
 typedef struct ps_handler {
     const char *name;
     int flags;
+    int need;              /* PS_NEED_* or the PS_ROLE_* it needs on its world (auth.h) */
     ps_prepare_fn prepare; /* optional, world requests */
     ps_run_fn run_world;   /* world requests */
     ps_conn_fn run;        /* other requests */
@@ -68,6 +71,16 @@ static void world_info(ps_host *h, Physd__V1__WorldInfo *wi) {
     wi->subscriptions = (uint32_t)ps_host_sub_count(h);
 }
 
+static void token_info(const ps_token *t, Physd__V1__TokenInfo *ti, char *secret) {
+    physd__v1__token_info__init(ti);
+    ti->token_id = (char *)t->id;
+    ti->world_id = t->world_id;
+    ti->role = (Physd__V1__Role)t->role;
+    ti->label = (char *)t->label;
+    ti->created_unix = t->created_unix;
+    if (secret) ti->token = secret;
+}
+
 /* ------------------------------------------------------------ sessions */
 
 static void h_hello(ps_conn *c, ps_msg *m) {
@@ -88,10 +101,62 @@ static void h_hello(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "client_name is longer than 128 bytes");
         return;
     }
-    /* Credentials are accepted and ignored until access control exists. */
+    /* Credentials: every token must be valid; with access control on, one
+     * at least. Refusals count against the connection and its address,
+     * whose further hellos wait out a back-off (docs/security.md). */
+    const uint64_t now = ps_now_ns();
+    uint64_t wait = ps_authfail_wait_until(&s->authfail, c->addr, now, s->cfg.auth_fail_window);
+    ps_token *toks[PS_MAX_HELLO_TOKENS];
+    int bad = -1, ntok = 0;
+    char why[200] = "";
+    if (wait) {
+        snprintf(why, sizeof why, "too many refused hellos from %s: retry in %.2f s", c->addr,
+                 (double)(wait - now) / 1e9);
+        s->authfail.total_delayed++;
+    } else {
+        ntok = ps_credentials_check(&s->tokens, hm->credentials.data, hm->credentials.len, toks, PS_MAX_HELLO_TOKENS,
+                                    &bad);
+        if (ntok < 0 && bad == -2)
+            snprintf(why, sizeof why, "credentials hold more than %d tokens or %d bytes", PS_MAX_HELLO_TOKENS,
+                     PS_MAX_CREDENTIALS);
+        else if (ntok < 0)
+            snprintf(why, sizeof why, "token %d of the credentials is not valid (unknown, revoked or malformed)",
+                     bad + 1);
+        else if (ntok == 0 && s->auth)
+            snprintf(why, sizeof why, "this server requires a token: send one in hello.credentials (PHYSD_TOKEN)");
+    }
+    if (why[0]) {
+        double backoff = 0;
+        if (!wait)
+            backoff = ps_authfail_record(&s->authfail, c->addr, now, s->cfg.auth_fail_window, s->cfg.auth_free_failures,
+                                         s->cfg.auth_backoff, s->cfg.auth_backoff_max);
+        c->hello_failures++;
+        ps_log("conn %llu (%s) hello refused (%d of %d on this connection): %s%s", (unsigned long long)c->id, c->peer,
+               c->hello_failures, s->cfg.max_hello_failures, why, backoff > 0 ? "; address backs off" : "");
+        ps_reply_error(c, m->request_id, PS_ST_UNAUTHENTICATED, why);
+        if (c->hello_failures >= s->cfg.max_hello_failures) {
+            ps_send_notice(c, PHYSD__V1__NOTICE_KIND__NOTICE_DISCONNECT, 0, 0, "too many refused hellos");
+            c->close_after_flush = 1;
+            if (!c->sink) uv_read_stop((uv_stream_t *)&c->tcp);
+            ps_server_mark_dirty(s, c);
+        }
+        return;
+    }
+    for (int i = 0; i < ntok; i++)
+        if (ps_conn_add_principal(c, toks[i])) {
+            ps_conn_free_principals(c);
+            ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+            return;
+        }
     snprintf(c->name, sizeof c->name, "%s", hm->client_name);
     c->hello_done = 1;
-    ps_log("conn %llu (%s) hello from \"%s\"", (unsigned long long)c->id, c->peer, c->name);
+    c->framer.max_frame = s->cfg.max_frame; /* the small pre-hello limit ends */
+    {
+        char who[64];
+        ps_conn_principal(c, 0, who, sizeof who);
+        ps_log("conn %llu (%s) hello from \"%s\" as %s (%d token%s)", (unsigned long long)c->id, c->peer, c->name,
+               s->auth || ntok ? who : "anonymous (access control off)", ntok, ntok == 1 ? "" : "s");
+    }
     Physd__V1__HelloReply hr = PHYSD__V1__HELLO_REPLY__INIT;
     hr.protocol_version = PS_PROTOCOL_VERSION;
     hr.server = "physd " PS_VERSION;
@@ -100,6 +165,14 @@ static void h_hello(ps_conn *c, ps_msg *m) {
     hr.max_worlds = (uint32_t)s->cfg.max_worlds;
     hr.max_bodies_per_world = (uint32_t)s->cfg.max_bodies_per_world;
     hr.max_edits_per_batch = (uint32_t)s->cfg.max_edits_per_batch;
+    hr.access_control = s->auth != 0;
+    Physd__V1__TokenInfo infos[PS_MAX_HELLO_TOKENS], *ptrs[PS_MAX_HELLO_TOKENS];
+    for (int i = 0; i < ntok; i++) {
+        token_info(toks[i], &infos[i], NULL);
+        ptrs[i] = &infos[i];
+    }
+    hr.n_principals = (size_t)ntok;
+    hr.principals = ptrs;
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_HELLO;
     r.hello = &hr;
@@ -189,8 +262,26 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
+    /* The owner's token: its secret goes to this reply only; the creator
+     * holds it as a principal from now on. */
+    ps_token tok;
+    char secret[PS_TOKEN_LEN + 1];
+    ps_token *added = NULL;
+    if (ps_token_make(h->id, PS_ROLE_OWNER, "owner", &tok, secret) || !(added = ps_tokens_add(&s->tokens, &tok)) ||
+        ps_conn_add_principal(c, added)) {
+        if (added) ps_tokens_remove(&s->tokens, tok.id);
+        ps_host_destroy(h, "no owner token could be made");
+        free(scene_ids);
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "no owner token could be made (randomness or memory)");
+        return;
+    }
+    ps_audit(c, h->id, "create_world", PS_ST_OK, cw->preset[0] ? cw->preset : "empty");
     Physd__V1__WorldInfo wi;
     world_info(h, &wi);
+    wi.role = (Physd__V1__Role)ps_conn_role(c, h->id);
+    Physd__V1__TokenInfo oti;
+    token_info(added, &oti, secret);
+    wi.owner_token = &oti;
     if (scene) {
         wi.n_scene_ids = scene->n;
         wi.scene_ids = scene_ids;
@@ -203,6 +294,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
     r.world = &wi;
     reply_ok(c, m->request_id, h->tick, &r);
+    OPENSSL_cleanse(secret, sizeof secret);
     free(scene_ids);
 }
 
@@ -249,7 +341,10 @@ static void h_list_worlds(ps_conn *c, ps_msg *m) {
     size_t n = 0;
     for (int i = 0; i < s->nhosts; i++) {
         if (s->hosts[i]->destroying) continue;
+        const int role = ps_conn_role(c, s->hosts[i]->id);
+        if (role < PS_ROLE_VIEWER) continue; /* only the worlds the caller may see */
         world_info(s->hosts[i], &infos[n]);
+        infos[n].role = (Physd__V1__Role)role;
         ptrs[n] = &infos[n];
         n++;
     }
@@ -268,6 +363,7 @@ static void w_inspect(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     Physd__V1__WorldInfo wi;
     world_info(h, &wi);
+    wi.role = (Physd__V1__Role)ps_conn_role(c, h->id);
     Physd__V1__Settings sm;
     ps_settings_storage ss;
     ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
@@ -299,7 +395,12 @@ static void w_destroy(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
-    ps_host_destroy(h, "requested by a client");
+    char who[64], msg[128];
+    ps_conn_principal(c, h->id, who, sizeof who);
+    snprintf(msg, sizeof msg, "world %llu was destroyed by %s", (unsigned long long)h->id, who);
+    ps_audit(c, h->id, "destroy_world", PS_ST_OK, NULL);
+    ps_notify_owners(c->srv, c, h->id, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, h->tick, msg);
+    ps_host_destroy(h, msg);
 }
 
 /* ---------------------------------------------------------------- edits */
@@ -343,11 +444,15 @@ static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) 
     double rate = h->tick_rate;
     if (ps_codec_settings(m->change_settings->settings, &set, &rate, &c->srv->cfg, &st) ||
         ps_host_set_settings(h, &set, rate, &st)) {
+        ps_audit(c, h->id, "change_settings", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
     }
-    ps_log("world %llu: settings changed (iterations %d, h %.6g s, %.4g Hz)", (unsigned long long)h->id, set.iterations,
-           set.time_step, rate);
+    {
+        char detail[128];
+        snprintf(detail, sizeof detail, "iterations %d, h %.6g s, %.4g Hz", set.iterations, set.time_step, rate);
+        ps_audit(c, h->id, "change_settings", PS_ST_OK, detail);
+    }
     Physd__V1__Settings sm;
     ps_settings_storage ss;
     ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
@@ -404,8 +509,16 @@ static void w_reset(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     ps_status st;
     if (ps_host_reset(h, &st)) {
+        ps_audit(c, h->id, "reset", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
+    }
+    ps_audit(c, h->id, "reset", PS_ST_OK, NULL);
+    {
+        char who[64], msg[128];
+        ps_conn_principal(c, h->id, who, sizeof who);
+        snprintf(msg, sizeof msg, "world %llu was reset by %s", (unsigned long long)h->id, who);
+        ps_notify_owners(c->srv, c, h->id, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_RESET, h->tick, msg);
     }
     ps_host_end_step_request(h, "reset");
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
@@ -779,32 +892,156 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     reply_ok(c, m->request_id, h->tick, &r);
 }
 
+/* --------------------------------------------------------------- tokens */
+
+static void w_create_token(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    const Physd__V1__CreateToken *ct = m->create_token;
+    ps_server *s = c->srv;
+    const int role = (int)ct->role;
+    if (role != PS_ROLE_VIEWER && role != PS_ROLE_EDITOR && role != PS_ROLE_OWNER) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "role must be ROLE_VIEWER, ROLE_EDITOR or ROLE_OWNER");
+        return;
+    }
+    if (strlen(ct->label) > 64) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "label is longer than 64 bytes");
+        return;
+    }
+    if (ps_tokens_count_world(&s->tokens, h->id) >= (size_t)s->cfg.max_tokens_per_world) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "world %llu has max_tokens_per_world (%d) tokens: revoke some first",
+                 (unsigned long long)h->id, s->cfg.max_tokens_per_world);
+        ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
+        return;
+    }
+    ps_token tok;
+    char secret[PS_TOKEN_LEN + 1];
+    ps_token *added = NULL;
+    if (ps_token_make(h->id, role, ct->label, &tok, secret) || !(added = ps_tokens_add(&s->tokens, &tok))) {
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "no token could be made (randomness or memory)");
+        return;
+    }
+    char detail[128];
+    snprintf(detail, sizeof detail, "token %s, role %s, label \"%s\"", added->id, ps_role_name(role), added->label);
+    ps_audit(c, h->id, "create_token", PS_ST_OK, detail);
+    Physd__V1__TokenInfo ti;
+    token_info(added, &ti, secret);
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_TOKEN;
+    r.token = &ti;
+    reply_ok(c, m->request_id, h->tick, &r);
+    OPENSSL_cleanse(secret, sizeof secret);
+}
+
+static void w_revoke_token(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_server *s = c->srv;
+    const char *id = m->revoke_token->token_id;
+    ps_token *t = strlen(id) == PS_TOKEN_ID_LEN ? ps_tokens_find(&s->tokens, id) : NULL;
+    if (!t || t->world_id != h->id) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "world %llu has no token \"%.20s\"", (unsigned long long)h->id, id);
+        ps_reply_error(c, m->request_id, PS_ST_NOT_FOUND, msg);
+        return;
+    }
+    char tid[PS_TOKEN_ID_LEN + 1], who[64], detail[128];
+    memcpy(tid, t->id, sizeof tid);
+    snprintf(detail, sizeof detail, "token %s (%s, \"%s\")", tid, ps_role_name(t->role), t->label);
+    ps_conn_principal(c, h->id, who, sizeof who);
+    ps_audit(c, h->id, "revoke_token", PS_ST_OK, detail);
+    /* The reply first: a caller that revokes its own token still gets it. */
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    reply_ok(c, m->request_id, h->tick, &r);
+    ps_access_revoke(s, tid, who);
+}
+
+typedef struct token_list {
+    Physd__V1__TokenInfo *infos;
+    Physd__V1__TokenInfo **ptrs;
+    size_t n, cap;
+} token_list;
+
+static void add_token_info(const ps_token *t, void *arg) {
+    token_list *l = arg;
+    if (l->n >= l->cap) return;
+    token_info(t, &l->infos[l->n], NULL);
+    l->ptrs[l->n] = &l->infos[l->n];
+    l->n++;
+}
+
+static void w_list_tokens(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_server *s = c->srv;
+    token_list l = {0};
+    l.cap = ps_tokens_count_world(&s->tokens, h->id);
+    l.infos = calloc(l.cap + 1, sizeof *l.infos);
+    l.ptrs = calloc(l.cap + 1, sizeof *l.ptrs);
+    if (!l.infos || !l.ptrs) {
+        free(l.infos);
+        free(l.ptrs);
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+        return;
+    }
+    ps_tokens_each(&s->tokens, h->id, add_token_info, &l);
+    Physd__V1__TokenList tl = PHYSD__V1__TOKEN_LIST__INIT;
+    tl.n_tokens = l.n;
+    tl.tokens = l.ptrs;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_TOKENS;
+    r.tokens = &tl;
+    reply_ok(c, m->request_id, h->tick, &r);
+    free(l.infos);
+    free(l.ptrs);
+}
+
 /* ---------------------------------------------------------------- table */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-#define TABLE_SIZE (REQ(LIST_PRESETS) + 1)
+#define TABLE_SIZE (REQ(LIST_TOKENS) + 1)
 
+/* What each request needs (docs/security.md): PS_NEED_NONE before hello
+ * and without credentials, PS_NEED_AUTH any valid principal, else the
+ * PS_ROLE_* on the world it names (ADMIN: the server's token). The access
+ * matrix test (tests/server/test_itest_access.c) is generated from this
+ * table through ps_request_need. */
+#define V PS_ROLE_VIEWER
+#define E PS_ROLE_EDITOR
+#define O PS_ROLE_OWNER
 static const ps_handler table[TABLE_SIZE] = {
-    [REQ(HELLO)] = {"hello", H_NO_HELLO, NULL, NULL, h_hello},
-    [REQ(PING)] = {"ping", H_NO_HELLO, NULL, NULL, h_ping},
-    [REQ(CREATE_WORLD)] = {"create_world", 0, NULL, NULL, h_create_world},
-    [REQ(LIST_WORLDS)] = {"list_worlds", 0, NULL, NULL, h_list_worlds},
-    [REQ(INSPECT_WORLD)] = {"inspect_world", H_WORLD, NULL, w_inspect, NULL},
-    [REQ(DESTROY_WORLD)] = {"destroy_world", H_WORLD, NULL, w_destroy, NULL},
-    [REQ(EDIT)] = {"edit", H_WORLD, p_edit, w_edit, NULL},
-    [REQ(CHANGE_SETTINGS)] = {"change_settings", H_WORLD, NULL, w_change_settings, NULL},
-    [REQ(PAUSE)] = {"pause", H_WORLD, NULL, w_pause, NULL},
-    [REQ(RESUME)] = {"resume", H_WORLD, NULL, w_resume, NULL},
-    [REQ(STEP)] = {"step", H_WORLD, NULL, w_step, NULL},
-    [REQ(RESET)] = {"reset", H_WORLD, NULL, w_reset, NULL},
-    [REQ(SUBSCRIBE)] = {"subscribe", H_WORLD, p_subscribe, w_subscribe, NULL},
-    [REQ(UNSUBSCRIBE)] = {"unsubscribe", 0, NULL, NULL, h_unsubscribe},
-    [REQ(QUERY_BODIES)] = {"query_bodies", H_WORLD, p_query_bodies, w_query_bodies, NULL},
-    [REQ(RAYCAST)] = {"raycast", H_WORLD, p_raycast, w_raycast, NULL},
-    [REQ(QUERY_COUNTERS)] = {"query_counters", H_WORLD, NULL, w_counters, NULL},
-    [REQ(QUERY_JOINTS)] = {"query_joints", H_WORLD, p_query_joints, w_query_joints, NULL},
-    [REQ(LIST_PRESETS)] = {"list_presets", 0, NULL, NULL, h_list_presets},
+    [REQ(HELLO)] = {"hello", H_NO_HELLO, PS_NEED_NONE, NULL, NULL, h_hello},
+    [REQ(PING)] = {"ping", H_NO_HELLO, PS_NEED_NONE, NULL, NULL, h_ping},
+    [REQ(CREATE_WORLD)] = {"create_world", 0, PS_ROLE_ADMIN, NULL, NULL, h_create_world},
+    [REQ(LIST_WORLDS)] = {"list_worlds", 0, PS_NEED_AUTH, NULL, NULL, h_list_worlds},
+    [REQ(INSPECT_WORLD)] = {"inspect_world", H_WORLD, V, NULL, w_inspect, NULL},
+    [REQ(DESTROY_WORLD)] = {"destroy_world", H_WORLD, O, NULL, w_destroy, NULL},
+    [REQ(EDIT)] = {"edit", H_WORLD, E, p_edit, w_edit, NULL},
+    [REQ(CHANGE_SETTINGS)] = {"change_settings", H_WORLD, E, NULL, w_change_settings, NULL},
+    [REQ(PAUSE)] = {"pause", H_WORLD, E, NULL, w_pause, NULL},
+    [REQ(RESUME)] = {"resume", H_WORLD, E, NULL, w_resume, NULL},
+    [REQ(STEP)] = {"step", H_WORLD, E, NULL, w_step, NULL},
+    [REQ(RESET)] = {"reset", H_WORLD, E, NULL, w_reset, NULL},
+    [REQ(SUBSCRIBE)] = {"subscribe", H_WORLD, V, p_subscribe, w_subscribe, NULL},
+    [REQ(UNSUBSCRIBE)] = {"unsubscribe", 0, PS_NEED_AUTH, NULL, NULL, h_unsubscribe},
+    [REQ(QUERY_BODIES)] = {"query_bodies", H_WORLD, V, p_query_bodies, w_query_bodies, NULL},
+    [REQ(RAYCAST)] = {"raycast", H_WORLD, V, p_raycast, w_raycast, NULL},
+    [REQ(QUERY_COUNTERS)] = {"query_counters", H_WORLD, V, NULL, w_counters, NULL},
+    [REQ(QUERY_JOINTS)] = {"query_joints", H_WORLD, V, p_query_joints, w_query_joints, NULL},
+    [REQ(LIST_PRESETS)] = {"list_presets", 0, PS_NEED_AUTH, NULL, NULL, h_list_presets},
+    [REQ(CREATE_TOKEN)] = {"create_token", H_WORLD, O, NULL, w_create_token, NULL},
+    [REQ(REVOKE_TOKEN)] = {"revoke_token", H_WORLD, O, NULL, w_revoke_token, NULL},
+    [REQ(LIST_TOKENS)] = {"list_tokens", H_WORLD, O, NULL, w_list_tokens, NULL},
 };
+#undef V
+#undef E
+#undef O
+
+int ps_request_need(unsigned request_case, const char **name) {
+    if (request_case >= TABLE_SIZE || !table[request_case].name) return -3;
+    if (name) *name = table[request_case].name;
+    return table[request_case].need;
+}
+
+unsigned ps_request_table_size(void) { return TABLE_SIZE; }
 
 static uint64_t world_id_of(const ps_msg *m) {
     switch (m->request_case) {
@@ -834,14 +1071,55 @@ static uint64_t world_id_of(const ps_msg *m) {
         return m->query_counters->world_id;
     case REQ(QUERY_JOINTS):
         return m->query_joints->world_id;
+    case REQ(CREATE_TOKEN):
+        return m->create_token->world_id;
+    case REQ(REVOKE_TOKEN):
+        return m->revoke_token->world_id;
+    case REQ(LIST_TOKENS):
+        return m->list_tokens->world_id;
     default:
         return 0;
     }
 }
 
+/* The access check, before anything is decoded or allocated: from the
+ * request's type and world alone (ps_decode_peek). Returns 0 when the
+ * request may go on, else answers it and returns the status. */
+static int check_access(ps_conn *c, const ps_handler *h, uint64_t rid, uint64_t wid) {
+    ps_server *s = c->srv;
+    const int need = h ? h->need : PS_NEED_AUTH;
+    if (need == PS_NEED_NONE) return 0;
+    if (!c->hello_done) {
+        if (!s->auth && !h) return 0; /* answered UNIMPLEMENTED below, as before access control */
+        if (s->auth)
+            ps_reply_error(c, rid, PS_ST_UNAUTHENTICATED,
+                           "authenticate first: send hello with a token in credentials (docs/security.md)");
+        else
+            ps_reply_error(c, rid, PS_ST_PRECONDITION, "send hello first");
+        return s->auth ? PS_ST_UNAUTHENTICATED : PS_ST_PRECONDITION;
+    }
+    if (!ps_conn_authenticated(c)) {
+        ps_reply_error(c, rid, PS_ST_UNAUTHENTICATED, "no valid credential on this connection");
+        return PS_ST_UNAUTHENTICATED;
+    }
+    if (need < PS_ROLE_VIEWER) return 0;
+    const int role = ps_conn_role(c, need == PS_ROLE_ADMIN ? 0 : wid);
+    if (role >= need) return 0;
+    char msg[200];
+    if (need == PS_ROLE_ADMIN)
+        snprintf(msg, sizeof msg, "%s needs the server's admin token", h->name);
+    else
+        snprintf(msg, sizeof msg, "%s needs the %s role on world %llu; this connection's tokens give %s", h->name,
+                 ps_role_name(need), (unsigned long long)wid, ps_role_name(role));
+    ps_reply_error(c, rid, PS_ST_DENIED, msg);
+    return PS_ST_DENIED;
+}
+
 int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
     /* Price the decoding first (decode.c): a frame's size bounds neither
-     * the memory nor the time protobuf-c would spend on it. */
+     * the memory nor the time protobuf-c would spend on it. The scan
+     * allocates nothing and proves the frame well formed, so every answer
+     * below names the request id protobuf-c would read. */
     const uint64_t max_mem = c->srv->cfg.max_decode_memory;
     uint64_t rid = 0, need = 0;
     int sr = ps_decode_scan(data, len, max_mem, &rid, &need);
@@ -859,23 +1137,13 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         ps_reply_error(c, rid, PS_ST_INVALID, msg);
         return 0;
     }
-    int over = 0;
-    ps_msg *m = ps_decode_unpack(data, len, 2 * max_mem, &over);
-    if (!m && over) {
-        ps_log("conn %llu: a frame priced at %llu bytes passed 2 x max_decode_memory when unpacked",
-               (unsigned long long)c->id, (unsigned long long)need);
-        ps_reply_error(c, rid, PS_ST_EXHAUSTED, "the request takes too much memory to decode");
-        return 0;
-    }
-    if (!m) return -1;
-    unsigned k = (unsigned)m->request_case;
+    /* What the request is and which world it names, from its top-level
+     * fields: the rate limit and the access check come before protobuf-c
+     * allocates anything. */
+    uint64_t wid = 0, peek_rid = 0;
+    unsigned k = 0;
+    if (ps_decode_peek(data, len, &peek_rid, &k, &wid) != 0) return -1;
     const ps_handler *h = k < TABLE_SIZE && table[k].name ? &table[k] : NULL;
-    if (!h) {
-        ps_reply_error(c, m->request_id, PS_ST_UNIMPLEMENTED,
-                       k == 0 ? "empty or unknown request (no known request field is set)" : "unknown request type");
-        physd__v1__client_message__free_unpacked(m, NULL);
-        return 0;
-    }
     const double rate = c->srv->cfg.max_requests_per_second;
     if (rate > 0) {
         /* Token bucket: refills at the rate, holds one second's worth. */
@@ -889,11 +1157,32 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         if (c->rate_tokens < 1.0) {
             char msg[96];
             snprintf(msg, sizeof msg, "over max_requests_per_second (%g); retry later", rate);
-            ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
-            physd__v1__client_message__free_unpacked(m, NULL);
+            ps_reply_error(c, rid, PS_ST_EXHAUSTED, msg);
             return 0;
         }
         c->rate_tokens -= 1.0;
+    }
+    if (check_access(c, h, rid, wid)) return 0;
+    int over = 0;
+    ps_msg *m = ps_decode_unpack(data, len, 2 * max_mem, &over);
+    if (!m && over) {
+        ps_log("conn %llu: a frame priced at %llu bytes passed 2 x max_decode_memory when unpacked",
+               (unsigned long long)c->id, (unsigned long long)need);
+        ps_reply_error(c, rid, PS_ST_EXHAUSTED, "the request takes too much memory to decode");
+        return 0;
+    }
+    if (!m) return -1;
+    if (!h) {
+        ps_reply_error(c, m->request_id, PS_ST_UNIMPLEMENTED,
+                       k == 0 ? "empty or unknown request (no known request field is set)" : "unknown request type");
+        physd__v1__client_message__free_unpacked(m, NULL);
+        return 0;
+    }
+    if ((unsigned)m->request_case != k || ((h->flags & H_WORLD) && world_id_of(m) != wid)) {
+        /* The peek and protobuf-c disagree: never run an unchecked request. */
+        ps_reply_error(c, m->request_id, PS_ST_DENIED, "the request could not be checked (ambiguous encoding)");
+        physd__v1__client_message__free_unpacked(m, NULL);
+        return 0;
     }
     if (!(h->flags & H_NO_HELLO) && !c->hello_done) {
         ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "send hello first");
@@ -901,7 +1190,6 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         return 0;
     }
     if (h->flags & H_WORLD) {
-        uint64_t wid = world_id_of(m);
         ps_host *host = ps_server_find_world(c->srv, wid);
         ps_status st;
         void *decoded = NULL;

@@ -123,6 +123,10 @@ int main(int argc, char **argv) {
             cfg.quiet = 1;
             continue;
         }
+        if (!strcmp(a, "--insecure")) {
+            cfg.insecure = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "physd: unexpected argument \"%s\" (see --help)\n", a);
             return 2;
@@ -159,7 +163,7 @@ int main(int argc, char **argv) {
     ps_server *s = NULL;
     int r = ps_server_create(&s, &cfg);
     if (r < 0) {
-        fprintf(stderr, "physd: cannot start on %s:%d: %s\n", cfg.listen, cfg.port, uv_strerror(r));
+        fprintf(stderr, "physd: cannot start on %s:%d: %s\n", cfg.listen, cfg.port, ps_server_strerror(r));
         return 1;
     }
     r = ps_server_run(s);

@@ -18,6 +18,7 @@
 #include "physd/ph_settings.h"
 #include "physd/v1/physd.pb-c.h"
 #include "pw_frame.h"
+#include "auth.h"
 #include "pw_status.h"
 #include "server.h"
 
@@ -36,7 +37,9 @@ typedef Physd__V1__Reply ps_reply_msg;
     XX(TOOBIG, PW_ETOOBIG, "frame length exceeds max_frame")                                                           \
     XX(NOMEM, PW_ENOMEM, "out of memory")                                                                              \
     XX(HARD, -20004, "output backlog past the hard limit")                                                             \
-    XX(POOL, PW_EPOOL, "the server's input memory for partial frames is used up")
+    XX(POOL, PW_EPOOL, "the server's input memory for partial frames is used up")                                      \
+    XX(PROTECTED, -20006, "protected mode: no access control configured for a non-loopback address")                   \
+    XX(ADMINTOKEN, -20007, "the admin token file cannot be used")
 
 enum {
 #define PS_ERR_ENUM(name, value, msg) PS_E##name = (value),
@@ -64,6 +67,7 @@ const char *ps_err_name(int err);
 #define PS_ST_UNIMPLEMENTED PW_STATUS_UNIMPLEMENTED
 #define PS_ST_INTERNAL PW_STATUS_INTERNAL
 #define PS_ST_UNAVAILABLE PW_STATUS_UNAVAILABLE
+#define PS_ST_UNAUTHENTICATED PW_STATUS_UNAUTHENTICATED
 
 /* The outcome of a check: a status code, a readable message and, for
  * errors about one element of a list, its index. */
@@ -206,6 +210,10 @@ typedef struct ps_conn {
     uv_shutdown_t sreq; /* after a fatal error reply: FIN sent, input drained */
     int draining;
     uint64_t drain_deadline_ns;
+    /* access control (auth.h): what the connection's tokens are */
+    ps_principal *princ;
+    int nprinc, princ_cap;
+    int hello_failures;
     double rate_tokens; /* request-rate token bucket */
     uint64_t rate_last_ns;
     uint64_t drops_reported;
@@ -239,6 +247,34 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r);
 void ps_reply_status(ps_conn *c, uint64_t request_id, const ps_status *st, uint64_t tick);
 void ps_reply_error(ps_conn *c, uint64_t request_id, int code, const char *msg);
 void ps_send_notice(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg);
+/* As ps_send_notice, naming the principal that caused it (Notice.principal). */
+void ps_send_notice_by(ps_conn *c, int kind, uint64_t world_id, uint64_t tick, const char *msg, const char *principal);
+
+/* ------------------------------------------------- access (access.c) */
+
+/* After a successful hello, with at least one valid token (or access control off). */
+int ps_conn_authenticated(const ps_conn *c);
+/* The connection's role on world (PS_ROLE_*; the admin token: ADMIN on every world). */
+int ps_conn_role(const ps_conn *c, uint64_t world);
+int ps_conn_add_principal(ps_conn *c, const ps_token *t);
+void ps_conn_free_principals(ps_conn *c);
+/* "admin:<id>", "token:<id>" (the principal acting on world) or "anonymous". */
+const char *ps_conn_principal(const ps_conn *c, uint64_t world, char *buf, size_t n);
+/* Removes the token from the table and from every connection at once; ends
+ * the subscriptions that are no longer allowed (NOTICE_ACCESS_REVOKED).
+ * Returns the number of connections that held it. */
+int ps_access_revoke(struct ps_server *s, const char *token_id, const char *by);
+/* A world is gone: its tokens and the principals naming them go too. */
+void ps_access_world_gone(struct ps_server *s, uint64_t world);
+/* One audit log line: action, world, principal (by token id), status. */
+void ps_audit(ps_conn *c, uint64_t world, const char *action, int status, const char *detail);
+/* Notice to every other connection holding world's owner token. */
+void ps_notify_owners(struct ps_server *s, ps_conn *actor, uint64_t world, int kind, uint64_t tick, const char *msg);
+/* The role a request type needs (PS_NEED_* or PS_ROLE_*) and its name;
+ * -3 for a type that is not in the request table. */
+int ps_request_need(unsigned request_case, const char **name);
+/* One past the highest request case in the table. */
+unsigned ps_request_table_size(void);
 
 /* ---------------------------------------------------------------- server */
 
@@ -275,6 +311,10 @@ struct ps_server {
     int heavy_inflight;
     ps_host *heavy_head, *heavy_tail; /* heavy worlds waiting for a lane, FIFO */
     uint64_t start_ns;
+    /* access control (auth.h, docs/security.md) */
+    int auth;              /* tokens required (admin_token_file set) */
+    ps_token_table tokens; /* the admin token and every world's */
+    ps_authfail_table authfail;
 };
 
 /* Marks c to be flushed in the next prepare phase. */
@@ -552,6 +592,12 @@ enum { PS_DECODE_MALFORMED = -1, PS_DECODE_TOO_BIG = -2, PS_DECODE_UNKNOWN = -3 
  * it needs at most max_mem bytes (*mem, the estimate), else one of the
  * codes above; *request_id is the frame's request id when it could be read. */
 int ps_decode_scan(const uint8_t *data, size_t len, uint64_t max_mem, uint64_t *request_id, uint64_t *mem);
+/* What a request is, from its top-level fields alone (no allocation; one
+ * pass over the top level and the request's own fields): its request id,
+ * the oneof case (its field number, 0: none) and field 1 of the request
+ * (world_id in every request on a world). For the access check, before any
+ * decoding. Returns 0 or PS_DECODE_MALFORMED. */
+int ps_decode_peek(const uint8_t *data, size_t len, uint64_t *request_id, unsigned *request_case, uint64_t *world_id);
 /* Unpacks with an allocator that fails past max_mem bytes (*over_budget
  * says whether that is why it returned NULL). Free with free_unpacked(m, NULL). */
 ps_msg *ps_decode_unpack(const uint8_t *data, size_t len, uint64_t max_mem, int *over_budget);

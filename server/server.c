@@ -259,12 +259,70 @@ static void walk_close(uv_handle_t *h, void *arg) {
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* 127.0.0.0/8, ::1 or "localhost". */
+static int is_loopback(const char *addr) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (strcmp(addr, "localhost") == 0) return 1;
+    if (inet_pton(AF_INET, addr, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+/* Access control and protected mode (docs/security.md): with an admin
+ * token file, tokens are required; without one, physd listens only on
+ * loopback unless told --insecure. */
+static int setup_access(ps_server *s) {
+    const ps_config *cfg = &s->cfg;
+    ps_tokens_init(&s->tokens);
+    if (cfg->admin_token_file[0]) {
+        ps_token t;
+        int created = 0;
+        char err[512];
+        if (ps_admin_token_load(cfg->admin_token_file, &t, &created, err, sizeof err)) {
+            fprintf(stderr, "physd: %s\n", err);
+            return PS_EADMINTOKEN;
+        }
+        if (!ps_tokens_add(&s->tokens, &t)) return UV_ENOMEM;
+        s->auth = 1;
+        ps_log("access control on: admin token %s %s %s", t.id, created ? "generated and written to" : "read from",
+               cfg->admin_token_file);
+        return 0;
+    }
+    if (!is_loopback(cfg->listen)) {
+        if (!cfg->insecure) {
+            fprintf(stderr,
+                    "physd: refusing to listen on %s without access control (protected mode). Any client that reaches "
+                    "this address could edit, reset and destroy every world. Either set an admin token file "
+                    "(--admin-token-file FILE: physd generates the token there with mode 0600 if it does not exist; "
+                    "clients then need a token, see docs/security.md), or listen on 127.0.0.1, or pass --insecure "
+                    "to accept any client without credentials (not recommended).\n",
+                    cfg->listen);
+            return PS_EPROTECTED;
+        }
+        /* Always logged, even with --quiet: it is a security setting. */
+        fprintf(stderr,
+                "physd: WARNING: --insecure: listening on %s without access control; any client that reaches it may "
+                "edit, reset and destroy every world\n",
+                cfg->listen);
+    }
+    return 0;
+}
+
 int ps_server_create(ps_server **out, const ps_config *cfg) {
     *out = NULL;
     ps_server *s = calloc(1, sizeof *s);
     if (!s) return UV_ENOMEM;
     s->cfg = *cfg;
     ps_log_quiet = cfg->quiet;
+    {
+        int r = setup_access(s);
+        if (r < 0) {
+            ps_tokens_free(&s->tokens);
+            free(s);
+            return r;
+        }
+    }
     fit_descriptor_limit(&s->cfg);
     /* A peer that closes while we write must give EPIPE, not kill the
      * process (process-wide, as every socket server does). */
@@ -285,6 +343,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     }
     int r = uv_loop_init(&s->loop);
     if (r < 0) {
+        ps_tokens_free(&s->tokens);
         free(s);
         return r;
     }
@@ -344,6 +403,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
         free(s->hosts);
+        ps_tokens_free(&s->tokens);
         free(s);
         return r;
     }
@@ -373,6 +433,7 @@ int ps_server_run(ps_server *s) {
 
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
+    ps_tokens_free(&s->tokens);
     free(s->hosts);
     free(s);
 }

@@ -64,9 +64,22 @@ typedef struct ps_config {
     int handle_signals;              /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
     int quiet;                       /* no log lines (benchmarks), default 0 */
     int simd;                        /* default of the worlds' settings.simd (a ph_simd), default no cap */
+    /* Access control (docs/security.md) */
+    char admin_token_file[256]; /* set: tokens are required; the admin token is read (or generated) here */
+    int insecure;               /* listen beyond loopback without access control, default 0 */
+    uint64_t max_unauth_frame;  /* largest frame before a hello succeeds, bytes, default 16 KiB */
+    int max_hello_failures;     /* refused hellos before a connection is closed, default 3 */
+    int auth_free_failures;     /* refused hellos from one address before back-off, default 5 */
+    double auth_backoff;        /* first back-off, s, doubled per further failure, default 0.1 */
+    double auth_backoff_max;    /* longest back-off, s, default 10 */
+    double auth_fail_window;    /* s without a failure after which an address is forgotten, default 60 */
+    int max_tokens_per_world;   /* default 1024 */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
+/* A readable description of an error ps_server_create returns (libuv's or
+ * the server's own, such as protected mode); never NULL. */
+const char *ps_server_strerror(int err);
 /* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
  * UV_EINVAL and, when err is not NULL, a static description. Names may use
  * '-' or '_'. */

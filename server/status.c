@@ -34,3 +34,5 @@ const char *ps_err_name(int err) {
         return err < 0 ? uv_err_name(err) : "UNKNOWN";
     }
 }
+
+const char *ps_server_strerror(int err) { return ps_strerror(err); }

@@ -417,7 +417,14 @@ void ps_host_kick(ps_host *h) {
         h->dq_head = d->next;
         if (!h->dq_head) h->dq_tail = NULL;
         h->dq_len--;
-        d->run(h, d->conn, d->msg, d->decoded);
+        /* Access is checked again at the tick boundary: a token revoked
+         * while the request waited takes effect now. */
+        const int need = ps_request_need((unsigned)d->msg->request_case, NULL);
+        if (need >= PS_ROLE_VIEWER && ps_conn_role(d->conn, h->id) < need)
+            ps_reply_error(d->conn, d->msg->request_id, PS_ST_DENIED,
+                           "the connection lost its access to this world before the request ran");
+        else
+            d->run(h, d->conn, d->msg, d->decoded);
         free_deferred(d);
     }
     h->draining = 0;
@@ -710,6 +717,7 @@ static void host_finalize(ps_host *h) {
     ph_world_destroy(h->world);
     ps_edit_batch_free(h->scene);
     h->scene = NULL;
+    ps_access_world_gone(h->srv, h->id);
     ps_server_remove_world(h->srv, h);
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);

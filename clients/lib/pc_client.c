@@ -194,6 +194,7 @@ struct pc_client {
     pc_handlers h;
     pc_options opt;
     char name[129];
+    char *cred; /* credentials (copied from the options), NULL: none */
     char errmsg[256];
     int port;
     uint64_t max_frame;
@@ -233,6 +234,10 @@ static void maybe_free(pc_client *c) {
         assembly_clear(&c->asm_[i]);
     free(c->asm_);
     if (c->hello) physd__v1__server_message__free_unpacked(c->hello, NULL);
+    if (c->cred) {
+        memset(c->cred, 0, strlen(c->cred));
+        free(c->cred);
+    }
     free(c->table.slots);
     free(c->out);
     free(c->wbuf);
@@ -648,7 +653,7 @@ static void on_hello(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
     }
     if (r->status != PHYSD__V1__STATUS__STATUS_OK || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_HELLO) {
         snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", pc_status_name((int)r->status), r->message ? r->message : "");
-        disconnect(c, PC_EHELLO);
+        disconnect(c, r->status == PHYSD__V1__STATUS__STATUS_UNAUTHENTICATED ? PC_EAUTH : PC_EHELLO);
         return;
     }
     c->hello = pc_client_take_message(c);
@@ -676,6 +681,10 @@ static void on_connect(uv_connect_t *req, int status) {
     Physd__V1__Hello h = PHYSD__V1__HELLO__INIT;
     h.protocol_version = PC_PROTOCOL_VERSION;
     h.client_name = c->name;
+    if (c->cred) {
+        h.credentials.data = (uint8_t *)c->cred;
+        h.credentials.len = strlen(c->cred);
+    }
     m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_HELLO;
     m.hello = &h;
     r = send_request(c, &m, on_hello, NULL);
@@ -753,6 +762,11 @@ int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int po
         pc_options_default(&c->opt);
     snprintf(c->name, sizeof c->name, "%s", c->opt.client_name ? c->opt.client_name : "pc_client");
     c->opt.client_name = c->name;
+    if (c->opt.credentials && c->opt.credentials[0] && !(c->cred = strdup(c->opt.credentials))) {
+        free(c);
+        return UV_ENOMEM;
+    }
+    c->opt.credentials = NULL; /* the copy is c->cred */
     c->loop = loop;
     c->port = port;
     c->max_frame = c->opt.max_frame ? c->opt.max_frame : (64u << 20);
@@ -763,6 +777,7 @@ int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int po
     c->tcp.data = c->timer.data = c->creq.data = c->gai.data = c->wreq.data = c;
     int r = uv_timer_init(loop, &c->timer);
     if (r < 0) {
+        free(c->cred);
         free(c);
         return r;
     }

@@ -218,3 +218,34 @@ int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const doubl
     m.raycast = &r;
     return pc_request(c, &m, cb, data);
 }
+
+int pc_create_token(pc_client *c, uint64_t world, Physd__V1__Role role, const char *label, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateToken t = PHYSD__V1__CREATE_TOKEN__INIT;
+    t.world_id = world;
+    t.role = role;
+    t.label = (char *)(label ? label : "");
+    m.request_case = REQ(CREATE_TOKEN);
+    m.create_token = &t;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_revoke_token(pc_client *c, uint64_t world, const char *token_id, pc_reply_cb cb, void *data) {
+    if (!token_id) return UV_EINVAL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__RevokeToken t = PHYSD__V1__REVOKE_TOKEN__INIT;
+    t.world_id = world;
+    t.token_id = (char *)token_id;
+    m.request_case = REQ(REVOKE_TOKEN);
+    m.revoke_token = &t;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_list_tokens(pc_client *c, uint64_t world, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListTokens t = PHYSD__V1__LIST_TOKENS__INIT;
+    t.world_id = world;
+    m.request_case = REQ(LIST_TOKENS);
+    m.list_tokens = &t;
+    return pc_request(c, &m, cb, data);
+}

@@ -16,9 +16,11 @@
  * returns; replies are freed with physd__v1__server_message__free_unpacked.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "physctl.h"
 #include "scene_file.h"
@@ -172,20 +174,46 @@ static int cmd_presets(ctl *x, int argc, char **argv) {
     return 0;
 }
 
+/* Writes a token to path, readable by its owner only (mode 0600, a new file). */
+static int write_token_file(ctl *x, const char *path, const char *token) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return ctl_fail(x, EXIT_FILE, "--token-out %s: %s", path, strerror(errno));
+    size_t n = strlen(token);
+    int ok = write(fd, token, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+    ok = close(fd) == 0 && ok;
+    return ok ? 0 : ctl_fail(x, EXIT_FILE, "--token-out %s: %s", path, strerror(errno));
+}
+
+/* After a reply that carries a new token: to --token-out FILE, else (text
+ * output, the server requires tokens) to stderr, since it is shown once. */
+static int deliver_token(ctl *x, const Physd__V1__TokenInfo *t, const char *out_path, int force_stderr) {
+    if (!t || !t->token || !t->token[0]) return 0;
+    if (out_path) return write_token_file(x, out_path, t->token);
+    if (!x->json && force_stderr)
+        fprintf(stderr, "physctl %s: the %s token of world %llu (shown once; keep it): %s\n", x->cmd,
+                t->role == PHYSD__V1__ROLE__ROLE_OWNER    ? "owner"
+                : t->role == PHYSD__V1__ROLE__ROLE_EDITOR ? "editor"
+                                                          : "viewer",
+                (unsigned long long)t->world_id, t->token);
+    return 0;
+}
+
 static int cmd_create(ctl *x, int argc, char **argv) {
-    const char *preset = NULL, *name = NULL;
+    const char *preset = NULL, *name = NULL, *token_out = NULL;
     int paused = 0, r = 0;
     Physd__V1__Settings *s = (Physd__V1__Settings *)pbj_new(&physd__v1__settings__descriptor);
     int any = 0;
     for (int i = 1; i < argc && !r; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--scene") || !strcmp(a, "--preset") || !strcmp(a, "--name")) {
+        if (!strcmp(a, "--scene") || !strcmp(a, "--preset") || !strcmp(a, "--name") || !strcmp(a, "--token-out")) {
             if (i + 1 >= argc) {
                 r = ctl_fail(x, EXIT_USAGE, "%s needs a value", a);
                 break;
             }
             if (!strcmp(a, "--name"))
                 name = argv[++i];
+            else if (!strcmp(a, "--token-out"))
+                token_out = argv[++i];
             else
                 preset = argv[++i];
         } else if (!strcmp(a, "--paused")) {
@@ -216,6 +244,8 @@ static int cmd_create(ctl *x, int argc, char **argv) {
         } else if (!r && rep->reply->status != PHYSD__V1__STATUS__STATUS_OK) {
             r = ctl_fail_reply(x, rep);
         } else if (!r) {
+            const Physd__V1__HelloReply *hr = pc_client_server_info(x->c);
+            r = deliver_token(x, rep->reply->world->owner_token, token_out, hr && hr->access_control);
             if (x->json)
                 ctl_print_message(&rep->reply->world->base);
             else
@@ -224,6 +254,100 @@ static int cmd_create(ctl *x, int argc, char **argv) {
         ctl_free(rep);
     }
     physd__v1__settings__free_unpacked(s, NULL);
+    return r;
+}
+
+/* physctl token create WORLD --role R [--label L] [--token-out F] | revoke WORLD ID | list WORLD */
+static int cmd_token(ctl *x, int argc, char **argv) {
+    if (argc < 3) return ctl_fail(x, EXIT_USAGE, "usage: token create|revoke|list WORLD ... (physctl token --help)");
+    const char *sub = argv[1];
+    uint64_t w;
+    int r = ctl_world_arg(x, argc, argv, 2, &w);
+    if (r) return r;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateToken ct = PHYSD__V1__CREATE_TOKEN__INIT;
+    Physd__V1__RevokeToken rt = PHYSD__V1__REVOKE_TOKEN__INIT;
+    Physd__V1__ListTokens lt = PHYSD__V1__LIST_TOKENS__INIT;
+    const char *token_out = NULL;
+    if (!strcmp(sub, "create")) {
+        ct.world_id = w;
+        ct.label = "";
+        for (int i = 3; i < argc; i++) {
+            if (i + 1 >= argc) return ctl_fail(x, EXIT_USAGE, "%s needs a value", argv[i]);
+            if (!strcmp(argv[i], "--role")) {
+                const char *v = argv[++i];
+                if (!strcmp(v, "viewer"))
+                    ct.role = PHYSD__V1__ROLE__ROLE_VIEWER;
+                else if (!strcmp(v, "editor"))
+                    ct.role = PHYSD__V1__ROLE__ROLE_EDITOR;
+                else if (!strcmp(v, "owner"))
+                    ct.role = PHYSD__V1__ROLE__ROLE_OWNER;
+                else
+                    return ctl_fail(x, EXIT_USAGE, "--role must be viewer, editor or owner, not '%s'", v);
+            } else if (!strcmp(argv[i], "--label")) {
+                ct.label = argv[++i];
+            } else if (!strcmp(argv[i], "--token-out")) {
+                token_out = argv[++i];
+            } else {
+                return ctl_fail(x, EXIT_USAGE, "unknown option '%s'", argv[i]);
+            }
+        }
+        if (ct.role == PHYSD__V1__ROLE__ROLE_NONE)
+            return ctl_fail(x, EXIT_USAGE, "--role viewer|editor|owner is needed");
+        m.request_case = REQ(CREATE_TOKEN);
+        m.create_token = &ct;
+    } else if (!strcmp(sub, "revoke")) {
+        if (argc != 4) return ctl_fail(x, EXIT_USAGE, "usage: token revoke WORLD TOKEN_ID");
+        rt.world_id = w;
+        rt.token_id = argv[3];
+        m.request_case = REQ(REVOKE_TOKEN);
+        m.revoke_token = &rt;
+    } else if (!strcmp(sub, "list")) {
+        if (argc != 3) return ctl_fail(x, EXIT_USAGE, "usage: token list WORLD");
+        lt.world_id = w;
+        m.request_case = REQ(LIST_TOKENS);
+        m.list_tokens = &lt;
+    } else {
+        return ctl_fail(x, EXIT_USAGE, "unknown token command '%s' (create, revoke, list)", sub);
+    }
+    smsg *rep;
+    if ((r = ctl_call(x, &m, &rep))) return r;
+    if (m.request_case == REQ(CREATE_TOKEN)) {
+        const Physd__V1__TokenInfo *t = rep->reply->token;
+        if (token_out) r = write_token_file(x, token_out, t->token);
+        if (x->json)
+            ctl_print_message(&t->base);
+        else if (!r)
+            printf("%s\n", token_out ? t->token_id : t->token);
+    } else if (m.request_case == REQ(REVOKE_TOKEN)) {
+        if (x->json) {
+            jw j;
+            jw_init(&j, 1);
+            jw_object(&j);
+            jw_key(&j, "world_id");
+            jw_uint(&j, w);
+            jw_key(&j, "revoked");
+            jw_string(&j, rt.token_id);
+            jw_object_end(&j);
+            ctl_print_json(&j);
+        } else {
+            printf("token %s of world %llu revoked\n", rt.token_id, (unsigned long long)w);
+        }
+    } else if (x->json) {
+        ctl_print_message(&rep->reply->tokens->base);
+    } else {
+        const Physd__V1__TokenList *tl = rep->reply->tokens;
+        printf("%-16s  %-6s  %-10s  %s\n", "TOKEN_ID", "ROLE", "CREATED", "LABEL");
+        for (size_t i = 0; i < tl->n_tokens; i++) {
+            const Physd__V1__TokenInfo *t = tl->tokens[i];
+            printf("%-16s  %-6s  %-10llu  %s\n", t->token_id,
+                   t->role == PHYSD__V1__ROLE__ROLE_OWNER    ? "owner"
+                   : t->role == PHYSD__V1__ROLE__ROLE_EDITOR ? "editor"
+                                                             : "viewer",
+                   (unsigned long long)t->created_unix, t->label);
+        }
+    }
+    ctl_free(rep);
     return r;
 }
 
@@ -1270,9 +1394,18 @@ const command physctl_commands[] = {
     {"create", "[--scene NAME] [--name N] [--paused] [key=value...]", "create a world; prints its id",
      "--scene NAME (or --preset) builds a built-in scene (physctl presets lists them: stack20, pyramid20, chain30,\n"
      "box_drop, ...; a misspelt name gets the nearest ones).\n"
+     "--token-out FILE writes the new world's owner token to FILE (mode 0600); without it, a server with access\n"
+     "control gets the token printed on stderr (it is shown once).\n"
      "Example: physctl create --scene stack20 --name demo iterations=2 tick_rate=120\n\n",
      cmd_create, 1},
     {"destroy", "WORLD", "destroy a world", "", cmd_destroy, 0},
+    {"token", "create|revoke|list WORLD ...", "mint, revoke or list a world's tokens (owner or admin)",
+     "physctl token create WORLD --role viewer|editor|owner [--label L] [--token-out FILE]\n"
+     "    prints the new token (shown once; with --token-out it goes to FILE, mode 0600, and its id is printed)\n"
+     "physctl token revoke WORLD TOKEN_ID   connections holding it lose it at once\n"
+     "physctl token list WORLD              ids, roles, creation times and labels (never the secrets)\n"
+     "Credentials come from PHYSD_TOKEN or --token-file FILE (docs/security.md).\n",
+     cmd_token, 0},
     {"add", "WORLD [key=value...]", "add a body; prints its id",
      "Keys: type=dynamic|static|kinematic, shape=sphere|box|capsule|plane, radius=R, half=x,y,z or half=H (box half\n"
      "extents; one number is a cube), half_height=H (capsule), normal=x,y,z and offset=D (plane), mass=M (sets the\n"

@@ -17,6 +17,7 @@
  * Invariants: one connection per run; the loop is closed before exit
  * (uv_loop_close returns 0, else a warning is printed).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
             "  --port P        server port (default %d)\n"
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
+            "  --token-file F  credentials: the token(s) in file F (else PHYSD_TOKEN; docs/security.md)\n"
             "  --help          this text; `physctl COMMAND --help` describes a command\n"
             "  (the options may also follow the command: physctl worlds --json)\n"
             "  --version       print the version\n\n"
@@ -103,6 +105,7 @@ int ctl_connect(ctl *x) {
     pc_options o;
     pc_options_default(&o);
     o.client_name = "physctl";
+    o.credentials = x->token[0] ? x->token : NULL;
     int r = pc_connect_sync(&x->c, &x->loop, x->host, x->port, x->timeout_ms, &o);
     if (r < 0) {
         /* pc_connect_sync released the client: take the message first. */
@@ -334,6 +337,28 @@ void ctl_print_message(const ProtobufCMessage *m) {
     jw_free(&w);
 }
 
+/* Credentials from a file (a token per line or separated by spaces);
+ * PHYSD_TOKEN is the default. Returns 0 or -1 after printing why. */
+static int read_token_file(ctl *x, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ctl_fail(x, EXIT_FILE, "--token-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[4097];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    buf[n] = 0;
+    if (big) {
+        ctl_fail(x, EXIT_FILE, "--token-file %s: longer than 4096 bytes", path);
+        return -1;
+    }
+    memcpy(x->token, buf, n + 1);
+    memset(buf, 0, sizeof buf);
+    return 0;
+}
+
 static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 /* A global option at argv[*i] (before or after the command): sets
@@ -353,13 +378,15 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
         *matched = 1;
         return 0;
     }
-    if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout")) return 0;
+    if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout") && strcmp(name, "--token-file"))
+        return 0;
     *matched = 1;
     const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
     if (!val) {
         ctl_fail(x, EXIT_USAGE, "%s needs a value", name);
         return -1;
     }
+    if (!strcmp(name, "--token-file")) return read_token_file(x, val);
     if (!strcmp(name, "--host")) {
         if (!val[0]) {
             ctl_fail(x, EXIT_USAGE, "--host needs a value");
@@ -389,6 +416,7 @@ int main(int argc, char **argv) {
     x.host = getenv("PHYSD_HOST") && getenv("PHYSD_HOST")[0] ? getenv("PHYSD_HOST") : "127.0.0.1";
     x.port = PC_DEFAULT_PORT;
     x.timeout_ms = 10000;
+    if (getenv("PHYSD_TOKEN")) snprintf(x.token, sizeof x.token, "%s", getenv("PHYSD_TOKEN"));
     const char *env_port = getenv("PHYSD_PORT");
     if (env_port && env_port[0]) {
         char *end;

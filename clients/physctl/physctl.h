@@ -37,6 +37,7 @@ typedef struct ctl {
     int timeout_ms;
     int timeout_given; /* --timeout was on the command line */
     const char *cmd;   /* for messages */
+    char token[4097];  /* credentials: PHYSD_TOKEN or --token-file (docs/security.md); "" none */
 } ctl;
 
 typedef struct command {

@@ -387,9 +387,24 @@ static void test_bad_frames(void **state) {
     uint8_t varint[11];
     memset(varint, 0x80, sizeof varint);
     fatal_frame(varint, sizeof varint, 0, ST(INVALID_ARGUMENT), "varint");
-    /* MAX_FRAME + 1 = 65537 = 0x81 0x80 0x04. */
+    /* MAX_FRAME + 1 = 65537 = 0x81 0x80 0x04: before a hello the smaller
+     * max_unauth_frame (16 KiB) applies, after it max_frame. */
     const uint8_t big[] = {0x81, 0x80, 0x04};
-    fatal_frame(big, sizeof big, 0, ST(RESOURCE_EXHAUSTED), "max_frame");
+    fatal_frame(big, sizeof big, 0, ST(RESOURCE_EXHAUSTED), "max_unauth_frame (16384 bytes) before a successful hello");
+    {
+        const uint8_t unauth_big[] = {0x81, 0x80, 0x01}; /* 16385: one byte over max_unauth_frame */
+        fatal_frame(unauth_big, sizeof unauth_big, 0, ST(RESOURCE_EXHAUSTED), "max_unauth_frame");
+        itest_raw c;
+        assert_int_equal(itest_raw_connect(&c, port, 0), 0);
+        assert_int_equal(itest_raw_hello(&c, "big"), 0);
+        assert_int_equal(itest_raw_send(&c, big, sizeof big), 0);
+        smsg *r = itest_raw_recv(&c, 5000);
+        assert_non_null(r);
+        assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
+        if (!strstr(r->reply->message, "exceeds max_frame (65536 bytes)")) fail_msg("%s", r->reply->message);
+        physd__v1__server_message__free_unpacked(r, NULL);
+        itest_raw_close(&c);
+    }
     /* 100 bytes announced, 10 sent, then EOF. */
     uint8_t trunc[11] = {100};
     fatal_frame(trunc, sizeof trunc, 1, ST(INVALID_ARGUMENT), "truncated");

@@ -69,7 +69,8 @@ extern "C" {
     XX(CANCELED, -30007, "canceled: the client was closed")                                                            \
     XX(TIMEDOUT, -30008, "timed out waiting for the reply")                                                            \
     XX(ENCODE, -30009, "the request could not be encoded")                                                             \
-    XX(STATUS, -30010, "the server answered with an error status")
+    XX(STATUS, -30010, "the server answered with an error status")                                                     \
+    XX(AUTH, -30011, "the server refused the credentials (UNAUTHENTICATED)")
 
 enum {
 #define PC_ERR_ENUM(name, value, msg) PC_E##name = (value),
@@ -98,6 +99,9 @@ typedef struct pc_options {
     int reassemble;          /* deliver a frame or contact-event push that the
                                 server split into parts as one message, default 1;
                                 0: every part as it comes (part, parts set) */
+    const char *credentials; /* Hello.credentials (copied): tokens separated by
+                                spaces, commas or newlines; NULL or "" for none.
+                                A refusal ends the connect with PC_EAUTH */
 } pc_options;
 
 void pc_options_default(pc_options *o);
@@ -226,6 +230,11 @@ int pc_query_bodies(pc_client *c, uint64_t world, const uint64_t *ids, size_t n,
 int pc_query_joints(pc_client *c, uint64_t world, const uint64_t *ids, size_t n, pc_reply_cb cb, void *data);
 /* The closest hit along origin + t * direction, 0 <= t <= max_distance
  * (direction need not be unit): Reply.ray. */
+/* Tokens of a world (owner or admin; docs/security.md): the reply's
+ * TokenInfo carries the new token's secret (CreateToken) once. */
+int pc_create_token(pc_client *c, uint64_t world, Physd__V1__Role role, const char *label, pc_reply_cb cb, void *data);
+int pc_revoke_token(pc_client *c, uint64_t world, const char *token_id, pc_reply_cb cb, void *data);
+int pc_list_tokens(pc_client *c, uint64_t world, pc_reply_cb cb, void *data);
 int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const double direction[3], double max_distance,
                pc_reply_cb cb, void *data);
 
