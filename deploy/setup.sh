@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler
-      libcmocka-dev libode-dev libbullet-dev)
+      libcmocka-dev libode-dev libbullet-dev libssl-dev)
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.

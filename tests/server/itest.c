@@ -207,7 +207,9 @@ smsg *itest_call(itest_client *c, Physd__V1__ClientMessage *m) {
 
 /* -------------------------------------------------------------- raw socket */
 
-int itest_raw_connect(itest_raw *r, int port, int rcvbuf) {
+int itest_raw_connect(itest_raw *r, int port, int rcvbuf) { return itest_raw_connect_from(r, port, rcvbuf, NULL); }
+
+int itest_raw_connect_from(itest_raw *r, int port, int rcvbuf, const char *source) {
     memset(r, 0, sizeof *r);
     r->fd = -1;
     r->next_id = 1;
@@ -221,6 +223,16 @@ int itest_raw_connect(itest_raw *r, int port, int rcvbuf) {
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (source) {
+        /* Another loopback source address (127.0.0.0/8 is all local on Linux). */
+        struct sockaddr_in src;
+        memset(&src, 0, sizeof src);
+        src.sin_family = AF_INET;
+        if (inet_pton(AF_INET, source, &src.sin_addr) != 1 || bind(fd, (struct sockaddr *)&src, sizeof src) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
         return -1;

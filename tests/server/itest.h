@@ -84,6 +84,8 @@ typedef struct itest_raw {
 
 /* Connects to 127.0.0.1:port (SO_RCVBUF rcvbuf when > 0); 0 or -1. */
 int itest_raw_connect(itest_raw *r, int port, int rcvbuf);
+/* As itest_raw_connect, from a chosen local source address ("127.0.0.2"; NULL: any). */
+int itest_raw_connect_from(itest_raw *r, int port, int rcvbuf, const char *source);
 void itest_raw_close(itest_raw *r);
 /* Sends bytes as they are / one framed message as it is. 0 or -1. */
 int itest_raw_send(itest_raw *r, const void *data, size_t n);
