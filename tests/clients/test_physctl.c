@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -781,11 +782,94 @@ static void test_server_features(void **state) {
     tool_result_free(&r);
 }
 
+static char *slurp_trim(const char *path) {
+    char *t = read_all(path);
+    assert_non_null(t);
+    size_t n = strlen(t);
+    while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == ' '))
+        t[--n] = 0;
+    return t;
+}
+
+/* physctl with credentials against a server with access control: the
+ * owner token of a new world to a file, a viewer token minted, listed and
+ * revoked; PHYSD_TOKEN; the exit codes of refusals (docs/security.md). */
+static void test_tokens(void **state) {
+    (void)state;
+    itest_stop();
+    char admin[128], owner[128], viewer[128];
+    snprintf(admin, sizeof admin, "%s/admin.token", dir);
+    snprintf(owner, sizeof owner, "%s/owner.token", dir);
+    snprintf(viewer, sizeof viewer, "%s/viewer.token", dir);
+    ps_config cfg;
+    itest_config(&cfg);
+    snprintf(cfg.admin_token_file, sizeof cfg.admin_token_file, "%s", admin);
+    port = itest_start(&cfg);
+    snprintf(port_s, sizeof port_s, "%d", port);
+
+    tool_result r = ctl(0, "worlds", NULL);
+    assert_int_equal(r.code, 3); /* cannot connect: no credential */
+    assert_non_null(strstr(r.err, "refused the credentials"));
+    tool_result_free(&r);
+
+    r = ctl(0, "--token-file", admin, "create", "--scene", "box_drop", "--token-out", owner, NULL);
+    if (r.code != 0) fail_msg("create: %s", r.err);
+    const uint64_t w = strtoull(r.out, NULL, 10);
+    assert_true(w > 0);
+    tool_result_free(&r);
+    struct stat st;
+    assert_int_equal(stat(owner, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char ws[32];
+    snprintf(ws, sizeof ws, "%llu", (unsigned long long)w);
+
+    r = ctl(0, "--token-file", owner, "token", "create", ws, "--role", "viewer", "--label", "tv", "--token-out", viewer,
+            NULL);
+    if (r.code != 0) fail_msg("token create: %s", r.err);
+    char viewer_id[32];
+    snprintf(viewer_id, sizeof viewer_id, "%.16s", r.out);
+    assert_int_equal(strlen(viewer_id), 16);
+    tool_result_free(&r);
+
+    /* The viewer sees its world and may not pause it. */
+    r = ctl(1, "--token-file", viewer, "worlds", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"viewer\""));
+    tool_result_free(&r);
+    r = ctl(0, "--token-file", viewer, "pause", ws, NULL);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "PERMISSION_DENIED"));
+    tool_result_free(&r);
+
+    /* PHYSD_TOKEN: the owner lists the tokens (no secrets) and revokes the viewer's. */
+    char *otok = slurp_trim(owner);
+    setenv("PHYSD_TOKEN", otok, 1);
+    r = ctl(0, "token", "list", ws, NULL);
+    unsetenv("PHYSD_TOKEN");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, viewer_id));
+    assert_non_null(strstr(r.out, "viewer"));
+    assert_null(strstr(r.out, "phd_")); /* never a secret */
+    tool_result_free(&r);
+    r = ctl(0, "--token-file", owner, "token", "revoke", ws, viewer_id, NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    r = ctl(0, "--token-file", viewer, "worlds", NULL);
+    assert_int_equal(r.code, 3);
+    tool_result_free(&r);
+    free(otok);
+
+    itest_stop();
+    itest_config(&cfg);
+    port = itest_start(&cfg);
+    snprintf(port_s, sizeof port_s, "%d", port);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_session), cmocka_unit_test(test_load_save),       cmocka_unit_test(test_errors_and_help),
         cmocka_unit_test(test_watch),   cmocka_unit_test(test_suggestions),     cmocka_unit_test(test_edit_commands),
-        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features),
+        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features), cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
