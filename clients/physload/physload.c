@@ -412,6 +412,9 @@ static void on_start_timer(uv_timer_t *t) {
     o.client_name = name;
     /* Every part of a frame is a push of the server's count. */
     o.reassemble = 0;
+    /* Credentials for a server with access control (docs/security.md):
+     * creating worlds needs the admin token. */
+    o.credentials = getenv("PHYSD_TOKEN");
     cl->state = C_CONNECTING;
     int r = pc_client_connect(&cl->c, &L->loop, L->s.host, L->s.port, L->s.timeout_ms, &o, on_connect, cl);
     if (r) {
