@@ -280,6 +280,7 @@ static int solve_family(ph__world *w) {
     rs.order = w->order;
     rs.glen = glen;
     rs.limit = &w->limit;
+    rs.arena = &w->arena;
     ph__rec rec = {&w->stats, NULL};
     int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
     /* Row updates in the family's unit: work (in sweeps) times rows. */
