@@ -383,6 +383,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
             }
         }
     }
+    ph__joint_direct_release(w); /* (the factor is this loop's only) */
     /* A native later substep refreshes its batches in the first sweep:
      * without one, as a pass of its own. */
     if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);
