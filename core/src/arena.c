@@ -8,7 +8,7 @@
  *
  * Failure modes: NULL from alloc when the heap fallback fails or the depth
  * is exhausted; abort() on a free out of order or a piece left at the end
- * of a step (bugs of the core, never of its caller).
+ * of a step or at destruction (bugs of the core, never of its caller).
  *
  * Invariants: used <= cap; want >= used; count pieces, the last on top.
  */
@@ -20,14 +20,14 @@
 
 void *ph__arena_alloc(ph__arena *a, size_t size, const char *name) {
     if (a->count == PH__ARENA_DEPTH || size > SIZE_MAX - 15) return NULL;
-    size = (size + 15) & ~(size_t)15;
+    size = size ? (size + 15) & ~(size_t)15 : 16; /* (a piece is never empty: distinct, never NULL) */
     ph__arena_piece *pc = &a->piece[a->count];
     if (size <= a->cap - a->used) {
         pc->p = a->block + a->used;
         pc->heap = 0;
         a->used += size;
     } else {
-        pc->p = ph__alloc(size ? size : 16);
+        pc->p = ph__alloc(size);
         if (!pc->p) return NULL;
         pc->heap = 1;
     }
@@ -59,6 +59,7 @@ void ph__arena_end_step(ph__arena *a) {
 }
 
 void ph__arena_destroy(ph__arena *a) {
+    if (a->count != 0) abort(); /* (a piece outlived its arena: a bug of the core) */
     ph__free(a->block);
     a->block = NULL;
     a->cap = a->used = a->want = a->peak = 0;

@@ -19,6 +19,9 @@ int ph__joint_rows(ph__world *w, double h);
  * fails leaves the rows to the scalar loop), solve at each sweep. */
 int ph__joint_direct_factor(ph__world *w);
 void ph__joint_direct_solve(ph__world *w);
+/* Gives the factor's arena pieces back (a no-op when none are held); the
+ * end of every solve that factored. */
+void ph__joint_direct_release(ph__world *w);
 
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 /* Positional correction of the joints' anchors after a step. */

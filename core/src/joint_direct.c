@@ -35,12 +35,14 @@
  *   v += M^-1 J_D^T (the applied change). The rows of D are flagged
  *   (row.direct = 1) so the scalar loop skips them.
  *
- * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed; the
- * caller fails the step). A failed factorization is not an error.
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (the step's arena; nothing
+ * changed and nothing held; the caller fails the step). A failed
+ * factorization is not an error.
  *
  * Invariants: joint rows are rows [contact_row_count, row_count) of the
  * world; the factor describes this substep's rows only (w->jd_count = 0
- * when there is none).
+ * when there is none) and lives in two arena pieces from the factorization
+ * to ph__joint_direct_release, which the solve calls before it returns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +75,20 @@ int ph__joint_direct_factor(ph__world *w) {
         m += rows[i].direct;
     }
     if (m == 0) return PH_OK;
-    if (ph__array_reserve(w->jd_row, m + 1) || ph__array_reserve(w->jd_first, m + 1) ||
-        ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 2 * m + 2) ||
-        ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
-        return PH_ERR_NO_MEMORY;
+    /* One piece by alignment: offsets, pivots (and the solve's z), rows,
+     * firsts, each body's first row. */
+    const size_t m1 = (size_t)m + 1;
+    char *piece = ph__arena_alloc(&w->arena,
+                                  m1 * sizeof *w->jd_off + 2 * m1 * sizeof *w->jd_d +
+                                      (2 * m1 + (size_t)w->sbody_count + 1) * sizeof *w->jd_row,
+                                  "joint block");
+    if (!piece) return PH_ERR_NO_MEMORY;
+    w->jd_piece = piece;
+    w->jd_off = (int64_t *)(void *)piece;
+    w->jd_d = (double *)(void *)(w->jd_off + m1);
+    w->jd_row = (int32_t *)(void *)(w->jd_d + 2 * m1);
+    w->jd_first = w->jd_row + m1;
+    w->jd_bfirst = w->jd_first + m1;
     for (int32_t b = 0; b < w->sbody_count; b++)
         w->jd_bfirst[b] = -1;
     /* Envelope: row k starts at the first row of D that touches one of its
@@ -106,7 +118,11 @@ int ph__joint_direct_factor(ph__world *w) {
             rows[i].direct = 0;
         return PH_OK;
     }
-    if (ph__array_reserve(w->jd_env, (int32_t)env + 1)) return PH_ERR_NO_MEMORY;
+    w->jd_env = ph__arena_alloc(&w->arena, ((size_t)env + 1) * sizeof *w->jd_env, "joint block factor");
+    if (!w->jd_env) {
+        ph__joint_direct_release(w);
+        return PH_ERR_NO_MEMORY;
+    }
     double *L = w->jd_env, *d = w->jd_d;
     /* Fill and factor row by row (the row's entries are final once the rows
      * above are done). */
@@ -137,6 +153,15 @@ int ph__joint_direct_factor(ph__world *w) {
     }
     w->jd_count = m;
     return PH_OK;
+}
+
+void ph__joint_direct_release(ph__world *w) {
+    if (!w->jd_piece) return;
+    if (w->jd_env) ph__arena_free(&w->arena, w->jd_env);
+    ph__arena_free(&w->arena, w->jd_piece);
+    w->jd_piece = NULL;
+    w->jd_env = NULL;
+    w->jd_count = 0;
 }
 
 void ph__joint_direct_solve(ph__world *w) {

@@ -18,6 +18,14 @@
  * that is not a permutation; PH_ERR_LIMIT for the direct method over
  * PH_DIRECT_MAX_ROWS rows; PH_ERR_NO_MEMORY.
  *
+ * Scratch: the calls here run outside any world step, so each public
+ * entry that needs scratch (ph_lcp_create_dense, ph_lcp_solve,
+ * ph_lcp_merits, ph_lcp_order) makes an arena of its own on its stack
+ * (empty: every piece comes from the heap through ph__alloc), hands it to
+ * the solver family as a world step hands the world's (ph__sys.arena,
+ * ph__rowset.arena), and destroys it, empty, before it returns. A problem
+ * (dense or captured) outlives the call that makes it and is on the heap.
+ *
  * Invariants: a problem is immutable after creation; every solve starts
  * from lambda0 (or the caller's start) with a fresh generator seeded from
  * settings.seed, so it is deterministic.
@@ -99,6 +107,14 @@ static ph_lcp *fail(ph_lcp *p, int *err, int e) {
     return NULL;
 }
 
+/* The arena of a standalone call: empty, so its pieces come from the heap. */
+static void arena_open(ph__arena *a) { memset(a, 0, sizeof *a); }
+
+/* Gives back p (taken last of those still held), unless it was not taken. */
+static void arena_drop(ph__arena *a, void *p) {
+    if (p) ph__arena_free(a, p);
+}
+
 ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const double *lo, const double *hi,
                             const double *mu, const int *normal, const int *group, const double *lambda0, int *err) {
     if (n < 1 || n > 100000 || !A || !b || !lo || !hi) return fail(NULL, err, PH_ERR_INVALID_ARGUMENT);
@@ -137,7 +153,9 @@ ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const doubl
             return fail(p, err, PH_ERR_INVALID_ARGUMENT);
     }
     /* Blocks: by the caller's ids, or each normal with its linked rows. */
-    gkey *keys = ph__alloc((size_t)n * sizeof *keys);
+    ph__arena ar;
+    arena_open(&ar);
+    gkey *keys = ph__arena_alloc(&ar, (size_t)n * sizeof *keys, "group keys");
     if (!keys) return fail(p, err, PH_ERR_NO_MEMORY);
     for (int i = 0; i < n; i++) {
         keys[i].id = group ? (long long)group[i] : (long long)(p->normal[i] >= 0 ? p->normal[i] : i);
@@ -151,7 +169,8 @@ ph_lcp *ph_lcp_create_dense(int n, const double *A, const double *b, const doubl
     }
     p->group_off[g] = n;
     p->group_count = g;
-    ph__free(keys);
+    ph__arena_free(&ar, keys);
+    ph__arena_destroy(&ar);
     for (int32_t k = 0; k < g; k++)
         if (p->group_off[k + 1] - p->group_off[k] > PH__SMALL_MAX) return fail(p, err, PH_ERR_INVALID_ARGUMENT);
     if (err) *err = PH_OK;
@@ -288,8 +307,10 @@ static const ph__sys_ops dense_ops = {d_row_y, d_add, d_sweep, d_matvec, d_entry
 
 /* ------------------------------------------------------------- solving */
 
-/* A working copy of a problem as a system. */
+/* A working copy of a problem as a system; its pieces are taken from ar
+ * (dbl, ints or rows, sb, base, in that order). */
 typedef struct work {
+    ph__arena *ar;
     ph__sys s;
     dense_ctx dc;
     double *dbl;
@@ -301,14 +322,14 @@ typedef struct work {
 } work;
 
 static void work_free(work *k) {
-    ph__free(k->dbl);
-    ph__free(k->ints);
-    ph__free(k->rows);
-    ph__free(k->sb);
-    ph__free(k->base);
+    arena_drop(k->ar, k->base);
+    arena_drop(k->ar, k->sb);
+    arena_drop(k->ar, k->rows);
+    arena_drop(k->ar, k->ints);
+    arena_drop(k->ar, k->dbl);
 }
 
-static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
+static int base_order(const ph_lcp *p, const ph_settings *set, ph__arena *ar, int32_t *order) {
     /* The default order is the world's own visiting order at capture (its
      * joint rows first, though they follow the contact rows in memory). */
     for (int32_t i = 0; i < p->n; i++)
@@ -319,20 +340,22 @@ static int base_order(const ph_lcp *p, const ph_settings *set, int32_t *order) {
     s.n = p->n;
     s.order = order;
     s.height = p->height;
-    double *keys = ph__alloc(((size_t)p->n + 1) * sizeof *keys);
+    ph__order_key *keys = ph__arena_alloc(ar, ((size_t)p->n + 1) * sizeof *keys, "order keys");
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__order_gravity(&s, keys);
-    ph__free(keys);
+    ph__arena_free(ar, keys);
     return PH_OK;
 }
 
 /* Dense problems: a system over copies of lambda and the bounds. */
-static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, const double *start, work *k) {
+static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, const double *start, ph__arena *ar,
+                     work *k) {
     const size_t N = (size_t)p->n + 1;
     memset(k, 0, sizeof *k);
-    k->dbl = ph__alloc(5 * N * sizeof *k->dbl);
-    k->ints = ph__alloc(N * sizeof *k->ints);
-    if (!k->dbl || !k->ints) return PH_ERR_NO_MEMORY;
+    k->ar = ar;
+    k->dbl = ph__arena_alloc(ar, 5 * N * sizeof *k->dbl, "dense system doubles");
+    k->ints = k->dbl ? ph__arena_alloc(ar, N * sizeof *k->ints, "dense system order") : NULL;
+    if (!k->ints) return PH_ERR_NO_MEMORY;
     ph__sys *s = &k->s;
     k->dc.p = p;
     k->dc.saved = k->dbl + 4 * N;
@@ -354,6 +377,7 @@ static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, con
     s->group_rows = p->group_rows;
     s->set = set;
     s->rng = rng;
+    s->arena = ar;
     for (int32_t i = 0; i < p->n; i++) {
         const double *a = p->A + (size_t)i * (size_t)p->n;
         double sum = 0;
@@ -364,13 +388,14 @@ static int dense_sys(const ph_lcp *p, const ph_settings *set, uint64_t *rng, con
         s->B[i] = -p->b[i];
         s->jacobi_w[i] = sum > 0 ? a[i] / sum : 1.0;
     }
-    return base_order(p, set, s->order);
+    return base_order(p, set, ar, s->order);
 }
 
-static int check_order(const int *order, int32_t n) {
+static int check_order(const int *order, int32_t n, ph__arena *ar) {
     if (!order) return PH_OK;
-    uint8_t *seen = ph__calloc((size_t)n + 1, 1);
+    uint8_t *seen = ph__arena_alloc(ar, (size_t)n + 1, "order check");
     if (!seen) return PH_ERR_NO_MEMORY;
+    memset(seen, 0, (size_t)n + 1);
     int e = PH_OK;
     for (int32_t i = 0; i < n && e == PH_OK; i++) {
         if (order[i] < 0 || order[i] >= n || seen[order[i]])
@@ -378,17 +403,18 @@ static int check_order(const int *order, int32_t n) {
         else
             seen[order[i]] = 1;
     }
-    ph__free(seen);
+    ph__arena_free(ar, seen);
     return e;
 }
 
 /* Copies of a captured problem's rows and bodies. */
-static int rows_copy(const ph_lcp *p, const ph_settings *set, work *k, ph__rowset *rs) {
+static int rows_copy(const ph_lcp *p, const ph_settings *set, ph__arena *ar, work *k, ph__rowset *rs) {
     memset(k, 0, sizeof *k);
-    k->rows = ph__alloc((size_t)p->n * sizeof *k->rows);
-    k->sb = ph__alloc((size_t)p->nb * sizeof *k->sb);
-    k->base = ph__alloc((size_t)p->n * sizeof *k->base);
-    if (!k->rows || !k->sb || !k->base) return PH_ERR_NO_MEMORY;
+    k->ar = ar;
+    k->rows = ph__arena_alloc(ar, (size_t)p->n * sizeof *k->rows, "captured rows");
+    k->sb = k->rows ? ph__arena_alloc(ar, (size_t)p->nb * sizeof *k->sb, "captured bodies") : NULL;
+    k->base = k->sb ? ph__arena_alloc(ar, (size_t)p->n * sizeof *k->base, "captured order") : NULL;
+    if (!k->base) return PH_ERR_NO_MEMORY;
     memcpy(k->rows, p->rows, (size_t)p->n * sizeof *k->rows);
     memcpy(k->sb, p->sb, (size_t)p->nb * sizeof *k->sb);
     memset(rs, 0, sizeof *rs);
@@ -400,7 +426,8 @@ static int rows_copy(const ph_lcp *p, const ph_settings *set, work *k, ph__rowse
     rs->order = k->base;
     rs->glen = p->glen;
     rs->height = p->height;
-    return base_order(p, set, k->base);
+    rs->arena = ar;
+    return base_order(p, set, ar, k->base);
 }
 
 int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, const double *start, double *lambda,
@@ -409,20 +436,28 @@ int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, cons
     int e = ph_settings_validate(set, NULL);
     if (e) return e;
     if (set->method == PH_METHOD_DIRECT && p->n > PH_DIRECT_MAX_ROWS) return PH_ERR_LIMIT;
-    e = check_order(order, p->n);
-    if (e) return e;
-    if (start)
-        for (int32_t i = 0; i < p->n; i++)
-            if (!isfinite(start[i])) return PH_ERR_INVALID_ARGUMENT;
-    ph_step_stats *st = ph__alloc(sizeof *st);
-    if (!st) return PH_ERR_NO_MEMORY;
+    ph__arena ar;
+    arena_open(&ar);
+    e = check_order(order, p->n, &ar);
+    if (e == PH_OK && start)
+        for (int32_t i = 0; i < p->n && e == PH_OK; i++)
+            if (!isfinite(start[i])) e = PH_ERR_INVALID_ARGUMENT;
+    if (e) {
+        ph__arena_destroy(&ar);
+        return e;
+    }
+    ph_step_stats *st = ph__arena_alloc(&ar, sizeof *st, "solve stats");
+    if (!st) {
+        ph__arena_destroy(&ar);
+        return PH_ERR_NO_MEMORY;
+    }
     memset(st, 0, sizeof *st);
     if (trace) trace->count = 0;
     ph__rec rec = {st, trace};
     uint64_t rng = set->seed ? set->seed : 1;
     work k;
     if (p->dense) {
-        e = dense_sys(p, set, &rng, start, &k);
+        e = dense_sys(p, set, &rng, start, &ar, &k);
         if (e == PH_OK) {
             if (order) {
                 for (int32_t i = 0; i < p->n; i++)
@@ -434,7 +469,7 @@ int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, cons
         }
     } else {
         ph__rowset rs;
-        e = rows_copy(p, set, &k, &rs);
+        e = rows_copy(p, set, &ar, &k, &rs);
         if (e == PH_OK) {
             e = ph__rows_solve(&rs, set, &rng, order, start, st, &rec);
             for (int32_t i = 0; i < p->n; i++)
@@ -443,7 +478,8 @@ int ph_lcp_solve(const ph_lcp *p, const ph_settings *set, const int *order, cons
     }
     work_free(&k);
     if (stats && e == PH_OK) *stats = *st;
-    ph__free(st);
+    ph__arena_free(&ar, st);
+    ph__arena_destroy(&ar);
     return e;
 }
 
@@ -478,28 +514,31 @@ typedef int (*sys_fn)(ph__sys *s, void *arg);
 
 static int with_sys(const ph_lcp *p, const ph_settings *set, const double *lambda, sys_fn fn, void *arg) {
     uint64_t rng = set->seed ? set->seed : 1;
+    ph__arena ar;
+    arena_open(&ar);
     work k;
     int e;
     if (p->dense) {
-        e = dense_sys(p, set, &rng, lambda, &k);
+        e = dense_sys(p, set, &rng, lambda, &ar, &k);
         if (e == PH_OK) e = fn(&k.s, arg);
         work_free(&k);
+        ph__arena_destroy(&ar);
         return e;
     }
     /* Captured rows: a zero-iteration solve sets up the system and moves
      * the velocities to lambda; fn then runs on a dense view of the same
      * rows with b = y(lambda) - S lambda, which is exact. */
     ph__rowset rs;
-    e = rows_copy(p, set, &k, &rs);
+    e = rows_copy(p, set, &ar, &k, &rs);
     if (e == PH_OK) {
         const size_t N = (size_t)p->n + 1, nn = (size_t)p->n * (size_t)p->n;
         ph_lcp d;
         memset(&d, 0, sizeof d);
         d.n = p->n;
         d.dense = 1;
-        d.A = ph__alloc((nn ? nn : 1) * sizeof(double));
-        d.b = ph__alloc(N * sizeof(double));
-        if (!d.A || !d.b)
+        d.A = ph__arena_alloc(&ar, (nn ? nn : 1) * sizeof(double), "dense view");
+        d.b = d.A ? ph__arena_alloc(&ar, N * sizeof(double), "dense view b") : NULL;
+        if (!d.b)
             e = PH_ERR_NO_MEMORY;
         else {
             ph_lcp_to_dense(p, d.A, d.b, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -511,14 +550,15 @@ static int with_sys(const ph_lcp *p, const ph_settings *set, const double *lambd
             d.lambda0 = p->lambda0;
             d.group_count = 0;
             work k2;
-            e = dense_sys(&d, set, &rng, lambda, &k2);
+            e = dense_sys(&d, set, &rng, lambda, &ar, &k2);
             if (e == PH_OK) e = fn(&k2.s, arg);
             work_free(&k2);
         }
-        ph__free(d.A);
-        ph__free(d.b);
+        arena_drop(&ar, d.b);
+        arena_drop(&ar, d.A);
     }
     work_free(&k);
+    ph__arena_destroy(&ar);
     return e;
 }
 
@@ -545,10 +585,10 @@ int ph_lcp_merits(const ph_lcp *p, const double *lambda, double *fischer, double
 
 static int order_fn(ph__sys *s, void *arg) {
     int *out = arg;
-    double *keys = ph__alloc(((size_t)s->n + 1) * sizeof *keys);
+    ph__order_key *keys = ph__arena_alloc(s->arena, ((size_t)s->n + 1) * sizeof *keys, "order keys");
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__order_build(s, 1, keys);
-    ph__free(keys);
+    ph__arena_free(s->arena, keys);
     for (int32_t i = 0; i < s->n; i++)
         out[i] = s->order[i];
     return PH_OK;

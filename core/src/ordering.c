@@ -16,12 +16,11 @@
  * iteration when settings.ordering_per_iteration is 1; the others are
  * fixed for the step.
  *
- * Failure modes: none (scratch comes from the caller).
+ * Failure modes: none (the sort keys are the caller's scratch).
  * Invariant: s->order is a permutation of 0..n-1 after every call.
  */
 #include <stdlib.h>
 
-#include "alloc.h"
 #include "solver.h"
 
 uint64_t ph__rng_next(uint64_t *state) {
@@ -42,46 +41,35 @@ uint32_t ph__rng_below(uint64_t *state, uint32_t n) {
 }
 
 /* Sort keys: decreasing key, then increasing index. */
-typedef struct order_key {
-    double key;
-    int32_t row;
-} order_key;
-
 static int cmp_desc(const void *x, const void *y) {
-    const order_key *a = x, *b = y;
+    const ph__order_key *a = x, *b = y;
     if (a->key != b->key) return a->key > b->key ? -1 : 1;
     return a->row < b->row ? -1 : (a->row > b->row);
 }
 
 static int cmp_asc(const void *x, const void *y) {
-    const order_key *a = x, *b = y;
+    const ph__order_key *a = x, *b = y;
     if (a->key != b->key) return a->key < b->key ? -1 : 1;
     return a->row < b->row ? -1 : (a->row > b->row);
 }
 
-/* Sorts the rows by keys[i] into s->order. Without memory for the sort the
- * order stays as it was, which is still a permutation. */
-static void sort_rows(ph__sys *s, const double *keys, int descending) {
+/* Sorts the rows by k[i].key (k[i].row = i) into s->order. */
+static void sort_rows(ph__sys *s, ph__order_key *k, int descending) {
     const int32_t n = s->n;
-    order_key *k = ph__alloc((size_t)(n > 0 ? n : 1) * sizeof *k);
-    if (!k) return;
-    for (int32_t i = 0; i < n; i++) {
-        k[i].key = keys[i];
-        k[i].row = i;
-    }
     qsort(k, (size_t)n, sizeof *k, descending ? cmp_desc : cmp_asc);
     for (int32_t i = 0; i < n; i++)
         s->order[i] = k[i].row;
-    ph__free(k);
 }
 
-void ph__order_gravity(ph__sys *s, double *keys) {
-    for (int32_t i = 0; i < s->n; i++)
-        keys[i] = s->height ? s->height[i] : 0.0;
+void ph__order_gravity(ph__sys *s, ph__order_key *keys) {
+    for (int32_t i = 0; i < s->n; i++) {
+        keys[i].key = s->height ? s->height[i] : 0.0;
+        keys[i].row = i;
+    }
     sort_rows(s, keys, 0);
 }
 
-void ph__order_build(ph__sys *s, int first, double *keys) {
+void ph__order_build(ph__sys *s, int first, ph__order_key *keys) {
     const int32_t n = s->n;
     if (s->fixed_order || n == 0) return;
     const ph_ordering kind = s->set->ordering;
@@ -108,14 +96,17 @@ void ph__order_build(ph__sys *s, int first, double *keys) {
             ph__sys_bounds(s, i, &lo, &hi);
             ph__merit m = {0, 0, 0, 0, 0};
             ph__merit_row(s->lambda[i], s->ops->row_y(s, i), lo, hi, s->diag[i], &m);
-            keys[i] = m.lcp_error; /* the square: the same order as the magnitude */
+            keys[i].key = m.lcp_error; /* the square: the same order as the magnitude */
+            keys[i].row = i;
         }
         sort_rows(s, keys, 1);
         break;
     case PH_ORDER_EFFECTIVE_MASS:
         if (!first) break;
-        for (int32_t i = 0; i < n; i++)
-            keys[i] = s->diag[i] > 0 ? 1.0 / s->diag[i] : 0.0;
+        for (int32_t i = 0; i < n; i++) {
+            keys[i].key = s->diag[i] > 0 ? 1.0 / s->diag[i] : 0.0;
+            keys[i].row = i;
+        }
         sort_rows(s, keys, 1);
         break;
     }

@@ -280,6 +280,7 @@ static int solve_family(ph__world *w) {
     rs.order = w->order;
     rs.glen = glen;
     rs.limit = &w->limit;
+    rs.arena = &w->arena;
     ph__rec rec = {&w->stats, NULL};
     int e = ph__rows_solve(&rs, &w->settings, &w->rng, NULL, NULL, &w->stats, &rec);
     /* Row updates in the family's unit: work (in sweeps) times rows. */
@@ -382,6 +383,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
             }
         }
     }
+    ph__joint_direct_release(w); /* (the factor is this loop's only) */
     /* A native later substep refreshes its batches in the first sweep:
      * without one, as a pass of its own. */
     if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);

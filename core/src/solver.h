@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "physd/ph_lcp.h"
 #include "rows.h"
 #include "step.h"
@@ -109,6 +110,7 @@ struct ph__sys {
     uint64_t *rng;    /* the generator of the random ordering */
     int fixed_order;  /* 1: order was given by the caller, never rebuilt */
     ph__limit *limit; /* the world step's budget and cancellation, or NULL */
+    ph__arena *arena; /* the methods' scratch: the world's arena in a step, a standalone call's own */
 };
 
 /* Where a solve records its iterations: the capped arrays of a stats
@@ -189,15 +191,20 @@ void ph__rec_push(ph__rec *r, const ph__merit *m, double work, unsigned char pha
 uint64_t ph__rng_next(uint64_t *state);
 /* Uniform in [0, n), n >= 1, by rejection (no modulo bias). */
 uint32_t ph__rng_below(uint64_t *state, uint32_t n);
+/* A row's sort key (the scratch of the sorted orderings). */
+typedef struct ph__order_key {
+    double key;
+    int32_t row;
+} ph__order_key;
 /* Builds s->order for the ordering of s->set; first = 1 at the start of a
  * solve, 0 before a later iteration (only per-iteration orderings change
  * then). DEFAULT and GRAVITY keep the order s came with unless heights are
- * given and it is the first build of a standalone problem. Needs n doubles
- * of scratch in keys. */
-void ph__order_build(ph__sys *s, int first, double *keys);
+ * given and it is the first build of a standalone problem. Needs n keys of
+ * scratch (the caller's, so that an ordering never allocates). */
+void ph__order_build(ph__sys *s, int first, ph__order_key *keys);
 /* Gravity order from s->height: joint rows (height -inf) first, then rows
  * by height, ties by index. */
-void ph__order_gravity(ph__sys *s, double *keys);
+void ph__order_gravity(ph__sys *s, ph__order_key *keys);
 
 /* Small dense problems (solver_block.c): the mixed LCP / NCP of m <= 12
  * rows y = A x + b with bounds lo/hi, or -+mu_i x_link[i] when link[i] >= 0
@@ -280,6 +287,7 @@ typedef struct ph__rowset {
     const double *height; /* gravity keys, NULL = the rows' own */
     const int32_t *glen;  /* per row: length of the block starting there, 0 inside one */
     ph__limit *limit;     /* the world step's budget and cancellation, or NULL */
+    ph__arena *arena;     /* the solve's scratch (ph__sys.arena) */
 } ph__rowset;
 
 /* Solves the rows with settings set (order NULL: by the ordering of set,

@@ -23,7 +23,8 @@
  * Failure modes: a singular state (its reduced matrix has a zero pivot) is
  * skipped; if no state is exact (possible for the NCP, whose solutions need
  * not exist), the block keeps the better of the best state and 50 projected
- * Gauss–Seidel sweeps on the block. PH_ERR_NO_MEMORY from the scratch.
+ * Gauss–Seidel sweeps on the block. PH_ERR_NO_MEMORY from the scratch (one
+ * piece of s->arena).
  *
  * Invariants: a block never has more than PH__SMALL_MAX rows; the work of a
  * sweep of blocks is counted as one sweep (its wall time is in the stats).
@@ -31,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
 #include "solver.h"
 
 enum { ST_FREE = 0, ST_LO = 1, ST_HI = 2 };
@@ -275,7 +275,7 @@ typedef struct block_work {
     int32_t *group;  /* row -> group */
     int32_t *gorder; /* group visiting order */
     uint8_t *seen;
-    double *keys;
+    ph__order_key *keys;
 } block_work;
 
 /* One exact visit of group g. */
@@ -337,17 +337,18 @@ int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         size_t m = (size_t)(s->group_off[g + 1] - s->group_off[g]);
         total += m * m;
     }
-    bw.S = ph__alloc((total ? total : 1) * sizeof *bw.S);
-    bw.S_off = ph__alloc((size_t)(G + 1) * sizeof *bw.S_off);
-    bw.group = ph__alloc((size_t)(n + 1) * sizeof *bw.group);
-    bw.gorder = ph__alloc((size_t)(G + 1) * sizeof *bw.gorder);
-    bw.seen = ph__alloc((size_t)(G + 1));
-    bw.keys = ph__alloc((size_t)(n + 1) * sizeof *bw.keys);
-    int err = PH_OK;
-    if (!bw.S || !bw.S_off || !bw.group || !bw.gorder || !bw.seen || !bw.keys) {
-        err = PH_ERR_NO_MEMORY;
-        goto done;
-    }
+    /* One piece of s->arena, carved by alignment: keys, S, the int32
+     * arrays, seen. */
+    const size_t nk = (size_t)n + 1, gk = (size_t)G + 1;
+    char *piece = ph__arena_alloc(
+        s->arena, nk * sizeof *bw.keys + total * sizeof *bw.S + (2 * gk + nk) * sizeof(int32_t) + gk, "block scratch");
+    if (!piece) return PH_ERR_NO_MEMORY;
+    bw.keys = (ph__order_key *)(void *)piece;
+    bw.S = (double *)(void *)(piece + nk * sizeof *bw.keys);
+    bw.S_off = (int32_t *)(void *)(bw.S + total);
+    bw.group = bw.S_off + gk;
+    bw.gorder = bw.group + nk;
+    bw.seen = (uint8_t *)(bw.gorder + gk);
     size_t off = 0;
     for (int32_t g = 0; g < G; g++) {
         const int32_t *rows = s->group_rows + s->group_off[g];
@@ -395,12 +396,6 @@ int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     if (!record || n == 0) ph__sys_merits(s, &mer);
     ph__stats_final(st, it, (double)it, &mer);
-done:
-    ph__free(bw.S);
-    ph__free(bw.S_off);
-    ph__free(bw.group);
-    ph__free(bw.gorder);
-    ph__free(bw.seen);
-    ph__free(bw.keys);
-    return err;
+    ph__arena_free(s->arena, piece);
+    return PH_OK;
 }

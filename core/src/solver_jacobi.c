@@ -14,21 +14,20 @@
  * k times its diagonal), so 2P - S is positive definite and the projected
  * iteration converges for fixed bounds.
  *
- * Failure modes: PH_ERR_NO_MEMORY from the scratch. Plain Jacobi (weight 1)
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (s->arena). Plain Jacobi (weight 1)
  * diverges on most contact problems; that is what the comparison shows.
  *
  * Invariant: one iteration is one unit of work (one sweep).
  */
 #include <stdlib.h>
 
-#include "alloc.h"
 #include "solver.h"
 
 int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;
     const int32_t n = s->n;
     const int record = set->record_merits || set->tolerance > 0;
-    double *nl = ph__alloc((size_t)(n + 1) * sizeof *nl);
+    double *nl = ph__arena_alloc(s->arena, (size_t)(n + 1) * sizeof *nl, "jacobi iterate");
     if (!nl) return PH_ERR_NO_MEMORY;
     ph__merit m;
     int it;
@@ -61,6 +60,6 @@ int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     if (!record || n == 0) ph__sys_merits(s, &m);
     ph__stats_final(st, it, (double)it, &m);
-    ph__free(nl);
+    ph__arena_free(s->arena, nl);
     return PH_OK;
 }

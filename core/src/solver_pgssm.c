@@ -58,7 +58,9 @@
  * multiply-add) and each application (two triangular solves), in sweep-rows
  * over n (solver_ic.c); the diagonal preconditioner is not counted.
  *
- * Failure modes: PH_ERR_NO_MEMORY from the scratch (nothing changed then).
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (s->arena; nothing
+ * changed then). The IC(0) factor is the one heap scratch of a solve (it
+ * grows by reallocation as its pattern is found, which a LIFO piece cannot).
  * A CG breakdown (p^T A p <= 0: a singular reduced matrix, e.g. rows
  * without regularization) stops CG with the correction reached so far.
  * An IC(0) breakdown (non-positive pivot) makes that step and the rest of
@@ -69,7 +71,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
 #include "solver.h"
 
 enum { CLS_L = 0, CLS_U = 1, CLS_A = 2 };
@@ -163,15 +164,17 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         budget = (double)s->limit->left / (double)n;
         capped = 1;
     }
-    double *keys = ph__alloc((size_t)(n + 1) * sizeof *keys);
-    double *vec = ph__alloc((size_t)(7 * n + 1) * sizeof *vec);
-    int32_t *idx = ph__alloc((size_t)(n + 1) * sizeof *idx);
-    uint8_t *cls = ph__alloc((size_t)(2 * n + 1));
-    if (!keys || !vec || !idx || !cls) {
-        ph__free(keys);
-        ph__free(vec);
-        ph__free(idx);
-        ph__free(cls);
+    /* Scratch from s->arena, given back in reverse order (on failure, what
+     * was taken). */
+    ph__arena *ar = s->arena;
+    ph__order_key *keys = ph__arena_alloc(ar, (size_t)(n + 1) * sizeof *keys, "order keys");
+    double *vec = keys ? ph__arena_alloc(ar, (size_t)(7 * n + 1) * sizeof *vec, "pgssm vectors") : NULL;
+    int32_t *idx = vec ? ph__arena_alloc(ar, (size_t)(n + 1) * sizeof *idx, "pgssm active set") : NULL;
+    uint8_t *cls = idx ? ph__arena_alloc(ar, (size_t)(2 * n + 1), "pgssm classes") : NULL;
+    if (!cls) {
+        if (idx) ph__arena_free(ar, idx);
+        if (vec) ph__arena_free(ar, vec);
+        if (keys) ph__arena_free(ar, keys);
         return PH_ERR_NO_MEMORY;
     }
     double *r = vec, *p = vec + n, *ap = vec + 2 * n, *x = vec + 3 * n, *gam = vec + 4 * n, *z = vec + 5 * n,
@@ -356,9 +359,9 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     ph__stats_final(st, it, work, &m);
     ph__ic_free(&ic);
-    ph__free(keys);
-    ph__free(vec);
-    ph__free(idx);
-    ph__free(cls);
+    ph__arena_free(ar, cls);
+    ph__arena_free(ar, idx);
+    ph__arena_free(ar, vec);
+    ph__arena_free(ar, keys);
     return PH_OK;
 }

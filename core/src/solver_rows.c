@@ -17,8 +17,9 @@
  *   neighbours: the rows sharing a body other than the ground, from an
  *     index of each body's rows built once per solve.
  *
- * Failure modes: PH_ERR_NO_MEMORY from the scratch (the rows keep their
- * impulses then, the velocities match them).
+ * Failure modes: PH_ERR_NO_MEMORY from the scratch (rs->arena, which the
+ * method's scratch comes from too; the rows keep their impulses then, the
+ * velocities match them).
  *
  * Invariants: after every operation v = v_start + M^-1 G^T (lambda -
  * lambda_start), and the ground's velocity (solver body 0) is zero.
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
 #include "body.h"
 #include "contact.h"
 #include "rows.h"
@@ -183,13 +183,13 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
                    const double *start, ph_step_stats *st, ph__rec *rec) {
     const int32_t n = rs->n, nb = rs->nb;
     const size_t N = (size_t)n + 1;
-    double *dbl = ph__alloc(9 * N * sizeof *dbl);
-    int32_t *ints = ph__alloc((6 * N + 2 * (size_t)nb + 3) * sizeof *ints);
-    ph_vec3 *vec = ph__alloc(4 * ((size_t)nb + 1) * sizeof *vec);
-    if (!dbl || !ints || !vec) {
-        ph__free(dbl);
-        ph__free(ints);
-        ph__free(vec);
+    ph__arena *ar = rs->arena;
+    double *dbl = ph__arena_alloc(ar, 9 * N * sizeof *dbl, "rows system doubles");
+    int32_t *ints = dbl ? ph__arena_alloc(ar, (6 * N + 2 * (size_t)nb + 3) * sizeof *ints, "rows system ints") : NULL;
+    ph_vec3 *vec = ints ? ph__arena_alloc(ar, 4 * ((size_t)nb + 1) * sizeof *vec, "rows system velocities") : NULL;
+    if (!vec) {
+        if (ints) ph__arena_free(ar, ints);
+        if (dbl) ph__arena_free(ar, dbl);
         return PH_ERR_NO_MEMORY;
     }
     ph__sys s;
@@ -223,6 +223,7 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     s.set = set;
     s.rng = rng;
     s.limit = rs->limit;
+    s.arena = ar;
     memset(count, 0, ((size_t)nb + 1) * sizeof *count);
     for (int32_t i = 0; i < n; i++) {
         const ph__row *r = &rs->rows[i];
@@ -284,8 +285,8 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     for (int32_t i = 0; i < n; i++)
         rs->rows[i].lambda = s.lambda[i];
     rs->sb[0].v = rs->sb[0].w = ph_v3(0, 0, 0);
-    ph__free(dbl);
-    ph__free(ints);
-    ph__free(vec);
+    ph__arena_free(ar, vec);
+    ph__arena_free(ar, ints);
+    ph__arena_free(ar, dbl);
     return e;
 }

@@ -7,23 +7,24 @@
  * update, projection and bookkeeping, solver.c) in an order that may change
  * between iterations (random or complementarity ordering per iteration).
  *
- * Failure modes: PH_ERR_NO_MEMORY from a method's scratch; the iterate is
- * then whatever the method reached, still within its bounds.
+ * Failure modes: PH_ERR_NO_MEMORY from a method's scratch (s->arena's heap
+ * fallback); the iterate is then whatever the method reached, still within
+ * its bounds.
  *
  * Invariants: iterations is the work budget in PGS sweeps for every method
  * (capped in a world step by what is left of max_step_work: s->limit);
  * merits are recorded after each iteration when record_merits is set or a
- * tolerance is given.
+ * tolerance is given; a method gives back every piece it took from s->arena
+ * (LIFO) before it returns.
  */
 #include <stdlib.h>
 
-#include "alloc.h"
 #include "solver.h"
 
 int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const ph_settings *set = s->set;
     const int record = set->record_merits || set->tolerance > 0;
-    double *keys = ph__alloc((size_t)(s->n + 1) * sizeof *keys);
+    ph__order_key *keys = ph__arena_alloc(s->arena, (size_t)(s->n + 1) * sizeof *keys, "order keys");
     if (!keys) return PH_ERR_NO_MEMORY;
     ph__merit m;
     int it;
@@ -48,7 +49,7 @@ int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     if (!record || s->n == 0) ph__sys_merits(s, &m);
     ph__stats_final(st, it, (double)it, &m);
-    ph__free(keys);
+    ph__arena_free(s->arena, keys);
     return PH_OK;
 }
 

@@ -106,8 +106,12 @@ struct ph__world {
                             velocity (native steps keep them in the batches) */
     int simd_level;      /* the wide solver's instruction set (ph__simd_level at creation) */
 
-    /* The joints' direct block of the current substep (joint_direct.c). */
+    /* The joints' direct block of the current substep (joint_direct.c): two
+     * pieces of the arena (jd_piece: offsets, pivots, rows, firsts; jd_env:
+     * the factor), held from ph__joint_direct_factor to
+     * ph__joint_direct_release at the end of the substep's solve. */
     int32_t jd_count; /* rows in it; 0: none */
+    void *jd_piece;   /* NULL: no pieces held */
     int32_t *jd_row, *jd_first, *jd_bfirst;
     int64_t *jd_off;
     double *jd_env, *jd_d;
