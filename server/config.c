@@ -85,6 +85,13 @@ static const entry table[] = {
     {"simd", T_SETTING, F(simd), 0, 0, 0, "avx512",
      "cap on the vector solver's instruction set of new worlds: baseline, avx2 or avx512 (the PHYSD_SIMD "
      "environment variable sets this default)"},
+    {"tls_cert", T_STR, F(tls_cert), sizeof(((ps_config *)0)->tls_cert), 0, 0, "",
+     "PEM certificate (chain) file: with tls_key, the protocol port speaks TLS only (default: plain TCP)"},
+    {"tls_key", T_STR, F(tls_key), sizeof(((ps_config *)0)->tls_key), 0, 0, "", "PEM private key file of tls_cert"},
+    {"tls_client_ca", T_STR, F(tls_client_ca), sizeof(((ps_config *)0)->tls_client_ca), 0, 0, "",
+     "PEM CA file: when set, TLS clients must present a certificate it signed"},
+    {"tls_handshake_timeout", T_DBL, F(tls_handshake_timeout), 0, 0.01, 3600, "10",
+     "seconds a TLS handshake may take before the connection is closed"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -210,6 +210,7 @@ typedef struct ps_conn {
     uint64_t rate_last_ns;
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
+    struct ps_tls *tls; /* TLS state on a TLS port (tls.h), else NULL */
     char rbuf[16384];
 } ps_conn;
 
@@ -275,6 +276,7 @@ struct ps_server {
     int heavy_inflight;
     ps_host *heavy_head, *heavy_tail; /* heavy worlds waiting for a lane, FIFO */
     uint64_t start_ns;
+    struct ps_tls_ctx *tls; /* tls_cert and tls_key loaded (tls.h), else NULL */
 };
 
 /* Marks c to be flushed in the next prepare phase. */

@@ -64,6 +64,11 @@ typedef struct ps_config {
     int handle_signals;              /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
     int quiet;                       /* no log lines (benchmarks), default 0 */
     int simd;                        /* default of the worlds' settings.simd (a ph_simd), default no cap */
+    /* TLS on the protocol port (docs/security.md): both files set = TLS only. */
+    char tls_cert[1024];          /* PEM certificate chain of the server, default "" (TLS off) */
+    char tls_key[1024];           /* PEM private key of tls_cert, default "" */
+    char tls_client_ca[1024];     /* PEM CA: when set, clients must present a certificate it signed */
+    double tls_handshake_timeout; /* s a TLS handshake may take, default 10 */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
