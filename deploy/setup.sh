@@ -4,7 +4,10 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler
-      libcmocka-dev libode-dev libbullet-dev libssl-dev)
+      libcmocka-dev libode-dev libbullet-dev
+      libssl-dev openssl python3-protobuf protobuf-compiler)
+# libssl-dev: TLS (server/tls.c, clients/lib/pc_tls.c); openssl: the tests'
+# certificates; python3-protobuf, protobuf-compiler: the Python TLS client test.
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.

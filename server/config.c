@@ -102,6 +102,13 @@ static const entry table[] = {
     {"auth_fail_window", T_DBL, F(auth_fail_window), 0, 1, 86400, "60",
      "seconds without a refused hello after which an address's refusals are forgotten"},
     {"max_tokens_per_world", T_INT, F(max_tokens_per_world), 0, 1, 65536, "1024", "tokens of one world"},
+    {"tls_cert", T_STR, F(tls_cert), sizeof(((ps_config *)0)->tls_cert), 0, 0, "",
+     "PEM certificate (chain) file: with tls_key, the protocol port speaks TLS only (default: plain TCP)"},
+    {"tls_key", T_STR, F(tls_key), sizeof(((ps_config *)0)->tls_key), 0, 0, "", "PEM private key file of tls_cert"},
+    {"tls_client_ca", T_STR, F(tls_client_ca), sizeof(((ps_config *)0)->tls_client_ca), 0, 0, "",
+     "PEM CA file: when set, TLS clients must present a certificate it signed"},
+    {"tls_handshake_timeout", T_DBL, F(tls_handshake_timeout), 0, 0.01, 3600, "10",
+     "seconds a TLS handshake may take before the connection is closed"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ps_internal.h"
+#include "tls.h"
 
 /* ---------------------------------------------------------- output queue */
 
@@ -141,6 +142,7 @@ static void on_close(uv_handle_t *handle) {
     ps_server *s = c->srv;
     ps_outq_free(&c->outq);
     pw_decoder_free(&c->framer);
+    ps_tls_conn_free(c);
     ps_conn_unref(c);
     ps_server_maybe_finish(s);
 }
@@ -251,7 +253,7 @@ static void on_write(uv_write_t *req, int status) {
 
 void ps_conn_flush(ps_conn *c) {
     if (c->closing || c->writing) return;
-    size_t n = ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
+    size_t n = c->tls ? ps_tls_take(c) : ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
     if (n == 0) {
         if (c->close_after_flush == 1 && !c->srv->stopping)
             start_drain(c);
@@ -271,7 +273,8 @@ void ps_conn_flush(ps_conn *c) {
         on_write(&c->wreq, 0);
         return;
     }
-    int r = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)n, on_write);
+    int r = c->tls ? ps_tls_write(c, (unsigned)n, on_write)
+                   : uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)n, on_write);
     if (r < 0) {
         /* The callback will not run: release the buffers here. */
         uint64_t bytes = 0;
@@ -411,7 +414,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     ps_conn *c = handle->data;
     uint8_t *w = NULL;
     size_t n = 0;
-    if (!c->closing && !c->close_after_flush) pw_decoder_window(&c->framer, &w, &n);
+    if (!c->closing && !c->close_after_flush && !c->tls) pw_decoder_window(&c->framer, &w, &n);
     /* At most rbuf's size per read, as without the window: the loop turns
      * as often between reads of a large frame (timers stay on time). */
     if (n > sizeof c->rbuf) n = sizeof c->rbuf;
@@ -510,11 +513,25 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         conn_eof(c, nread);
         return;
     }
+    if (c->tls) {
+        ps_tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
+        return;
+    }
     if (nread > 0 && buf->base != c->rbuf)
         conn_window(c, (size_t)nread);
     else
         conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
 }
+
+/* TLS (tls.c): decrypted bytes, and the peer's close_notify. */
+void ps_conn_plain(ps_conn *c, const uint8_t *p, size_t n, int in_window) {
+    if (in_window)
+        conn_window(c, n);
+    else
+        conn_input(c, p, n);
+}
+
+void ps_conn_eof(ps_conn *c) { conn_eof(c, UV_EOF); }
 
 void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {
     if (c->closing || c->close_after_flush) return;
@@ -534,6 +551,7 @@ void ps_conn_check_deadlines(ps_server *s, uint64_t now) {
     for (ps_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
         if (c->closing || c->close_after_flush || c->draining) continue;
+        if (c->tls && ps_tls_check_deadline(c, now)) continue; /* in its TLS handshake */
         char msg[160];
         if (!c->hello_done && now - c->accepted_ns > hello_ns) {
             snprintf(msg, sizeof msg, "no hello within hello_timeout (%g s)", s->cfg.hello_timeout);
@@ -634,6 +652,10 @@ int ps_conn_accept(ps_server *s) {
         return 0;
     }
     ps_log("conn %llu (%s) accepted", (unsigned long long)c->id, c->peer);
+    if (s->tls && ps_tls_conn_start(c, s->tls) < 0) {
+        ps_conn_close(c, "out of memory for TLS");
+        return 0;
+    }
     r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (r < 0) ps_conn_close(c, uv_strerror(r));
     return 0;

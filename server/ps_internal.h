@@ -218,6 +218,7 @@ typedef struct ps_conn {
     uint64_t rate_last_ns;
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
+    struct ps_tls *tls; /* TLS state on a TLS port (tls.h), else NULL */
     char rbuf[16384];
 } ps_conn;
 
@@ -315,6 +316,7 @@ struct ps_server {
     int auth;              /* tokens required (admin_token_file set) */
     ps_token_table tokens; /* the admin token and every world's */
     ps_authfail_table authfail;
+    struct ps_tls_ctx *tls; /* tls_cert and tls_key loaded (tls.h), else NULL */
 };
 
 /* Marks c to be flushed in the next prepare phase. */

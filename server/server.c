@@ -36,6 +36,7 @@
 
 #include "physd/ph_scenes.h"
 #include "ps_internal.h"
+#include "tls.h"
 
 int ps_log_quiet = 0;
 
@@ -124,6 +125,7 @@ void ps_server_start_housekeeping(ps_server *s) {
     if (s->stopping || uv_is_active((uv_handle_t *)&s->house_timer)) return;
     /* A quarter of the shorter deadline, between 10 ms and 1 s. */
     double t = s->cfg.hello_timeout < s->cfg.frame_timeout ? s->cfg.hello_timeout : s->cfg.frame_timeout;
+    if (s->tls && s->cfg.tls_handshake_timeout < t) t = s->cfg.tls_handshake_timeout;
     double ms = t * 250.0;
     uint64_t period = ms < 10 ? 10 : ms > 1000 ? 1000 : (uint64_t)ms;
     uv_timer_start(&s->house_timer, on_house_timer, period, period);
@@ -323,6 +325,13 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
             return r;
         }
     }
+    char tls_err[512];
+    if (ps_tls_ctx_create(cfg, &s->tls, tls_err, sizeof tls_err) < 0) {
+        fprintf(stderr, "physd: %s\n", tls_err); /* even when quiet: physd does not start */
+        ps_tokens_free(&s->tokens);
+        free(s);
+        return UV_EINVAL;
+    }
     fit_descriptor_limit(&s->cfg);
     /* A peer that closes while we write must give EPIPE, not kill the
      * process (process-wide, as every socket server does). */
@@ -344,6 +353,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     int r = uv_loop_init(&s->loop);
     if (r < 0) {
         ps_tokens_free(&s->tokens);
+        ps_tls_ctx_free(s->tls);
         free(s);
         return r;
     }
@@ -402,14 +412,15 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         uv_walk(&s->loop, walk_close, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
+        ps_tls_ctx_free(s->tls);
         free(s->hosts);
         ps_tokens_free(&s->tokens);
         free(s);
         return r;
     }
-    ps_log("listening on %s:%d (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)", cfg->listen,
-           s->port, PS_VERSION, PS_PROTOCOL_VERSION, (unsigned long long)cfg->max_frame, cfg->max_connections,
-           cfg->max_worlds);
+    ps_log("listening on %s:%d%s (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)",
+           cfg->listen, s->port, s->tls ? " with TLS" : "", PS_VERSION, PS_PROTOCOL_VERSION,
+           (unsigned long long)cfg->max_frame, cfg->max_connections, cfg->max_worlds);
     *out = s;
     return 0;
 }
@@ -434,6 +445,7 @@ int ps_server_run(ps_server *s) {
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
     ps_tokens_free(&s->tokens);
+    ps_tls_ctx_free(s->tls);
     free(s->hosts);
     free(s);
 }

@@ -74,6 +74,11 @@ typedef struct ps_config {
     double auth_backoff_max;    /* longest back-off, s, default 10 */
     double auth_fail_window;    /* s without a failure after which an address is forgotten, default 60 */
     int max_tokens_per_world;   /* default 1024 */
+    /* TLS on the protocol port (docs/security.md): both files set = TLS only. */
+    char tls_cert[1024];          /* PEM certificate chain of the server, default "" (TLS off) */
+    char tls_key[1024];           /* PEM private key of tls_cert, default "" */
+    char tls_client_ca[1024];     /* PEM CA: when set, clients must present a certificate it signed */
+    double tls_handshake_timeout; /* s a TLS handshake may take, default 10 */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pc_tls.h"
 #include "physd/pc_client.h"
 #include "pw_frame.h"
 #include "pw_status.h"
@@ -208,6 +209,8 @@ struct pc_client {
     Physd__V1__ServerMessage *hello; /* kept hello reply */
     pc_counters k;
     void *user;
+    pc_tls *tls; /* TLS (pc_tls.c), NULL for plain TCP */
+    int tls_err; /* the TLS setup failed (errmsg says why): reported at connect */
 };
 
 static void on_handle_closed(uv_handle_t *h);
@@ -242,6 +245,7 @@ static void maybe_free(pc_client *c) {
     free(c->out);
     free(c->wbuf);
     free(c->in);
+    pc_tls_free(c->tls);
     free(c);
     if (cb) cb(data);
 }
@@ -310,10 +314,19 @@ static void disconnect(pc_client *c, int err) {
 /* ------------------------------------------------------------- writes */
 
 static void on_write(uv_write_t *req, int status);
+static int flush_write(pc_client *c);
 
 /* Starts a write of everything appended so far unless one is in flight. */
 static int flush(pc_client *c) {
     if (c->writing || !c->out_len || !c->tcp_open) return 0;
+    if (c->tls) {
+        /* The hello waits for the handshake; then wbuf gets the ciphertext. */
+        if (!pc_tls_ready(c->tls)) return 0;
+        int r = pc_tls_seal(c->tls, c->out, c->out_len, &c->wbuf, &c->wbuf_len, &c->wbuf_cap);
+        if (r < 0) return r;
+        c->out_len = 0;
+        return flush_write(c);
+    }
     uint8_t *b = c->wbuf;
     size_t cap = c->wbuf_cap;
     c->wbuf = c->out;
@@ -322,6 +335,10 @@ static int flush(pc_client *c) {
     c->out = b;
     c->out_cap = cap;
     c->out_len = 0;
+    return flush_write(c);
+}
+
+static int flush_write(pc_client *c) {
     uv_buf_t buf = uv_buf_init((char *)c->wbuf, (unsigned)c->wbuf_len);
     int r = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &buf, 1, on_write);
     if (r < 0) return r;
@@ -578,6 +595,10 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     pc_client *c = h->data;
     (void)suggested;
+    if (c->tls) {
+        *buf = pc_tls_read_buf(c->tls); /* ciphertext; pc_tls_input decrypts into c->in */
+        return;
+    }
     if (reserve(&c->in, &c->in_cap, c->in_len + 65536)) {
         buf->base = NULL;
         buf->len = 0;
@@ -637,8 +658,16 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         disconnect(c, c->rejected ? PC_EREJECTED : nread == UV_EOF ? PC_ECLOSED : (int)nread);
         return;
     }
-    c->in_len += (size_t)nread;
     c->k.bytes_received += (uint64_t)nread;
+    if (c->tls) {
+        int r = pc_tls_input(c->tls, s, (size_t)nread, &c->in, &c->in_len, &c->in_cap, c->errmsg, sizeof c->errmsg);
+        if (r == 1) r = flush(c); /* the handshake is done: the hello goes out */
+        int err = drain_frames(c);
+        if (!err && r < 0) err = r == PC_ECLOSED && c->rejected ? PC_EREJECTED : r;
+        if (err) disconnect(c, err);
+        return;
+    }
+    c->in_len += (size_t)nread;
     int err = drain_frames(c);
     if (err) disconnect(c, err);
 }
@@ -671,7 +700,9 @@ static void on_connect(uv_connect_t *req, int status) {
         return;
     }
     if (c->opt.nodelay) uv_tcp_nodelay(&c->tcp, 1);
-    int r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    int r = c->tls_err ? PC_ETLS : 0;
+    if (r == 0 && c->tls) r = pc_tls_start(c->tls, (uv_stream_t *)&c->tcp, c->errmsg, sizeof c->errmsg);
+    if (r == 0) r = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (r < 0) {
         disconnect(c, r);
         return;
@@ -767,6 +798,9 @@ int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int po
         return UV_ENOMEM;
     }
     c->opt.credentials = NULL; /* the copy is c->cred */
+    /* TLS files are read now; a failure is reported by the connect callback. */
+    if (c->opt.tls && pc_tls_new(&c->tls, c->opt.tls, host, c->errmsg, sizeof c->errmsg) < 0) c->tls_err = 1;
+    c->opt.tls = NULL;
     c->loop = loop;
     c->port = port;
     c->max_frame = c->opt.max_frame ? c->opt.max_frame : (64u << 20);
@@ -777,6 +811,7 @@ int pc_client_connect(pc_client **out, uv_loop_t *loop, const char *host, int po
     c->tcp.data = c->timer.data = c->creq.data = c->gai.data = c->wreq.data = c;
     int r = uv_timer_init(loop, &c->timer);
     if (r < 0) {
+        if (c->tls) pc_tls_free(c->tls);
         free(c->cred);
         free(c);
         return r;

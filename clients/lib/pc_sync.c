@@ -17,6 +17,7 @@
  * (libuv forbids re-entering uv_run). The timeout timer is closed before
  * pc_call returns and its memory freed in its close callback.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "physd/pc_client.h"
@@ -34,7 +35,13 @@ static void on_sync_connect(pc_client *c, int status, void *data) {
 
 int pc_connect_sync(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
                     const pc_options *opts) {
+    return pc_connect_sync_msg(out, loop, host, port, timeout_ms, opts, NULL, 0);
+}
+
+int pc_connect_sync_msg(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
+                        const pc_options *opts, char *msg, size_t msglen) {
     sync_connect s = {0, 0};
+    if (msg && msglen) msg[0] = 0;
     pc_client *c = NULL;
     *out = NULL;
     int r = pc_client_connect(&c, loop, host, port, timeout_ms, opts, on_sync_connect, &s);
@@ -46,6 +53,7 @@ int pc_connect_sync(pc_client **out, uv_loop_t *loop, const char *host, int port
     while (!s.done)
         uv_run(loop, UV_RUN_ONCE);
     if (s.status < 0) {
+        if (msg && msglen) snprintf(msg, msglen, "%s", pc_client_error_message(c));
         pc_close_sync(c);
         return s.status;
     }

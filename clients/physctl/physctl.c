@@ -28,8 +28,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: physctl [--host H] [--port P] [--json] [--timeout MS] COMMAND [ARGS...]\n\n"
-            "Controls a physd server (default 127.0.0.1:%d; PHYSD_HOST, PHYSD_PORT).\n\n"
+            "usage: physctl [--host H] [--port P] [--json] [--timeout MS] [--tls [--ca FILE]] COMMAND [ARGS...]\n\n"
+            "Controls a physd server (default 127.0.0.1:%d; PHYSD_HOST, PHYSD_PORT, PHYSD_TLS, PHYSD_CA).\n\n"
             "commands:\n",
             PC_DEFAULT_PORT);
     for (const command *c = physctl_commands; c->name; c++) {
@@ -48,6 +48,10 @@ static void usage(FILE *f) {
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --token-file F  credentials: the token(s) in file F (else PHYSD_TOKEN; docs/security.md)\n"
+            "  --tls           connect with TLS; the server's certificate is verified and must name the host\n"
+            "  --ca FILE       TLS: PEM file of the CA to trust (default: the system's CAs)\n"
+            "  --cert FILE     TLS: client certificate (a server started with tls_client_ca)\n"
+            "  --key FILE      TLS: the key of --cert (default: in the --cert file)\n"
             "  --help          this text; `physctl COMMAND --help` describes a command\n"
             "  (the options may also follow the command: physctl worlds --json)\n"
             "  --version       print the version\n\n"
@@ -106,11 +110,18 @@ int ctl_connect(ctl *x) {
     pc_options_default(&o);
     o.client_name = "physctl";
     o.credentials = x->token[0] ? x->token : NULL;
-    int r = pc_connect_sync(&x->c, &x->loop, x->host, x->port, x->timeout_ms, &o);
+    pc_tls_options tls;
+    pc_tls_options_default(&tls);
+    tls.ca_file = x->ca;
+    tls.cert_file = x->cert;
+    tls.key_file = x->key;
+    if (x->tls) o.tls = &tls;
+    char why[512];
+    int r = pc_connect_sync_msg(&x->c, &x->loop, x->host, x->port, x->timeout_ms, &o, why, sizeof why);
     if (r < 0) {
-        /* pc_connect_sync released the client: take the message first. */
-        return ctl_fail(x, EXIT_CONNECT, "cannot connect to %s:%d: %s (%s)", x->host, x->port, pc_strerror(r),
-                        pc_err_name(r));
+        /* pc_connect_sync_msg released the client and kept its message. */
+        return ctl_fail(x, EXIT_CONNECT, "cannot connect to %s:%d: %s (%s)%s%s", x->host, x->port, pc_strerror(r),
+                        pc_err_name(r), why[0] ? ": " : "", why);
     }
     return 0;
 }
@@ -373,9 +384,24 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
     if (nl >= sizeof name) return 0;
     memcpy(name, a, nl);
     name[nl] = 0;
-    if (!strcmp(a, "--json")) {
-        x->json = 1;
+    if (!strcmp(a, "--json") || !strcmp(a, "--tls")) {
+        *(a[2] == 'j' ? &x->json : &x->tls) = 1;
         *matched = 1;
+        return 0;
+    }
+    if (!strcmp(name, "--ca") || !strcmp(name, "--cert") || !strcmp(name, "--key")) {
+        const char *file = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+        *matched = 1;
+        if (!file || !file[0]) {
+            ctl_fail(x, EXIT_USAGE, "%s needs a file", name);
+            return -1;
+        }
+        if (!strcmp(name, "--ca"))
+            x->ca = file;
+        else if (!strcmp(name, "--cert"))
+            x->cert = file;
+        else
+            x->key = file;
         return 0;
     }
     if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout") && strcmp(name, "--token-file"))
@@ -417,6 +443,8 @@ int main(int argc, char **argv) {
     x.port = PC_DEFAULT_PORT;
     x.timeout_ms = 10000;
     if (getenv("PHYSD_TOKEN")) snprintf(x.token, sizeof x.token, "%s", getenv("PHYSD_TOKEN"));
+    if (getenv("PHYSD_TLS") && getenv("PHYSD_TLS")[0] && strcmp(getenv("PHYSD_TLS"), "0")) x.tls = 1;
+    if (getenv("PHYSD_CA") && getenv("PHYSD_CA")[0]) x.ca = getenv("PHYSD_CA");
     const char *env_port = getenv("PHYSD_PORT");
     if (env_port && env_port[0]) {
         char *end;

@@ -35,9 +35,11 @@ typedef struct ctl {
     int port;
     int json;
     int timeout_ms;
-    int timeout_given; /* --timeout was on the command line */
-    const char *cmd;   /* for messages */
-    char token[4097];  /* credentials: PHYSD_TOKEN or --token-file (docs/security.md); "" none */
+    int timeout_given;           /* --timeout was on the command line */
+    const char *cmd;             /* for messages */
+    char token[4097];            /* credentials: PHYSD_TOKEN or --token-file (docs/security.md); "" none */
+    int tls;                     /* --tls or PHYSD_TLS=1 */
+    const char *ca, *cert, *key; /* --ca (or PHYSD_CA), --cert, --key */
 } ctl;
 
 typedef struct command {

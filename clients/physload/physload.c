@@ -415,6 +415,12 @@ static void on_start_timer(uv_timer_t *t) {
     /* Credentials for a server with access control (docs/security.md):
      * creating worlds needs the admin token. */
     o.credentials = getenv("PHYSD_TOKEN");
+    pc_tls_options tls;
+    pc_tls_options_default(&tls);
+    tls.ca_file = L->s.ca;
+    tls.cert_file = L->s.cert;
+    tls.key_file = L->s.key;
+    if (L->s.tls) o.tls = &tls;
     cl->state = C_CONNECTING;
     int r = pc_client_connect(&cl->c, &L->loop, L->s.host, L->s.port, L->s.timeout_ms, &o, on_connect, cl);
     if (r) {

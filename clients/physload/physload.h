@@ -29,6 +29,10 @@ typedef struct scenario {
     int json;            /* print the report as one JSON object */
     int quiet;           /* no progress line */
     int timeout_ms;      /* connect timeout, default 5000 */
+    int tls;             /* connect with TLS (or PHYSD_TLS=1), default 0 */
+    char ca[256];        /* CA file of TLS (or PHYSD_CA), "": the system's */
+    char cert[256];      /* client certificate of TLS, "": none */
+    char key[256];       /* its key, "": in cert */
 } scenario;
 
 void scenario_defaults(scenario *s);

@@ -52,6 +52,9 @@ int scenario_from_env(scenario *s, char *err, size_t n) {
         }
         s->port = (int)v;
     }
+    const char *tls = getenv("PHYSD_TLS"), *ca = getenv("PHYSD_CA");
+    if (tls && tls[0] && strcmp(tls, "0")) s->tls = 1;
+    if (ca && ca[0]) snprintf(s->ca, sizeof s->ca, "%s", ca);
     return 0;
 }
 
@@ -84,6 +87,11 @@ static const struct key {
     {"json", K_BOOL, offsetof(scenario, json), 0, 0, "print the report as one JSON object"},
     {"quiet", K_BOOL, offsetof(scenario, quiet), 0, 0, "no progress line"},
     {"timeout_ms", K_INT, offsetof(scenario, timeout_ms), 1, 600000, "connect timeout in ms (default 5000)"},
+    {"tls", K_BOOL, offsetof(scenario, tls), 0, 0, "connect with TLS, the server verified (or PHYSD_TLS=1)"},
+    {"ca", K_STRING, offsetof(scenario, ca), 0, 0,
+     "TLS: PEM file of the CA to trust (or PHYSD_CA; default: the system's)"},
+    {"cert", K_STRING, offsetof(scenario, cert), 0, 0, "TLS: PEM client certificate (a server with tls_client_ca)"},
+    {"key", K_STRING, offsetof(scenario, key), 0, 0, "TLS: PEM key of --cert (default: in the --cert file)"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -122,7 +130,7 @@ static int set_number(scenario *s, const struct key *k, double v, char *err, siz
 static int set_text(scenario *s, const struct key *k, const char *text, char *err, size_t n) {
     if (k->kind == K_STRING) {
         char *dst = (char *)s + k->off;
-        size_t cap = k->off == offsetof(scenario, host) ? sizeof s->host : sizeof s->preset;
+        size_t cap = k->off == offsetof(scenario, preset) ? sizeof s->preset : sizeof s->host; /* 64 or 256 */
         if (strlen(text) >= cap) {
             snprintf(err, n, "%s is too long", k->name);
             return -1;

@@ -457,3 +457,19 @@ long itest_vm_kb(const char *field) {
     if (f) fclose(f);
     return v;
 }
+
+int itest_client_connect_opts(itest_client *c, int port, const pc_options *opts, char *msg, size_t msglen) {
+    memset(c, 0, sizeof *c);
+    assert_int_equal(uv_loop_init(&c->loop), 0);
+    assert_int_equal(uv_timer_init(&c->loop, &c->timer), 0);
+    pc_options o = *opts;
+    o.reassemble = 0; /* the tests look at every part */
+    int r = pc_connect_sync_msg(&c->pc, &c->loop, "127.0.0.1", port, 20000, &o, msg, msglen);
+    if (r < 0) {
+        close_loop(c);
+        return r;
+    }
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, c, on_error_reply};
+    pc_client_set_handlers(c->pc, &h);
+    return 0;
+}

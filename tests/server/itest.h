@@ -50,6 +50,9 @@ typedef struct itest_client {
 /* Connects and says hello as name (SO_RCVBUF rcvbuf when > 0). Returns 0
  * or the client library's error (the client is then closed). */
 int itest_client_connect(itest_client *c, int port, const char *name, int rcvbuf);
+/* As itest_client_connect with options (TLS); on failure msg gets the
+ * client's error message (pc_connect_sync_msg). */
+int itest_client_connect_opts(itest_client *c, int port, const pc_options *opts, char *msg, size_t msglen);
 /* Connects and says hello (asserts OK). */
 void itest_connect(itest_client *c, int port, const char *name);
 /* Closes the connection and its loop (asserts uv_loop_close returns 0). */

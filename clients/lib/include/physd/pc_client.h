@@ -70,7 +70,8 @@ extern "C" {
     XX(TIMEDOUT, -30008, "timed out waiting for the reply")                                                            \
     XX(ENCODE, -30009, "the request could not be encoded")                                                             \
     XX(STATUS, -30010, "the server answered with an error status")                                                     \
-    XX(AUTH, -30011, "the server refused the credentials (UNAUTHENTICATED)")
+    XX(AUTH, -30011, "the server refused the credentials (UNAUTHENTICATED)")                                           \
+    XX(TLS, -30020, "TLS handshake failed")
 
 enum {
 #define PC_ERR_ENUM(name, value, msg) PC_E##name = (value),
@@ -89,19 +90,36 @@ const char *pc_status_name(int status);
 
 typedef struct pc_client pc_client;
 
+/* TLS to a physd started with tls_cert (docs/security.md). The server's
+ * certificate is always verified (against ca_file, or the system's default
+ * CA paths when ca_file is NULL) and must name the host: server_name when
+ * set, else the host given to pc_client_connect (an IP literal is checked
+ * against the certificate's IP addresses). A failed handshake ends the
+ * connect with PC_ETLS and pc_client_error_message says why ("certificate
+ * verify failed (certificate has expired)"). Strings are copied at connect. */
+typedef struct pc_tls_options {
+    const char *ca_file;     /* PEM file of the CA(s) to trust, NULL: system default paths */
+    const char *cert_file;   /* PEM client certificate, for a server with tls_client_ca, NULL: none */
+    const char *key_file;    /* its private key (NULL: in cert_file) */
+    const char *server_name; /* SNI and the name checked, NULL: the host connected to */
+} pc_tls_options;
+
+void pc_tls_options_default(pc_tls_options *t);
+
 /* Connection options; pc_options_default fills the defaults. */
 typedef struct pc_options {
-    const char *client_name; /* Hello.client_name (copied), default "pc_client" */
-    uint64_t max_frame;      /* largest frame accepted from the server before
-                                its hello reply says otherwise, bytes, default 64 MiB */
-    int nodelay;             /* TCP_NODELAY, default 1 */
-    int rcvbuf;              /* SO_RCVBUF in bytes, set before connecting, 0 = system default */
-    int reassemble;          /* deliver a frame or contact-event push that the
-                                server split into parts as one message, default 1;
-                                0: every part as it comes (part, parts set) */
-    const char *credentials; /* Hello.credentials (copied): tokens separated by
-                                spaces, commas or newlines; NULL or "" for none.
-                                A refusal ends the connect with PC_EAUTH */
+    const char *client_name;   /* Hello.client_name (copied), default "pc_client" */
+    uint64_t max_frame;        /* largest frame accepted from the server before
+                                  its hello reply says otherwise, bytes, default 64 MiB */
+    int nodelay;               /* TCP_NODELAY, default 1 */
+    int rcvbuf;                /* SO_RCVBUF in bytes, set before connecting, 0 = system default */
+    int reassemble;            /* deliver a frame or contact-event push that the
+                                  server split into parts as one message, default 1;
+                                  0: every part as it comes (part, parts set) */
+    const pc_tls_options *tls; /* NULL: plain TCP (default); else TLS with these options */
+    const char *credentials;   /* Hello.credentials (copied): tokens separated by
+                                  spaces, commas or newlines; NULL or "" for none.
+                                  A refusal ends the connect with PC_EAUTH */
 } pc_options;
 
 void pc_options_default(pc_options *o);
@@ -254,6 +272,11 @@ int pc_frame_is_last_part(const Physd__V1__Frame *f);
  * NULL (the failed client is closed and released before returning). */
 int pc_connect_sync(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
                     const pc_options *opts);
+/* As pc_connect_sync; on failure msg (msglen bytes) gets
+ * pc_client_error_message of the failed client, such as why a TLS
+ * handshake failed or the server's reason for refusing, or "". */
+int pc_connect_sync_msg(pc_client **out, uv_loop_t *loop, const char *host, int port, int timeout_ms,
+                        const pc_options *opts, char *msg, size_t msglen);
 /* Sends m and waits for its reply: returns 0 and *reply (free with
  * physd__v1__server_message__free_unpacked; its reply field is set) or a
  * negative error (PC_ETIMEDOUT after timeout_ms > 0, in which case the

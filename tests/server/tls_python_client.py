@@ -1,0 +1,200 @@
+"""tls_python_client.py — a second implementation of the protocol over TLS.
+
+Python's ssl module and Google's protobuf runtime (Debian's python3-protobuf;
+run with /usr/bin/python3), physd_pb2.py generated here by protoc from
+proto/physd.proto. Starts physd with TLS on an ephemeral port of 127.0.0.1
+and checks: a full session (hello, create_world, edit, subscribe and a
+transform frame, ping, destroy_world) over TLS with the server verified
+against the test CA and its IP address; a wrong CA refused with
+"certificate verify failed"; a plain-TCP client answered in clear with
+FAILED_PRECONDITION. Exits 0 when all of it holds.
+
+Usage: tls_python_client.py PHYSD_BIN PROTO_DIR CERT_DIR WORK_DIR
+"""
+import os
+import re
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+physd_bin, proto_dir, cert_dir, work = sys.argv[1:5]
+os.makedirs(work, exist_ok=True)
+subprocess.run(["protoc", "--python_out=" + work, "-I", proto_dir, os.path.join(proto_dir, "physd.proto")],
+               check=True)
+sys.path.insert(0, work)
+import physd_pb2 as pb  # noqa: E402
+
+
+def cert(name):
+    return os.path.join(cert_dir, name)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+class Conn:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+        self.next_id = 1
+
+    def send(self, msg):
+        msg.request_id = self.next_id
+        self.next_id += 1
+        data = msg.SerializeToString()
+        self.sock.sendall(varint(len(data)) + data)
+        return msg.request_id
+
+    def recv(self, timeout=10.0):
+        end = time.monotonic() + timeout
+        while True:
+            n, shift, i = 0, 0, 0
+            while i < len(self.buf):
+                b = self.buf[i]
+                n |= (b & 0x7F) << shift
+                shift += 7
+                i += 1
+                if not b & 0x80:
+                    break
+            else:
+                i = -1
+            if i > 0 and len(self.buf) - i >= n:
+                m = pb.ServerMessage()
+                m.ParseFromString(self.buf[i:i + n])
+                self.buf = self.buf[i + n:]
+                return m
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no message within %.1f s" % timeout)
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("connection closed by the server")
+            self.buf += chunk
+
+    def call(self, msg):
+        rid = self.send(msg)
+        while True:
+            m = self.recv()
+            if m.WhichOneof("msg") == "reply" and m.reply.request_id in (rid, 0):
+                return m.reply
+
+    def ok(self, msg, what):
+        r = self.call(msg)
+        if r.status != pb.STATUS_OK:
+            sys.exit("%s: %s %s" % (what, pb.Status.Name(r.status), r.message))
+        return r
+
+
+proc = subprocess.Popen([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--no-demo", "--workers", "1",
+                         "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")],
+                        stderr=subprocess.PIPE, text=True)
+port = None
+log = []
+deadline = time.monotonic() + 20
+while port is None and time.monotonic() < deadline:
+    r, _, _ = select.select([proc.stderr], [], [], 1.0)
+    if r:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+) with TLS", line)
+        if m:
+            port = int(m.group(1))
+if port is None:
+    proc.kill()
+    sys.exit("physd did not start with TLS:\n" + "".join(log))
+
+try:
+    # The full session over TLS, the server verified by IP address.
+    ctx = ssl.create_default_context(cafile=cert("ca.pem"))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    tls = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    print("python: %s %s" % (tls.version(), tls.cipher()[0]))
+    c = Conn(tls)
+    m = pb.ClientMessage()
+    m.hello.protocol_version = 1
+    m.hello.client_name = "python-ssl"
+    r = c.ok(m, "hello")
+    assert r.hello.server.startswith("physd"), r.hello.server
+
+    m = pb.ClientMessage()
+    m.create_world.name = "py-tls"
+    m.create_world.preset = "box_drop"
+    world = c.ok(m, "create_world").world.world_id
+
+    m = pb.ClientMessage()
+    m.edit.world_id = world
+    op = m.edit.ops.add()
+    body = op.add_body.body
+    body.pose.position.z = 5.0
+    shape = body.shapes.add()
+    shape.type = pb.SHAPE_SPHERE
+    shape.radius.value = 0.5
+    r = c.ok(m, "edit")
+    sphere = r.edit.new_ids[0]
+
+    m = pb.ClientMessage()
+    m.subscribe.world_id = world
+    m.subscribe.kind = pb.STREAM_TRANSFORMS
+    m.subscribe.every = 1
+    c.ok(m, "subscribe")
+    frame = None
+    while frame is None:
+        msg = c.recv()
+        if msg.WhichOneof("msg") == "frame":
+            frame = msg.frame
+    assert frame.world_id == world and sphere in frame.body_ids, frame
+    assert len(frame.poses) == 7 * len(frame.body_ids)
+    k = list(frame.body_ids).index(sphere)
+    print("python: frame of tick %d, %d bodies; the sphere at z = %.3f" % (frame.tick, len(frame.body_ids),
+                                                                          frame.poses[7 * k + 2]))
+
+    m = pb.ClientMessage()
+    m.ping.payload = b"x" * 1000
+    assert c.ok(m, "ping").pong.payload == b"x" * 1000
+    m = pb.ClientMessage()
+    m.destroy_world.world_id = world
+    c.ok(m, "destroy_world")
+    tls.close()
+
+    # A CA that did not sign the server's certificate.
+    bad = ssl.create_default_context(cafile=cert("wrong_ca.pem"))
+    try:
+        bad.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+        sys.exit("the wrong CA was accepted")
+    except ssl.SSLCertVerificationError as e:
+        assert "certificate verify failed" in str(e), e
+        print("python: wrong CA refused: %s" % e)
+
+    # A plain-TCP client on the TLS port gets one clear Reply.
+    c = Conn(socket.create_connection(("127.0.0.1", port), timeout=10))
+    m = pb.ClientMessage()
+    m.hello.protocol_version = 1
+    r = c.call(m)
+    assert r.request_id == 0 and r.status == pb.STATUS_FAILED_PRECONDITION, r
+    assert "this port requires TLS" in r.message, r.message
+    print("python: plain client refused: %s %s" % (pb.Status.Name(r.status), r.message))
+finally:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = -1
+if rc != 0:
+    sys.exit("physd exited with %d" % rc)
+print("python: TLS session ok")
