@@ -93,6 +93,18 @@ static void charge(scan *sc, uint64_t bytes) {
     if (sc->mem > sc->max_mem) sc->over = 1;
 }
 
+/* A packed run of scalars of wire type wt (0 varint, 1 fixed64, 5 fixed32). */
+static int packed_ok(int wt, const uint8_t *p, uint64_t len) {
+    if (wt == 1) return len % 8 == 0;
+    if (wt == 5) return len % 4 == 0;
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint64_t v;
+        if (get_varint(&p, end, &v)) return 0;
+    }
+    return 1;
+}
+
 static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, int depth, scan *sc,
                     uint64_t *request_id) {
     if (depth > MAX_DEPTH) return PS_DECODE_MALFORMED;
@@ -146,7 +158,12 @@ static int scan_msg(const ProtobufCMessageDescriptor *d, const uint8_t *p, const
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             if (wt == 2 && f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES &&
                 f->type != PROTOBUF_C_TYPE_MESSAGE) {
-                /* Packed: at most one element per byte. */
+                /* Packed: at most one element per byte. Its contents must
+                 * parse as protobuf-c parses them (whole fixed-size
+                 * elements, terminated varints), so that a frame the scan
+                 * passes is one protobuf-c unpacks: answers given before
+                 * unpacking (the access check) then name a real request. */
+                if (!packed_ok(want, val, len)) return PS_DECODE_MALFORMED;
                 charge(sc, len * pw_field_elem_size(f->type));
             } else {
                 charge(sc, pw_field_elem_size(f->type));

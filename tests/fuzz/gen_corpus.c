@@ -450,6 +450,40 @@ static void hello_v(uint32_t version, const char *name) {
 
 static void hello(void) { hello_v(1, "fuzz-seed"); }
 
+/* A hello with credentials (tokens or garbage). */
+static void hello_cred(const char *cred) {
+    cmsg *m = msg(REQ(HELLO));
+    Physd__V1__Hello *h = alloc(sizeof *h);
+    physd__v1__hello__init(h);
+    h->protocol_version = 1;
+    h->client_name = "fuzz-cred";
+    h->credentials.data = (uint8_t *)cred;
+    h->credentials.len = strlen(cred);
+    m->hello = h;
+    frame(m);
+}
+
+static void create_token(uint64_t w, int role, const char *label) {
+    cmsg *m = msg(REQ(CREATE_TOKEN));
+    Physd__V1__CreateToken *x = alloc(sizeof *x);
+    physd__v1__create_token__init(x);
+    x->world_id = w;
+    x->role = (Physd__V1__Role)role;
+    x->label = (char *)label;
+    m->create_token = x;
+    frame(m);
+}
+
+static void revoke_token(uint64_t w, const char *id) {
+    cmsg *m = msg(REQ(REVOKE_TOKEN));
+    Physd__V1__RevokeToken *x = alloc(sizeof *x);
+    physd__v1__revoke_token__init(x);
+    x->world_id = w;
+    x->token_id = (char *)id;
+    m->revoke_token = x;
+    frame(m);
+}
+
 static void ping(const char *payload) {
     cmsg *m = msg(REQ(PING));
     Physd__V1__Ping *p = alloc(sizeof *p);
@@ -515,6 +549,7 @@ WORLD_REQ(pause, PAUSE, Physd__V1__PauseWorld, physd__v1__pause_world__init, pau
 WORLD_REQ(resume, RESUME, Physd__V1__ResumeWorld, physd__v1__resume_world__init, resume)
 WORLD_REQ(reset, RESET, Physd__V1__ResetWorld, physd__v1__reset_world__init, reset)
 WORLD_REQ(counters, QUERY_COUNTERS, Physd__V1__QueryCounters, physd__v1__query_counters__init, query_counters)
+WORLD_REQ(list_tokens, LIST_TOKENS, Physd__V1__ListTokens, physd__v1__list_tokens__init, list_tokens)
 
 static void step(uint64_t w, uint32_t n) {
     cmsg *m = msg(REQ(STEP));
@@ -653,6 +688,15 @@ static void gen(void) {
     begin(), hello(), ping("payload"), ping(""), end("hello_ping");
     begin(), ping("before hello"), list_worlds(), hello(), end("ping_before_hello");
     begin(), hello_v(2, "future"), hello(), hello(), end("hello_bad_version_then_twice");
+
+    /* --- credentials and tokens (the fuzzed server has no admin token file:
+     * every hello'd connection is admin, tokens are still made and checked) */
+    begin(), hello_cred("phd_0123456789abcdef_0000000000000000000000000000000000000000000000000000000000000000"),
+        hello_cred("not a token, , \n phd_x"), hello(), end("hello_bad_credentials");
+    begin(), hello(), create("t", "box_on_plane", 1, NULL, NULL, 0), create_token(1, 1, "viewer"),
+        create_token(1, 2, "editor"), create_token(1, 3, "owner"), create_token(1, 4, "admin?"),
+        create_token(1, 0, "none"), create_token(7, 1, "no world"), list_tokens(1), revoke_token(1, "0123456789abcdef"),
+        revoke_token(1, ""), list_tokens(1), destroy(1), list_tokens(1), end("tokens");
 
     /* --- worlds */
     begin(), hello(), create("", "", 1, NULL, NULL, 0), end("create_world_empty");
@@ -803,6 +847,7 @@ static void gen(void) {
     step(1, 3), change_settings(1, settings_full(2)), query_bodies(1, ids(2, BODY(2), BODY(3)), 2, 1),
         raycast(1, 5, -1, 10), counters(1), query_joints(1, NULL, 0);
     edit(1, ops(1, remove_joint(JOINT(1))), 1);
+    create_token(1, 1, "v"), list_tokens(1), revoke_token(1, "0000000000000000");
     unsubscribe(2), resume(1), pause(1), reset(1), inspect(1, 0), destroy(1), list_worlds();
     end("session_every_request");
 
