@@ -124,22 +124,12 @@ static void close_loop(itest_client *c) {
 }
 
 int itest_client_connect(itest_client *c, int port, const char *name, int rcvbuf) {
-    memset(c, 0, sizeof *c);
-    assert_int_equal(uv_loop_init(&c->loop), 0);
-    assert_int_equal(uv_timer_init(&c->loop, &c->timer), 0);
     pc_options o;
     pc_options_default(&o);
     o.client_name = name;
     o.rcvbuf = rcvbuf;
-    o.reassemble = 0; /* the tests look at every part */
-    int r = pc_connect_sync(&c->pc, &c->loop, "127.0.0.1", port, 20000, &o);
-    if (r < 0) {
-        close_loop(c);
-        return r;
-    }
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, c, on_error_reply};
-    pc_client_set_handlers(c->pc, &h);
-    return 0;
+    char msg[256];
+    return itest_client_connect_opts(c, port, &o, msg, sizeof msg);
 }
 
 void itest_connect(itest_client *c, int port, const char *name) {
