@@ -60,11 +60,12 @@ void ps_conn_free_principals(ps_conn *c) {
     c->nprinc = c->princ_cap = 0;
 }
 
+/* world 0: the connection's highest principal, whatever its world. */
 const char *ps_conn_principal(const ps_conn *c, uint64_t world, char *buf, size_t n) {
     const ps_principal *best = NULL;
     for (int i = 0; i < c->nprinc; i++) {
         const ps_principal *p = &c->princ[i];
-        if (p->world_id == 0 || p->world_id == world)
+        if (p->world_id == 0 || world == 0 || p->world_id == world)
             if (!best || (p->world_id == 0 ? PS_ROLE_ADMIN : p->role) > best->role) best = p;
     }
     if (!best)
