@@ -102,6 +102,13 @@ static const entry table[] = {
     {"auth_fail_window", T_DBL, F(auth_fail_window), 0, 1, 86400, "60",
      "seconds without a refused hello after which an address's refusals are forgotten"},
     {"max_tokens_per_world", T_INT, F(max_tokens_per_world), 0, 1, 65536, "1024", "tokens of one world"},
+    {"data_dir", T_STR, F(data_dir), sizeof(((ps_config *)0)->data_dir), 0, 0, "",
+     "directory of the worlds' journals: every accepted change is journaled and worlds are recovered at start "
+     "(docs/durability.md); empty: worlds live in memory only"},
+    {"fsync", T_STR, F(fsync), sizeof(((ps_config *)0)->fsync), 0, 0, "everysec",
+     "when journals reach the disk: always (before the reply), everysec (at most 1 s of changes lost), no (the OS)"},
+    {"journal_hash_every", T_INT, F(journal_hash_every), 0, 1, 1000000, "60",
+     "ticks between the state-hash records of a journal (and how far back a recovered running world may be)"},
     {"tls_cert", T_STR, F(tls_cert), sizeof(((ps_config *)0)->tls_cert), 0, 0, "",
      "PEM certificate (chain) file: with tls_key, the protocol port speaks TLS only (default: plain TCP)"},
     {"tls_key", T_STR, F(tls_key), sizeof(((ps_config *)0)->tls_key), 0, 0, "", "PEM private key file of tls_cert"},

@@ -253,6 +253,9 @@ static void on_write(uv_write_t *req, int status) {
 
 void ps_conn_flush(ps_conn *c) {
     if (c->closing || c->writing) return;
+    /* fsync always: what a reply acknowledges is on disk before any byte
+     * of it leaves (group commit: one fsync per dirty journal). */
+    if (c->srv->jdirty && c->srv->cfg.fsync_mode == PS_FSYNC_ALWAYS) ps_journal_sync_dirty(c->srv);
     size_t n = c->tls ? ps_tls_take(c) : ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
     if (n == 0) {
         if (c->close_after_flush == 1 && !c->srv->stopping)

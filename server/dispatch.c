@@ -275,6 +275,21 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "no owner token could be made (randomness or memory)");
         return;
     }
+    if (s->cfg.data_dir[0]) {
+        /* Durable from the reply on: the journal exists and holds the
+         * creation (docs/durability.md). */
+        int jr = ps_journal_create(s, h->id, &h->journal);
+        if (jr == 0) jr = ps_journal_log_create(h, cw, added);
+        if (jr == 0) jr = ps_data_dir_save_state(s);
+        if (jr != 0) {
+            if (h->journal) ps_journal_remove(s, h->journal);
+            h->journal = NULL;
+            ps_host_destroy(h, "its journal could not be written");
+            free(scene_ids);
+            ps_reply_error(c, m->request_id, PS_ST_UNAVAILABLE, "the world's journal could not be written (data_dir)");
+            return;
+        }
+    }
     ps_audit(c, h->id, "create_world", PS_ST_OK, cw->preset[0] ? cw->preset : "empty");
     Physd__V1__WorldInfo wi;
     world_info(h, &wi);
@@ -399,6 +414,8 @@ static void w_destroy(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     ps_conn_principal(c, h->id, who, sizeof who);
     snprintf(msg, sizeof msg, "world %llu was destroyed by %s", (unsigned long long)h->id, who);
     ps_audit(c, h->id, "destroy_world", PS_ST_OK, NULL);
+    ps_journal_remove(c->srv, h->journal); /* gone for good, also after a restart */
+    h->journal = NULL;
     ps_notify_owners(c->srv, c, h->id, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, h->tick, msg);
     ps_host_destroy(h, msg);
 }
@@ -424,6 +441,7 @@ static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     if (ps_host_apply_edits(h, b->ops, b->n, ids, &st)) {
         ps_reply_status(c, m->request_id, &st, h->tick);
     } else {
+        ps_journal_log_edit(h, m->edit);
         Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
         er.n_new_ids = b->n;
         er.new_ids = ids;
@@ -452,6 +470,7 @@ static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) 
         char detail[128];
         snprintf(detail, sizeof detail, "iterations %d, h %.6g s, %.4g Hz", set.iterations, set.time_step, rate);
         ps_audit(c, h->id, "change_settings", PS_ST_OK, detail);
+        ps_journal_log_settings(h);
     }
     Physd__V1__Settings sm;
     ps_settings_storage ss;
@@ -468,6 +487,7 @@ static void w_pause(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     ps_host_end_step_request(h, "pause");
     ps_host_pause(h);
+    ps_journal_log_pause(h);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
 }
@@ -478,7 +498,9 @@ static void w_resume(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "a step request is in progress");
         return;
     }
+    const int was_paused = h->paused;
     ps_host_resume(h);
+    if (was_paused) ps_journal_log_pause(h);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
 }
@@ -508,12 +530,14 @@ static void w_step(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
 static void w_reset(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     ps_status st;
+    const uint64_t tick_before = h->tick, epoch_before = h->epoch;
     if (ps_host_reset(h, &st)) {
         ps_audit(c, h->id, "reset", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
     }
     ps_audit(c, h->id, "reset", PS_ST_OK, NULL);
+    ps_journal_log_reset(h, tick_before, epoch_before);
     {
         char who[64], msg[128];
         ps_conn_principal(c, h->id, who, sizeof who);
@@ -924,6 +948,7 @@ static void w_create_token(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     char detail[128];
     snprintf(detail, sizeof detail, "token %s, role %s, label \"%s\"", added->id, ps_role_name(role), added->label);
     ps_audit(c, h->id, "create_token", PS_ST_OK, detail);
+    ps_journal_log_token_add(h, added);
     Physd__V1__TokenInfo ti;
     token_info(added, &ti, secret);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
@@ -949,6 +974,7 @@ static void w_revoke_token(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     snprintf(detail, sizeof detail, "token %s (%s, \"%s\")", tid, ps_role_name(t->role), t->label);
     ps_conn_principal(c, h->id, who, sizeof who);
     ps_audit(c, h->id, "revoke_token", PS_ST_OK, detail);
+    ps_journal_log_token_revoke(h, tid);
     /* The reply first: a caller that revokes its own token still gets it. */
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     reply_ok(c, m->request_id, h->tick, &r);
@@ -1197,6 +1223,12 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         if (!host || host->destroying) {
             ps_fail(&st, PS_ST_NOT_FOUND, "no such world %llu", (unsigned long long)wid);
             ps_reply_status(c, m->request_id, &st, 0);
+            physd__v1__client_message__free_unpacked(m, NULL);
+            return 0;
+        }
+        if (h->need >= PS_ROLE_EDITOR && host->journal && host->journal->broken) {
+            ps_reply_error(c, m->request_id, PS_ST_UNAVAILABLE,
+                           "the world's journal cannot be written (see the server's log): it refuses changes");
             physd__v1__client_message__free_unpacked(m, NULL);
             return 0;
         }

@@ -67,12 +67,53 @@ static void usage(FILE *f) {
             "usage: physd [options]           run the server (default 127.0.0.1:%d, demo world on)\n"
             "options (also accepted as \"name = value\" lines in --config FILE):\n"
             "  --config FILE            read options from FILE first (flags override it)\n"
-            "  --demo / --no-demo       create the demo world (default: on)\n",
+            "  --demo / --no-demo       create the demo world (default: on)\n"
+            "  --insecure               listen beyond loopback without access control (docs/security.md)\n"
+            "usage: physd --replay DIR/worlds/N.journal   rebuild a world offline from its journal, check every\n"
+            "                           recorded state hash, print a JSON line (exit 0 all equal, 1 one differs,\n"
+            "                           2 unreadable); docs/durability.md\n",
             PS_DEFAULT_PORT);
     ps_config_print_help(f);
 }
 
+/* physd --replay FILE: the world of one journal rebuilt offline (no
+ * listener, no data directory), every state hash checked. */
+static int replay_journal(ps_config *cfg, const char *path) {
+    cfg->no_listen = 1;
+    cfg->demo = 0;
+    cfg->handle_signals = 0;
+    cfg->data_dir[0] = 0;
+    cfg->admin_token_file[0] = 0;
+    ps_server *s = NULL;
+    int r = ps_server_create(&s, cfg);
+    if (r < 0) {
+        fprintf(stderr, "physd --replay: %s\n", ps_server_strerror(r));
+        return 2;
+    }
+    ps_replay_result res;
+    r = ps_server_replay(s, path, &res);
+    if (r < 0) {
+        fprintf(stderr, "physd --replay: %s: %s\n", path,
+                r == UV_EINVAL ? "not a journal with a valid creation record" : uv_strerror(r));
+    } else {
+        printf("{\"world_id\":%llu,\"tick\":%llu,\"epoch\":%llu,\"paused\":%s,\"destroyed\":%s,\"records\":%llu,"
+               "\"hashes_checked\":%llu,\"mismatches\":%llu,\"first_mismatch_tick\":%llu,\"state_hash\":\"%016llx\","
+               "\"cut_at\":%llu}\n",
+               (unsigned long long)res.world_id, (unsigned long long)res.tick, (unsigned long long)res.epoch,
+               res.paused ? "true" : "false", res.destroyed ? "true" : "false", (unsigned long long)res.records,
+               (unsigned long long)res.hashes_checked, (unsigned long long)res.mismatches,
+               (unsigned long long)res.first_mismatch_tick, (unsigned long long)res.state_hash,
+               (unsigned long long)res.cut_at);
+        fflush(stdout);
+    }
+    ps_server_stop(s);
+    ps_server_run(s);
+    ps_server_destroy(s);
+    return r < 0 ? 2 : res.mismatches ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    const char *replay = NULL;
     ps_config cfg;
     ps_config_defaults(&cfg);
     /* PHYSD_SIMD (documented before the simd option existed) sets its
@@ -146,6 +187,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "physd: --%s needs a value\n", name);
             return 2;
         }
+        if (!strcmp(name, "replay")) {
+            replay = value;
+            continue;
+        }
         if (!strcmp(name, "watch")) {
             fprintf(stderr, "physd: --watch is gone: watch a world with physctl watch %s (docs/clients.md)\n", value);
             return 2;
@@ -160,6 +205,7 @@ int main(int argc, char **argv) {
         unknown_preset(cfg.demo_scene);
         return 2;
     }
+    if (replay) return replay_journal(&cfg, replay);
     ps_server *s = NULL;
     int r = ps_server_create(&s, &cfg);
     if (r < 0) {

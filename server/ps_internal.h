@@ -19,6 +19,7 @@
 #include "physd/v1/physd.pb-c.h"
 #include "pw_frame.h"
 #include "auth.h"
+#include "journal.h"
 #include "pw_status.h"
 #include "server.h"
 
@@ -316,6 +317,12 @@ struct ps_server {
     int auth;              /* tokens required (admin_token_file set) */
     ps_token_table tokens; /* the admin token and every world's */
     ps_authfail_table authfail;
+    /* durability (journal.h, docs/durability.md) */
+    int worlds_dir_fd, lock_fd;
+    ps_journal *jdirty; /* journals written since their last fsync */
+    uv_timer_t fsync_timer;
+    uint64_t fsyncs, fsync_max_ns;
+    uint64_t recovered_mismatches;
     struct ps_tls_ctx *tls; /* tls_cert and tls_key loaded (tls.h), else NULL */
 };
 
@@ -442,6 +449,7 @@ struct ps_host {
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
+    struct ps_journal *journal; /* --data-dir: this world's journal (journal.h) */
 };
 
 /* Ids on the wire: the core's 48-bit handle (slot, generation) with the
@@ -459,6 +467,10 @@ ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire);
 /* Creates the world from a decoded creation request; on failure fills st.
  * scene (may be NULL; ownership passes to the world on success) is applied
  * after the preset and again by every reset; scene_ids gets one id per op. */
+/* As ps_host_create with a given id (recovery; 0: the next free one). */
+int ps_host_create_id(struct ps_server *s, uint64_t id, const char *name, const char *preset,
+                      const ph_settings *settings, double tick_rate, int paused, struct ps_edit_batch *scene,
+                      uint64_t *scene_ids, ps_host **out, ps_status *st);
 int ps_host_create(struct ps_server *s, const char *name, const char *preset, const ph_settings *settings,
                    double tick_rate, int paused, struct ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out,
                    ps_status *st);

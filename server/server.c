@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "physd/ph_scenes.h"
 #include "ps_internal.h"
@@ -204,6 +205,8 @@ void ps_server_maybe_finish(ps_server *s) {
     close_if_open((uv_handle_t *)&s->drain_timer);
     uv_timer_stop(&s->house_timer);
     close_if_open((uv_handle_t *)&s->house_timer);
+    uv_timer_stop(&s->fsync_timer);
+    close_if_open((uv_handle_t *)&s->fsync_timer);
     close_if_open((uv_handle_t *)&s->prepare);
     close_if_open((uv_handle_t *)&s->stop_async);
     if (s->cfg.handle_signals) {
@@ -332,6 +335,34 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         free(s);
         return UV_EINVAL;
     }
+    /* Durability (journal.c): the fsync mode and the data directory. */
+    s->worlds_dir_fd = s->lock_fd = -1;
+    if (!strcmp(cfg->fsync, "always"))
+        s->cfg.fsync_mode = PS_FSYNC_ALWAYS;
+    else if (!strcmp(cfg->fsync, "everysec"))
+        s->cfg.fsync_mode = PS_FSYNC_EVERYSEC;
+    else if (!strcmp(cfg->fsync, "no"))
+        s->cfg.fsync_mode = PS_FSYNC_NO;
+    else {
+        fprintf(stderr, "physd: fsync must be always, everysec or no, not \"%s\"\n", cfg->fsync);
+        ps_tls_ctx_free(s->tls);
+        ps_tokens_free(&s->tokens);
+        free(s);
+        return UV_EINVAL;
+    }
+    if (cfg->data_dir[0]) {
+        char err[600];
+        int dr = ps_data_dir_open(s, err, sizeof err);
+        if (dr < 0) {
+            fprintf(stderr, "physd: %s\n", err);
+            if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
+            if (s->lock_fd >= 0) close(s->lock_fd);
+            ps_tls_ctx_free(s->tls);
+            ps_tokens_free(&s->tokens);
+            free(s);
+            return UV_EINVAL;
+        }
+    }
     fit_descriptor_limit(&s->cfg);
     /* A peer that closes while we write must give EPIPE, not kill the
      * process (process-wide, as every socket server does). */
@@ -369,6 +400,8 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     uv_timer_init(&s->loop, &s->shutdown_timer);
     uv_timer_init(&s->loop, &s->drain_timer);
     uv_timer_init(&s->loop, &s->house_timer);
+    uv_timer_init(&s->loop, &s->fsync_timer);
+    s->fsync_timer.data = s;
     s->house_timer.data = s;
     s->drain_timer.data = s;
     s->shutdown_timer.data = s;
@@ -379,12 +412,31 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         uv_signal_start(&s->sigint, on_signal, SIGINT);
         uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     }
+    r = 0;
+    if (cfg->data_dir[0]) {
+        /* Every world of the data directory, before clients can reach it. */
+        const uint64_t t0 = ps_now_ns();
+        int n = ps_recover_all(s);
+        if (n < 0) {
+            ps_log("cannot read the worlds of %s: %s", cfg->data_dir, strerror(-n));
+            r = UV_EINVAL;
+        } else {
+            ps_log("data directory %s: %d worlds recovered in %.1f ms; next world id %llu; fsync %s", cfg->data_dir, n,
+                   (double)(ps_now_ns() - t0) / 1e6, (unsigned long long)s->next_world_id + 1, cfg->fsync);
+            ps_journal_start_timer(s);
+        }
+    }
     struct sockaddr_storage addr;
-    r = uv_ip4_addr(cfg->listen, cfg->port, (struct sockaddr_in *)&addr);
-    if (r < 0) r = uv_ip6_addr(cfg->listen, cfg->port, (struct sockaddr_in6 *)&addr);
-    if (r == 0) r = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
-    if (r == 0) r = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
-    if (r == 0) {
+    if (r == 0 && cfg->no_listen) {
+        s->listener_open = 0;
+        uv_close((uv_handle_t *)&s->listener, NULL);
+    } else if (r == 0) {
+        r = uv_ip4_addr(cfg->listen, cfg->port, (struct sockaddr_in *)&addr);
+        if (r < 0) r = uv_ip6_addr(cfg->listen, cfg->port, (struct sockaddr_in6 *)&addr);
+        if (r == 0) r = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
+        if (r == 0) r = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
+    }
+    if (r == 0 && !cfg->no_listen) {
         struct sockaddr_storage bound;
         int len = sizeof bound;
         uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
@@ -415,12 +467,15 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         ps_tls_ctx_free(s->tls);
         free(s->hosts);
         ps_tokens_free(&s->tokens);
+        if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
+        if (s->lock_fd >= 0) close(s->lock_fd);
         free(s);
         return r;
     }
-    ps_log("listening on %s:%d%s (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)",
-           cfg->listen, s->port, s->tls ? " with TLS" : "", PS_VERSION, PS_PROTOCOL_VERSION,
-           (unsigned long long)cfg->max_frame, cfg->max_connections, cfg->max_worlds);
+    if (!cfg->no_listen)
+        ps_log("listening on %s:%d%s (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)",
+               cfg->listen, s->port, s->tls ? " with TLS" : "", PS_VERSION, PS_PROTOCOL_VERSION,
+               (unsigned long long)cfg->max_frame, cfg->max_connections, cfg->max_worlds);
     *out = s;
     return 0;
 }
@@ -444,6 +499,9 @@ int ps_server_run(ps_server *s) {
 
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
+    ps_journal_sync_dirty(s);
+    if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
+    if (s->lock_fd >= 0) close(s->lock_fd);
     ps_tokens_free(&s->tokens);
     ps_tls_ctx_free(s->tls);
     free(s->hosts);

@@ -74,6 +74,12 @@ typedef struct ps_config {
     double auth_backoff_max;    /* longest back-off, s, default 10 */
     double auth_fail_window;    /* s without a failure after which an address is forgotten, default 60 */
     int max_tokens_per_world;   /* default 1024 */
+    /* Durability (docs/durability.md) */
+    char data_dir[256];     /* set: worlds are journaled there and recovered at start */
+    char fsync[16];         /* "always", "everysec" (default) or "no" */
+    int fsync_mode;         /* PS_FSYNC_* of fsync (derived, not an option) */
+    int journal_hash_every; /* ticks between state-hash records, default 60 */
+    int no_listen;          /* offline (physd --replay): no listener, default 0 (not an option) */
     /* TLS on the protocol port (docs/security.md): both files set = TLS only. */
     char tls_cert[1024];          /* PEM certificate chain of the server, default "" (TLS off) */
     char tls_key[1024];           /* PEM private key of tls_cert, default "" */
@@ -85,6 +91,19 @@ void ps_config_defaults(ps_config *cfg);
 /* A readable description of an error ps_server_create returns (libuv's or
  * the server's own, such as protected mode); never NULL. */
 const char *ps_server_strerror(int err);
+
+/* The outcome of replaying one world's journal (journal.c). */
+typedef struct ps_replay_result {
+    unsigned long long world_id, tick, epoch, state_hash, records, hashes_checked, mismatches;
+    unsigned long long first_mismatch_tick; /* valid when mismatches > 0 */
+    unsigned long long cut_at;              /* offset of a torn or corrupt tail (0: none) */
+    int destroyed;                          /* the journal ends with the world's destruction */
+    int paused;
+} ps_replay_result;
+struct ps_server;
+/* Rebuilds the world of one journal file into s (offline: nothing is cut
+ * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code. */
+int ps_server_replay(struct ps_server *s, const char *path, ps_replay_result *out);
 /* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
  * UV_EINVAL and, when err is not NULL, a static description. Names may use
  * '-' or '_'. */

@@ -64,6 +64,12 @@ static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
 
 int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_settings *settings, double tick_rate,
                    int paused, ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out, ps_status *st) {
+    return ps_host_create_id(s, 0, name, preset, settings, tick_rate, paused, scene, scene_ids, out, st);
+}
+
+int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *preset, const ph_settings *settings,
+                      double tick_rate, int paused, ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out,
+                      ps_status *st) {
     if (s->nhosts >= s->cfg.max_worlds)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
     ph_world_def def = ph_default_world_def();
@@ -93,7 +99,12 @@ int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_
     }
     h->srv = s;
     h->world = w;
-    h->id = ++s->next_world_id;
+    if (id) {
+        h->id = id; /* recovered: its own id; never handed out again */
+        if (id > s->next_world_id) s->next_world_id = id;
+    } else {
+        h->id = ++s->next_world_id;
+    }
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
     snprintf(h->preset, sizeof h->preset, "%s", preset ? preset : "");
     ph_world_get_settings(w, &h->settings);
@@ -251,6 +262,7 @@ static void step_nonfinite(ps_host *h) {
     h->nonfinite_steps++;
     h->paused = 1;
     uv_timer_stop(&h->timer);
+    ps_journal_log_pause(h);
     const uint64_t body = ps_wire_body(h, f.body);
     char msg[256];
     snprintf(msg, sizeof msg,
@@ -305,9 +317,15 @@ static void after_work_cb(uv_work_t *req, int status) {
         ps_log("world %llu: step failed (%s); paused", (unsigned long long)h->id, ph_strerror(job->err));
         h->paused = 1;
         uv_timer_stop(&h->timer);
+        ps_journal_log_pause(h);
         notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONE, "step failed; world paused", 0, 0);
         if (h->steps_pending > 0) ps_host_end_step_request(h, "a failed step");
     } else {
+        /* The journal's progress marks: the state hash every
+         * journal_hash_every ticks and at the end of a step request. */
+        if (h->journal &&
+            (h->tick % (uint64_t)h->srv->cfg.journal_hash_every == 0 || (job->manual && h->steps_pending == 1)))
+            ps_journal_log_hash(h);
         if (job->budget_exhausted) step_over_budget(h, job);
         /* (The contact count alone: reading the statistics would measure
          * the step's final merits, which only stats subscribers need.) */
@@ -718,6 +736,12 @@ static void host_finalize(ps_host *h) {
     ps_edit_batch_free(h->scene);
     h->scene = NULL;
     ps_access_world_gone(h->srv, h->id);
+    if (h->journal) {
+        /* Shutdown: the journal stays, with the tick the world reached. */
+        ps_journal_log_hash(h);
+        ps_journal_detach(h->srv, h->journal);
+        h->journal = NULL;
+    }
     ps_server_remove_world(h->srv, h);
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);

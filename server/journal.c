@@ -1,0 +1,724 @@
+/*
+ * journal.c — the per-world journal and recovery (journal.h,
+ * docs/durability.md).
+ *
+ * Normal path: dispatch.c and world_host.c call ps_journal_append after a
+ * change applied (create, edit batch, settings, pause, resume, reset,
+ * tokens, destroy) and every journal_hash_every ticks with the state hash.
+ * A record is encoded once and written with one write(2); with fsync
+ * "always" the server syncs every dirty journal before any connection
+ * starts a write (group commit: the records of one loop turn share one
+ * fsync), with "everysec" a one-second timer syncs them, with "no" the OS
+ * does. At start ps_recover_all replays each journal: the world is
+ * created with its id, stepped to each record's tick and the record
+ * applied through the same functions that applied it live.
+ *
+ * Failure modes: a record cut short by a crash, or one whose CRC-32C does
+ * not match, ends the journal: the tail from there is cut (ftruncate) and
+ * logged; a journal without a valid creation record is set aside as
+ * <id>.journal.corrupt. A state hash that differs on replay is logged and
+ * counted (it means the core is not deterministic: a bug). A failed write
+ * or fsync marks the journal broken: the world refuses further changes
+ * (UNAVAILABLE) until physd restarts.
+ *
+ * Invariants: records are appended only for changes that applied; replay
+ * applies them in order at the same ticks; world ids come from
+ * server.state and are never reused.
+ */
+#include "journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ps_internal.h"
+
+#define JOURNAL_MAGIC "PHYSDJ01"
+#define HEADER_BYTES 16
+
+/* ------------------------------------------------------------- CRC-32C */
+
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+    crc_ready = 1;
+}
+
+uint32_t ps_crc32c(uint32_t crc, const void *data, size_t n) {
+    if (!crc_ready) crc_init();
+    const uint8_t *p = data;
+    crc = ~crc;
+    while (n--)
+        crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get_le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, uint8_t *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (int)(got == n ? 0 : 1); /* 1: end of file first */
+}
+
+/* ------------------------------------------------------ the data directory */
+
+static void world_path(const ps_server *s, uint64_t id, char *buf, size_t n) {
+    snprintf(buf, n, "%s/worlds/%llu.journal", s->cfg.data_dir, (unsigned long long)id);
+}
+
+int ps_data_dir_open(ps_server *s, char *err, size_t errlen) {
+    const char *dir = s->cfg.data_dir;
+    char path[512];
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create the data directory %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    snprintf(path, sizeof path, "%s/worlds", dir);
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    s->worlds_dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->worlds_dir_fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    /* One physd per data directory. */
+    snprintf(path, sizeof path, "%s/lock", dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "the data directory %s is in use by another physd (%s)", dir, strerror(errno));
+        return -EBUSY;
+    }
+    snprintf(path, sizeof path, "%s/server.state", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        unsigned long long next = 0;
+        if (fscanf(f, "next_world_id %llu", &next) == 1 && next > s->next_world_id) s->next_world_id = next;
+        fclose(f);
+    }
+    return 0;
+}
+
+static int fsync_dir(int fd) { return fd >= 0 && fsync(fd) != 0 ? -errno : 0; }
+
+int ps_data_dir_save_state(ps_server *s) {
+    if (!s->cfg.data_dir[0]) return 0;
+    char path[512], tmp[520];
+    snprintf(path, sizeof path, "%s/server.state", s->cfg.data_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    char text[64];
+    int n = snprintf(text, sizeof text, "next_world_id %llu\n", (unsigned long long)s->next_world_id);
+    int r = write_all(fd, (const uint8_t *)text, (size_t)n);
+    if (r == 0 && fsync(fd) != 0) r = -errno;
+    close(fd);
+    if (r == 0 && rename(tmp, path) != 0) r = -errno;
+    if (r == 0) {
+        int dfd = open(s->cfg.data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        r = fsync_dir(dfd);
+        if (dfd >= 0) close(dfd);
+    }
+    if (r) ps_log("cannot write %s: %s", path, strerror(-r));
+    return r;
+}
+
+/* ------------------------------------------------------------ journals */
+
+static ps_journal *journal_new(int fd, uint64_t id, uint64_t bytes) {
+    ps_journal *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->fd = fd;
+    j->world_id = id;
+    j->bytes = bytes;
+    return j;
+}
+
+int ps_journal_create(ps_server *s, uint64_t world_id, ps_journal **out) {
+    *out = NULL;
+    char path[512];
+    world_path(s, world_id, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    uint8_t hdr[HEADER_BYTES];
+    memcpy(hdr, JOURNAL_MAGIC, 8);
+    put_le64(hdr + 8, world_id);
+    int r = write_all(fd, hdr, sizeof hdr);
+    if (r == 0 && s->cfg.fsync_mode == PS_FSYNC_ALWAYS && (fsync(fd) != 0 || fsync_dir(s->worlds_dir_fd) != 0))
+        r = -errno;
+    if (r == 0 && !(*out = journal_new(fd, world_id, HEADER_BYTES))) r = -ENOMEM;
+    if (r) {
+        close(fd);
+        unlink(path);
+    }
+    return r;
+}
+
+static void dirty_unlink(ps_server *s, ps_journal *j) {
+    if (!j->on_dirty_list) return;
+    for (ps_journal **pp = &s->jdirty; *pp; pp = &(*pp)->dirty_next)
+        if (*pp == j) {
+            *pp = j->dirty_next;
+            break;
+        }
+    j->on_dirty_list = 0;
+}
+
+void ps_journal_close(ps_journal *j) {
+    if (!j) return;
+    if (j->fd >= 0) close(j->fd);
+    free(j);
+}
+
+static void journal_detach(ps_server *s, ps_journal *j) {
+    dirty_unlink(s, j);
+    if (j->dirty && j->fd >= 0) fdatasync(j->fd);
+    ps_journal_close(j);
+}
+
+void ps_journal_remove(ps_server *s, ps_journal *j) {
+    if (!j) return;
+    char path[512];
+    world_path(s, j->world_id, path, sizeof path);
+    dirty_unlink(s, j);
+    ps_journal_close(j);
+    if (unlink(path) != 0) ps_log("cannot remove %s: %s", path, strerror(errno));
+    fsync_dir(s->worlds_dir_fd);
+}
+
+int ps_journal_append_at(ps_host *h, Physd__Journal__V1__Record *r, uint64_t tick) {
+    ps_journal *j = h->journal;
+    if (!j) return 0;
+    if (j->broken) return -1;
+    ps_server *s = h->srv;
+    r->tick = tick;
+    r->epoch = h->epoch;
+    const size_t n = physd__journal__v1__record__get_packed_size(r);
+    uint8_t stack[4096];
+    uint8_t *buf = n + 8 <= sizeof stack ? stack : malloc(n + 8);
+    int rc = buf ? 0 : -ENOMEM;
+    if (buf) {
+        physd__journal__v1__record__pack(r, buf + 8);
+        put_le32(buf, (uint32_t)n);
+        put_le32(buf + 4, ps_crc32c(0, buf + 8, n));
+        rc = write_all(j->fd, buf, n + 8);
+        if (buf != stack) free(buf);
+    }
+    if (rc) {
+        j->broken = 1;
+        ps_log("world %llu: cannot append to its journal (%s): the world refuses changes from now on",
+               (unsigned long long)h->id, strerror(-rc));
+        return -1;
+    }
+    j->bytes += n + 8;
+    j->records++;
+    j->dirty = 1;
+    if (!j->on_dirty_list) {
+        j->on_dirty_list = 1;
+        j->dirty_next = s->jdirty;
+        s->jdirty = j;
+    }
+    return 0;
+}
+
+int ps_journal_append(ps_host *h, Physd__Journal__V1__Record *r) { return ps_journal_append_at(h, r, h->tick); }
+
+void ps_journal_sync_dirty(ps_server *s) {
+    while (s->jdirty) {
+        ps_journal *j = s->jdirty;
+        s->jdirty = j->dirty_next;
+        j->on_dirty_list = 0;
+        j->dirty_next = NULL;
+        if (!j->dirty) continue;
+        j->dirty = 0;
+        const uint64_t t0 = ps_now_ns();
+        if (fdatasync(j->fd) != 0) {
+            j->broken = 1;
+            ps_log("world %llu: fsync of its journal failed (%s): the world refuses changes from now on",
+                   (unsigned long long)j->world_id, strerror(errno));
+        }
+        const uint64_t dt = ps_now_ns() - t0;
+        s->fsyncs++;
+        if (dt > s->fsync_max_ns) s->fsync_max_ns = dt;
+    }
+}
+
+static void on_fsync_timer(uv_timer_t *t) { ps_journal_sync_dirty(t->data); }
+
+void ps_journal_start_timer(ps_server *s) {
+    if (s->cfg.fsync_mode != PS_FSYNC_EVERYSEC || !s->cfg.data_dir[0]) return;
+    uv_timer_start(&s->fsync_timer, on_fsync_timer, 1000, 1000);
+}
+
+/* ---------------------------------------------------------------- replay */
+
+/* Steps the world until its tick is tick; a failed step stops (the world
+ * was put back by the core, as it was live). */
+static int replay_step_to(ps_host *h, uint64_t tick) {
+    while (h->tick < tick) {
+        int err = ph_world_step(h->world);
+        h->tick = ph_world_get_step_count(h->world);
+        if (err != PH_OK) return err;
+    }
+    return 0;
+}
+
+static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_host **out, ps_status *st) {
+    ph_settings set = ps_default_world_settings(&s->cfg);
+    double rate = s->cfg.default_tick_rate;
+    if (ps_codec_settings(cr->settings, &set, &rate, &s->cfg, st)) return st->code;
+    rate = cr->tick_rate;
+    ps_edit_batch *scene = NULL;
+    uint64_t *ids = NULL;
+    if (cr->n_scene > 0) {
+        if (ps_codec_edit_ops(cr->scene, cr->n_scene, s->cfg.max_edits_per_batch, &scene, st)) return st->code;
+        ids = calloc(scene->n, sizeof *ids);
+        if (!ids) {
+            ps_edit_batch_free(scene);
+            return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        }
+    }
+    int rc = ps_host_create_id(s, cr->world_id, cr->name, cr->preset, &set, rate, 1, scene, ids, out, st);
+    free(ids);
+    if (rc) {
+        ps_edit_batch_free(scene);
+        return rc;
+    }
+    if (cr->owner) {
+        ps_token t;
+        memset(&t, 0, sizeof t);
+        snprintf(t.id, sizeof t.id, "%s", cr->owner->id);
+        t.world_id = cr->world_id;
+        t.role = (int)cr->owner->role;
+        snprintf(t.label, sizeof t.label, "%s", cr->owner->label);
+        if (cr->owner->hash.len == 32) memcpy(t.hash, cr->owner->hash.data, 32);
+        t.created_unix = cr->owner->created_unix;
+        if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
+    }
+    (*out)->paused = cr->paused;
+    return 0;
+}
+
+static void replay_token(ps_server *s, const Physd__Journal__V1__Token *tk) {
+    ps_token t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "%s", tk->id);
+    t.world_id = tk->world_id;
+    t.role = (int)tk->role;
+    snprintf(t.label, sizeof t.label, "%s", tk->label);
+    if (tk->hash.len == 32) memcpy(t.hash, tk->hash.data, 32);
+    t.created_unix = tk->created_unix;
+    if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
+}
+
+/* Applies one record after the first; returns 0, or 1 when the world was
+ * destroyed, or a negative code when the record does not fit the world. */
+static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Record *r, ps_replay_result *res) {
+    ps_status st;
+    const uint64_t target = r->tick;
+    if (r->epoch != h->epoch) {
+        ps_log("world %llu: journal record at tick %llu has id epoch %llu, the replay is at %llu",
+               (unsigned long long)h->id, (unsigned long long)r->tick, (unsigned long long)r->epoch,
+               (unsigned long long)h->epoch);
+        return -1;
+    }
+    int err = replay_step_to(h, target);
+    if (err != PH_OK && r->change_case != PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE) {
+        ps_log("world %llu: a replayed step failed before tick %llu (%s)", (unsigned long long)h->id,
+               (unsigned long long)target, ph_strerror(err));
+        return -1;
+    }
+    switch (r->change_case) {
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_EDIT: {
+        ps_edit_batch *b = NULL;
+        if (ps_codec_edit_batch(r->edit, s->cfg.max_edits_per_batch, &b, &st)) return -1;
+        uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
+        int rc = ids ? ps_host_apply_edits(h, b->ops, b->n, ids, &st) : -1;
+        free(ids);
+        ps_edit_batch_free(b);
+        if (rc) {
+            ps_log("world %llu: a journaled edit at tick %llu does not apply: %s", (unsigned long long)h->id,
+                   (unsigned long long)target, st.msg);
+            return -1;
+        }
+        break;
+    }
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_SETTINGS: {
+        ph_settings set = h->settings;
+        double rate = h->tick_rate;
+        if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &s->cfg, &st)) return -1;
+        if (ps_host_set_settings(h, &set, r->settings->tick_rate, &st)) return -1;
+        break;
+    }
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE:
+        h->paused = r->pause && r->pause->paused;
+        break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_RESET:
+        if (ps_host_reset(h, &st)) return -1;
+        break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_DESTROY:
+        return 1;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
+        if (r->token_add) replay_token(s, r->token_add);
+        break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE:
+        ps_tokens_remove(&s->tokens, r->token_revoke);
+        break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_HASH: {
+        const uint64_t got = ph_world_state_hash(h->world);
+        res->hashes_checked++;
+        if (r->hash && got != r->hash->hash) {
+            if (res->mismatches++ == 0) res->first_mismatch_tick = h->tick;
+            ps_log("world %llu: state hash differs at tick %llu: journal %016llx, replay %016llx",
+                   (unsigned long long)h->id, (unsigned long long)h->tick, (unsigned long long)r->hash->hash,
+                   (unsigned long long)got);
+        }
+        break;
+    }
+    default:
+        return -1;
+    }
+    return 0;
+}
+
+int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host) {
+    memset(out, 0, sizeof *out);
+    if (host) *host = NULL;
+    int fd = open(path, (cut ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    uint8_t hdr[HEADER_BYTES];
+    if (read_all(fd, hdr, sizeof hdr) != 0 || memcmp(hdr, JOURNAL_MAGIC, 8) != 0) {
+        close(fd);
+        return -EINVAL;
+    }
+    out->world_id = get_le64(hdr + 8);
+    /* A record is at most a frame's request plus its envelope. */
+    const uint64_t max_record = 2 * s->cfg.max_frame + (1u << 20);
+    uint64_t off = HEADER_BYTES;
+    ps_host *h = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (;;) {
+        uint8_t fr[8];
+        int e = read_all(fd, fr, sizeof fr);
+        if (e != 0) {
+            if (e == 1 && lseek(fd, 0, SEEK_CUR) != (off_t)off) out->cut_at = off; /* a partial header */
+            break;
+        }
+        const uint32_t len = get_le32(fr), crc = get_le32(fr + 4);
+        if (len == 0 || len > max_record) {
+            out->cut_at = off;
+            break;
+        }
+        if (len > cap) {
+            uint8_t *nb = realloc(buf, len);
+            if (!nb) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = len;
+        }
+        if (read_all(fd, buf, len) != 0 || ps_crc32c(0, buf, len) != crc) {
+            out->cut_at = off;
+            break;
+        }
+        Physd__Journal__V1__Record *r = physd__journal__v1__record__unpack(NULL, len, buf);
+        if (!r) {
+            out->cut_at = off;
+            break;
+        }
+        int applied;
+        if (!h) {
+            ps_status st;
+            if (r->change_case != PHYSD__JOURNAL__V1__RECORD__CHANGE_CREATE || !r->create ||
+                r->create->world_id != out->world_id || replay_create(s, r->create, &h, &st) != 0) {
+                physd__journal__v1__record__free_unpacked(r, NULL);
+                rc = -EINVAL;
+                break;
+            }
+            applied = 0;
+        } else {
+            applied = replay_record(s, h, r, out);
+        }
+        physd__journal__v1__record__free_unpacked(r, NULL);
+        if (applied < 0) {
+            /* A record that does not fit: the journal ends before it. */
+            out->cut_at = off;
+            break;
+        }
+        out->records++;
+        off += 8 + len;
+        if (applied == 1) {
+            out->destroyed = 1;
+            break;
+        }
+    }
+    free(buf);
+    if (out->cut_at && cut && !out->destroyed) {
+        if (ftruncate(fd, (off_t)out->cut_at) != 0 || fsync(fd) != 0)
+            ps_log("cannot cut %s at %llu: %s", path, (unsigned long long)out->cut_at, strerror(errno));
+    }
+    close(fd);
+    if (rc == 0 && !h) rc = -EINVAL;
+    if (h) {
+        out->tick = h->tick;
+        out->epoch = h->epoch;
+        out->paused = h->paused;
+        out->state_hash = ph_world_state_hash(h->world);
+        if (out->destroyed) {
+            ps_host_destroy(h, "its journal ends with its destruction");
+            h = NULL;
+        }
+    }
+    if (host) *host = h;
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ps_recover_all(ps_server *s) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/worlds", s->cfg.data_dir);
+    DIR *d = opendir(dir);
+    if (!d) return -errno;
+    uint64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end = NULL;
+        unsigned long long id = strtoull(e->d_name, &end, 10);
+        if (!end || strcmp(end, ".journal") != 0 || id == 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *ni = realloc(ids, cap * sizeof *ids);
+            if (!ni) break;
+            ids = ni;
+        }
+        ids[n++] = id;
+    }
+    closedir(d);
+    if (n) qsort(ids, n, sizeof *ids, cmp_u64);
+    int recovered = 0;
+    for (size_t k = 0; k < n; k++) {
+        char path[512];
+        world_path(s, ids[k], path, sizeof path);
+        if (ids[k] > s->next_world_id) s->next_world_id = ids[k];
+        const uint64_t t0 = ps_now_ns();
+        ps_replay_result res;
+        ps_host *h = NULL;
+        int rc = ps_replay_file(s, path, 1, &res, &h);
+        const double ms = (double)(ps_now_ns() - t0) / 1e6;
+        if (rc < 0 || (!h && !res.destroyed)) {
+            char aside[530];
+            snprintf(aside, sizeof aside, "%s.corrupt", path);
+            rename(path, aside);
+            ps_log("world %llu: its journal cannot be replayed (%s); set aside as %s", (unsigned long long)ids[k],
+                   rc == -EINVAL ? "no valid creation record" : strerror(-rc), aside);
+            continue;
+        }
+        if (res.destroyed) {
+            unlink(path);
+            continue;
+        }
+        struct stat stt;
+        int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &stt) != 0 || !(h->journal = journal_new(fd, h->id, (uint64_t)stt.st_size))) {
+            ps_log("world %llu: cannot reopen its journal: %s", (unsigned long long)h->id, strerror(errno));
+            if (fd >= 0) close(fd);
+        } else {
+            h->journal->records = res.records;
+        }
+        ps_log("world %llu recovered from its journal: %llu records in %.1f ms, tick %llu, %s, %llu state hashes "
+               "checked%s, state hash %016llx%s",
+               (unsigned long long)h->id, (unsigned long long)res.records, ms, (unsigned long long)res.tick,
+               res.paused ? "paused" : "running", (unsigned long long)res.hashes_checked,
+               res.mismatches ? " (SOME DIFFER)" : " (all equal)", (unsigned long long)res.state_hash,
+               res.cut_at ? "; a torn or corrupt tail was cut" : "");
+        if (res.cut_at)
+            ps_log("world %llu: journal %s cut at byte %llu (a record cut short or failing its CRC-32C)",
+                   (unsigned long long)h->id, path, (unsigned long long)res.cut_at);
+        s->recovered_mismatches += res.mismatches;
+        if (!h->paused) {
+            h->base_ns = ps_now_ns();
+            h->ticks_since_base = 0;
+        }
+        ps_host_kick(h);
+        recovered++;
+    }
+    free(ids);
+    if (n) ps_data_dir_save_state(s);
+    return recovered;
+}
+
+void ps_journal_detach(ps_server *s, ps_journal *j) {
+    if (j) journal_detach(s, j);
+}
+
+/* ------------------------------------------------------- record builders */
+
+static void token_out(const ps_token *t, Physd__Journal__V1__Token *m) {
+    physd__journal__v1__token__init(m);
+    m->id = (char *)t->id;
+    m->world_id = t->world_id;
+    m->role = (uint32_t)t->role;
+    m->label = (char *)t->label;
+    m->hash.data = (uint8_t *)t->hash;
+    m->hash.len = 32;
+    m->created_unix = t->created_unix;
+}
+
+int ps_journal_log_create(ps_host *h, const Physd__V1__CreateWorld *cw, const ps_token *owner) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__Create c = PHYSD__JOURNAL__V1__CREATE__INIT;
+    Physd__Journal__V1__Token ot;
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    c.world_id = h->id;
+    c.name = h->name;
+    c.preset = h->preset;
+    c.settings = &sm;
+    c.tick_rate = h->tick_rate;
+    c.paused = h->paused != 0;
+    if (cw) {
+        c.n_scene = cw->n_scene;
+        c.scene = cw->scene;
+    }
+    if (owner) {
+        token_out(owner, &ot);
+        c.owner = &ot;
+    }
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_CREATE;
+    r.create = &c;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_edit(ps_host *h, Physd__V1__EditBatch *b) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_EDIT;
+    r.edit = b;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_settings(ps_host *h) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__SettingsChange sc = PHYSD__JOURNAL__V1__SETTINGS_CHANGE__INIT;
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    sc.settings = &sm;
+    sc.tick_rate = h->tick_rate;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_SETTINGS;
+    r.settings = &sc;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_pause(ps_host *h) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__Pause p = PHYSD__JOURNAL__V1__PAUSE__INIT;
+    p.paused = h->paused != 0;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE;
+    r.pause = &p;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_reset(ps_host *h, uint64_t tick_before, uint64_t epoch_before) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__Reset x = PHYSD__JOURNAL__V1__RESET__INIT;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_RESET;
+    r.reset = &x;
+    const uint64_t e = h->epoch;
+    h->epoch = epoch_before; /* the record names the epoch it applied in */
+    int rc = ps_journal_append_at(h, &r, tick_before);
+    h->epoch = e;
+    return rc;
+}
+
+int ps_journal_log_token_add(ps_host *h, const ps_token *t) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__Token m;
+    token_out(t, &m);
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD;
+    r.token_add = &m;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_token_revoke(ps_host *h, const char *id) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE;
+    r.token_revoke = (char *)id;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_log_hash(ps_host *h) {
+    if (!h->journal) return 0;
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__StateHash x = PHYSD__JOURNAL__V1__STATE_HASH__INIT;
+    x.hash = ph_world_state_hash(h->world);
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_HASH;
+    r.hash = &x;
+    return ps_journal_append(h, &r);
+}
+
+int ps_server_replay(ps_server *s, const char *path, ps_replay_result *out) {
+    ps_host *h = NULL;
+    int rc = ps_replay_file(s, path, 0, out, &h);
+    return rc == -EINVAL ? UV_EINVAL : rc < 0 ? uv_translate_sys_error(-rc) : 0;
+}
