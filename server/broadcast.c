@@ -135,7 +135,8 @@ static int encode_frame(const ps_host *h, uint64_t tick, uint64_t sub_id, const 
     return rc;
 }
 
-static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settings *set, int per_iter) {
+static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settings *set, int per_iter,
+                            uint64_t state_hash) {
     Physd__V1__Stats s = PHYSD__V1__STATS__INIT;
     s.world_id = h->id;
     s.tick = st->step;
@@ -165,6 +166,7 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     s.max_penetration = st->max_penetration;
     s.budget_exhausted = st->budget_exhausted != 0;
     s.row_updates = st->row_updates;
+    s.state_hash = state_hash;
     double stage[PH_STAGE_COUNT];
     memcpy(stage, st->stage_ms, sizeof stage);
     s.n_stage_ms = PH_STAGE_COUNT;
@@ -278,8 +280,8 @@ void ps_broadcast_encode(ps_host *h, ps_job *job) {
         ph_settings set;
         if (st && ph_world_get_stats(h->world, st) == PH_OK && ph_world_get_settings(h->world, &set) == PH_OK) {
             st->step = job->tick;
-            if (job->want_stats) job->stats = encode_stats(h, st, &set, 0);
-            if (job->want_stats_iters) job->stats_iters = encode_stats(h, st, &set, 1);
+            if (job->want_stats) job->stats = encode_stats(h, st, &set, 0, job->state_hash);
+            if (job->want_stats_iters) job->stats_iters = encode_stats(h, st, &set, 1, job->state_hash);
         }
         free(st);
     }

@@ -910,6 +910,11 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     wc.nonfinite_steps = h->nonfinite_steps;
     wc.resets = h->epoch;
     wc.behind_s = ps_host_behind_s(h);
+    wc.state_hash = ph_world_state_hash(h->world);
+    if (h->journal) {
+        wc.journal_bytes = h->journal->bytes;
+        wc.journal_records = h->journal->records;
+    }
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
     r.counters = &wc;

@@ -392,6 +392,7 @@ typedef struct ps_job {
     int contacts;
     uint64_t row_updates;
     int budget_exhausted;
+    uint64_t state_hash; /* after the step, when a stats subscriber wants it */
 } ps_job;
 
 struct ps_host {

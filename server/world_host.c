@@ -145,6 +145,7 @@ static void work_cb(uv_work_t *req) {
     h->job.tick = ph_world_get_step_count(h->world);
     if (h->job.err == PH_OK) {
         ph_world_get_work(h->world, &h->job.row_updates, &h->job.budget_exhausted);
+        if (h->job.want_stats || h->job.want_stats_iters) h->job.state_hash = ph_world_state_hash(h->world);
         ps_broadcast_encode(h, &h->job);
     }
 }

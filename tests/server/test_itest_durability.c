@@ -1,0 +1,419 @@
+/*
+ * test_itest_durability.c — worlds that survive (docs/durability.md): the
+ * physd binary with --data-dir, killed with SIGKILL under load and
+ * restarted; every acknowledged edit is back (fsync always), at most the
+ * last second of them is missing (fsync everysec), the recovered state
+ * equals an offline replay of the journal (physd --replay), a torn and a
+ * bit-flipped journal tail are cut to the last valid record, and world ids
+ * are never handed out twice.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itest.h"
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+
+static char dir[64];
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char log[128];
+} server;
+
+/* Starts physd on the data directory; waits for "listening on". */
+static void start(server *sv, const char *fsync_mode, int run) {
+    snprintf(sv->log, sizeof sv->log, "%s/physd-%d.log", dir, run);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(sv->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 2);
+        char data[128];
+        snprintf(data, sizeof data, "%s/data", dir);
+        execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
+              fsync_mode, "--journal-hash-every", "10", (char *)NULL);
+        _exit(127);
+    }
+    sv->pid = pid;
+    sv->port = 0;
+    double end = itest_now() + 30;
+    while (!sv->port && itest_now() < end) {
+        itest_sleep(0.02);
+        FILE *f = fopen(sv->log, "r");
+        if (!f) continue;
+        char text[65536];
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = 0;
+        const char *l = strstr(text, "listening on 127.0.0.1:");
+        if (l) sv->port = atoi(l + strlen("listening on 127.0.0.1:"));
+    }
+    assert_true(sv->port > 0);
+}
+
+static void kill9(server *sv) {
+    kill(sv->pid, SIGKILL);
+    int status;
+    waitpid(sv->pid, &status, 0);
+    assert_true(WIFSIGNALED(status));
+}
+
+static void stop(server *sv) {
+    kill(sv->pid, SIGTERM);
+    int status;
+    waitpid(sv->pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static int log_has(const server *sv, const char *needle) {
+    FILE *f = fopen(sv->log, "r");
+    if (!f) return 0;
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    return strstr(text, needle) != NULL;
+}
+
+static uint64_t create_world(itest_client *c, const char *preset, int paused) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.preset = (char *)preset;
+    cw.start_paused = paused;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    uint64_t id = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return id;
+}
+
+static void fill_add(Physd__V1__EditOp *op, Physd__V1__AddBody *ab, Physd__V1__BodyDef *bd, Physd__V1__Pose *pose,
+                     Physd__V1__Vec3 *pos, Physd__V1__ShapeDef *sd, Physd__V1__ShapeDef **sds, double x, double y) {
+    physd__v1__edit_op__init(op);
+    physd__v1__add_body__init(ab);
+    physd__v1__body_def__init(bd);
+    physd__v1__pose__init(pose);
+    physd__v1__vec3__init(pos);
+    physd__v1__shape_def__init(sd);
+    sd->type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+    sds[0] = sd;
+    pos->x = x, pos->y = y, pos->z = 4;
+    pose->position = pos;
+    bd->pose = pose;
+    bd->n_shapes = 1;
+    bd->shapes = sds;
+    ab->body = bd;
+    op->op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+    op->add_body = ab;
+}
+
+/* Adds one sphere; returns its id (0 when the reply was not OK). */
+static uint64_t add_sphere(itest_client *c, uint64_t w, double x, double y, int wait) {
+    Physd__V1__EditOp op, *ops[1] = {&op};
+    Physd__V1__AddBody ab;
+    Physd__V1__BodyDef bd;
+    Physd__V1__Pose pose;
+    Physd__V1__Vec3 pos;
+    Physd__V1__ShapeDef sd, *sds[1];
+    fill_add(&op, &ab, &bd, &pose, &pos, &sd, sds, x, y);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    if (!wait) {
+        itest_client_send(c, &m);
+        return 0;
+    }
+    smsg *r = itest_call(c, &m);
+    uint64_t id = r->reply->status == ST(OK) ? r->reply->edit->new_ids[0] : 0;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return id;
+}
+
+static void step(itest_client *c, uint64_t w, uint32_t n) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+    s.world_id = w;
+    s.steps = n;
+    m.request_case = REQ(STEP);
+    m.step = &s;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &m), ST(OK)), NULL);
+}
+
+/* The bodies of ids[0..n) that the world does not have. */
+static size_t missing(itest_client *c, uint64_t w, const uint64_t *ids, size_t n, int *missing_mask) {
+    size_t miss = 0;
+    for (size_t k = 0; k < n; k++) {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
+        q.world_id = w;
+        q.n_body_ids = 1;
+        q.body_ids = (uint64_t *)&ids[k];
+        m.request_case = REQ(QUERY_BODIES);
+        m.query_bodies = &q;
+        smsg *r = itest_call(c, &m);
+        int gone = r->reply->status != ST(OK);
+        physd__v1__server_message__free_unpacked(r, NULL);
+        if (missing_mask) missing_mask[k] = gone;
+        miss += (size_t)gone;
+    }
+    return miss;
+}
+
+static void counters(itest_client *c, uint64_t w, uint64_t *tick, uint64_t *hash) {
+    smsg *r = itest_counters(c, w);
+    assert_int_equal(r->reply->status, ST(OK));
+    *tick = r->reply->counters->tick;
+    *hash = r->reply->counters->state_hash;
+    physd__v1__server_message__free_unpacked(r, NULL);
+}
+
+/* physd --replay on a world's journal: its tick and state hash. */
+static void offline_replay(uint64_t w, uint64_t *tick, uint64_t *hash, uint64_t *mismatches) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --replay %s/data/worlds/%llu.journal 2>/dev/null", PHYSD_BIN, dir,
+             (unsigned long long)w);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[1024] = "";
+    if (!fgets(line, sizeof line, p)) line[0] = 0;
+    int rc = pclose(p);
+    assert_true(WIFEXITED(rc));
+    const char *t = strstr(line, "\"tick\":"), *h = strstr(line, "\"state_hash\":\""),
+               *mm = strstr(line, "\"mismatches\":");
+    if (!t || !h || !mm) fail_msg("physd --replay printed: %s", line);
+    *tick = strtoull(t + 7, NULL, 10);
+    *hash = strtoull(h + 14, NULL, 16);
+    *mismatches = strtoull(mm + 13, NULL, 10);
+}
+
+#define MAXACK 4096
+
+typedef struct acked {
+    uint64_t world;
+    uint64_t id;
+    double t;
+} acked;
+
+/* Edits on three worlds (two paused and stepped, one running) for
+ * seconds, then SIGKILL with more edits in flight; returns the acked edits. */
+static size_t load_then_kill(server *sv, uint64_t *worlds, acked *acks, double seconds, double *kill_t) {
+    itest_client c;
+    itest_connect(&c, sv->port, "durability");
+    worlds[0] = create_world(&c, "box_on_plane", 1);
+    worlds[1] = create_world(&c, "stack20", 1);
+    worlds[2] = create_world(&c, "box_drop", 0);
+    size_t n = 0;
+    double t0 = itest_now();
+    int it = 0;
+    while (itest_now() - t0 < seconds && n + 3 < MAXACK) {
+        for (int k = 0; k < 3; k++) {
+            uint64_t id = add_sphere(&c, worlds[k], (it % 20) - 10.0, k * 3.0 + (it / 20) % 5, 1);
+            assert_true(id != 0);
+            acks[n].world = worlds[k];
+            acks[n].id = id;
+            acks[n].t = itest_now();
+            n++;
+        }
+        if (it % 3 == 0) step(&c, worlds[it % 2], 2);
+        it++;
+    }
+    /* More edits in flight, then SIGKILL. */
+    for (int k = 0; k < 20; k++)
+        add_sphere(&c, worlds[k % 3], 11, 11, 0);
+    *kill_t = itest_now();
+    kill9(sv);
+    itest_client_close(&c);
+    return n;
+}
+
+static void test_kill9_fsync_always(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 1);
+    uint64_t worlds[3];
+    static acked acks[MAXACK];
+    double kill_t;
+    size_t n = load_then_kill(&sv, worlds, acks, 1.5, &kill_t);
+    printf("fsync always: %zu acknowledged edits on 3 worlds, then SIGKILL\n", n);
+    assert_true(n > 30);
+
+    start(&sv, "always", 2);
+    assert_true(log_has(&sv, "3 worlds recovered"));
+    itest_client c;
+    itest_connect(&c, sv.port, "after");
+    for (int k = 0; k < 3; k++) {
+        uint64_t ids[MAXACK];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (acks[i].world == worlds[k]) ids[m++] = acks[i].id;
+        size_t miss = missing(&c, worlds[k], ids, m, NULL);
+        printf("  world %llu: %zu acknowledged bodies, %zu missing after the restart\n", (unsigned long long)worlds[k],
+               m, miss);
+        assert_int_equal(miss, 0);
+    }
+    /* Paused worlds do not move: the server's recovered state is the
+     * offline replay of the journal, bit for bit. */
+    for (int k = 0; k < 2; k++) {
+        uint64_t tick, hash, rtick, rhash, mism;
+        counters(&c, worlds[k], &tick, &hash);
+        offline_replay(worlds[k], &rtick, &rhash, &mism);
+        printf("  world %llu: recovered tick %llu hash %016llx; offline replay tick %llu hash %016llx, %llu hash "
+               "mismatches\n",
+               (unsigned long long)worlds[k], (unsigned long long)tick, (unsigned long long)hash,
+               (unsigned long long)rtick, (unsigned long long)rhash, (unsigned long long)mism);
+        assert_int_equal(tick, rtick);
+        assert_int_equal(hash, rhash);
+        assert_int_equal(mism, 0);
+    }
+    /* World ids are never handed out again. */
+    uint64_t w4 = create_world(&c, "box_drop", 1);
+    assert_true(w4 > worlds[2]);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
+static void test_kill9_fsync_everysec(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "everysec", 3);
+    uint64_t worlds[3];
+    static acked acks[MAXACK];
+    double kill_t;
+    size_t n = load_then_kill(&sv, worlds, acks, 3.0, &kill_t);
+    start(&sv, "everysec", 4);
+    itest_client c;
+    itest_connect(&c, sv.port, "after");
+    double oldest_missing = 0;
+    size_t total_missing = 0;
+    for (int k = 0; k < 3; k++) {
+        static uint64_t ids[MAXACK];
+        static double ts[MAXACK];
+        static int mask[MAXACK];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (acks[i].world == worlds[k]) ids[m] = acks[i].id, ts[m++] = acks[i].t;
+        total_missing += missing(&c, worlds[k], ids, m, mask);
+        for (size_t i = 0; i < m; i++)
+            if (mask[i] && kill_t - ts[i] > oldest_missing) oldest_missing = kill_t - ts[i];
+    }
+    printf("fsync everysec: %zu acknowledged edits, %zu missing after SIGKILL; the oldest missing was acknowledged "
+           "%.3f s before the kill\n",
+           n, total_missing, oldest_missing);
+    assert_true(oldest_missing <= 1.25); /* one second, plus the timer's slack on a loaded machine */
+    itest_client_close(&c);
+    stop(&sv);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* A torn record (a crash in the middle of a write) and a flipped bit in
+ * the last record: each is cut, the world recovers to the record before. */
+static void test_torn_and_corrupt_tail(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 5);
+    itest_client c;
+    itest_connect(&c, sv.port, "tail");
+    uint64_t w = create_world(&c, "box_on_plane", 1);
+    for (int i = 0; i < 5; i++)
+        assert_true(add_sphere(&c, w, i, 0, 1) != 0);
+    step(&c, w, 3);
+    uint64_t tick0, hash0;
+    counters(&c, w, &tick0, &hash0);
+    itest_client_close(&c);
+    stop(&sv);
+    char path[256];
+    snprintf(path, sizeof path, "%s/data/worlds/%llu.journal", dir, (unsigned long long)w);
+    const long good = file_size(path);
+    assert_true(good > 0);
+
+    /* Torn: half a record's header and body appended. */
+    FILE *f = fopen(path, "ab");
+    const uint8_t torn[] = {200, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9};
+    fwrite(torn, 1, sizeof torn, f);
+    fclose(f);
+    start(&sv, "always", 6);
+    assert_true(log_has(&sv, "a torn or corrupt tail was cut"));
+    assert_int_equal(file_size(path), good);
+    itest_connect(&c, sv.port, "tail");
+    uint64_t tick, hash;
+    counters(&c, w, &tick, &hash);
+    assert_int_equal(tick, tick0);
+    assert_int_equal(hash, hash0);
+    /* One more edit, then a flipped bit inside that last record. */
+    const long before_edit = file_size(path);
+    assert_true(add_sphere(&c, w, 9, 9, 1) != 0);
+    itest_client_close(&c);
+    stop(&sv);
+    const long after = file_size(path);
+    assert_true(after > before_edit);
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    const off_t where = (off_t)before_edit + 12; /* inside the edit record's body */
+    assert_int_equal(pread(fd, &b, 1, where), 1);
+    b ^= 0x10;
+    assert_int_equal(pwrite(fd, &b, 1, where), 1);
+    close(fd);
+    start(&sv, "always", 7);
+    assert_true(log_has(&sv, "a torn or corrupt tail was cut"));
+    itest_connect(&c, sv.port, "tail");
+    counters(&c, w, &tick, &hash);
+    printf("torn tail cut at %ld bytes; a flipped bit at byte %ld cut the journal back to %ld bytes (was %ld); "
+           "state hash %016llx as before the cut edit\n",
+           good, (long)where, file_size(path), after, (unsigned long long)hash);
+    assert_true(file_size(path) <= before_edit);
+    assert_int_equal(hash, hash0);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/physd-durability-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+/* Each test on a data directory of its own. */
+static int fresh(void **state) {
+    (void)state;
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/data", dir);
+    return system(cmd);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_kill9_fsync_always, fresh),
+        cmocka_unit_test_setup(test_kill9_fsync_everysec, fresh),
+        cmocka_unit_test_setup(test_torn_and_corrupt_tail, fresh),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
