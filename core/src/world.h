@@ -179,6 +179,9 @@ int ph__world_register(ph__world *w, ph_world_id *out);
 /* Frees a record and everything it owns (not its registry slot). */
 void ph__world_free(ph__world *w);
 
+/* XXH64 of len bytes (seed 0): the snapshots' checksum (snapshot.c). */
+uint64_t ph__xxh64(const void *data, size_t len);
+
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);
 
