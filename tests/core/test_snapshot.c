@@ -9,7 +9,8 @@
  * created and destroyed, poses, velocities, impulses, forces, kinematic
  * targets, masses, settings) and are stepped side by side: every tick
  * their state hashes are equal, the ids the edits create are equal, and
- * the snapshot of the restored world is byte for byte the original's.
+ * the snapshot of the restored world is byte for byte the original's (and
+ * right after the restore, its contact query answers as the original's).
  *
  * Robustness: every byte of a small snapshot flipped is refused (the
  * checksum), and flipped again with the checksum recomputed (so the
@@ -88,6 +89,35 @@ static void assert_same_snapshot(ph_world_id a, ph_world_id b) {
     }
     ph_snapshot_free(da);
     ph_snapshot_free(db);
+}
+
+/* The contact query answers the same in both worlds (all but the world
+ * slot of the ids), bit for bit. */
+static void assert_same_contacts(ph_world_id a, ph_world_id b) {
+    const int n = ph_world_get_contacts(a, NULL, 0);
+    assert_true(n >= 0);
+    assert_int_equal(ph_world_get_contacts(b, NULL, 0), n);
+    if (n == 0) return;
+    ph_contact_info *ca = calloc((size_t)n, sizeof *ca), *cb = calloc((size_t)n, sizeof *cb);
+    assert_non_null(ca);
+    assert_non_null(cb);
+    assert_int_equal(ph_world_get_contacts(a, ca, n), n);
+    assert_int_equal(ph_world_get_contacts(b, cb, n), n);
+    for (int i = 0; i < n; i++) {
+        ca[i].body_a.world0 = ca[i].body_b.world0 = ca[i].shape_a.world0 = ca[i].shape_b.world0 = 0;
+        cb[i].body_a.world0 = cb[i].body_b.world0 = cb[i].shape_a.world0 = cb[i].shape_b.world0 = 0;
+        assert_memory_equal(&ca[i].point, &cb[i].point, sizeof ca[i].point);
+        assert_memory_equal(&ca[i].normal, &cb[i].normal, sizeof ca[i].normal);
+        assert_memory_equal(&ca[i].depth, &cb[i].depth, sizeof ca[i].depth);
+        assert_memory_equal(&ca[i].normal_impulse, &cb[i].normal_impulse, sizeof ca[i].normal_impulse);
+        assert_memory_equal(ca[i].tangent_impulse, cb[i].tangent_impulse, sizeof ca[i].tangent_impulse);
+        assert_int_equal(ca[i].feature, cb[i].feature);
+        assert_int_equal(ph_body_id_to_u64(ca[i].body_a), ph_body_id_to_u64(cb[i].body_a));
+        assert_int_equal(ph_body_id_to_u64(ca[i].body_b), ph_body_id_to_u64(cb[i].body_b));
+        assert_int_equal(ph_shape_id_to_u64(ca[i].shape_a), ph_shape_id_to_u64(cb[i].shape_a));
+    }
+    free(ca);
+    free(cb);
 }
 
 /* ------------------------------------------------------------ the edits */
@@ -331,6 +361,7 @@ static void round_trip(const char *scene, const variant *v, int warm, int ticks,
     assert_int_equal(ph_world_state_hash(a), ph_world_state_hash(b));
     assert_int_equal(ph_world_get_step_count(a), ph_world_get_step_count(b));
     assert_same_snapshot(a, b);
+    assert_same_contacts(a, b);
     for (int t = 0; t < ticks; t++) {
         if (edit_every > 0 && rnd() % (uint64_t)edit_every == 0) {
             edit(a, b);
