@@ -88,21 +88,20 @@ ph__world *ph__world_get(ph_world_id id) {
     return w;
 }
 
-ph_world_id ph_world_create(const ph_world_def *def, int *err) {
-    ph_world_id id = {0, 0};
+ph__world *ph__world_new(const ph_world_def *def, int *err) {
     ph_world_def d = def ? *def : ph_default_world_def();
     int e = ph_settings_validate(&d.settings, NULL);
     if (e == PH_OK &&
         (d.max_bodies < 1 || d.max_bodies > PH_MAX_BODIES || d.max_joints < 0 || d.max_joints > PH_MAX_BODIES))
         e = PH_ERR_INVALID_ARGUMENT;
     if (e != PH_OK) {
-        if (err) *err = e;
-        return id;
+        *err = e;
+        return NULL;
     }
     ph__world *w = ph__calloc(1, sizeof *w);
     if (!w) {
-        if (err) *err = PH_ERR_NO_MEMORY;
-        return id;
+        *err = PH_ERR_NO_MEMORY;
+        return NULL;
     }
     w->settings = d.settings;
     w->simd_level = ph__simd_level(d.settings.simd);
@@ -114,7 +113,11 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
     ph__pool_init(&w->joint_pool);
     atomic_init(&w->cancel, 0);
     w->alive = 1;
+    *err = PH_OK;
+    return w;
+}
 
+int ph__world_register(ph__world *w, ph_world_id *out) {
     pthread_mutex_lock(&g_worlds_lock);
     int slot = -1;
     for (int i = 0; i < PH_MAX_WORLDS; i++) {
@@ -129,14 +132,18 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
         ph__worlds[slot] = w;
     }
     pthread_mutex_unlock(&g_worlds_lock);
-    if (slot < 0) {
-        ph__free(w);
-        if (err) *err = PH_ERR_LIMIT;
-        return id;
-    }
-    id.index1 = (uint16_t)(slot + 1);
-    id.gen = w->gen;
-    if (err) *err = PH_OK;
+    if (slot < 0) return PH_ERR_LIMIT;
+    out->index1 = (uint16_t)(slot + 1);
+    out->gen = w->gen;
+    return PH_OK;
+}
+
+ph_world_id ph_world_create(const ph_world_def *def, int *err) {
+    ph_world_id id = {0, 0};
+    int e;
+    ph__world *w = ph__world_new(def, &e);
+    if (w && (e = ph__world_register(w, &id)) != PH_OK) ph__world_free(w);
+    if (err) *err = e;
     return id;
 }
 
@@ -180,6 +187,16 @@ static const size_t world_arrays[] = {
     offsetof(ph__world, saved_jl),
 };
 
+void ph__world_free(ph__world *w) {
+    ph__free(w->bodies);
+    ph__free(w->shapes);
+    ph__free(w->joints);
+    ph__arena_destroy(&w->arena);
+    for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
+        ph__array_free(*(void **)((char *)w + world_arrays[k]));
+    ph__free(w);
+}
+
 int ph_world_destroy(ph_world_id id) {
     pthread_mutex_lock(&g_worlds_lock);
     ph__world *w = ph__world_get(id);
@@ -188,13 +205,7 @@ int ph_world_destroy(ph_world_id id) {
     if (w) ph__worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == 0xffff ? &g_retired_world : NULL;
     pthread_mutex_unlock(&g_worlds_lock);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    ph__free(w->bodies);
-    ph__free(w->shapes);
-    ph__free(w->joints);
-    ph__arena_destroy(&w->arena);
-    for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
-        ph__array_free(*(void **)((char *)w + world_arrays[k]));
-    ph__free(w);
+    ph__world_free(w);
     return PH_OK;
 }
 

@@ -168,6 +168,20 @@ static inline double ph__warm_factor(const ph__world *w) {
     return w->settings.warm_start ? w->settings.warm_start_factor : 0.0;
 }
 
+/* A world record made from def (NULL: the defaults), not yet in the
+ * registry: NULL and *err (PH_ERR_INVALID_ARGUMENT, PH_ERR_NO_MEMORY), or
+ * the record and *err = PH_OK. ph_world_create is ph__world_new then
+ * ph__world_register; ph_world_restore fills the record in between. */
+ph__world *ph__world_new(const ph_world_def *def, int *err);
+/* Puts a record made by ph__world_new into the registry: PH_OK and *out,
+ * or PH_ERR_LIMIT (the record is then still the caller's). */
+int ph__world_register(ph__world *w, ph_world_id *out);
+/* Frees a record and everything it owns (not its registry slot). */
+void ph__world_free(ph__world *w);
+
+/* XXH64 of len bytes (seed 0): the snapshots' checksum (snapshot.c). */
+uint64_t ph__xxh64(const void *data, size_t len);
+
 /* Validating lookups: NULL when the handle is stale or forged. */
 ph__world *ph__world_get(ph_world_id id);
 

@@ -50,7 +50,18 @@ extern "C" {
     XX(NONFINITE, -6, "the step left the finite envelope (world restored)")                                            \
     /* ph_world_step: cancelled by ph_world_cancel_step; the world was restored to its state                           \
      * before the step */                                                                                              \
-    XX(CANCELLED, -7, "the step was cancelled (world restored)")
+    XX(CANCELLED, -7, "the step was cancelled (world restored)")                                                       \
+    /* ph_world_restore (ph_snapshot.h): the data does not start with a snapshot's magic */                            \
+    XX(NOT_SNAPSHOT, -8, "not a physd snapshot (bad magic)")                                                           \
+    /* ph_world_restore: a format version, byte order or double format this core does not read */                      \
+    XX(SNAPSHOT_VERSION, -9, "unsupported snapshot version or format")                                                 \
+    /* ph_world_restore: fewer bytes than the snapshot's header or its total length says */                            \
+    XX(SNAPSHOT_TRUNCATED, -10, "snapshot is truncated")                                                               \
+    /* ph_world_restore: the checksum over the snapshot does not match (a changed byte) */                             \
+    XX(SNAPSHOT_CORRUPT, -11, "snapshot is corrupt (checksum mismatch)")                                               \
+    /* ph_world_restore: the checksum matches but a field is out of range or inconsistent (a                           \
+     * count, an index, a generation, a free list, a non-finite number, a section's length) */                         \
+    XX(SNAPSHOT_INVALID, -12, "snapshot is invalid (a field out of range or inconsistent)")
 
 typedef enum ph_error {
     PH_OK = 0,
