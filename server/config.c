@@ -109,6 +109,11 @@ static const entry table[] = {
      "when journals reach the disk: always (before the reply), everysec (at most 1 s of changes lost), no (the OS)"},
     {"journal_hash_every", T_INT, F(journal_hash_every), 0, 1, 1000000, "60",
      "ticks between the state-hash records of a journal (and how far back a recovered running world may be)"},
+    {"max_snapshot_bytes", T_U64, F(max_snapshot_bytes), 0, 65536, 1e12, "268435456",
+     "largest snapshot taken (take_snapshot) or uploaded (restore_world), bytes"},
+    {"journal_max_bytes", T_U64, F(journal_max_bytes), 0, 4096, 1e15, "67108864",
+     "a world's journal past this size is rotated: a new journal starting with the world's image, the old one "
+     "kept as .prev"},
     {"tls_cert", T_STR, F(tls_cert), sizeof(((ps_config *)0)->tls_cert), 0, 0, "",
      "PEM certificate (chain) file: with tls_key, the protocol port speaks TLS only (default: plain TCP)"},
     {"tls_key", T_STR, F(tls_key), sizeof(((ps_config *)0)->tls_key), 0, 0, "", "PEM private key file of tls_cert"},

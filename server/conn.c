@@ -131,6 +131,8 @@ void ps_conn_ref(ps_conn *c) { c->refs++; }
 void ps_conn_unref(ps_conn *c) {
     if (--c->refs == 0) {
         ps_conn_free_principals(c);
+        ps_bulk_free(c);
+        ps_upload_end(c);
         free(c);
     }
 }
@@ -255,6 +257,7 @@ void ps_conn_flush(ps_conn *c) {
     if (c->closing || c->writing) return;
     /* fsync always: what a reply acknowledges is on disk before any byte
      * of it leaves (group commit: one fsync per dirty journal). */
+    if (c->bulk) ps_bulk_pump(c);
     if (c->srv->jdirty && c->srv->cfg.fsync_mode == PS_FSYNC_ALWAYS) ps_journal_sync_dirty(c->srv);
     size_t n = c->tls ? ps_tls_take(c) : ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
     if (n == 0) {

@@ -213,6 +213,59 @@ static int check_scene(const ps_edit_batch *b, ps_status *st) {
     return 0;
 }
 
+/* A world just made by a client (create_world, restore_world): its owner
+ * token (the secret goes to this reply only; the creator holds it as a
+ * principal from now on), its journal (durable from the reply on: the
+ * creation or the image is its first record), the audit line and the
+ * WorldInfo reply. On failure the world is destroyed and the error
+ * answered. */
+static void new_world_reply(ps_conn *c, ps_msg *m, ps_host *h, const Physd__V1__CreateWorld *cw, const uint8_t *image,
+                            size_t image_len, const char *action, const char *detail, size_t n_scene_ids,
+                            uint64_t *scene_ids) {
+    ps_server *s = c->srv;
+    ps_token tok;
+    char secret[PS_TOKEN_LEN + 1];
+    ps_token *added = NULL;
+    if (ps_token_make(h->id, PS_ROLE_OWNER, "owner", &tok, secret) || !(added = ps_tokens_add(&s->tokens, &tok)) ||
+        ps_conn_add_principal(c, added)) {
+        if (added) ps_tokens_remove(&s->tokens, tok.id);
+        ps_host_destroy(h, "no owner token could be made");
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "no owner token could be made (randomness or memory)");
+        return;
+    }
+    if (s->cfg.data_dir[0]) {
+        int jr = ps_journal_create(s, h->id, &h->journal);
+        if (jr == 0) jr = image ? ps_journal_log_image(h, image, image_len) : ps_journal_log_create(h, cw, added);
+        if (jr == 0 && image) jr = ps_journal_log_token_add(h, added);
+        if (jr == 0) jr = ps_data_dir_save_state(s);
+        if (jr != 0) {
+            if (h->journal) ps_journal_remove(s, h->journal);
+            h->journal = NULL;
+            ps_host_destroy(h, "its journal could not be written");
+            ps_reply_error(c, m->request_id, PS_ST_UNAVAILABLE, "the world's journal could not be written (data_dir)");
+            return;
+        }
+    }
+    ps_audit(c, h->id, action, PS_ST_OK, detail);
+    Physd__V1__WorldInfo wi;
+    world_info(h, &wi);
+    wi.role = (Physd__V1__Role)ps_conn_role(c, h->id);
+    Physd__V1__TokenInfo oti;
+    token_info(added, &oti, secret);
+    wi.owner_token = &oti;
+    wi.n_scene_ids = n_scene_ids;
+    wi.scene_ids = scene_ids;
+    Physd__V1__Settings sm;
+    ps_settings_storage ss;
+    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
+    wi.settings = &sm;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
+    r.world = &wi;
+    reply_ok(c, m->request_id, h->tick, &r);
+    OPENSSL_cleanse(secret, sizeof secret);
+}
+
 static void h_create_world(ps_conn *c, ps_msg *m) {
     const Physd__V1__CreateWorld *cw = m->create_world;
     ps_server *s = c->srv;
@@ -262,54 +315,9 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
-    /* The owner's token: its secret goes to this reply only; the creator
-     * holds it as a principal from now on. */
-    ps_token tok;
-    char secret[PS_TOKEN_LEN + 1];
-    ps_token *added = NULL;
-    if (ps_token_make(h->id, PS_ROLE_OWNER, "owner", &tok, secret) || !(added = ps_tokens_add(&s->tokens, &tok)) ||
-        ps_conn_add_principal(c, added)) {
-        if (added) ps_tokens_remove(&s->tokens, tok.id);
-        ps_host_destroy(h, "no owner token could be made");
-        free(scene_ids);
-        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "no owner token could be made (randomness or memory)");
-        return;
-    }
-    if (s->cfg.data_dir[0]) {
-        /* Durable from the reply on: the journal exists and holds the
-         * creation (docs/durability.md). */
-        int jr = ps_journal_create(s, h->id, &h->journal);
-        if (jr == 0) jr = ps_journal_log_create(h, cw, added);
-        if (jr == 0) jr = ps_data_dir_save_state(s);
-        if (jr != 0) {
-            if (h->journal) ps_journal_remove(s, h->journal);
-            h->journal = NULL;
-            ps_host_destroy(h, "its journal could not be written");
-            free(scene_ids);
-            ps_reply_error(c, m->request_id, PS_ST_UNAVAILABLE, "the world's journal could not be written (data_dir)");
-            return;
-        }
-    }
-    ps_audit(c, h->id, "create_world", PS_ST_OK, cw->preset[0] ? cw->preset : "empty");
-    Physd__V1__WorldInfo wi;
-    world_info(h, &wi);
-    wi.role = (Physd__V1__Role)ps_conn_role(c, h->id);
-    Physd__V1__TokenInfo oti;
-    token_info(added, &oti, secret);
-    wi.owner_token = &oti;
-    if (scene) {
-        wi.n_scene_ids = scene->n;
-        wi.scene_ids = scene_ids;
-    }
-    Physd__V1__Settings sm;
-    ps_settings_storage ss;
-    ps_codec_settings_out(&h->settings, h->tick_rate, &sm, &ss);
-    wi.settings = &sm;
-    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_WORLD;
-    r.world = &wi;
-    reply_ok(c, m->request_id, h->tick, &r);
-    OPENSSL_cleanse(secret, sizeof secret);
+    if (cw->n_scene > 0) ps_host_keep_scene_msg(h, cw->scene, cw->n_scene);
+    new_world_reply(c, m, h, cw, NULL, 0, "create_world", cw->preset[0] ? cw->preset : "empty", scene ? scene->n : 0,
+                    scene_ids);
     free(scene_ids);
 }
 
@@ -1025,10 +1033,82 @@ static void w_list_tokens(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     free(l.ptrs);
 }
 
+/* ------------------------------------------------------------ snapshots */
+
+static void w_take_snapshot(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    if (c->bulk) {
+        ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED,
+                       "a snapshot is still being sent on this connection: read it first");
+        return;
+    }
+    uint8_t *img = NULL;
+    size_t len = 0;
+    const uint64_t t0 = ps_now_ns();
+    int err = ps_image_build(h, 0, &img, &len);
+    if (err != PH_OK) {
+        ps_reply_error(c, m->request_id, ps_status_from_core(err), ph_strerror(err));
+        return;
+    }
+    if (len > c->srv->cfg.max_snapshot_bytes) {
+        free(img);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the snapshot would be %zu bytes, over max_snapshot_bytes (%llu)", len,
+                 (unsigned long long)c->srv->cfg.max_snapshot_bytes);
+        ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
+        return;
+    }
+    ps_log("world %llu: snapshot of %zu bytes at tick %llu in %.2f ms for conn %llu", (unsigned long long)h->id, len,
+           (unsigned long long)h->tick, (double)(ps_now_ns() - t0) / 1e6, (unsigned long long)c->id);
+    if (ps_bulk_start(c, m->request_id, h->id, h->tick, ph_world_state_hash(h->world), img, len) != 0) {
+        free(img);
+        ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+    }
+}
+
+static void h_restore_world(ps_conn *c, ps_msg *m) {
+    const Physd__V1__RestoreWorld *rw = m->restore_world;
+    ps_server *s = c->srv;
+    ps_status st;
+    if (strlen(rw->name) > 64) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "name is longer than 64 bytes");
+        return;
+    }
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    int done = 0;
+    if (ps_upload_add(c, rw->upload_id, rw->part, rw->parts, rw->data.data, rw->data.len, &data, &len, &done, &st)) {
+        ps_reply_status(c, m->request_id, &st, 0);
+        return;
+    }
+    if (!done) {
+        ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+        reply_ok(c, m->request_id, 0, &r);
+        return;
+    }
+    if (rw->name[0] && ps_server_find_world_by_name(s, rw->name)) {
+        ps_upload_end(c);
+        char msg[160];
+        snprintf(msg, sizeof msg, "a world named \"%s\" exists", rw->name);
+        ps_reply_error(c, m->request_id, PS_ST_EXISTS, msg);
+        return;
+    }
+    ps_host *h = NULL;
+    if (ps_image_restore(s, data, len, 0, rw->name, rw->start_paused ? 1 : -1, 0, &h, &st)) {
+        ps_upload_end(c);
+        ps_reply_status(c, m->request_id, &st, 0);
+        return;
+    }
+    char detail[96];
+    snprintf(detail, sizeof detail, "from a snapshot of %zu bytes at tick %llu", len, (unsigned long long)h->tick);
+    new_world_reply(c, m, h, NULL, data, len, "restore_world", detail, 0, NULL);
+    ps_upload_end(c);
+}
+
 /* ---------------------------------------------------------------- table */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-#define TABLE_SIZE (REQ(LIST_TOKENS) + 1)
+#define TABLE_SIZE (REQ(RESTORE_WORLD) + 1)
 
 /* What each request needs (docs/security.md): PS_NEED_NONE before hello
  * and without credentials, PS_NEED_AUTH any valid principal, else the
@@ -1061,6 +1141,8 @@ static const ps_handler table[TABLE_SIZE] = {
     [REQ(CREATE_TOKEN)] = {"create_token", H_WORLD, O, NULL, w_create_token, NULL},
     [REQ(REVOKE_TOKEN)] = {"revoke_token", H_WORLD, O, NULL, w_revoke_token, NULL},
     [REQ(LIST_TOKENS)] = {"list_tokens", H_WORLD, O, NULL, w_list_tokens, NULL},
+    [REQ(TAKE_SNAPSHOT)] = {"take_snapshot", H_WORLD, V, NULL, w_take_snapshot, NULL},
+    [REQ(RESTORE_WORLD)] = {"restore_world", 0, PS_ROLE_ADMIN, NULL, NULL, h_restore_world},
 };
 #undef V
 #undef E
@@ -1108,6 +1190,8 @@ static uint64_t world_id_of(const ps_msg *m) {
         return m->revoke_token->world_id;
     case REQ(LIST_TOKENS):
         return m->list_tokens->world_id;
+    case REQ(TAKE_SNAPSHOT):
+        return m->take_snapshot->world_id;
     default:
         return 0;
     }

@@ -336,6 +336,7 @@ static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_
         ps_edit_batch_free(scene);
         return rc;
     }
+    if (cr->n_scene > 0) ps_host_keep_scene_msg(*out, cr->scene, cr->n_scene);
     if (cr->owner) {
         ps_token t;
         memset(&t, 0, sizeof t);
@@ -433,7 +434,16 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     return 0;
 }
 
+static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base);
+
 int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host) {
+    return replay_file(s, path, cut, out, host, NULL);
+}
+
+/* base: a host already rebuilt from the previous journal (.prev): the
+ * first record of this one (its image, which did not restore) is skipped
+ * and the rest applied on top of base. */
+static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base) {
     memset(out, 0, sizeof *out);
     if (host) *host = NULL;
     int fd = open(path, (cut ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -447,7 +457,17 @@ int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *ou
     /* A record is at most a frame's request plus its envelope. */
     const uint64_t max_record = 2 * s->cfg.max_frame + (1u << 20);
     uint64_t off = HEADER_BYTES;
-    ps_host *h = NULL;
+    ps_host *h = base;
+    if (base) {
+        /* Skip the first record by its length, whatever its contents. */
+        uint8_t fr[8];
+        if (read_all(fd, fr, sizeof fr) != 0 || get_le32(fr) == 0 || lseek(fd, (off_t)get_le32(fr), SEEK_CUR) < 0) {
+            close(fd);
+            if (host) *host = base;
+            return 0;
+        }
+        off += 8 + get_le32(fr);
+    }
     uint8_t *buf = NULL;
     size_t cap = 0;
     int rc = 0;
@@ -484,8 +504,16 @@ int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *ou
         int applied;
         if (!h) {
             ps_status st;
-            if (r->change_case != PHYSD__JOURNAL__V1__RECORD__CHANGE_CREATE || !r->create ||
-                r->create->world_id != out->world_id || replay_create(s, r->create, &h, &st) != 0) {
+            int ok = 0;
+            if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_CREATE && r->create &&
+                r->create->world_id == out->world_id)
+                ok = replay_create(s, r->create, &h, &st) == 0;
+            else if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)
+                ok = ps_image_restore(s, r->image.data, r->image.len, out->world_id, NULL, -1, 1, &h, &st) == 0;
+            if (!ok) {
+                if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)
+                    ps_log("world %llu: the image that starts %s does not restore: %s",
+                           (unsigned long long)out->world_id, path, st.msg);
                 physd__journal__v1__record__free_unpacked(r, NULL);
                 rc = -EINVAL;
                 break;
@@ -544,7 +572,22 @@ int ps_recover_all(ps_server *s) {
     while ((e = readdir(d)) != NULL) {
         char *end = NULL;
         unsigned long long id = strtoull(e->d_name, &end, 10);
-        if (!end || strcmp(end, ".journal") != 0 || id == 0) continue;
+        if (!end || id == 0) continue;
+        if (strcmp(end, ".journal.tmp") == 0) {
+            /* A rotation cut short: finished if the old journal was already
+             * renamed (the .tmp was complete and synced by then), else dropped. */
+            char jp[512], tp[530];
+            world_path(s, id, jp, sizeof jp);
+            snprintf(tp, sizeof tp, "%s.tmp", jp);
+            if (access(jp, F_OK) == 0) {
+                unlink(tp);
+                continue;
+            }
+            if (rename(tp, jp) != 0) continue;
+            ps_log("world %llu: finished a journal rotation that a crash interrupted", id);
+        } else if (strcmp(end, ".journal") != 0) {
+            continue;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             uint64_t *ni = realloc(ids, cap * sizeof *ids);
@@ -564,6 +607,22 @@ int ps_recover_all(ps_server *s) {
         ps_replay_result res;
         ps_host *h = NULL;
         int rc = ps_replay_file(s, path, 1, &res, &h);
+        if (rc == -EINVAL && !h) {
+            /* The journal's first record (a rotation's image) does not
+             * restore: the previous journal, then this one's records on top. */
+            char prev[530];
+            snprintf(prev, sizeof prev, "%s.prev", path);
+            ps_replay_result pres;
+            ps_host *ph = NULL;
+            if (access(prev, F_OK) == 0 && ps_replay_file(s, prev, 0, &pres, &ph) == 0 && ph) {
+                rc = replay_file(s, path, 1, &res, &h, ph);
+                res.records += pres.records;
+                res.hashes_checked += pres.hashes_checked;
+                res.mismatches += pres.mismatches;
+                ps_log("world %llu: rebuilt from %s and the records after the image in %s", (unsigned long long)ids[k],
+                       prev, path);
+            }
+        }
         const double ms = (double)(ps_now_ns() - t0) / 1e6;
         if (rc < 0 || (!h && !res.destroyed)) {
             char aside[530];
@@ -721,4 +780,69 @@ int ps_server_replay(ps_server *s, const char *path, ps_replay_result *out) {
     ps_host *h = NULL;
     int rc = ps_replay_file(s, path, 0, out, &h);
     return rc == -EINVAL ? UV_EINVAL : rc < 0 ? uv_translate_sys_error(-rc) : 0;
+}
+
+int ps_journal_log_image(ps_host *h, const uint8_t *image, size_t len) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE;
+    r.image.data = (uint8_t *)image;
+    r.image.len = len;
+    return ps_journal_append(h, &r);
+}
+
+int ps_journal_rotate(ps_host *h) {
+    ps_server *s = h->srv;
+    ps_journal *j = h->journal;
+    if (!j || j->broken) return 0;
+    const uint64_t t0 = ps_now_ns();
+    uint8_t *img = NULL;
+    size_t len = 0;
+    if (ps_image_build(h, 1, &img, &len) != PH_OK) return -1;
+    char path[512], tmp[530], prev[530];
+    world_path(s, h->id, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -errno : 0;
+    ps_journal nj = {.fd = fd, .world_id = h->id};
+    if (rc == 0) {
+        uint8_t hdr[HEADER_BYTES];
+        memcpy(hdr, JOURNAL_MAGIC, 8);
+        put_le64(hdr + 8, h->id);
+        rc = write_all(fd, hdr, sizeof hdr);
+        nj.bytes = HEADER_BYTES;
+    }
+    if (rc == 0) {
+        /* The image as the new journal's first record. */
+        ps_journal *old = h->journal;
+        h->journal = &nj;
+        rc = ps_journal_log_image(h, img, len);
+        h->journal = old;
+        dirty_unlink(s, &nj);
+    }
+    free(img);
+    /* The old journal is complete on disk before it becomes .prev, the new
+     * one before it takes the name. */
+    if (rc == 0 && (fdatasync(fd) != 0 || fdatasync(j->fd) != 0)) rc = -errno;
+    if (rc == 0 && rename(path, prev) != 0) rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+    if (rc == 0) fsync_dir(s->worlds_dir_fd);
+    if (rc != 0) {
+        ps_log("world %llu: journal rotation failed (%s); it goes on in the old journal", (unsigned long long)h->id,
+               strerror(-rc));
+        if (fd >= 0) close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    const uint64_t old_bytes = j->bytes;
+    dirty_unlink(s, j);
+    close(j->fd);
+    j->fd = fd;
+    j->bytes = nj.bytes;
+    j->dirty = 0;
+    j->rotations++;
+    ps_log("world %llu: journal rotated at tick %llu (%llu bytes; the new one starts with a %zu-byte image) in %.1f ms",
+           (unsigned long long)h->id, (unsigned long long)h->tick, (unsigned long long)old_bytes, len,
+           (double)(ps_now_ns() - t0) / 1e6);
+    return 0;
 }

@@ -32,10 +32,11 @@ enum { PS_FSYNC_NO = 0, PS_FSYNC_EVERYSEC = 1, PS_FSYNC_ALWAYS = 2 };
 typedef struct ps_journal {
     int fd;
     uint64_t world_id;
-    uint64_t bytes;   /* file size */
-    uint64_t records; /* appended since open (or replayed) */
-    int dirty;        /* written since the last fsync */
-    int broken;       /* a write or fsync failed: the world refuses changes */
+    uint64_t bytes;     /* file size */
+    uint64_t records;   /* appended since open (or replayed) */
+    int dirty;          /* written since the last fsync */
+    int broken;         /* a write or fsync failed: the world refuses changes */
+    uint64_t rotations; /* since the start */
     struct ps_journal *dirty_next;
     int on_dirty_list;
 } ps_journal;
@@ -75,6 +76,11 @@ int ps_journal_log_reset(struct ps_host *h, uint64_t tick_before, uint64_t epoch
 int ps_journal_log_token_add(struct ps_host *h, const struct ps_token *t);
 int ps_journal_log_token_revoke(struct ps_host *h, const char *id);
 int ps_journal_log_hash(struct ps_host *h);
+/* The world's image (image.c's bytes) as a record: a restored world's first. */
+int ps_journal_log_image(struct ps_host *h, const uint8_t *image, size_t len);
+/* A new journal that starts with the world's image; the old one is kept as
+ * <id>.journal.prev (the fallback if the image does not restore). */
+int ps_journal_rotate(struct ps_host *h);
 
 /* fsync every dirty journal (fsync always: before a connection writes). */
 void ps_journal_sync_dirty(struct ps_server *s);

@@ -215,7 +215,9 @@ typedef struct ps_conn {
     ps_principal *princ;
     int nprinc, princ_cap;
     int hello_failures;
-    double rate_tokens; /* request-rate token bucket */
+    struct ps_bulk *bulk;     /* a snapshot being sent (image.c) */
+    struct ps_upload *upload; /* a snapshot being received in parts (image.c) */
+    double rate_tokens;       /* request-rate token bucket */
     uint64_t rate_last_ns;
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
@@ -451,7 +453,34 @@ struct ps_host {
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
     struct ps_journal *journal; /* --data-dir: this world's journal (journal.h) */
+    uint8_t *scene_pb;          /* the scene's ops as received (a packed EditBatch), for images */
+    size_t scene_pb_len;
 };
+
+/* ------------------------------------------------------------ images */
+
+/* The image of an idle world (image.c): the core's snapshot and the host's
+ * state, checksummed; with_tokens adds the world's token hashes (journal
+ * segments only). 0 or a PH_ERR_* code; *out is malloc'd. */
+int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len);
+/* A new host from an image (id 0: a new world id; name NULL/"": the
+ * image's; paused -1: the image's). Fails with st filled. */
+int ps_image_restore(struct ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
+                     int with_tokens, ps_host **out, ps_status *st);
+/* Snapshots over the wire (image.c): a transfer of data (taken over) in
+ * SnapshotPart pushes as the connection drains, then the reply; uploads
+ * of RestoreWorld in parts (charged to max_input_memory). */
+typedef struct ps_bulk ps_bulk;
+typedef struct ps_upload ps_upload;
+int ps_bulk_start(ps_conn *c, uint64_t request_id, uint64_t world_id, uint64_t tick, uint64_t state_hash, uint8_t *data,
+                  size_t len);
+void ps_bulk_pump(ps_conn *c);
+void ps_bulk_free(ps_conn *c);
+int ps_upload_add(ps_conn *c, uint64_t id, uint32_t part, uint32_t parts, const uint8_t *data, size_t len,
+                  const uint8_t **out, size_t *out_len, int *done, ps_status *st);
+void ps_upload_end(ps_conn *c);
+/* Keeps the creation scene's protocol ops (packed) for images. */
+int ps_host_keep_scene_msg(ps_host *h, Physd__V1__EditOp *const *ops, size_t n);
 
 /* Ids on the wire: the core's 48-bit handle (slot, generation) with the
  * world's id epoch in bits 48-63. The epoch advances at every reset (the
@@ -472,6 +501,12 @@ ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire);
 int ps_host_create_id(struct ps_server *s, uint64_t id, const char *name, const char *preset,
                       const ph_settings *settings, double tick_rate, int paused, struct ps_edit_batch *scene,
                       uint64_t *scene_ids, ps_host **out, ps_status *st);
+/* A host around a core world made elsewhere (a restored snapshot): its
+ * creation settings and rate (for reset), current rate, id epoch and scene
+ * (owned by the host on success). */
+int ps_host_adopt(struct ps_server *s, uint64_t id, const char *name, const char *preset, ph_world_id w,
+                  const ph_settings *creation, double creation_rate, double tick_rate, uint64_t epoch, int paused,
+                  struct ps_edit_batch *scene, ps_host **out, ps_status *st);
 int ps_host_create(struct ps_server *s, const char *name, const char *preset, const ph_settings *settings,
                    double tick_rate, int paused, struct ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out,
                    ps_status *st);

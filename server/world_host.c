@@ -62,6 +62,40 @@ static int heavy_guess(const ph_settings *s) { return (int64_t)s->substeps * s->
 
 static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
 
+/* A host around the core world w (not yet on the server's list). */
+static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *name, const char *preset) {
+    ps_host *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->srv = s;
+    h->world = w;
+    if (id) {
+        h->id = id; /* recovered: its own id; never handed out again */
+        if (id > s->next_world_id) s->next_world_id = id;
+    } else {
+        h->id = ++s->next_world_id;
+    }
+    snprintf(h->name, sizeof h->name, "%s", name ? name : "");
+    snprintf(h->preset, sizeof h->preset, "%s", preset ? preset : "");
+    ph_world_get_settings(w, &h->settings);
+    h->creation_settings = h->settings;
+    h->heavy = heavy_guess(&h->settings);
+    h->created_ns = h->base_ns = ps_now_ns();
+    h->body_count = ph_world_body_count(w);
+    h->joint_count = ph_world_joint_count(w);
+    return h;
+}
+
+/* Puts h on the server's list and starts its clock. */
+static int host_add(ps_server *s, ps_host *h, ps_status *st) {
+    if (ps_server_add_world(s, h) != 0) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    uv_timer_init(&s->loop, &h->timer);
+    h->timer.data = h;
+    ps_log("world %llu \"%s\" created (preset \"%s\"%s, %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
+           h->preset, h->scene ? " and a scene" : "", h->body_count, h->tick_rate, h->paused ? ", paused" : "");
+    ps_host_kick(h);
+    return 0;
+}
+
 int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_settings *settings, double tick_rate,
                    int paused, ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out, ps_status *st) {
     return ps_host_create_id(s, 0, name, preset, settings, tick_rate, paused, scene, scene_ids, out, st);
@@ -92,46 +126,47 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
             return ps_fail(st, ps_status_from_core(err), "preset \"%s\" failed: %s", preset, ph_strerror(err));
         }
     }
-    ps_host *h = calloc(1, sizeof *h);
+    ps_host *h = host_new(s, id, w, name, preset);
     if (!h) {
         ph_world_destroy(w);
         return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     }
-    h->srv = s;
-    h->world = w;
-    if (id) {
-        h->id = id; /* recovered: its own id; never handed out again */
-        if (id > s->next_world_id) s->next_world_id = id;
-    } else {
-        h->id = ++s->next_world_id;
-    }
-    snprintf(h->name, sizeof h->name, "%s", name ? name : "");
-    snprintf(h->preset, sizeof h->preset, "%s", preset ? preset : "");
-    ph_world_get_settings(w, &h->settings);
-    h->creation_settings = h->settings;
     h->tick_rate = h->creation_tick_rate = tick_rate;
     h->paused = paused;
-    h->heavy = heavy_guess(&h->settings);
-    h->created_ns = h->base_ns = ps_now_ns();
-    h->body_count = ph_world_body_count(w);
-    h->joint_count = ph_world_joint_count(w);
     if (scene && ps_host_apply_edits(h, scene->ops, scene->n, scene_ids, st) != 0) {
         ph_world_destroy(w);
         free(h);
         return st->code;
     }
     h->scene = scene;
-    if (ps_server_add_world(s, h) != 0) {
+    if (host_add(s, h, st) != 0) {
         ph_world_destroy(w);
         free(h); /* the scene stays the caller's */
-        return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+        return st->code;
     }
-    uv_timer_init(&s->loop, &h->timer);
-    h->timer.data = h;
-    ps_log("world %llu \"%s\" created (preset \"%s\"%s, %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
-           h->preset, scene ? " and a scene" : "", h->body_count, h->tick_rate, paused ? ", paused" : "");
     *out = h;
-    ps_host_kick(h);
+    return 0;
+}
+
+int ps_host_adopt(ps_server *s, uint64_t id, const char *name, const char *preset, ph_world_id w,
+                  const ph_settings *creation, double creation_rate, double tick_rate, uint64_t epoch, int paused,
+                  ps_edit_batch *scene, ps_host **out, ps_status *st) {
+    if (s->nhosts >= s->cfg.max_worlds)
+        return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
+    ps_host *h = host_new(s, id, w, name, preset);
+    if (!h) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    h->creation_settings = *creation;
+    h->creation_tick_rate = creation_rate;
+    h->tick_rate = tick_rate;
+    h->epoch = epoch;
+    h->tick = ph_world_get_step_count(w);
+    h->paused = paused;
+    h->scene = scene; /* owned by the host from here on */
+    if (host_add(s, h, st) != 0) {
+        free(h); /* the world and the scene stay the caller's */
+        return st->code;
+    }
+    *out = h;
     return 0;
 }
 
@@ -327,6 +362,7 @@ static void after_work_cb(uv_work_t *req, int status) {
         if (h->journal &&
             (h->tick % (uint64_t)h->srv->cfg.journal_hash_every == 0 || (job->manual && h->steps_pending == 1)))
             ps_journal_log_hash(h);
+        if (h->journal && h->journal->bytes > h->srv->cfg.journal_max_bytes) ps_journal_rotate(h);
         if (job->budget_exhausted) step_over_budget(h, job);
         /* (The contact count alone: reading the statistics would measure
          * the step's final merits, which only stats subscribers need.) */
@@ -707,6 +743,7 @@ static void on_host_timer_close(uv_handle_t *t) {
         sub_free(h->subs[i]);
     free(h->subs);
     free(h->scratch_ids);
+    free(h->scene_pb);
     free(h);
     ps_server_maybe_finish(s);
 }

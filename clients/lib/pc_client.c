@@ -585,6 +585,9 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
         if (c->h.on_notice) c->h.on_notice(c, n, c->h.data);
         break;
     }
+    case PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART:
+        if (c->h.on_snapshot_part) c->h.on_snapshot_part(c, m->snapshot_part, c->h.data);
+        break;
     default:
         break; /* A message kind newer than this library: ignored. */
     }

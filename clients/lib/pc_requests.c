@@ -249,3 +249,29 @@ int pc_list_tokens(pc_client *c, uint64_t world, pc_reply_cb cb, void *data) {
     m.list_tokens = &t;
     return pc_request(c, &m, cb, data);
 }
+
+int pc_take_snapshot(pc_client *c, uint64_t world, pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__TakeSnapshot t = PHYSD__V1__TAKE_SNAPSHOT__INIT;
+    t.world_id = world;
+    m.request_case = REQ(TAKE_SNAPSHOT);
+    m.take_snapshot = &t;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_restore_world(pc_client *c, const char *name, const uint8_t *bytes, size_t len, uint64_t upload_id,
+                     uint32_t part, uint32_t parts, int start_paused, pc_reply_cb cb, void *data) {
+    if (!bytes && len) return UV_EINVAL;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__RestoreWorld r = PHYSD__V1__RESTORE_WORLD__INIT;
+    r.name = (char *)(name ? name : "");
+    r.data.data = (uint8_t *)bytes;
+    r.data.len = len;
+    r.upload_id = upload_id;
+    r.part = part;
+    r.parts = parts;
+    r.start_paused = start_paused != 0;
+    m.request_case = REQ(RESTORE_WORLD);
+    m.restore_world = &r;
+    return pc_request(c, &m, cb, data);
+}

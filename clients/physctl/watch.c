@@ -450,7 +450,7 @@ static int watch_run(ctl *x, int argc, char **argv, int mode) {
     }
     v.tty = isatty(STDOUT_FILENO) && !x->json && v.mode != M_CONTACTS;
     if ((r = ctl_connect(x))) return r;
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, &v, NULL};
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, &v, NULL, NULL};
     pc_client_set_handlers(x->c, &h);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;

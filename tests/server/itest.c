@@ -97,6 +97,11 @@ static void on_notice(pc_client *pc, const Physd__V1__Notice *n, void *data) {
     take(pc, data);
 }
 
+static void on_snapshot_part(pc_client *pc, const Physd__V1__SnapshotPart *p, void *data) {
+    (void)p;
+    take(pc, data);
+}
+
 static void on_error_reply(pc_client *pc, const Physd__V1__Reply *r, void *data) {
     (void)r;
     take(pc, data);
@@ -459,7 +464,7 @@ int itest_client_connect_opts(itest_client *c, int port, const pc_options *opts,
         close_loop(c);
         return r;
     }
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, c, on_error_reply};
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, c, on_error_reply, on_snapshot_part};
     pc_client_set_handlers(c->pc, &h);
     return 0;
 }

@@ -152,6 +152,9 @@ typedef struct pc_handlers {
      * status and message) after which the server closes the connection
      * (then on_disconnect with PC_EREJECTED). May be NULL. */
     void (*on_error_reply)(pc_client *c, const Physd__V1__Reply *r, void *data);
+    /* A part of a snapshot (TakeSnapshot): parts come in order before the
+     * request's reply (docs/durability.md). May be NULL. */
+    void (*on_snapshot_part)(pc_client *c, const Physd__V1__SnapshotPart *p, void *data);
 } pc_handlers;
 
 /* Counters of one client since it was created. */
@@ -252,6 +255,12 @@ int pc_query_joints(pc_client *c, uint64_t world, const uint64_t *ids, size_t n,
  * TokenInfo carries the new token's secret (CreateToken) once. */
 int pc_create_token(pc_client *c, uint64_t world, Physd__V1__Role role, const char *label, pc_reply_cb cb, void *data);
 int pc_revoke_token(pc_client *c, uint64_t world, const char *token_id, pc_reply_cb cb, void *data);
+/* Snapshots (docs/durability.md): take one (its bytes arrive through
+ * on_snapshot_part before the reply), or restore a world from one part of
+ * an upload (parts 0 or 1: the whole snapshot). */
+int pc_take_snapshot(pc_client *c, uint64_t world, pc_reply_cb cb, void *data);
+int pc_restore_world(pc_client *c, const char *name, const uint8_t *bytes, size_t len, uint64_t upload_id,
+                     uint32_t part, uint32_t parts, int start_paused, pc_reply_cb cb, void *data);
 int pc_list_tokens(pc_client *c, uint64_t world, pc_reply_cb cb, void *data);
 int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const double direction[3], double max_distance,
                pc_reply_cb cb, void *data);
