@@ -321,11 +321,11 @@ int ps_upload_add(ps_conn *c, uint64_t id, uint32_t part, uint32_t parts, const 
         c->upload = u;
     }
     if (u->id != id || u->parts != parts || part != u->next) {
+        ps_fail(st, PS_ST_INVALID,
+                "upload %llu: expected part %u of %u; got part %u of %u of upload %llu: upload dropped",
+                (unsigned long long)u->id, u->next, u->parts, part, parts, (unsigned long long)id);
         ps_upload_end(c);
-        return ps_fail(st, PS_ST_INVALID,
-                       "upload %llu: expected part %u of %u; got part %u of %u of upload %llu: upload dropped",
-                       (unsigned long long)(u ? u->id : 0), u ? u->next : 0, u ? u->parts : 0, part, parts,
-                       (unsigned long long)id);
+        return st->code;
     }
     if (u->len + len > s->cfg.max_snapshot_bytes) {
         ps_upload_end(c);

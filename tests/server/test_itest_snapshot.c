@@ -1,0 +1,224 @@
+/*
+ * test_itest_snapshot.c — snapshots over the protocol (docs/durability.md):
+ * take_snapshot of a 1000-body world arrives in parts and restore_world
+ * (uploaded in parts) makes a world whose next steps are bit for bit the
+ * original's; a corrupted byte and a part out of order are refused with
+ * INVALID_ARGUMENT; snapshots of a ticking world make neither it nor
+ * another world skip a tick.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+#define MAX_FRAME 65536u
+
+static int port;
+
+static int setup(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_frame = MAX_FRAME; /* a 1000-body snapshot then needs dozens of parts */
+    cfg.max_requests_per_second = 0;
+    port = itest_start(&cfg);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    itest_stop();
+    return 0;
+}
+
+static uint64_t create(itest_client *c, const char *preset, int paused, double rate) {
+    int st = 0;
+    uint64_t w = itest_create_world(c, NULL, preset, rate, &st);
+    assert_int_equal(st, ST(OK));
+    if (paused) {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;
+        p.world_id = w;
+        m.request_case = REQ(PAUSE);
+        m.pause = &p;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &m), ST(OK)), NULL);
+    }
+    return w;
+}
+
+static void step(itest_client *c, uint64_t w, uint32_t n) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+    s.world_id = w;
+    s.steps = n;
+    m.request_case = REQ(STEP);
+    m.step = &s;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_client_call(c, &m, 60000), ST(OK)), NULL);
+}
+
+static uint64_t state_hash(itest_client *c, uint64_t w, uint64_t *tick) {
+    smsg *r = itest_counters(c, w);
+    uint64_t h = r->reply->counters->state_hash;
+    if (tick) *tick = r->reply->counters->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return h;
+}
+
+/* Takes a snapshot: its bytes (malloc'd) from the parts, and the reply. */
+static uint8_t *take(itest_client *c, uint64_t w, size_t *len, uint32_t *parts, uint64_t *hash) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__TakeSnapshot t = PHYSD__V1__TAKE_SNAPSHOT__INIT;
+    t.world_id = w;
+    m.request_case = REQ(TAKE_SNAPSHOT);
+    m.take_snapshot = &t;
+    assert_int_equal(itest_client_send(c, &m), 0);
+    size_t n = 0, cap = 1 << 20;
+    uint8_t *buf = malloc(cap);
+    uint32_t next = 0;
+    for (;;) {
+        smsg *s = itest_client_recv(c, 30000);
+        assert_non_null(s);
+        if (s->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART) {
+            const Physd__V1__SnapshotPart *p = s->snapshot_part;
+            assert_int_equal(p->part, next);
+            assert_true(p->data.len + 64 <= MAX_FRAME);
+            next++;
+            while (n + p->data.len > cap)
+                buf = realloc(buf, cap *= 2);
+            memcpy(buf + n, p->data.data, p->data.len);
+            n += p->data.len;
+        } else if (s->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+            assert_int_equal(s->reply->status, ST(OK));
+            assert_int_equal(s->reply->snapshot->bytes, n);
+            assert_int_equal(s->reply->snapshot->parts, next);
+            *parts = next;
+            *hash = s->reply->snapshot->state_hash;
+            physd__v1__server_message__free_unpacked(s, NULL);
+            break;
+        }
+        physd__v1__server_message__free_unpacked(s, NULL);
+    }
+    *len = n;
+    return buf;
+}
+
+/* Uploads data in parts of per bytes; returns the last reply. */
+static smsg *restore(itest_client *c, const uint8_t *data, size_t len, size_t per, int swap) {
+    const uint32_t parts = (uint32_t)((len + per - 1) / per);
+    smsg *r = NULL;
+    for (uint32_t k = 0; k < parts; k++) {
+        uint32_t part = k;
+        if (swap && k == 1) part = 2; /* out of order */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__RestoreWorld rw = PHYSD__V1__RESTORE_WORLD__INIT;
+        rw.data.data = (uint8_t *)data + (size_t)part * per;
+        rw.data.len = part + 1 < parts ? per : len - (size_t)part * per;
+        rw.upload_id = 77;
+        rw.part = part;
+        rw.parts = parts;
+        rw.start_paused = 1;
+        m.request_case = REQ(RESTORE_WORLD);
+        m.restore_world = &rw;
+        if (r) physd__v1__server_message__free_unpacked(r, NULL);
+        r = itest_client_call(c, &m, 30000);
+        assert_non_null(r);
+        if (r->reply->status != ST(OK)) return r;
+    }
+    return r;
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "snapshot");
+    uint64_t w = create(&c, "grid1000", 1, 60);
+    step(&c, w, 25);
+    size_t len;
+    uint32_t parts;
+    uint64_t hash;
+    double t0 = itest_now();
+    uint8_t *snap = take(&c, w, &len, &parts, &hash);
+    printf("grid1000 at tick 25: snapshot of %zu bytes in %u parts (max_frame %u) in %.1f ms\n", len, parts, MAX_FRAME,
+           (itest_now() - t0) * 1e3);
+    assert_true(parts > 10);
+    assert_int_equal(hash, state_hash(&c, w, NULL));
+
+    smsg *r = restore(&c, snap, len, 60000, 0);
+    assert_int_equal(r->reply->status, ST(OK));
+    const uint64_t copy = r->reply->world->world_id;
+    assert_int_equal(r->reply->world->tick, 25);
+    assert_int_equal(r->reply->world->body_count, 1001);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    uint64_t tick_a, tick_b;
+    assert_int_equal(state_hash(&c, copy, &tick_b), hash);
+    /* Both step on: bit for bit the same. */
+    for (int round = 0; round < 3; round++) {
+        step(&c, w, 20);
+        step(&c, copy, 20);
+        uint64_t ha = state_hash(&c, w, &tick_a), hb = state_hash(&c, copy, &tick_b);
+        printf("  tick %llu: original %016llx, restored %016llx\n", (unsigned long long)tick_a, (unsigned long long)ha,
+               (unsigned long long)hb);
+        assert_int_equal(tick_a, tick_b);
+        assert_int_equal(ha, hb);
+    }
+
+    /* A corrupted byte: refused, nothing created. */
+    snap[len / 2] ^= 0x40;
+    r = restore(&c, snap, len, 60000, 0);
+    assert_int_equal(r->reply->status, ST(INVALID_ARGUMENT));
+    assert_non_null(strstr(r->reply->message, "corrupt"));
+    printf("  corrupted byte: %s\n", r->reply->message);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    snap[len / 2] ^= 0x40;
+    /* A part out of order: the upload is dropped. */
+    r = restore(&c, snap, len, 60000, 1);
+    assert_int_equal(r->reply->status, ST(INVALID_ARGUMENT));
+    printf("  part out of order: %s\n", r->reply->message);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    /* The upload after the error starts clean. */
+    r = restore(&c, snap, len, 60000, 0);
+    assert_int_equal(r->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    free(snap);
+    itest_client_close(&c);
+}
+
+static void test_snapshots_skip_no_tick(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "ticks");
+    uint64_t big = create(&c, "grid1000", 0, 30);
+    uint64_t small = create(&c, "stack20", 0, 60);
+    itest_sleep(0.5);
+    smsg *r0 = itest_counters(&c, big), *s0 = itest_counters(&c, small);
+    const uint64_t big_over = r0->reply->counters->overrun_ticks, small_over = s0->reply->counters->overrun_ticks;
+    physd__v1__server_message__free_unpacked(r0, NULL);
+    physd__v1__server_message__free_unpacked(s0, NULL);
+    for (int k = 0; k < 10; k++) {
+        size_t len;
+        uint32_t parts;
+        uint64_t hash;
+        free(take(&c, big, &len, &parts, &hash));
+        itest_sleep(0.05);
+    }
+    smsg *r1 = itest_counters(&c, big), *s1 = itest_counters(&c, small);
+    printf("10 snapshots of a ticking grid1000: overrun ticks +%llu (grid1000), +%llu (stack20 beside it)\n",
+           (unsigned long long)(r1->reply->counters->overrun_ticks - big_over),
+           (unsigned long long)(s1->reply->counters->overrun_ticks - small_over));
+    assert_int_equal(r1->reply->counters->overrun_ticks, big_over);
+    assert_int_equal(s1->reply->counters->overrun_ticks, small_over);
+    physd__v1__server_message__free_unpacked(r1, NULL);
+    physd__v1__server_message__free_unpacked(s1, NULL);
+    itest_client_close(&c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_snapshots_skip_no_tick),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
