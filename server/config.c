@@ -187,6 +187,7 @@ void ps_config_defaults(ps_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < NENTRIES; i++)
         set_entry(cfg, &table[i], table[i].def, NULL);
+    cfg->replay_simd = -1; /* not an option: physd --replay --simd sets it */
 }
 
 int ps_config_set(ps_config *cfg, const char *name, const char *value, const char **err) {

@@ -364,6 +364,16 @@ static void replay_token(ps_server *s, const Physd__Journal__V1__Token *tk) {
     if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
 }
 
+/* physd --replay --simd S: the instruction set the replay runs with, to
+ * show that every one gives the same state hashes. */
+static void replay_force_simd(ps_server *s, ps_host *h) {
+    if (s->cfg.replay_simd < 0 || (int)h->settings.simd == s->cfg.replay_simd) return;
+    ph_settings set = h->settings;
+    set.simd = (ph_simd)s->cfg.replay_simd;
+    ps_status st;
+    ps_host_set_settings(h, &set, h->tick_rate, &st);
+}
+
 /* Applies one record after the first; returns 0, or 1 when the world was
  * destroyed, or a negative code when the record does not fit the world. */
 static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Record *r, ps_replay_result *res) {
@@ -401,6 +411,7 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         double rate = h->tick_rate;
         if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &s->cfg, &st)) return -1;
         if (ps_host_set_settings(h, &set, r->settings->tick_rate, &st)) return -1;
+        replay_force_simd(s, h);
         break;
     }
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE:
@@ -510,6 +521,7 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
                 ok = replay_create(s, r->create, &h, &st) == 0;
             else if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)
                 ok = ps_image_restore(s, r->image.data, r->image.len, out->world_id, NULL, -1, 1, &h, &st) == 0;
+            if (ok) replay_force_simd(s, h);
             if (!ok) {
                 if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)
                     ps_log("world %llu: the image that starts %s does not restore: %s",

@@ -78,7 +78,8 @@ static void usage(FILE *f) {
 
 /* physd --replay FILE: the world of one journal rebuilt offline (no
  * listener, no data directory), every state hash checked. */
-static int replay_journal(ps_config *cfg, const char *path) {
+static int replay_journal(ps_config *cfg, const char *path, int simd_given) {
+    cfg->replay_simd = simd_given ? cfg->simd : -1;
     cfg->no_listen = 1;
     cfg->demo = 0;
     cfg->handle_signals = 0;
@@ -205,7 +206,12 @@ int main(int argc, char **argv) {
         unknown_preset(cfg.demo_scene);
         return 2;
     }
-    if (replay) return replay_journal(&cfg, replay);
+    if (replay) {
+        int simd_given = 0;
+        for (int i = 1; i < argc; i++)
+            simd_given |= !strncmp(argv[i], "--simd", 6);
+        return replay_journal(&cfg, replay, simd_given);
+    }
     ps_server *s = NULL;
     int r = ps_server_create(&s, &cfg);
     if (r < 0) {

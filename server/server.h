@@ -81,7 +81,8 @@ typedef struct ps_config {
     int journal_hash_every;      /* ticks between state-hash records, default 60 */
     uint64_t max_snapshot_bytes; /* largest snapshot taken or restored over the protocol, default 256 MiB */
     uint64_t journal_max_bytes;  /* a journal past this is rotated: a new one starts with the world image */
-    int no_listen;               /* offline (physd --replay): no listener, default 0 (not an option) */
+    int replay_simd; /* physd --replay --simd S: settings.simd forced to S in the replay (-1: as journaled) */
+    int no_listen;   /* offline (physd --replay): no listener, default 0 (not an option) */
     /* TLS on the protocol port (docs/security.md): both files set = TLS only. */
     char tls_cert[1024];          /* PEM certificate chain of the server, default "" (TLS off) */
     char tls_key[1024];           /* PEM private key of tls_cert, default "" */
