@@ -474,6 +474,30 @@ static void create_token(uint64_t w, int role, const char *label) {
     frame(m);
 }
 
+static void take_snapshot(uint64_t w) {
+    cmsg *m = msg(REQ(TAKE_SNAPSHOT));
+    Physd__V1__TakeSnapshot *x = alloc(sizeof *x);
+    physd__v1__take_snapshot__init(x);
+    x->world_id = w;
+    m->take_snapshot = x;
+    frame(m);
+}
+
+static void restore_world(const char *name, const void *data, size_t len, uint64_t upload, uint32_t part,
+                          uint32_t parts) {
+    cmsg *m = msg(REQ(RESTORE_WORLD));
+    Physd__V1__RestoreWorld *x = alloc(sizeof *x);
+    physd__v1__restore_world__init(x);
+    x->name = (char *)name;
+    x->data.data = (uint8_t *)data;
+    x->data.len = len;
+    x->upload_id = upload;
+    x->part = part;
+    x->parts = parts;
+    m->restore_world = x;
+    frame(m);
+}
+
 static void revoke_token(uint64_t w, const char *id) {
     cmsg *m = msg(REQ(REVOKE_TOKEN));
     Physd__V1__RevokeToken *x = alloc(sizeof *x);
@@ -698,6 +722,16 @@ static void gen(void) {
         create_token(1, 0, "none"), create_token(7, 1, "no world"), list_tokens(1), revoke_token(1, "0123456789abcdef"),
         revoke_token(1, ""), list_tokens(1), destroy(1), list_tokens(1), end("tokens");
 
+    /* --- snapshots: taken in parts; restored from bytes that are not a
+     * snapshot, a header with a bad checksum, and an upload in parts */
+    {
+        static const uint8_t bad_crc[] = {'P', 'H', 'Y', 'S', 'D', 'W', '0', '1', 4, 0, 0, 0, 1, 2, 3, 4, 8, 1, 16, 2};
+        begin(), hello(), create("s", "stack20", 1, NULL, NULL, 0), step(1, 3), take_snapshot(1), take_snapshot(9),
+            restore_world("", "junk", 4, 0, 0, 0), restore_world("r", bad_crc, sizeof bad_crc, 0, 0, 1),
+            restore_world("", bad_crc, 10, 5, 0, 2), restore_world("", bad_crc + 10, 10, 5, 1, 2),
+            restore_world("", bad_crc, 10, 6, 0, 3), restore_world("", bad_crc, 10, 6, 2, 3), end("snapshots");
+    }
+
     /* --- worlds */
     begin(), hello(), create("", "", 1, NULL, NULL, 0), end("create_world_empty");
     begin(), hello(), create("running", "box_on_plane", 0, NULL, NULL, 0), list_worlds(), end("create_world_running");
@@ -847,7 +881,7 @@ static void gen(void) {
     step(1, 3), change_settings(1, settings_full(2)), query_bodies(1, ids(2, BODY(2), BODY(3)), 2, 1),
         raycast(1, 5, -1, 10), counters(1), query_joints(1, NULL, 0);
     edit(1, ops(1, remove_joint(JOINT(1))), 1);
-    create_token(1, 1, "v"), list_tokens(1), revoke_token(1, "0000000000000000");
+    create_token(1, 1, "v"), list_tokens(1), revoke_token(1, "0000000000000000"), take_snapshot(1);
     unsubscribe(2), resume(1), pause(1), reset(1), inspect(1, 0), destroy(1), list_worlds();
     end("session_every_request");
 
