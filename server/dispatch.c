@@ -922,6 +922,7 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     if (h->journal) {
         wc.journal_bytes = h->journal->bytes;
         wc.journal_records = h->journal->records;
+        wc.journal_ms = (double)h->journal->busy_ns / 1e6;
     }
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;

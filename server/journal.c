@@ -243,6 +243,7 @@ int ps_journal_append_at(ps_host *h, Physd__Journal__V1__Record *r, uint64_t tic
     if (!j) return 0;
     if (j->broken) return -1;
     ps_server *s = h->srv;
+    const uint64_t t0 = ps_now_ns();
     r->tick = tick;
     r->epoch = h->epoch;
     const size_t n = physd__journal__v1__record__get_packed_size(r);
@@ -265,6 +266,7 @@ int ps_journal_append_at(ps_host *h, Physd__Journal__V1__Record *r, uint64_t tic
     j->bytes += n + 8;
     j->records++;
     j->dirty = 1;
+    j->busy_ns += ps_now_ns() - t0;
     if (!j->on_dirty_list) {
         j->on_dirty_list = 1;
         j->dirty_next = s->jdirty;
@@ -290,6 +292,7 @@ void ps_journal_sync_dirty(ps_server *s) {
                    (unsigned long long)j->world_id, strerror(errno));
         }
         const uint64_t dt = ps_now_ns() - t0;
+        j->busy_ns += dt;
         s->fsyncs++;
         if (dt > s->fsync_max_ns) s->fsync_max_ns = dt;
     }

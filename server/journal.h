@@ -37,6 +37,7 @@ typedef struct ps_journal {
     int dirty;          /* written since the last fsync */
     int broken;         /* a write or fsync failed: the world refuses changes */
     uint64_t rotations; /* since the start */
+    uint64_t busy_ns;   /* time spent encoding, writing and syncing its records */
     struct ps_journal *dirty_next;
     int on_dirty_list;
 } ps_journal;
