@@ -33,6 +33,7 @@ ps_buf *ps_buf_new(size_t len) {
     if (!b) return NULL;
     b->refs = 1;
     b->len = len;
+    b->mark[0] = b->mark[1] = 0;
     return b;
 }
 
@@ -313,6 +314,8 @@ void ps_broadcast_deliver(ps_host *h, ps_job *job) {
     uint64_t tick = job->tick;
     uint64_t now = ps_now_ns();
     if (job->frame.n) h->frames_encoded++;
+    ps_ctick ct; /* compact subscriptions' shared work of this tick */
+    ps_compact_tick_init(&ct);
     for (int i = 0; i < h->nsubs; i++) {
         ps_sub *sub = h->subs[i];
         if (!sub->conn || tick % sub->every != 0) continue;
@@ -338,11 +341,15 @@ void ps_broadcast_deliver(ps_host *h, ps_job *job) {
         case PS_SUB_CONTACTS:
             push_parts(h, sub, &job->events, PS_OUT_EVENT);
             break;
+        case PS_SUB_COMPACT:
+            ps_compact_push(h, sub, tick, &ct);
+            break;
         default:
             break;
         }
         if (sub->conn) ps_conn_report_drops(sub->conn, now);
     }
+    ps_compact_tick_done(&ct);
     ps_parts_free(&job->frame);
     ps_buf_unref(job->stats);
     ps_buf_unref(job->stats_iters);

@@ -41,8 +41,10 @@ void ps_outq_init(ps_outq *q, uint64_t soft, uint64_t hard) {
 }
 
 void ps_outq_free(ps_outq *q) {
-    for (size_t k = 0; k < q->count; k++)
+    for (size_t k = 0; k < q->count; k++) {
         ps_buf_unref(q->q[(q->head + k) % q->cap].buf);
+        ps_buf_unref(q->q[(q->head + k) % q->cap].tail);
+    }
     free(q->q);
     q->q = NULL;
     q->count = q->head = q->cap = 0;
@@ -66,23 +68,34 @@ static int outq_grow(ps_outq *q) {
 }
 
 int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *dropped) {
+    return ps_outq_push2(q, buf, NULL, kind, stream, dropped);
+}
+
+size_t ps_out_entry_len(const ps_out_entry *e) { return e->buf->len + (e->tail ? e->tail->len : 0); }
+
+int ps_outq_push2(ps_outq *q, ps_buf *buf, ps_buf *tail, int kind, uint64_t stream, int *dropped) {
+    const size_t len = buf->len + (tail ? tail->len : 0);
     *dropped = 0;
     if (kind == PS_OUT_FRAME) {
         for (size_t k = 0; k < q->count; k++) {
             ps_out_entry *e = &q->q[(q->head + k) % q->cap];
             if (e->kind == PS_OUT_FRAME && e->stream == stream) {
+                const size_t old = ps_out_entry_len(e);
                 q->dropped++;
-                q->dropped_bytes += e->buf->len;
-                q->queued_bytes -= e->buf->len;
-                if (ps_outq_backlog(q) + buf->len > q->hard) {
+                q->dropped_bytes += old;
+                q->queued_bytes -= old;
+                if (ps_outq_backlog(q) + len > q->hard) {
                     /* Keep the old entry's accounting consistent before failing. */
-                    q->queued_bytes += e->buf->len;
+                    q->queued_bytes += old;
                     return PS_EHARD;
                 }
                 ps_buf_unref(e->buf);
+                ps_buf_unref(e->tail);
                 ps_buf_ref(buf);
+                if (tail) ps_buf_ref(tail);
                 e->buf = buf;
-                q->queued_bytes += buf->len;
+                e->tail = tail;
+                q->queued_bytes += len;
                 *dropped = 1;
                 return 0;
             }
@@ -90,19 +103,21 @@ int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *droppe
     }
     if (kind == PS_OUT_EVENT && ps_outq_pending(q) > q->soft) {
         q->dropped++;
-        q->dropped_bytes += buf->len;
+        q->dropped_bytes += len;
         *dropped = 1;
         return ps_outq_backlog(q) > q->hard ? PS_EHARD : 0;
     }
-    if (ps_outq_backlog(q) + buf->len > q->hard) return PS_EHARD;
+    if (ps_outq_backlog(q) + len > q->hard) return PS_EHARD;
     if (q->count == q->cap && outq_grow(q) != 0) return PS_ENOMEM;
     ps_out_entry *e = &q->q[(q->head + q->count) % q->cap];
     e->buf = buf;
+    e->tail = tail;
     e->kind = kind;
     e->stream = stream;
     ps_buf_ref(buf);
+    if (tail) ps_buf_ref(tail);
     q->count++;
-    q->queued_bytes += buf->len;
+    q->queued_bytes += len;
     return 0;
 }
 
@@ -112,8 +127,8 @@ size_t ps_outq_take(ps_outq *q, ps_out_entry *out, size_t max) {
         out[n] = q->q[q->head];
         q->head = (q->head + 1) % q->cap;
         q->count--;
-        q->queued_bytes -= out[n].buf->len;
-        q->inflight_bytes += out[n].buf->len;
+        q->queued_bytes -= ps_out_entry_len(&out[n]);
+        q->inflight_bytes += ps_out_entry_len(&out[n]);
         n++;
     }
     return n;
@@ -239,8 +254,11 @@ static void on_write(uv_write_t *req, int status) {
     ps_conn *c = req->data;
     uint64_t bytes = 0;
     for (size_t k = 0; k < c->n_inflight; k++) {
-        bytes += c->inflight[k].buf->len;
+        bytes += ps_out_entry_len(&c->inflight[k]);
+        /* A compact frame written whole is a baseline (compact.c). */
+        if (status == 0 && !c->closing && c->inflight[k].buf->mark[0]) ps_compact_written(c, &c->inflight[k]);
         ps_buf_unref(c->inflight[k].buf);
+        ps_buf_unref(c->inflight[k].tail);
     }
     c->n_inflight = 0;
     c->writing = 0;
@@ -267,26 +285,31 @@ void ps_conn_flush(ps_conn *c) {
             ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
         return;
     }
-    for (size_t k = 0; k < n; k++)
-        c->wbufs[k] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
+    size_t nb = 0;
+    for (size_t k = 0; k < n; k++) {
+        c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
+        if (c->inflight[k].tail)
+            c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].tail->data, (unsigned)c->inflight[k].tail->len);
+    }
     c->n_inflight = n;
     c->wreq.data = c;
     if (c->sink) {
         /* A connection without a socket (tests, fuzzing): the sink takes
          * the bytes and the write completes at once. */
-        c->sink(c->sink_arg, c, c->wbufs, (unsigned)n);
+        c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
         c->writing = 1;
         on_write(&c->wreq, 0);
         return;
     }
-    int r = c->tls ? ps_tls_write(c, (unsigned)n, on_write)
-                   : uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)n, on_write);
+    int r = c->tls ? ps_tls_write(c, (unsigned)nb, on_write)
+                   : uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)nb, on_write);
     if (r < 0) {
         /* The callback will not run: release the buffers here. */
         uint64_t bytes = 0;
         for (size_t k = 0; k < n; k++) {
-            bytes += c->inflight[k].buf->len;
+            bytes += ps_out_entry_len(&c->inflight[k]);
             ps_buf_unref(c->inflight[k].buf);
+            ps_buf_unref(c->inflight[k].tail);
         }
         c->n_inflight = 0;
         ps_outq_written(&c->outq, bytes);
@@ -297,10 +320,14 @@ void ps_conn_flush(ps_conn *c) {
 }
 
 int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped) {
+    return ps_conn_send2(c, b, NULL, kind, stream, dropped);
+}
+
+int ps_conn_send2(ps_conn *c, ps_buf *b, ps_buf *tail, int kind, uint64_t stream, int *dropped) {
     int d = 0;
     if (dropped) *dropped = 0;
     if (c->closing || !b) return UV_ECANCELED;
-    int r = ps_outq_push(&c->outq, b, kind, stream, &d);
+    int r = ps_outq_push2(&c->outq, b, tail, kind, stream, &d);
     if (dropped) *dropped = d;
     if (r == PS_EHARD) {
         char why[128];

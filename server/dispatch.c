@@ -570,6 +570,9 @@ static int p_subscribe(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(v
     if (s->n_body_ids > 0 && k != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
         return ps_fail(st, PS_ST_INVALID, "body_ids are only for transform subscriptions");
     if (s->n_body_ids > 100000) return ps_fail(st, PS_ST_EXHAUSTED, "at most 100000 body_ids");
+    pw_cparams cp;
+    int ack;
+    if (ps_compact_params(s, &cp, &ack, st) < 0) return st->code; /* compact.c */
     return 0;
 }
 
@@ -587,6 +590,7 @@ static void w_subscribe(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     proto.bodies = s->body_ids;
     uint64_t id = 0;
     ps_status st;
+    if (ps_compact_params(s, &proto.cparams, &proto.explicit_ack, &st) == 1) proto.kind = PS_SUB_COMPACT;
     if (ps_host_subscribe(h, c, &proto, &id, &st)) {
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;
@@ -1109,7 +1113,7 @@ static void h_restore_world(ps_conn *c, ps_msg *m) {
 /* ---------------------------------------------------------------- table */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
-#define TABLE_SIZE (REQ(RESTORE_WORLD) + 1)
+#define TABLE_SIZE (REQ(STREAM_CONTROL) + 1)
 
 /* What each request needs (docs/security.md): PS_NEED_NONE before hello
  * and without credentials, PS_NEED_AUTH any valid principal, else the
@@ -1144,6 +1148,8 @@ static const ps_handler table[TABLE_SIZE] = {
     [REQ(LIST_TOKENS)] = {"list_tokens", H_WORLD, O, NULL, w_list_tokens, NULL},
     [REQ(TAKE_SNAPSHOT)] = {"take_snapshot", H_WORLD, V, NULL, w_take_snapshot, NULL},
     [REQ(RESTORE_WORLD)] = {"restore_world", 0, PS_ROLE_ADMIN, NULL, NULL, h_restore_world},
+    /* compact streams (compact.c): the connection's own subscription, as unsubscribe */
+    [REQ(STREAM_CONTROL)] = {"stream_control", 0, PS_NEED_AUTH, NULL, NULL, ps_compact_control},
 };
 #undef V
 #undef E

@@ -18,6 +18,7 @@
 #include "physd/ph_settings.h"
 #include "physd/v1/physd.pb-c.h"
 #include "pw_frame.h"
+#include "pw_compact.h"
 #include "auth.h"
 #include "journal.h"
 #include "pw_status.h"
@@ -112,6 +113,7 @@ extern int ps_log_quiet;
 typedef struct ps_buf {
     int refs;
     size_t len;
+    uint64_t mark[2]; /* the head of a compact frame (compact.c): its tick and id epoch; else 0 */
     uint8_t data[];
 } ps_buf;
 
@@ -139,6 +141,7 @@ enum {
 
 typedef struct ps_out_entry {
     ps_buf *buf;
+    ps_buf *tail;    /* written after buf as one push (a compact frame's shared body section), or NULL */
     uint64_t stream; /* replaceable stream key (PS_OUT_FRAME), else 0 */
     int kind;
 } ps_out_entry;
@@ -163,6 +166,11 @@ void ps_outq_free(ps_outq *q);
  * write) is past the hard limit (the caller must close the connection), or
  * PS_ENOMEM. */
 int ps_outq_push(ps_outq *q, ps_buf *buf, int kind, uint64_t stream, int *dropped);
+/* As ps_outq_push, for a push of two buffers written one after the other
+ * (tail may be NULL): a compact frame's own head and its shared body. */
+int ps_outq_push2(ps_outq *q, ps_buf *buf, ps_buf *tail, int kind, uint64_t stream, int *dropped);
+/* The bytes of an entry (buf and tail). */
+size_t ps_out_entry_len(const ps_out_entry *e);
 /* Moves up to max entries to the caller (in flight); returns how many. */
 size_t ps_outq_take(ps_outq *q, ps_out_entry *out, size_t max);
 /* The write of bytes in flight completed. */
@@ -207,8 +215,8 @@ typedef struct ps_conn {
     uv_write_t wreq;
     size_t n_inflight;
     ps_out_entry inflight[PS_WRITE_BATCH];
-    uv_buf_t wbufs[PS_WRITE_BATCH];
-    uv_shutdown_t sreq; /* after a fatal error reply: FIN sent, input drained */
+    uv_buf_t wbufs[2 * PS_WRITE_BATCH]; /* an entry's buf and tail */
+    uv_shutdown_t sreq;                 /* after a fatal error reply: FIN sent, input drained */
     int draining;
     uint64_t drain_deadline_ns;
     /* access control (auth.h): what the connection's tokens are */
@@ -237,6 +245,8 @@ void ps_conn_check_deadlines(struct ps_server *s, uint64_t now_ns);
  * Returns 0 (with *dropped 1 when it replaced an unsent push or was
  * dropped; dropped may be NULL) or a negative error. */
 int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped);
+/* As ps_conn_send, for a push of two buffers (ps_outq_push2). */
+int ps_conn_send2(ps_conn *c, ps_buf *b, ps_buf *tail, int kind, uint64_t stream, int *dropped);
 void ps_conn_close(ps_conn *c, const char *why);
 void ps_conn_ref(ps_conn *c);
 void ps_conn_unref(ps_conn *c);
@@ -344,6 +354,8 @@ uint64_t ps_now_ns(void);
 /* ------------------------------------------------------------- world host */
 
 enum { PS_SUB_TRANSFORMS = 0, PS_SUB_STATS = 1, PS_SUB_CONTACTS = 2 };
+/* Transforms in the compact encoding (compact.c, docs/streams.md). */
+enum { PS_SUB_COMPACT = 3 };
 
 /* A subscription: owned by its world's array (h->subs, pointers) and
  * linked into its connection's list, so removing a connection or a world
@@ -359,6 +371,10 @@ typedef struct ps_sub {
     int per_iteration;
     size_t nbodies;
     uint64_t *bodies; /* transforms: the chosen set (NULL: all bodies) */
+    /* compact transforms (compact.c) */
+    pw_cparams cparams;
+    int explicit_ack;
+    struct ps_csub *cstate; /* baselines; NULL until the first frame */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -548,6 +564,40 @@ void ps_broadcast_encode(ps_host *h, ps_job *job);
 /* Loop side: queues the job's buffers (and per-subscriber frames) to every
  * due subscriber, then releases the job's references. */
 void ps_broadcast_deliver(ps_host *h, ps_job *job);
+
+/* -------------------------------------------------------------- compact */
+
+/* One tick's shared work for compact subscriptions (ps_broadcast_deliver):
+ * a quantized state per (parameters, body set), a body section per
+ * (state, baseline). */
+typedef struct ps_ctick {
+    struct ps_ctick_group {
+        uint64_t key; /* 0: all bodies, else the subscription id of a body set */
+        pw_cparams p;
+        struct ps_csnap *snap;
+    } * groups;
+    int ngroups, groups_cap;
+    struct ps_ctick_enc {
+        struct ps_csnap *cur, *base;
+        ps_buf *body;
+    } * encs;
+    int nencs, encs_cap;
+    ph_body_id *ids;
+    size_t ids_cap;
+} ps_ctick;
+void ps_compact_tick_init(ps_ctick *t);
+void ps_compact_tick_done(ps_ctick *t);
+/* Queues the tick's compact frame to sub. */
+void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t);
+/* The write callback wrote e (a compact frame's head) whole. */
+void ps_compact_written(ps_conn *c, const ps_out_entry *e);
+void ps_compact_sub_free(ps_sub *sub);
+/* Subscribe's encoding fields: 1 compact (p, explicit_ack set), 0 raw,
+ * else an error status in st. */
+int ps_compact_params(const Physd__V1__Subscribe *s, pw_cparams *p, int *explicit_ack, ps_status *st);
+/* StreamControl: acks and key-frame requests of the connection's own
+ * compact subscriptions. */
+void ps_compact_control(ps_conn *c, ps_msg *m);
 
 /* ---------------------------------------------------------------- codec */
 

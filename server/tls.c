@@ -341,7 +341,7 @@ size_t ps_tls_take(ps_conn *c) {
     size_t n = 0;
     uint64_t bytes = 0;
     while (n < PS_WRITE_BATCH && bytes < PS_TLS_WRITE_BYTES && ps_outq_take(&c->outq, &c->inflight[n], 1) == 1)
-        bytes += c->inflight[n++].buf->len;
+        bytes += ps_out_entry_len(&c->inflight[n++]);
     return n;
 }
 

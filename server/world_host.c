@@ -220,6 +220,7 @@ static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t v
 }
 
 static void sub_free(ps_sub *sub) {
+    ps_compact_sub_free(sub);
     free(sub->bodies);
     free(sub);
 }

@@ -46,6 +46,7 @@
 #include "pc_tls.h"
 #include "physd/pc_client.h"
 #include "pw_frame.h"
+#include "pc_compact.h"
 #include "pw_status.h"
 
 /* ------------------------------------------------------------ errors */
@@ -209,8 +210,9 @@ struct pc_client {
     Physd__V1__ServerMessage *hello; /* kept hello reply */
     pc_counters k;
     void *user;
-    pc_tls *tls; /* TLS (pc_tls.c), NULL for plain TCP */
-    int tls_err; /* the TLS setup failed (errmsg says why): reported at connect */
+    pc_tls *tls;     /* TLS (pc_tls.c), NULL for plain TCP */
+    pc_ctable *ctab; /* compact subscriptions' baselines (pc_compact.c) */
+    int tls_err;     /* the TLS setup failed (errmsg says why): reported at connect */
 };
 
 static void on_handle_closed(uv_handle_t *h);
@@ -237,6 +239,7 @@ static void maybe_free(pc_client *c) {
         assembly_clear(&c->asm_[i]);
     free(c->asm_);
     if (c->hello) physd__v1__server_message__free_unpacked(c->hello, NULL);
+    pc_ctable_free(c->ctab);
     if (c->cred) {
         memset(c->cred, 0, strlen(c->cred));
         free(c->cred);
@@ -550,6 +553,25 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
                 if (!m) break;
             }
         }
+        if (c->h.on_frame) c->h.on_frame(c, m->frame, c->h.data);
+        break;
+    }
+    case PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME: {
+        /* decoded into a Frame for on_frame (pc_compact.c) */
+        c->k.frames++;
+        const uint64_t sub = m->compact_frame->subscription_id, tick = m->compact_frame->tick;
+        Physd__V1__ServerMessage *fm = NULL;
+        int ack = 0;
+        int r = pc_ctable_decode(c->ctab, m->compact_frame, &fm, &ack);
+        if (r == PC_CT_UNKNOWN) break; /* unsubscribed */
+        if (r != 0) {
+            c->k.compact_errors++;
+            if (r == PC_CT_ASK_KEY) pc_stream_control(c, sub, 0, 1, NULL, NULL);
+            break;
+        }
+        physd__v1__server_message__free_unpacked(m, NULL);
+        c->cur = m = fm;
+        if (ack) pc_stream_control(c, sub, tick, 0, NULL, NULL);
         if (c->h.on_frame) c->h.on_frame(c, m->frame, c->h.data);
         break;
     }
@@ -904,3 +926,5 @@ const char *pc_client_error_message(const pc_client *c) { return c->errmsg; }
 int pc_frame_is_last_part(const Physd__V1__Frame *f) { return f->parts <= 1 || f->part + 1 >= f->parts; }
 void pc_client_set_data(pc_client *c, void *data) { c->user = data; }
 void *pc_client_get_data(const pc_client *c) { return c->user; }
+
+pc_ctable **pc__ctable(pc_client *c) { return &c->ctab; }

@@ -12,6 +12,7 @@
  * Invariants: none of these keep a pointer to their arguments.
  */
 #include "physd/pc_client.h"
+#include "pc_compact.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 
@@ -142,6 +143,7 @@ int pc_subscribe(pc_client *c, uint64_t world, Physd__V1__StreamKind kind, uint3
 }
 
 int pc_unsubscribe(pc_client *c, uint64_t subscription, pc_reply_cb cb, void *data) {
+    pc_compact_forget(c, subscription); /* its baselines, if compact (pc_compact.c) */
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Unsubscribe u = PHYSD__V1__UNSUBSCRIBE__INIT;
     u.subscription_id = subscription;
@@ -273,5 +275,17 @@ int pc_restore_world(pc_client *c, const char *name, const uint8_t *bytes, size_
     r.start_paused = start_paused != 0;
     m.request_case = REQ(RESTORE_WORLD);
     m.restore_world = &r;
+    return pc_request(c, &m, cb, data);
+}
+
+int pc_stream_control(pc_client *c, uint64_t subscription, uint64_t ack_tick, int key_frame, pc_reply_cb cb,
+                      void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StreamControl sc = PHYSD__V1__STREAM_CONTROL__INIT;
+    sc.subscription_id = subscription;
+    sc.ack_tick = ack_tick;
+    sc.key_frame = key_frame != 0;
+    m.request_case = REQ(STREAM_CONTROL);
+    m.stream_control = &sc;
     return pc_request(c, &m, cb, data);
 }

@@ -214,6 +214,21 @@ static void build_spheres1000(scene_ctx *c) {
                 add_sphere(c, grid_position(i, j, k), 0.5, SCENE_DENSITY);
 }
 
+/* cubes901 (after Glenn Fiedler's networked physics demo, for measuring
+ * transform streams, docs/streams.md): 900 cubes of half-extent 0.25 on the
+ * ground in a 30 x 30 grid of spacing 1 m centred on the origin, created row
+ * by row along x, then one cube of half-extent 1 at (-18, 0, 1) beside the
+ * grid. Nothing moves until a client pushes the large cube (physd-streambench
+ * drives it with a scripted force). */
+static void build_cubes901(scene_ctx *c) {
+    add_ground(c);
+    for (int j = 0; j < 30; j++)
+        for (int i = 0; i < 30; i++)
+            add_box(c, PH_BODY_DYNAMIC, ph_v3((double)i - 14.5, (double)j - 14.5, 0.25), ph_quat_identity(),
+                    ph_v3(0.25, 0.25, 0.25), SCENE_DENSITY);
+    add_box(c, PH_BODY_DYNAMIC, ph_v3(-18, 0, 1), ph_quat_identity(), ph_v3(1, 1, 1), SCENE_DENSITY);
+}
+
 /* chain30: 30 boxes of half-extents (0.1, 0.1, 0.5), each turned +90 deg
  * about y so that its local z axis (the long one) points along world +x
  * (R_y(90) maps (0, 0, 1) to (1, 0, 0)). Link i spans x in [i, i + 1] at
@@ -631,6 +646,11 @@ static const scene_entry scene_table[] = {
       "A 10x10x10 grid of spheres of radius 0.5 with 0.1 m gaps, bottom layer at z = 0.6, released at rest.", 600,
       1000},
      build_spheres1000},
+    {{"cubes901",
+      "900 cubes of half-extent 0.25 in a 30x30 grid on the ground and one cube of half-extent 1 beside them "
+      "(after Fiedler's demo; a client drives the large cube).",
+      600, 901},
+     build_cubes901},
     {{"chain30",
       "Thirty 0.2x0.2x1 m boxes linked end to end along x by ball joints, pinned to the world at (0, 0, 31) and "
       "released horizontal.",

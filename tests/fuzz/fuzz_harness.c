@@ -260,6 +260,7 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
     case PHYSD__V1__SERVER_MESSAGE__MSG_FRAME:
     case PHYSD__V1__SERVER_MESSAGE__MSG_STATS:
     case PHYSD__V1__SERVER_MESSAGE__MSG_CONTACTS:
+    case PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME:
     case PHYSD__V1__SERVER_MESSAGE__MSG_NOTICE:
     case PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART:
         S->pushes++;

@@ -620,6 +620,47 @@ static void subscribe(uint64_t w, int kind, uint32_t every, uint64_t *ids, size_
     frame(m);
 }
 
+/* A compact transform subscription (docs/streams.md); res, bound <= 0 and
+ * bits 0: absent (defaults). */
+static void subscribe_compact(uint64_t w, uint32_t every, double res, double bound, int bits, int ack) {
+    cmsg *m = msg(REQ(SUBSCRIBE));
+    Physd__V1__Subscribe *x = alloc(sizeof *x);
+    physd__v1__subscribe__init(x);
+    x->world_id = w;
+    x->kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    x->every = every;
+    x->encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+    if (res != 0) {
+        x->resolution = alloc(sizeof *x->resolution);
+        physd__v1__double_value__init(x->resolution);
+        x->resolution->value = res;
+    }
+    if (bound != 0) {
+        x->bound = alloc(sizeof *x->bound);
+        physd__v1__double_value__init(x->bound);
+        x->bound->value = bound;
+    }
+    if (bits != 0) {
+        x->rotation_bits = alloc(sizeof *x->rotation_bits);
+        physd__v1__int32_value__init(x->rotation_bits);
+        x->rotation_bits->value = bits;
+    }
+    x->explicit_ack = ack != 0;
+    m->subscribe = x;
+    frame(m);
+}
+
+static void stream_control(uint64_t sub, uint64_t ack, int key) {
+    cmsg *m = msg(REQ(STREAM_CONTROL));
+    Physd__V1__StreamControl *x = alloc(sizeof *x);
+    physd__v1__stream_control__init(x);
+    x->subscription_id = sub;
+    x->ack_tick = ack;
+    x->key_frame = key != 0;
+    m->stream_control = x;
+    frame(m);
+}
+
 static void unsubscribe(uint64_t id) {
     cmsg *m = msg(REQ(UNSUBSCRIBE));
     Physd__V1__Unsubscribe *x = alloc(sizeof *x);
@@ -847,6 +888,12 @@ static void gen(void) {
     begin(), hello(), create("k", "box_on_plane", 1, NULL, NULL, 0), subscribe(1, 7, 1, NULL, 0, 0),
         subscribe(1, ST_STATS, 1, ids(1, BODY(1)), 1, 0), subscribe(1, ST_STATS, 2000000, NULL, 0, 0),
         end("subscribe_bad");
+    begin(), hello(), create("cs", "box_drop", 1, NULL, NULL, 0), subscribe_compact(1, 1, 0, 0, 0, 0),
+        subscribe_compact(1, 2, 0.01, 50, 8, 1), step(1, 3), stream_control(1, 2, 0), stream_control(2, 1, 0),
+        stream_control(1, 0, 1), step(1, 2), stream_control(99, 0, 1), end("subscribe_compact");
+    begin(), hello(), create("cb", "box_on_plane", 1, NULL, NULL, 0), subscribe_compact(1, 1, -1, 0, 0, 0),
+        subscribe_compact(1, 1, 0, 1e9, 0, 0), subscribe_compact(1, 1, 0, 0, 99, 0),
+        subscribe_compact(1, 1, 1e-6, 1e4, 0, 0), step(1, 1), end("subscribe_compact_bad");
     begin(), hello(), create("many", "box_on_plane", 1, NULL, NULL, 0);
     for (int i = 0; i < 18; i++)
         subscribe(1, i % 3, 1, NULL, 0, 0);

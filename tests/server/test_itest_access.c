@@ -141,6 +141,7 @@ typedef struct request_storage {
         Physd__V1__ResetWorld xw;
         Physd__V1__Subscribe sb;
         Physd__V1__Unsubscribe us;
+        Physd__V1__StreamControl sc;
         Physd__V1__QueryBodies qb;
         Physd__V1__Raycast rc;
         Physd__V1__QueryCounters qc;
@@ -261,6 +262,13 @@ static void build_request(request_storage *s, unsigned k, const world_fixture *f
         physd__v1__unsubscribe__init(&s->u.us);
         s->u.us.subscription_id = 987654;
         s->m.unsubscribe = &s->u.us;
+        *ok_status = ST(NOT_FOUND);
+        break;
+    case REQ(STREAM_CONTROL):
+        physd__v1__stream_control__init(&s->u.sc);
+        s->u.sc.subscription_id = 987654;
+        s->u.sc.key_frame = 1;
+        s->m.stream_control = &s->u.sc;
         *ok_status = ST(NOT_FOUND);
         break;
     case REQ(QUERY_BODIES):
@@ -454,6 +462,7 @@ static void test_role_table(void **state) {
     assert_int_equal(ps_request_need(REQ(RESTORE_WORLD), NULL), PS_ROLE_ADMIN);
     for (unsigned k = 2; k <= REQ(RESTORE_WORLD); k++)
         assert_int_not_equal(ps_request_need(k, NULL), -3);
+    assert_int_equal(ps_request_need(REQ(STREAM_CONTROL), NULL), PS_NEED_AUTH);
 }
 
 static smsg *wait_notice(itest_raw *r, int kind, int timeout_ms) {

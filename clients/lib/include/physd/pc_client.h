@@ -167,6 +167,9 @@ typedef struct pc_counters {
     uint64_t parts;                            /* pushes that were one part of several */
     uint64_t parts_discarded;                  /* parts of ticks that never completed
                                                   (reassemble on) */
+    uint64_t compact_errors;                   /* compact frames that could not be decoded
+                                                  (baseline unknown, malformed); each asks
+                                                  for a key frame */
 } pc_counters;
 
 /* Starts connecting to host (an IPv4/IPv6 literal or a name) and port; the
@@ -264,6 +267,32 @@ int pc_restore_world(pc_client *c, const char *name, const uint8_t *bytes, size_
 int pc_list_tokens(pc_client *c, uint64_t world, pc_reply_cb cb, void *data);
 int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const double direction[3], double max_distance,
                pc_reply_cb cb, void *data);
+
+/* ------------------------------------------------ compact transforms
+ * A subscription in the compact encoding (docs/streams.md): the server
+ * sends quantized poses as deltas against a baseline; the library keeps the
+ * baselines, decodes every CompactFrame and delivers it to on_frame as an
+ * ordinary Frame (subscription_id set, poses dequantized: positions within
+ * resolution / 2, orientations within the rotation_bits bound). A frame
+ * whose baseline it does not have is counted in pc_counters.compact_errors
+ * and a key frame is requested. */
+typedef struct pc_compact_params {
+    double resolution; /* m, default 0.001 */
+    double bound;      /* m, default 1000 */
+    int rotation_bits; /* default 12 (at most 0.1 degrees) */
+    int explicit_ack;  /* baselines from acks only: the library acknowledges
+                          every frame it decodes (StreamControl), default 0 */
+} pc_compact_params;
+
+void pc_compact_params_default(pc_compact_params *p);
+/* Subscribes to world's transforms in the compact encoding (ids may be
+ * NULL: all bodies); p may be NULL (defaults). cb gets the Subscribe reply. */
+int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uint64_t *ids, size_t n,
+                         const pc_compact_params *p, pc_reply_cb cb, void *data);
+/* StreamControl: ack_tick > 0 acknowledges that frame; key_frame asks for
+ * a key frame next. */
+int pc_stream_control(pc_client *c, uint64_t subscription, uint64_t ack_tick, int key_frame, pc_reply_cb cb,
+                      void *data);
 
 /* ------------------------------------------------------ push helpers */
 

@@ -1,0 +1,229 @@
+/*
+ * pc_compact.c — compact transform subscriptions in the client library
+ * (docs/streams.md): the subscribe request, and the decoder that turns a
+ * CompactFrame into the Frame on_frame receives.
+ *
+ * Normal path: pc_subscribe_compact sends Subscribe with the encoding's
+ * parameters and, when the reply names the subscription, registers it.
+ * Each CompactFrame is decoded by proto/pw_compact.c against the state of
+ * its baseline tick, which this subscription decoded earlier (the last
+ * PC_HISTORY states are kept); the new state is kept in turn. A key frame
+ * forgets the older states (after a reset ticks start again).
+ *
+ * Failure modes: a frame whose baseline is not kept, or that does not
+ * decode, is dropped; the caller counts it and asks for a key frame once
+ * until one arrives. Out of memory drops the frame.
+ *
+ * Invariants: a state is the server's quantized state exactly, so decoding
+ * a later delta against it gives the server's state again.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pc_compact.h"
+#include "pw_compact.h"
+
+#define PC_HISTORY 32
+
+typedef struct pc_cstream {
+    uint64_t sub;
+    pw_cparams p;
+    int explicit_ack;
+    int key_asked; /* a key frame was asked for and has not come yet */
+    uint64_t ticks[PC_HISTORY];
+    pw_cstate st[PC_HISTORY];
+    int n, next; /* states kept, ring position of the next */
+} pc_cstream;
+
+struct pc_ctable {
+    pc_cstream *s;
+    size_t n, cap;
+};
+
+void pc_compact_params_default(pc_compact_params *p) {
+    p->resolution = PW_COMPACT_DEFAULT_RESOLUTION;
+    p->bound = PW_COMPACT_DEFAULT_BOUND;
+    p->rotation_bits = PW_COMPACT_DEFAULT_ROT_BITS;
+    p->explicit_ack = 0;
+}
+
+static void stream_clear(pc_cstream *s) {
+    for (int k = 0; k < PC_HISTORY; k++)
+        pw_cstate_free(&s->st[k]);
+    s->n = s->next = 0;
+}
+
+void pc_ctable_free(pc_ctable *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->n; i++)
+        stream_clear(&t->s[i]);
+    free(t->s);
+    free(t);
+}
+
+static pc_cstream *find(pc_ctable *t, uint64_t sub) {
+    for (size_t i = 0; t && i < t->n; i++)
+        if (t->s[i].sub == sub) return &t->s[i];
+    return NULL;
+}
+
+void pc_compact_forget(pc_client *c, uint64_t sub) {
+    pc_ctable *t = *pc__ctable(c);
+    pc_cstream *s = find(t, sub);
+    if (!s) return;
+    stream_clear(s);
+    *s = t->s[--t->n];
+}
+
+static int add(pc_client *c, uint64_t sub, const pw_cparams *p, int explicit_ack) {
+    pc_ctable **tp = pc__ctable(c);
+    if (!*tp && !(*tp = calloc(1, sizeof **tp))) return -1;
+    pc_ctable *t = *tp;
+    if (t->n == t->cap) {
+        size_t ncap = t->cap ? 2 * t->cap : 4;
+        pc_cstream *ns = realloc(t->s, ncap * sizeof *ns);
+        if (!ns) return -1;
+        t->s = ns;
+        t->cap = ncap;
+    }
+    pc_cstream *s = &t->s[t->n++];
+    memset(s, 0, sizeof *s);
+    s->sub = sub;
+    s->p = *p;
+    s->explicit_ack = explicit_ack;
+    return 0;
+}
+
+/* ------------------------------------------------------------ subscribe */
+
+typedef struct sub_ctx {
+    pc_reply_cb cb;
+    void *data;
+    pw_cparams p;
+    int explicit_ack;
+} sub_ctx;
+
+static void on_subscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    sub_ctx *x = data;
+    if (err == 0 && r->status == PHYSD__V1__STATUS__STATUS_OK &&
+        r->payload_case == PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION &&
+        add(c, r->subscription->subscription_id, &x->p, x->explicit_ack) != 0)
+        err = UV_ENOMEM; /* subscribed, but its frames cannot be decoded */
+    if (x->cb) x->cb(c, err, err ? NULL : r, x->data);
+    free(x);
+}
+
+int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uint64_t *ids, size_t n,
+                         const pc_compact_params *p, pc_reply_cb cb, void *data) {
+    pc_compact_params d;
+    if (!p) {
+        pc_compact_params_default(&d);
+        p = &d;
+    }
+    sub_ctx *x = malloc(sizeof *x);
+    if (!x) return UV_ENOMEM;
+    x->cb = cb;
+    x->data = data;
+    x->p.resolution = p->resolution;
+    x->p.bound = p->bound;
+    x->p.rot_bits = p->rotation_bits;
+    x->explicit_ack = p->explicit_ack != 0;
+    char why[96];
+    if (pw_cparams_check(&x->p, why, sizeof why) != 0) {
+        free(x);
+        return UV_EINVAL;
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    Physd__V1__DoubleValue res = PHYSD__V1__DOUBLE_VALUE__INIT, bound = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__Int32Value bits = PHYSD__V1__INT32_VALUE__INIT;
+    res.value = p->resolution;
+    bound.value = p->bound;
+    bits.value = p->rotation_bits;
+    s.world_id = world;
+    s.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    s.every = every;
+    s.body_ids = (uint64_t *)ids;
+    s.n_body_ids = ids ? n : 0;
+    s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+    s.resolution = &res;
+    s.bound = &bound;
+    s.rotation_bits = &bits;
+    s.explicit_ack = x->explicit_ack;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
+    m.subscribe = &s;
+    int r = pc_request(c, &m, on_subscribed, x);
+    if (r != 0) free(x);
+    return r;
+}
+
+/* --------------------------------------------------------------- decode */
+
+/* A Frame of the state (allocated as protobuf-c's unpacker would, so
+ * free_unpacked releases it). */
+static Physd__V1__ServerMessage *to_frame(const pc_cstream *s, const Physd__V1__CompactFrame *f, const pw_cstate *st) {
+    Physd__V1__ServerMessage *m = malloc(sizeof *m);
+    Physd__V1__Frame *fr = malloc(sizeof *fr);
+    uint64_t *ids = malloc((st->n ? st->n : 1) * sizeof *ids);
+    double *poses = malloc((st->n ? st->n : 1) * 7 * sizeof *poses);
+    if (!m || !fr || !ids || !poses) {
+        free(m), free(fr), free(ids), free(poses);
+        return NULL;
+    }
+    physd__v1__server_message__init(m);
+    physd__v1__frame__init(fr);
+    for (size_t i = 0; i < st->n; i++) {
+        ids[i] = st->b[i].id;
+        pw_compact_dequantize(&s->p, &st->b[i], poses + 7 * i);
+    }
+    fr->world_id = f->world_id;
+    fr->tick = f->tick;
+    fr->subscription_id = f->subscription_id;
+    fr->n_body_ids = st->n;
+    fr->body_ids = ids;
+    fr->n_poses = 7 * st->n;
+    fr->poses = poses;
+    m->msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_FRAME;
+    m->frame = fr;
+    return m;
+}
+
+int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__ServerMessage **out, int *ack) {
+    *out = NULL;
+    *ack = 0;
+    pc_cstream *s = find(t, f->subscription_id);
+    if (!s) return PC_CT_UNKNOWN;
+    const pw_cstate *base = NULL;
+    if (f->key) {
+        stream_clear(s); /* ticks may start again (a reset) */
+        s->key_asked = 0;
+    } else {
+        for (int k = 0; k < s->n && !base; k++)
+            if (s->ticks[k] == f->baseline_tick) base = &s->st[k];
+        if (!base) {
+            if (s->key_asked) return PC_CT_FAILED;
+            s->key_asked = 1;
+            return PC_CT_ASK_KEY;
+        }
+    }
+    pw_cstate st = {0, 0, NULL};
+    int r = pw_compact_decode(&s->p, base, f->bodies.data, f->bodies.len, f->body_count, 1000000, &st);
+    if (r != 0) {
+        pw_cstate_free(&st);
+        if (r != PW_CMALFORMED || s->key_asked) return PC_CT_FAILED;
+        s->key_asked = 1;
+        return PC_CT_ASK_KEY;
+    }
+    *out = to_frame(s, f, &st);
+    if (!*out) {
+        pw_cstate_free(&st);
+        return PC_CT_FAILED;
+    }
+    pw_cstate_free(&s->st[s->next]);
+    s->st[s->next] = st;
+    s->ticks[s->next] = f->tick;
+    s->next = (s->next + 1) % PC_HISTORY;
+    if (s->n < PC_HISTORY) s->n++;
+    *ack = s->explicit_ack;
+    return 0;
+}

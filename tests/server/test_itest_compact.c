@@ -1,0 +1,567 @@
+/*
+ * test_itest_compact.c — compact transform streams against a real server
+ * (docs/streams.md):
+ *
+ *   tumbling_10000   10 000 ticks of a tumbling scene (boxes spun and kicked,
+ *                    bodies added and removed), a raw and a compact
+ *                    subscription on one connection through the client
+ *                    library: at every tick the decoded compact frame has
+ *                    the raw frame's bodies, positions within resolution / 2
+ *                    and orientations within the rotation_bits bound; no
+ *                    decode errors
+ *   wire             on a raw socket, the CompactFrame messages themselves:
+ *                    the first frame is a key frame, the next is a delta
+ *                    against the frame written before; bodies added and
+ *                    removed come in the stream; once the bodies sleep a
+ *                    frame's body section is one byte; a key frame on
+ *                    request; explicit acks set the baseline
+ *   params           invalid encoding parameters and stream_control misuse
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+#include "pw_compact.h"
+
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define DEG (180 / 3.14159265358979323846)
+
+static int port;
+
+static int setup(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_tick_rate = 10000;
+    port = itest_start(&cfg);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    itest_stop();
+    return 0;
+}
+
+static uint64_t rng = 12345;
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* ------------------------------------------------------------- requests */
+
+typedef struct box_spec {
+    double p[3], v[3], w[3];
+} box_spec;
+
+/* A paused world: a ground plane and n boxes (each spec: position,
+ * velocity, angular velocity). */
+static uint64_t make_world(itest_client *c, const char *name, const box_spec *boxes, int n) {
+    Physd__V1__EditOp *ops[64], op[64];
+    Physd__V1__AddBody ab[64];
+    Physd__V1__BodyDef bd[64];
+    Physd__V1__ShapeDef sd[64], *sp[64];
+    Physd__V1__Pose pose[64];
+    Physd__V1__Vec3 pos[64], vel[64], ang[64], half, normal;
+    assert_true(n + 1 <= 64);
+    physd__v1__vec3__init(&half);
+    half.x = half.y = half.z = 0.2;
+    physd__v1__vec3__init(&normal);
+    normal.z = 1;
+    for (int k = 0; k <= n; k++) {
+        physd__v1__edit_op__init(&op[k]);
+        physd__v1__add_body__init(&ab[k]);
+        physd__v1__body_def__init(&bd[k]);
+        physd__v1__shape_def__init(&sd[k]);
+        sp[k] = &sd[k];
+        bd[k].n_shapes = 1;
+        bd[k].shapes = &sp[k];
+        if (k == 0) {
+            bd[k].type = PHYSD__V1__BODY_TYPE__BODY_STATIC;
+            sd[k].type = PHYSD__V1__SHAPE_TYPE__SHAPE_PLANE;
+            sd[k].normal = &normal;
+        } else {
+            const box_spec *b = &boxes[k - 1];
+            sd[k].type = PHYSD__V1__SHAPE_TYPE__SHAPE_BOX;
+            sd[k].half_extents = &half;
+            physd__v1__pose__init(&pose[k]);
+            physd__v1__vec3__init(&pos[k]);
+            physd__v1__vec3__init(&vel[k]);
+            physd__v1__vec3__init(&ang[k]);
+            pos[k].x = b->p[0], pos[k].y = b->p[1], pos[k].z = b->p[2];
+            vel[k].x = b->v[0], vel[k].y = b->v[1], vel[k].z = b->v[2];
+            ang[k].x = b->w[0], ang[k].y = b->w[1], ang[k].z = b->w[2];
+            pose[k].position = &pos[k];
+            bd[k].pose = &pose[k];
+            bd[k].linear_velocity = &vel[k];
+            bd[k].angular_velocity = &ang[k];
+        }
+        ab[k].body = &bd[k];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[k].add_body = &ab[k];
+        ops[k] = &op[k];
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.name = (char *)name;
+    cw.start_paused = 1;
+    cw.n_scene = (size_t)n + 1;
+    cw.scene = ops;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    uint64_t w = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return w;
+}
+
+static void build_step(Physd__V1__ClientMessage *m, Physd__V1__StepWorld *s, uint64_t w, uint32_t n) {
+    physd__v1__client_message__init(m);
+    physd__v1__step_world__init(s);
+    s->world_id = w;
+    s->steps = n;
+    m->request_case = REQ(STEP);
+    m->step = s;
+}
+
+/* One edit op on body id: an impulse (kind 0), a removal (1). */
+static int edit_one(itest_client *c, uint64_t w, uint64_t id, int kind, const double *v) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops[1] = {&op};
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    Physd__V1__ApplyImpulse ai = PHYSD__V1__APPLY_IMPULSE__INIT;
+    Physd__V1__RemoveBody rb = PHYSD__V1__REMOVE_BODY__INIT;
+    Physd__V1__Vec3 imp = PHYSD__V1__VEC3__INIT;
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = id;
+    if (kind == 0) {
+        imp.x = v[0], imp.y = v[1], imp.z = v[2];
+        ai.body = &ref;
+        ai.impulse = &imp;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_IMPULSE;
+        op.apply_impulse = &ai;
+    } else {
+        rb.body = &ref;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
+        op.remove_body = &rb;
+    }
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    smsg *r = itest_call(c, &m);
+    int st = (int)r->reply->status;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return st;
+}
+
+static uint64_t add_box(itest_client *c, uint64_t w, const box_spec *b) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops[1] = {&op};
+    Physd__V1__AddBody ab = PHYSD__V1__ADD_BODY__INIT;
+    Physd__V1__BodyDef bd = PHYSD__V1__BODY_DEF__INIT;
+    Physd__V1__ShapeDef sd = PHYSD__V1__SHAPE_DEF__INIT, *sp[1] = {&sd};
+    Physd__V1__Pose pose = PHYSD__V1__POSE__INIT;
+    Physd__V1__Vec3 pos = PHYSD__V1__VEC3__INIT, ang = PHYSD__V1__VEC3__INIT;
+    pos.x = b->p[0], pos.y = b->p[1], pos.z = b->p[2];
+    ang.x = b->w[0], ang.y = b->w[1], ang.z = b->w[2];
+    pose.position = &pos;
+    sd.type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+    bd.pose = &pose;
+    bd.angular_velocity = &ang;
+    bd.n_shapes = 1;
+    bd.shapes = sp;
+    ab.body = &bd;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+    op.add_body = &ab;
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    uint64_t id = r->reply->edit->new_ids[0];
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return id;
+}
+
+/* ------------------------------------------------------------- tumbling */
+
+static void on_sub(pc_client *pc, int err, const Physd__V1__Reply *r, void *data) {
+    (void)pc;
+    uint64_t *id = data;
+    assert_int_equal(err, 0);
+    assert_int_equal(r->status, ST(OK));
+    *id = r->subscription->subscription_id;
+}
+
+typedef struct body_pose {
+    uint64_t id;
+    double p[7];
+} body_pose;
+
+static int by_id(const void *a, const void *b) {
+    uint64_t x = ((const body_pose *)a)->id, y = ((const body_pose *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static size_t frame_poses(const Physd__V1__Frame *f, body_pose *out) {
+    assert_int_equal(f->n_poses, 7 * f->n_body_ids);
+    for (size_t i = 0; i < f->n_body_ids; i++) {
+        out[i].id = f->body_ids[i];
+        memcpy(out[i].p, f->poses + 7 * i, sizeof out[i].p);
+    }
+    qsort(out, f->n_body_ids, sizeof *out, by_id);
+    return f->n_body_ids;
+}
+
+static void test_tumbling_10000(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "tumbling");
+    box_spec boxes[40];
+    for (int k = 0; k < 40; k++) {
+        box_spec *b = &boxes[k];
+        b->p[0] = (k % 8) * 0.9 - 3.2, b->p[1] = (k / 8) * 0.9 - 2, b->p[2] = 0.5 + urand() * 4;
+        for (int i = 0; i < 3; i++)
+            b->v[i] = (2 * urand() - 1) * 2, b->w[i] = (2 * urand() - 1) * 12;
+    }
+    uint64_t w = make_world(&c, "tumbling", boxes, 40);
+    /* the box ids: from a raw frame after one step */
+    uint64_t raw_sub = 0, compact_sub = 0;
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &raw_sub), 0);
+    pc_compact_params cp;
+    pc_compact_params_default(&cp);
+    cp.bound = 50; /* bodies kicked far away leave it: sent as doubles */
+    assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &compact_sub), 0);
+    while (compact_sub == 0)
+        physd__v1__server_message__free_unpacked(itest_client_recv(&c, 5000), NULL);
+    const double rot_bound = 2 * asin(sqrt(3.0) * (1 / sqrt(2.0)) / (double)((1 << (cp.rotation_bits - 1)) - 1)) * DEG;
+    body_pose raw[64], dec[64];
+    uint64_t ids[64];
+    size_t nids = 0, bodies_seen_max = 0;
+    double worst_p = 0, worst_r = 0;
+    uint64_t added = 0;
+    const int ticks = 10000;
+    for (int t = 1; t <= ticks; t++) {
+        /* kicks, additions and removals between steps */
+        if (t % 250 == 0 && nids > 1) {
+            double imp[3] = {(2 * urand() - 1) * 3, (2 * urand() - 1) * 3, 2 + urand() * 6};
+            edit_one(&c, w, ids[1 + (size_t)(urand() * (double)(nids - 1))], 0, imp);
+        }
+        if (t == 3000) {
+            box_spec s = {{0, 0, 3}, {0, 0, 0}, {5, 1, 0}};
+            added = add_box(&c, w, &s);
+        }
+        if (t == 6000) assert_int_equal(edit_one(&c, w, added, 1, NULL), ST(OK));
+        if (t == 7000) assert_int_equal(edit_one(&c, w, ids[5], 1, NULL), ST(OK));
+        Physd__V1__ClientMessage m;
+        Physd__V1__StepWorld s;
+        build_step(&m, &s, w, 1);
+        assert_int_equal(itest_client_send(&c, &m), 0);
+        int got_reply = 0, got_raw = 0, got_compact = 0;
+        size_t nraw = 0, ndec = 0;
+        while (!(got_reply && got_raw && got_compact)) {
+            smsg *r = itest_client_recv(&c, 10000);
+            if (!r) fail_msg("tick %d: no message (reply %d raw %d compact %d)", t, got_reply, got_raw, got_compact);
+            if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+                assert_int_equal(r->reply->status, ST(OK));
+                got_reply = 1;
+            } else if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) {
+                const Physd__V1__Frame *f = r->frame;
+                assert_int_equal(f->tick, (uint64_t)t);
+                if (f->subscription_id == compact_sub) {
+                    ndec = frame_poses(f, dec);
+                    got_compact = 1;
+                } else {
+                    nraw = frame_poses(f, raw);
+                    got_raw = 1;
+                    nids = nraw;
+                    for (size_t i = 0; i < nraw; i++)
+                        ids[i] = raw[i].id;
+                }
+            }
+            physd__v1__server_message__free_unpacked(r, NULL);
+        }
+        assert_int_equal(ndec, nraw);
+        if (nraw > bodies_seen_max) bodies_seen_max = nraw;
+        for (size_t i = 0; i < nraw; i++) {
+            assert_int_equal(dec[i].id, raw[i].id);
+            for (int k = 0; k < 3; k++) {
+                double e = fabs(dec[i].p[k] - raw[i].p[k]);
+                int oob = fabs(raw[i].p[0]) > cp.bound || fabs(raw[i].p[1]) > cp.bound || fabs(raw[i].p[2]) > cp.bound;
+                if (oob) assert_true(e == 0);
+                if (e > worst_p) worst_p = e;
+            }
+            double d = fabs(dec[i].p[3] * raw[i].p[3] + dec[i].p[4] * raw[i].p[4] + dec[i].p[5] * raw[i].p[5] +
+                            dec[i].p[6] * raw[i].p[6]);
+            double ang = 2 * acos(d > 1 ? 1 : d) * DEG;
+            if (ang > worst_r) worst_r = ang;
+            if (worst_p > 0.5 * cp.resolution * (1 + 1e-6) || worst_r > rot_bound)
+                fail_msg("tick %d body %llu: position error %g m, angle %g deg", t, (unsigned long long)raw[i].id,
+                         worst_p, worst_r);
+        }
+    }
+    pc_counters k;
+    pc_client_counters(c.pc, &k);
+    assert_int_equal(k.compact_errors, 0);
+    assert_int_equal(bodies_seen_max, 42);
+    print_message("10000 ticks: worst position error %.3g m (bound %.3g), worst angle %.4f deg (bound %.4f)\n", worst_p,
+                  0.5 * cp.resolution, worst_r, rot_bound);
+    itest_client_close(&c);
+}
+
+/* ----------------------------------------------------------------- wire */
+
+static int raw_subscribe(itest_raw *r, uint64_t w, int explicit_ack, uint64_t *sub) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    s.world_id = w;
+    s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+    s.explicit_ack = explicit_ack;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    smsg *a = itest_raw_call(r, &m, 5000);
+    assert_non_null(a);
+    int st = (int)a->reply->status;
+    if (st == ST(OK)) *sub = a->reply->subscription->subscription_id;
+    physd__v1__server_message__free_unpacked(a, NULL);
+    return st;
+}
+
+static int raw_control(itest_raw *r, uint64_t sub, uint64_t ack, int key) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StreamControl sc = PHYSD__V1__STREAM_CONTROL__INIT;
+    sc.subscription_id = sub;
+    sc.ack_tick = ack;
+    sc.key_frame = key;
+    m.request_case = REQ(STREAM_CONTROL);
+    m.stream_control = &sc;
+    smsg *a = itest_raw_call(r, &m, 5000);
+    assert_non_null(a);
+    int st = (int)a->reply->status;
+    physd__v1__server_message__free_unpacked(a, NULL);
+    return st;
+}
+
+/* Steps the paused world once and returns the CompactFrame of subscription
+ * sub (the reply and the frames in any order). */
+static smsg *raw_step_sub(itest_raw *r, uint64_t w, uint64_t sub, int nsubs) {
+    Physd__V1__ClientMessage m;
+    Physd__V1__StepWorld s;
+    build_step(&m, &s, w, 1);
+    m.request_id = r->next_id++;
+    assert_int_equal(itest_raw_send_msg(r, &m), 0);
+    smsg *frame = NULL;
+    int replied = 0, frames = 0;
+    while (frames < nsubs || !replied) {
+        smsg *a = itest_raw_recv(r, 10000);
+        assert_non_null(a);
+        if (a->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+            assert_int_equal(a->reply->status, ST(OK));
+            replied = 1;
+            physd__v1__server_message__free_unpacked(a, NULL);
+        } else if (a->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME &&
+                   a->compact_frame->subscription_id == sub) {
+            assert_null(frame);
+            frame = a;
+            frames++;
+        } else {
+            if (a->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) frames++;
+            physd__v1__server_message__free_unpacked(a, NULL);
+        }
+    }
+    return frame;
+}
+
+static uint64_t g_sub;
+static smsg *raw_step(itest_raw *r, uint64_t w) { return raw_step_sub(r, w, g_sub, 1); }
+
+/* Decodes f against *state (its baseline) and replaces *state; returns
+ * how many bodies changed. */
+static size_t decode(const smsg *f, pw_cstate *state, uint64_t *state_tick) {
+    const Physd__V1__CompactFrame *cf = f->compact_frame;
+    pw_cparams p;
+    pw_cparams_default(&p);
+    if (!cf->key) assert_int_equal(cf->baseline_tick, *state_tick);
+    pw_cstate out = {0, 0, NULL};
+    assert_int_equal(
+        pw_compact_decode(&p, cf->key ? NULL : state, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out),
+        0);
+    size_t changed = 0;
+    for (size_t i = 0; i < out.n; i++) {
+        size_t j = 0;
+        while (j < state->n && state->b[j].id != out.b[i].id)
+            j++;
+        if (j == state->n || !pw_cbody_same(&state->b[j], &out.b[i])) changed++;
+    }
+    pw_cstate_free(state);
+    *state = out;
+    *state_tick = cf->tick;
+    return changed;
+}
+
+static void test_wire(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "wire-setup");
+    box_spec boxes[3] = {{{0, 0, 0.2}, {0}, {0}}, {{2, 0, 0.2}, {0}, {0}}, {{4, 0, 1}, {0}, {0, 0, 3}}};
+    uint64_t w = make_world(&c, "wire", boxes, 3);
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&r, "wire"), ST(OK));
+    uint64_t sub = 0;
+    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    g_sub = sub;
+    pw_cstate st = {0, 0, NULL};
+    uint64_t st_tick = 0;
+    /* a key frame, then deltas against the frame written before */
+    smsg *f = raw_step(&r, w);
+    const Physd__V1__CompactFrame *cf = f->compact_frame;
+    assert_true(cf->key);
+    assert_int_equal(cf->subscription_id, sub);
+    assert_int_equal(cf->body_count, 4);
+    assert_int_equal(decode(f, &st, &st_tick), 4);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    for (int k = 0; k < 3; k++) {
+        f = raw_step(&r, w);
+        assert_false(f->compact_frame->key);
+        assert_int_equal(f->compact_frame->baseline_tick, st_tick);
+        decode(f, &st, &st_tick);
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    /* a body added and one removed: in the stream */
+    box_spec s = {{-3, 0, 2}, {0}, {0}};
+    uint64_t added = add_box(&c, w, &s);
+    f = raw_step(&r, w);
+    assert_int_equal(f->compact_frame->body_count, 5);
+    decode(f, &st, &st_tick);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    int found = 0;
+    for (size_t i = 0; i < st.n; i++)
+        found += st.b[i].id == added;
+    assert_int_equal(found, 1);
+    assert_int_equal(edit_one(&c, w, added, 1, NULL), ST(OK));
+    f = raw_step(&r, w);
+    assert_int_equal(f->compact_frame->body_count, 4);
+    decode(f, &st, &st_tick);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    for (size_t i = 0; i < st.n; i++)
+        assert_true(st.b[i].id != added);
+    /* until everything sleeps, then nothing costs anything */
+    int k = 0, awake = 1;
+    for (; k < 3000 && awake; k++) {
+        f = raw_step(&r, w);
+        decode(f, &st, &st_tick);
+        physd__v1__server_message__free_unpacked(f, NULL);
+        smsg *cnt = itest_counters(&c, w);
+        awake = (int)cnt->reply->counters->awake_bodies;
+        physd__v1__server_message__free_unpacked(cnt, NULL);
+    }
+    assert_true(k < 3000);
+    for (int j = 0; j < 50; j++) {
+        f = raw_step(&r, w);
+        assert_int_equal(f->compact_frame->bodies.len, 1);
+        assert_int_equal(decode(f, &st, &st_tick), 0);
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    /* a key frame on request */
+    assert_int_equal(raw_control(&r, sub, 0, 1), ST(OK));
+    f = raw_step(&r, w);
+    assert_true(f->compact_frame->key);
+    assert_int_equal(decode(f, &st, &st_tick), 0);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    f = raw_step(&r, w);
+    assert_false(f->compact_frame->key);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    /* explicit acks: no baseline until one is acknowledged */
+    uint64_t sub2 = 0;
+    assert_int_equal(raw_subscribe(&r, w, 1, &sub2), ST(OK));
+    uint64_t acked = 0;
+    for (int j = 0; j < 3; j++) {
+        f = raw_step_sub(&r, w, sub2, 2);
+        assert_true(f->compact_frame->key);
+        acked = f->compact_frame->tick;
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    assert_int_equal(raw_control(&r, sub2, acked, 0), ST(OK));
+    f = raw_step_sub(&r, w, sub2, 2);
+    assert_false(f->compact_frame->key);
+    assert_int_equal(f->compact_frame->baseline_tick, acked);
+    physd__v1__server_message__free_unpacked(f, NULL);
+    pw_cstate_free(&st);
+    itest_raw_close(&r);
+    itest_client_close(&c);
+}
+
+/* --------------------------------------------------------------- params */
+
+static int subscribe_with(itest_client *c, uint64_t w, int enc, double res, double bound, int bits, int kind) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    Physd__V1__DoubleValue rv = PHYSD__V1__DOUBLE_VALUE__INIT, bv = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__Int32Value iv = PHYSD__V1__INT32_VALUE__INIT;
+    rv.value = res, bv.value = bound, iv.value = bits;
+    s.world_id = w;
+    s.kind = (Physd__V1__StreamKind)kind;
+    s.encoding = (Physd__V1__TransformEncoding)enc;
+    if (res != 0) s.resolution = &rv;
+    if (bound != 0) s.bound = &bv;
+    if (bits != 0) s.rotation_bits = &iv;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    smsg *r = itest_call(c, &m);
+    int st = (int)r->reply->status;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return st;
+}
+
+static void test_params(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "params");
+    uint64_t w = itest_create_world(&c, "params", "box_on_plane", 60, NULL);
+    const int T = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, S = PHYSD__V1__STREAM_KIND__STREAM_STATS;
+    assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 0, T), ST(OK));
+    assert_int_equal(subscribe_with(&c, w, 1, 1e-6, 1000, 24, T), ST(OK));
+    assert_int_equal(subscribe_with(&c, w, 1, 1, 1e7, 6, T), ST(OK));
+    assert_int_equal(subscribe_with(&c, w, 1, NAN, 0, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, -1e-3, 0, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 2, 0, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 0, INFINITY, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 0, -5, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 1e-6, 1e4, 0, T), ST(INVALID_ARGUMENT)); /* 1e10 steps */
+    assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 5, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 25, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 0, 0, -2147483647 - 1, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 2, 0, 0, 0, T), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 0, S), ST(INVALID_ARGUMENT));
+    assert_int_equal(subscribe_with(&c, w, 0, 0.01, 0, 0, T), ST(INVALID_ARGUMENT));
+    uint64_t raw = 0;
+    assert_int_equal(itest_subscribe(&c, w, T, 1, NULL, 0, 0, &raw), 0);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StreamControl sc = PHYSD__V1__STREAM_CONTROL__INIT;
+    sc.subscription_id = raw;
+    sc.key_frame = 1;
+    m.request_case = REQ(STREAM_CONTROL);
+    m.stream_control = &sc;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(FAILED_PRECONDITION)), NULL);
+    sc.subscription_id = 99999999;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(NOT_FOUND)), NULL);
+    itest_client_close(&c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_tumbling_10000),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
