@@ -57,13 +57,42 @@ static void crc_init(void) {
     crc_ready = 1;
 }
 
-uint32_t ps_crc32c(uint32_t crc, const void *data, size_t n) {
+static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) {
     if (!crc_ready) crc_init();
-    const uint8_t *p = data;
-    crc = ~crc;
     while (n--)
         crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
+    return crc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* SSE 4.2's crc32 instruction computes the same polynomial (Castagnoli)
+ * eight bytes at a time: a 1.4 MB world image costs about 0.1 ms instead
+ * of 3 ms with the table. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+uint32_t ps_crc32c(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    crc = ~crc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int hw = -1;
+    if (hw < 0) hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    if (hw) return ~crc32c_hw(crc, p, n);
+#endif
+    return ~crc32c_table(crc, p, n);
 }
 
 static void put_le32(uint8_t *p, uint32_t v) {
