@@ -219,9 +219,8 @@ static int check_scene(const ps_edit_batch *b, ps_status *st) {
  * creation or the image is its first record), the audit line and the
  * WorldInfo reply. On failure the world is destroyed and the error
  * answered. */
-static void new_world_reply(ps_conn *c, ps_msg *m, ps_host *h, const Physd__V1__CreateWorld *cw, const uint8_t *image,
-                            size_t image_len, const char *action, const char *detail, size_t n_scene_ids,
-                            uint64_t *scene_ids) {
+static void new_world_reply(ps_conn *c, ps_msg *m, ps_host *h, const Physd__V1__CreateWorld *cw, int image,
+                            const char *action, const char *detail, size_t n_scene_ids, uint64_t *scene_ids) {
     ps_server *s = c->srv;
     ps_token tok;
     char secret[PS_TOKEN_LEN + 1];
@@ -235,8 +234,16 @@ static void new_world_reply(ps_conn *c, ps_msg *m, ps_host *h, const Physd__V1__
     }
     if (s->cfg.data_dir[0]) {
         int jr = ps_journal_create(s, h->id, &h->journal);
-        if (jr == 0) jr = image ? ps_journal_log_image(h, image, image_len) : ps_journal_log_create(h, cw, added);
-        if (jr == 0 && image) jr = ps_journal_log_token_add(h, added);
+        if (jr == 0 && image) {
+            /* The new world's own image (its name, paused flag, tokens),
+             * not the uploaded one. */
+            uint8_t *own = NULL;
+            size_t own_len = 0;
+            jr = ps_image_build(h, 1, &own, &own_len) == PH_OK ? ps_journal_log_image(h, own, own_len) : -1;
+            free(own);
+        } else if (jr == 0) {
+            jr = ps_journal_log_create(h, cw, added);
+        }
         if (jr == 0) jr = ps_data_dir_save_state(s);
         if (jr != 0) {
             if (h->journal) ps_journal_remove(s, h->journal);
@@ -316,7 +323,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         return;
     }
     if (cw->n_scene > 0) ps_host_keep_scene_msg(h, cw->scene, cw->n_scene);
-    new_world_reply(c, m, h, cw, NULL, 0, "create_world", cw->preset[0] ? cw->preset : "empty", scene ? scene->n : 0,
+    new_world_reply(c, m, h, cw, 0, "create_world", cw->preset[0] ? cw->preset : "empty", scene ? scene->n : 0,
                     scene_ids);
     free(scene_ids);
 }
@@ -1106,7 +1113,7 @@ static void h_restore_world(ps_conn *c, ps_msg *m) {
     }
     char detail[96];
     snprintf(detail, sizeof detail, "from a snapshot of %zu bytes at tick %llu", len, (unsigned long long)h->tick);
-    new_world_reply(c, m, h, NULL, data, len, "restore_world", detail, 0, NULL);
+    new_world_reply(c, m, h, NULL, 1, "restore_world", detail, 0, NULL);
     ps_upload_end(c);
 }
 
