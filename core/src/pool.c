@@ -42,6 +42,7 @@ static void set_gen_link(void *records, const ph__pool_layout *l, int32_t slot, 
 void ph__pool_init(ph__pool *p) {
     p->cap = p->hwm = p->count = 0;
     p->free = -1;
+    p->fresh_gen = 0;
 }
 
 /* Grows the records to hold at least need, the new ones zeroed. */
@@ -61,15 +62,18 @@ static int grow(ph__pool *p, void **records, size_t elem, int32_t need) {
 
 int ph__pool_alloc(ph__pool *p, void **records, const ph__pool_layout *l, int32_t *slot, uint16_t *gen) {
     int32_t s;
+    uint16_t prev;
     if (p->free >= 0) {
         s = p->free;
         p->free = link_of(*records, l, s);
+        prev = gen_of(*records, l, s);
     } else {
         const int e = grow(p, records, l->elem, p->hwm + 1);
         if (e) return e;
         s = p->hwm++;
+        prev = p->fresh_gen;
     }
-    const uint16_t g = ph__next_gen(gen_of(*records, l, s));
+    const uint16_t g = ph__next_gen(prev);
     memset((char *)*records + (size_t)s * l->elem, 0, l->elem);
     set_gen_link(*records, l, s, g, -1);
     p->count++;
@@ -87,4 +91,26 @@ void ph__pool_free(ph__pool *p, void *records, const ph__pool_layout *l, int32_t
         p->free = slot;
     }
     p->count--;
+}
+
+void ph__pool_fence(ph__pool *p, void *records, const ph__pool_layout *l) {
+    /* Rebuild the free list in its order, each slot two generations on. */
+    int32_t head = -1, tail = -1;
+    for (int32_t s = p->free; s >= 0;) {
+        const int32_t next = link_of(records, l, s);
+        const uint16_t g = ph__next_gen(ph__next_gen(gen_of(records, l, s)));
+        if (!ph__retires(g) && g < 0xfffd) {
+            set_gen_link(records, l, s, g, -1);
+            if (tail >= 0)
+                set_gen_link(records, l, tail, gen_of(records, l, tail), s);
+            else
+                head = s;
+            tail = s;
+        } else {
+            set_gen_link(records, l, s, g, -1); /* retired: never on the free list again */
+        }
+        s = next;
+    }
+    p->free = head;
+    if (p->fresh_gen < 0xfff0) p->fresh_gen = (uint16_t)(p->fresh_gen + 2);
 }

@@ -43,10 +43,11 @@ typedef struct ph__pool_layout {
 } ph__pool_layout;
 
 typedef struct ph__pool {
-    int32_t cap;   /* records allocated */
-    int32_t hwm;   /* slots ever used: [0, hwm) */
-    int32_t free;  /* head of the free list, -1 when empty */
-    int32_t count; /* live slots */
+    int32_t cap;        /* records allocated */
+    int32_t hwm;        /* slots ever used: [0, hwm) */
+    int32_t free;       /* head of the free list, -1 when empty */
+    int32_t count;      /* live slots */
+    uint16_t fresh_gen; /* a never-used slot is handed out at the generation after this one (0 until a fence) */
 } ph__pool;
 
 static inline uint16_t ph__next_gen(uint16_t g) { return (uint16_t)(g == 0xffff ? 1 : g + 1); }
@@ -65,5 +66,12 @@ int ph__pool_alloc(ph__pool *p, void **records, const ph__pool_layout *l, int32_
 /* Frees a live slot: its generation bumped, the slot pushed on the free
  * list unless it retires. The rest of the record is left as it is. */
 void ph__pool_free(ph__pool *p, void *records, const ph__pool_layout *l, int32_t slot);
+
+/* An id fence (ph_world_fence_ids): every handle the pool could have
+ * handed out after this moment in an earlier life of the world (a run
+ * whose last changes were lost) is never handed out again: each free
+ * slot's next generation and the generation of never-used slots move on
+ * by two. Free slots that would wrap are retired. */
+void ph__pool_fence(ph__pool *p, void *records, const ph__pool_layout *l);
 
 #endif /* PHYSD_POOL_H */

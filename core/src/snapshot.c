@@ -519,6 +519,19 @@ static void put_world(wr *o, const ph__world *w) {
     put_u64(o, w->rng);
 }
 
+/* The optional id-fence section ("fnce", ph_world_fence_ids): each pool's
+ * fresh_gen, written only after a fence, so snapshots of worlds that never
+ * had one keep their bytes. */
+#define FENCE_TAG TAG('f', 'n', 'c', 'e')
+static int has_fence(const ph__world *w) {
+    return w->body_pool.fresh_gen || w->shape_pool.fresh_gen || w->joint_pool.fresh_gen;
+}
+static void put_fence(wr *o, const ph__world *w) {
+    put_u16(o, w->body_pool.fresh_gen);
+    put_u16(o, w->shape_pool.fresh_gen);
+    put_u16(o, w->joint_pool.fresh_gen);
+}
+
 /* The whole snapshot. */
 static void put_all(wr *o, const ph__world *w) {
     for (int i = 0; i < 6; i++)
@@ -533,12 +546,13 @@ static void put_all(wr *o, const ph__world *w) {
     put_u32(o, (uint32_t)w->shape_pool.count);
     put_u32(o, (uint32_t)w->joint_pool.count);
     put_u32(o, (uint32_t)w->manifold_count);
-    put_u32(o, N_SECTIONS);
+    put_u32(o, (uint32_t)(N_SECTIONS + has_fence(w)));
     put_u32(o, 0); /* flags */
     void (*const bodies[N_SECTIONS])(wr *, const ph__world *) = {
         put_settings_w, put_world, put_bodies, put_shapes, put_joints, put_broadphase, put_manifolds};
     for (int i = 0; i < N_SECTIONS; i++)
         put_section(o, section_tags[i], bodies[i], w);
+    if (has_fence(w)) put_section(o, FENCE_TAG, put_fence, w);
     wr patch = {o->p, 24};
     put_u64(&patch, (uint64_t)(o->n + TRAILER_BYTES));
     put_u64(o, ph__xxh64(o->p, o->n));
@@ -616,6 +630,7 @@ static size_t snapshot_size(const ph__world *w) {
         const ph__contact_manifold *c = &w->manifolds[i];
         total += m_base + (size_t)c->m.count * m_point + (c->ref_r < 0 ? 0 : m_ref);
     }
+    if (has_fence(w)) total += SECTION_BYTES + 6;
     return total;
 }
 
@@ -1054,6 +1069,14 @@ static int restore_into(ph__world *w, rd *all, const ph_snapshot_info *info, uin
         uint32_t t;
         if (read_section(all, &t, &sec) || !optional_tag(t)) return PH_ERR_SNAPSHOT_INVALID;
         ++*seen;
+        if (t == FENCE_TAG) {
+            w->body_pool.fresh_gen = get_u16(&sec);
+            w->shape_pool.fresh_gen = get_u16(&sec);
+            w->joint_pool.fresh_gen = get_u16(&sec);
+            if (!section_done(&sec) || w->body_pool.fresh_gen > 0xfff0 || w->shape_pool.fresh_gen > 0xfff0 ||
+                w->joint_pool.fresh_gen > 0xfff0)
+                return PH_ERR_SNAPSHOT_INVALID;
+        }
     }
     if (*seen != info->sections) return PH_ERR_SNAPSHOT_INVALID;
 

@@ -292,6 +292,15 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+int ph_world_fence_ids(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    ph__pool_fence(&w->body_pool, w->bodies, &ph__body_layout);
+    ph__pool_fence(&w->shape_pool, w->shapes, &ph__shape_layout);
+    ph__pool_fence(&w->joint_pool, w->joints, &ph__joint_layout);
+    return PH_OK;
+}
+
 uint64_t ph_world_state_hash(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return 0;

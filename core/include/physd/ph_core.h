@@ -450,6 +450,14 @@ int ph_world_get_joints(ph_world_id w, ph_joint_id *out, int cap);
  * velocities (bit patterns). Equal on equal states. */
 uint64_t ph_world_state_hash(ph_world_id w);
 
+/* An id fence: no body, shape or joint id that this world could have
+ * handed out in an earlier life (a run whose last changes were lost, e.g.
+ * journaled edits that never reached the disk) is handed out again. Free
+ * slots and never-used slots move on two generations; live ids and the
+ * physics are unchanged. Part of the world's snapshot. 0 or
+ * PH_ERR_INVALID_HANDLE. Not while the world steps. */
+int ph_world_fence_ids(ph_world_id w);
+
 /* ---------------------------------------------------------------- bodies */
 
 typedef enum ph_body_type {
