@@ -374,7 +374,10 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
                (unsigned long long)h->epoch);
         return -1;
     }
-    int err = replay_step_to(h, target);
+    /* With a history (history.c), the steps keep it, so a late edit below
+     * can roll back as it did live. */
+    int err = ps_history_replay_to(h, target);
+    if (err == PH_OK) err = replay_step_to(h, target);
     if (err != PH_OK && r->change_case != PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE) {
         ps_log("world %llu: a replayed step failed before tick %llu (%s)", (unsigned long long)h->id,
                (unsigned long long)target, ph_strerror(err));
@@ -385,7 +388,13 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         ps_edit_batch *b = NULL;
         if (ps_codec_edit_batch(r->edit, s->cfg.max_edits_per_batch, &b, &st)) return -1;
         uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
-        int rc = ids ? ps_host_apply_edits(h, b->ops, b->n, ids, &st) : -1;
+        /* A late edit (stamped below the record's tick) rolls back as it
+         * did live (history.c); else it applies now, as it did. */
+        const int late = r->edit->tick && r->edit->tick->value < h->tick;
+        int rc = !ids   ? -1
+                 : late ? ps_history_rollback(h, r->edit->tick->value, r->edit, b, ids, &st)
+                        : ps_host_apply_edits(h, b->ops, b->n, ids, &st);
+        if (rc == 0 && !late) ps_history_log_edit(h, r->edit, ids, b->n);
         free(ids);
         ps_edit_batch_free(b);
         if (rc) {
@@ -410,6 +419,9 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_DESTROY:
         return 1;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY:
+        if (!r->history || ps_history_enable(h, r->history->ticks, &st)) return -1;
+        break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
         if (r->token_add) replay_token(s, r->token_add);
         break;
@@ -721,4 +733,14 @@ int ps_server_replay(ps_server *s, const char *path, ps_replay_result *out) {
     ps_host *h = NULL;
     int rc = ps_replay_file(s, path, 0, out, &h);
     return rc == -EINVAL ? UV_EINVAL : rc < 0 ? uv_translate_sys_error(-rc) : 0;
+}
+
+/* The world keeps a history (history.c): replay keeps one too. */
+int ps_journal_log_history(ps_host *h) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__History x = PHYSD__JOURNAL__V1__HISTORY__INIT;
+    x.ticks = ps_history_window(h);
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY;
+    r.history = &x;
+    return ps_journal_append(h, &r);
 }

@@ -75,6 +75,8 @@ int ps_journal_log_reset(struct ps_host *h, uint64_t tick_before, uint64_t epoch
 int ps_journal_log_token_add(struct ps_host *h, const struct ps_token *t);
 int ps_journal_log_token_revoke(struct ps_host *h, const char *id);
 int ps_journal_log_hash(struct ps_host *h);
+/* The world's history window (CreateWorld.history_ticks), after create. */
+int ps_journal_log_history(struct ps_host *h);
 
 /* fsync every dirty journal (fsync always: before a connection writes). */
 void ps_journal_sync_dirty(struct ps_server *s);
