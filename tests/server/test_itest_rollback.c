@@ -21,11 +21,11 @@
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
 
-static uint64_t create(itest_client *c, const char *preset, uint32_t history) {
+static uint64_t create_running(itest_client *c, const char *preset, uint32_t history, int paused) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
     cw.preset = (char *)preset;
-    cw.start_paused = 1;
+    cw.start_paused = paused;
     cw.history_ticks = history;
     m.request_case = REQ(CREATE_WORLD);
     m.create_world = &cw;
@@ -33,6 +33,10 @@ static uint64_t create(itest_client *c, const char *preset, uint32_t history) {
     uint64_t id = r->reply->world->world_id;
     physd__v1__server_message__free_unpacked(r, NULL);
     return id;
+}
+
+static uint64_t create(itest_client *c, const char *preset, uint32_t history) {
+    return create_running(c, preset, history, 1);
 }
 
 static void step(itest_client *c, uint64_t w, uint32_t n) {
@@ -343,6 +347,49 @@ static void test_lag_compensation(void **state) {
     itest_stop();
 }
 
+/* A running world (60 Hz) gets a velocity 3 ticks behind the tick it last
+ * reported; once paused at tick Q its hash equals a paused copy that got
+ * the batch on time and was stepped to Q. Whatever the timing, the reply
+ * names the tick, so the comparison is exact. */
+static void test_running_world(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "running");
+    const uint64_t a = create(&c, "stack20", 32), b = create_running(&c, "stack20", 32, 0);
+    const uint64_t body = some_body(&c, b, 5);
+    uint64_t p0 = 0;
+    while (p0 < 10) {
+        itest_sleep(0.05);
+        hash_of(&c, b, &p0);
+    }
+    const uint64_t T = p0 - 3;
+    uint64_t applied = 0;
+    edit(&c, b, (int64_t)T, body, 1.5, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, T);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__PauseWorld pw = PHYSD__V1__PAUSE_WORLD__INIT;
+    pw.world_id = b;
+    m.request_case = REQ(PAUSE);
+    m.pause = &pw;
+    itest_status(itest_expect(itest_call(&c, &m), ST(OK)));
+    uint64_t q = 0;
+    const uint64_t hb = hash_of(&c, b, &q);
+    assert_true(q >= p0);
+    step(&c, a, (uint32_t)T);
+    edit(&c, a, -1, some_body(&c, a, 5), 1.5, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, T);
+    if (q > T) step(&c, a, (uint32_t)(q - T));
+    printf("running world: late batch for tick %llu (reported tick %llu), paused at %llu: %016llx, on time %016llx\n",
+           (unsigned long long)T, (unsigned long long)p0, (unsigned long long)q, (unsigned long long)hb,
+           (unsigned long long)hash_of(&c, a, NULL));
+    assert_int_equal(hash_of(&c, a, NULL), hb);
+    itest_client_close(&c);
+    itest_stop();
+}
+
 /* A late batch in the journal: physd --replay and a restart rebuild the
  * same world. */
 static void test_journal_replays_rollback(void **state) {
@@ -390,9 +437,8 @@ static void test_journal_replays_rollback(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_late_equals_on_time),
-        cmocka_unit_test(test_future_and_window),
-        cmocka_unit_test(test_lag_compensation),
+        cmocka_unit_test(test_late_equals_on_time),      cmocka_unit_test(test_future_and_window),
+        cmocka_unit_test(test_lag_compensation),         cmocka_unit_test(test_running_world),
         cmocka_unit_test(test_journal_replays_rollback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
