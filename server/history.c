@@ -440,7 +440,8 @@ int ps_history_rollback(ps_host *h, uint64_t T, const Physd__V1__EditBatch *m, c
 
 /* ------------------------------------------------- stamped edit batches */
 
-static void edit_reply(ps_conn *c, uint64_t request_id, uint64_t tick, const uint64_t *ids, size_t n) {
+/* The reply's tick is the world's (the present); applied_tick the batch's. */
+static void edit_reply(ps_conn *c, uint64_t request_id, uint64_t now, uint64_t tick, const uint64_t *ids, size_t n) {
     Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
     er.n_new_ids = n;
     er.new_ids = (uint64_t *)ids;
@@ -449,7 +450,7 @@ static void edit_reply(ps_conn *c, uint64_t request_id, uint64_t tick, const uin
     r.request_id = request_id;
     r.status = PHYSD__V1__STATUS__STATUS_OK;
     r.message = "ok";
-    r.tick = tick;
+    r.tick = now;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_EDIT;
     r.edit = &er;
     ps_send_reply(c, &r);
@@ -467,7 +468,7 @@ static void edit_past(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b,
         ps_reply_status(c, m->request_id, &st, h->tick);
     } else {
         ps_journal_log_edit(h, m->edit); /* at the present tick, stamped T: replay rolls back the same way */
-        edit_reply(c, m->request_id, T, ids, b->n);
+        edit_reply(c, m->request_id, h->tick, T, ids, b->n);
     }
     free(ids);
 }
@@ -555,13 +556,19 @@ void ps_history_run_due(ps_host *h) {
         } else {
             ps_journal_log_edit(h, m);
             ps_history_log_edit(h, m, ids, b->n);
-            edit_reply(s->conn, s->request_id, h->tick, ids, b->n);
+            edit_reply(s->conn, s->request_id, h->tick, h->tick, ids, b->n);
         }
         free(ids);
         ps_edit_batch_free(b);
         if (m) physd__v1__edit_batch__free_unpacked(m, NULL);
         sched_free(s);
     }
+}
+
+int ps_history_waiting(const ps_host *h, const ps_conn *c, uint64_t request_id) {
+    for (const hist_sched *s = h->hist ? h->hist->sched : NULL; s; s = s->next)
+        if (s->conn == c && s->request_id == request_id) return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------ lag compensation */

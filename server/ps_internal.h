@@ -543,6 +543,8 @@ int ps_history_rollback(ps_host *h, uint64_t T, const Physd__V1__EditBatch *m, c
 void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const struct ps_edit_batch *b);
 /* At a tick boundary: applies the batches waiting for this tick. */
 void ps_history_run_due(ps_host *h);
+/* 1 when c's request request_id is a batch waiting for its tick. */
+int ps_history_waiting(const ps_host *h, const ps_conn *c, uint64_t request_id);
 /* The world as it was at a past tick (a scratch world the history owns). */
 int ps_history_world_at(ps_host *h, uint64_t tick, ph_world_id *out, ps_status *st);
 void ps_history_counters(const ps_host *h, Physd__V1__WorldCounters *wc);
