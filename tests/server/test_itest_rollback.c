@@ -6,8 +6,10 @@
  * are refused and change nothing; a late batch that would change later ids
  * is refused as a whole; ray casts and body queries at a past tick see the
  * world of that tick; a journal with a late batch replays (physd --replay,
- * and a restart) to the same hash. Paused worlds stepped by StepWorld, so
- * nothing depends on timing.
+ * and a restart) to the same hash; a running world's late batch equals the
+ * on-time batch on a paused copy; a world that blew up is corrected by a
+ * late batch (one that blows up again is refused). Paused worlds stepped by
+ * StepWorld, or ticks named in the replies, so nothing depends on timing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -390,6 +392,68 @@ static void test_running_world(void **state) {
     itest_stop();
 }
 
+/* Blow-up: a world that leaves the finite envelope is put back to its last
+ * finite tick and paused (the core's undo of the failed step). The history
+ * then lets a client correct the cause in the past: a late batch that
+ * re-simulates to a finite present is accepted, one that blows up again is
+ * refused and changes nothing. */
+static void test_blowup_corrected_in_the_past(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "blowup");
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__DoubleValue h = PHYSD__V1__DOUBLE_VALUE__INIT;
+    h.value = 1.0; /* 1 s steps: 9e3 m/s moves a body 9 km a tick */
+    set.time_step = &h;
+    cw.settings = &set;
+    cw.preset = "";
+    cw.start_paused = 1;
+    cw.history_ticks = 8;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    const uint64_t w = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    uint64_t ball = 0;
+    edit(&c, w, -1, 0, 9.95e6, 0, 0, ST(OK), NULL, &ball);
+    edit(&c, w, -1, ball, 9e3, 0, 0, ST(OK), NULL, NULL);
+    step(&c, w, 5);
+    /* The sixth step would put it past 1e7 m: undone, the world paused. */
+    Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
+    sw.world_id = w;
+    sw.steps = 1;
+    Physd__V1__ClientMessage sm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    sm.request_case = REQ(STEP);
+    sm.step = &sw;
+    itest_status(itest_expect(itest_call(&c, &sm), ST(CANCELLED)));
+    uint64_t tick;
+    const uint64_t h0 = hash_of(&c, w, &tick);
+    assert_int_equal(tick, 5);
+    /* A correction that still blows up in the re-simulation: refused. */
+    edit(&c, w, 3, ball, 3e4, 0, 0, ST(ABORTED), NULL, NULL);
+    assert_int_equal(hash_of(&c, w, NULL), h0);
+    /* Stopped at tick 3: accepted; the present is finite and steps on. */
+    uint64_t applied = 0;
+    edit(&c, w, 3, ball, 0, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, 3);
+    smsg *q = itest_expect(query_at(&c, w, -1, ball, 0), ST(OK));
+    const double x = q->reply->bodies->bodies[0]->pose->position->x;
+    const double vx = q->reply->bodies->bodies[0]->linear_velocity->x;
+    physd__v1__server_message__free_unpacked(q, NULL);
+    printf("  corrected at tick 3: x = %.1f m, vx = %g m/s at tick 5\n", x, vx);
+    assert_true(x < 9.99e6 && vx == 0);
+    step(&c, w, 5);
+    hash_of(&c, w, &tick);
+    assert_int_equal(tick, 10);
+    itest_client_close(&c);
+    itest_stop();
+}
+
 /* A late batch in the journal: physd --replay and a restart rebuild the
  * same world. */
 static void test_journal_replays_rollback(void **state) {
@@ -437,8 +501,11 @@ static void test_journal_replays_rollback(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_late_equals_on_time),      cmocka_unit_test(test_future_and_window),
-        cmocka_unit_test(test_lag_compensation),         cmocka_unit_test(test_running_world),
+        cmocka_unit_test(test_late_equals_on_time),
+        cmocka_unit_test(test_future_and_window),
+        cmocka_unit_test(test_lag_compensation),
+        cmocka_unit_test(test_running_world),
+        cmocka_unit_test(test_blowup_corrected_in_the_past),
         cmocka_unit_test(test_journal_replays_rollback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
