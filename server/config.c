@@ -114,6 +114,10 @@ static const entry table[] = {
     {"journal_max_bytes", T_U64, F(journal_max_bytes), 0, 4096, 1e15, "67108864",
      "a world's journal past this size is rotated: a new journal starting with the world's image, the old one "
      "kept as .prev"},
+    {"max_history_ticks", T_INT, F(max_history_ticks), 0, 0, 4096, "256",
+     "largest history window a world may ask for (CreateWorld.history_ticks), ticks"},
+    {"history_max_bytes", T_U64, F(history_max_bytes), 0, 65536, 1e13, "268435456",
+     "bytes of one world's history (snapshots and logged inputs); past it the oldest ticks are dropped"},
     {"tls_cert", T_STR, F(tls_cert), sizeof(((ps_config *)0)->tls_cert), 0, 0, "",
      "PEM certificate (chain) file: with tls_key, the protocol port speaks TLS only (default: plain TCP)"},
     {"tls_key", T_STR, F(tls_key), sizeof(((ps_config *)0)->tls_key), 0, 0, "", "PEM private key file of tls_cert"},

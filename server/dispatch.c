@@ -244,6 +244,7 @@ static void new_world_reply(ps_conn *c, ps_msg *m, ps_host *h, const Physd__V1__
         } else if (jr == 0) {
             jr = ps_journal_log_create(h, cw, added);
         }
+        if (jr == 0 && h->hist) jr = ps_journal_log_history(h);
         if (jr == 0) jr = ps_data_dir_save_state(s);
         if (jr != 0) {
             if (h->journal) ps_journal_remove(s, h->journal);
@@ -299,6 +300,13 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
+    if (cw->history_ticks > (uint32_t)s->cfg.max_history_ticks) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "history_ticks %u is above max_history_ticks (%d)", cw->history_ticks,
+                 s->cfg.max_history_ticks);
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, msg);
+        return;
+    }
     ps_edit_batch *scene = NULL;
     uint64_t *scene_ids = NULL;
     if (cw->n_scene > 0) {
@@ -318,6 +326,12 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     ps_host *h = NULL;
     if (ps_host_create(s, cw->name, cw->preset, &set, rate, cw->start_paused, scene, scene_ids, &h, &st)) {
         ps_edit_batch_free(scene);
+        free(scene_ids);
+        ps_reply_status(c, m->request_id, &st, 0);
+        return;
+    }
+    if (ps_history_enable(h, cw->history_ticks, &st)) {
+        ps_host_destroy(h, "its history could not be started");
         free(scene_ids);
         ps_reply_status(c, m->request_id, &st, 0);
         return;
@@ -448,6 +462,10 @@ static int p_edit(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(void *
 static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     ps_edit_batch *b = decoded;
     ps_status st;
+    if (m->edit->tick && m->edit->tick->value != h->tick) {
+        ps_history_edit(h, c, m, b); /* a past or future tick (history.c) */
+        return;
+    }
     uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
     if (!ids) {
         ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
@@ -457,9 +475,11 @@ static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         ps_reply_status(c, m->request_id, &st, h->tick);
     } else {
         ps_journal_log_edit(h, m->edit);
+        ps_history_log_edit(h, m->edit, ids, b->n);
         Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
         er.n_new_ids = b->n;
         er.new_ids = ids;
+        er.applied_tick = h->tick;
         ps_reply_msg r = PHYSD__V1__REPLY__INIT;
         r.payload_case = PHYSD__V1__REPLY__PAYLOAD_EDIT;
         r.edit = &er;
@@ -652,9 +672,32 @@ typedef struct body_out {
     ps_shape_storage *storage;
 } body_out;
 
+/* Lag compensation: runs fn with the host's world and tick set to those of
+ * a past tick (a scratch world restored from the history), then puts them
+ * back. fn sees tick == h->tick, so it answers as of that tick. */
+static void run_at_tick(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, uint64_t tick, ps_run_fn fn) {
+    ps_status st;
+    ph_world_id w;
+    if (ps_history_world_at(h, tick, &w, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
+    const ph_world_id live = h->world;
+    const uint64_t now = h->tick;
+    h->world = w;
+    h->tick = tick;
+    fn(h, c, m, decoded);
+    h->world = live;
+    h->tick = now;
+}
+
 static void w_query_bodies(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     const Physd__V1__QueryBodies *q = m->query_bodies;
+    if (q->tick && q->tick->value != h->tick) {
+        run_at_tick(h, c, m, decoded, q->tick->value, w_query_bodies);
+        return;
+    }
     size_t n = q->n_body_ids;
     for (size_t k = 0; k < n; k++) {
         if (!ph_body_is_valid(ps_core_body(h, q->body_ids[k]))) {
@@ -877,6 +920,10 @@ static int p_raycast(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(voi
 }
 
 static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    if (m->raycast->tick && m->raycast->tick->value != h->tick) {
+        run_at_tick(h, c, m, decoded, m->raycast->tick->value, w_raycast);
+        return;
+    }
     ray_args *a = decoded;
     ph_ray_hit hit;
     memset(&hit, 0, sizeof hit);
@@ -935,6 +982,7 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         wc.journal_records = h->journal->records;
         wc.journal_ms = (double)h->journal->busy_ns / 1e6;
     }
+    ps_history_counters(h, &wc);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
     r.counters = &wc;

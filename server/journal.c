@@ -417,7 +417,10 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
                (unsigned long long)h->epoch);
         return -1;
     }
-    int err = replay_step_to(h, target);
+    /* With a history (history.c), the steps keep it, so a late edit below
+     * can roll back as it did live. */
+    int err = ps_history_replay_to(h, target);
+    if (err == PH_OK) err = replay_step_to(h, target);
     if (err != PH_OK && r->change_case != PHYSD__JOURNAL__V1__RECORD__CHANGE_PAUSE) {
         ps_log("world %llu: a replayed step failed before tick %llu (%s)", (unsigned long long)h->id,
                (unsigned long long)target, ph_strerror(err));
@@ -428,7 +431,13 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         ps_edit_batch *b = NULL;
         if (ps_codec_edit_batch(r->edit, s->cfg.max_edits_per_batch, &b, &st)) return -1;
         uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
-        int rc = ids ? ps_host_apply_edits(h, b->ops, b->n, ids, &st) : -1;
+        /* A late edit (stamped below the record's tick) rolls back as it
+         * did live (history.c); else it applies now, as it did. */
+        const int late = r->edit->tick && r->edit->tick->value < h->tick;
+        int rc = !ids   ? -1
+                 : late ? ps_history_rollback(h, r->edit->tick->value, r->edit, b, ids, &st)
+                        : ps_host_apply_edits(h, b->ops, b->n, ids, &st);
+        if (rc == 0 && !late) ps_history_log_edit(h, r->edit, ids, b->n);
         free(ids);
         ps_edit_batch_free(b);
         if (rc) {
@@ -454,6 +463,12 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_DESTROY:
         return 1;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_FENCE:
+        if (ph_world_fence_ids(h->world) != PH_OK) return -1;
+        break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY:
+        if (!r->history || ps_history_enable(h, r->history->ticks, &st)) return -1;
+        break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
         if (r->token_add) replay_token(s, r->token_add);
         break;
@@ -698,6 +713,16 @@ int ps_recover_all(ps_server *s) {
             ps_log("world %llu: journal %s cut at byte %llu (a record cut short or failing its CRC-32C)",
                    (unsigned long long)h->id, path, (unsigned long long)res.cut_at);
         s->recovered_mismatches += res.mismatches;
+        /* The id fence: what the lost tail of an earlier life (acknowledged
+         * with fsync everysec or no, never on disk) handed out is never
+         * handed out again. Journaled, so a replay fences too. */
+        if (ph_world_fence_ids(h->world) == PH_OK && h->journal) {
+            Physd__Journal__V1__Record fr = PHYSD__JOURNAL__V1__RECORD__INIT;
+            Physd__Journal__V1__Fence fm = PHYSD__JOURNAL__V1__FENCE__INIT;
+            fr.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_FENCE;
+            fr.fence = &fm;
+            ps_journal_append(h, &fr);
+        }
         if (!h->paused) {
             h->base_ns = ps_now_ns();
             h->ticks_since_base = 0;
@@ -706,6 +731,7 @@ int ps_recover_all(ps_server *s) {
         recovered++;
     }
     free(ids);
+    ps_journal_sync_dirty(s); /* the fences are on disk before any new id is handed out */
     if (n) ps_data_dir_save_state(s);
     return recovered;
 }
@@ -861,6 +887,7 @@ int ps_journal_rotate(ps_host *h) {
         ps_journal *old = h->journal;
         h->journal = &nj;
         rc = ps_journal_log_image(h, img, len);
+        if (rc == 0 && h->hist) rc = ps_journal_log_history(h);
         h->journal = old;
         dirty_unlink(s, &nj);
     }
@@ -889,4 +916,13 @@ int ps_journal_rotate(ps_host *h) {
            (unsigned long long)h->id, (unsigned long long)h->tick, (unsigned long long)old_bytes, len,
            (double)(ps_now_ns() - t0) / 1e6);
     return 0;
+}
+/* The world keeps a history (history.c): replay keeps one too. */
+int ps_journal_log_history(ps_host *h) {
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__History x = PHYSD__JOURNAL__V1__HISTORY__INIT;
+    x.ticks = ps_history_window(h);
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY;
+    r.history = &x;
+    return ps_journal_append(h, &r);
 }

@@ -82,6 +82,8 @@ int ps_journal_log_image(struct ps_host *h, const uint8_t *image, size_t len);
 /* A new journal that starts with the world's image; the old one is kept as
  * <id>.journal.prev (the fallback if the image does not restore). */
 int ps_journal_rotate(struct ps_host *h);
+/* The world's history window (CreateWorld.history_ticks), after create. */
+int ps_journal_log_history(struct ps_host *h);
 
 /* fsync every dirty journal (fsync always: before a connection writes). */
 void ps_journal_sync_dirty(struct ps_server *s);

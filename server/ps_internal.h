@@ -411,6 +411,8 @@ typedef struct ps_job {
     uint64_t row_updates;
     int budget_exhausted;
     uint64_t state_hash; /* after the step, when a stats subscriber wants it */
+    uint8_t *hist_snap;  /* history (history.c): the snapshot after the step, handed to the ring */
+    size_t hist_len;
 } ps_job;
 
 struct ps_host {
@@ -471,6 +473,7 @@ struct ps_host {
     struct ps_journal *journal; /* --data-dir: this world's journal (journal.h) */
     uint8_t *scene_pb;          /* the scene's ops as received (a packed EditBatch), for images */
     size_t scene_pb_len;
+    struct ps_history *hist; /* CreateWorld.history_ticks > 0: the recent past (history.c), else NULL */
 };
 
 /* ------------------------------------------------------------ images */
@@ -556,6 +559,46 @@ int ps_host_sub_count(const ps_host *h);
 /* Applies a decoded edit batch atomically (world idle). new_ids has one
  * entry per op. */
 int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_ids, ps_status *st);
+
+/* ------------------------------------------------------------- history */
+
+/* Tick-stamped edits, rollback and lag compensation (history.c,
+ * docs/durability.md "History and rollback"). Loop thread, world idle,
+ * except ps_history_capture (the step job's worker). */
+typedef struct ps_history ps_history;
+/* Starts keeping window ticks (0: nothing to do; above max_history_ticks:
+ * INVALID) from the world as it is now. */
+int ps_history_enable(ps_host *h, uint32_t window, ps_status *st);
+uint32_t ps_history_window(const ps_host *h);
+/* Frees the history; batches waiting for a future tick get NOT_FOUND. */
+void ps_history_free(ps_host *h);
+/* The state changed outside the logged inputs (settings): the history
+ * starts again from now. */
+void ps_history_restart(ps_host *h);
+/* After a reset: waiting batches get ABORTED; the history starts again. */
+void ps_history_on_reset(ps_host *h);
+/* Worker: the snapshot after a successful step, into the job. */
+void ps_history_capture(ps_host *h, ps_job *job);
+/* Loop: the job's snapshot into the ring (or freed). */
+void ps_history_after_step(ps_host *h, ps_job *job);
+/* Replay: steps to tick keeping the history (no-op without one). */
+int ps_history_replay_to(ps_host *h, uint64_t tick);
+/* An edit batch applied at the present tick, with the ids it gave. */
+void ps_history_log_edit(ps_host *h, const Physd__V1__EditBatch *m, const uint64_t *ids, size_t n);
+/* Applies b (m, packed for the log) as if at past tick T: rollback and
+ * re-simulation to the present; all or nothing. */
+int ps_history_rollback(ps_host *h, uint64_t T, const Physd__V1__EditBatch *m, const struct ps_edit_batch *b,
+                        uint64_t *ids, ps_status *st);
+/* An EditBatch whose tick is not the present one: rolls back, schedules or
+ * refuses, and replies (or will). */
+void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const struct ps_edit_batch *b);
+/* At a tick boundary: applies the batches waiting for this tick. */
+void ps_history_run_due(ps_host *h);
+/* 1 when c's request request_id is a batch waiting for its tick. */
+int ps_history_waiting(const ps_host *h, const ps_conn *c, uint64_t request_id);
+/* The world as it was at a past tick (a scratch world the history owns). */
+int ps_history_world_at(ps_host *h, uint64_t tick, ph_world_id *out, ps_status *st);
+void ps_history_counters(const ps_host *h, Physd__V1__WorldCounters *wc);
 
 /* ------------------------------------------------------------- broadcast */
 

@@ -88,6 +88,9 @@ typedef struct ps_config {
     char tls_key[1024];           /* PEM private key of tls_cert, default "" */
     char tls_client_ca[1024];     /* PEM CA: when set, clients must present a certificate it signed */
     double tls_handshake_timeout; /* s a TLS handshake may take, default 10 */
+    /* History and rollback (docs/durability.md, "History and rollback") */
+    int max_history_ticks;      /* largest CreateWorld.history_ticks, default 256 */
+    uint64_t history_max_bytes; /* bytes of one world's history; the oldest ticks go past it, default 256 MiB */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);

@@ -183,6 +183,7 @@ static void work_cb(uv_work_t *req) {
         if (h->job.want_stats || h->job.want_stats_iters) h->job.state_hash = ph_world_state_hash(h->world);
         ps_broadcast_encode(h, &h->job);
     }
+    ps_history_capture(h, &h->job);
 }
 
 static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value, uint64_t body_id) {
@@ -346,6 +347,7 @@ static void after_work_cb(uv_work_t *req, int status) {
     h->tick = ph_world_get_step_count(h->world);
     h->body_count = ph_world_body_count(h->world);
     h->joint_count = ph_world_joint_count(h->world);
+    ps_history_after_step(h, job);
     if (job->err == PH_ERR_CANCELLED) {
         /* Cancelled for destroy or shutdown: the core put the world back. */
     } else if (job->err == PH_ERR_NONFINITE) {
@@ -468,6 +470,7 @@ void ps_host_kick(ps_host *h) {
     if (h->busy || h->finalized || h->draining) return;
     /* The tick boundary: run what waited for it, in arrival order. */
     h->draining = 1;
+    ps_history_run_due(h); /* edit batches stamped with this tick first (history.c) */
     while (h->dq_head && !h->destroying) {
         ps_deferred *d = h->dq_head;
         h->dq_head = d->next;
@@ -611,6 +614,7 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
     if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations && heavy_guess(s))
         h->heavy = 1; /* until its steps say otherwise */
     h->settings = *s;
+    ps_history_restart(h); /* a rollback never crosses a settings change */
     if (tick_rate != h->tick_rate) {
         h->tick_rate = tick_rate;
         h->base_ns = ps_now_ns();
@@ -664,6 +668,7 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     h->base_ns = ps_now_ns();
     h->ticks_since_base = 0;
     h->contact_count = 0;
+    ps_history_on_reset(h);
     ps_log("world %llu reset (id epoch %llu)", (unsigned long long)h->id, (unsigned long long)h->epoch);
     return 0;
 }
@@ -771,16 +776,18 @@ static void host_finalize(ps_host *h) {
     }
     h->nsubs = 0;
     h->nremoved = 0;
-    ph_world_destroy(h->world);
-    ps_edit_batch_free(h->scene);
-    h->scene = NULL;
-    ps_access_world_gone(h->srv, h->id);
     if (h->journal) {
-        /* Shutdown: the journal stays, with the tick the world reached. */
+        /* Shutdown: the journal stays, with the tick the world reached (its
+         * hash read before the world is destroyed). */
         ps_journal_log_hash(h);
         ps_journal_detach(h->srv, h->journal);
         h->journal = NULL;
     }
+    ps_history_free(h);
+    ph_world_destroy(h->world);
+    ps_edit_batch_free(h->scene);
+    h->scene = NULL;
+    ps_access_world_gone(h->srv, h->id);
     ps_server_remove_world(h->srv, h);
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);

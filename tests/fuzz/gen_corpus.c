@@ -705,6 +705,64 @@ static void raycast(uint64_t w, double oz, double dz, double maxd) {
     frame(m);
 }
 
+/* History and rollback (docs/durability.md): a world keeping history_ticks
+ * ticks, an edit batch stamped with a tick, queries at a past tick. */
+static void create_hist(const char *name, const char *preset, uint32_t history) {
+    cmsg *m = msg(REQ(CREATE_WORLD));
+    Physd__V1__CreateWorld *c = alloc(sizeof *c);
+    physd__v1__create_world__init(c);
+    c->name = (char *)name;
+    c->preset = (char *)preset;
+    c->start_paused = 1;
+    c->history_ticks = history;
+    m->create_world = c;
+    frame(m);
+}
+
+static Physd__V1__UInt64Value *tick_of(uint64_t t) {
+    Physd__V1__UInt64Value *v = alloc(sizeof *v);
+    physd__v1__uint64_value__init(v);
+    v->value = t;
+    return v;
+}
+
+static void edit_at(uint64_t w, Physd__V1__EditOp **ops, size_t n, uint64_t tick) {
+    cmsg *m = msg(REQ(EDIT));
+    Physd__V1__EditBatch *x = alloc(sizeof *x);
+    physd__v1__edit_batch__init(x);
+    x->world_id = w;
+    x->ops = ops;
+    x->n_ops = n;
+    x->tick = tick_of(tick);
+    m->edit = x;
+    frame(m);
+}
+
+static void query_bodies_at(uint64_t w, uint64_t *ids, size_t n, uint64_t tick) {
+    cmsg *m = msg(REQ(QUERY_BODIES));
+    Physd__V1__QueryBodies *x = alloc(sizeof *x);
+    physd__v1__query_bodies__init(x);
+    x->world_id = w;
+    x->body_ids = ids;
+    x->n_body_ids = n;
+    x->tick = tick_of(tick);
+    m->query_bodies = x;
+    frame(m);
+}
+
+static void raycast_at(uint64_t w, double oz, double dz, uint64_t tick) {
+    cmsg *m = msg(REQ(RAYCAST));
+    Physd__V1__Raycast *x = alloc(sizeof *x);
+    physd__v1__raycast__init(x);
+    x->world_id = w;
+    x->origin = v3(0, 0, oz);
+    x->direction = v3(0, 0, dz);
+    x->max_distance = 100;
+    x->tick = tick_of(tick);
+    m->raycast = x;
+    frame(m);
+}
+
 #define ST_TRANSFORMS PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS
 #define ST_STATS PHYSD__V1__STREAM_KIND__STREAM_STATS
 #define ST_CONTACTS PHYSD__V1__STREAM_KIND__STREAM_CONTACTS
@@ -858,6 +916,26 @@ static void gen(void) {
              add_joint(J_HINGE, ref_new(0), ref_id(BODY(2))), remove_body(ref_id(BODY(3)))),
          9);
     step(1, 3), query_joints(1, NULL, 0), end("edit_every_kind");
+
+    /* --- history and rollback: late, future and out-of-window batches,
+     * queries at past ticks (the requests after a StepWorld run at its
+     * first tick boundary, tick 1: tick 0 is late there) */
+    begin(), hello(), create_hist("h", "stack20", 8), step(1, 6),
+        edit_at(1, ops(1, set_velocity(ref_id(BODY(3)))), 1, 0),
+        edit_at(1, ops(1, add_body(0, 0, 0, 30, sphere(0.5))), 1, 0), step(1, 2), counters(1),
+        end("rollback_late_edit");
+    begin(), hello(), create_hist("h", "stack20", 8), step(1, 2),
+        edit_at(1, ops(1, apply_impulse(ref_id(BODY(4)), 0)), 1, 3),
+        edit_at(1, ops(1, set_pose(ref_id(BODY(2)))), 1, 2), step(1, 4), end("rollback_future_edit");
+    begin(), hello(), create_hist("h", "stack20", 4), step(1, 10),
+        edit_at(1, ops(1, set_velocity(ref_id(BODY(3)))), 1, 0),
+        edit_at(1, ops(1, set_velocity(ref_id(BODY(3)))), 1, UINT64_MAX), create_hist("x", "", 100000),
+        create("n", "box_on_plane", 1, NULL, NULL, 0), edit_at(2, ops(1, set_velocity(ref_id(BODY(2)))), 1, 0),
+        edit_at(2, ops(1, set_velocity(ref_id(BODY(2)))), 1, 1), change_settings(1, NULL),
+        edit_at(1, ops(1, set_velocity(ref_id(BODY(3)))), 1, 0), end("rollback_window");
+    begin(), hello(), create_hist("h", "box_drop", 16), step(1, 10), query_bodies_at(1, ids(1, BODY(2)), 1, 0),
+        raycast_at(1, 10, -1, 0), raycast_at(1, 10, -1, 1), query_bodies_at(1, ids(1, BODY(2)), 1, UINT64_MAX),
+        step(1, 3), raycast_at(1, 10, -1, 2), end("lag_compensation");
 
     /* --- settings and control */
     begin(), hello(), create("c", "stack20", 1, NULL, NULL, 0), change_settings(1, settings_full(1)),

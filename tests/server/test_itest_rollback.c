@@ -1,0 +1,512 @@
+/*
+ * test_itest_rollback.c — tick-stamped inputs, rollback and lag
+ * compensation (docs/durability.md, "History and rollback"): an edit batch
+ * sent 5 ticks late gives the state hash of the same batch sent on time; a
+ * batch for a future tick applies exactly then; ticks outside the window
+ * are refused and change nothing; a late batch that would change later ids
+ * is refused as a whole; ray casts and body queries at a past tick see the
+ * world of that tick; a journal with a late batch replays (physd --replay,
+ * and a restart) to the same hash; a running world's late batch equals the
+ * on-time batch on a paused copy; a world that blew up is corrected by a
+ * late batch (one that blows up again is refused). Paused worlds stepped by
+ * StepWorld, or ticks named in the replies, so nothing depends on timing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itest.h"
+
+#define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
+#define ST(x) PHYSD__V1__STATUS__STATUS_##x
+
+static uint64_t create_running(itest_client *c, const char *preset, uint32_t history, int paused) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cw.preset = (char *)preset;
+    cw.start_paused = paused;
+    cw.history_ticks = history;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    uint64_t id = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return id;
+}
+
+static uint64_t create(itest_client *c, const char *preset, uint32_t history) {
+    return create_running(c, preset, history, 1);
+}
+
+static void step(itest_client *c, uint64_t w, uint32_t n) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+    s.world_id = w;
+    s.steps = n;
+    m.request_case = REQ(STEP);
+    m.step = &s;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &m), ST(OK)), NULL);
+}
+
+/* The world's tick and state hash. */
+static uint64_t hash_of(itest_client *c, uint64_t w, uint64_t *tick) {
+    smsg *r = itest_expect(itest_counters(c, w), ST(OK));
+    const uint64_t h = r->reply->counters->state_hash;
+    if (tick) *tick = r->reply->counters->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return h;
+}
+
+/* The first dynamic body of the world (the preset's order). */
+static uint64_t some_body(itest_client *c, uint64_t w, int k) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    iw.include_bodies = 1;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    assert_true(r->reply->world->n_body_ids > (size_t)k);
+    const uint64_t id = r->reply->world->body_ids[k];
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return id;
+}
+
+/* An edit batch of one op: a sphere added at (x, y, z) (body == 0), or a
+ * velocity set on body. tick < 0: not stamped. */
+typedef struct edit_msg {
+    Physd__V1__ClientMessage m;
+    Physd__V1__EditBatch eb;
+    Physd__V1__UInt64Value tick;
+    Physd__V1__EditOp op, *ops[1];
+    Physd__V1__AddBody ab;
+    Physd__V1__BodyDef bd;
+    Physd__V1__Pose pose;
+    Physd__V1__Vec3 pos, vel;
+    Physd__V1__ShapeDef sd, *sds[1];
+    Physd__V1__SetVelocity sv;
+    Physd__V1__BodyRef ref;
+} edit_msg;
+
+static void edit_init(edit_msg *e, uint64_t w, int64_t tick, uint64_t body, double x, double y, double z) {
+    memset(e, 0, sizeof *e);
+    physd__v1__client_message__init(&e->m);
+    physd__v1__edit_batch__init(&e->eb);
+    physd__v1__uint64_value__init(&e->tick);
+    physd__v1__edit_op__init(&e->op);
+    physd__v1__vec3__init(&e->pos);
+    physd__v1__vec3__init(&e->vel);
+    e->ops[0] = &e->op;
+    e->eb.world_id = w;
+    e->eb.n_ops = 1;
+    e->eb.ops = e->ops;
+    if (tick >= 0) {
+        e->tick.value = (uint64_t)tick;
+        e->eb.tick = &e->tick;
+    }
+    if (body == 0) {
+        physd__v1__add_body__init(&e->ab);
+        physd__v1__body_def__init(&e->bd);
+        physd__v1__pose__init(&e->pose);
+        physd__v1__shape_def__init(&e->sd);
+        e->sd.type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+        e->sds[0] = &e->sd;
+        e->pos.x = x, e->pos.y = y, e->pos.z = z;
+        e->pose.position = &e->pos;
+        e->bd.pose = &e->pose;
+        e->bd.n_shapes = 1;
+        e->bd.shapes = e->sds;
+        e->ab.body = &e->bd;
+        e->op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        e->op.add_body = &e->ab;
+    } else {
+        physd__v1__set_velocity__init(&e->sv);
+        physd__v1__body_ref__init(&e->ref);
+        e->ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        e->ref.id = body;
+        e->vel.x = x, e->vel.y = y, e->vel.z = z;
+        e->sv.body = &e->ref;
+        e->sv.linear = &e->vel;
+        e->op.op_case = PHYSD__V1__EDIT_OP__OP_SET_VELOCITY;
+        e->op.set_velocity = &e->sv;
+    }
+    e->m.request_case = REQ(EDIT);
+    e->m.edit = &e->eb;
+}
+
+/* Sends the batch and expects status; returns the reply's applied tick
+ * and first new id. */
+static void edit(itest_client *c, uint64_t w, int64_t tick, uint64_t body, double x, double y, double z, int status,
+                 uint64_t *applied, uint64_t *new_id) {
+    edit_msg e;
+    edit_init(&e, w, tick, body, x, y, z);
+    smsg *r = itest_expect(itest_call(c, &e.m), status);
+    if (status == ST(OK)) {
+        if (applied) *applied = r->reply->edit->applied_tick;
+        if (new_id) *new_id = r->reply->edit->new_ids[0];
+    } else {
+        printf("  refused as expected: %s\n", r->reply->message);
+    }
+    physd__v1__server_message__free_unpacked(r, NULL);
+}
+
+/* World A gets the inputs on time, world B gets the sphere 5 ticks late;
+ * both get the same on-time velocity edits at ticks 12 and 14 (which B
+ * re-applies while re-simulating). Returns B. */
+static uint64_t late_scenario(itest_client *c, uint64_t *a_out, uint64_t *hash_a) {
+    const uint64_t a = create(c, "stack20", 32), b = create(c, "stack20", 32);
+    const uint64_t body_a = some_body(c, a, 3), body_b = some_body(c, b, 3);
+    assert_int_equal(body_a & ((UINT64_C(1) << 48) - 1), body_b & ((UINT64_C(1) << 48) - 1));
+    uint64_t applied = 0, id_a = 0, id_b = 0;
+    step(c, a, 10);
+    edit(c, a, -1, 0, 0.2, 0.1, 12, ST(OK), &applied, &id_a);
+    assert_int_equal(applied, 10);
+    step(c, a, 2);
+    edit(c, a, -1, body_a, 0.5, 0, 0, ST(OK), NULL, NULL);
+    step(c, a, 2);
+    edit(c, a, 14, body_a, 0, 0.4, 0, ST(OK), &applied, NULL); /* stamped with the present tick: now */
+    assert_int_equal(applied, 14);
+    step(c, a, 11);
+
+    step(c, b, 12);
+    edit(c, b, -1, body_b, 0.5, 0, 0, ST(OK), NULL, NULL);
+    step(c, b, 2);
+    edit(c, b, -1, body_b, 0, 0.4, 0, ST(OK), NULL, NULL);
+    step(c, b, 1);
+    uint64_t before_tick;
+    const uint64_t before = hash_of(c, b, &before_tick);
+    assert_int_equal(before_tick, 15);
+    edit(c, b, 10, 0, 0.2, 0.1, 12, ST(OK), &applied, &id_b); /* 5 ticks late */
+    assert_int_equal(applied, 10);
+    assert_int_equal(id_a & ((UINT64_C(1) << 48) - 1), id_b & ((UINT64_C(1) << 48) - 1));
+    uint64_t tick;
+    const uint64_t after = hash_of(c, b, &tick);
+    assert_int_equal(tick, 15); /* still the present tick */
+    assert_true(after != before);
+    step(c, b, 10);
+    uint64_t ta, tb;
+    *hash_a = hash_of(c, a, &ta);
+    const uint64_t hb = hash_of(c, b, &tb);
+    assert_int_equal(ta, 25);
+    assert_int_equal(tb, 25);
+    printf("tick 25: on time %016llx, 5 ticks late %016llx\n", (unsigned long long)*hash_a, (unsigned long long)hb);
+    assert_int_equal(*hash_a, hb);
+    smsg *r = itest_expect(itest_counters(c, b), ST(OK));
+    assert_int_equal(r->reply->counters->rollbacks, 1);
+    assert_int_equal(r->reply->counters->resimulated_ticks, 5);
+    assert_int_equal(r->reply->counters->history_ticks, 25); /* ticks 0..25 in a window of 32 */
+    assert_true(r->reply->counters->history_bytes > 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    *a_out = a;
+    return b;
+}
+
+static void test_late_equals_on_time(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "rollback");
+    uint64_t a, ha;
+    late_scenario(&c, &a, &ha);
+    itest_client_close(&c);
+    itest_stop();
+}
+
+static void test_future_and_window(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "window");
+    const uint64_t a = create(&c, "gears_small", 8), b = create(&c, "gears_small", 8),
+                   none = create(&c, "gears_small", 0);
+    /* A future tick: queued, applied exactly then; the reply comes then. */
+    step(&c, a, 4);
+    edit_msg e;
+    edit_init(&e, a, 7, 0, 0, 0, 9);
+    assert_int_equal(itest_client_send(&c, &e.m), 0);
+    step(&c, a, 3);
+    smsg *r = NULL;
+    while ((r = itest_client_recv(&c, 5000)) &&
+           !(r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY && r->reply->request_id == e.m.request_id))
+        physd__v1__server_message__free_unpacked(r, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->reply->status, ST(OK));
+    assert_int_equal(r->reply->edit->applied_tick, 7);
+    assert_int_equal(r->reply->tick, 7);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    step(&c, a, 5);
+    step(&c, b, 7);
+    edit(&c, b, -1, 0, 0, 0, 9, ST(OK), NULL, NULL);
+    step(&c, b, 5);
+    assert_int_equal(hash_of(&c, a, NULL), hash_of(&c, b, NULL));
+
+    /* Outside the window (b at tick 12, window 8): refused, nothing changes. */
+    const uint64_t h0 = hash_of(&c, b, NULL);
+    edit(&c, b, 3, 0, 1, 1, 9, ST(FAILED_PRECONDITION), NULL, NULL);
+    edit(&c, b, 21, 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
+    edit(&c, b, (int64_t)(UINT64_MAX >> 1), 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
+    step(&c, none, 3);
+    edit(&c, none, 1, 0, 1, 1, 9, ST(FAILED_PRECONDITION), NULL, NULL);
+    edit(&c, none, 4, 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
+    /* A late sphere at tick 4 would take the slot the sphere added at
+     * tick 7 got: the batch is refused as a whole, the world unchanged. */
+    edit(&c, b, 4, 0, 3, 3, 9, ST(ABORTED), NULL, NULL);
+    assert_int_equal(hash_of(&c, b, NULL), h0);
+    /* At the window's edge (tick 12 - 8 = 4), a velocity: accepted. */
+    uint64_t applied = 0;
+    edit(&c, b, 4, some_body(&c, b, 2), 0, 0, 2, ST(OK), &applied, NULL);
+    assert_int_equal(applied, 4);
+    assert_true(hash_of(&c, b, NULL) != h0);
+    itest_client_close(&c);
+    itest_stop();
+}
+
+/* A query at a past tick: QueryBodies or Raycast with tick set. */
+static smsg *query_at(itest_client *c, uint64_t w, int64_t tick, uint64_t body, int ray) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__UInt64Value t = PHYSD__V1__UINT64_VALUE__INIT;
+    t.value = (uint64_t)tick;
+    Physd__V1__QueryBodies q = PHYSD__V1__QUERY_BODIES__INIT;
+    Physd__V1__Raycast rc = PHYSD__V1__RAYCAST__INIT;
+    Physd__V1__Vec3 o = PHYSD__V1__VEC3__INIT, d = PHYSD__V1__VEC3__INIT;
+    if (ray) {
+        o.x = 0.1, o.y = -0.05, o.z = 100;
+        d.z = -1;
+        rc.world_id = w;
+        rc.origin = &o;
+        rc.direction = &d;
+        rc.max_distance = 1000;
+        if (tick >= 0) rc.tick = &t;
+        m.request_case = REQ(RAYCAST);
+        m.raycast = &rc;
+    } else {
+        q.world_id = w;
+        q.n_body_ids = 1;
+        q.body_ids = &body;
+        if (tick >= 0) q.tick = &t;
+        m.request_case = REQ(QUERY_BODIES);
+        m.query_bodies = &q;
+    }
+    return itest_call(c, &m);
+}
+
+static double height(itest_client *c, uint64_t w, int64_t tick, uint64_t body) {
+    smsg *r = itest_expect(query_at(c, w, tick, body, 0), ST(OK));
+    const double z = r->reply->bodies->bodies[0]->pose->position->z;
+    if (tick >= 0) assert_int_equal(r->reply->tick, (uint64_t)tick);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return z;
+}
+
+static void test_lag_compensation(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "lag");
+    const uint64_t w = create(&c, "", 16);
+    uint64_t body = 0;
+    edit(&c, w, -1, 0, 0, 0, 50, ST(OK), NULL, &body);
+    double z[31];
+    for (int t = 0; t <= 30; t++) {
+        if (t) step(&c, w, 1);
+        z[t] = height(&c, w, -1, body);
+    }
+    assert_true(z[30] < z[20] - 0.5);
+    /* Ticks 14..30 are in the window: the state of each tick, bit for bit. */
+    for (int t = 14; t <= 30; t++)
+        assert_true(height(&c, w, t, body) == z[t]);
+    /* A ray straight down hits the sphere's top where it was at that tick. */
+    for (int t = 15; t <= 30; t += 5) {
+        smsg *r = itest_expect(query_at(&c, w, t, 0, 1), ST(OK));
+        assert_true(r->reply->ray->hit);
+        assert_int_equal(r->reply->ray->body_id, body);
+        assert_int_equal(r->reply->tick, (uint64_t)t);
+        const double top = r->reply->ray->point->z;
+        printf("  ray at tick %d hits z = %.9f; the body's centre was at %.9f\n", t, top, z[t]);
+        /* (0.5 m sphere, the ray 0.1 and -0.05 off its centre's vertical) */
+        assert_true(fabs((top - z[t]) - sqrt(0.25 - 0.0125)) < 1e-9);
+        if (t == 15) {
+            smsg *now = itest_expect(query_at(&c, w, -1, 0, 1), ST(OK));
+            assert_true(now->reply->ray->point->z < top - 0.5);
+            assert_true(fabs((top - z[15]) - (now->reply->ray->point->z - z[30])) < 1e-9); /* the same radius */
+            physd__v1__server_message__free_unpacked(now, NULL);
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    /* Outside the window, and the future: refused. */
+    itest_status(itest_expect(query_at(&c, w, 13, body, 0), ST(FAILED_PRECONDITION)));
+    itest_status(itest_expect(query_at(&c, w, 31, 0, 1), ST(INVALID_ARGUMENT)));
+    itest_client_close(&c);
+    itest_stop();
+}
+
+/* A running world (60 Hz) gets a velocity 3 ticks behind the tick it last
+ * reported; once paused at tick Q its hash equals a paused copy that got
+ * the batch on time and was stepped to Q. Whatever the timing, the reply
+ * names the tick, so the comparison is exact. */
+static void test_running_world(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "running");
+    const uint64_t a = create(&c, "stack20", 32), b = create_running(&c, "stack20", 32, 0);
+    const uint64_t body = some_body(&c, b, 5);
+    uint64_t p0 = 0;
+    while (p0 < 10) {
+        itest_sleep(0.05);
+        hash_of(&c, b, &p0);
+    }
+    const uint64_t T = p0 - 3;
+    uint64_t applied = 0;
+    edit(&c, b, (int64_t)T, body, 1.5, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, T);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__PauseWorld pw = PHYSD__V1__PAUSE_WORLD__INIT;
+    pw.world_id = b;
+    m.request_case = REQ(PAUSE);
+    m.pause = &pw;
+    itest_status(itest_expect(itest_call(&c, &m), ST(OK)));
+    uint64_t q = 0;
+    const uint64_t hb = hash_of(&c, b, &q);
+    assert_true(q >= p0);
+    step(&c, a, (uint32_t)T);
+    edit(&c, a, -1, some_body(&c, a, 5), 1.5, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, T);
+    if (q > T) step(&c, a, (uint32_t)(q - T));
+    printf("running world: late batch for tick %llu (reported tick %llu), paused at %llu: %016llx, on time %016llx\n",
+           (unsigned long long)T, (unsigned long long)p0, (unsigned long long)q, (unsigned long long)hb,
+           (unsigned long long)hash_of(&c, a, NULL));
+    assert_int_equal(hash_of(&c, a, NULL), hb);
+    itest_client_close(&c);
+    itest_stop();
+}
+
+/* Blow-up: a world that leaves the finite envelope is put back to its last
+ * finite tick and paused (the core's undo of the failed step). The history
+ * then lets a client correct the cause in the past: a late batch that
+ * re-simulates to a finite present is accepted, one that blows up again is
+ * refused and changes nothing. */
+static void test_blowup_corrected_in_the_past(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "blowup");
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__DoubleValue h = PHYSD__V1__DOUBLE_VALUE__INIT;
+    h.value = 1.0; /* 1 s steps: 9e3 m/s moves a body 9 km a tick */
+    set.time_step = &h;
+    cw.settings = &set;
+    cw.preset = "";
+    cw.start_paused = 1;
+    cw.history_ticks = 8;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    const uint64_t w = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    uint64_t ball = 0;
+    edit(&c, w, -1, 0, 9.95e6, 0, 0, ST(OK), NULL, &ball);
+    edit(&c, w, -1, ball, 9e3, 0, 0, ST(OK), NULL, NULL);
+    step(&c, w, 5);
+    /* The sixth step would put it past 1e7 m: undone, the world paused. */
+    Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
+    sw.world_id = w;
+    sw.steps = 1;
+    Physd__V1__ClientMessage sm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    sm.request_case = REQ(STEP);
+    sm.step = &sw;
+    itest_status(itest_expect(itest_call(&c, &sm), ST(CANCELLED)));
+    uint64_t tick;
+    const uint64_t h0 = hash_of(&c, w, &tick);
+    assert_int_equal(tick, 5);
+    /* A correction that still blows up in the re-simulation: refused. */
+    edit(&c, w, 3, ball, 3e4, 0, 0, ST(ABORTED), NULL, NULL);
+    assert_int_equal(hash_of(&c, w, NULL), h0);
+    /* Stopped at tick 3: accepted; the present is finite and steps on. */
+    uint64_t applied = 0;
+    edit(&c, w, 3, ball, 0, 0, 0, ST(OK), &applied, NULL);
+    assert_int_equal(applied, 3);
+    smsg *q = itest_expect(query_at(&c, w, -1, ball, 0), ST(OK));
+    const double x = q->reply->bodies->bodies[0]->pose->position->x;
+    const double vx = q->reply->bodies->bodies[0]->linear_velocity->x;
+    physd__v1__server_message__free_unpacked(q, NULL);
+    printf("  corrected at tick 3: x = %.1f m, vx = %g m/s at tick 5\n", x, vx);
+    assert_true(x < 9.99e6 && vx == 0);
+    step(&c, w, 5);
+    hash_of(&c, w, &tick);
+    assert_int_equal(tick, 10);
+    itest_client_close(&c);
+    itest_stop();
+}
+
+/* A late batch in the journal: physd --replay and a restart rebuild the
+ * same world. */
+static void test_journal_replays_rollback(void **state) {
+    (void)state;
+    char dir[64] = "/tmp/physd-rollback-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ps_config cfg;
+    itest_config(&cfg);
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", dir);
+    snprintf(cfg.fsync, sizeof cfg.fsync, "always");
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "journal");
+    uint64_t a, ha;
+    const uint64_t b = late_scenario(&c, &a, &ha);
+    itest_client_close(&c);
+    itest_stop();
+
+    char cmd[512], line[1024] = "";
+    snprintf(cmd, sizeof cmd, "%s --replay %s/worlds/%llu.journal 2>/dev/null", PHYSD_BIN, dir, (unsigned long long)b);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(line, sizeof line, p)) line[0] = 0;
+    pclose(p);
+    const char *t = strstr(line, "\"tick\":"), *h = strstr(line, "\"state_hash\":\""),
+               *mm = strstr(line, "\"mismatches\":");
+    if (!t || !h || !mm) fail_msg("physd --replay printed: %s", line);
+    printf("physd --replay: %s", line);
+    assert_int_equal(strtoull(t + 7, NULL, 10), 25);
+    assert_int_equal(strtoull(h + 14, NULL, 16), ha);
+    assert_int_equal(strtoull(mm + 13, NULL, 10), 0);
+
+    port = itest_start(&cfg);
+    itest_connect(&c, port, "journal");
+    uint64_t tick;
+    assert_int_equal(hash_of(&c, b, &tick), ha);
+    assert_int_equal(tick, 25);
+    /* The recovered world keeps its history: another late batch works. */
+    edit(&c, b, 22, some_body(&c, b, 3), 0, 0, 1, ST(OK), NULL, NULL);
+    itest_client_close(&c);
+    itest_stop();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_late_equals_on_time),
+        cmocka_unit_test(test_future_and_window),
+        cmocka_unit_test(test_lag_compensation),
+        cmocka_unit_test(test_running_world),
+        cmocka_unit_test(test_blowup_corrected_in_the_past),
+        cmocka_unit_test(test_journal_replays_rollback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
