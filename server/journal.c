@@ -595,7 +595,7 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
         }
     }
     free(buf);
-    if (out->cut_at && cut && !out->destroyed) {
+    if (out->cut_at && cut && !out->destroyed && h) { /* (no world: the caller may fall back; nothing cut) */
         if (ftruncate(fd, (off_t)out->cut_at) != 0 || fsync(fd) != 0)
             ps_log("cannot cut %s at %llu: %s", path, (unsigned long long)out->cut_at, strerror(errno));
     }

@@ -30,8 +30,9 @@ typedef struct server {
     char log[128];
 } server;
 
-/* Starts physd on the data directory; waits for "listening on". */
-static void start(server *sv, const char *fsync_mode, int run) {
+/* Starts physd on the data directory (with one more option, or NULL);
+ * waits for "listening on". */
+static void start_with(server *sv, const char *fsync_mode, int run, const char *opt, const char *val) {
     snprintf(sv->log, sizeof sv->log, "%s/physd-%d.log", dir, run);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -40,8 +41,12 @@ static void start(server *sv, const char *fsync_mode, int run) {
         if (fd >= 0) dup2(fd, 2);
         char data[128];
         snprintf(data, sizeof data, "%s/data", dir);
-        execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
-              fsync_mode, "--journal-hash-every", "10", (char *)NULL);
+        if (opt)
+            execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
+                  fsync_mode, "--journal-hash-every", "10", opt, val, (char *)NULL);
+        else
+            execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
+                  fsync_mode, "--journal-hash-every", "10", (char *)NULL);
         _exit(127);
     }
     sv->pid = pid;
@@ -60,6 +65,8 @@ static void start(server *sv, const char *fsync_mode, int run) {
     }
     assert_true(sv->port > 0);
 }
+
+static void start(server *sv, const char *fsync_mode, int run) { start_with(sv, fsync_mode, run, NULL, NULL); }
 
 static void kill9(server *sv) {
     kill(sv->pid, SIGKILL);
@@ -416,6 +423,54 @@ static void test_torn_and_corrupt_tail(void **state) {
     stop(&sv);
 }
 
+/* A journal past journal_max_bytes rotates to one that starts with the
+ * world's image; when that image does not restore, the world is rebuilt
+ * from the previous journal and the records after the image. */
+static void test_rotation_and_fallback(void **state) {
+    (void)state;
+    server sv;
+    start_with(&sv, "always", 8, "--journal-max-bytes", "4096");
+    itest_client c;
+    itest_connect(&c, sv.port, "rotation");
+    uint64_t w = create_world(&c, "box_on_plane", 1);
+    for (int round = 0; round < 8 && !log_has(&sv, "journal rotated"); round++) {
+        for (int i = 0; i < 10; i++)
+            assert_true(add_sphere(&c, w, i, round, 1) != 0);
+        step(&c, w, 1);
+    }
+    assert_true(log_has(&sv, "journal rotated"));
+    for (int i = 0; i < 3; i++)
+        assert_true(add_sphere(&c, w, -5, i, 1) != 0);
+    step(&c, w, 2);
+    uint64_t tick0, hash0;
+    counters(&c, w, &tick0, &hash0);
+    itest_client_close(&c);
+    stop(&sv);
+    char path[256], prev[270];
+    snprintf(path, sizeof path, "%s/data/worlds/%llu.journal", dir, (unsigned long long)w);
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    assert_true(file_size(prev) > 4096);
+    /* A byte inside the image (the first record, after the 16-byte header). */
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, 16 + 8 + 200), 1);
+    b ^= 0x20;
+    assert_int_equal(pwrite(fd, &b, 1, 16 + 8 + 200), 1);
+    close(fd);
+    start(&sv, "always", 9);
+    assert_true(log_has(&sv, "rebuilt from"));
+    itest_connect(&c, sv.port, "rotation");
+    uint64_t tick, hash;
+    counters(&c, w, &tick, &hash);
+    printf("rotated journal with a corrupt image: rebuilt from .prev and the records after the image: tick %llu "
+           "(was %llu), state hash %016llx (was %016llx)\n",
+           (unsigned long long)tick, (unsigned long long)tick0, (unsigned long long)hash, (unsigned long long)hash0);
+    assert_int_equal(tick, tick0);
+    assert_int_equal(hash, hash0);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/physd-durability-XXXXXX");
@@ -444,6 +499,7 @@ int main(void) {
         cmocka_unit_test_setup(test_kill9_fsync_always, fresh),
         cmocka_unit_test_setup(test_kill9_fsync_everysec, fresh),
         cmocka_unit_test_setup(test_torn_and_corrupt_tail, fresh),
+        cmocka_unit_test_setup(test_rotation_and_fallback, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
