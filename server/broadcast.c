@@ -85,7 +85,7 @@ static int parts_alloc(ps_parts *p, size_t n) {
 /* The frame of the bodies ids[0..n) in parts of at most max_frame bytes.
  * Bodies removed since subscribing are skipped. */
 static int encode_frame(const ps_host *h, uint64_t tick, uint64_t sub_id, const ph_body_id *ids, size_t n,
-                        ps_parts *out) {
+                        uint64_t state_hash, ps_parts *out) {
     const size_t per = per_part(h->srv->cfg.max_frame, FRAME_BODY_BYTES);
     uint64_t *wire = malloc((n ? n : 1) * sizeof *wire);
     double *poses = malloc((n ? n : 1) * 7 * sizeof *poses);
@@ -110,6 +110,7 @@ static int encode_frame(const ps_host *h, uint64_t tick, uint64_t sub_id, const 
                 f.world_id = h->id;
                 f.tick = tick;
                 f.subscription_id = sub_id;
+                f.state_hash = state_hash;
                 f.n_body_ids = count;
                 f.body_ids = wire + first;
                 f.n_poses = 7 * count;
@@ -273,7 +274,9 @@ void ps_broadcast_encode(ps_host *h, ps_job *job) {
         }
         if (n >= 0 && n <= h->scratch_cap) {
             int got = n > 0 ? ph_world_get_bodies(h->world, h->scratch_ids, h->scratch_cap) : 0;
-            if (got >= 0) encode_frame(h, job->tick, 0, h->scratch_ids, (size_t)got, &job->frame);
+            if (got >= 0)
+                encode_frame(h, job->tick, 0, h->scratch_ids, (size_t)got, job->want_hash ? job->state_hash : 0,
+                             &job->frame);
         }
     }
     if (job->want_stats || job->want_stats_iters) {
@@ -329,7 +332,9 @@ void ps_broadcast_deliver(ps_host *h, ps_job *job) {
                 for (size_t k = 0; k < sub->nbodies; k++)
                     ids[k] = ps_core_body(h, sub->bodies[k]);
                 ps_parts parts = {NULL, 0};
-                if (encode_frame(h, tick, sub->id, ids, sub->nbodies, &parts) == 0) h->frames_encoded++;
+                if (encode_frame(h, tick, sub->id, ids, sub->nbodies, sub->with_hash ? job->state_hash : 0, &parts) ==
+                    0)
+                    h->frames_encoded++;
                 free(ids);
                 push_parts(h, sub, &parts, PS_OUT_FRAME);
                 ps_parts_free(&parts);

@@ -613,6 +613,7 @@ static void w_subscribe(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
                                                                       : PS_SUB_CONTACTS;
     proto.every = s->every ? s->every : 1;
     proto.per_iteration = s->per_iteration_merits;
+    proto.with_hash = s->with_state_hash;
     proto.nbodies = s->n_body_ids;
     proto.bodies = s->body_ids;
     uint64_t id = 0;

@@ -369,6 +369,7 @@ typedef struct ps_sub {
     int kind;
     uint32_t every;
     int per_iteration;
+    int with_hash; /* transforms: frames carry the state hash */
     size_t nbodies;
     uint64_t *bodies; /* transforms: the chosen set (NULL: all bodies) */
     /* compact transforms (compact.c) */
@@ -410,7 +411,8 @@ typedef struct ps_job {
     int contacts;
     uint64_t row_updates;
     int budget_exhausted;
-    uint64_t state_hash; /* after the step, when a stats subscriber wants it */
+    uint64_t state_hash; /* after the step, when a stats subscriber or a transform subscriber wants it */
+    int want_hash;       /* a transform subscriber asked for the state hash */
     uint8_t *hist_snap;  /* history (history.c): the snapshot after the step, handed to the ring */
     size_t hist_len;
 } ps_job;

@@ -180,7 +180,8 @@ static void work_cb(uv_work_t *req) {
     h->job.tick = ph_world_get_step_count(h->world);
     if (h->job.err == PH_OK) {
         ph_world_get_work(h->world, &h->job.row_updates, &h->job.budget_exhausted);
-        if (h->job.want_stats || h->job.want_stats_iters) h->job.state_hash = ph_world_state_hash(h->world);
+        if (h->job.want_stats || h->job.want_stats_iters || h->job.want_hash)
+            h->job.state_hash = ph_world_state_hash(h->world);
         ps_broadcast_encode(h, &h->job);
     }
     ps_history_capture(h, &h->job);
@@ -438,6 +439,7 @@ static void dispatch_step(ps_host *h, int manual) {
         ps_sub *sub = h->subs[i];
         if (!sub->conn || next % sub->every != 0) continue;
         if (sub->kind == PS_SUB_TRANSFORMS && !sub->bodies) job->want_frame = 1;
+        if (sub->kind == PS_SUB_TRANSFORMS && sub->with_hash) job->want_hash = 1;
         if (sub->kind == PS_SUB_STATS) {
             if (sub->per_iteration)
                 job->want_stats_iters = 1;

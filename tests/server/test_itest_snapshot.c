@@ -228,9 +228,64 @@ static void test_crc32c(void **state) {
         assert_int_equal(ps_crc32c(ps_crc32c(0, buf, cut), buf + cut, 1000 - cut), ps_crc32c(0, buf, 1000));
 }
 
+/* The state hash on the wire: in every Stats, and in transform frames of a
+ * subscription that asks; equal to the world's own (WorldCounters). */
+static void test_state_hash_on_the_wire(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "hash");
+    uint64_t w = create(&c, "stack20", 1, 60);
+    for (int kind = 0; kind < 2; kind++) {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Subscribe sb = PHYSD__V1__SUBSCRIBE__INIT;
+        sb.world_id = w;
+        sb.kind = kind ? PHYSD__V1__STREAM_KIND__STREAM_STATS : PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+        sb.with_state_hash = 1;
+        m.request_case = REQ(SUBSCRIBE);
+        m.subscribe = &sb;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    }
+    for (int k = 0; k < 5; k++) {
+        /* The step's reply and its pushes, then the world's own hash. */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
+        sw.world_id = w;
+        sw.steps = 1;
+        m.request_case = REQ(STEP);
+        m.step = &sw;
+        assert_int_equal(itest_client_send(&c, &m), 0);
+        uint64_t frame_hash = 0, stats_hash = 0, frame_tick = 0;
+        int got = 0;
+        while (got != 7) {
+            smsg *x = itest_client_recv(&c, 5000);
+            assert_non_null(x);
+            if (x->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) {
+                frame_hash = x->frame->state_hash;
+                frame_tick = x->frame->tick;
+                got |= 1;
+            } else if (x->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_STATS) {
+                stats_hash = x->stats->state_hash;
+                got |= 2;
+            } else if (x->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+                assert_int_equal(x->reply->status, ST(OK));
+                got |= 4;
+            }
+            physd__v1__server_message__free_unpacked(x, NULL);
+        }
+        uint64_t tick;
+        const uint64_t want = state_hash(&c, w, &tick);
+        assert_int_equal(frame_tick, tick);
+        assert_int_equal(frame_hash, want);
+        assert_int_equal(stats_hash, want);
+        assert_true(want != 0);
+    }
+    itest_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),
+        cmocka_unit_test(test_state_hash_on_the_wire),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_snapshots_skip_no_tick),
     };
