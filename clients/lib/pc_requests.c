@@ -289,3 +289,18 @@ int pc_stream_control(pc_client *c, uint64_t subscription, uint64_t ack_tick, in
     m.stream_control = &sc;
     return pc_request(c, &m, cb, data);
 }
+
+int pc_edit_at(pc_client *c, uint64_t world, uint64_t tick, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb,
+               void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__UInt64Value t = PHYSD__V1__UINT64_VALUE__INIT;
+    t.value = tick;
+    eb.world_id = world;
+    eb.ops = ops;
+    eb.n_ops = n;
+    eb.tick = &t;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    return pc_request(c, &m, cb, data);
+}

@@ -201,6 +201,7 @@ static int deliver_token(ctl *x, const Physd__V1__TokenInfo *t, const char *out_
 
 static int cmd_create(ctl *x, int argc, char **argv) {
     const char *preset = NULL, *name = NULL, *token_out = NULL;
+    uint64_t history = 0;
     int paused = 0, r = 0;
     Physd__V1__Settings *s = (Physd__V1__Settings *)pbj_new(&physd__v1__settings__descriptor);
     int any = 0;
@@ -219,6 +220,12 @@ static int cmd_create(ctl *x, int argc, char **argv) {
                 preset = argv[++i];
         } else if (!strcmp(a, "--paused")) {
             paused = 1;
+        } else if (!strcmp(a, "--history")) {
+            if (i + 1 >= argc || ctl_parse_u64(argv[i + 1], &history) || history > 4096) {
+                r = ctl_fail(x, EXIT_USAGE, "--history needs a number of ticks (0..4096)");
+                break;
+            }
+            i++;
         } else if (a[0] == '-') {
             r = ctl_fail(x, EXIT_USAGE, "unknown option '%s'", a);
         } else {
@@ -233,6 +240,7 @@ static int cmd_create(ctl *x, int argc, char **argv) {
         cw.preset = (char *)(preset ? preset : "");
         cw.settings = any ? s : NULL;
         cw.start_paused = paused;
+        cw.history_ticks = (uint32_t)history;
         m.request_case = REQ(CREATE_WORLD);
         m.create_world = &cw;
         smsg *rep;
@@ -1553,9 +1561,10 @@ const command physctl_commands[] = {
      "Prints the name, dynamic bodies and description of every preset the server has (--json adds the\n"
      "length of each one's reference run, in steps).\n",
      cmd_presets, 0},
-    {"create", "[--scene NAME] [--name N] [--paused] [key=value...]", "create a world; prints its id",
+    {"create", "[--scene NAME] [--name N] [--paused] [--history N] [key=value...]", "create a world; prints its id",
      "--scene NAME (or --preset) builds a built-in scene (physctl presets lists them: stack20, pyramid20, chain30,\n"
      "box_drop, ...; a misspelt name gets the nearest ones).\n"
+     "--history N keeps the last N ticks for late edits (physctl --at-tick T) and past-tick queries.\n"
      "--token-out FILE writes the new world's owner token to FILE (mode 0600); without it, a server with access\n"
      "control gets the token printed on stderr (it is shown once).\n"
      "Example: physctl create --scene stack20 --name demo iterations=2 tick_rate=120\n\n",

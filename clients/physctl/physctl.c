@@ -48,6 +48,8 @@ static void usage(FILE *f) {
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --token-file F  credentials: the token(s) in file F (else PHYSD_TOKEN; docs/security.md)\n"
+            "  --at-tick T     edits (add, pose, velocity, ...) are for tick T: late ones roll the world back\n"
+            "                  (a world created with --history N), future ones wait (docs/durability.md)\n"
             "  --tls           connect with TLS; the server's certificate is verified and must name the host\n"
             "  --ca FILE       TLS: PEM file of the CA to trust (default: the system's CAs)\n"
             "  --cert FILE     TLS: client certificate (a server started with tls_client_ca)\n"
@@ -249,6 +251,11 @@ int ctl_send_edit(ctl *x, uint64_t w, Physd__V1__EditOp **ops, size_t n, Physd__
     eb.world_id = w;
     eb.ops = ops;
     eb.n_ops = n;
+    Physd__V1__UInt64Value t = PHYSD__V1__UINT64_VALUE__INIT;
+    if (x->has_tick) {
+        t.value = x->at_tick;
+        eb.tick = &t;
+    }
     m.request_case = REQ(EDIT);
     m.edit = &eb;
     return ctl_call(x, &m, rep);
@@ -404,7 +411,8 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
             x->key = file;
         return 0;
     }
-    if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout") && strcmp(name, "--token-file"))
+    if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout") && strcmp(name, "--token-file") &&
+        strcmp(name, "--at-tick"))
         return 0;
     *matched = 1;
     const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
@@ -413,6 +421,14 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
         return -1;
     }
     if (!strcmp(name, "--token-file")) return read_token_file(x, val);
+    if (!strcmp(name, "--at-tick")) {
+        if (ctl_parse_u64(val, &x->at_tick)) {
+            ctl_fail(x, EXIT_USAGE, "bad --at-tick '%s'", val);
+            return -1;
+        }
+        x->has_tick = 1;
+        return 0;
+    }
     if (!strcmp(name, "--host")) {
         if (!val[0]) {
             ctl_fail(x, EXIT_USAGE, "--host needs a value");

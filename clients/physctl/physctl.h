@@ -35,8 +35,10 @@ typedef struct ctl {
     int port;
     int json;
     int timeout_ms;
-    int timeout_given;           /* --timeout was on the command line */
-    const char *cmd;             /* for messages */
+    int timeout_given; /* --timeout was on the command line */
+    const char *cmd;   /* for messages */
+    int has_tick;      /* --at-tick: edits name the tick they are for (rollback, docs/durability.md) */
+    uint64_t at_tick;
     char token[4097];            /* credentials: PHYSD_TOKEN or --token-file (docs/security.md); "" none */
     int tls;                     /* --tls or PHYSD_TLS=1 */
     const char *ca, *cert, *key; /* --ca (or PHYSD_CA), --cert, --key */

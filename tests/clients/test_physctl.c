@@ -791,6 +791,73 @@ static char *slurp_trim(const char *path) {
     return t;
 }
 
+/* The digits of "state_hash" in physctl stats --json (as text: a 64-bit
+ * number does not fit a double). */
+static void stats_hash(const char *ws, char *out, size_t n) {
+    tool_result r = ctl(1, "stats", ws, NULL);
+    assert_int_equal(r.code, 0);
+    const char *p = strstr(r.out, "\"state_hash\"");
+    assert_non_null(p);
+    p = strchr(p, ':') + 1;
+    while (*p == ' ' || *p == '"')
+        p++;
+    size_t k = 0;
+    while (k + 1 < n && p[k] >= '0' && p[k] <= '9') {
+        out[k] = p[k];
+        k++;
+    }
+    out[k] = 0;
+    assert_true(k > 0);
+    tool_result_free(&r);
+}
+
+/* --history and --at-tick: a velocity sent 5 ticks late to a world with a
+ * history gives the world the same state as the same edit on time; a world
+ * without one refuses it. */
+static void test_late_edit(void **state) {
+    (void)state;
+    char ws[2][32], ids[2][32];
+    for (int k = 0; k < 2; k++) {
+        tool_result r = ctl(0, "create", "--scene", "box_on_plane", "--paused", "--history", "16", NULL);
+        assert_int_equal(r.code, 0);
+        snprintf(ws[k], sizeof ws[k], "%llu", strtoull(r.out, NULL, 10));
+        tool_result_free(&r);
+        r = ctl(0, "add", ws[k], "shape=sphere", "pos=0,0,3", NULL);
+        assert_int_equal(r.code, 0);
+        snprintf(ids[k], sizeof ids[k], "%llu", strtoull(r.out, NULL, 10));
+        tool_result_free(&r);
+    }
+    assert_string_equal(ids[0], ids[1]);
+    /* World 0: on time at tick 5. World 1: at tick 10, stamped 5. */
+    tool_result r = ctl(0, "step", ws[0], "5", NULL);
+    tool_result_free(&r);
+    r = ctl(0, "velocity", ws[0], ids[0], "vel=2,0,4", NULL);
+    assert_int_equal(r.code, 0);
+    tool_result_free(&r);
+    r = ctl(0, "step", ws[0], "5", NULL);
+    tool_result_free(&r);
+    r = ctl(0, "step", ws[1], "10", NULL);
+    tool_result_free(&r);
+    r = ctl(0, "--at-tick", "5", "velocity", ws[1], ids[1], "vel=2,0,4", NULL);
+    if (r.code != 0) fail_msg("late velocity: %s", r.err);
+    tool_result_free(&r);
+    char h0[32], h1[32];
+    stats_hash(ws[0], h0, sizeof h0);
+    stats_hash(ws[1], h1, sizeof h1);
+    assert_string_equal(h0, h1);
+    /* Without a history: refused. */
+    r = ctl(0, "create", "--scene", "box_on_plane", "--paused", NULL);
+    char w3[32];
+    snprintf(w3, sizeof w3, "%llu", strtoull(r.out, NULL, 10));
+    tool_result_free(&r);
+    r = ctl(0, "step", w3, "10", NULL);
+    tool_result_free(&r);
+    r = ctl(0, "--at-tick", "5", "add", w3, "shape=sphere", NULL);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.err, "FAILED_PRECONDITION"));
+    tool_result_free(&r);
+}
+
 /* physctl with credentials against a server with access control: the
  * owner token of a new world to a file, a viewer token minted, listed and
  * revoked; PHYSD_TOKEN; the exit codes of refusals (docs/security.md). */
@@ -869,7 +936,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_session), cmocka_unit_test(test_load_save),       cmocka_unit_test(test_errors_and_help),
         cmocka_unit_test(test_watch),   cmocka_unit_test(test_suggestions),     cmocka_unit_test(test_edit_commands),
-        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features), cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_events),  cmocka_unit_test(test_server_features), cmocka_unit_test(test_late_edit),
+        cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

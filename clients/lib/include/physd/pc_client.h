@@ -244,6 +244,10 @@ int pc_inspect_world(pc_client *c, uint64_t world, int include_bodies, pc_reply_
 int pc_step(pc_client *c, uint64_t world, uint32_t steps, pc_reply_cb cb, void *data);
 int pc_change_settings(pc_client *c, uint64_t world, const Physd__V1__Settings *s, pc_reply_cb cb, void *data);
 int pc_edit(pc_client *c, uint64_t world, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb, void *data);
+/* An edit batch for a given tick (EditBatch.tick): a late one rolls back a
+ * world with a history, a future one waits (docs/durability.md). */
+int pc_edit_at(pc_client *c, uint64_t world, uint64_t tick, Physd__V1__EditOp **ops, size_t n, pc_reply_cb cb,
+               void *data);
 /* kind: PHYSD__V1__STREAM_KIND__STREAM_*; ids may be NULL (all bodies). */
 int pc_subscribe(pc_client *c, uint64_t world, Physd__V1__StreamKind kind, uint32_t every, const uint64_t *ids,
                  size_t n, int per_iteration_merits, pc_reply_cb cb, void *data);
