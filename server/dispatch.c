@@ -1103,28 +1103,13 @@ static void w_take_snapshot(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
                        "a snapshot is still being sent on this connection: read it first");
         return;
     }
-    uint8_t *img = NULL;
-    size_t len = 0;
-    const uint64_t t0 = ps_now_ns();
-    int err = ps_image_build(h, 0, &img, &len);
-    if (err != PH_OK) {
-        ps_reply_error(c, m->request_id, ps_status_from_core(err), ph_strerror(err));
-        return;
-    }
-    if (len > c->srv->cfg.max_snapshot_bytes) {
-        free(img);
-        char msg[160];
-        snprintf(msg, sizeof msg, "the snapshot would be %zu bytes, over max_snapshot_bytes (%llu)", len,
-                 (unsigned long long)c->srv->cfg.max_snapshot_bytes);
-        ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
-        return;
-    }
-    ps_log("world %llu: snapshot of %zu bytes at tick %llu in %.2f ms for conn %llu", (unsigned long long)h->id, len,
-           (unsigned long long)h->tick, (double)(ps_now_ns() - t0) / 1e6, (unsigned long long)c->id);
-    if (ps_bulk_start(c, m->request_id, h->id, h->tick, ph_world_state_hash(h->world), img, len) != 0) {
-        free(img);
+    if (ps_snap_wait(h, c, m->request_id) != 0) {
         ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
+        return;
     }
+    /* A running world's image is built by its next step's worker (the loop
+     * pays nothing); a paused one's at once. */
+    if (h->paused) ps_snap_serve(h, NULL, 0);
 }
 
 static void h_restore_world(ps_conn *c, ps_msg *m) {

@@ -92,7 +92,7 @@ int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len) {
     im.settings = &sm;
     im.tick_rate = h->tick_rate;
     im.epoch = h->epoch;
-    im.tick = h->tick;
+    im.tick = ph_world_get_step_count(h->world); /* (also right on a step's worker, before h->tick moves) */
     im.paused = h->paused != 0;
     im.core.data = core;
     im.core.len = core_len;
@@ -170,18 +170,8 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
         scene = NULL; /* the host's */
         if (im->meta->n_scene > 0) ps_host_keep_scene_msg(h, im->meta->scene, im->meta->n_scene);
         if (with_tokens)
-            for (size_t k = 0; k < im->n_tokens; k++) {
-                const Physd__Journal__V1__Token *tk = im->tokens[k];
-                ps_token t;
-                memset(&t, 0, sizeof t);
-                snprintf(t.id, sizeof t.id, "%s", tk->id);
-                t.world_id = h->id;
-                t.role = (int)tk->role;
-                snprintf(t.label, sizeof t.label, "%s", tk->label);
-                if (tk->hash.len == 32) memcpy(t.hash, tk->hash.data, 32);
-                t.created_unix = tk->created_unix;
-                if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
-            }
+            for (size_t k = 0; k < im->n_tokens; k++)
+                ps_token_from_journal(s, im->tokens[k], h->id);
         *out = h;
     }
     ps_edit_batch_free(scene);
@@ -368,4 +358,80 @@ void ps_upload_end(ps_conn *c) {
     free(u->data);
     free(u);
     c->upload = NULL;
+}
+
+/* -------------------------------------- snapshots of running worlds */
+
+struct ps_snap_wait {
+    struct ps_snap_wait *next;
+    ps_conn *conn;
+    uint64_t request_id;
+};
+
+int ps_snap_wait(ps_host *h, ps_conn *c, uint64_t request_id) {
+    struct ps_snap_wait *w = malloc(sizeof *w);
+    if (!w) return PS_ENOMEM;
+    w->conn = c;
+    w->request_id = request_id;
+    w->next = h->snap_waiters;
+    h->snap_waiters = w;
+    ps_conn_ref(c);
+    return 0;
+}
+
+void ps_snap_serve(ps_host *h, uint8_t *image, size_t len) {
+    if (!h->snap_waiters) {
+        free(image);
+        return;
+    }
+    const uint64_t t0 = ps_now_ns();
+    int built_here = 0;
+    if (!image) {
+        if (ps_image_build(h, 0, &image, &len) != PH_OK) {
+            ps_snap_drop(h, "out of memory while taking the snapshot");
+            return;
+        }
+        built_here = 1;
+    }
+    const uint64_t hash = ph_world_state_hash(h->world);
+    struct ps_snap_wait *w = h->snap_waiters;
+    h->snap_waiters = NULL;
+    while (w) {
+        struct ps_snap_wait *next = w->next;
+        ps_conn *c = w->conn;
+        if (!c->closing) {
+            uint8_t *data = next ? malloc(len) : image; /* the last waiter takes the buffer */
+            if (data && data != image) memcpy(data, image, len);
+            if (len > c->srv->cfg.max_snapshot_bytes || !data || c->bulk ||
+                ps_bulk_start(c, w->request_id, h->id, h->tick, hash, data, len) != 0) {
+                char msg[160];
+                snprintf(msg, sizeof msg,
+                         c->bulk ? "a snapshot is still being sent on this connection: read it first"
+                                 : "the snapshot is over max_snapshot_bytes or out of memory");
+                ps_reply_error(c, w->request_id, PS_ST_EXHAUSTED, msg);
+                if (data) free(data);
+            }
+            if (data == image) image = NULL;
+        }
+        ps_conn_unref(c);
+        free(w);
+        w = next;
+    }
+    free(image);
+    ps_log("world %llu: snapshot of %zu bytes at tick %llu%s", (unsigned long long)h->id, len,
+           (unsigned long long)h->tick,
+           built_here ? " (built on the loop: the world is paused)" : " (built by the step's worker)");
+    (void)t0;
+}
+
+void ps_snap_drop(ps_host *h, const char *why) {
+    struct ps_snap_wait *w = h->snap_waiters;
+    h->snap_waiters = NULL;
+    while (w) {
+        struct ps_snap_wait *next = w->next;
+        ps_reply_error(w->conn, w->request_id, PS_ST_NOT_FOUND, why);
+        ps_conn_unref(w->conn);
+        free(w);
+        w = next;
+    }
 }

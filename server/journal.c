@@ -369,26 +369,16 @@ static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_
         return rc;
     }
     if (cr->n_scene > 0) ps_host_keep_scene_msg(*out, cr->scene, cr->n_scene);
-    if (cr->owner) {
-        ps_token t;
-        memset(&t, 0, sizeof t);
-        snprintf(t.id, sizeof t.id, "%s", cr->owner->id);
-        t.world_id = cr->world_id;
-        t.role = (int)cr->owner->role;
-        snprintf(t.label, sizeof t.label, "%s", cr->owner->label);
-        if (cr->owner->hash.len == 32) memcpy(t.hash, cr->owner->hash.data, 32);
-        t.created_unix = cr->owner->created_unix;
-        if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
-    }
+    if (cr->owner) ps_token_from_journal(s, cr->owner, cr->world_id);
     (*out)->paused = cr->paused;
     return 0;
 }
 
-static void replay_token(ps_server *s, const Physd__Journal__V1__Token *tk) {
+void ps_token_from_journal(ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id) {
     ps_token t;
     memset(&t, 0, sizeof t);
     snprintf(t.id, sizeof t.id, "%s", tk->id);
-    t.world_id = tk->world_id;
+    t.world_id = world_id;
     t.role = (int)tk->role;
     snprintf(t.label, sizeof t.label, "%s", tk->label);
     if (tk->hash.len == 32) memcpy(t.hash, tk->hash.data, 32);
@@ -470,7 +460,7 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         if (!r->history || ps_history_enable(h, r->history->ticks, &st)) return -1;
         break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
-        if (r->token_add) replay_token(s, r->token_add);
+        if (r->token_add) ps_token_from_journal(s, r->token_add, r->token_add->world_id);
         break;
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE:
         ps_tokens_remove(&s->tokens, r->token_revoke);

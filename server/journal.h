@@ -67,6 +67,9 @@ int ps_journal_append_at(struct ps_host *h, Physd__Journal__V1__Record *r, uint6
  * being destroyed (shutdown): the journal stays on disk. */
 void ps_journal_detach(struct ps_server *s, ps_journal *j);
 
+/* A journaled token (its hash) back in the server's table, for world_id. */
+void ps_token_from_journal(struct ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id);
+
 /* Records of the changes (each appends one record at the host's tick). */
 struct ps_token;
 int ps_journal_log_create(struct ps_host *h, const Physd__V1__CreateWorld *cw, const struct ps_token *owner);

@@ -413,7 +413,10 @@ typedef struct ps_job {
     int budget_exhausted;
     uint64_t state_hash; /* after the step, when a stats subscriber or a transform subscriber wants it */
     int want_hash;       /* a transform subscriber asked for the state hash */
-    uint8_t *hist_snap;  /* history (history.c): the snapshot after the step, handed to the ring */
+    int want_image;      /* take_snapshot requests wait: the world's image after the step, on the worker */
+    uint8_t *image;
+    size_t image_len;
+    uint8_t *hist_snap; /* history (history.c): the snapshot after the step, handed to the ring */
     size_t hist_len;
 } ps_job;
 
@@ -472,8 +475,9 @@ struct ps_host {
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
-    struct ps_journal *journal; /* --data-dir: this world's journal (journal.h) */
-    uint8_t *scene_pb;          /* the scene's ops as received (a packed EditBatch), for images */
+    struct ps_journal *journal;        /* --data-dir: this world's journal (journal.h) */
+    struct ps_snap_wait *snap_waiters; /* take_snapshot requests of a running world (image.c) */
+    uint8_t *scene_pb;                 /* the scene's ops as received (a packed EditBatch), for images */
     size_t scene_pb_len;
     struct ps_history *hist; /* CreateWorld.history_ticks > 0: the recent past (history.c), else NULL */
 };
@@ -496,6 +500,14 @@ typedef struct ps_upload ps_upload;
 int ps_bulk_start(ps_conn *c, uint64_t request_id, uint64_t world_id, uint64_t tick, uint64_t state_hash, uint8_t *data,
                   size_t len);
 void ps_bulk_pump(ps_conn *c);
+/* take_snapshot of a running world waits for its next step, whose worker
+ * builds the image (the loop thread does not pay for it); a paused world's
+ * is built at once. ps_snap_serve answers the waiters with the job's image
+ * (NULL: build it now, the world idle); ps_snap_drop answers them with an
+ * error (the world is going). */
+int ps_snap_wait(ps_host *h, ps_conn *c, uint64_t request_id);
+void ps_snap_serve(ps_host *h, uint8_t *image, size_t len);
+void ps_snap_drop(ps_host *h, const char *why);
 void ps_bulk_free(ps_conn *c);
 int ps_upload_add(ps_conn *c, uint64_t id, uint32_t part, uint32_t parts, const uint8_t *data, size_t len,
                   const uint8_t **out, size_t *out_len, int *done, ps_status *st);

@@ -182,6 +182,7 @@ static void work_cb(uv_work_t *req) {
         ph_world_get_work(h->world, &h->job.row_updates, &h->job.budget_exhausted);
         if (h->job.want_stats || h->job.want_stats_iters || h->job.want_hash)
             h->job.state_hash = ph_world_state_hash(h->world);
+        if (h->job.want_image && ps_image_build(h, 0, &h->job.image, &h->job.image_len) != PH_OK) h->job.image = NULL;
         ps_broadcast_encode(h, &h->job);
     }
     ps_history_capture(h, &h->job);
@@ -372,6 +373,10 @@ static void after_work_cb(uv_work_t *req, int status) {
          * the step's final merits, which only stats subscribers need.) */
         const int contacts = ph_world_get_contacts(h->world, NULL, 0);
         if (contacts >= 0) h->contact_count = contacts;
+        if (job->image) {
+            ps_snap_serve(h, job->image, job->image_len);
+            job->image = NULL;
+        }
         h->delivering = 1;
         ps_broadcast_deliver(h, job);
         h->delivering = 0;
@@ -434,6 +439,7 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     memset(job, 0, sizeof *job);
     job->manual = manual;
+    job->want_image = h->snap_waiters != NULL;
     uint64_t next = h->tick + 1;
     for (int i = 0; i < h->nsubs; i++) {
         ps_sub *sub = h->subs[i];
@@ -495,6 +501,7 @@ void ps_host_kick(ps_host *h) {
     }
     if (h->paused) {
         uv_timer_stop(&h->timer);
+        if (h->snap_waiters) ps_snap_serve(h, NULL, 0); /* paused: no step will build it */
         if (h->steps_pending > 0) dispatch_step(h, 1);
         return;
     }
@@ -771,6 +778,7 @@ static void host_finalize(ps_host *h) {
     h->dq_tail = NULL;
     h->dq_len = 0;
     if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
+    ps_snap_drop(h, msg);
     notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
     for (int i = 0; i < h->nsubs; i++) {
         sub_remove(h->subs[i]);

@@ -468,3 +468,22 @@ int itest_client_connect_opts(itest_client *c, int port, const pc_options *opts,
     pc_client_set_handlers(c->pc, &h);
     return 0;
 }
+
+void itest_step(itest_client *c, uint64_t w, uint32_t n) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+    s.world_id = w;
+    s.steps = n;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_STEP;
+    m.step = &s;
+    physd__v1__server_message__free_unpacked(
+        itest_expect(itest_client_call(c, &m, 120000), PHYSD__V1__STATUS__STATUS_OK), NULL);
+}
+
+uint64_t itest_state_hash(itest_client *c, uint64_t w, uint64_t *tick) {
+    smsg *r = itest_expect(itest_counters(c, w), PHYSD__V1__STATUS__STATUS_OK);
+    const uint64_t h = r->reply->counters->state_hash;
+    if (tick) *tick = r->reply->counters->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return h;
+}

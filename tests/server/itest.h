@@ -121,5 +121,9 @@ long itest_vm_kb(const char *field);
 /* Waits for the next push of the given ServerMessage case (skipping
  * others); NULL on timeout. */
 smsg *itest_next_push(itest_client *c, int msg_case, int timeout_ms);
+/* A step request of n steps on a paused world, which must succeed. */
+void itest_step(itest_client *c, uint64_t w, uint32_t n);
+/* The world's state hash now (WorldCounters.state_hash) and its tick. */
+uint64_t itest_state_hash(itest_client *c, uint64_t w, uint64_t *tick);
 
 #endif

@@ -152,16 +152,6 @@ static uint64_t add_sphere(itest_client *c, uint64_t w, double x, double y, int 
     return id;
 }
 
-static void step(itest_client *c, uint64_t w, uint32_t n) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
-    s.world_id = w;
-    s.steps = n;
-    m.request_case = REQ(STEP);
-    m.step = &s;
-    physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &m), ST(OK)), NULL);
-}
-
 /* The bodies of ids[0..n) that the world does not have. */
 static size_t missing(itest_client *c, uint64_t w, const uint64_t *ids, size_t n, int *missing_mask) {
     size_t miss = 0;
@@ -180,14 +170,6 @@ static size_t missing(itest_client *c, uint64_t w, const uint64_t *ids, size_t n
         miss += (size_t)gone;
     }
     return miss;
-}
-
-static void counters(itest_client *c, uint64_t w, uint64_t *tick, uint64_t *hash) {
-    smsg *r = itest_counters(c, w);
-    assert_int_equal(r->reply->status, ST(OK));
-    *tick = r->reply->counters->tick;
-    *hash = r->reply->counters->state_hash;
-    physd__v1__server_message__free_unpacked(r, NULL);
 }
 
 /* physd --replay on a world's journal: its tick and state hash. */
@@ -241,7 +223,7 @@ static size_t load_then_kill(server *sv, uint64_t *worlds, acked *acks, double s
             acks[n].t = itest_now();
             n++;
         }
-        if (it % 3 == 0) step(&c, worlds[it % 2], 2);
+        if (it % 3 == 0) itest_step(&c, worlds[it % 2], 2);
         it++;
     }
     /* More edits in flight, then SIGKILL. */
@@ -282,7 +264,7 @@ static void test_kill9_fsync_always(void **state) {
      * offline replay of the journal, bit for bit. */
     for (int k = 0; k < 2; k++) {
         uint64_t tick, hash, rtick, rhash, mism;
-        counters(&c, worlds[k], &tick, &hash);
+        hash = itest_state_hash(&c, worlds[k], &tick);
         offline_replay(worlds[k], &rtick, &rhash, &mism);
         printf("  world %llu: recovered tick %llu hash %016llx; offline replay tick %llu hash %016llx, %llu hash "
                "mismatches\n",
@@ -370,9 +352,9 @@ static void test_torn_and_corrupt_tail(void **state) {
     uint64_t w = create_world(&c, "box_on_plane", 1);
     for (int i = 0; i < 5; i++)
         assert_true(add_sphere(&c, w, i, 0, 1) != 0);
-    step(&c, w, 3);
+    itest_step(&c, w, 3);
     uint64_t tick0, hash0;
-    counters(&c, w, &tick0, &hash0);
+    hash0 = itest_state_hash(&c, w, &tick0);
     itest_client_close(&c);
     stop(&sv);
     char path[256];
@@ -392,7 +374,7 @@ static void test_torn_and_corrupt_tail(void **state) {
     assert_true(log_has(&sv, cut)); /* (the recovery's id fence is appended after the cut) */
     itest_connect(&c, sv.port, "tail");
     uint64_t tick, hash;
-    counters(&c, w, &tick, &hash);
+    hash = itest_state_hash(&c, w, &tick);
     assert_int_equal(tick, tick0);
     assert_int_equal(hash, hash0);
     /* One more edit, then a flipped bit inside that last record. */
@@ -412,7 +394,7 @@ static void test_torn_and_corrupt_tail(void **state) {
     start(&sv, "always", 7);
     assert_true(log_has(&sv, "a torn or corrupt tail was cut"));
     itest_connect(&c, sv.port, "tail");
-    counters(&c, w, &tick, &hash);
+    hash = itest_state_hash(&c, w, &tick);
     printf("torn tail cut at %ld bytes; a flipped bit at byte %ld cut the journal back to %ld bytes (was %ld); "
            "state hash %016llx as before the cut edit\n",
            good, (long)where, before_edit, after, (unsigned long long)hash);
@@ -436,14 +418,14 @@ static void test_rotation_and_fallback(void **state) {
     for (int round = 0; round < 8 && !log_has(&sv, "journal rotated"); round++) {
         for (int i = 0; i < 10; i++)
             assert_true(add_sphere(&c, w, i, round, 1) != 0);
-        step(&c, w, 1);
+        itest_step(&c, w, 1);
     }
     assert_true(log_has(&sv, "journal rotated"));
     for (int i = 0; i < 3; i++)
         assert_true(add_sphere(&c, w, -5, i, 1) != 0);
-    step(&c, w, 2);
+    itest_step(&c, w, 2);
     uint64_t tick0, hash0;
-    counters(&c, w, &tick0, &hash0);
+    hash0 = itest_state_hash(&c, w, &tick0);
     itest_client_close(&c);
     stop(&sv);
     char path[256], prev[270];
@@ -461,7 +443,7 @@ static void test_rotation_and_fallback(void **state) {
     assert_true(log_has(&sv, "rebuilt from"));
     itest_connect(&c, sv.port, "rotation");
     uint64_t tick, hash;
-    counters(&c, w, &tick, &hash);
+    hash = itest_state_hash(&c, w, &tick);
     printf("rotated journal with a corrupt image: rebuilt from .prev and the records after the image: tick %llu "
            "(was %llu), state hash %016llx (was %016llx)\n",
            (unsigned long long)tick, (unsigned long long)tick0, (unsigned long long)hash, (unsigned long long)hash0);

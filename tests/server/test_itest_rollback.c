@@ -41,25 +41,6 @@ static uint64_t create(itest_client *c, const char *preset, uint32_t history) {
     return create_running(c, preset, history, 1);
 }
 
-static void step(itest_client *c, uint64_t w, uint32_t n) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
-    s.world_id = w;
-    s.steps = n;
-    m.request_case = REQ(STEP);
-    m.step = &s;
-    physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &m), ST(OK)), NULL);
-}
-
-/* The world's tick and state hash. */
-static uint64_t hash_of(itest_client *c, uint64_t w, uint64_t *tick) {
-    smsg *r = itest_expect(itest_counters(c, w), ST(OK));
-    const uint64_t h = r->reply->counters->state_hash;
-    if (tick) *tick = r->reply->counters->tick;
-    physd__v1__server_message__free_unpacked(r, NULL);
-    return h;
-}
-
 /* The first dynamic body of the world (the preset's order). */
 static uint64_t some_body(itest_client *c, uint64_t w, int k) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -161,35 +142,35 @@ static uint64_t late_scenario(itest_client *c, uint64_t *a_out, uint64_t *hash_a
     const uint64_t body_a = some_body(c, a, 3), body_b = some_body(c, b, 3);
     assert_int_equal(body_a & ((UINT64_C(1) << 48) - 1), body_b & ((UINT64_C(1) << 48) - 1));
     uint64_t applied = 0, id_a = 0, id_b = 0;
-    step(c, a, 10);
+    itest_step(c, a, 10);
     edit(c, a, -1, 0, 0.2, 0.1, 12, ST(OK), &applied, &id_a);
     assert_int_equal(applied, 10);
-    step(c, a, 2);
+    itest_step(c, a, 2);
     edit(c, a, -1, body_a, 0.5, 0, 0, ST(OK), NULL, NULL);
-    step(c, a, 2);
+    itest_step(c, a, 2);
     edit(c, a, 14, body_a, 0, 0.4, 0, ST(OK), &applied, NULL); /* stamped with the present tick: now */
     assert_int_equal(applied, 14);
-    step(c, a, 11);
+    itest_step(c, a, 11);
 
-    step(c, b, 12);
+    itest_step(c, b, 12);
     edit(c, b, -1, body_b, 0.5, 0, 0, ST(OK), NULL, NULL);
-    step(c, b, 2);
+    itest_step(c, b, 2);
     edit(c, b, -1, body_b, 0, 0.4, 0, ST(OK), NULL, NULL);
-    step(c, b, 1);
+    itest_step(c, b, 1);
     uint64_t before_tick;
-    const uint64_t before = hash_of(c, b, &before_tick);
+    const uint64_t before = itest_state_hash(c, b, &before_tick);
     assert_int_equal(before_tick, 15);
     edit(c, b, 10, 0, 0.2, 0.1, 12, ST(OK), &applied, &id_b); /* 5 ticks late */
     assert_int_equal(applied, 10);
     assert_int_equal(id_a & ((UINT64_C(1) << 48) - 1), id_b & ((UINT64_C(1) << 48) - 1));
     uint64_t tick;
-    const uint64_t after = hash_of(c, b, &tick);
+    const uint64_t after = itest_state_hash(c, b, &tick);
     assert_int_equal(tick, 15); /* still the present tick */
     assert_true(after != before);
-    step(c, b, 10);
+    itest_step(c, b, 10);
     uint64_t ta, tb;
-    *hash_a = hash_of(c, a, &ta);
-    const uint64_t hb = hash_of(c, b, &tb);
+    *hash_a = itest_state_hash(c, a, &ta);
+    const uint64_t hb = itest_state_hash(c, b, &tb);
     assert_int_equal(ta, 25);
     assert_int_equal(tb, 25);
     printf("tick 25: on time %016llx, 5 ticks late %016llx\n", (unsigned long long)*hash_a, (unsigned long long)hb);
@@ -227,11 +208,11 @@ static void test_future_and_window(void **state) {
     const uint64_t a = create(&c, "gears_small", 8), b = create(&c, "gears_small", 8),
                    none = create(&c, "gears_small", 0);
     /* A future tick: queued, applied exactly then; the reply comes then. */
-    step(&c, a, 4);
+    itest_step(&c, a, 4);
     edit_msg e;
     edit_init(&e, a, 7, 0, 0, 0, 9);
     assert_int_equal(itest_client_send(&c, &e.m), 0);
-    step(&c, a, 3);
+    itest_step(&c, a, 3);
     smsg *r = NULL;
     while ((r = itest_client_recv(&c, 5000)) &&
            !(r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY && r->reply->request_id == e.m.request_id))
@@ -241,29 +222,29 @@ static void test_future_and_window(void **state) {
     assert_int_equal(r->reply->edit->applied_tick, 7);
     assert_int_equal(r->reply->tick, 7);
     physd__v1__server_message__free_unpacked(r, NULL);
-    step(&c, a, 5);
-    step(&c, b, 7);
+    itest_step(&c, a, 5);
+    itest_step(&c, b, 7);
     edit(&c, b, -1, 0, 0, 0, 9, ST(OK), NULL, NULL);
-    step(&c, b, 5);
-    assert_int_equal(hash_of(&c, a, NULL), hash_of(&c, b, NULL));
+    itest_step(&c, b, 5);
+    assert_int_equal(itest_state_hash(&c, a, NULL), itest_state_hash(&c, b, NULL));
 
     /* Outside the window (b at tick 12, window 8): refused, nothing changes. */
-    const uint64_t h0 = hash_of(&c, b, NULL);
+    const uint64_t h0 = itest_state_hash(&c, b, NULL);
     edit(&c, b, 3, 0, 1, 1, 9, ST(FAILED_PRECONDITION), NULL, NULL);
     edit(&c, b, 21, 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
     edit(&c, b, (int64_t)(UINT64_MAX >> 1), 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
-    step(&c, none, 3);
+    itest_step(&c, none, 3);
     edit(&c, none, 1, 0, 1, 1, 9, ST(FAILED_PRECONDITION), NULL, NULL);
     edit(&c, none, 4, 0, 1, 1, 9, ST(INVALID_ARGUMENT), NULL, NULL);
     /* A late sphere at tick 4 would take the slot the sphere added at
      * tick 7 got: the batch is refused as a whole, the world unchanged. */
     edit(&c, b, 4, 0, 3, 3, 9, ST(ABORTED), NULL, NULL);
-    assert_int_equal(hash_of(&c, b, NULL), h0);
+    assert_int_equal(itest_state_hash(&c, b, NULL), h0);
     /* At the window's edge (tick 12 - 8 = 4), a velocity: accepted. */
     uint64_t applied = 0;
     edit(&c, b, 4, some_body(&c, b, 2), 0, 0, 2, ST(OK), &applied, NULL);
     assert_int_equal(applied, 4);
-    assert_true(hash_of(&c, b, NULL) != h0);
+    assert_true(itest_state_hash(&c, b, NULL) != h0);
     itest_client_close(&c);
     itest_stop();
 }
@@ -317,7 +298,7 @@ static void test_lag_compensation(void **state) {
     edit(&c, w, -1, 0, 0, 0, 50, ST(OK), NULL, &body);
     double z[31];
     for (int t = 0; t <= 30; t++) {
-        if (t) step(&c, w, 1);
+        if (t) itest_step(&c, w, 1);
         z[t] = height(&c, w, -1, body);
     }
     assert_true(z[30] < z[20] - 0.5);
@@ -365,7 +346,7 @@ static void test_running_world(void **state) {
     uint64_t p0 = 0;
     while (p0 < 10) {
         itest_sleep(0.05);
-        hash_of(&c, b, &p0);
+        itest_state_hash(&c, b, &p0);
     }
     const uint64_t T = p0 - 3;
     uint64_t applied = 0;
@@ -378,16 +359,16 @@ static void test_running_world(void **state) {
     m.pause = &pw;
     itest_status(itest_expect(itest_call(&c, &m), ST(OK)));
     uint64_t q = 0;
-    const uint64_t hb = hash_of(&c, b, &q);
+    const uint64_t hb = itest_state_hash(&c, b, &q);
     assert_true(q >= p0);
-    step(&c, a, (uint32_t)T);
+    itest_step(&c, a, (uint32_t)T);
     edit(&c, a, -1, some_body(&c, a, 5), 1.5, 0, 0, ST(OK), &applied, NULL);
     assert_int_equal(applied, T);
-    if (q > T) step(&c, a, (uint32_t)(q - T));
+    if (q > T) itest_step(&c, a, (uint32_t)(q - T));
     printf("running world: late batch for tick %llu (reported tick %llu), paused at %llu: %016llx, on time %016llx\n",
            (unsigned long long)T, (unsigned long long)p0, (unsigned long long)q, (unsigned long long)hb,
-           (unsigned long long)hash_of(&c, a, NULL));
-    assert_int_equal(hash_of(&c, a, NULL), hb);
+           (unsigned long long)itest_state_hash(&c, a, NULL));
+    assert_int_equal(itest_state_hash(&c, a, NULL), hb);
     itest_client_close(&c);
     itest_stop();
 }
@@ -422,7 +403,7 @@ static void test_blowup_corrected_in_the_past(void **state) {
     uint64_t ball = 0;
     edit(&c, w, -1, 0, 9.95e6, 0, 0, ST(OK), NULL, &ball);
     edit(&c, w, -1, ball, 9e3, 0, 0, ST(OK), NULL, NULL);
-    step(&c, w, 5);
+    itest_step(&c, w, 5);
     /* The sixth step would put it past 1e7 m: undone, the world paused. */
     Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
     sw.world_id = w;
@@ -432,11 +413,11 @@ static void test_blowup_corrected_in_the_past(void **state) {
     sm.step = &sw;
     itest_status(itest_expect(itest_call(&c, &sm), ST(CANCELLED)));
     uint64_t tick;
-    const uint64_t h0 = hash_of(&c, w, &tick);
+    const uint64_t h0 = itest_state_hash(&c, w, &tick);
     assert_int_equal(tick, 5);
     /* A correction that still blows up in the re-simulation: refused. */
     edit(&c, w, 3, ball, 3e4, 0, 0, ST(ABORTED), NULL, NULL);
-    assert_int_equal(hash_of(&c, w, NULL), h0);
+    assert_int_equal(itest_state_hash(&c, w, NULL), h0);
     /* Stopped at tick 3: accepted; the present is finite and steps on. */
     uint64_t applied = 0;
     edit(&c, w, 3, ball, 0, 0, 0, ST(OK), &applied, NULL);
@@ -447,8 +428,8 @@ static void test_blowup_corrected_in_the_past(void **state) {
     physd__v1__server_message__free_unpacked(q, NULL);
     printf("  corrected at tick 3: x = %.1f m, vx = %g m/s at tick 5\n", x, vx);
     assert_true(x < 9.99e6 && vx == 0);
-    step(&c, w, 5);
-    hash_of(&c, w, &tick);
+    itest_step(&c, w, 5);
+    itest_state_hash(&c, w, &tick);
     assert_int_equal(tick, 10);
     itest_client_close(&c);
     itest_stop();
@@ -489,7 +470,7 @@ static void test_journal_replays_rollback(void **state) {
     port = itest_start(&cfg);
     itest_connect(&c, port, "journal");
     uint64_t tick;
-    assert_int_equal(hash_of(&c, b, &tick), ha);
+    assert_int_equal(itest_state_hash(&c, b, &tick), ha);
     assert_int_equal(tick, 25);
     /* The recovered world keeps its history: another late batch works. */
     edit(&c, b, 22, some_body(&c, b, 3), 0, 0, 1, ST(OK), NULL, NULL);
