@@ -1108,8 +1108,9 @@ static void w_take_snapshot(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         return;
     }
     /* A running world's image is built by its next step's worker (the loop
-     * pays nothing); a paused one's at once. */
-    if (h->paused) ps_snap_serve(h, NULL, 0);
+     * pays nothing); a paused one's at once, and so is a slow world's (under
+     * 20 Hz: the next step would make the client wait too long). */
+    if (h->paused || h->tick_rate < 20) ps_snap_serve(h, NULL, 0);
 }
 
 static void h_restore_world(ps_conn *c, ps_msg *m) {

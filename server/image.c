@@ -435,3 +435,9 @@ void ps_snap_drop(ps_host *h, const char *why) {
         w = next;
     }
 }
+
+int ps_snap_waiting(const ps_host *h, const ps_conn *c, uint64_t request_id) {
+    for (const struct ps_snap_wait *w = h->snap_waiters; w; w = w->next)
+        if (w->conn == c && w->request_id == request_id) return 1;
+    return 0;
+}

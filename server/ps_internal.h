@@ -508,6 +508,8 @@ void ps_bulk_pump(ps_conn *c);
 int ps_snap_wait(ps_host *h, ps_conn *c, uint64_t request_id);
 void ps_snap_serve(ps_host *h, uint8_t *image, size_t len);
 void ps_snap_drop(ps_host *h, const char *why);
+/* The request waits for its world's next step to take its snapshot. */
+int ps_snap_waiting(const ps_host *h, const ps_conn *c, uint64_t request_id);
 void ps_bulk_free(ps_conn *c);
 int ps_upload_add(ps_conn *c, uint64_t id, uint32_t part, uint32_t parts, const uint8_t *data, size_t len,
                   const uint8_t **out, size_t *out_len, int *done, ps_status *st);

@@ -387,10 +387,11 @@ static void session_add_id(session *S, uint64_t id) {
 }
 
 /* An edit batch of c's stamped with a future tick waits for it (its reply
- * comes when the world reaches the tick: history.c). */
+ * comes when the world reaches the tick: history.c; a snapshot of a
+ * running world waits for its next step: image.c). */
 static int waits_for_tick(const ps_conn *c, uint64_t id) {
     for (int i = 0; i < srv->nhosts; i++)
-        if (ps_history_waiting(srv->hosts[i], c, id)) return 1;
+        if (ps_history_waiting(srv->hosts[i], c, id) || ps_snap_waiting(srv->hosts[i], c, id)) return 1;
     return 0;
 }
 
