@@ -483,16 +483,22 @@ int ps_http_start(ps_server *s) {
         fprintf(stderr, "physd: cannot start the HTTP side (libwebsockets with its libuv event library)\n");
         return UV_EINVAL;
     }
-    info.port = cfg->http_port;
+    /* A server on an ephemeral protocol port (tests, scripts starting
+     * several) gets an ephemeral HTTP port too unless one was chosen. */
+    info.port = cfg->port == 0 && cfg->http_port == PS_DEFAULT_HTTP_PORT ? 0 : cfg->http_port;
     info.iface = cfg->http_listen;
     if (!strchr(cfg->http_listen, ':')) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.protocols = protocols;
     info.vhost_name = "physd";
     hp->vh = lws_create_vhost(hp->ctx, &info);
     if (!hp->vh) {
-        fprintf(stderr, "physd: cannot listen for HTTP on %s:%d\n", cfg->http_listen, cfg->http_port);
+        fprintf(stderr, "physd: cannot listen for HTTP on %s:%d\n", cfg->http_listen, info.port);
+        /* lws closes its handles on the loop: let it finish before the
+         * caller's failure path closes every handle left. */
         lws_context_destroy(hp->ctx);
-        s->http = hp; /* freed by ps_http_free after the loop closed libwebsockets' handles */
+        for (int k = 0; hp->ctx && k < 10000; k++)
+            uv_run(&s->loop, UV_RUN_NOWAIT);
+        s->http = hp;
         hp->stopped = 1;
         return UV_EADDRINUSE;
     }

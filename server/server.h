@@ -26,6 +26,7 @@
 #define PS_PROTOCOL_VERSION 1
 #define PS_VERSION "0.1.0"
 #define PS_DEFAULT_PORT 7447
+#define PS_DEFAULT_HTTP_PORT 7448
 
 /* Every limit and option; see ps_config_table in config.c for ranges. */
 typedef struct ps_config {
