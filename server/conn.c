@@ -304,9 +304,14 @@ void ps_conn_flush(ps_conn *c) {
     if (c->sink) {
         /* A connection without a socket (tests, fuzzing): the sink takes
          * the bytes and the write completes at once. */
-        c->writing = 1;
+        if (c->sink_async) {
+            c->writing = 1; /* until ps_conn_sink_done */
+            c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
+            return;
+        }
         c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
-        if (!c->sink_async) on_write(&c->wreq, 0);
+        c->writing = 1;
+        on_write(&c->wreq, 0);
         return;
     }
     int r = c->tls ? ps_tls_write(c, (unsigned)nb, on_write)
