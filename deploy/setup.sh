@@ -5,9 +5,13 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-compiler
       libcmocka-dev libode-dev libbullet-dev
-      libssl-dev openssl python3-protobuf protobuf-compiler)
+      libssl-dev openssl python3-protobuf protobuf-compiler
+      libwebsockets-dev libwebsockets-evlib-uv prometheus python3-websocket)
 # libssl-dev: TLS (server/tls.c, clients/lib/pc_tls.c); openssl: the tests'
 # certificates; python3-protobuf, protobuf-compiler: the Python TLS client test.
+# libwebsockets-dev, libwebsockets-evlib-uv: the HTTP side (server/http.c,
+# docs/http.md); prometheus: promtool for the /metrics test; python3-websocket:
+# the Python WebSocket client test.
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.

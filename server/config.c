@@ -125,6 +125,13 @@ static const entry table[] = {
      "PEM CA file: when set, TLS clients must present a certificate it signed"},
     {"tls_handshake_timeout", T_DBL, F(tls_handshake_timeout), 0, 0.01, 3600, "10",
      "seconds a TLS handshake may take before the connection is closed"},
+    /* The HTTP side (http.c, docs/http.md). */
+    {"http", T_BOOL, F(http), 0, 0, 1, "on",
+     "serve HTTP on http_listen:http_port: / (the viewer), /ws (the protocol over WebSocket), /metrics, /healthz, "
+     "/readyz (docs/http.md)"},
+    {"http_listen", T_STR, F(http_listen), sizeof(((ps_config *)0)->http_listen), 0, 0, "127.0.0.1",
+     "address of the HTTP side (beyond loopback: access control or --insecure, as for listen)"},
+    {"http_port", T_INT, F(http_port), 0, 0, 65535, "7448", "HTTP port (0: any free port)"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -171,6 +171,10 @@ void ps_conn_close(ps_conn *c, const char *why) {
     if (c->draining) s->ndraining--;
     ps_log("conn %llu (%s%s%s) closed: %s", (unsigned long long)c->id, c->peer, c->name[0] ? " " : "", c->name, why);
     ps_conn_drop_subs(c);
+    /* An async sink's write in flight will not complete: release it, and
+     * tell the sink's owner (a WebSocket session) the connection is gone. */
+    if (c->sink_async && c->writing) ps_conn_sink_done(c, UV_ECANCELED);
+    if (c->sink_closed) c->sink_closed(c->sink_arg, c);
     /* Unlink from the connection list and the flush list. */
     if (c->prev)
         c->prev->next = c->next;
@@ -260,6 +264,10 @@ static void on_write(uv_write_t *req, int status) {
         ps_buf_unref(c->inflight[k].buf);
         ps_buf_unref(c->inflight[k].tail);
     }
+    if (status == 0) {
+        c->srv->metrics.bytes_out += bytes;
+        c->srv->metrics.frames_out += c->n_inflight;
+    }
     c->n_inflight = 0;
     c->writing = 0;
     ps_outq_written(&c->outq, bytes);
@@ -296,6 +304,11 @@ void ps_conn_flush(ps_conn *c) {
     if (c->sink) {
         /* A connection without a socket (tests, fuzzing): the sink takes
          * the bytes and the write completes at once. */
+        if (c->sink_async) {
+            c->writing = 1; /* until ps_conn_sink_done */
+            c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
+            return;
+        }
         c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
         c->writing = 1;
         on_write(&c->wreq, 0);
@@ -329,7 +342,12 @@ int ps_conn_send2(ps_conn *c, ps_buf *b, ps_buf *tail, int kind, uint64_t stream
     if (c->closing || !b) return UV_ECANCELED;
     int r = ps_outq_push2(&c->outq, b, tail, kind, stream, &d);
     if (dropped) *dropped = d;
+    if (d) {
+        c->srv->metrics.frames_dropped++;
+        if (kind == PS_OUT_EVENT) PS_LIMIT_HIT(c->srv, OUTPUT_SOFT_LIMIT);
+    }
     if (r == PS_EHARD) {
+        PS_LIMIT_HIT(c->srv, OUTPUT_HARD_LIMIT);
         char why[128];
         snprintf(why, sizeof why, "%s (%llu bytes)", ps_strerror(r), (unsigned long long)c->outq.hard);
         ps_conn_close(c, why);
@@ -367,6 +385,7 @@ void ps_send_reply(ps_conn *c, ps_reply_msg *r) {
     ps_smsg m = PHYSD__V1__SERVER_MESSAGE__INIT;
     m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
     m.reply = r;
+    if (r->status != 0 && (unsigned)r->status < PS_METRICS_STATUS_CODES) c->srv->metrics.errors[r->status]++;
     /* Every frame the server sends fits in the max_frame it announced: a
      * reply that would not is replaced by an error saying so. */
     size_t size = 0, frame = 0;
@@ -483,6 +502,7 @@ static void conn_eof(ps_conn *c, ssize_t nread) {
 
 /* Bytes from the peer: frames are cut out and dispatched one by one. */
 static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
+    c->srv->metrics.bytes_in += left;
     while (left > 0 && !c->closing && !c->close_after_flush) {
         size_t used = 0;
         const uint8_t *frame = NULL;
@@ -491,6 +511,14 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         if (r < 0) {
             char msg[160];
             int code = PS_ST_INTERNAL;
+            if (r == PS_ETOOBIG) {
+                if (!c->hello_done && c->framer.max_frame < c->srv->cfg.max_frame)
+                    PS_LIMIT_HIT(c->srv, MAX_UNAUTH_FRAME);
+                else
+                    PS_LIMIT_HIT(c->srv, MAX_FRAME);
+            } else if (r == PS_EPOOL) {
+                PS_LIMIT_HIT(c->srv, MAX_INPUT_MEMORY);
+            }
             if (r == PS_ETOOBIG && !c->hello_done) {
                 snprintf(msg, sizeof msg,
                          "frame length exceeds max_unauth_frame (%llu bytes) before a successful hello",
@@ -530,6 +558,7 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
 
 /* nread bytes landed in the decoder's window. */
 static void conn_window(ps_conn *c, size_t nread) {
+    c->srv->metrics.bytes_in += nread;
     const uint8_t *frame = NULL;
     size_t flen = 0;
     pw_decoder_commit(&c->framer, nread, &frame, &flen);
@@ -588,9 +617,11 @@ void ps_conn_check_deadlines(ps_server *s, uint64_t now) {
         char msg[160];
         if (!c->hello_done && now - c->accepted_ns > hello_ns) {
             snprintf(msg, sizeof msg, "no hello within hello_timeout (%g s)", s->cfg.hello_timeout);
+            PS_LIMIT_HIT(s, HELLO_TIMEOUT);
         } else if (c->frame_start_ns && now - c->frame_start_ns > frame_ns) {
             snprintf(msg, sizeof msg, "frame incomplete after frame_timeout (%g s): %llu of %llu bytes",
                      s->cfg.frame_timeout, (unsigned long long)c->framer.have, (unsigned long long)c->framer.len);
+            PS_LIMIT_HIT(s, FRAME_TIMEOUT);
         } else {
             continue;
         }
@@ -630,7 +661,22 @@ ps_conn *ps_conn_open_virtual(ps_server *s, ps_write_sink sink, void *arg) {
     conn_link(s, c);
     snprintf(c->peer, sizeof c->peer, "virtual");
     snprintf(c->addr, sizeof c->addr, "virtual");
+    s->metrics.connections_total[PS_KIND_VIRTUAL]++;
     return c;
+}
+
+ps_conn *ps_conn_open_async(ps_server *s, ps_write_sink sink, void (*closed)(void *arg, ps_conn *c), void *arg) {
+    ps_conn *c = ps_conn_open_virtual(s, sink, arg);
+    if (!c) return NULL;
+    s->metrics.connections_total[PS_KIND_VIRTUAL]--;
+    s->metrics.connections_total[PS_KIND_WS]++;
+    c->sink_async = 1;
+    c->sink_closed = closed;
+    return c;
+}
+
+void ps_conn_sink_done(ps_conn *c, int status) {
+    if (c->writing) on_write(&c->wreq, status);
 }
 
 /* Connections from the same address (not counting c). */
@@ -674,10 +720,12 @@ int ps_conn_accept(ps_server *s) {
     if (s->nconns > s->cfg.max_connections) {
         char msg[96];
         snprintf(msg, sizeof msg, "too many connections (max_connections = %d)", s->cfg.max_connections);
+        PS_LIMIT_HIT(s, MAX_CONNECTIONS);
         fatal_frame_error(c, PS_ST_EXHAUSTED, msg);
         return 0;
     }
     if (conns_from(s, c) >= s->cfg.max_connections_per_address) {
+        PS_LIMIT_HIT(s, MAX_CONNECTIONS_PER_ADDRESS);
         char msg[128];
         snprintf(msg, sizeof msg, "too many connections from %s (max_connections_per_address = %d)", c->addr,
                  s->cfg.max_connections_per_address);
@@ -685,6 +733,7 @@ int ps_conn_accept(ps_server *s) {
         return 0;
     }
     ps_log("conn %llu (%s) accepted", (unsigned long long)c->id, c->peer);
+    s->metrics.connections_total[s->tls ? PS_KIND_TLS : PS_KIND_TCP]++;
     if (s->tls && ps_tls_conn_start(c, s->tls) < 0) {
         ps_conn_close(c, "out of memory for TLS");
         return 0;

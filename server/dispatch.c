@@ -1286,12 +1286,14 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
      * below names the request id protobuf-c would read. */
     const uint64_t max_mem = c->srv->cfg.max_decode_memory;
     uint64_t rid = 0, need = 0;
+    c->srv->metrics.frames_in++;
     int sr = ps_decode_scan(data, len, max_mem, &rid, &need);
     if (sr == PS_DECODE_MALFORMED) return -1;
     if (sr == PS_DECODE_TOO_BIG) {
         char msg[160];
         snprintf(msg, sizeof msg, "the request would take more than max_decode_memory (%llu bytes) to decode",
                  (unsigned long long)max_mem);
+        PS_LIMIT_HIT(c->srv, MAX_DECODE_MEMORY);
         ps_reply_error(c, rid, PS_ST_EXHAUSTED, msg);
         return 0;
     }
@@ -1308,6 +1310,10 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
     unsigned k = 0;
     if (ps_decode_peek(data, len, &peek_rid, &k, &wid) != 0) return -1;
     const ps_handler *h = k < TABLE_SIZE && table[k].name ? &table[k] : NULL;
+    if (h && k < PS_METRICS_REQUEST_CASES)
+        c->srv->metrics.requests[k]++;
+    else
+        c->srv->metrics.requests_unknown++;
     const double rate = c->srv->cfg.max_requests_per_second;
     if (rate > 0) {
         /* Token bucket: refills at the rate, holds one second's worth. */
@@ -1321,6 +1327,7 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         if (c->rate_tokens < 1.0) {
             char msg[96];
             snprintf(msg, sizeof msg, "over max_requests_per_second (%g); retry later", rate);
+            PS_LIMIT_HIT(c->srv, MAX_REQUESTS_PER_SECOND);
             ps_reply_error(c, rid, PS_ST_EXHAUSTED, msg);
             return 0;
         }

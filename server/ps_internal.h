@@ -21,6 +21,7 @@
 #include "pw_compact.h"
 #include "auth.h"
 #include "journal.h"
+#include "metrics.h"
 #include "pw_status.h"
 #include "server.h"
 
@@ -230,6 +231,10 @@ typedef struct ps_conn {
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
     struct ps_tls *tls; /* TLS state on a TLS port (tls.h), else NULL */
+    /* A sink that writes later (a WebSocket, http.c): the write completes
+     * with ps_conn_sink_done; sink_closed hears of the connection's close. */
+    int sink_async;
+    void (*sink_closed)(void *arg, struct ps_conn *c);
     char rbuf[16384];
 } ps_conn;
 
@@ -237,6 +242,13 @@ int ps_conn_accept(struct ps_server *s);
 /* A connection without a socket: bytes come from ps_conn_feed and output
  * goes to sink (the fuzz target and state-machine tests). */
 ps_conn *ps_conn_open_virtual(struct ps_server *s, ps_write_sink sink, void *arg);
+/* A connection whose output goes to sink, which starts a write that
+ * completes later (ps_conn_sink_done): the output queue, its frame
+ * replacement and its hard limit apply as to a socket; closed is called
+ * once when the connection closes (http.c's WebSocket sessions). */
+ps_conn *ps_conn_open_async(struct ps_server *s, ps_write_sink sink, void (*closed)(void *arg, ps_conn *c), void *arg);
+/* The sink's write of the entries in flight is done (status < 0: failed). */
+void ps_conn_sink_done(ps_conn *c, int status);
 /* Bytes as if read from the socket; n == 0 is EOF. */
 void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n);
 /* Closes connections past hello_timeout or frame_timeout. */
@@ -336,6 +348,9 @@ struct ps_server {
     uint64_t fsyncs, fsync_max_ns;
     uint64_t recovered_mismatches;
     struct ps_tls_ctx *tls; /* tls_cert and tls_key loaded (tls.h), else NULL */
+    /* the HTTP side (http.c, docs/http.md) and the counters of /metrics (metrics.h) */
+    struct ps_http *http;
+    ps_metrics metrics;
 };
 
 /* Marks c to be flushed in the next prepare phase. */
@@ -480,6 +495,7 @@ struct ps_host {
     uint8_t *scene_pb;                 /* the scene's ops as received (a packed EditBatch), for images */
     size_t scene_pb_len;
     struct ps_history *hist; /* CreateWorld.history_ticks > 0: the recent past (history.c), else NULL */
+    ps_world_metrics wm;     /* step-time histogram and sampled solver values (metrics.h) */
 };
 
 /* ------------------------------------------------------------ images */

@@ -38,6 +38,7 @@
 #include "physd/ph_scenes.h"
 #include "ps_internal.h"
 #include "tls.h"
+#include "http.h"
 
 int ps_log_quiet = 0;
 
@@ -199,6 +200,7 @@ static void close_if_open(uv_handle_t *h) {
 
 void ps_server_maybe_finish(ps_server *s) {
     if (!s->stopping || s->nconns > 0 || s->nhosts > 0) return;
+    ps_http_stop(s); /* libwebsockets closes its handles on the loop */
     uv_timer_stop(&s->shutdown_timer);
     close_if_open((uv_handle_t *)&s->shutdown_timer);
     uv_timer_stop(&s->drain_timer);
@@ -457,13 +459,16 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
                    (unsigned long long)h->id, s->port);
         }
     }
+    if (r == 0) r = ps_http_start(s);
     if (r < 0) {
         s->stopping = 1;
+        ps_http_stop(s);
         for (int i = s->nhosts - 1; i >= 0; i--)
             ps_host_destroy(s->hosts[i], "startup failed");
         uv_walk(&s->loop, walk_close, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
+        ps_http_free(s);
         ps_tls_ctx_free(s->tls);
         free(s->hosts);
         ps_tokens_free(&s->tokens);
@@ -504,6 +509,7 @@ void ps_server_destroy(ps_server *s) {
     if (s->lock_fd >= 0) close(s->lock_fd);
     ps_tokens_free(&s->tokens);
     ps_tls_ctx_free(s->tls);
+    ps_http_free(s);
     free(s->hosts);
     free(s);
 }

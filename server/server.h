@@ -26,6 +26,7 @@
 #define PS_PROTOCOL_VERSION 1
 #define PS_VERSION "0.1.0"
 #define PS_DEFAULT_PORT 7447
+#define PS_DEFAULT_HTTP_PORT 7448
 
 /* Every limit and option; see ps_config_table in config.c for ranges. */
 typedef struct ps_config {
@@ -91,6 +92,10 @@ typedef struct ps_config {
     /* History and rollback (docs/durability.md, "History and rollback") */
     int max_history_ticks;      /* largest CreateWorld.history_ticks, default 256 */
     uint64_t history_max_bytes; /* bytes of one world's history; the oldest ticks go past it, default 256 MiB */
+    /* The HTTP side (docs/http.md): /, /ws, /metrics, /healthz, /readyz */
+    int http;             /* serve it, default 1 (the integration tests turn it off) */
+    char http_listen[64]; /* default 127.0.0.1 */
+    int http_port;        /* default 7448; 0 = ephemeral */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -136,6 +141,8 @@ typedef struct ps_server_stats {
 void ps_server_get_stats(const ps_server *s, ps_server_stats *out);
 /* The bound port (useful with port 0). */
 int ps_server_port(const ps_server *s);
+/* The bound HTTP port (0: the HTTP side is off). */
+int ps_server_http_port(const ps_server *s);
 /* Runs the loop until stopped; returns 0 after a clean shutdown. */
 int ps_server_run(ps_server *s);
 /* Thread-safe request to shut down gracefully. */

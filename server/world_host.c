@@ -178,6 +178,7 @@ static void work_cb(uv_work_t *req) {
     h->job.err = ph_world_step(h->world);
     h->job.step_ms = (double)(ps_now_ns() - t0) / 1e6;
     h->job.tick = ph_world_get_step_count(h->world);
+    if (h->job.err == PH_OK) ps_world_metrics_sample(h);
     if (h->job.err == PH_OK) {
         ph_world_get_work(h->world, &h->job.row_updates, &h->job.budget_exhausted);
         if (h->job.want_stats || h->job.want_stats_iters || h->job.want_hash)
@@ -346,6 +347,8 @@ static void after_work_cb(uv_work_t *req, int status) {
         lane_release(h->srv);
     }
     h->sum_step_ms += job->step_ms;
+    ps_world_metrics_step(&h->wm, job->step_ms / 1e3);
+    ps_world_metrics_publish(h);
     h->tick = ph_world_get_step_count(h->world);
     h->body_count = ph_world_body_count(h->world);
     h->joint_count = ph_world_joint_count(h->world);

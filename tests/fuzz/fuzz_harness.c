@@ -87,6 +87,7 @@ static void server_init(void) {
     ps_config cfg;
     ps_config_defaults(&cfg);
     cfg.port = 0;
+    cfg.http = 0;
     cfg.quiet = 1;
     cfg.demo = 0;
     cfg.workers = 1;

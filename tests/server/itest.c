@@ -27,6 +27,7 @@ void itest_config(ps_config *cfg) {
     cfg->quiet = getenv("PHYSD_TEST_LOG") ? 0 : 1;
     cfg->demo = 0;
     cfg->workers = 2;
+    cfg->http = 0; /* many servers per process: test_itest_http turns it on with port 0 */
 }
 
 static void *run(void *arg) {
