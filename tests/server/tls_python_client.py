@@ -101,21 +101,24 @@ proc = subprocess.Popen([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--n
                          "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")],
                         stderr=subprocess.PIPE, text=True)
 port = None
-log = []
+log = ""
 deadline = time.monotonic() + 20
+fd = proc.stderr.fileno()
+# Raw reads, not readline: a buffered readline can swallow the line we
+# wait for behind an earlier one, and select() would not wake for it.
 while port is None and time.monotonic() < deadline:
-    r, _, _ = select.select([proc.stderr], [], [], 1.0)
+    r, _, _ = select.select([fd], [], [], 1.0)
     if r:
-        line = proc.stderr.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             break
-        log.append(line)
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+) with TLS", line)
+        log += chunk.decode("utf-8", "replace")
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+) with TLS", log)
         if m:
             port = int(m.group(1))
 if port is None:
     proc.kill()
-    sys.exit("physd did not start with TLS:\n" + "".join(log))
+    sys.exit("physd did not start with TLS:\n" + log)
 
 try:
     # The full session over TLS, the server verified by IP address.
