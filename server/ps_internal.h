@@ -375,6 +375,8 @@ typedef struct ps_sub {
     pw_cparams cparams;
     int explicit_ack;
     struct ps_csub *cstate; /* baselines; NULL until the first frame */
+    pw_region region;       /* compact: the interest region (kind NONE: everything) */
+    uint32_t budget;        /* compact: bytes per second, 0: no budget */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -574,6 +576,7 @@ typedef struct ps_ctick {
     struct ps_ctick_group {
         uint64_t key; /* 0: all bodies, else the subscription id of a body set */
         pw_cparams p;
+        pw_region region;
         struct ps_csnap *snap;
     } * groups;
     int ngroups, groups_cap;
@@ -592,9 +595,9 @@ void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t);
 /* The write callback wrote e (a compact frame's head) whole. */
 void ps_compact_written(ps_conn *c, const ps_out_entry *e);
 void ps_compact_sub_free(ps_sub *sub);
-/* Subscribe's encoding fields: 1 compact (p, explicit_ack set), 0 raw,
- * else an error status in st. */
-int ps_compact_params(const Physd__V1__Subscribe *s, pw_cparams *p, int *explicit_ack, ps_status *st);
+/* Subscribe's encoding fields: 1 compact (sub's cparams, explicit_ack,
+ * region and budget set), 0 raw, else an error status in st. */
+int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st);
 /* StreamControl: acks and key-frame requests of the connection's own
  * compact subscriptions. */
 void ps_compact_control(ps_conn *c, ps_msg *m);
