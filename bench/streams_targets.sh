@@ -5,9 +5,12 @@
 # interleaved rounds, against a Release physd started here. Per run: one
 # JSON line with physload's report fields and, sampled from /proc while it
 # runs, the CPU share of physd's I/O loop (its main thread) over the
-# measured window and physd's resident memory with 10 and with all clients
-# connected (the difference per client: memory per subscriber; the kernel's
-# socket buffers are not in a process's RSS).
+# measured window and physd's resident memory with about 100 and with all
+# clients connected (the difference per client: memory per subscriber; the
+# kernel's socket buffers are not in a process's RSS). In compact runs 20
+# subscribers decode every frame (DECODERS; two of them also compare with
+# raw frames) and the others read and count: one physload process cannot
+# decode 1000 streams of 1000 bodies at 60 Hz beside physd on two cores.
 #
 #   bench/streams_targets.sh BUILD_DIR [ROUNDS] [DURATION] > runs.jsonl
 #
@@ -22,12 +25,9 @@ clients=1000
 physd=$build/server/physd
 physload=$build/clients/physload
 tmp=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
+trap '[ "$pid" -gt 0 ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 
-$physd --port "$port" --no-demo --max-connections 2048 --max-connections-per-address 2048 \
-    --max-world-subscriptions 4096 >"$tmp/physd.log" 2>&1 &
-pid=$!
-sleep 1
+pid=0
 clk=$(getconf CLK_TCK)
 
 # loop_ticks: utime + stime of physd's main thread (the I/O loop), in clock ticks
@@ -36,16 +36,21 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
 
 for r in $(seq 1 "$rounds"); do
     for enc in compact raw; do
+        # a fresh physd per run: its RSS then says what this run's clients cost
+        $physd --port "$port" --no-demo --max-connections 2048 --max-connections-per-address 2048 \
+            --max-world-subscriptions 4096 >"$tmp/physd.log" 2>&1 &
+        pid=$!
+        sleep 1
         flags=""
-        [ "$enc" = compact ] && flags="--compact --raw-checkers 2"
+        [ "$enc" = compact ] && flags="--compact --raw-checkers 2 --decoders ${DECODERS:-20}"
         # shellcheck disable=SC2086
         $physload --port "$port" --clients $clients --worlds 1 --preset grid1000 --duration "$duration" \
-            --ramp $ramp --edit-rate 0.1 --query-rate 0 $flags --json --quiet >"$tmp/out.json" 2>"$tmp/err.txt" &
+            --ramp $ramp --editors 10 --edit-rate 2 --query-rate 0 $flags --json --quiet >"$tmp/out.json" 2>"$tmp/err.txt" &
         lp=$!
-        # RSS with the world and about 10 clients, then with all of them
-        sleep 0.3
+        # RSS with the world and about 100 clients, then with all of them
+        sleep 1
         rss0=$(rss_kb)
-        sleep $((ramp + 2))
+        sleep $((ramp + 1))
         rss1=$(rss_kb)
         t0=$(loop_ticks)
         w0=$(date +%s.%N)
@@ -53,6 +58,8 @@ for r in $(seq 1 "$rounds"); do
         t1=$(loop_ticks)
         w1=$(date +%s.%N)
         wait "$lp" || true
+        kill "$pid"
+        wait "$pid" 2>/dev/null || true
         python3 - "$tmp/out.json" "$enc" "$r" "$rss0" "$rss1" "$t0" "$t1" "$w0" "$w1" "$clk" "$clients" <<'EOF'
 import json, sys
 out, enc, r, rss0, rss1, t0, t1, w0, w1, clk, n = sys.argv[1:]
@@ -62,8 +69,8 @@ except Exception as e:
     rep = {"error": str(e)}
 loop = (int(t1) - int(t0)) / int(clk) / (float(w1) - float(w0))
 line = {"round": int(r), "encoding": enc, "loop_cpu_cores": round(loop, 3),
-        "rss_kb_10": int(rss0), "rss_kb_all": int(rss1),
-        "kb_per_subscriber": round((int(rss1) - int(rss0)) / (int(n) - 10), 2)}
+        "rss_kb_100": int(rss0), "rss_kb_all": int(rss1),
+        "kb_per_subscriber": round((int(rss1) - int(rss0)) / (int(n) - 100), 2)}
 if "frames" in rep:
     line.update({"connected": rep["clients"]["connected"], "frames_per_s": rep["frames"]["per_second"],
                  "missing_by_tick": rep["frames"]["missing_by_tick"],

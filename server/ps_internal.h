@@ -230,7 +230,6 @@ typedef struct ps_conn {
     uint64_t drops_reported;
     uint64_t last_drop_notice_ns;
     struct ps_tls *tls; /* TLS state on a TLS port (tls.h), else NULL */
-    char rbuf[16384];
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
@@ -293,6 +292,10 @@ unsigned ps_request_table_size(void);
 /* ---------------------------------------------------------------- server */
 
 struct ps_server {
+    /* The read buffer of every connection (conn.c): libuv reads one stream
+     * at a time on the loop thread and on_read consumes the bytes before it
+     * returns, so one buffer serves them all (16 KiB less per connection). */
+    char rbuf[16384];
     uv_loop_t loop;
     uv_tcp_t listener;
     uv_async_t stop_async;

@@ -90,6 +90,7 @@ typedef struct lclient {
     pc_counters final;
     /* compact streams */
     int checker;      /* also takes raw frames and compares */
+    int decoder;      /* decodes its compact frames (--decoders) */
     uint64_t raw_sub; /* the checker's raw subscription */
     kept_frame raw[CHECK_KEEP], cmp[CHECK_KEEP];
     uint64_t bytes0, bytes1;   /* bytes received at activation and at the stop */
@@ -338,7 +339,43 @@ static void activate(lclient *cl) {
     pc_client_counters(cl->c, &k);
     cl->bytes0 = k.bytes_received;
     cl->t_active = uv_hrtime();
-    if (cl->subscriber && L->s.compact) {
+    if (cl->subscriber && L->s.compact && !cl->decoder) {
+        /* reads and counts its frames without decoding them (--decoders) */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
+        Physd__V1__DoubleValue res = PHYSD__V1__DOUBLE_VALUE__INIT, bound = PHYSD__V1__DOUBLE_VALUE__INIT,
+                               radius = PHYSD__V1__DOUBLE_VALUE__INIT;
+        Physd__V1__Int32Value bits = PHYSD__V1__INT32_VALUE__INIT;
+        Physd__V1__Region rg = PHYSD__V1__REGION__INIT;
+        Physd__V1__Vec3 centre = PHYSD__V1__VEC3__INIT, half = PHYSD__V1__VEC3__INIT;
+        const pc_region *g = &L->s.region_parsed;
+        res.value = L->s.resolution;
+        bound.value = L->s.bound;
+        bits.value = L->s.rotation_bits;
+        sub.world_id = cl->w->id;
+        sub.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+        sub.every = (uint32_t)L->s.subscribe_every;
+        sub.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+        sub.resolution = &res;
+        sub.bound = &bound;
+        sub.rotation_bits = &bits;
+        sub.budget_bytes = (uint32_t)L->s.budget;
+        if (g->kind != PC_REGION_NONE) {
+            centre.x = g->center[0], centre.y = g->center[1], centre.z = g->center[2];
+            rg.center = &centre;
+            if (g->kind == PC_REGION_SPHERE) {
+                radius.value = g->radius;
+                rg.radius = &radius;
+            } else {
+                half.x = g->half_extents[0], half.y = g->half_extents[1], half.z = g->half_extents[2];
+                rg.half_extents = &half;
+            }
+            sub.region = &rg;
+        }
+        m.request_case = REQ(SUBSCRIBE);
+        m.subscribe = &sub;
+        send_req(cl, K_SUBSCRIBE, &m);
+    } else if (cl->subscriber && L->s.compact) {
         pc_compact_params p;
         pc_compact_params_default(&p);
         p.resolution = L->s.resolution;
@@ -374,7 +411,7 @@ static void activate(lclient *cl) {
         m.subscribe = &sub;
         send_req(cl, K_SUBSCRIBE, &m);
     }
-    start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
+    if (cl->idx < L->s.editors) start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
     start_rate(cl, &cl->t_query, L->s.query_rate, on_query_timer);
 }
 
@@ -471,37 +508,56 @@ static void check_frame(lclient *cl, const Physd__V1__Frame *f, int is_raw) {
     keep_frame(mine, f);
 }
 
+/* edit-to-frame latency: the first frame of a tick after the edit's reply */
+static void edit_latency(lclient *cl, uint64_t tick) {
+    load *L = cl->L;
+    if (cl->n_e2f == 0 || tick <= cl->e2f_tick[0]) return;
+    const uint64_t now = uv_hrtime();
+    int k = 0;
+    while (k < cl->n_e2f && tick > cl->e2f_tick[k])
+        hist_add(&L->t.e2f, now - cl->e2f_t0[k++]);
+    memmove(cl->e2f_t0, cl->e2f_t0 + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_t0);
+    memmove(cl->e2f_tick, cl->e2f_tick + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_tick);
+    cl->n_e2f -= k;
+}
+
+/* A push of the client's own stream; a whole frame when last. */
+static void count_frame(lclient *cl, uint64_t world, uint64_t tick, int last) {
+    load *L = cl->L;
+    L->t.pushes_received++;
+    if (world == cl->w->id) cl->w->pushes++;
+    if (!last) return;
+    L->t.frames++;
+    uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
+    if (cl->last_tick && tick > cl->last_tick + every) L->t.frame_gaps += (tick - cl->last_tick) / every - 1;
+    if (tick > cl->last_tick) cl->last_tick = tick;
+}
+
 static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     lclient *cl = data;
     load *L = cl->L;
     const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
     if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
-    /* edit-to-frame latency: the first frame of a tick after the edit's reply */
-    if (!is_raw && cl->n_e2f > 0 && f->tick > cl->e2f_tick[0]) {
-        const uint64_t now = uv_hrtime();
-        int k = 0;
-        while (k < cl->n_e2f && f->tick > cl->e2f_tick[k])
-            hist_add(&L->t.e2f, now - cl->e2f_t0[k++]);
-        memmove(cl->e2f_t0, cl->e2f_t0 + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_t0);
-        memmove(cl->e2f_tick, cl->e2f_tick + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_tick);
-        cl->n_e2f -= k;
-    }
     if (is_raw) { /* the checker's second stream: counted as a push, not as this client's frames */
         L->t.pushes_received++;
         if (f->world_id == cl->w->id) cl->w->pushes++;
         return;
     }
+    edit_latency(cl, f->tick);
     /* Every message is a push the server counted (parts included); a
      * frame in parts counts as one frame, at its last part. */
-    L->t.pushes_received++;
-    if (f->world_id == cl->w->id) cl->w->pushes++;
     if (f->parts > 1) L->t.frame_parts++;
-    if (!pc_frame_is_last_part(f)) return;
-    L->t.frames++;
-    uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
-    if (cl->last_tick && f->tick > cl->last_tick + every) L->t.frame_gaps += (f->tick - cl->last_tick) / every - 1;
-    if (f->tick > cl->last_tick) cl->last_tick = f->tick;
+    count_frame(cl, f->world_id, f->tick, pc_frame_is_last_part(f));
+}
+
+/* A compact frame of a subscriber that does not decode (--decoders):
+ * read and counted only. */
+static void on_compact_frame(pc_client *c, const Physd__V1__CompactFrame *f, void *data) {
+    (void)c;
+    lclient *cl = data;
+    edit_latency(cl, f->tick);
+    count_frame(cl, f->world_id, f->tick, 1);
 }
 
 static void on_disconnect(pc_client *c, int err, void *data) {
@@ -547,6 +603,7 @@ static void on_connect(pc_client *c, int status, void *data) {
     h.on_disconnect = on_disconnect;
     h.data = cl;
     pc_client_set_handlers(c, &h);
+    pc_client_set_compact_handler(c, on_compact_frame);
     if (L->phase != P_RUN) {
         cl->state = C_WAITING;
         return;
@@ -878,6 +935,9 @@ int main(int argc, char **argv) {
     /* The first raw_checkers compact subscribers also take raw frames. */
     for (int i = 0, n = 0; L.s.compact && i < L.s.clients && n < L.s.raw_checkers; i++)
         if (L.cl[i].subscriber) L.cl[i].checker = 1, n++;
+    /* The first --decoders compact subscribers decode (the checkers always). */
+    for (int i = 0, n = 0; L.s.compact && i < L.s.clients; i++)
+        if (L.cl[i].subscriber && (L.cl[i].checker || n < L.s.decoders)) L.cl[i].decoder = 1, n++;
     uv_timer_init(&L.loop, &L.tick);
     L.tick.data = &L;
     uv_timer_start(&L.tick, on_tick, 100, 100);

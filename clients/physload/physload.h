@@ -22,6 +22,7 @@ typedef struct scenario {
     char preset[64];     /* scene of each world, default "box_drop" */
     double tick_rate;    /* Hz of each world, default 60 */
     double edit_rate;    /* edit batches per second per client, default 2 */
+    int editors;         /* only the first N clients edit, default all (100000) */
     double query_rate;   /* body queries per second per client, default 5 */
     int subscribe_every; /* transform frames every k-th tick, 0 = no subscription; default 1 */
     double subscribers;  /* fraction of the clients that subscribe, default 1 */
@@ -41,6 +42,7 @@ typedef struct scenario {
     char region[256];  /* "" none, "sphere:x,y,z,r" or "box:x,y,z,hx,hy,hz" */
     int budget;        /* bytes per second per compact subscriber, 0: none */
     int raw_checkers;  /* compact subscribers that also take raw frames and compare, default 2 */
+    int decoders;      /* compact subscribers that decode every frame, default all (100000) */
     pc_region region_parsed;
 } scenario;
 

@@ -38,6 +38,8 @@ void scenario_defaults(scenario *s) {
     s->bound = 1000;
     s->rotation_bits = 12;
     s->raw_checkers = 2;
+    s->decoders = 100000;
+    s->editors = 100000;
 }
 
 int scenario_parse_region(const char *text, pc_region *out) {
@@ -111,6 +113,8 @@ static const struct key {
     {"tick_rate", K_DOUBLE, offsetof(scenario, tick_rate), 0.001, 1000, "Hz of each world (default 60)"},
     {"edit_rate", K_DOUBLE, offsetof(scenario, edit_rate), 0, 1000,
      "edit batches per second per client: add a sphere, then remove it (default 2)"},
+    {"editors", K_INT, offsetof(scenario, editors), 0, 100000,
+     "only the first N clients send edit batches (default all)"},
     {"query_rate", K_DOUBLE, offsetof(scenario, query_rate), 0, 1000,
      "body queries (up to 10 bodies) per second per client (default 5)"},
     {"subscribe_every", K_INT, offsetof(scenario, subscribe_every), 0, 1000000,
@@ -136,6 +140,8 @@ static const struct key {
      "compact: bytes per second per subscriber, 0 or >= 1024 (default 0: none)"},
     {"raw_checkers", K_INT, offsetof(scenario, raw_checkers), 0, 100000,
      "compact: subscribers that also take raw frames and compare them with the decoded ones (default 2)"},
+    {"decoders", K_INT, offsetof(scenario, decoders), 0, 100000,
+     "compact: subscribers that decode every frame (the checkers always); the others read and count (default all)"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

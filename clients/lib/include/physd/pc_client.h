@@ -304,6 +304,12 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
  * a key frame next. */
 int pc_stream_control(pc_client *c, uint64_t subscription, uint64_t ack_tick, int key_frame, pc_reply_cb cb,
                       void *data);
+/* A handler for the CompactFrames of subscriptions the library does not
+ * decode (not made by pc_subscribe_compact): each frame as it came, with
+ * the handlers' data, for a receiver that forwards or only counts frames
+ * (NULL: dropped, the default). */
+typedef void (*pc_compact_frame_cb)(pc_client *c, const Physd__V1__CompactFrame *f, void *data);
+void pc_client_set_compact_handler(pc_client *c, pc_compact_frame_cb cb);
 /* StreamControl: a new region (NULL: none) and, when budget_bytes >= 0, a
  * new budget (0: none), from the next frame on. */
 int pc_stream_interest(pc_client *c, uint64_t subscription, const pc_region *region, long long budget_bytes,
