@@ -13,6 +13,10 @@
  *                 removed one (left) in the section; the region changed
  *                 while subscribed (a sphere, then none) takes effect at
  *                 the next frame with the enters and leaves it implies
+ *   client_changes  the same through the client library: a region from
+ *                 pc_compact_params, pc_compact_changes after every decoded
+ *                 frame (each box enters once and leaves once), the region
+ *                 moved with pc_stream_interest
  *   budget_60s    64 bodies that never stop (no gravity, spinning) for 3600
  *                 ticks at 60 Hz (60 s of simulated time, about 10 s of wall
  *                 time in the ASan build): no 60 consecutive ticks carry more
@@ -393,6 +397,85 @@ static void test_enter_leave(void **state) {
     itest_raw_close(&r);
 }
 
+/* --------------------------------------------------------- client_changes */
+
+static void on_sub(pc_client *pc, int err, const Physd__V1__Reply *r, void *data) {
+    (void)pc;
+    assert_int_equal(err, 0);
+    assert_int_equal(r->status, ST(OK));
+    *(uint64_t *)data = r->subscription->subscription_id;
+}
+
+/* The client library: a region from pc_compact_params, the enters and
+ * leaves of each decoded frame from pc_compact_changes, the region moved by
+ * pc_stream_interest. */
+static void test_client_changes(void **state) {
+    (void)state;
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&r, "changes-setup"), ST(OK));
+    box_spec boxes[NFLY];
+    memset(boxes, 0, sizeof boxes);
+    for (int k = 0; k < NFLY; k++) {
+        boxes[k].p[0] = -3 - 1.5 * k;
+        boxes[k].v[0] = 3;
+    }
+    uint64_t w = make_world(&r, "changes", boxes, NFLY);
+    itest_client c;
+    itest_connect(&c, port, "changes");
+    pc_compact_params p;
+    pc_compact_params_default(&p);
+    p.region.kind = PC_REGION_BOX;
+    p.region.half_extents[0] = p.region.half_extents[1] = p.region.half_extents[2] = 2;
+    uint64_t sub = 0;
+    assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &p, on_sub, &sub), 0);
+    smsg *q = itest_counters(&c, w); /* the subscribe reply has come */
+    physd__v1__server_message__free_unpacked(q, NULL);
+    assert_true(sub != 0);
+    uint64_t in[NFLY] = {0};
+    int nin = 0, entered = 0, left = 0;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld st = PHYSD__V1__STEP_WORLD__INIT;
+    st.world_id = w;
+    st.steps = 1;
+    m.request_case = REQ(STEP);
+    m.step = &st;
+    for (int t = 1; t <= 420; t++) {
+        if (t == 400) { /* a region around nothing */
+            pc_region away = {PC_REGION_SPHERE, {500, 0, 0}, {0, 0, 0}, 1};
+            assert_int_equal(pc_stream_interest(c.pc, sub, &away, -1, NULL, NULL), 0);
+        }
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+        q = itest_counters(&c, w); /* after the step's frame, which the library decoded */
+        physd__v1__server_message__free_unpacked(q, NULL);
+        const uint64_t *e, *l;
+        size_t ne, nl;
+        assert_int_equal(pc_compact_changes(c.pc, sub, &e, &ne, &l, &nl), 0);
+        for (size_t i = 0; i < ne; i++) {
+            for (int k = 0; k < nin; k++)
+                assert_true(in[k] != e[i]); /* not in already */
+            assert_true(nin < NFLY);
+            in[nin++] = e[i];
+            entered++;
+        }
+        for (size_t i = 0; i < nl; i++) {
+            int k = 0;
+            while (k < nin && in[k] != l[i])
+                k++;
+            assert_true(k < nin); /* it was in */
+            in[k] = in[--nin];
+            left++;
+        }
+    }
+    /* each box entered and left the box region once; nothing is inside the far sphere */
+    assert_int_equal(entered, NFLY);
+    assert_int_equal(left, NFLY);
+    assert_int_equal(nin, 0);
+    assert_int_equal(pc_compact_changes(c.pc, 999999, NULL, NULL, NULL, NULL), -1);
+    itest_client_close(&c);
+    itest_raw_close(&r);
+}
+
 /* ------------------------------------------------------------ budget_60s */
 
 #define NBUD 64
@@ -571,6 +654,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_enter_leave),
+        cmocka_unit_test(test_client_changes),
         cmocka_unit_test(test_budget_60s),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
