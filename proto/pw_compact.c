@@ -531,3 +531,77 @@ done:
     free(s.b);
     return rc;
 }
+
+/* ----------------------------------------------------- budgets, regions */
+
+int pw_gamma_bits(uint64_t v) { return 2 * (bit_length(v) - 1) + 1; }
+
+static size_t sgamma_bits(int64_t d) { return (size_t)pw_gamma_bits(zigzag(d) + 1); }
+
+size_t pw_compact_body_bits(const pw_cparams *p, const pw_cbody *o, const pw_cbody *b) {
+    const size_t full_pos = 1 + (b->oob ? 3 * 64 : 3 * (size_t)pw_cparams_pos_bits(p));
+    const size_t full_rot = 3 * (size_t)p->rot_bits;
+    if (!o) return full_pos + 2 + full_rot;
+    int pos_changed =
+        o->oob != b->oob || (b->oob ? memcmp(o->raw, b->raw, sizeof b->raw) : memcmp(o->p, b->p, sizeof b->p)) != 0;
+    int rot_changed = o->largest != b->largest || memcmp(o->r, b->r, sizeof b->r) != 0;
+    size_t bits = 2;
+    if (pos_changed) {
+        if (b->oob || o->oob) {
+            bits += full_pos;
+        } else {
+            bits += 1;
+            for (int c = 0; c < 3; c++)
+                bits += sgamma_bits(b->p[c] - o->p[c]);
+        }
+    }
+    if (rot_changed) {
+        bits += 2;
+        if (b->largest == o->largest) {
+            for (int c = 0; c < 3; c++)
+                bits += sgamma_bits((int64_t)b->r[c] - o->r[c]);
+        } else {
+            bits += full_rot;
+        }
+    }
+    return bits;
+}
+
+int pw_region_check(const pw_region *g, char *why, size_t n) {
+    if (g->kind == PW_REGION_NONE) return 0;
+    if (g->kind != PW_REGION_BOX && g->kind != PW_REGION_SPHERE) {
+        snprintf(why, n, "region: unknown kind");
+        return -1;
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!isfinite(g->c[k]) || fabs(g->c[k]) > PW_REGION_MAX) {
+            snprintf(why, n, "region.center: every component must be finite, |x| <= 1e7 m");
+            return -1;
+        }
+        if (g->kind == PW_REGION_BOX && (!isfinite(g->h[k]) || g->h[k] < 0 || g->h[k] > PW_REGION_MAX)) {
+            snprintf(why, n, "region.half_extents: each must be in [0, 1e7] m");
+            return -1;
+        }
+    }
+    if (g->kind == PW_REGION_SPHERE && (!isfinite(g->r) || g->r < 0 || g->r > PW_REGION_MAX)) {
+        snprintf(why, n, "region.radius must be in [0, 1e7] m");
+        return -1;
+    }
+    return 0;
+}
+
+int pw_region_contains(const pw_region *g, const double x[3]) {
+    if (g->kind == PW_REGION_BOX)
+        return fabs(x[0] - g->c[0]) <= g->h[0] && fabs(x[1] - g->c[1]) <= g->h[1] && fabs(x[2] - g->c[2]) <= g->h[2];
+    if (g->kind == PW_REGION_SPHERE) {
+        const double d[3] = {x[0] - g->c[0], x[1] - g->c[1], x[2] - g->c[2]};
+        return d[0] * d[0] + d[1] * d[1] + d[2] * d[2] <= g->r * g->r;
+    }
+    return 1;
+}
+
+double pw_region_extent(const pw_region *g) {
+    if (g->kind == PW_REGION_SPHERE) return g->r;
+    if (g->kind == PW_REGION_BOX) return sqrt(g->h[0] * g->h[0] + g->h[1] * g->h[1] + g->h[2] * g->h[2]);
+    return 0;
+}

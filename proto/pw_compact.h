@@ -95,4 +95,29 @@ int pw_compact_encode(const pw_cparams *p, const pw_cstate *base, const pw_cstat
 int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t *data, size_t len, uint32_t body_count,
                       size_t max_bodies, pw_cstate *out);
 
+/* Bits of one body's part of a section (docs/streams.md): a changed-body
+ * against o, or an added-body when o is NULL; without its index or id gap.
+ * For budgets: the encoder writes exactly this many. */
+size_t pw_compact_body_bits(const pw_cparams *p, const pw_cbody *o, const pw_cbody *b);
+/* Bits of gamma(v), v >= 1. */
+int pw_gamma_bits(uint64_t v);
+
+/* An interest region (docs/streams.md, "Regions and budgets"). */
+enum { PW_REGION_NONE = 0, PW_REGION_BOX = 1, PW_REGION_SPHERE = 2 };
+typedef struct pw_region {
+    int kind;
+    double c[3]; /* centre, m */
+    double h[3]; /* box: half extents, m */
+    double r;    /* sphere: radius, m */
+} pw_region;
+#define PW_REGION_MAX 1e7
+
+/* 0 when every value is finite and in range (centre |c_k| <= 1e7, half
+ * extents and radius in [0, 1e7]), else -1 with a reason in why. */
+int pw_region_check(const pw_region *g, char *why, size_t n);
+/* 1 when position x lies in g (boundary included; always for NONE). */
+int pw_region_contains(const pw_region *g, const double x[3]);
+/* The region's extent for priorities: the radius, or the half diagonal. */
+double pw_region_extent(const pw_region *g);
+
 #endif /* PHYSD_PW_COMPACT_H */

@@ -33,11 +33,22 @@
  * few (one in flight, one queued); with explicit acks, the acks' delay. */
 #define PS_CPENDING 64
 
+/* Subscribe.budget_bytes: 0 (none) or [min, max] bytes per second. */
+#define PS_BUDGET_MIN 1024
+#define PS_BUDGET_MAX 1000000000
+
 typedef struct ps_csnap {
     int refs;
     uint64_t tick;
     pw_cstate st;
 } ps_csnap;
+
+/* A body's priority accumulator (budgets): grows every frame the body
+ * waits, back to 0 (dropped) when it is sent or up to date. */
+typedef struct ps_cacc {
+    uint64_t id;
+    double acc;
+} ps_cacc;
 
 struct ps_csub {
     ps_csnap *base; /* NULL: the next frame is a key frame */
@@ -45,6 +56,12 @@ struct ps_csub {
     int npending;
     uint64_t epoch;
     int too_big_logged;
+    ps_cacc *acc; /* budgets: the waiting bodies, ascending id */
+    size_t nacc, acc_cap;
+    double tokens;   /* budgets: bytes the next frame may take (pacing) */
+    uint64_t *wtick; /* budgets: the frames sent in the last second, a ring */
+    uint32_t *wbytes;
+    size_t wn, whead, wcap;
 };
 
 static void snap_unref(ps_csnap *s) {
@@ -60,11 +77,15 @@ static void csub_reset(struct ps_csub *cs) {
     for (int k = 0; k < cs->npending; k++)
         snap_unref(cs->pending[k]);
     cs->npending = 0;
+    cs->nacc = 0;
 }
 
 void ps_compact_sub_free(ps_sub *sub) {
     if (!sub->cstate) return;
     csub_reset(sub->cstate);
+    free(sub->cstate->acc);
+    free(sub->cstate->wtick);
+    free(sub->cstate->wbytes);
     free(sub->cstate);
     sub->cstate = NULL;
 }
@@ -105,17 +126,46 @@ static int bad(ps_status *st, const char *msg) {
     return -1;
 }
 
-int ps_compact_params(const Physd__V1__Subscribe *s, pw_cparams *p, int *explicit_ack, ps_status *st) {
+/* A Region message as a pw_region: 0, or -1 with st set. */
+static int region_from(const Physd__V1__Region *m, pw_region *g, ps_status *st) {
+    memset(g, 0, sizeof *g);
+    if ((m->half_extents != NULL) == (m->radius != NULL))
+        return bad(st, "region: give half_extents (a box) or radius (a sphere), one of the two");
+    if (m->center) g->c[0] = m->center->x, g->c[1] = m->center->y, g->c[2] = m->center->z;
+    if (m->half_extents) {
+        g->kind = PW_REGION_BOX;
+        g->h[0] = m->half_extents->x, g->h[1] = m->half_extents->y, g->h[2] = m->half_extents->z;
+    } else {
+        g->kind = PW_REGION_SPHERE;
+        g->r = m->radius->value;
+    }
+    char why[96];
+    if (pw_region_check(g, why, sizeof why) != 0) return bad(st, why);
+    return 0;
+}
+
+static int budget_from(uint64_t v, uint32_t *out, ps_status *st) {
+    if (v != 0 && (v < PS_BUDGET_MIN || v > PS_BUDGET_MAX))
+        return bad(st, "budget_bytes must be 0 (no budget) or in [1024, 1e9] bytes per second");
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st) {
+    pw_cparams *p = &sub->cparams;
     pw_cparams_default(p);
-    *explicit_ack = 0;
+    sub->explicit_ack = 0;
+    memset(&sub->region, 0, sizeof sub->region);
+    sub->budget = 0;
     const int compact = s->encoding == PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
     if (s->encoding != PHYSD__V1__TRANSFORM_ENCODING__ENCODING_RAW && !compact)
         return bad(st, "encoding: unknown value");
     if (compact && s->kind != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
         return bad(st, "encoding is only for transform subscriptions");
     if (!compact) {
-        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack)
-            return bad(st, "resolution, bound, rotation_bits and explicit_ack are only for ENCODING_COMPACT");
+        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack || s->region || s->budget_bytes)
+            return bad(st, "resolution, bound, rotation_bits, explicit_ack, region and budget_bytes are only for "
+                           "ENCODING_COMPACT");
         return 0;
     }
     if (s->resolution) p->resolution = s->resolution->value;
@@ -123,7 +173,9 @@ int ps_compact_params(const Physd__V1__Subscribe *s, pw_cparams *p, int *explici
     if (s->rotation_bits) p->rot_bits = s->rotation_bits->value;
     char why[96];
     if (pw_cparams_check(p, why, sizeof why) != 0) return bad(st, why);
-    *explicit_ack = s->explicit_ack;
+    if (s->region && region_from(s->region, &sub->region, st) != 0) return -1;
+    if (budget_from(s->budget_bytes, &sub->budget, st) != 0) return -1;
+    sub->explicit_ack = s->explicit_ack;
     return 1;
 }
 
@@ -141,6 +193,23 @@ void ps_compact_control(ps_conn *c, ps_msg *m) {
         return;
     }
     ps_status st = {PS_ST_OK, 0, 0, "ok"};
+    /* regions and budgets: checked whole before anything changes */
+    pw_region region = sub->region;
+    uint32_t budget = sub->budget;
+    if (sc->region && sc->clear_region) {
+        bad(&st, "region and clear_region together");
+    } else if (sc->region) {
+        region_from(sc->region, &region, &st);
+    } else if (sc->clear_region) {
+        memset(&region, 0, sizeof region);
+    }
+    if (st.code == PS_ST_OK && sc->budget_bytes) budget_from(sc->budget_bytes->value, &budget, &st);
+    if (st.code != PS_ST_OK) {
+        ps_reply_status(c, m->request_id, &st, sub->host->tick);
+        return;
+    }
+    sub->region = region;
+    sub->budget = budget;
     struct ps_csub *cs = sub->cstate;
     if (sc->key_frame && cs) {
         csub_reset(cs);
@@ -170,12 +239,18 @@ void ps_compact_tick_done(ps_ctick *t) {
     memset(t, 0, sizeof *t);
 }
 
+static int region_eq(const pw_region *a, const pw_region *b) {
+    return a->kind == b->kind && memcmp(a->c, b->c, sizeof a->c) == 0 && memcmp(a->h, b->h, sizeof a->h) == 0 &&
+           memcmp(&a->r, &b->r, sizeof a->r) == 0;
+}
+
 /* The quantized state of the subscription's bodies this tick: computed
  * once per (parameters, body set); NULL on allocation failure. */
 static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ctick *t) {
     const uint64_t key = sub->bodies ? sub->id : 0;
     for (int k = 0; k < t->ngroups; k++)
-        if (t->groups[k].key == key && memcmp(&t->groups[k].p, &sub->cparams, sizeof sub->cparams) == 0)
+        if (t->groups[k].key == key && memcmp(&t->groups[k].p, &sub->cparams, sizeof sub->cparams) == 0 &&
+            region_eq(&t->groups[k].region, &sub->region))
             return t->groups[k].snap;
     if (t->ngroups == t->groups_cap) {
         int ncap = t->groups_cap ? 2 * t->groups_cap : 4;
@@ -214,6 +289,8 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
     for (size_t k = 0; k < n; k++) {
         ph_transform tr;
         if (ph_body_get_transform(t->ids[k], &tr) != PH_OK) continue; /* removed since subscribing */
+        const double at[3] = {tr.p.x, tr.p.y, tr.p.z};
+        if (!pw_region_contains(&sub->region, at)) continue;
         const double pose[7] = {tr.p.x, tr.p.y, tr.p.z, tr.q.x, tr.q.y, tr.q.z, tr.q.w};
         pw_compact_quantize(&sub->cparams, ps_wire_body(h, t->ids[k]), pose, &s->st.b[s->st.n++]);
     }
@@ -225,6 +302,7 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
     s->st.n = w;
     t->groups[t->ngroups].key = key;
     t->groups[t->ngroups].p = sub->cparams;
+    t->groups[t->ngroups].region = sub->region;
     t->groups[t->ngroups].snap = s;
     t->ngroups++;
     return s;
@@ -289,6 +367,293 @@ static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap
     return b;
 }
 
+/* Queues the frame of state cur (its section body against the baseline)
+ * and keeps cur awaiting acknowledgement. */
+static int send_frame(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur, ps_buf *body) {
+    struct ps_csub *cs = sub->cstate;
+    ps_buf *hb = head(h, sub, tick, cur, cs->base, body->len);
+    if (!hb) return -1;
+    if (hb->len + body->len > h->srv->cfg.max_frame) {
+        if (!cs->too_big_logged)
+            ps_log("world %llu: compact frame of subscription %llu over max_frame (%zu bytes): skipped",
+                   (unsigned long long)h->id, (unsigned long long)sub->id, hb->len + body->len);
+        cs->too_big_logged = 1;
+        ps_buf_unref(hb);
+        return -1;
+    }
+    int dropped = 0, r = ps_conn_send2(sub->conn, hb, body, PS_OUT_FRAME, sub->id << 20, &dropped);
+    if (r == 0) {
+        h->pushes_queued++;
+        if (dropped) h->pushes_dropped++;
+        if (cs->npending == PS_CPENDING) {
+            snap_unref(cs->pending[0]);
+            memmove(cs->pending, cs->pending + 1, (PS_CPENDING - 1) * sizeof *cs->pending);
+            cs->npending--;
+        }
+        cur->refs++;
+        cs->pending[cs->npending++] = cur;
+    }
+    ps_buf_unref(hb);
+    return r == 0 ? 0 : -1;
+}
+
+static int by_acc_id(const void *a, const void *b) {
+    const ps_cacc *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* ------------------------------------------------------------- budgets */
+
+/* The bytes of a frame's head (as head() writes it) for a section of
+ * body_len bytes. */
+static size_t head_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint64_t btick, size_t count,
+                       size_t body_len) {
+    Physd__V1__CompactFrame f = PHYSD__V1__COMPACT_FRAME__INIT;
+    f.world_id = h->id;
+    f.tick = tick;
+    f.subscription_id = sub->id;
+    f.baseline_tick = btick;
+    f.key = btick == 0;
+    f.body_count = (uint32_t)count;
+    const size_t nf = physd__v1__compact_frame__get_packed_size(&f);
+    uint8_t tmp[PW_VARINT_MAX];
+    const size_t inner = nf + 1 + pw_varint_put(tmp, body_len) + body_len;
+    const size_t msg = 1 + pw_varint_put(tmp, inner) + inner;
+    return pw_varint_put(tmp, msg) + msg - body_len;
+}
+
+/* The index of id in s, or -1 (s ascending by id). */
+static ptrdiff_t find_body(const pw_cstate *s, uint64_t id) {
+    size_t lo = 0, hi = s ? s->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->b[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return s && lo < s->n && s->b[lo].id == id ? (ptrdiff_t)lo : -1;
+}
+
+/* A waiting body's priority this frame, in [1, 4]: 1, plus its speed
+ * (1 per m/s, at most 2), plus its nearness to the region's centre (1 at
+ * the centre, 0 at the region's extent and beyond). */
+static double priority(const ps_host *h, const ps_sub *sub, const pw_cbody *b) {
+    double pr = 1;
+    ph_body_state bs;
+    if (ph_body_get_state(ps_core_body(h, b->id), &bs) == PH_OK) {
+        const ph_vec3 v = bs.linear_velocity;
+        const double speed = sqrt(v.x * v.x + v.y * v.y + v.z * v.z);
+        pr += speed < 2 ? speed : 2;
+        const double ext = pw_region_extent(&sub->region);
+        if (sub->region.kind != PW_REGION_NONE && ext > 0) {
+            const double d[3] = {bs.position.x - sub->region.c[0], bs.position.y - sub->region.c[1],
+                                 bs.position.z - sub->region.c[2]};
+            const double dist = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+            pr += dist < ext ? 1 - dist / ext : 0;
+        }
+    }
+    return pr;
+}
+
+/* The bytes this due frame may take, or (size_t)-1 (out of memory): at
+ * most the budget less what the frames of the last second (the ticks
+ * (tick - ceil(tick_rate), tick]) took, so no second carries more than the
+ * budget; and at most the pacing tokens, which grow by the budget's share
+ * of each due frame up to max(2 shares, PS_BUDGET_BURST) bytes, so frames
+ * stay even and a share smaller than one body still sends one now and
+ * then. */
+#define PS_BUDGET_BURST 160
+static size_t budget_allowance(const ps_host *h, const ps_sub *sub, uint64_t tick) {
+    struct ps_csub *cs = sub->cstate;
+    double fps = ceil(h->tick_rate / (double)sub->every - 1e-9);
+    if (!(fps >= 1)) fps = 1;
+    const double share = floor((double)sub->budget / fps);
+    const double cap = share * 2 > PS_BUDGET_BURST ? share * 2 : PS_BUDGET_BURST;
+    cs->tokens = cs->tokens + share < cap ? cs->tokens + share : cap;
+    const uint64_t span = (uint64_t)ceil(h->tick_rate);
+    uint64_t spent = 0;
+    while (cs->wn > 0 && cs->wtick[cs->whead] + span <= tick) { /* older than a second */
+        cs->whead = (cs->whead + 1) % cs->wcap;
+        cs->wn--;
+    }
+    for (size_t k = 0; k < cs->wn; k++)
+        spent += cs->wbytes[(cs->whead + k) % cs->wcap];
+    if (cs->wn == cs->wcap) { /* room for this frame's entry */
+        size_t ncap = cs->wcap ? 2 * cs->wcap : 16;
+        uint64_t *nt = malloc(ncap * sizeof *nt);
+        uint32_t *nb = malloc(ncap * sizeof *nb);
+        if (!nt || !nb) {
+            free(nt), free(nb);
+            return (size_t)-1;
+        }
+        for (size_t k = 0; k < cs->wn; k++) {
+            nt[k] = cs->wtick[(cs->whead + k) % cs->wcap];
+            nb[k] = cs->wbytes[(cs->whead + k) % cs->wcap];
+        }
+        free(cs->wtick), free(cs->wbytes);
+        cs->wtick = nt, cs->wbytes = nb;
+        cs->wcap = ncap;
+        cs->whead = 0;
+    }
+    const uint64_t left = spent < sub->budget ? sub->budget - spent : 0;
+    const double tokens = floor(cs->tokens);
+    return (double)left < tokens ? (size_t)left : (size_t)tokens;
+}
+
+/* A budgeted frame of bytes was queued. */
+static void budget_spent(struct ps_csub *cs, uint64_t tick, size_t bytes) {
+    cs->tokens -= (double)bytes;
+    if (cs->tokens < 0) cs->tokens = 0;
+    const size_t at = (cs->whead + cs->wn) % cs->wcap; /* room made by budget_allowance */
+    cs->wtick[at] = tick;
+    cs->wbytes[at] = (uint32_t)bytes;
+    cs->wn++;
+}
+
+typedef struct cand {
+    size_t j;        /* index in cur */
+    double acc;      /* its accumulator after this frame's priority */
+    ptrdiff_t dcost; /* bits: its cost against the baseline when sent, minus when not */
+} cand;
+
+static int by_acc(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->acc != y->acc) return x->acc > y->acc ? -1 : 1;
+    return x->j < y->j ? -1 : x->j > y->j;
+}
+
+/* The bits a body value costs in a section against base: 0 when base
+ * has it unchanged, else its part and a bound on its gap or id code. */
+static size_t cost_vs_base(const pw_cparams *p, const pw_cstate *base, const pw_cbody *b) {
+    ptrdiff_t i = find_body(base, b->id);
+    if (i >= 0) {
+        if (pw_cbody_same(&base->b[i], b)) return 0;
+        return pw_compact_body_bits(p, &base->b[i], b) + (size_t)pw_gamma_bits(base->n + 1);
+    }
+    return pw_compact_body_bits(p, NULL, b) + (size_t)pw_gamma_bits(b->id);
+}
+
+/* A budgeted subscription's frame (docs/streams.md, "Regions and
+ * budgets"): the receiver's view after the frames already sent (the newest
+ * pending state, else the baseline), with the waiting bodies of highest
+ * accumulated priority brought up to date as far as the frame's share of
+ * the budget allows; bodies that left the region (or the world) are always
+ * removed. The frame is a delta against the baseline like any other. A
+ * frame whose mandatory part does not fit is skipped. */
+static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
+    struct ps_csub *cs = sub->cstate;
+    const pw_cparams *p = &sub->cparams;
+    const pw_cstate *base = cs->base ? &cs->base->st : NULL;
+    const pw_cstate *view = cs->npending ? &cs->pending[cs->npending - 1]->st : base;
+    const size_t share = budget_allowance(h, sub, tick);
+    if (share == (size_t)-1) return;
+    const size_t nc = cur->st.n;
+    cand *cands = malloc((nc ? nc : 1) * sizeof *cands);
+    uint8_t *sel = calloc(nc ? nc : 1, 1);
+    ps_cacc *nacc = malloc((nc ? nc : 1) * sizeof *nacc);
+    ps_csnap *sent = calloc(1, sizeof *sent);
+    if (!cands || !sel || !nacc || !sent || pw_cstate_reserve(&sent->st, nc ? nc : 1) != 0) {
+        free(cands), free(sel), free(nacc);
+        if (sent) pw_cstate_free(&sent->st);
+        free(sent);
+        return;
+    }
+    /* the fixed part: the view's kept bodies against the baseline */
+    size_t ncand = 0, fixed = 0, nkept_view = 0;
+    for (size_t j = 0, a = 0; j < nc; j++) {
+        const pw_cbody *b = &cur->st.b[j];
+        ptrdiff_t v = find_body(view, b->id);
+        if (v >= 0) {
+            nkept_view++;
+            fixed += cost_vs_base(p, base, &view->b[v]);
+            if (pw_cbody_same(&view->b[v], b)) continue; /* up to date */
+        }
+        while (a < cs->nacc && cs->acc[a].id < b->id)
+            a++;
+        const double before = a < cs->nacc && cs->acc[a].id == b->id ? cs->acc[a].acc : 0;
+        cands[ncand].j = j;
+        cands[ncand].acc = before + priority(h, sub, b);
+        cands[ncand].dcost =
+            (ptrdiff_t)cost_vs_base(p, base, b) - (v >= 0 ? (ptrdiff_t)cost_vs_base(p, base, &view->b[v]) : 0);
+        ncand++;
+    }
+    /* removals against the baseline: at most its bodies not in the view's kept set */
+    size_t nremoved = 0;
+    for (size_t i = 0; base && i < base->n; i++)
+        if (find_body(&cur->st, base->b[i].id) < 0 || find_body(view, base->b[i].id) < 0) nremoved++;
+    if (base)
+        fixed += (size_t)pw_gamma_bits(nremoved + 1) + nremoved * (size_t)pw_gamma_bits(base->n + 1) +
+                 (size_t)pw_gamma_bits(nc + 1);
+    fixed += (size_t)pw_gamma_bits(nc + 1) + 7;
+    qsort(cands, ncand, sizeof *cands, by_acc);
+    const uint64_t btick = cs->base ? cs->base->tick : 0;
+    size_t nsel = 0;
+    ptrdiff_t bits = (ptrdiff_t)fixed;
+    for (; nsel < ncand; nsel++) {
+        ptrdiff_t nb = bits + cands[nsel].dcost;
+        size_t bytes = (size_t)(nb < 0 ? 0 : nb) / 8;
+        if (head_len(h, sub, tick, btick, nc, bytes) + bytes > share) break; /* in priority order: no skipping */
+        bits = nb;
+    }
+    /* build, encode, check; drop the lowest selected while over the share */
+    uint8_t *d = NULL;
+    size_t len = 0;
+    for (;;) {
+        memset(sel, 0, nc);
+        for (size_t k = 0; k < nsel; k++)
+            sel[cands[k].j] = 1;
+        sent->st.n = 0;
+        for (size_t j = 0; j < nc; j++) {
+            ptrdiff_t v = find_body(view, cur->st.b[j].id);
+            if (sel[j])
+                sent->st.b[sent->st.n++] = cur->st.b[j];
+            else if (v >= 0)
+                sent->st.b[sent->st.n++] = view->b[v];
+        }
+        free(d);
+        d = NULL;
+        if (pw_compact_encode(p, base, &sent->st, &d, &len) != 0) break;
+        if (head_len(h, sub, tick, btick, sent->st.n, len) + len <= share) break;
+        if (nsel == 0) { /* the mandatory part alone is over the share: no frame */
+            free(d);
+            d = NULL;
+            break;
+        }
+        nsel--;
+    }
+    /* the accumulators of the bodies still waiting */
+    size_t na = 0;
+    for (size_t k = nsel; k < ncand; k++) {
+        nacc[na].id = cur->st.b[cands[k].j].id;
+        nacc[na].acc = cands[k].acc;
+        na++;
+    }
+    qsort(nacc, na, sizeof *nacc, by_acc_id);
+    free(cs->acc);
+    cs->acc = nacc;
+    cs->nacc = cs->acc_cap = na;
+    free(cands);
+    free(sel);
+    if (!d) {
+        pw_cstate_free(&sent->st);
+        free(sent);
+        return;
+    }
+    ps_buf *body = ps_buf_new(len);
+    if (body) memcpy(body->data, d, len);
+    free(d);
+    h->frames_encoded++;
+    sent->refs = 1;
+    sent->tick = tick;
+    if (body) {
+        const size_t bytes = head_len(h, sub, tick, btick, sent->st.n, len) + len;
+        if (send_frame(h, sub, tick, sent, body) == 0) budget_spent(cs, tick, bytes);
+    }
+    ps_buf_unref(body);
+    snap_unref(sent);
+}
+
 void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t) {
     if (!sub->conn) return;
     if (!sub->cstate) {
@@ -303,29 +668,10 @@ void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t) {
     }
     ps_csnap *cur = group_state(h, sub, tick, t);
     if (!cur) return;
-    ps_buf *body = section(h, sub, cur, cs->base, t);
-    if (!body) return;
-    ps_buf *hb = head(h, sub, tick, cur, cs->base, body->len);
-    if (!hb) return;
-    if (hb->len + body->len > h->srv->cfg.max_frame) {
-        if (!cs->too_big_logged)
-            ps_log("world %llu: compact frame of subscription %llu over max_frame (%zu bytes): skipped",
-                   (unsigned long long)h->id, (unsigned long long)sub->id, hb->len + body->len);
-        cs->too_big_logged = 1;
-        ps_buf_unref(hb);
+    if (sub->budget) {
+        budget_push(h, sub, tick, cur);
         return;
     }
-    int dropped = 0;
-    if (ps_conn_send2(sub->conn, hb, body, PS_OUT_FRAME, sub->id << 20, &dropped) == 0) {
-        h->pushes_queued++;
-        if (dropped) h->pushes_dropped++;
-        if (cs->npending == PS_CPENDING) {
-            snap_unref(cs->pending[0]);
-            memmove(cs->pending, cs->pending + 1, (PS_CPENDING - 1) * sizeof *cs->pending);
-            cs->npending--;
-        }
-        cur->refs++;
-        cs->pending[cs->npending++] = cur;
-    }
-    ps_buf_unref(hb);
+    ps_buf *body = section(h, sub, cur, cs->base, t);
+    if (body) send_frame(h, sub, tick, cur, body);
 }

@@ -202,7 +202,7 @@ void ps_conn_close(ps_conn *c, const char *why) {
 static void on_drain_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     ps_conn *c = handle->data;
-    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
+    *buf = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
 }
 
 static void on_drain_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -469,8 +469,8 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     if (!c->closing && !c->close_after_flush && !c->tls) pw_decoder_window(&c->framer, &w, &n);
     /* At most rbuf's size per read, as without the window: the loop turns
      * as often between reads of a large frame (timers stay on time). */
-    if (n > sizeof c->rbuf) n = sizeof c->rbuf;
-    *buf = n > 0 ? uv_buf_init((char *)w, (unsigned)n) : uv_buf_init(c->rbuf, sizeof c->rbuf);
+    if (n > sizeof c->srv->rbuf) n = sizeof c->srv->rbuf;
+    *buf = n > 0 ? uv_buf_init((char *)w, (unsigned)n) : uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
 }
 
 /* Replies with request id 0 and closes once the reply is written. */
@@ -579,7 +579,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         ps_tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
         return;
     }
-    if (nread > 0 && buf->base != c->rbuf)
+    if (nread > 0 && buf->base != c->srv->rbuf)
         conn_window(c, (size_t)nread);
     else
         conn_input(c, (const uint8_t *)buf->base, (size_t)nread);

@@ -597,9 +597,8 @@ static int p_subscribe(ps_conn *c, ps_msg *m, void **decoded, void (**free_fn)(v
     if (s->n_body_ids > 0 && k != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
         return ps_fail(st, PS_ST_INVALID, "body_ids are only for transform subscriptions");
     if (s->n_body_ids > 100000) return ps_fail(st, PS_ST_EXHAUSTED, "at most 100000 body_ids");
-    pw_cparams cp;
-    int ack;
-    if (ps_compact_params(s, &cp, &ack, st) < 0) return st->code; /* compact.c */
+    ps_sub tmp;
+    if (ps_compact_params(s, &tmp, st) < 0) return st->code; /* compact.c */
     return 0;
 }
 
@@ -618,7 +617,7 @@ static void w_subscribe(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     proto.bodies = s->body_ids;
     uint64_t id = 0;
     ps_status st;
-    if (ps_compact_params(s, &proto.cparams, &proto.explicit_ack, &st) == 1) proto.kind = PS_SUB_COMPACT;
+    if (ps_compact_params(s, &proto, &st) == 1) proto.kind = PS_SUB_COMPACT;
     if (ps_host_subscribe(h, c, &proto, &id, &st)) {
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;

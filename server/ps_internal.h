@@ -235,7 +235,6 @@ typedef struct ps_conn {
      * with ps_conn_sink_done; sink_closed hears of the connection's close. */
     int sink_async;
     void (*sink_closed)(void *arg, struct ps_conn *c);
-    char rbuf[16384];
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
@@ -305,6 +304,10 @@ unsigned ps_request_table_size(void);
 /* ---------------------------------------------------------------- server */
 
 struct ps_server {
+    /* The read buffer of every connection (conn.c): libuv reads one stream
+     * at a time on the loop thread and on_read consumes the bytes before it
+     * returns, so one buffer serves them all (16 KiB less per connection). */
+    char rbuf[16384];
     uv_loop_t loop;
     uv_tcp_t listener;
     uv_async_t stop_async;
@@ -391,6 +394,8 @@ typedef struct ps_sub {
     pw_cparams cparams;
     int explicit_ack;
     struct ps_csub *cstate; /* baselines; NULL until the first frame */
+    pw_region region;       /* compact: the interest region (kind NONE: everything) */
+    uint32_t budget;        /* compact: bytes per second, 0: no budget */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -649,6 +654,7 @@ typedef struct ps_ctick {
     struct ps_ctick_group {
         uint64_t key; /* 0: all bodies, else the subscription id of a body set */
         pw_cparams p;
+        pw_region region;
         struct ps_csnap *snap;
     } * groups;
     int ngroups, groups_cap;
@@ -667,9 +673,9 @@ void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t);
 /* The write callback wrote e (a compact frame's head) whole. */
 void ps_compact_written(ps_conn *c, const ps_out_entry *e);
 void ps_compact_sub_free(ps_sub *sub);
-/* Subscribe's encoding fields: 1 compact (p, explicit_ack set), 0 raw,
- * else an error status in st. */
-int ps_compact_params(const Physd__V1__Subscribe *s, pw_cparams *p, int *explicit_ack, ps_status *st);
+/* Subscribe's encoding fields: 1 compact (sub's cparams, explicit_ack,
+ * region and budget set), 0 raw, else an error status in st. */
+int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st);
 /* StreamControl: acks and key-frame requests of the connection's own
  * compact subscriptions. */
 void ps_compact_control(ps_conn *c, ps_msg *m);

@@ -210,9 +210,10 @@ struct pc_client {
     Physd__V1__ServerMessage *hello; /* kept hello reply */
     pc_counters k;
     void *user;
-    pc_tls *tls;     /* TLS (pc_tls.c), NULL for plain TCP */
-    pc_ctable *ctab; /* compact subscriptions' baselines (pc_compact.c) */
-    int tls_err;     /* the TLS setup failed (errmsg says why): reported at connect */
+    pc_tls *tls;                    /* TLS (pc_tls.c), NULL for plain TCP */
+    pc_ctable *ctab;                /* compact subscriptions' baselines (pc_compact.c) */
+    pc_compact_frame_cb on_compact; /* frames of compact subscriptions not decoded here */
+    int tls_err;                    /* the TLS setup failed (errmsg says why): reported at connect */
 };
 
 static void on_handle_closed(uv_handle_t *h);
@@ -563,7 +564,10 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
         Physd__V1__ServerMessage *fm = NULL;
         int ack = 0;
         int r = pc_ctable_decode(c->ctab, m->compact_frame, &fm, &ack);
-        if (r == PC_CT_UNKNOWN) break; /* unsubscribed */
+        if (r == PC_CT_UNKNOWN) { /* unsubscribed, or not to be decoded here */
+            if (c->on_compact) c->on_compact(c, m->compact_frame, c->h.data);
+            break;
+        }
         if (r != 0) {
             c->k.compact_errors++;
             if (r == PC_CT_ASK_KEY) pc_stream_control(c, sub, 0, 1, NULL, NULL);
@@ -928,3 +932,5 @@ void pc_client_set_data(pc_client *c, void *data) { c->user = data; }
 void *pc_client_get_data(const pc_client *c) { return c->user; }
 
 pc_ctable **pc__ctable(pc_client *c) { return &c->ctab; }
+
+void pc_client_set_compact_handler(pc_client *c, pc_compact_frame_cb cb) { c->on_compact = cb; }

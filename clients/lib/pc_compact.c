@@ -32,7 +32,9 @@ typedef struct pc_cstream {
     int key_asked; /* a key frame was asked for and has not come yet */
     uint64_t ticks[PC_HISTORY];
     pw_cstate st[PC_HISTORY];
-    int n, next; /* states kept, ring position of the next */
+    int n, next;              /* states kept, ring position of the next */
+    uint64_t *entered, *left; /* against the frame decoded before the last */
+    size_t nentered, nleft, changes_cap;
 } pc_cstream;
 
 struct pc_ctable {
@@ -45,7 +47,11 @@ void pc_compact_params_default(pc_compact_params *p) {
     p->bound = PW_COMPACT_DEFAULT_BOUND;
     p->rotation_bits = PW_COMPACT_DEFAULT_ROT_BITS;
     p->explicit_ack = 0;
+    memset(&p->region, 0, sizeof p->region);
+    p->budget_bytes = 0;
 }
+
+static pc_cstream *find(pc_ctable *t, uint64_t sub);
 
 static void stream_clear(pc_cstream *s) {
     for (int k = 0; k < PC_HISTORY; k++)
@@ -53,10 +59,67 @@ static void stream_clear(pc_cstream *s) {
     s->n = s->next = 0;
 }
 
+static void stream_free(pc_cstream *s) {
+    stream_clear(s);
+    free(s->entered);
+    free(s->left);
+    s->entered = s->left = NULL;
+    s->nentered = s->nleft = s->changes_cap = 0;
+}
+
+/* entered and left between the states a (NULL: none) and b. 0 or -1. */
+static int diff_ids(pc_cstream *s, const pw_cstate *a, const pw_cstate *b) {
+    const size_t na = a ? a->n : 0, need = na + b->n;
+    if (need > s->changes_cap) {
+        uint64_t *e = realloc(s->entered, (need ? need : 1) * sizeof *e);
+        if (e) s->entered = e;
+        uint64_t *l = realloc(s->left, (need ? need : 1) * sizeof *l);
+        if (l) s->left = l;
+        if (!e || !l) return -1;
+        s->changes_cap = need;
+    }
+    s->nentered = s->nleft = 0;
+    size_t i = 0, j = 0;
+    while (i < na || j < b->n) {
+        if (j == b->n || (i < na && a->b[i].id < b->b[j].id)) {
+            s->left[s->nleft++] = a->b[i++].id;
+        } else if (i == na || b->b[j].id < a->b[i].id) {
+            s->entered[s->nentered++] = b->b[j++].id;
+        } else {
+            i++, j++;
+        }
+    }
+    return 0;
+}
+
+int pc__region_msg(const pc_region *r, Physd__V1__Region *rg, Physd__V1__Vec3 *centre, Physd__V1__Vec3 *half,
+                   Physd__V1__DoubleValue *radius) {
+    if (!r || r->kind == PC_REGION_NONE) return 0;
+    centre->x = r->center[0], centre->y = r->center[1], centre->z = r->center[2];
+    rg->center = centre;
+    if (r->kind == PC_REGION_SPHERE) {
+        radius->value = r->radius;
+        rg->radius = radius;
+    } else {
+        half->x = r->half_extents[0], half->y = r->half_extents[1], half->z = r->half_extents[2];
+        rg->half_extents = half;
+    }
+    return 1;
+}
+
+int pc_compact_changes(pc_client *c, uint64_t subscription, const uint64_t **entered, size_t *nentered,
+                       const uint64_t **left, size_t *nleft) {
+    pc_cstream *s = find(*pc__ctable(c), subscription);
+    if (!s) return -1;
+    *entered = s->entered, *nentered = s->nentered;
+    *left = s->left, *nleft = s->nleft;
+    return 0;
+}
+
 void pc_ctable_free(pc_ctable *t) {
     if (!t) return;
     for (size_t i = 0; i < t->n; i++)
-        stream_clear(&t->s[i]);
+        stream_free(&t->s[i]);
     free(t->s);
     free(t);
 }
@@ -71,7 +134,7 @@ void pc_compact_forget(pc_client *c, uint64_t sub) {
     pc_ctable *t = *pc__ctable(c);
     pc_cstream *s = find(t, sub);
     if (!s) return;
-    stream_clear(s);
+    stream_free(s);
     *s = t->s[--t->n];
 }
 
@@ -120,6 +183,14 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
         pc_compact_params_default(&d);
         p = &d;
     }
+    if (p->region.kind != PC_REGION_NONE) {
+        pw_region g = {p->region.kind,
+                       {p->region.center[0], p->region.center[1], p->region.center[2]},
+                       {p->region.half_extents[0], p->region.half_extents[1], p->region.half_extents[2]},
+                       p->region.radius};
+        char why[96];
+        if (pw_region_check(&g, why, sizeof why) != 0) return UV_EINVAL;
+    }
     sub_ctx *x = malloc(sizeof *x);
     if (!x) return UV_ENOMEM;
     x->cb = cb;
@@ -150,6 +221,11 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
     s.bound = &bound;
     s.rotation_bits = &bits;
     s.explicit_ack = x->explicit_ack;
+    Physd__V1__Region rg = PHYSD__V1__REGION__INIT;
+    Physd__V1__Vec3 centre = PHYSD__V1__VEC3__INIT, half = PHYSD__V1__VEC3__INIT;
+    Physd__V1__DoubleValue radius = PHYSD__V1__DOUBLE_VALUE__INIT;
+    if (pc__region_msg(&p->region, &rg, &centre, &half, &radius)) s.region = &rg;
+    s.budget_bytes = p->budget_bytes;
     m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
     m.subscribe = &s;
     int r = pc_request(c, &m, on_subscribed, x);
@@ -195,8 +271,7 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
     if (!s) return PC_CT_UNKNOWN;
     const pw_cstate *base = NULL;
     if (f->key) {
-        stream_clear(s); /* ticks may start again (a reset) */
-        s->key_asked = 0;
+        s->key_asked = 0; /* the kept states are forgotten once it decodes */
     } else {
         for (int k = 0; k < s->n && !base; k++)
             if (s->ticks[k] == f->baseline_tick) base = &s->st[k];
@@ -219,6 +294,10 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
         pw_cstate_free(&st);
         return PC_CT_FAILED;
     }
+    /* enter and leave against the frame decoded before (none after a key frame's clear) */
+    const pw_cstate *prev = s->n ? &s->st[(s->next + PC_HISTORY - 1) % PC_HISTORY] : NULL;
+    if (diff_ids(s, prev, &st) != 0) s->nentered = s->nleft = 0;
+    if (f->key) stream_clear(s); /* ticks may start again (a reset) */
     pw_cstate_free(&s->st[s->next]);
     s->st[s->next] = st;
     s->ticks[s->next] = f->tick;

@@ -23,6 +23,10 @@ pc_ctable **pc__ctable(pc_client *c);
  * should acknowledge it. 0 or PC_CT_*. */
 int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__ServerMessage **out, int *ack);
 void pc_ctable_free(pc_ctable *t);
+/* Fills a Region message from r (its parts in the given messages); 0 when
+ * r is NULL or of kind NONE (no region). */
+int pc__region_msg(const pc_region *r, Physd__V1__Region *rg, Physd__V1__Vec3 *centre, Physd__V1__Vec3 *half,
+                   Physd__V1__DoubleValue *radius);
 /* Drops a subscription's baselines (pc_unsubscribe). */
 void pc_compact_forget(pc_client *c, uint64_t sub);
 

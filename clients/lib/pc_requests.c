@@ -304,3 +304,25 @@ int pc_edit_at(pc_client *c, uint64_t world, uint64_t tick, Physd__V1__EditOp **
     m.edit = &eb;
     return pc_request(c, &m, cb, data);
 }
+
+int pc_stream_interest(pc_client *c, uint64_t subscription, const pc_region *region, long long budget_bytes,
+                       pc_reply_cb cb, void *data) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StreamControl sc = PHYSD__V1__STREAM_CONTROL__INIT;
+    Physd__V1__Region rg = PHYSD__V1__REGION__INIT;
+    Physd__V1__Vec3 centre = PHYSD__V1__VEC3__INIT, half = PHYSD__V1__VEC3__INIT;
+    Physd__V1__DoubleValue radius = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__UInt64Value budget = PHYSD__V1__UINT64_VALUE__INIT;
+    sc.subscription_id = subscription;
+    if (pc__region_msg(region, &rg, &centre, &half, &radius))
+        sc.region = &rg;
+    else
+        sc.clear_region = 1;
+    if (budget_bytes >= 0) {
+        budget.value = (uint64_t)budget_bytes;
+        sc.budget_bytes = &budget;
+    }
+    m.request_case = REQ(STREAM_CONTROL);
+    m.stream_control = &sc;
+    return pc_request(c, &m, cb, data);
+}

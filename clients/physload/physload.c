@@ -61,6 +61,19 @@ typedef struct lworld {
     uint64_t edits_applied, pushes_queued, pushes_dropped, tick;
 } lworld;
 
+/* A frame kept by a checker until the other encoding's frame of its tick
+ * comes: bodies sorted by id, 7 doubles each. */
+#define CHECK_KEEP 4
+typedef struct kept_frame {
+    uint64_t tick;
+    size_t n, cap;
+    uint64_t *ids;
+    double *poses;
+} kept_frame;
+
+/* Edits awaiting their first frame (edit-to-frame latency). */
+#define MAX_E2F 16
+
 typedef struct lclient {
     load *L;
     int idx;
@@ -75,6 +88,15 @@ typedef struct lclient {
     uint64_t last_tick;
     uint64_t rng;
     pc_counters final;
+    /* compact streams */
+    int checker;      /* also takes raw frames and compares */
+    int decoder;      /* decodes its compact frames (--decoders) */
+    uint64_t raw_sub; /* the checker's raw subscription */
+    kept_frame raw[CHECK_KEEP], cmp[CHECK_KEEP];
+    uint64_t bytes0, bytes1;   /* bytes received at activation and at the stop */
+    uint64_t t_active, t_stop; /* uv_hrtime */
+    uint64_t e2f_t0[MAX_E2F], e2f_tick[MAX_E2F];
+    int n_e2f;
 } lclient;
 
 typedef struct lreq {
@@ -163,6 +185,11 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
     uint64_t t0 = q->t0;
     free(q);
     L->pending--;
+    if (!err && kind == K_EDIT_ADD && cl->subscriber && cl->n_e2f < MAX_E2F && r->tick > 0) {
+        cl->e2f_t0[cl->n_e2f] = t0;
+        cl->e2f_tick[cl->n_e2f] = r->tick;
+        cl->n_e2f++;
+    }
     if (err) {
         errors_add(&L->t.errors, pc_err_name(err));
         if (kind == K_CREATE || kind == K_INSPECT) w->failed = 1;
@@ -201,7 +228,10 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
         world_ready(L, w);
         break;
     case K_SUBSCRIBE:
-        cl->sub_id = r->subscription->subscription_id;
+        if (cl->sub_id == 0)
+            cl->sub_id = r->subscription->subscription_id;
+        else
+            cl->raw_sub = r->subscription->subscription_id;
         break;
     case K_EDIT_ADD:
         w->edits_acked++;
@@ -297,11 +327,81 @@ static void start_rate(lclient *cl, uv_timer_t *t, double rate, uv_timer_cb cb) 
     uv_timer_start(t, cb, (uint64_t)(rnd01(cl) * (double)repeat), repeat);
 }
 
+static void compact_subscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    on_reply(c, err, r, data);
+}
+
 static void activate(lclient *cl) {
     load *L = cl->L;
     if (L->phase != P_RUN) return;
     cl->state = C_ACTIVE;
-    if (cl->subscriber) {
+    pc_counters k;
+    pc_client_counters(cl->c, &k);
+    cl->bytes0 = k.bytes_received;
+    cl->t_active = uv_hrtime();
+    if (cl->subscriber && L->s.compact && !cl->decoder) {
+        /* reads and counts its frames without decoding them (--decoders) */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
+        Physd__V1__DoubleValue res = PHYSD__V1__DOUBLE_VALUE__INIT, bound = PHYSD__V1__DOUBLE_VALUE__INIT,
+                               radius = PHYSD__V1__DOUBLE_VALUE__INIT;
+        Physd__V1__Int32Value bits = PHYSD__V1__INT32_VALUE__INIT;
+        Physd__V1__Region rg = PHYSD__V1__REGION__INIT;
+        Physd__V1__Vec3 centre = PHYSD__V1__VEC3__INIT, half = PHYSD__V1__VEC3__INIT;
+        const pc_region *g = &L->s.region_parsed;
+        res.value = L->s.resolution;
+        bound.value = L->s.bound;
+        bits.value = L->s.rotation_bits;
+        sub.world_id = cl->w->id;
+        sub.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+        sub.every = (uint32_t)L->s.subscribe_every;
+        sub.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+        sub.resolution = &res;
+        sub.bound = &bound;
+        sub.rotation_bits = &bits;
+        sub.budget_bytes = (uint32_t)L->s.budget;
+        if (g->kind != PC_REGION_NONE) {
+            centre.x = g->center[0], centre.y = g->center[1], centre.z = g->center[2];
+            rg.center = &centre;
+            if (g->kind == PC_REGION_SPHERE) {
+                radius.value = g->radius;
+                rg.radius = &radius;
+            } else {
+                half.x = g->half_extents[0], half.y = g->half_extents[1], half.z = g->half_extents[2];
+                rg.half_extents = &half;
+            }
+            sub.region = &rg;
+        }
+        m.request_case = REQ(SUBSCRIBE);
+        m.subscribe = &sub;
+        send_req(cl, K_SUBSCRIBE, &m);
+    } else if (cl->subscriber && L->s.compact) {
+        pc_compact_params p;
+        pc_compact_params_default(&p);
+        p.resolution = L->s.resolution;
+        p.bound = L->s.bound;
+        p.rotation_bits = L->s.rotation_bits;
+        p.region = L->s.region_parsed;
+        p.budget_bytes = (uint32_t)L->s.budget;
+        lreq *q = malloc(sizeof *q);
+        if (!q) {
+            errors_add(&L->t.errors, "ENOMEM");
+        } else {
+            q->cl = cl;
+            q->kind = K_SUBSCRIBE;
+            q->t0 = uv_hrtime();
+            int e = pc_subscribe_compact(cl->c, cl->w->id, (uint32_t)L->s.subscribe_every, NULL, 0, &p,
+                                         compact_subscribed, q);
+            if (e) {
+                free(q);
+                errors_add(&L->t.errors, pc_err_name(e));
+            } else {
+                L->pending++;
+                L->t.all_requests++;
+            }
+        }
+    }
+    if (cl->subscriber && (!L->s.compact || cl->checker)) {
         Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
         Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
         sub.world_id = cl->w->id;
@@ -311,24 +411,153 @@ static void activate(lclient *cl) {
         m.subscribe = &sub;
         send_req(cl, K_SUBSCRIBE, &m);
     }
-    start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
+    if (cl->idx < L->s.editors) start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
     start_rate(cl, &cl->t_query, L->s.query_rate, on_query_timer);
+}
+
+/* ----------------------------------------------------- compact checks */
+
+static int by_id_pose(const void *a, const void *b) {
+    uint64_t x, y;
+    memcpy(&x, a, sizeof x);
+    memcpy(&y, b, sizeof y);
+    return x < y ? -1 : x > y;
+}
+
+/* Keeps f in the oldest slot of ring, its bodies sorted by id. */
+static kept_frame *keep_frame(kept_frame *ring, const Physd__V1__Frame *f) {
+    kept_frame *k = &ring[0];
+    for (int i = 1; i < CHECK_KEEP; i++)
+        if (ring[i].tick < k->tick) k = &ring[i];
+    const size_t n = f->n_body_ids;
+    if (n > k->cap) {
+        uint64_t *ids = realloc(k->ids, n * sizeof *ids);
+        if (ids) k->ids = ids;
+        double *poses = realloc(k->poses, n * 8 * sizeof *poses);
+        if (poses) k->poses = poses;
+        if (!ids || !poses) return NULL;
+        k->cap = n;
+    }
+    /* sort (id, pose) records: 8 doubles' room each, id first */
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&k->poses[8 * i], &f->body_ids[i], sizeof(uint64_t));
+        memcpy(&k->poses[8 * i + 1], &f->poses[7 * i], 7 * sizeof(double));
+    }
+    qsort(k->poses, n, 8 * sizeof(double), by_id_pose);
+    for (size_t i = 0; i < n; i++)
+        memcpy(&k->ids[i], &k->poses[8 * i], sizeof(uint64_t));
+    k->n = n;
+    k->tick = f->tick;
+    return k;
+}
+
+/* Compares the decoded frame c with the raw frame r of the same tick. */
+static void compare_frames(load *L, const kept_frame *c, const kept_frame *r) {
+    totals *t = &L->t;
+    const pc_region *g = &L->s.region_parsed;
+    t->compared_frames++;
+    size_t i = 0, j = 0;
+    while (i < c->n || j < r->n) {
+        if (j == r->n || (i < c->n && c->ids[i] < r->ids[j])) { /* decoded, but not in the world */
+            t->region_mismatches++;
+            i++;
+            continue;
+        }
+        const double *rp = &r->poses[8 * j + 1];
+        int in = 1;
+        if (g->kind == PC_REGION_SPHERE) {
+            double d2 = 0;
+            for (int k = 0; k < 3; k++)
+                d2 += (rp[k] - g->center[k]) * (rp[k] - g->center[k]);
+            in = d2 <= g->radius * g->radius;
+        } else if (g->kind == PC_REGION_BOX) {
+            for (int k = 0; k < 3; k++)
+                in &= fabs(rp[k] - g->center[k]) <= g->half_extents[k];
+        }
+        if (i == c->n || r->ids[j] < c->ids[i]) { /* in the world, not decoded */
+            if (in && !L->s.budget) t->region_mismatches++;
+            j++;
+            continue;
+        }
+        if (!in) t->region_mismatches++;
+        const double *cp = &c->poses[8 * i + 1];
+        double pos = 0, dot = 0; /* the largest error along an axis (the quantizer's bound is per axis) */
+        for (int k = 0; k < 3; k++)
+            pos = fmax(pos, fabs(cp[k] - rp[k]));
+        for (int k = 3; k < 7; k++)
+            dot += cp[k] * rp[k];
+        const double rot = 2 * acos(fmin(1, fabs(dot))) * 57.29577951308232;
+        if (pos > t->max_pos_err) t->max_pos_err = pos;
+        if (rot > t->max_rot_err_deg) t->max_rot_err_deg = rot;
+        t->compared_bodies++;
+        i++, j++;
+    }
+}
+
+/* A checker's frame: kept until its twin of the other encoding comes. */
+static void check_frame(lclient *cl, const Physd__V1__Frame *f, int is_raw) {
+    kept_frame *mine = is_raw ? cl->raw : cl->cmp, *other = is_raw ? cl->cmp : cl->raw;
+    for (int i = 0; i < CHECK_KEEP; i++) {
+        if (other[i].tick == 0 || other[i].tick != f->tick) continue;
+        kept_frame *k = keep_frame(mine, f);
+        if (!k) return;
+        compare_frames(cl->L, is_raw ? &other[i] : k, is_raw ? k : &other[i]);
+        k->tick = other[i].tick = 0; /* both used */
+        return;
+    }
+    keep_frame(mine, f);
+}
+
+/* edit-to-frame latency: the first frame of a tick after the edit's reply */
+static void edit_latency(lclient *cl, uint64_t tick) {
+    load *L = cl->L;
+    if (cl->n_e2f == 0 || tick <= cl->e2f_tick[0]) return;
+    const uint64_t now = uv_hrtime();
+    int k = 0;
+    while (k < cl->n_e2f && tick > cl->e2f_tick[k])
+        hist_add(&L->t.e2f, now - cl->e2f_t0[k++]);
+    memmove(cl->e2f_t0, cl->e2f_t0 + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_t0);
+    memmove(cl->e2f_tick, cl->e2f_tick + k, (size_t)(cl->n_e2f - k) * sizeof *cl->e2f_tick);
+    cl->n_e2f -= k;
+}
+
+/* A push of the client's own stream; a whole frame when last. */
+static void count_frame(lclient *cl, uint64_t world, uint64_t tick, int last) {
+    load *L = cl->L;
+    L->t.pushes_received++;
+    if (world == cl->w->id) cl->w->pushes++;
+    if (!last) return;
+    L->t.frames++;
+    uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
+    if (cl->last_tick && tick > cl->last_tick + every) L->t.frame_gaps += (tick - cl->last_tick) / every - 1;
+    if (tick > cl->last_tick) cl->last_tick = tick;
 }
 
 static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     lclient *cl = data;
     load *L = cl->L;
+    const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
+    if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
+    if (is_raw) { /* the checker's second stream: counted as a push, not as this client's frames */
+        L->t.pushes_received++;
+        if (f->world_id == cl->w->id) cl->w->pushes++;
+        return;
+    }
+    edit_latency(cl, f->tick);
     /* Every message is a push the server counted (parts included); a
      * frame in parts counts as one frame, at its last part. */
-    L->t.pushes_received++;
-    if (f->world_id == cl->w->id) cl->w->pushes++;
     if (f->parts > 1) L->t.frame_parts++;
-    if (!pc_frame_is_last_part(f)) return;
-    L->t.frames++;
-    uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
-    if (cl->last_tick && f->tick > cl->last_tick + every) L->t.frame_gaps += (f->tick - cl->last_tick) / every - 1;
-    if (f->tick > cl->last_tick) cl->last_tick = f->tick;
+    count_frame(cl, f->world_id, f->tick, pc_frame_is_last_part(f));
+}
+
+/* A compact frame of a subscriber that does not decode (--decoders):
+ * read and counted only. */
+static void on_compact_frame(pc_client *c, const Physd__V1__CompactFrame *f, void *data) {
+    (void)c;
+    lclient *cl = data;
+    edit_latency(cl, f->tick);
+    count_frame(cl, f->world_id, f->tick, 1);
 }
 
 static void on_disconnect(pc_client *c, int err, void *data) {
@@ -374,6 +603,7 @@ static void on_connect(pc_client *c, int status, void *data) {
     h.on_disconnect = on_disconnect;
     h.data = cl;
     pc_client_set_handlers(c, &h);
+    pc_client_set_compact_handler(c, on_compact_frame);
     if (L->phase != P_RUN) {
         cl->state = C_WAITING;
         return;
@@ -469,8 +699,42 @@ static void set_phase(load *L, int phase) {
     L->phase_t0 = uv_hrtime();
 }
 
+static int by_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Bits per second of the compact subscribers (the checkers take raw
+ * frames too and are left out). */
+static void compact_rates(load *L) {
+    double *v = malloc((size_t)L->s.clients * sizeof *v);
+    int n = 0;
+    for (int i = 0; v && i < L->s.clients; i++) {
+        lclient *cl = &L->cl[i];
+        if (!cl->subscriber || cl->checker || !cl->t_active || cl->t_stop <= cl->t_active) continue;
+        v[n++] = 8.0 * (double)(cl->bytes1 - cl->bytes0) / ((double)(cl->t_stop - cl->t_active) / 1e9) / 1000.0;
+    }
+    L->t.compact_subs = n;
+    if (n > 0) {
+        qsort(v, (size_t)n, sizeof *v, by_double);
+        L->t.kbps_min = v[0];
+        L->t.kbps_median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+        L->t.kbps_max = v[n - 1];
+    }
+    free(v);
+}
+
 static void begin_drain(load *L) {
     L->t.elapsed_s = now_s(L);
+    for (int i = 0; i < L->s.clients; i++) {
+        lclient *cl = &L->cl[i];
+        if (!cl->c || !cl->t_active) continue;
+        pc_counters k;
+        pc_client_counters(cl->c, &k);
+        cl->bytes1 = k.bytes_received;
+        cl->t_stop = uv_hrtime();
+    }
+    if (L->s.compact) compact_rates(L);
     L->frames_at_stop = L->t.frames;
     uint64_t bout, dropped;
     sum_counters(L, &L->bytes_at_stop, &bout, &dropped);
@@ -481,10 +745,12 @@ static void begin_drain(load *L) {
         uv_timer_stop(&cl->t_start);
         uv_timer_stop(&cl->t_edit);
         uv_timer_stop(&cl->t_query);
-        if (cl->state == C_ACTIVE && cl->sub_id && pc_client_connected(cl->c)) {
+        for (int s2 = 0; s2 < 2; s2++) {
+            const uint64_t id = s2 ? cl->raw_sub : cl->sub_id;
+            if (cl->state != C_ACTIVE || !id || !pc_client_connected(cl->c)) continue;
             Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
             Physd__V1__Unsubscribe u = PHYSD__V1__UNSUBSCRIBE__INIT;
-            u.subscription_id = cl->sub_id;
+            u.subscription_id = id;
             m.request_case = REQ(UNSUBSCRIBE);
             m.unsubscribe = &u;
             send_req(cl, K_UNSUBSCRIBE, &m);
@@ -525,6 +791,15 @@ static void begin_world_requests(load *L, int kind) {
 static void finish_check(load *L) {
     totals *t = &L->t;
     int all = 1, any = 0;
+    /* compact frames that could not be decoded were received all the same */
+    for (int i = 0; i < L->s.clients; i++) {
+        lclient *cl = &L->cl[i];
+        pc_counters k = cl->final;
+        if (cl->c) pc_client_counters(cl->c, &k);
+        t->undecodable += k.compact_errors;
+        cl->w->pushes += k.compact_errors;
+        t->pushes_received += k.compact_errors;
+    }
     for (int k = 0; k < L->s.worlds; k++) {
         lworld *w = &L->w[k];
         if (!w->id) continue;
@@ -571,6 +846,11 @@ static void close_all(load *L) {
         uv_close((uv_handle_t *)&cl->t_start, NULL);
         uv_close((uv_handle_t *)&cl->t_edit, NULL);
         uv_close((uv_handle_t *)&cl->t_query, NULL);
+        for (int k = 0; k < CHECK_KEEP; k++) {
+            free(cl->raw[k].ids), free(cl->raw[k].poses), free(cl->cmp[k].ids), free(cl->cmp[k].poses);
+            memset(&cl->raw[k], 0, sizeof cl->raw[k]);
+            memset(&cl->cmp[k], 0, sizeof cl->cmp[k]);
+        }
     }
     uv_close((uv_handle_t *)&L->tick, NULL);
     uv_close((uv_handle_t *)&L->sigint, NULL);
@@ -652,6 +932,12 @@ int main(int argc, char **argv) {
         uint64_t at = (uint64_t)(L.s.ramp * 1000.0 * i / L.s.clients);
         uv_timer_start(&cl->t_start, on_start_timer, at, 0);
     }
+    /* The first raw_checkers compact subscribers also take raw frames. */
+    for (int i = 0, n = 0; L.s.compact && i < L.s.clients && n < L.s.raw_checkers; i++)
+        if (L.cl[i].subscriber) L.cl[i].checker = 1, n++;
+    /* The first --decoders compact subscribers decode (the checkers always). */
+    for (int i = 0, n = 0; L.s.compact && i < L.s.clients; i++)
+        if (L.cl[i].subscriber && (L.cl[i].checker || n < L.s.decoders)) L.cl[i].decoder = 1, n++;
     uv_timer_init(&L.loop, &L.tick);
     L.tick.data = &L;
     uv_timer_start(&L.tick, on_tick, 100, 100);
@@ -678,5 +964,5 @@ int main(int argc, char **argv) {
     free(L.cl);
     free(L.w);
     if (L.t.connected == 0) return 3;
-    return L.t.errors.total == 0 && L.t.agree ? 0 : 1;
+    return L.t.errors.total == 0 && L.t.agree && L.t.undecodable == 0 && L.t.region_mismatches == 0 ? 0 : 1;
 }

@@ -22,6 +22,7 @@ typedef struct scenario {
     char preset[64];     /* scene of each world, default "box_drop" */
     double tick_rate;    /* Hz of each world, default 60 */
     double edit_rate;    /* edit batches per second per client, default 2 */
+    int editors;         /* only the first N clients edit, default all (100000) */
     double query_rate;   /* body queries per second per client, default 5 */
     int subscribe_every; /* transform frames every k-th tick, 0 = no subscription; default 1 */
     double subscribers;  /* fraction of the clients that subscribe, default 1 */
@@ -33,7 +34,20 @@ typedef struct scenario {
     char ca[256];        /* CA file of TLS (or PHYSD_CA), "": the system's */
     char cert[256];      /* client certificate of TLS, "": none */
     char key[256];       /* its key, "": in cert */
+    /* Compact transform streams (docs/streams.md) */
+    int compact;       /* subscribers take the compact encoding, default 0 (raw) */
+    double resolution; /* m, default 0.001 */
+    double bound;      /* m, default 1000 */
+    int rotation_bits; /* default 12 */
+    char region[256];  /* "" none, "sphere:x,y,z,r" or "box:x,y,z,hx,hy,hz" */
+    int budget;        /* bytes per second per compact subscriber, 0: none */
+    int raw_checkers;  /* compact subscribers that also take raw frames and compare, default 2 */
+    int decoders;      /* compact subscribers that decode every frame, default all (100000) */
+    pc_region region_parsed;
 } scenario;
+
+/* Parses a region text ("", "sphere:x,y,z,r", "box:x,y,z,hx,hy,hz"); 0 or -1. */
+int scenario_parse_region(const char *text, pc_region *out);
 
 void scenario_defaults(scenario *s);
 /* Applies PHYSD_HOST and PHYSD_PORT (as physctl does); 0 or -1 with err. */
@@ -88,6 +102,16 @@ typedef struct totals {
     uint64_t pushes_received, pushes_queued, pushes_dropped;
     uint64_t ticks;
     int agree;
+    /* Compact streams: bits per second per compact subscriber (not the
+     * checkers), the checkers' comparison with raw frames, decode failures,
+     * and edit-to-frame latency (an edit's send to the first frame of a
+     * later tick than its reply's, on the editing subscriber's stream). */
+    int compact_subs;
+    double kbps_min, kbps_median, kbps_max;
+    uint64_t compared_frames, compared_bodies, region_mismatches;
+    double max_pos_err, max_rot_err_deg;
+    uint64_t undecodable;
+    histogram e2f;
 } totals;
 
 void report_text(const scenario *s, const totals *t, FILE *f);

@@ -103,6 +103,23 @@ void report_text(const scenario *s, const totals *t, FILE *f) {
     fprintf(f, "\n");
     fprintf(f, "bytes        %.2f MB received (%.2f MB/s), %.2f MB sent\n", (double)t->bytes_received / 1e6,
             per_s(t, (double)t->bytes_received) / 1e6, (double)t->bytes_sent / 1e6);
+    if (s->compact) {
+        fprintf(f, "compact      %d subscribers: %.1f kbit/s median (min %.1f, max %.1f) each", t->compact_subs,
+                t->kbps_median, t->kbps_min, t->kbps_max);
+        if (s->region[0]) fprintf(f, "; region %s", s->region);
+        if (s->budget) fprintf(f, "; budget %d B/s", s->budget);
+        fprintf(f, "\n");
+        fprintf(f,
+                "check        %llu frames (%llu bodies) against raw frames: largest errors %.3g mm (per axis), %.3g "
+                "deg; %llu "
+                "region mismatches; %llu frames could not be decoded\n",
+                (unsigned long long)t->compared_frames, (unsigned long long)t->compared_bodies, t->max_pos_err * 1e3,
+                t->max_rot_err_deg, (unsigned long long)t->region_mismatches, (unsigned long long)t->undecodable);
+    }
+    if (t->e2f.n)
+        fprintf(f, "edit->frame  p50 %.3f ms  p99 %.3f ms  max %.3f ms  (%llu edits)\n",
+                hist_quantile(&t->e2f, 0.5) / 1e6, hist_quantile(&t->e2f, 0.99) / 1e6, (double)t->e2f.max_ns / 1e6,
+                (unsigned long long)t->e2f.n);
     fprintf(f, "errors       %llu", (unsigned long long)t->errors.total);
     for (int i = 0; i < t->errors.n; i++)
         fprintf(f, "%s%s %llu", i ? ", " : " (", t->errors.name[i], (unsigned long long)t->errors.count[i]);
@@ -204,6 +221,40 @@ void report_json(const scenario *s, const totals *t, FILE *f) {
         jw_uint(&w, t->errors.count[i]);
     }
     jw_object_end(&w);
+    jw_object_end(&w);
+    jw_key(&w, "compact");
+    jw_object(&w);
+    jw_key(&w, "subscribers");
+    jw_int(&w, t->compact_subs);
+    jw_key(&w, "kbit_s_median");
+    jw_double(&w, t->kbps_median);
+    jw_key(&w, "kbit_s_min");
+    jw_double(&w, t->kbps_min);
+    jw_key(&w, "kbit_s_max");
+    jw_double(&w, t->kbps_max);
+    jw_key(&w, "compared_frames");
+    jw_uint(&w, t->compared_frames);
+    jw_key(&w, "compared_bodies");
+    jw_uint(&w, t->compared_bodies);
+    jw_key(&w, "max_position_error_m");
+    jw_double(&w, t->max_pos_err);
+    jw_key(&w, "max_rotation_error_deg");
+    jw_double(&w, t->max_rot_err_deg);
+    jw_key(&w, "region_mismatches");
+    jw_uint(&w, t->region_mismatches);
+    jw_key(&w, "undecodable");
+    jw_uint(&w, t->undecodable);
+    jw_object_end(&w);
+    jw_key(&w, "edit_to_frame_ms");
+    jw_object(&w);
+    jw_key(&w, "p50");
+    jw_double(&w, hist_quantile(&t->e2f, 0.5) / 1e6);
+    jw_key(&w, "p99");
+    jw_double(&w, hist_quantile(&t->e2f, 0.99) / 1e6);
+    jw_key(&w, "max");
+    jw_double(&w, (double)t->e2f.max_ns / 1e6);
+    jw_key(&w, "samples");
+    jw_uint(&w, t->e2f.n);
     jw_object_end(&w);
     jw_key(&w, "server_check");
     jw_object(&w);

@@ -12,6 +12,8 @@
  * Invariants: a scenario that passed has clients >= 1, worlds in
  * [1, clients], positive duration and rates >= 0.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,39 @@ void scenario_defaults(scenario *s) {
     s->subscribe_every = 1;
     s->subscribers = 1;
     s->timeout_ms = 5000;
+    s->resolution = 0.001;
+    s->bound = 1000;
+    s->rotation_bits = 12;
+    s->raw_checkers = 2;
+    s->decoders = 100000;
+    s->editors = 100000;
+}
+
+int scenario_parse_region(const char *text, pc_region *out) {
+    memset(out, 0, sizeof *out);
+    if (!text[0]) return 0;
+    double v[6];
+    int n = 0;
+    char tail;
+    if (!strncmp(text, "sphere:", 7)) {
+        n = sscanf(text + 7, "%lf,%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &v[3], &tail);
+        if (n != 4) return -1;
+        out->kind = PC_REGION_SPHERE;
+        out->radius = v[3];
+    } else if (!strncmp(text, "box:", 4)) {
+        n = sscanf(text + 4, "%lf,%lf,%lf,%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail);
+        if (n != 6) return -1;
+        out->kind = PC_REGION_BOX;
+        for (int k = 0; k < 3; k++)
+            out->half_extents[k] = v[3 + k];
+    } else {
+        return -1;
+    }
+    for (int k = 0; k < 3; k++)
+        out->center[k] = v[k];
+    for (int k = 0; k < (out->kind == PC_REGION_BOX ? 6 : 4); k++)
+        if (!isfinite(v[k]) || fabs(v[k]) > 1e7 || (k >= 3 && v[k] < 0)) return -1;
+    return 0;
 }
 
 int scenario_from_env(scenario *s, char *err, size_t n) {
@@ -78,6 +113,8 @@ static const struct key {
     {"tick_rate", K_DOUBLE, offsetof(scenario, tick_rate), 0.001, 1000, "Hz of each world (default 60)"},
     {"edit_rate", K_DOUBLE, offsetof(scenario, edit_rate), 0, 1000,
      "edit batches per second per client: add a sphere, then remove it (default 2)"},
+    {"editors", K_INT, offsetof(scenario, editors), 0, 100000,
+     "only the first N clients send edit batches (default all)"},
     {"query_rate", K_DOUBLE, offsetof(scenario, query_rate), 0, 1000,
      "body queries (up to 10 bodies) per second per client (default 5)"},
     {"subscribe_every", K_INT, offsetof(scenario, subscribe_every), 0, 1000000,
@@ -92,6 +129,19 @@ static const struct key {
      "TLS: PEM file of the CA to trust (or PHYSD_CA; default: the system's)"},
     {"cert", K_STRING, offsetof(scenario, cert), 0, 0, "TLS: PEM client certificate (a server with tls_client_ca)"},
     {"key", K_STRING, offsetof(scenario, key), 0, 0, "TLS: PEM key of --cert (default: in the --cert file)"},
+    {"compact", K_BOOL, offsetof(scenario, compact), 0, 0,
+     "subscribers take compact transform frames (docs/streams.md), decoded and checked"},
+    {"resolution", K_DOUBLE, offsetof(scenario, resolution), 1e-6, 1, "compact: position quantum in m (default 0.001)"},
+    {"bound", K_DOUBLE, offsetof(scenario, bound), 1e-6, 1e7, "compact: position bound in m (default 1000)"},
+    {"rotation_bits", K_INT, offsetof(scenario, rotation_bits), 6, 24, "compact: bits per rotation component (12)"},
+    {"region", K_STRING, offsetof(scenario, region), 0, 0,
+     "compact: interest region sphere:x,y,z,r or box:x,y,z,hx,hy,hz (default none)"},
+    {"budget", K_INT, offsetof(scenario, budget), 0, 1000000000,
+     "compact: bytes per second per subscriber, 0 or >= 1024 (default 0: none)"},
+    {"raw_checkers", K_INT, offsetof(scenario, raw_checkers), 0, 100000,
+     "compact: subscribers that also take raw frames and compare them with the decoded ones (default 2)"},
+    {"decoders", K_INT, offsetof(scenario, decoders), 0, 100000,
+     "compact: subscribers that decode every frame (the checkers always); the others read and count (default all)"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -263,6 +313,19 @@ int scenario_from_args(scenario *s, int argc, char **argv, int *help, char *err,
         return -1;
     }
     if (s->ramp >= s->duration) s->ramp = s->duration / 2;
+    if (scenario_parse_region(s->region, &s->region_parsed) != 0) {
+        snprintf(err, n, "region '%s': expected sphere:x,y,z,r or box:x,y,z,hx,hy,hz (finite, |x| <= 1e7, sizes >= 0)",
+                 s->region);
+        return -1;
+    }
+    if (s->budget > 0 && s->budget < 1024) {
+        snprintf(err, n, "budget must be 0 or at least 1024 bytes per second");
+        return -1;
+    }
+    if (s->bound / s->resolution > 1073741824.0) {
+        snprintf(err, n, "bound / resolution must be at most 2^30");
+        return -1;
+    }
     return 0;
 }
 

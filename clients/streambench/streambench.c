@@ -83,10 +83,19 @@ static void on_tick(uv_timer_t *t) {
     pc_edit(b->drv, b->world, ops, 1, NULL, NULL);
 }
 
+static void on_deadline(uv_timer_t *t) { uv_stop(t->loop); }
+
+/* Runs the loop for secs. A deadline timer ends it: with UV_RUN_ONCE alone
+ * the loop blocked for good once nothing more came (after the world was
+ * destroyed at the end of a round: the second-round stall). */
 static void run_for(bench *b, double secs) {
-    double end = now_s(&b->loop) + secs;
-    while (now_s(&b->loop) < end)
-        uv_run(&b->loop, UV_RUN_ONCE);
+    uv_timer_t deadline;
+    uv_timer_init(&b->loop, &deadline);
+    uv_timer_start(&deadline, on_deadline, (uint64_t)(secs * 1000), 0);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
+    uv_timer_stop(&deadline);
+    uv_close((uv_handle_t *)&deadline, NULL);
+    uv_run(&b->loop, UV_RUN_NOWAIT);
 }
 
 static uint64_t received(pc_client *c) {

@@ -116,6 +116,51 @@ static void test_physload_50_clients(void **state) {
     itest_stop();
 }
 
+/* Compact streams: 12 clients of one grid1000 world at 60 Hz for 5 s, a
+ * sphere region and no budget; two of them also take raw frames. physload
+ * decodes every frame, compares the checkers' frames with the raw frames of
+ * the same tick (positions within resolution / 2, rotations within the
+ * 12-bit bound of 0.069 degrees, exactly the bodies inside the region),
+ * counts no frame it could not decode, and reports bits per second per
+ * compact subscriber and edit-to-frame latency. */
+static void test_physload_compact(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    int port = itest_start(&cfg);
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    char *argv[] = {PHYSLOAD_BIN, "--port",         port_s,   "--clients",    "12", "--duration",
+                    "5",          "--ramp",         "1",      "--worlds",     "1",  "--preset",
+                    "grid1000",   "--edit-rate",    "2",      "--query-rate", "0",  "--compact",
+                    "--region",   "sphere:0,0,0,6", "--json", "--quiet",      NULL};
+    tool_result r;
+    assert_int_equal(tool_run(argv, &r), 0);
+    if (r.code != 0) fail_msg("physload exit %d\nstdout: %s\nstderr: %s", r.code, r.out, r.err);
+    js_value rep;
+    char err[200];
+    if (js_parse(r.out, strlen(r.out), &rep, err, sizeof err)) fail_msg("bad JSON (%s): %s", err, r.out);
+    assert_int_equal((int)get(&rep, "errors", "total")->num, 0);
+    assert_true(get(&rep, "server_check", "agree")->boolean);
+    assert_int_equal((int)get(&rep, "compact", "subscribers")->num, 10);
+    assert_int_equal((int)get(&rep, "compact", "undecodable")->num, 0);
+    assert_int_equal((int)get(&rep, "compact", "region_mismatches")->num, 0);
+    assert_true(get(&rep, "compact", "compared_frames")->u > 100);
+    assert_true(get(&rep, "compact", "compared_bodies")->u > 1000);
+    assert_true(get(&rep, "compact", "max_position_error_m")->num <= 0.0005 + 1e-12);
+    assert_true(get(&rep, "compact", "max_rotation_error_deg")->num <= 0.0691);
+    assert_true(get(&rep, "compact", "kbit_s_median")->num > 0);
+    assert_true(get(&rep, "edit_to_frame_ms", "samples")->u > 10);
+    printf("    physload --compact: %.1f kbit/s median per subscriber, %llu frames compared, largest errors %.3g mm "
+           "%.3g deg, edit->frame p99 %.2f ms\n",
+           get(&rep, "compact", "kbit_s_median")->num, (unsigned long long)get(&rep, "compact", "compared_frames")->u,
+           get(&rep, "compact", "max_position_error_m")->num * 1e3, get(&rep, "compact", "max_rotation_error_deg")->num,
+           get(&rep, "edit_to_frame_ms", "p99")->num);
+    js_free(&rep);
+    tool_result_free(&r);
+    itest_stop();
+}
+
 /* No server at the address (given by PHYSD_PORT): one line naming the
  * address, exit 3 at once rather than after the whole duration. */
 static void test_physload_no_server(void **state) {
@@ -158,6 +203,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_physload_50_clients),
         cmocka_unit_test(test_physload_no_server),
+        cmocka_unit_test(test_physload_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

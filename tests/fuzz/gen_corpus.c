@@ -661,6 +661,52 @@ static void stream_control(uint64_t sub, uint64_t ack, int key) {
     frame(m);
 }
 
+/* A Region: kind 1 box (h), 2 sphere (r), 3 both; NULL for kind 0. */
+static Physd__V1__Region *region(int kind, double cx, double h, double r) {
+    if (kind == 0) return NULL;
+    Physd__V1__Region *g = alloc(sizeof *g);
+    physd__v1__region__init(g);
+    g->center = v3(cx, 0, 0);
+    if (kind & 1) g->half_extents = v3(h, h, h);
+    if (kind & 2) {
+        g->radius = alloc(sizeof *g->radius);
+        physd__v1__double_value__init(g->radius);
+        g->radius->value = r;
+    }
+    return g;
+}
+
+/* A compact subscription with a region and a budget (docs/streams.md, "Regions and budgets"). */
+static void subscribe_region(uint64_t w, int kind, double cx, double h, double r, uint32_t budget) {
+    cmsg *m = msg(REQ(SUBSCRIBE));
+    Physd__V1__Subscribe *x = alloc(sizeof *x);
+    physd__v1__subscribe__init(x);
+    x->world_id = w;
+    x->kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    x->encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+    x->region = region(kind, cx, h, r);
+    x->budget_bytes = budget;
+    m->subscribe = x;
+    frame(m);
+}
+
+/* StreamControl changing the region (kind as region(); clear) and the budget (>= 0). */
+static void stream_interest(uint64_t sub, int kind, double cx, double h, double r, int clear, long long budget) {
+    cmsg *m = msg(REQ(STREAM_CONTROL));
+    Physd__V1__StreamControl *x = alloc(sizeof *x);
+    physd__v1__stream_control__init(x);
+    x->subscription_id = sub;
+    x->region = region(kind, cx, h, r);
+    x->clear_region = clear != 0;
+    if (budget >= 0) {
+        x->budget_bytes = alloc(sizeof *x->budget_bytes);
+        physd__v1__uint64_value__init(x->budget_bytes);
+        x->budget_bytes->value = (uint64_t)budget;
+    }
+    m->stream_control = x;
+    frame(m);
+}
+
 static void unsubscribe(uint64_t id) {
     cmsg *m = msg(REQ(UNSUBSCRIBE));
     Physd__V1__Unsubscribe *x = alloc(sizeof *x);
@@ -972,6 +1018,16 @@ static void gen(void) {
     begin(), hello(), create("cb", "box_on_plane", 1, NULL, NULL, 0), subscribe_compact(1, 1, -1, 0, 0, 0),
         subscribe_compact(1, 1, 0, 1e9, 0, 0), subscribe_compact(1, 1, 0, 0, 99, 0),
         subscribe_compact(1, 1, 1e-6, 1e4, 0, 0), step(1, 1), end("subscribe_compact_bad");
+    begin(), hello(), create("rg", "cubes901", 1, NULL, NULL, 0), subscribe_region(1, 1, 0, 3, 0, 0),
+        subscribe_region(1, 2, 2, 0, 5, 4096), step(1, 3), stream_interest(1, 2, -1, 0, 2, 0, -1),
+        stream_interest(2, 0, 0, 0, 0, 1, 0), stream_interest(2, 1, 0, 1, 0, 0, 1024), step(1, 3),
+        end("subscribe_region");
+    begin(), hello(), create("rb", "box_on_plane", 1, NULL, NULL, 0), subscribe_region(1, 3, 0, 1, 1, 0),
+        subscribe_region(1, 1, 0, -1, 0, 0), subscribe_region(1, 2, 1e300, 0, 1, 0),
+        subscribe_region(1, 2, 0, 0, 1e300, 0), subscribe_region(1, 0, 0, 0, 0, 1000),
+        subscribe_region(1, 1, 0, 1, 0, 4096), stream_interest(1, 1, 0, 1, 0, 1, -1),
+        stream_interest(1, 0, 0, 0, 0, 0, 5), stream_interest(1, 2, 0, 0, -3, 0, -1), step(1, 2),
+        end("subscribe_region_bad");
     begin(), hello(), create("many", "box_on_plane", 1, NULL, NULL, 0);
     for (int i = 0; i < 18; i++)
         subscribe(1, i % 3, 1, NULL, 0, 0);

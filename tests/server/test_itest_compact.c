@@ -16,6 +16,15 @@
  *                    frame's body section is one byte; a key frame on
  *                    request; explicit acks set the baseline
  *   params           invalid encoding parameters and stream_control misuse
+ *   slow_reader      a reader with a 4 KiB receive buffer that does not read
+ *                    for 1.5 s beside raw frames of grid1000 at 120 Hz: frames
+ *                    are replaced in its queue, and every compact frame it
+ *                    gets names as baseline a frame it got (a replaced frame
+ *                    never becomes a baseline) and decodes
+ *   distinct_baselines  two subscribers with equal parameters: one body
+ *                    section per tick while their baselines are equal, two
+ *                    while they differ (socket-written against explicit
+ *                    acks), one again after the ack; the same bytes
  */
 #include <math.h>
 #include <stdlib.h>
@@ -557,11 +566,159 @@ static void test_params(void **state) {
     itest_client_close(&c);
 }
 
+/* ---------------------------------------------------------- slow reader */
+
+/* A slow reader (a small receive buffer, not read for a while) beside its
+ * own raw frames of grid1000 at 120 Hz: the server replaces its unsent
+ * frames, and every compact frame it does get names as baseline a frame it
+ * got (a replaced frame never becomes a baseline), and decodes. */
+static void test_slow_reader(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "slow-setup");
+    uint64_t w = itest_create_world(&c, "slow", "grid1000", 120, NULL);
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 4096), 0);
+    assert_int_equal(itest_raw_hello(&r, "slow"), ST(OK));
+    uint64_t sub = 0, raw_sub = 0;
+    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    s.world_id = w;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    smsg *a = itest_raw_call(&r, &m, 5000);
+    assert_non_null(a);
+    raw_sub = a->reply->subscription->subscription_id;
+    physd__v1__server_message__free_unpacked(a, NULL);
+    (void)raw_sub;
+    itest_sleep(1.5); /* not reading: the queue fills, frames are replaced */
+    enum { RING = 64 };
+    pw_cstate ring[RING];
+    uint64_t ticks[RING];
+    memset(ring, 0, sizeof ring);
+    memset(ticks, 0, sizeof ticks);
+    int next = 0, got = 0, deltas = 0, gaps = 0;
+    uint64_t last_tick = 0;
+    pw_cparams p;
+    pw_cparams_default(&p);
+    double end = itest_now() + 3;
+    while (itest_now() < end) {
+        smsg *f = itest_raw_recv(&r, 2000);
+        assert_non_null(f);
+        if (f->msg_case != PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) {
+            physd__v1__server_message__free_unpacked(f, NULL);
+            continue;
+        }
+        const Physd__V1__CompactFrame *cf = f->compact_frame;
+        const pw_cstate *base = NULL;
+        if (!cf->key) {
+            for (int k = 0; k < RING && !base; k++)
+                if (ticks[k] == cf->baseline_tick) base = &ring[k];
+            if (!base)
+                fail_msg("frame %llu names baseline %llu, a frame this reader never got", (unsigned long long)cf->tick,
+                         (unsigned long long)cf->baseline_tick);
+            deltas++;
+        }
+        pw_cstate out = {0, 0, NULL};
+        assert_int_equal(pw_compact_decode(&p, base, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out), 0);
+        if (last_tick && cf->tick != last_tick + 1) gaps++;
+        last_tick = cf->tick;
+        pw_cstate_free(&ring[next]);
+        ring[next] = out;
+        ticks[next] = cf->tick;
+        next = (next + 1) % RING;
+        got++;
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    smsg *cnt = itest_counters(&c, w);
+    const uint64_t dropped = cnt->reply->counters->pushes_dropped;
+    physd__v1__server_message__free_unpacked(cnt, NULL);
+    printf("slow_reader: %d compact frames (%d deltas), %d gaps in their ticks, %llu pushes replaced or dropped\n", got,
+           deltas, gaps, (unsigned long long)dropped);
+    assert_true(got > 10);
+    assert_true(deltas > 0);
+    assert_true(gaps > 0 && dropped > 0); /* frames were replaced */
+    for (int k = 0; k < RING; k++)
+        pw_cstate_free(&ring[k]);
+    itest_raw_close(&r);
+    itest_client_close(&c);
+}
+
+/* ---------------------------------------------------- distinct baselines */
+
+/* The next CompactFrame on r (skipping anything else). */
+static smsg *next_compact(itest_raw *r) {
+    for (;;) {
+        smsg *a = itest_raw_recv(r, 10000);
+        assert_non_null(a);
+        if (a->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) return a;
+        physd__v1__server_message__free_unpacked(a, NULL);
+    }
+}
+
+static uint64_t encoded(itest_client *c, uint64_t w) {
+    smsg *cnt = itest_counters(c, w);
+    uint64_t n = cnt->reply->counters->frames_encoded;
+    physd__v1__server_message__free_unpacked(cnt, NULL);
+    return n;
+}
+
+/* Two subscribers with the same parameters: one body section per tick
+ * while they share a baseline, two while their baselines differ (one
+ * baselined by its socket, one waiting for an explicit ack), one again
+ * once the ack makes them equal; the shared section is the same bytes. */
+static void test_distinct_baselines(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "baselines-setup");
+    box_spec boxes[3] = {{{0, 0, 1}, {0}, {1, 0, 0}}, {{2, 0, 1}, {0}, {0, 2, 0}}, {{4, 0, 1}, {0}, {0, 0, 3}}};
+    uint64_t w = make_world(&c, "baselines", boxes, 3);
+    itest_raw a, b;
+    assert_int_equal(itest_raw_connect(&a, port, 0), 0);
+    assert_int_equal(itest_raw_connect(&b, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&a, "tcp"), ST(OK));
+    assert_int_equal(itest_raw_hello(&b, "acks"), ST(OK));
+    uint64_t sa = 0, sb = 0;
+    assert_int_equal(raw_subscribe(&a, w, 0, &sa), ST(OK));
+    assert_int_equal(raw_subscribe(&b, w, 1, &sb), ST(OK));
+    Physd__V1__ClientMessage m;
+    Physd__V1__StepWorld st;
+    const int expect[4] = {1, 2, 2, 1}; /* sections per tick */
+    uint64_t ack_tick = 0;
+    for (int t = 0; t < 4; t++) {
+        if (t == 3) assert_int_equal(raw_control(&b, sb, ack_tick, 0), ST(OK)); /* b's baseline: the frame a has */
+        const uint64_t e0 = encoded(&c, w);
+        build_step(&m, &st, w, 1);
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+        smsg *fa = next_compact(&a), *fb = next_compact(&b);
+        assert_int_equal(encoded(&c, w) - e0, expect[t]);
+        const Physd__V1__CompactFrame *x = fa->compact_frame, *y = fb->compact_frame;
+        assert_int_equal(x->tick, y->tick);
+        assert_true(y->key == (t < 3));
+        if (t > 0) assert_false(x->key);
+        if (t == 3) {
+            assert_int_equal(x->baseline_tick, ack_tick);
+            assert_int_equal(y->baseline_tick, ack_tick);
+            assert_int_equal(x->bodies.len, y->bodies.len);
+            assert_memory_equal(x->bodies.data, y->bodies.data, x->bodies.len);
+        }
+        ack_tick = x->tick;
+        physd__v1__server_message__free_unpacked(fa, NULL);
+        physd__v1__server_message__free_unpacked(fb, NULL);
+    }
+    itest_raw_close(&a);
+    itest_raw_close(&b);
+    itest_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_wire),
         cmocka_unit_test(test_tumbling_10000),
+        cmocka_unit_test(test_slow_reader),
+        cmocka_unit_test(test_distinct_baselines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -280,12 +280,23 @@ int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const doubl
  * resolution / 2, orientations within the rotation_bits bound). A frame
  * whose baseline it does not have is counted in pc_counters.compact_errors
  * and a key frame is requested. */
+/* An interest region (docs/streams.md, "Regions and budgets"). */
+enum { PC_REGION_NONE = 0, PC_REGION_BOX = 1, PC_REGION_SPHERE = 2 };
+typedef struct pc_region {
+    int kind;               /* PC_REGION_* */
+    double center[3];       /* m */
+    double half_extents[3]; /* box, m */
+    double radius;          /* sphere, m */
+} pc_region;
+
 typedef struct pc_compact_params {
-    double resolution; /* m, default 0.001 */
-    double bound;      /* m, default 1000 */
-    int rotation_bits; /* default 12 (at most 0.1 degrees) */
-    int explicit_ack;  /* baselines from acks only: the library acknowledges
-                          every frame it decodes (StreamControl), default 0 */
+    double resolution;     /* m, default 0.001 */
+    double bound;          /* m, default 1000 */
+    int rotation_bits;     /* default 12 (at most 0.1 degrees) */
+    int explicit_ack;      /* baselines from acks only: the library acknowledges
+                              every frame it decodes (StreamControl), default 0 */
+    pc_region region;      /* only the bodies inside (kind NONE, the default: all) */
+    uint32_t budget_bytes; /* bytes per second at most, 0 (default): no budget */
 } pc_compact_params;
 
 void pc_compact_params_default(pc_compact_params *p);
@@ -297,6 +308,23 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
  * a key frame next. */
 int pc_stream_control(pc_client *c, uint64_t subscription, uint64_t ack_tick, int key_frame, pc_reply_cb cb,
                       void *data);
+/* A handler for the CompactFrames of subscriptions the library does not
+ * decode (not made by pc_subscribe_compact): each frame as it came, with
+ * the handlers' data, for a receiver that forwards or only counts frames
+ * (NULL: dropped, the default). */
+typedef void (*pc_compact_frame_cb)(pc_client *c, const Physd__V1__CompactFrame *f, void *data);
+void pc_client_set_compact_handler(pc_client *c, pc_compact_frame_cb cb);
+/* StreamControl: a new region (NULL: none) and, when budget_bytes >= 0, a
+ * new budget (0: none), from the next frame on. */
+int pc_stream_interest(pc_client *c, uint64_t subscription, const pc_region *region, long long budget_bytes,
+                       pc_reply_cb cb, void *data);
+/* The bodies that entered and left a compact subscription's stream with its
+ * last decoded frame (against the frame decoded before it; a region's
+ * enter and leave, and bodies added to or removed from the world), both
+ * ascending; valid until its next frame. 0, or -1 for an unknown
+ * subscription. */
+int pc_compact_changes(pc_client *c, uint64_t subscription, const uint64_t **entered, size_t *nentered,
+                       const uint64_t **left, size_t *nleft);
 
 /* ------------------------------------------------------ push helpers */
 
