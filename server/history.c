@@ -509,7 +509,30 @@ void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) 
     const uint64_t T = m->edit->tick->value, P = h->tick;
     const uint32_t W = ps_history_window(h);
     if (T < P) {
+        /* Re-simulation runs on the loop: all worlds' rollbacks together may
+         * take at most max_rollback_ms_per_second of it (a bucket holding one
+         * second's worth), so a client cannot stall the server with late
+         * batches. The cost is estimated from the world's mean step time
+         * (a step and a snapshot per tick) and charged as measured. */
+        ps_server *s = h->srv;
+        const double rate = s->cfg.max_rollback_ms_per_second;
+        const uint64_t now = ps_now_ns();
+        s->rollback_ms_tokens += rate * (double)(now - s->rollback_last_ns) * 1e-9;
+        if (s->rollback_last_ns == 0 || s->rollback_ms_tokens > rate) s->rollback_ms_tokens = rate;
+        s->rollback_last_ns = now;
+        const double estimate = (double)(P - T) * 1.5 * (h->step_ms_avg > 0 ? h->step_ms_avg : h->last_step_ms);
+        if (estimate > s->rollback_ms_tokens) {
+            ps_status st;
+            ps_fail(&st, PS_ST_EXHAUSTED,
+                    "re-simulating %llu ticks (about %.1f ms) is over the server's rollback budget "
+                    "(max_rollback_ms_per_second %g, %.1f ms left): retry later or send inputs earlier",
+                    (unsigned long long)(P - T), estimate, rate, s->rollback_ms_tokens > 0 ? s->rollback_ms_tokens : 0);
+            ps_reply_status(c, m->request_id, &st, P);
+            s->rollback_refused++;
+            return;
+        }
         edit_past(h, c, m, b, T);
+        s->rollback_ms_tokens -= (double)(ps_now_ns() - now) / 1e6;
         return;
     }
     /* T > P (T == P is an ordinary batch); no overflow: T - P > 0. */

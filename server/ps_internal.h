@@ -350,6 +350,10 @@ struct ps_server {
     uv_timer_t fsync_timer;
     uint64_t fsyncs, fsync_max_ns;
     uint64_t recovered_mismatches;
+    /* the loop time rollbacks may take (history.c): a bucket of ms */
+    double rollback_ms_tokens;
+    uint64_t rollback_last_ns;
+    uint64_t rollback_refused;
     struct ps_tls_ctx *tls; /* tls_cert and tls_key loaded (tls.h), else NULL */
     /* the HTTP side (http.c, docs/http.md) and the counters of /metrics (metrics.h) */
     struct ps_http *http;

@@ -76,12 +76,13 @@ typedef struct ps_config {
     double auth_fail_window;    /* s without a failure after which an address is forgotten, default 60 */
     int max_tokens_per_world;   /* default 1024 */
     /* Durability (docs/durability.md) */
-    char data_dir[256];          /* set: worlds are journaled there and recovered at start */
-    char fsync[16];              /* "always", "everysec" (default) or "no" */
-    int fsync_mode;              /* PS_FSYNC_* of fsync (derived, not an option) */
-    int journal_hash_every;      /* ticks between state-hash records, default 60 */
-    uint64_t max_snapshot_bytes; /* largest snapshot taken or restored over the protocol, default 256 MiB */
-    uint64_t journal_max_bytes;  /* a journal past this is rotated: a new one starts with the world image */
+    char data_dir[256];                /* set: worlds are journaled there and recovered at start */
+    char fsync[16];                    /* "always", "everysec" (default) or "no" */
+    int fsync_mode;                    /* PS_FSYNC_* of fsync (derived, not an option) */
+    int journal_hash_every;            /* ticks between state-hash records, default 60 */
+    double max_rollback_ms_per_second; /* loop time all rollbacks together may take, ms per s, default 250 */
+    uint64_t max_snapshot_bytes;       /* largest snapshot taken or restored over the protocol, default 256 MiB */
+    uint64_t journal_max_bytes;        /* a journal past this is rotated: a new one starts with the world image */
     int replay_simd; /* physd --replay --simd S: settings.simd forced to S in the replay (-1: as journaled) */
     int no_listen;   /* offline (physd --replay): no listener, default 0 (not an option) */
     /* TLS on the protocol port (docs/security.md): both files set = TLS only. */

@@ -480,6 +480,49 @@ static void test_journal_replays_rollback(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Late batches cannot take more of the loop than the server's rollback
+ * budget: of a burst of 40 batches each 30 ticks late on a stack20 world,
+ * sent one after another, the first is applied and most of the others
+ * are refused with RESOURCE_EXHAUSTED (a budget of 60 ms per second). */
+static void test_rollback_budget(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_rollback_ms_per_second = 60;
+    cfg.max_requests_per_second = 0;
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "budget");
+    uint64_t w = create(&c, "stack20", 32);
+    itest_step(&c, w, 32);
+    const uint64_t body = some_body(&c, w, 5);
+    int ok = 0, refused = 0;
+    const double t0 = itest_now();
+    for (int k = 0; k < 40; k++) {
+        edit_msg e;
+        edit_init(&e, w, 2, body, 0, 0, 0.01 * k);
+        smsg *r = itest_call(&c, &e.m);
+        if (r->reply->status == ST(OK))
+            ok++;
+        else if (r->reply->status == ST(RESOURCE_EXHAUSTED))
+            refused++;
+        else
+            fail_msg("late batch %d: %s", k, r->reply->message);
+        if (k == 39 && refused) printf("  refused: %s\n", r->reply->message);
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    const double dt = itest_now() - t0;
+    smsg *cr = itest_counters(&c, w);
+    printf("40 batches 30 ticks late on stack20 in %.2f s with max_rollback_ms_per_second 60: %d applied, %d refused "
+           "(%llu ticks re-simulated)\n",
+           dt, ok, refused, (unsigned long long)cr->reply->counters->resimulated_ticks);
+    physd__v1__server_message__free_unpacked(cr, NULL);
+    assert_true(ok >= 1);
+    assert_true(refused >= 1);
+    itest_client_close(&c);
+    itest_stop();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_equals_on_time),
@@ -488,6 +531,7 @@ int main(void) {
         cmocka_unit_test(test_running_world),
         cmocka_unit_test(test_blowup_corrected_in_the_past),
         cmocka_unit_test(test_journal_replays_rollback),
+        cmocka_unit_test(test_rollback_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
