@@ -12,38 +12,25 @@ FAILED_PRECONDITION. Exits 0 when all of it holds.
 Usage: tls_python_client.py PHYSD_BIN PROTO_DIR CERT_DIR WORK_DIR
 """
 import os
-import re
-import select
-import signal
 import socket
 import ssl
-import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from physd_py import Calls, Physd, load_pb, varint  # noqa: E402
+
 physd_bin, proto_dir, cert_dir, work = sys.argv[1:5]
-os.makedirs(work, exist_ok=True)
-subprocess.run(["protoc", "--python_out=" + work, "-I", proto_dir, os.path.join(proto_dir, "physd.proto")],
-               check=True)
-sys.path.insert(0, work)
-import physd_pb2 as pb  # noqa: E402
+pb = load_pb(proto_dir, work)
 
 
 def cert(name):
     return os.path.join(cert_dir, name)
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+class Conn(Calls):
+    pb = pb
 
-
-class Conn:
     def __init__(self, sock):
         self.sock = sock
         self.buf = b""
@@ -83,42 +70,14 @@ class Conn:
                 raise EOFError("connection closed by the server")
             self.buf += chunk
 
-    def call(self, msg):
-        rid = self.send(msg)
-        while True:
-            m = self.recv()
-            if m.WhichOneof("msg") == "reply" and m.reply.request_id in (rid, 0):
-                return m.reply
 
-    def ok(self, msg, what):
-        r = self.call(msg)
-        if r.status != pb.STATUS_OK:
-            sys.exit("%s: %s %s" % (what, pb.Status.Name(r.status), r.message))
-        return r
-
-
-proc = subprocess.Popen([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--no-demo", "--workers", "1",
-                         "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")],
-                        stderr=subprocess.PIPE, text=True)
-port = None
-log = ""
-deadline = time.monotonic() + 20
-fd = proc.stderr.fileno()
-# Raw reads, not readline: a buffered readline can swallow the line we
-# wait for behind an earlier one, and select() would not wake for it.
-while port is None and time.monotonic() < deadline:
-    r, _, _ = select.select([fd], [], [], 1.0)
-    if r:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        log += chunk.decode("utf-8", "replace")
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+) with TLS", log)
-        if m:
-            port = int(m.group(1))
-if port is None:
-    proc.kill()
-    sys.exit("physd did not start with TLS:\n" + log)
+physd = Physd([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--no-demo", "--workers", "1",
+               "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")])
+m = physd.wait_log(r"listening on 127\.0\.0\.1:(\d+) with TLS")
+if not m:
+    physd.proc.kill()
+    sys.exit("physd did not start with TLS:\n" + physd.log())
+port = int(m.group(1))
 
 try:
     # The full session over TLS, the server verified by IP address.
@@ -192,12 +151,7 @@ try:
     assert "this port requires TLS" in r.message, r.message
     print("python: plain client refused: %s %s" % (pb.Status.Name(r.status), r.message))
 finally:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        rc = proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = -1
+    rc = physd.stop()
 if rc != 0:
     sys.exit("physd exited with %d" % rc)
 print("python: TLS session ok")

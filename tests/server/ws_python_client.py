@@ -18,59 +18,29 @@ Usage: ws_python_client.py PHYSD_BIN PROTO_DIR WORK_DIR
 """
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
 import websocket
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from physd_py import Calls, Physd, load_pb, varint  # noqa: E402
+
 physd_bin, proto_dir, work = sys.argv[1:4]
-os.makedirs(work, exist_ok=True)
-subprocess.run(["protoc", "--python_out=" + work, "-I", proto_dir, os.path.join(proto_dir, "physd.proto")],
-               check=True)
-sys.path.insert(0, work)
-import physd_pb2 as pb  # noqa: E402
+pb = load_pb(proto_dir, work)
 
 HARD = 262144  # output_hard_limit of this server, bytes
 
-proc = subprocess.Popen([physd_bin, "--port", "0", "--http-port", "0", "--no-demo", "--workers", "2",
-                         "--output-hard-limit", str(HARD)], stderr=subprocess.PIPE, text=True)
-log = []
-log_lock = threading.Lock()
-
-
-def reader():
-    for line in proc.stderr:
-        with log_lock:
-            log.append(line)
-
-
-threading.Thread(target=reader, daemon=True).start()
-
-
-def log_text():
-    with log_lock:
-        return "".join(log)
-
-
-def wait_log(pattern, timeout=20.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        m = re.search(pattern, log_text())
-        if m:
-            return m
-        time.sleep(0.05)
-    return None
-
+physd = Physd([physd_bin, "--port", "0", "--http-port", "0", "--no-demo", "--workers", "2",
+               "--output-hard-limit", str(HARD)])
+wait_log, log_text = physd.wait_log, physd.log
 
 m1 = wait_log(r"HTTP on http://127\.0\.0\.1:(\d+)/")
 m2 = wait_log(r"listening on 127\.0\.0\.1:(\d+)")
 if not m1 or not m2:
-    proc.kill()
+    physd.proc.kill()
     sys.exit("physd did not start with HTTP:\n" + log_text())
 http_port, tcp_port = int(m1.group(1)), int(m2.group(1))
 base = "http://127.0.0.1:%d" % http_port
@@ -89,7 +59,9 @@ def metric(text, name, labels=""):
     return float(m.group(1)) if m else None
 
 
-class WS:
+class WS(Calls):
+    pb = pb
+
     def __init__(self, **kw):
         self.ws = websocket.create_connection("ws://127.0.0.1:%d/ws" % http_port, timeout=10, **kw)
         self.next_id = 1
@@ -108,19 +80,6 @@ class WS:
         m = pb.ServerMessage()
         m.ParseFromString(data)
         return m
-
-    def call(self, msg):
-        rid = self.send(msg)
-        while True:
-            m = self.recv()
-            if m.WhichOneof("msg") == "reply" and m.reply.request_id in (rid, 0):
-                return m.reply
-
-    def ok(self, msg, what):
-        r = self.call(msg)
-        if r.status != pb.STATUS_OK:
-            sys.exit("%s: %s %s" % (what, pb.Status.Name(r.status), r.message))
-        return r
 
 
 def hello(c, name):
@@ -210,15 +169,6 @@ try:
     hello(slow_ws, "slow-ws")
     stalled(slow_ws, big)
 
-    def varint(n):
-        out = bytearray()
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            out.append(b | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-
     tcp = socket.socket()
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     tcp.connect(("127.0.0.1", tcp_port))
@@ -254,12 +204,7 @@ try:
     tcp.close()
     c.ws.close()
 finally:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        rc = proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = -1
+    rc = physd.stop()
 if rc != 0:
     sys.exit("physd exited with %d:\n%s" % (rc, log_text()[-3000:]))
 if "ERROR: AddressSanitizer" in log_text() or "LeakSanitizer" in log_text():
