@@ -20,7 +20,6 @@ import os
 import re
 import socket
 import sys
-import time
 import urllib.request
 
 import websocket
