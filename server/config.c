@@ -135,6 +135,13 @@ static const entry table[] = {
     {"http_listen", T_STR, F(http_listen), sizeof(((ps_config *)0)->http_listen), 0, 0, "127.0.0.1",
      "address of the HTTP side (beyond loopback: access control or --insecure, as for listen)"},
     {"http_port", T_INT, F(http_port), 0, 0, 65535, "7448", "HTTP port (0: any free port)"},
+    {"http_tls", T_BOOL, F(http_tls), 0, 0, 1, "on",
+     "when a certificate is configured (http_tls_cert, else tls_cert), the HTTP side speaks only https and wss; "
+     "off: plain HTTP even so (behind a TLS proxy)"},
+    {"http_tls_cert", T_STR, F(http_tls_cert), sizeof(((ps_config *)0)->http_tls_cert), 0, 0, "",
+     "PEM certificate (chain) of the HTTP side, with http_tls_key (default: tls_cert and tls_key)"},
+    {"http_tls_key", T_STR, F(http_tls_key), sizeof(((ps_config *)0)->http_tls_key), 0, 0, "",
+     "PEM private key of http_tls_cert"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -26,6 +26,16 @@
  * is a malformed frame. libwebsockets' own errors close the session, which
  * closes the ps_conn.
  *
+ * TLS (docs/security.md): with a certificate (http_tls_cert and
+ * http_tls_key, else the protocol port's tls_cert and tls_key) and http_tls
+ * on, the port speaks https and wss only, through libwebsockets' OpenSSL
+ * support: TLS 1.2 at least, handshakes bounded by tls_handshake_timeout,
+ * and with tls_client_ca a client certificate it signed required (checked
+ * by OpenSSL; LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION passes
+ * its verdict on, since libwebsockets accepts any certificate when the
+ * callback returns 0). The pair is loaded once with OpenSSL before
+ * libwebsockets sees it, so a bad file stops the start with a clear reason.
+ *
  * Invariants: the loop thread only. A session and its ps_conn point at
  * each other until either closes: ps_conn_close calls ws_closed (the
  * session then closes its WebSocket), and a WebSocket that closes first
@@ -33,12 +43,16 @@
  */
 #include <arpa/inet.h>
 #include <libwebsockets.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/ssl.h>
+
 #include "http.h"
 #include "ps_internal.h"
+#include "tls.h"
 
 typedef struct ps_http {
     ps_server *srv;
@@ -46,6 +60,7 @@ typedef struct ps_http {
     struct lws_vhost *vh;
     int port;
     int stopped;
+    int tls; /* https and wss only */
 } ps_http;
 
 /* One libwebsockets connection: an HTTP transaction or a WebSocket. */
@@ -366,7 +381,7 @@ static int ws_established(struct lws *wsi, sess *ss) {
     char ip[48] = "?";
     lws_get_peer_simple(wsi, ip, sizeof ip);
     snprintf(c->addr, sizeof c->addr, "%s", ip);
-    snprintf(c->peer, sizeof c->peer, "ws:%s", ip);
+    snprintf(c->peer, sizeof c->peer, "%s:%s", http_of(wsi)->tls ? "wss" : "ws", ip);
     ps_log("conn %llu (%s) WebSocket accepted", (unsigned long long)c->id, c->peer);
     /* The connection limits of the protocol port (docs/limits.md). */
     if (s->nconns > s->cfg.max_connections) {
@@ -394,6 +409,9 @@ static int ws_established(struct lws *wsi, sess *ss) {
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     sess *ss = user;
     switch (reason) {
+    case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
+        /* user is the X509_STORE_CTX, len OpenSSL's preverify_ok: 0 accepts. */
+        return len ? 0 : 1;
     case LWS_CALLBACK_HTTP:
         ss->wsi = wsi;
         return on_http(wsi, ss, in ? (const char *)in : "/") ? -1 : 0;
@@ -453,9 +471,53 @@ static void lws_emit(int level, const char *line) {
 
 /* ------------------------------------------------------------------ life */
 
+/* The HTTP side's certificate and key (NULL, NULL: plain HTTP), checked by
+ * loading them once with OpenSSL. 0, or UV_EINVAL with the reason on
+ * stderr. */
+static int tls_files(const ps_config *cfg, const char **cert, const char **key) {
+    *cert = *key = NULL;
+    const int has_cert = cfg->http_tls_cert[0] != 0, has_key = cfg->http_tls_key[0] != 0;
+    if (has_cert != has_key) {
+        fprintf(stderr, "physd: HTTPS needs both http_tls_cert and http_tls_key (only %s is set)\n",
+                has_cert ? "http_tls_cert" : "http_tls_key");
+        return UV_EINVAL;
+    }
+    if (!cfg->http_tls) {
+        if (has_cert) {
+            fprintf(stderr, "physd: http_tls_cert is set but http_tls is off\n");
+            return UV_EINVAL;
+        }
+        return 0;
+    }
+    if (!has_cert) {
+        /* The protocol port's pair, already loaded by ps_tls_ctx_create. */
+        if (cfg->tls_cert[0] && cfg->tls_key[0]) *cert = cfg->tls_cert, *key = cfg->tls_key;
+        return 0;
+    }
+    ps_config *tmp = malloc(sizeof *tmp);
+    if (!tmp) return UV_ENOMEM;
+    *tmp = *cfg;
+    snprintf(tmp->tls_cert, sizeof tmp->tls_cert, "%s", cfg->http_tls_cert);
+    snprintf(tmp->tls_key, sizeof tmp->tls_key, "%s", cfg->http_tls_key);
+    ps_tls_ctx *x = NULL;
+    char err[512];
+    int r = ps_tls_ctx_create(tmp, &x, err, sizeof err);
+    ps_tls_ctx_free(x);
+    free(tmp);
+    if (r < 0) {
+        fprintf(stderr, "physd: HTTPS (http_tls_cert, http_tls_key): %s\n", err);
+        return r;
+    }
+    *cert = cfg->http_tls_cert, *key = cfg->http_tls_key;
+    return 0;
+}
+
 int ps_http_start(ps_server *s) {
     const ps_config *cfg = &s->cfg;
     if (!cfg->http || cfg->no_listen) return 0;
+    const char *cert = NULL, *key = NULL;
+    int tr = tls_files(cfg, &cert, &key);
+    if (tr < 0) return tr;
     if (!s->auth && !is_loopback(cfg->http_listen) && !cfg->insecure) {
         fprintf(stderr,
                 "physd: refusing to serve HTTP on %s without access control (protected mode): /ws would accept any "
@@ -473,6 +535,12 @@ int ps_http_start(ps_server *s) {
     void *loops[1] = {&s->loop};
     info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
                    LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN | LWS_SERVER_OPTION_VALIDATE_UTF8;
+    if (cert) {
+        hp->tls = 1;
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        /* libwebsockets' bound on pending network steps, the TLS accept among them. */
+        info.timeout_secs = (unsigned)ceil(cfg->tls_handshake_timeout);
+    }
     info.foreign_loops = loops;
     info.pcontext = &hp->ctx;
     info.user = hp;
@@ -490,6 +558,15 @@ int ps_http_start(ps_server *s) {
     if (!strchr(cfg->http_listen, ':')) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.protocols = protocols;
     info.vhost_name = "physd";
+    if (cert) {
+        info.ssl_cert_filepath = cert;
+        info.ssl_private_key_filepath = key;
+        info.ssl_options_set = (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1); /* TLS 1.2 at least */
+        if (cfg->tls_client_ca[0]) {
+            info.ssl_ca_filepath = cfg->tls_client_ca;
+            info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+        }
+    }
     hp->vh = lws_create_vhost(hp->ctx, &info);
     if (!hp->vh) {
         fprintf(stderr, "physd: cannot listen for HTTP on %s:%d\n", cfg->http_listen, info.port);
@@ -504,7 +581,8 @@ int ps_http_start(ps_server *s) {
     }
     hp->port = lws_get_vhost_listen_port(hp->vh);
     s->http = hp;
-    ps_log("HTTP on http://%s:%d/ (/ws, /metrics, /healthz, /readyz)", cfg->http_listen, hp->port);
+    ps_log("HTTP on %s://%s:%d/ (/ws, /metrics, /healthz, /readyz)%s", hp->tls ? "https" : "http", cfg->http_listen,
+           hp->port, hp->tls && cfg->tls_client_ca[0] ? " with client certificates" : "");
     return 0;
 }
 

@@ -97,6 +97,11 @@ typedef struct ps_config {
     int http;             /* serve it, default 1 (the integration tests turn it off) */
     char http_listen[64]; /* default 127.0.0.1 */
     int http_port;        /* default 7448; 0 = ephemeral */
+    /* HTTPS and WSS on the HTTP side (docs/security.md): http_tls_cert and
+     * http_tls_key, else tls_cert and tls_key; http_tls = 0 keeps it plain. */
+    int http_tls;             /* default 1: TLS whenever a certificate is configured */
+    char http_tls_cert[1024]; /* PEM certificate chain of the HTTP side, default "" (tls_cert) */
+    char http_tls_key[1024];  /* PEM private key of http_tls_cert, default "" */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
