@@ -538,8 +538,10 @@ int ps_http_start(ps_server *s) {
     if (cert) {
         hp->tls = 1;
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-        /* libwebsockets' bound on pending network steps, the TLS accept among them. */
+        /* libwebsockets' bounds on a connection that has not finished its
+         * handshake: the TLS accept, and a silent new socket. */
         info.timeout_secs = (unsigned)ceil(cfg->tls_handshake_timeout);
+        info.timeout_secs_ah_idle = info.timeout_secs;
     }
     info.foreign_loops = loops;
     info.pcontext = &hp->ctx;
