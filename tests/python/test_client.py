@@ -33,8 +33,10 @@ Shows, with numbers a physicist or a protocol peer would check:
 - a subscription's bounded queue keeps the newest pushes and counts the rest;
 - world destroyed ends the iterator; close() fails pending requests with
   ConnectionClosed; a server at max_connections refuses with
-  RESOURCE_EXHAUSTED and the reason; snapshot and restore give equal state
-  hashes, also after 30 more steps of both.
+  RESOURCE_EXHAUSTED and the reason; a blocking call inside a callback
+  raises RuntimeError, which ends the connection (pending requests fail with
+  it, on_disconnect gets it); snapshot and restore give equal state hashes,
+  also after 30 more steps of both.
 """
 import math
 import os
@@ -357,6 +359,23 @@ class Closing(unittest.TestCase):
             with self.assertRaises(physd_client.ConnectionClosed):
                 c.ping()
             print("\n  second connection refused: %s" % e.exception)
+        finally:
+            stop(p)
+
+    def test_blocking_call_in_a_callback(self):
+        p, port, _ = start()
+        try:
+            ended = []
+            c = physd_client.connect(port=port, on_disconnect=ended.append)
+            wid = c.create_world(preset="box_drop", start_paused=True).world_id
+            c.subscribe(wid, callback=lambda f: c.ping())  # would wait for its own thread
+            long_step = c.step(wid, 100000, wait=False)
+            with self.assertRaises(RuntimeError) as e:
+                long_step.result(timeout=20)
+            self.assertIn("from a push or reply callback", str(e.exception))
+            self.assertTrue(c.closed)
+            self.assertEqual(len(ended), 1)
+            self.assertIsInstance(ended[0], RuntimeError)
         finally:
             stop(p)
 

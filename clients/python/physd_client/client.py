@@ -20,7 +20,8 @@ subscriptions they belong to. Sending is serialized by a lock, so requests
 may be sent from any thread, callbacks included.
 
 Failure modes: when the connection ends (the server closed it, a read failed,
-the server sent something malformed, or close() was called) every pending
+the server sent something malformed, a handler or callback raised, or
+close() was called) every pending
 request's Future fails with ConnectionClosed (carrying the server's reason
 when it sent one: its Reply with request id 0 or a disconnect Notice), every
 subscription's iterator ends, and on_disconnect is called once. A blocking
@@ -277,6 +278,8 @@ class Client:
             raise Timeout("no reply to request %d within %.3g s" % (msg.request_id, timeout)) from None
 
     def _do(self, msg, extract, wait, timeout=None, hook=None):
+        if wait:
+            self._not_reader("a blocking request")
         fut = self.request(msg, True, hook)
         if not wait:
             out = concurrent.futures.Future()
@@ -289,7 +292,6 @@ class Client:
                     out.set_result(extract(f.result()))
             fut.add_done_callback(done)
             return out
-        self._not_reader("a blocking request")
         try:
             return extract(fut.result(timeout))
         except concurrent.futures.TimeoutError:
@@ -445,6 +447,7 @@ class Client:
     def restore_world(self, data, name="", start_paused=False, upload_id=None, timeout=None):
         """WorldInfo of a new world made from a snapshot's bytes, uploaded in
         parts when it does not fit in one request."""
+        self._not_reader("restore_world")
         chunk = max(1024, self.max_frame - 4096)
         n = max(1, (len(data) + chunk - 1) // chunk)
         upload_id = upload_id or (int(time.time() * 1e6) & ((1 << 62) - 1)) or 1
@@ -455,7 +458,6 @@ class Client:
             rw.name, rw.start_paused, rw.upload_id = name, start_paused, upload_id
             rw.data, rw.part, rw.parts = data[k * chunk:(k + 1) * chunk], k, n
             futs.append(self._do(m, lambda r: r, False))
-        self._not_reader("restore_world")
         try:
             replies = [f.result(timeout) for f in futs]
         except concurrent.futures.TimeoutError:

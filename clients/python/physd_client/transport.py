@@ -157,7 +157,11 @@ class WebSocketTransport:
         self.closed = False
 
     def send(self, data):
-        self.ws.send_binary(data)
+        import websocket
+        try:
+            self.ws.send_binary(data)
+        except websocket.WebSocketException as e:
+            raise ConnectionError(str(e)) from e
         self.bytes_sent += len(data)
 
     def recv(self):
