@@ -82,6 +82,7 @@ def refused_start(*args):
     """physd's exit status and stderr when it refuses to start."""
     p = subprocess.run([PHYSD_BIN, "--port", "0", "--http-port", "0", "--no-demo"] + list(args),
                        capture_output=True, text=True, timeout=60)
+    assert "Sanitizer" not in p.stderr, p.stderr  # the failed start leaves nothing behind
     return p.returncode, p.stderr
 
 
