@@ -7,7 +7,8 @@ Shows, with numbers a physicist or a protocol peer would check:
 - a session over TCP: hello (server_info), create a paused world, edit (a
   plane, a falling sphere, a sliding box, a spinning box), step: v_z = -g h n
   for the falling sphere, x = x0 + v h n for the box sliding without gravity;
-  the raw frame of the last tick equals query_bodies exactly;
+  the raw frame of the last tick equals query_bodies exactly; without
+  gravity an impulse 2m gives 2 m/s and a force 6m for one step 6h m/s;
 - compact subscriptions (the defaults, and 0.01 m / 50 m / 8 bits with a body
   out of bound) decoded by physd_client.compact: every tick's decoded frame
   has the raw frame's bodies, positions within resolution / 2 per axis (out
@@ -219,6 +220,24 @@ class TcpSession(unittest.TestCase):
             sub.unsubscribe()
             self.assertTrue(sub.ended)
             self.assertIsNone(sub.get(timeout=1))
+        c.destroy_world(wid)
+
+    def test_impulse_and_force(self):
+        c = self.c
+        wid = c.create_world(name="kicks", start_paused=True, settings={"gravity": (0.0, 0.0, 0.0)}).world_id
+        bid = c.edit(wid, [ops.add_body(ops.sphere(0.5), position=(0, 0, 1))]).new_ids[0]
+        m = c.query_bodies(wid, [bid])[0].mass
+        self.assertAlmostEqual(m, 1000 * 4 / 3 * math.pi * 0.125, delta=1e-9 * m)
+        c.edit(wid, [ops.apply_impulse(bid, (0.0, 2.0 * m, 0.0))])  # 2 m/s along y
+        c.step(wid, 1)
+        c.edit(wid, [ops.apply_force(bid, (6.0 * m, 0.0, 0.0))])    # 6 m/s^2 along x for one step
+        c.step(wid, 1)
+        b = c.query_bodies(wid, [bid])[0]
+        self.assertAlmostEqual(b.linear_velocity.y, 2.0, delta=1e-12)
+        self.assertAlmostEqual(b.linear_velocity.x, 6.0 * H, delta=1e-12)
+        self.assertAlmostEqual(b.pose.position.y, 2.0 * 2 * H, delta=1e-12)
+        print("\n  m = %.6f kg; impulse 2m: v_y = %.15f m/s; force 6m for one step: v_x = %.15f (6 h = %.15f)" %
+              (m, b.linear_velocity.y, b.linear_velocity.x, 6 * H))
         c.destroy_world(wid)
 
     def test_pipelining(self):

@@ -109,24 +109,24 @@ def set_velocity(body_id, linear=None, angular=None):
     return op
 
 
+def _at_point(field, body_id, vec, point):
+    op = pb.EditOp()
+    sub = getattr(op, field)
+    sub.body.id = body_id
+    _vec(getattr(sub, "impulse" if field == "apply_impulse" else "force"), vec)
+    if point is not None:
+        _vec(sub.point, point)
+    return op
+
+
 def apply_impulse(body_id, impulse, point=None):
     """An impulse (N s) at point (world frame; default the centre of mass)."""
-    op = pb.EditOp()
-    op.apply_impulse.body.id = body_id
-    _vec(op.apply_impulse.impulse, impulse)
-    if point is not None:
-        _vec(op.apply_impulse.point, point)
-    return op
+    return _at_point("apply_impulse", body_id, impulse, point)
 
 
 def apply_force(body_id, force, point=None):
     """A force (N) for the next step, at point (default the centre of mass)."""
-    op = pb.EditOp()
-    op.apply_force.body.id = body_id
-    _vec(op.apply_force.force, force)
-    if point is not None:
-        _vec(op.apply_force.point, point)
-    return op
+    return _at_point("apply_force", body_id, force, point)
 
 
 def settings(**kw):
