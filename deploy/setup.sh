@@ -12,6 +12,14 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-c
 # libwebsockets-dev, libwebsockets-evlib-uv: the HTTP side (server/http.c,
 # docs/http.md); prometheus: promtool for the /metrics test; python3-websocket:
 # the Python WebSocket client test.
+# chromium: the viewer's browser test (tests/viewer, headless, driven by
+# playwright-core from npm; never a downloaded browser).
+# node, npm: the viewer's build (clients/viewer: npm ci, esbuild) — from
+# Debian below unless a node is already installed (this machine's comes from
+# nodesource, whose nodejs package includes npm).
+PKGS+=(chromium)
+if ! command -v node >/dev/null 2>&1; then PKGS+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.
