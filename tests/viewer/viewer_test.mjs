@@ -12,11 +12,12 @@
 //   1. the page shows the demo world's body count as the server counts it
 //      (physctl counters) and draws every body;
 //   2. the canvas is not blank (pixel statistics of a screenshot);
-//   3. a box added from the page (and selected by it: drawn in magenta, a
-//      colour nothing else has) falls: its drawn centroid moves down the
-//      screen between two screenshots, and the server's pose of it fell;
-//   4. pause from the page: the server's tick stops (two physctl counters
+//   3. pause from the page: the server's tick stops (two physctl counters
 //      queries 600 ms apart, paused = true, the same tick);
+//   4. a box added from the page (and selected by it: drawn in magenta, a
+//      colour nothing else has), then 45 steps from the page: its drawn
+//      centroid moves down the screen between two screenshots, and the
+//      server's box fell as far as free fall says (within 1 %);
 //   5. the iteration count changed from the page, then one step from the
 //      page: the statistics of that step (on the page, pushed by the server)
 //      carry the new count, and the server's tick moved by exactly one.
@@ -25,12 +26,11 @@
 // test and kills what it started. Exit 0 pass, 1 fail. Without Chromium it
 // fails (deploy/setup.sh installs it).
 
-import { spawn, execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { createRequire } from 'node:module';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { gunzipSync } from 'node:zlib';
+
+import { httpGet, launchChromium, physctl as physctlAt, pixels, sleep, startPhysd, waitFor } from '../../clients/viewer/tools/harness.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -49,7 +49,6 @@ const shots = [];
 let physd = null,
   browser = null,
   page = null,
-  physdLog = '',
   passed = 0;
 
 function log(msg) {
@@ -60,7 +59,6 @@ let finishing = false;
 async function finish(code, why) {
   if (finishing) return;
   finishing = true;
-  ports.done = true;
   if (code !== 0) {
     console.log(`FAIL: ${why}`);
     if (page) {
@@ -72,23 +70,19 @@ async function finish(code, why) {
         console.log(`(no failure screenshot: ${e.message})`);
       }
     }
-    writeFileSync(join(out, 'physd.log'), physdLog);
-    console.log(`physd's log: ${join(out, 'physd.log')}`);
+    if (physd) {
+      writeFileSync(join(out, 'physd.log'), physd.log());
+      console.log(`physd's log: ${join(out, 'physd.log')}`);
+    }
   }
   for (const s of shots) console.log(`screenshot: ${s}`);
   if (browser) await browser.close().catch(() => {});
-  if (physd && physd.exitCode === null) {
-    physd.kill('SIGTERM');
-    await new Promise((r) => {
-      const t = setTimeout(() => {
-        physd.kill('SIGKILL');
-        r();
-      }, 5000);
-      physd.on('exit', () => {
-        clearTimeout(t);
-        r();
-      });
-    });
+  if (physd) {
+    const rc = await physd.stop();
+    if (code === 0 && rc !== 0) {
+      console.log(`FAIL: physd exited with ${rc} after SIGTERM:\n${physd.log().slice(-2000)}`);
+      code = 1;
+    }
   }
   console.log(`${passed} passed, ${code === 0 ? 0 : 1} failed`);
   process.exit(code);
@@ -101,84 +95,8 @@ function check(ok, what) {
   log(`ok: ${what}`);
 }
 
-function physctl(...a) {
-  return new Promise((res, rej) =>
-    execFile(args.physctl, ['--port', String(ports.tcp), '--json', ...a], { timeout: 10000 }, (err, stdout, stderr) =>
-      err ? rej(new Error(`physctl ${a.join(' ')}: ${stderr || err.message}`)) : res(JSON.parse(stdout)),
-    ),
-  );
-}
-
-function get(path, headers = {}) {
-  return new Promise((res, rej) => {
-    const r = request({ host: '127.0.0.1', port: ports.http, path, headers }, (resp) => {
-      const chunks = [];
-      resp.on('data', (c) => chunks.push(c));
-      resp.on('end', () => res({ status: resp.statusCode, headers: resp.headers, body: Buffer.concat(chunks) }));
-    });
-    r.on('error', rej);
-    r.end();
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(what, fn, ms = 15000) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last) return last;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-// Pixel statistics of a PNG, computed in the page (a 2D canvas decodes it).
-async function pixels(png) {
-  return page.evaluate(async (b64) => {
-    const img = await createImageBitmap(await (await fetch(`data:image/png;base64,${b64}`)).blob());
-    const c = new OffscreenCanvas(img.width, img.height);
-    const g = c.getContext('2d');
-    g.drawImage(img, 0, 0);
-    const d = g.getImageData(0, 0, img.width, img.height).data;
-    const n = img.width * img.height;
-    // The background is the most common colour.
-    const count = new Map();
-    let sum = 0,
-      sum2 = 0,
-      mx = 0,
-      my = 0,
-      mn = 0;
-    for (let i = 0; i < n; i++) {
-      const r = d[4 * i],
-        gr = d[4 * i + 1],
-        b = d[4 * i + 2];
-      const key = ((r >> 3) << 10) | ((gr >> 3) << 5) | (b >> 3);
-      count.set(key, (count.get(key) || 0) + 1);
-      const l = 0.299 * r + 0.587 * gr + 0.114 * b;
-      sum += l;
-      sum2 += l * l;
-      if (gr < 40 && r > 60 && b > 60 && Math.abs(r - b) < 70) {
-        mx += i % img.width;
-        my += Math.floor(i / img.width);
-        mn++;
-      }
-    }
-    const top = Math.max(...count.values());
-    const mean = sum / n;
-    return {
-      width: img.width,
-      height: img.height,
-      colors: count.size,
-      background: top / n,
-      stddev: Math.sqrt(Math.max(0, sum2 / n - mean * mean)),
-      magenta: mn,
-      cx: mn ? mx / mn : null,
-      cy: mn ? my / mn : null,
-    };
-  }, png.toString('base64'));
-}
+const physctl = (...a) => physctlAt(args.physctl, physd.tcp, ...a);
+const get = (path, headers) => httpGet(physd.http, path, headers);
 
 async function shot(name) {
   const f = join(out, name);
@@ -188,31 +106,12 @@ async function shot(name) {
 }
 
 const text = (sel) => page.locator(sel).textContent();
-const ports = {};
 
 try {
-  if (!existsSync(chromiumPath))
-    throw new Error(`Chromium not found at ${chromiumPath}: deploy/setup.sh installs Debian's chromium package`);
-  const { chromium } = createRequire(join(resolve(args['node-modules']), 'noop.js'))('playwright-core');
-
   // physd on ephemeral ports of 127.0.0.1, with its demo world.
-  physd = spawn(args.physd, ['--listen', '127.0.0.1', '--port', '0', '--http-listen', '127.0.0.1', '--http-port', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const onLog = (b) => {
-    physdLog += b.toString();
-    const tcp = /listening on 127\.0\.0\.1:(\d+)/.exec(physdLog);
-    const http = /HTTP on http:\/\/127\.0\.0\.1:(\d+)\//.exec(physdLog);
-    if (tcp) ports.tcp = Number(tcp[1]);
-    if (http) ports.http = Number(http[1]);
-  };
-  physd.stdout.on('data', onLog);
-  physd.stderr.on('data', onLog);
-  physd.on('exit', (code) => {
-    if (!ports.done) finish(1, `physd exited early (code ${code})`);
-  });
-  await waitFor('physd to listen', () => ports.tcp && ports.http, 15000);
-  log(`physd: protocol port ${ports.tcp}, HTTP port ${ports.http}`);
+  physd = await startPhysd(args.physd);
+  physd.proc.on('exit', (code) => finish(1, `physd exited early (${code})`));
+  log(`physd: protocol port ${physd.tcp}, HTTP port ${physd.http}`);
 
   // The files of /: types, compression, caching, nothing else.
   const index = await get('/');
@@ -238,27 +137,12 @@ try {
 
   // Chromium: Debian's, headless, a fresh profile, software WebGL.
   const profile = mkdtempSync(join(out, 'profile-'));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: chromiumPath,
-    headless: true,
-    viewport: { width: 1280, height: 760 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--enable-unsafe-swiftshader',
-    ],
-  });
+  browser = await launchChromium(args['node-modules'], profile, { chromium: chromiumPath });
   page = browser.pages()[0] || (await browser.newPage());
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
-  await page.goto(`http://127.0.0.1:${ports.http}/`);
+  await page.goto(`http://127.0.0.1:${physd.http}/`);
 
   // 1. The demo world's body count, every body drawn.
   await waitFor('the body count', async () => (await text('#body-count')) === String(counters.body_count));
@@ -268,39 +152,11 @@ try {
   check(st0.connected && st0.world === '1' && st0.decodeErrors === 0 && st0.framesDecoded > 0, `compact frames decoded (${st0.framesDecoded}), none refused`);
 
   // 2. Not blank.
-  const p0 = await pixels(await shot('loaded.png'));
+  const p0 = await pixels(page, await shot('loaded.png'));
   log(`canvas: ${p0.width}x${p0.height}, ${p0.colors} colours, background ${(100 * p0.background).toFixed(1)} %, luminance sd ${p0.stddev.toFixed(1)}`);
   check(p0.colors >= 32 && p0.background < 0.97 && p0.stddev > 4, 'the canvas is not blank');
 
-  // 3. A falling box: added from the page in front of the chain, selected.
-  const target = await page.evaluate(() => {
-    const t = window.physdViewer.view.controls.target;
-    return [t.x, t.y, t.z];
-  });
-  const drop = [target[0], target[1] - 3, target[2] + 6];
-  await page.selectOption('#add-shape', 'box');
-  await page.fill('#add-size', '0.6');
-  await page.fill('#add-x', drop[0].toFixed(2));
-  await page.fill('#add-y', drop[1].toFixed(2));
-  await page.fill('#add-z', drop[2].toFixed(2));
-  await page.click('#add-body');
-  const box = await waitFor('the added box to be drawn and selected', async () => {
-    const s = await page.evaluate(() => window.physdViewer.state());
-    return s.selected && s.drawn === counters.body_count + 1 ? s.selected : null;
-  });
-  log(`box ${box} added at (${drop.map((v) => v.toFixed(2)).join(', ')})`);
-  await sleep(150);
-  const zA = (await physctl('body', '1', box)).bodies[0].pose.position[2];
-  const a = await pixels(await shot('fall-1.png'));
-  await sleep(500);
-  const b = await pixels(await shot('fall-2.png'));
-  const zB = (await physctl('body', '1', box)).bodies[0].pose.position[2];
-  log(`magenta box: ${a.magenta} px at y ${a.cy && a.cy.toFixed(1)}, then ${b.magenta} px at y ${b.cy && b.cy.toFixed(1)}; server z ${zA.toFixed(3)} -> ${zB.toFixed(3)}`);
-  check(a.magenta >= 30 && b.magenta >= 30, 'the selected box is drawn in both screenshots');
-  check(b.cy > a.cy + 4, `the box's drawn position moved down the screen (${(b.cy - a.cy).toFixed(1)} px)`);
-  check(zB < zA - 0.1, `the server's box fell (${(zA - zB).toFixed(2)} m)`);
-
-  // 4. Pause from the page; the server's tick stops.
+  // 3. Pause from the page; the server's tick stops.
   const before = await physctl('counters', '1');
   await sleep(300);
   const moving = await physctl('counters', '1');
@@ -311,28 +167,66 @@ try {
   await sleep(600);
   const p2 = await physctl('counters', '1');
   check(p1.paused && p2.paused && p1.tick === p2.tick, `paused from the page: the server's tick stays at ${p2.tick} (600 ms apart)`);
-  await shot('paused.png');
+
+  // 4. A falling box: added from the page beside the chain (drawn at once
+  // and selected: magenta), then STEPS steps from the page. Stepping makes
+  // the fall the same however loaded the machine is.
+  const target = await page.evaluate(() => {
+    const t = window.physdViewer.view.controls.target;
+    return [t.x, t.y, t.z];
+  });
+  const drop = [target[0], target[1] + 2, target[2] + 2];
+  await page.selectOption('#add-shape', 'box');
+  await page.fill('#add-size', '0.6');
+  await page.fill('#add-x', drop[0].toFixed(2));
+  await page.fill('#add-y', drop[1].toFixed(2));
+  await page.fill('#add-z', drop[2].toFixed(2));
+  await page.click('#add-body');
+  const box = await waitFor('the added box to be drawn and selected', async () => {
+    const s = await page.evaluate(() => window.physdViewer.state());
+    return s.selected && s.drawn === counters.body_count + 1 ? s.selected : null;
+  });
+  const zA = (await physctl('body', '1', box)).bodies[0].pose.position[2];
+  log(`box ${box} added at (${drop.map((v) => v.toFixed(2)).join(', ')}), server z ${zA.toFixed(3)}`);
+  const a = await pixels(page, await shot('fall-1.png'));
+  const STEPS = 45;
+  await page.fill('#step-n', String(STEPS));
+  await page.click('#step');
+  await waitFor(`the page to draw tick ${p2.tick + STEPS}`, async () => (await text('#tick')) === String(p2.tick + STEPS));
+  await sleep(300); // the interpolation's delay of a tick and a half
+  const b = await pixels(page, await shot('fall-2.png'));
+  const zB = (await physctl('body', '1', box)).bodies[0].pose.position[2];
+  // Free fall of STEPS steps of 1/60 s in 10 substeps of semi-implicit
+  // Euler: g h^2 n (n + 1) / 2 with h = 1/600 s and n = 10 STEPS substeps.
+  const n = 10 * STEPS,
+    h = 1 / 600,
+    fall = (9.81 * h * h * n * (n + 1)) / 2;
+  log(`magenta box: ${a.magenta} px at y ${a.cy && a.cy.toFixed(1)}, then ${b.magenta} px at y ${b.cy && b.cy.toFixed(1)}; server z ${zA.toFixed(3)} -> ${zB.toFixed(3)}`);
+  check(a.magenta >= 30 && b.magenta >= 30, 'the selected box is drawn in both screenshots');
+  check(b.cy > a.cy + 5, `the box's drawn position moved down the screen (${(b.cy - a.cy).toFixed(1)} px) over ${STEPS} steps`);
+  check(Math.abs(zA - zB - fall) < 0.01 * fall, `the server's box fell ${(zA - zB).toFixed(4)} m in ${STEPS} steps (free fall: ${fall.toFixed(4)} m)`);
 
   // 5. Iterations from the page; the next statistics carry them.
+  const p3 = await physctl('counters', '1');
+  check(p3.paused && p3.tick === p2.tick + STEPS, `the steps from the page ran: tick ${p3.tick}, still paused`);
   const oldIter = Number(await page.inputValue('#set-iterations'));
   const newIter = oldIter + 6;
   await page.fill('#set-iterations', String(newIter));
   await page.click('#apply-settings');
   await waitFor('the settings reply', async () => (await text('#messages')).includes('settings applied'));
-  check((await text('#stat-max-iterations')) === String(oldIter), `statistics before the step still say ${oldIter} iterations`);
+  check((await text('#stat-max-iterations')) === String(oldIter), `statistics before the next step still say ${oldIter} iterations`);
+  await page.fill('#step-n', '1');
   await page.click('#step');
   await waitFor(`statistics with ${newIter} iterations`, async () => (await text('#stat-max-iterations')) === String(newIter));
-  const p3 = await physctl('counters', '1');
+  const p4 = await physctl('counters', '1');
   const statTick = Number(await text('#stat-tick'));
-  check(p3.tick === p2.tick + 1 && statTick === p3.tick, `one step from the page: server tick ${p3.tick}, its statistics on the page say max_iterations ${newIter}`);
+  check(p4.tick === p3.tick + 1 && statTick === p4.tick, `one step from the page: server tick ${p4.tick}, its statistics on the page say max_iterations ${newIter}`);
   await shot('stepped.png');
   check(errors.length === 0, `no errors in the page${errors.length ? ': ' + errors.join('; ') : ''}`);
 
-  ports.done = true;
   clearTimeout(watchdog);
   log('done');
   await finish(0);
 } catch (e) {
-  ports.done = true;
   await finish(1, e.message);
 }

@@ -509,8 +509,10 @@ $('add').onsubmit = (ev) => {
     (r) => {
       const id = u64(r.edit.new_ids[0]);
       say(`body ${id} added`);
+      // Drawn at once, even in a paused world (which sends no frames).
+      app.selectAfterAdd = id;
       if (view.hasBody(id)) select(id);
-      else app.selectAfterAdd = id;
+      else loadShapes([id], app.gen);
     },
     () => {},
   );
