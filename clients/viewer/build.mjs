@@ -44,7 +44,7 @@ try {
   result = await esbuild.build({
     entryPoints: [join(here, 'src/main.js')],
     bundle: true,
-    minify: true,
+    minify: process.env.PHYSD_VIEWER_MINIFY !== '0', // 0: readable names, for profiling
     format: 'esm',
     target: ['chrome100', 'firefox100', 'safari15'],
     nodePaths: [nodeModules],

@@ -47,11 +47,14 @@ export class CompactParams {
   }
 }
 
-// A decoded state: n bodies in ascending id order.
+// A decoded state: n bodies in ascending id order. A state whose bodies are
+// its baseline's (none added or removed) shares the baseline's ids array, so
+// a receiver can tell an unchanged body set by identity (===) without
+// reading any id.
 export class CompactState {
-  constructor(n) {
+  constructor(n, ids = null) {
     this.n = n;
-    this.ids = new BigUint64Array(n);
+    this.ids = ids || new BigUint64Array(n);
     this.oob = new Uint8Array(n); // 1: the position is three doubles (raw), else q
     this.q = new Int32Array(3 * n);
     this.raw = new Float64Array(3 * n);
@@ -164,7 +167,7 @@ function fullRotation(r, p, s, i) {
 }
 
 function copyBody(dst, j, src, i) {
-  dst.ids[j] = src.ids[i];
+  if (dst.ids !== src.ids) dst.ids[j] = src.ids[i];
   dst.oob[j] = src.oob[i];
   dst.largest[j] = src.largest[i];
   for (let k = 0; k < 3; k++) {
@@ -204,8 +207,10 @@ export function decodeSection(p, base, bytes, key, count) {
   }
   if (kept.length + nadded !== count) throw new Malformed('the body count does not match the section');
   // Kept bodies first (their baseline values, then the changes), in a
-  // scratch state in kept order.
-  const ks = new CompactState(kept.length);
+  // scratch state in kept order; with nothing removed or added, that is
+  // the frame's state, on the baseline's ids.
+  const same = !key && nadded === 0 && kept.length === base.n;
+  const ks = new CompactState(kept.length, same ? base.ids : null);
   for (let j = 0; j < kept.length; j++) copyBody(ks, j, base, kept[j]);
   if (!key) {
     const nchanged = r.gamma() - 1;
@@ -252,6 +257,7 @@ export function decodeSection(p, base, bytes, key, count) {
     fullRotation(r, p, as, k);
   }
   r.finish();
+  if (same) return ks;
   // Merge the kept and the added bodies by id (both ascending).
   const out = new CompactState(count);
   let i = 0,

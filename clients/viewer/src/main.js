@@ -344,7 +344,12 @@ function onCompact(f) {
   const poses = new Float64Array(7 * st.n);
   for (let i = 0; i < st.n; i++) dequantize(PARAMS, st, i, poses, 7 * i);
   timeline.push(tick, st.ids, poses, performance.now());
-  // Bodies that entered the stream get their shapes; those that left go.
+  // Bodies that entered the stream get their shapes; those that left go
+  // (an unchanged body set shares its ids array: nothing to compare).
+  if (st.ids === app.lastIds) {
+    app.tick = tick;
+    return;
+  }
   const prev = app.lastIds || new BigUint64Array(0);
   let i = 0;
   for (let j = 0; j < st.n; j++) {
@@ -620,6 +625,7 @@ function loop(now) {
   const s = timeline.sample(now);
   if (s) view.setPoses(s.ids, s.poses);
   view.render();
+  view.adapt(now);
   plots.draw(now);
   app.frames++;
   fpsFrames++;

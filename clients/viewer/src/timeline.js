@@ -73,13 +73,19 @@ export class Timeline {
     const alpha = (t - A.tick) / (B.tick - A.tick);
     if (this.out.length < B.poses.length) this.out = new Float64Array(B.poses.length);
     const out = this.out.subarray(0, B.poses.length);
+    const aligned = A.ids === B.ids; // the same bodies: no ids to compare
     let i = 0;
     for (let j = 0; j < B.ids.length; j++) {
-      const id = B.ids[j];
-      while (i < A.ids.length && A.ids[i] < id) i++;
+      let k = -1; // body j of B in A
+      if (aligned) k = j;
+      else {
+        const id = B.ids[j];
+        while (i < A.ids.length && A.ids[i] < id) i++;
+        if (i < A.ids.length && A.ids[i] === id) k = i;
+      }
       const o = 7 * j;
-      if (i < A.ids.length && A.ids[i] === id) {
-        const a = 7 * i;
+      if (k >= 0) {
+        const a = 7 * k;
         for (let k = 0; k < 3; k++) out[o + k] = A.poses[a + k] + (B.poses[o + k] - A.poses[a + k]) * alpha;
         let dot = 0;
         for (let k = 3; k < 7; k++) dot += A.poses[a + k] * B.poses[o + k];

@@ -28,6 +28,34 @@ export const HIGHLIGHT = new THREE.Color(1, 0, 1);
 
 const PLANE_SIZE = 200;
 
+// The bodies' material: lit per vertex (a hemisphere light and the sun, as
+// Gouraud shading), so a fragment costs one colour. With software WebGL
+// (SwiftShader) per-fragment lighting of a thousand bodies took most of a
+// frame; box faces are flat, so they look the same either way.
+function bodyMaterial(sunDir) {
+  return new THREE.ShaderMaterial({
+    uniforms: {
+      sunDir: { value: sunDir },
+      sky: { value: new THREE.Color(0.62, 0.66, 0.72) },
+      ground: { value: new THREE.Color(0.2, 0.18, 0.15) },
+      sun: { value: new THREE.Color(0.75, 0.73, 0.68) },
+    },
+    vertexShader: `
+      uniform vec3 sunDir, sky, ground, sun;
+      varying vec3 vColor;
+      void main() {
+        mat4 m = modelMatrix * instanceMatrix;
+        vec3 n = normalize(mat3(m) * normal);
+        vec3 light = mix(ground, sky, 0.5 + 0.5 * n.z) + sun * max(dot(n, sunDir), 0.0);
+        vColor = instanceColor * light;
+        gl_Position = projectionMatrix * viewMatrix * m * vec4(position, 1.0);
+      }`,
+    fragmentShader: `
+      varying vec3 vColor;
+      void main() { gl_FragColor = linearToOutputTexel(vec4(vColor, 1.0)); }`,
+  });
+}
+
 // A pleasant colour per body, never near the highlight's magenta.
 function bodyColor(id, type) {
   if (type === BODY.STATIC) return new THREE.Color(0x8a8f96);
@@ -38,9 +66,11 @@ function bodyColor(id, type) {
   return new THREE.Color().setHSL(h, 0.5, 0.58);
 }
 
+const tmpQ = new THREE.Quaternion(),
+  tmpV = new THREE.Vector3(),
+  ONE = new THREE.Vector3(1, 1, 1);
 function poseMatrix(p, m = new THREE.Matrix4()) {
-  const q = new THREE.Quaternion(p[3], p[4], p[5], p[6]);
-  return m.compose(new THREE.Vector3(p[0], p[1], p[2]), q, new THREE.Vector3(1, 1, 1));
+  return m.compose(tmpV.set(p[0], p[1], p[2]), tmpQ.set(p[3], p[4], p[5], p[6]), ONE);
 }
 
 function vec(v, d) {
@@ -67,7 +97,14 @@ export class WorldView {
   constructor(container) {
     this.container = container;
     this.renderer = new THREE.WebGLRenderer({ antialias: WorldView.antialias() });
-    this.renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
+    // Dynamic resolution: the drawing buffer's scale follows the frame rate
+    // (adapt()), between the screen's and half of it; ?scale=X pins it.
+    const pin = Number(new URLSearchParams(location.search).get('scale'));
+    this.maxRatio = pin > 0 ? pin : Math.min(window.devicePixelRatio || 1, 2);
+    this.minRatio = pin > 0 ? pin : this.maxRatio / 2;
+    this.ratio = this.maxRatio;
+    this.frameTimes = [];
+    this.renderer.setPixelRatio(this.ratio);
     container.appendChild(this.renderer.domElement);
     this.scene = new THREE.Scene();
     this.scene.background = new THREE.Color(0x1d2127);
@@ -83,15 +120,18 @@ export class WorldView {
     this.scene.add(sun);
 
     this.unitBox = new THREE.BoxGeometry(1, 1, 1);
-    this.unitSphere = new THREE.SphereGeometry(1, 24, 16);
+    this.unitSphere = new THREE.SphereGeometry(1, 18, 12);
     this.capsules = new Map(); // "r hh" -> geometry (along z)
-    this.material = new THREE.MeshLambertMaterial({ color: 0xffffff });
-    this.planeMaterial = new THREE.MeshLambertMaterial({ color: 0x5b6068, side: THREE.DoubleSide });
+    this.material = bodyMaterial(sun.position.clone().normalize());
+    this.planeMaterial = new THREE.MeshBasicMaterial({ color: 0x4a4f57, side: THREE.DoubleSide });
 
     this.bodies = new Map(); // id -> {type, shapes, pose (Float64Array 7), color, matrix}
     this.groups = []; // {mesh, owners: [id], locals: [Matrix4]}
     this.planes = []; // {object, owner, local}
     this.dirty = false;
+    this.gen = 0; // bumped whenever the set of bodies changes
+    this.posed = [];
+    this.posedIds = null;
     this.selected = null;
     this.skippedShapes = 0;
 
@@ -135,6 +175,7 @@ export class WorldView {
   // ------------------------------------------------------------- bodies
 
   clear() {
+    this.gen++;
     this.bodies.clear();
     this.selected = null;
     this.clearContacts();
@@ -150,11 +191,15 @@ export class WorldView {
       color: bodyColor(id, type),
       matrix: new THREE.Matrix4(),
     });
+    this.gen++;
     this.dirty = true;
   }
 
   removeBody(id) {
-    if (this.bodies.delete(id)) this.dirty = true;
+    if (this.bodies.delete(id)) {
+      this.gen++;
+      this.dirty = true;
+    }
     if (this.selected === id) this.selected = null;
   }
 
@@ -166,7 +211,7 @@ export class WorldView {
     const key = `${r} ${hh}`;
     let g = this.capsules.get(key);
     if (!g) {
-      g = new THREE.CapsuleGeometry(r, 2 * hh, 8, 20);
+      g = new THREE.CapsuleGeometry(r, 2 * hh, 6, 16);
       g.rotateX(Math.PI / 2); // three's capsule lies along y; physd's along local z
       this.capsules.set(key, g);
     }
@@ -248,10 +293,17 @@ export class WorldView {
     }
   }
 
-  // ids: BigUint64Array, poses: 7 doubles per body in the same order.
+  // ids: BigUint64Array, poses: 7 doubles per body in the same order. The
+  // bodies of an ids array are looked up once (frames of an unchanged body
+  // set share their ids array).
   setPoses(ids, poses) {
-    for (let i = 0; i < ids.length; i++) {
-      const b = this.bodies.get(ids[i]);
+    if (ids !== this.posedIds || this.dirty || this.posedGen !== this.gen) {
+      this.posed = Array.from(ids, (id) => this.bodies.get(id) || null);
+      this.posedIds = ids;
+      this.posedGen = this.gen;
+    }
+    for (let i = 0; i < this.posed.length; i++) {
+      const b = this.posed[i];
       if (b) b.pose.set(poses.subarray(7 * i, 7 * i + 7));
     }
   }
@@ -372,6 +424,26 @@ export class WorldView {
     }
     this.controls.update();
     this.renderer.render(this.scene, this.camera);
+  }
+
+  // Called once per animation frame: every 2 s, a mean frame interval
+  // above 28 ms (below 36 frames/s) lowers the drawing buffer's scale by a
+  // fifth, one below 19 ms raises it again. Software WebGL (SwiftShader) is
+  // bound by the pixels it fills; a GPU stays at full resolution.
+  adapt(now) {
+    const t = this.frameTimes;
+    t.push(now);
+    if (now - t[0] < 2000) return;
+    const mean = (now - t[0]) / (t.length - 1);
+    this.frameTimes = [now];
+    let r = this.ratio;
+    if (mean > 28) r = Math.max(this.minRatio, r * 0.8);
+    else if (mean < 19) r = Math.min(this.maxRatio, r * 1.25);
+    if (Math.abs(r - this.ratio) > 1e-3) {
+      this.ratio = r;
+      this.renderer.setPixelRatio(r);
+      this.resize();
+    }
   }
 
   // The body under a point of the canvas (client coordinates), with the
