@@ -673,6 +673,12 @@ window.physdViewer = {
   },
 };
 
+// A link or the address bar naming another world (#world=N) opens it.
+window.addEventListener('hashchange', () => {
+  const m = /world=(\d+)/.exec(location.hash);
+  if (m && app.conn && !app.conn.closed && (!app.world || app.world.id !== BigInt(m[1]))) openWorld(BigInt(m[1]));
+});
+
 $('token').value = sessionStorage.getItem('physd-token') || '';
 $('connect').onclick = connect;
 $('token').addEventListener('keydown', (e) => e.key === 'Enter' && connect());

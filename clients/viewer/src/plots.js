@@ -82,8 +82,8 @@ export class Plots {
       box('plot-curve'),
       'Merit per iteration, last step (log)',
       [
-        { label: 'Fischer', stroke: '#f72585', width: 1.5, points: { show: false } },
-        { label: 'min-map', stroke: '#ffd166', width: 1.5, points: { show: false } },
+        { label: 'Fischer', stroke: '#f72585', width: 1.5, points: { size: 5 } },
+        { label: 'min-map', stroke: '#ffd166', width: 1.5, points: { size: 5 } },
       ],
       { log: true, xLabel: 'iteration' },
     );
