@@ -20,13 +20,17 @@
 //      server's box fell as far as free fall says (within 1 %);
 //   5. the iteration count changed from the page, then one step from the
 //      page: the statistics of that step (on the page, pushed by the server)
-//      carry the new count, and the server's tick moved by exactly one.
+//      carry the new count, and the server's tick moved by exactly one;
+//   6. with access control (a second physd with an admin token file): the
+//      page asks for a token, connects with a viewer token typed into its
+//      field (sent in Hello), shows the world, and a pause is refused
+//      (PERMISSION_DENIED on the page) while the world keeps ticking.
 // Screenshots go to --out (their paths are printed; on a failure also
 // failure.png and physd's log). Ends by itself: a 50 s watchdog fails the
 // test and kills what it started. Exit 0 pass, 1 fail. Without Chromium it
 // fails (deploy/setup.sh installs it).
 
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 
@@ -47,6 +51,7 @@ for (const f of readdirSync(out)) if (f.endsWith('.png') || f === 'physd.log') r
 const t0 = Date.now();
 const shots = [];
 let physd = null,
+  acl = null,
   browser = null,
   page = null,
   passed = 0;
@@ -77,6 +82,7 @@ async function finish(code, why) {
   }
   for (const s of shots) console.log(`screenshot: ${s}`);
   if (browser) await browser.close().catch(() => {});
+  if (acl) await acl.stop();
   if (physd) {
     const rc = await physd.stop();
     if (code === 0 && rc !== 0) {
@@ -223,6 +229,33 @@ try {
   check(p4.tick === p3.tick + 1 && statTick === p4.tick, `one step from the page: server tick ${p4.tick}, its statistics on the page say max_iterations ${newIter}`);
   await shot('stepped.png');
   check(errors.length === 0, `no errors in the page${errors.length ? ': ' + errors.join('; ') : ''}`);
+
+  // 6. Access control: a physd with an admin token file. The page asks for
+  // a token; a viewer token of world 1 typed into it connects and shows the
+  // world; pause is refused for that role (PERMISSION_DENIED on the page)
+  // and the world keeps ticking.
+  const tokFile = join(out, 'admin.token');
+  rmSync(tokFile, { force: true });
+  acl = await startPhysd(args.physd, ['--admin-token-file', tokFile]);
+  const aclCtl = (...a) => physctlAt(args.physctl, acl.tcp, '--token-file', tokFile, ...a);
+  const viewerTok = join(out, 'viewer.token');
+  rmSync(viewerTok, { force: true });
+  await aclCtl('token', 'create', '1', '--role', 'viewer', '--label', 'browser-test', '--token-out', viewerTok);
+  await page.goto(`http://127.0.0.1:${acl.http}/`);
+  await waitFor('the page to ask for a token', async () => /access token needed/.test(await text('#status')));
+  check(await page.locator('#token').isVisible(), `without a token the page says "${await text('#status')}" and shows the token field`);
+  await page.fill('#token', readFileSync(viewerTok, 'utf8').trim());
+  await page.click('#connect');
+  await waitFor('the connection with the token', async () => /access control on.*viewer of world 1/.test(await text('#status')));
+  await waitFor('the body count', async () => (await text('#body-count')) === String(counters.body_count));
+  check(true, `with a viewer token: "${await text('#status')}", world 1 shown (${counters.body_count} bodies)`);
+  await page.click('#pause');
+  await waitFor('the refusal', async () => /PERMISSION_DENIED/.test(await text('#messages')));
+  const t1 = (await aclCtl('counters', '1')).tick;
+  await sleep(300);
+  const t2 = await aclCtl('counters', '1');
+  check(!t2.paused && t2.tick > t1, `pause with a viewer token: PERMISSION_DENIED shown, the world still ticks (${t1} -> ${t2.tick})`);
+  await shot('token.png');
 
   clearTimeout(watchdog);
   log('done');

@@ -125,7 +125,7 @@ async function connect() {
     app.hello = await conn.open(token);
   } catch (e) {
     const needToken = e.statusName === 'UNAUTHENTICATED';
-    status(needToken ? `this server needs an access token: ${e.serverMessage}` : e.message, true);
+    status(needToken ? `access token needed (${e.serverMessage})` : e.message, true);
     $('token-row').classList.add('shown');
     if (needToken) $('token').focus();
     return;
