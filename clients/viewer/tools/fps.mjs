@@ -71,6 +71,7 @@ try {
     };
     requestAnimationFrame(tick);
   });
+  const k0 = await physctl(args.physctl, physd.tcp, 'counters', String(world));
   const s0 = await page.evaluate(() => window.physdViewer.state());
   const bytes0 = await page.evaluate(() => window.physdViewer.app.conn.bytesIn);
   const cpu0 = cpuMs(profile),
@@ -105,6 +106,7 @@ try {
     console.log('profile (samples by function):', [...agg].sort((a, b) => b[1] - a[1]).slice(0, 25));
   }
   const cpu1 = cpuMs(profile);
+  const k1 = await physctl(args.physctl, physd.tcp, 'counters', String(world));
   const s1 = await page.evaluate(() => window.physdViewer.state());
   const ratio = await page.evaluate(() => window.physdViewer.view.ratio);
   const bytes1 = await page.evaluate(() => window.physdViewer.app.conn.bytesIn);
@@ -122,6 +124,10 @@ try {
   console.log(
     `stream: ${((s1.framesDecoded - s0.framesDecoded) / secs).toFixed(1)} frames/s decoded, ${s1.decodeErrors} refused, ` +
       `${((8 * (bytes1 - bytes0)) / secs / 1000).toFixed(0)} kbit/s (compact frames and statistics)`,
+  );
+  console.log(
+    `world: ${((k1.tick - k0.tick) / secs).toFixed(1)} ticks/s, ${k1.overrun_ticks - k0.overrun_ticks} ticks skipped behind its clock, ` +
+      `${k1.pushes_dropped - k0.pushes_dropped} pushes replaced or dropped for slow readers, mean step ${k1.mean_step_ms.toFixed(2)} ms`,
   );
   if (args.out) await page.screenshot({ path: join(args.out, `fps-${args.scene}.png`) });
 } catch (e) {
