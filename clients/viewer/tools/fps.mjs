@@ -14,11 +14,10 @@
 // kbit/s, and prints them. Everything runs on 127.0.0.1 and stops by
 // itself.
 
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { launchChromium, physctl, sleep, startPhysd, waitFor } from './harness.mjs';
+import { physctl, runTool, sleep, waitFor } from './harness.mjs';
 
 const args = { seconds: '10', scene: 'grid1000', width: '1280', height: '760' };
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -45,16 +44,13 @@ function cpuMs(mark) {
 }
 const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
-const physd = await startPhysd(args.physd, ['--no-demo']);
-const profile = mkdtempSync(join(tmpdir(), 'physd-fps-'));
-let browser = null,
-  code = 0;
-try {
+const viewport = { width: Number(args.width), height: Number(args.height) };
+const tool = { physd: args.physd, nodeModules: args['node-modules'], physdArgs: ['--no-demo'], viewport };
+await runTool('fps.mjs', tool, async ({ physd, page }) => {
+  const profile = `physd-fps.mjs-`; // the mark of Chromium's processes (the profile directory's name)
   const created = await physctl(args.physctl, physd.tcp, 'create', '--scene', args.scene, 'sleep=false');
   const world = created.world_id || 1;
   const bodies = (await physctl(args.physctl, physd.tcp, 'counters', String(world))).body_count;
-  browser = await launchChromium(args['node-modules'], profile, { viewport: { width: Number(args.width), height: Number(args.height) } });
-  const page = browser.pages()[0] || (await browser.newPage());
   await page.goto(`http://127.0.0.1:${physd.http}/#world=${world}`);
   await waitFor(`${bodies} bodies drawn`, async () => (await page.locator('#drawn-count').textContent()) === String(bodies), 30000);
   const renderer = await page.evaluate(() => {
@@ -130,12 +126,4 @@ try {
       `${k1.pushes_dropped - k0.pushes_dropped} pushes replaced or dropped for slow readers, mean step ${k1.mean_step_ms.toFixed(2)} ms`,
   );
   if (args.out) await page.screenshot({ path: join(args.out, `fps-${args.scene}.png`) });
-} catch (e) {
-  console.error(`fps.mjs: ${e.message}`);
-  code = 1;
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  await physd.stop();
-  rmSync(profile, { recursive: true, force: true });
-}
-process.exit(code);
+});

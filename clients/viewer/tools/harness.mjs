@@ -17,9 +17,10 @@
 // Invariants: everything listens on and talks to 127.0.0.1 only.
 
 import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const CHROMIUM_FLAGS = [
@@ -169,4 +170,27 @@ export function pixels(page, png) {
       cy: mn ? my / mn : null,
     };
   }, png.toString('base64'));
+}
+
+// A tool's run: physd (with physdArgs), Chromium on a temporary profile,
+// body({physd, browser, page}); everything stopped and removed afterwards.
+// Exits the process: 0 when body resolved, 1 (with the message) when not.
+export async function runTool(name, { physd: bin, nodeModules, physdArgs = [], viewport }, body) {
+  const physd = await startPhysd(bin, physdArgs);
+  const profile = mkdtempSync(join(tmpdir(), `physd-${name}-`));
+  let browser = null,
+    code = 0;
+  try {
+    browser = await launchChromium(nodeModules, profile, { viewport });
+    const page = browser.pages()[0] || (await browser.newPage());
+    await body({ physd, browser, page });
+  } catch (e) {
+    console.error(`${name}: ${e.message}`);
+    code = 1;
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    await physd.stop();
+    rmSync(profile, { recursive: true, force: true });
+  }
+  process.exit(code);
 }

@@ -19,11 +19,10 @@
 //   the PGS sweeps' plateau and the subspace step's drop.
 // Stops by itself; exit 0 when both pictures were written.
 
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-import { launchChromium, physctl, sleep, startPhysd, waitFor } from './harness.mjs';
+import { physctl, runTool, sleep, waitFor } from './harness.mjs';
 
 const args = { out: 'docs/img' };
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -35,14 +34,9 @@ for (const k of ['physd', 'physctl', 'node-modules'])
 const out = resolve(args.out);
 mkdirSync(out, { recursive: true });
 
-const physd = await startPhysd(args.physd, ['--no-demo']);
-const ctl = (...a) => physctl(args.physctl, physd.tcp, ...a);
-const profile = mkdtempSync(join(tmpdir(), 'physd-shots-'));
-let browser = null,
-  code = 0;
-try {
-  browser = await launchChromium(args['node-modules'], profile, { viewport: { width: 1400, height: 1000 } });
-  const page = browser.pages()[0] || (await browser.newPage());
+const tool = { physd: args.physd, nodeModules: args['node-modules'], physdArgs: ['--no-demo'], viewport: { width: 1400, height: 1000 } };
+await runTool('screenshots.mjs', tool, async ({ physd, page }) => {
+  const ctl = (...a) => physctl(args.physctl, physd.tcp, ...a);
   const open = async (world, bodies) => {
     await page.goto(`http://127.0.0.1:${physd.http}/?scale=1#world=${world}`);
     await waitFor(`world ${world} drawn`, async () => Number(await page.locator('#drawn-count').textContent()) >= bodies, 30000);
@@ -52,29 +46,20 @@ try {
   const pyr = (await ctl('create', '--scene', 'pyramid20', '--name', 'pyramid', '--paused')).world_id;
   await open(pyr, 211);
   await page.evaluate(() => window.physdViewer.fit());
-  const ball = await ctl('add', String(pyr), 'shape=sphere', 'radius=1.1', 'density=7800', 'pos=-16,0,6', 'vel=30,0,3');
+  await ctl('add', String(pyr), 'shape=sphere', 'radius=1.1', 'density=7800', 'pos=-16,0,6', 'vel=30,0,3');
   await ctl('step', String(pyr), '70');
   const tick = (await ctl('counters', String(pyr))).tick;
   await waitFor(`the page at tick ${tick}`, async () => (await page.locator('#tick').textContent()) === String(tick));
-  await page.evaluate((id) => window.physdViewer.select(null), String(ball.body_id || ''));
+  await page.evaluate(() => window.physdViewer.select(null));
   await sleep(800);
   await page.screenshot({ path: join(out, 'viewer_pyramid.png') });
   console.log(`wrote ${join(out, 'viewer_pyramid.png')} (pyramid20 at tick ${tick}, a ball thrown at it)`);
 
   // The convergence plots of a PGS–SM world.
-  const sm = (
-    await ctl('create', '--scene', process.env.SM_SCENE || 'heavy_on_light', '--name', 'pgs-sm', 'method=pgs_sm', 'substeps=1', 'iterations=100', 'k_pgs=10', 'tolerance=1e-24', 'sleep=false')
-  ).world_id;
+  const settings = ['method=pgs_sm', 'substeps=1', 'iterations=100', 'k_pgs=10', 'tolerance=1e-24', 'sleep=false'];
+  const sm = (await ctl('create', '--scene', process.env.SM_SCENE || 'heavy_on_light', '--name', 'pgs-sm', ...settings)).world_id;
   await open(sm, 2);
   await sleep(4000);
   await page.screenshot({ path: join(out, 'viewer_pgs_sm.png') });
   console.log(`wrote ${join(out, 'viewer_pgs_sm.png')} (${process.env.SM_SCENE || 'heavy_on_light'}, PGS–SM)`);
-} catch (e) {
-  console.error(`screenshots.mjs: ${e.message}`);
-  code = 1;
-} finally {
-  if (browser) await browser.close().catch(() => {});
-  await physd.stop();
-  rmSync(profile, { recursive: true, force: true });
-}
-process.exit(code);
+});
