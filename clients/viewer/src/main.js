@@ -62,6 +62,10 @@ const app = {
   kbits: 0,
 };
 
+// The touching pairs (begin events not yet ended) and their points, by
+// "bodyA bodyB shapeA shapeB".
+const contacts = new Map();
+
 let view;
 try {
   view = new WorldView($('view'));
@@ -197,6 +201,7 @@ function closeWorld() {
       if (s !== null) app.conn.request('unsubscribe', { subscription_id: s }).catch(() => {});
   }
   app.subTransforms = app.subStats = app.subContacts = null;
+  contacts.clear();
   view.clear();
   timeline.clear();
   plots.clear();
@@ -244,7 +249,11 @@ async function openWorld(id) {
     const st = await req('subscribe', { world_id: idField(id), kind: 'STREAM_STATS', per_iteration_merits: true });
     if (app.gen !== gen) return;
     app.subStats = num(st.subscription.subscription_id);
-    if ($('contacts').checked) await subscribeContacts();
+    // Contact events from the start, so the points of pairs that began
+    // touching since the world was opened can be shown on request.
+    const ct = await req('subscribe', { world_id: idField(id), kind: 'STREAM_CONTACTS' });
+    if (app.gen !== gen) return;
+    app.subContacts = num(ct.subscription.subscription_id);
   } catch (e) {
     return;
   }
@@ -351,14 +360,26 @@ function onCompact(f) {
     return;
   }
   const prev = app.lastIds || new BigUint64Array(0);
+  const gone = new Set();
   let i = 0;
   for (let j = 0; j < st.n; j++) {
     const id = st.ids[j];
-    while (i < prev.length && prev[i] < id) view.removeBody(prev[i++]);
+    while (i < prev.length && prev[i] < id) gone.add(prev[i++]);
     if (i < prev.length && prev[i] === id) i++;
     else if (!view.hasBody(id)) app.pendingShapes.add(id);
   }
-  while (i < prev.length) view.removeBody(prev[i++]);
+  while (i < prev.length) gone.add(prev[i++]);
+  for (const id of gone) view.removeBody(id);
+  if (gone.size) {
+    // Their touching pairs end with them (a reset's old ids send no end events).
+    for (const k of [...contacts.keys()]) {
+      const [a, b] = k.split(' ');
+      if (gone.has(BigInt(a)) || gone.has(BigInt(b))) {
+        contacts.delete(k);
+        view.removeContact(k);
+      }
+    }
+  }
   app.lastIds = st.ids;
   app.tick = tick;
   queryPending();
@@ -386,21 +407,29 @@ function contactKey(e) {
 }
 
 function onContacts(c) {
-  if (!app.world || u64(c.world_id) !== app.world.id || !$('contacts').checked) return;
+  if (!app.world || u64(c.world_id) !== app.world.id) return;
+  const shown = $('contacts').checked;
   for (const e of c.events) {
     const k = contactKey(e);
     if (e.begin) {
       const p = e.point || {},
         n = e.normal || {};
-      view.setContact(k, [p.x || 0, p.y || 0, p.z || 0], [n.x || 0, n.y || 0, n.z || 0]);
-    } else view.removeContact(k);
+      const pt = [p.x || 0, p.y || 0, p.z || 0],
+        nm = [n.x || 0, n.y || 0, n.z || 0];
+      contacts.set(k, [pt, nm]);
+      if (shown) view.setContact(k, pt, nm);
+    } else {
+      contacts.delete(k);
+      if (shown) view.removeContact(k);
+    }
   }
 }
 
 function onNotice(n) {
   const kind = enumName(E.NoticeKind, n.kind).replace('NOTICE_', '').toLowerCase();
   if (n.kind === E.NoticeKind.NOTICE_DROPPED) return; // frames replaced: this page draws the newest anyway
-  say(`notice: ${kind}${num(n.world_id) ? ' (world ' + num(n.world_id) + ')' : ''}${n.message ? ': ' + n.message : ''}`, n.kind !== E.NoticeKind.NOTICE_WORLD_RESET);
+  const info = [E.NoticeKind.NOTICE_WORLD_RESET, E.NoticeKind.NOTICE_OVERRUN, E.NoticeKind.NOTICE_BUDGET].includes(n.kind);
+  say(`notice: ${kind}${num(n.world_id) ? ' (world ' + num(n.world_id) + ')' : ''}${n.message ? ': ' + n.message : ''}`, !info);
   if (app.world && u64(n.world_id) === app.world.id) {
     if (n.kind === E.NoticeKind.NOTICE_WORLD_DESTROYED) {
       closeWorld();
@@ -523,19 +552,9 @@ $('add').onsubmit = (ev) => {
   );
 };
 
-async function subscribeContacts() {
-  const r = await worldReq('subscribe', { kind: 'STREAM_CONTACTS' });
-  app.subContacts = num(r.subscription.subscription_id);
-}
-
 $('contacts').onchange = () => {
-  if (!app.world) return;
-  if ($('contacts').checked) subscribeContacts().catch(() => {});
-  else {
-    if (app.subContacts !== null) app.conn.request('unsubscribe', { subscription_id: app.subContacts }).catch(() => {});
-    app.subContacts = null;
-    view.clearContacts();
-  }
+  view.clearContacts();
+  if ($('contacts').checked) for (const [k, [p, n]] of contacts) view.setContact(k, p, n);
 };
 
 // ---------------------------------------------------------- picking, state

@@ -136,6 +136,7 @@ export class WorldView {
     this.skippedShapes = 0;
 
     this.contactMesh = null;
+    this.markerSize = 0.06;
     this.contacts = new Map(); // key -> {point, normal}
     this.contactsDirty = false;
 
@@ -350,6 +351,8 @@ export class WorldView {
     this.camera.far = d * 50 + PLANE_SIZE;
     this.camera.updateProjectionMatrix();
     this.scene.fog = new THREE.Fog(this.scene.background, d * 1.2, d * 3.5);
+    this.markerSize = Math.min(0.06, r / 200); // contact markers: visible, not covering small scenes
+    this.contactsDirty = true;
     this.controls.update();
   }
 
@@ -381,7 +384,7 @@ export class WorldView {
     const n = this.contacts.size;
     if (n === 0) return;
     const mesh = new THREE.InstancedMesh(
-      new THREE.SphereGeometry(0.06, 10, 6),
+      new THREE.SphereGeometry(this.markerSize, 10, 6),
       new THREE.MeshBasicMaterial({ color: 0xffd23f, depthTest: false }),
       n,
     );
@@ -391,7 +394,8 @@ export class WorldView {
     let i = 0;
     for (const { point, normal } of this.contacts.values()) {
       mesh.setMatrixAt(i, new THREE.Matrix4().makeTranslation(point[0], point[1], point[2]));
-      lines.set([point[0], point[1], point[2], point[0] + 0.4 * normal[0], point[1] + 0.4 * normal[1], point[2] + 0.4 * normal[2]], 6 * i);
+      const l = 6 * this.markerSize;
+      lines.set([point[0], point[1], point[2], point[0] + l * normal[0], point[1] + l * normal[1], point[2] + l * normal[2]], 6 * i);
       i++;
     }
     const lg = new THREE.BufferGeometry();
