@@ -596,8 +596,14 @@ async function showBody() {
 }
 setInterval(showBody, 250);
 
+$('frame').onclick = () => view.fit();
+
 let down = null;
 const canvas = view.renderer.domElement;
+canvas.addEventListener('dblclick', (e) => {
+  const hit = view.pick(e.clientX, e.clientY);
+  if (hit) view.centre(hit.point);
+});
 canvas.addEventListener('pointerdown', (e) => (down = [e.clientX, e.clientY]));
 canvas.addEventListener('pointerup', async (e) => {
   if (!down || Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 4) return; // a drag orbits

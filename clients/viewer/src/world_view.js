@@ -356,6 +356,14 @@ export class WorldView {
     this.controls.update();
   }
 
+  // Moves the orbit's target (and the camera with it) to a point.
+  centre(p) {
+    const d = new THREE.Vector3(p[0], p[1], p[2]).sub(this.controls.target);
+    this.controls.target.add(d);
+    this.camera.position.add(d);
+    this.controls.update();
+  }
+
   // ------------------------------------------------------------- contacts
 
   setContact(key, point, normal) {
