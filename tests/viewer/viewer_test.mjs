@@ -46,12 +46,14 @@ for (const k of ['physd', 'physctl', 'node-modules', 'out'])
 const chromiumPath = args.chromium || '/usr/bin/chromium';
 const out = resolve(args.out);
 mkdirSync(out, { recursive: true });
-for (const f of readdirSync(out)) if (f.endsWith('.png') || f === 'physd.log') rmSync(join(out, f));
+for (const f of readdirSync(out))
+  if (f.endsWith('.png') || f === 'physd.log' || f.startsWith('profile-')) rmSync(join(out, f), { recursive: true, force: true });
 
 const t0 = Date.now();
 const shots = [];
 let physd = null,
   acl = null,
+  profile = null,
   browser = null,
   page = null,
   passed = 0;
@@ -82,11 +84,12 @@ async function finish(code, why) {
   }
   for (const s of shots) console.log(`screenshot: ${s}`);
   if (browser) await browser.close().catch(() => {});
-  if (acl) await acl.stop();
-  if (physd) {
-    const rc = await physd.stop();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+  // Both physds must stop cleanly on SIGTERM (exit 0: no ASan report).
+  for (const p of [acl, physd].filter(Boolean)) {
+    const rc = await p.stop();
     if (code === 0 && rc !== 0) {
-      console.log(`FAIL: physd exited with ${rc} after SIGTERM:\n${physd.log().slice(-2000)}`);
+      console.log(`FAIL: physd exited with ${rc} after SIGTERM:\n${p.log().slice(-2000)}`);
       code = 1;
     }
   }
@@ -142,7 +145,7 @@ try {
   log(`the demo world: ${counters.body_count} bodies at tick ${counters.tick}`);
 
   // Chromium: Debian's, headless, a fresh profile, software WebGL.
-  const profile = mkdtempSync(join(out, 'profile-'));
+  profile = mkdtempSync(join(out, 'profile-'));
   browser = await launchChromium(args['node-modules'], profile, { chromium: chromiumPath });
   page = browser.pages()[0] || (await browser.newPage());
   const errors = [];
