@@ -55,6 +55,7 @@ const app = {
   framesDecoded: 0,
   decodeErrors: 0,
   lastStats: null,
+  statsShown: null, // the newest Stats not yet in the table
   tick: null,
   bodyCount: null,
   fps: 0,
@@ -390,16 +391,35 @@ function onStats(s) {
   const tick = num(s.tick);
   plots.push(s, tick);
   app.lastStats = { tick, iterations: s.iterations, max_iterations: s.max_iterations, fischer_final: s.fischer_final, method: s.method };
-  $('stat-tick').textContent = tick;
-  $('stat-method').textContent = enumName(E.Method, s.method).replace('METHOD_', '');
-  $('stat-iterations').textContent = s.iterations;
-  $('stat-max-iterations').textContent = s.max_iterations;
-  $('stat-fischer').textContent = s.fischer_final.toExponential(2);
-  $('stat-minmap').textContent = s.minmap_final.toExponential(2);
-  $('stat-rows').textContent = s.rows;
-  $('stat-contacts').textContent = s.contacts;
-  $('stat-total').textContent = s.total_ms.toFixed(2);
-  $('stat-awake').textContent = s.awake_bodies;
+  app.statsShown = s;
+}
+
+// Text of an element, written only when it changes (a write re-lays out
+// and repaints the element even when the text is the same).
+function setText(id, v) {
+  const el = $(id),
+    t = String(v);
+  if (el.textContent !== t) el.textContent = t;
+}
+
+// The statistics table from the newest Stats, at most ten times a second
+// (called from the animation loop, so the newest one is always shown).
+let statsDrawn = 0;
+function drawStats(now) {
+  const s = app.statsShown;
+  if (!s || now - statsDrawn < 100) return;
+  statsDrawn = now;
+  app.statsShown = null;
+  setText('stat-tick', num(s.tick));
+  setText('stat-method', enumName(E.Method, s.method).replace('METHOD_', ''));
+  setText('stat-iterations', s.iterations);
+  setText('stat-max-iterations', s.max_iterations);
+  setText('stat-fischer', s.fischer_final.toExponential(2));
+  setText('stat-minmap', s.minmap_final.toExponential(2));
+  setText('stat-rows', s.rows);
+  setText('stat-contacts', s.contacts);
+  setText('stat-total', s.total_ms.toFixed(2));
+  setText('stat-awake', s.awake_bodies);
 }
 
 function contactKey(e) {
@@ -661,12 +681,13 @@ function loop(now) {
     bytesSince = bytes;
     fpsFrames = 0;
     fpsSince = now;
-    $('fps').textContent = app.fps.toFixed(0);
-    $('kbits').textContent = app.kbits.toFixed(0);
+    setText('fps', app.fps.toFixed(0));
+    setText('kbits', app.kbits.toFixed(0));
   }
-  $('tick').textContent = app.tick === null ? '–' : app.tick;
-  $('body-count').textContent = app.bodyCount === null ? '–' : app.bodyCount;
-  $('drawn-count').textContent = view.bodies.size;
+  drawStats(now);
+  setText('tick', app.tick === null ? '–' : app.tick);
+  setText('body-count', app.bodyCount === null ? '–' : app.bodyCount);
+  setText('drawn-count', view.bodies.size);
 }
 requestAnimationFrame(loop);
 setInterval(refreshWorlds, 1000);
