@@ -199,7 +199,7 @@ function closeWorld() {
   $('body-info').classList.add('hidden');
   if (w && app.conn && !app.conn.closed) {
     for (const s of [app.subTransforms, app.subStats, app.subContacts])
-      if (s !== null) app.conn.request('unsubscribe', { subscription_id: s }).catch(() => {});
+      if (s !== null && s >= 0) app.conn.request('unsubscribe', { subscription_id: s }).catch(() => {});
   }
   app.subTransforms = app.subStats = app.subContacts = null;
   contacts.clear();
@@ -250,11 +250,7 @@ async function openWorld(id) {
     const st = await req('subscribe', { world_id: idField(id), kind: 'STREAM_STATS', per_iteration_merits: true });
     if (app.gen !== gen) return;
     app.subStats = num(st.subscription.subscription_id);
-    // Contact events from the start, so the points of pairs that began
-    // touching since the world was opened can be shown on request.
-    const ct = await req('subscribe', { world_id: idField(id), kind: 'STREAM_CONTACTS' });
-    if (app.gen !== gen) return;
-    app.subContacts = num(ct.subscription.subscription_id);
+    if ($('contacts').checked) await subscribeContacts(gen);
   } catch (e) {
     return;
   }
@@ -572,9 +568,27 @@ $('add').onsubmit = (ev) => {
   );
 };
 
+// Contact events on request: subscribed the first time the box is ticked
+// for a world (a busy world's events cost megabits a second), kept while
+// the world is open, so ticking it again shows the pairs known at once.
+async function subscribeContacts(gen) {
+  if (app.subContacts !== null || !app.world) return;
+  app.subContacts = -1; // asked
+  const id = app.world.id;
+  try {
+    const r = await req('subscribe', { world_id: idField(id), kind: 'STREAM_CONTACTS' });
+    if (app.gen === gen) app.subContacts = num(r.subscription.subscription_id);
+  } catch (e) {
+    if (app.gen === gen) app.subContacts = null;
+  }
+  if (app.gen === gen) say('contact points: pairs that begin touching from now on');
+}
+
 $('contacts').onchange = () => {
   view.clearContacts();
-  if ($('contacts').checked) for (const [k, [p, n]] of contacts) view.setContact(k, p, n);
+  if (!$('contacts').checked) return;
+  for (const [k, [p, n]] of contacts) view.setContact(k, p, n);
+  subscribeContacts(app.gen);
 };
 
 // ---------------------------------------------------------- picking, state
