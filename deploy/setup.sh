@@ -15,6 +15,14 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-c
 # the Python WebSocket client test. python3-venv, python3-setuptools,
 # python3-wheel, python3-pip: pip installs the Python client (clients/python)
 # into a venv that sees Debian's packages, built offline (docs/clients.md).
+# chromium: the viewer's browser test (tests/viewer, headless, driven by
+# playwright-core from npm; never a downloaded browser).
+# node, npm: the viewer's build (clients/viewer: npm ci, esbuild) — from
+# Debian below unless a node is already installed (this machine's comes from
+# nodesource, whose nodejs package includes npm).
+PKGS+=(chromium)
+if ! command -v node >/dev/null 2>&1; then PKGS+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.

@@ -2,9 +2,10 @@
  * http.c — the HTTP side: libwebsockets (Debian's libwebsockets-dev with
  * its libuv event-lib plugin, libwebsockets-evlib-uv) joined to the
  * server's own libuv loop as a foreign loop, on its own port. It serves
- * `/` (a placeholder page until the viewer), `/ws` (the physd.v1 protocol
- * over WebSocket), `/metrics` (metrics.c), `/healthz` and `/readyz`
- * (docs/http.md).
+ * `/` (the viewer's files built into physd, clients/viewer and
+ * docs/viewer.md; a placeholder page when built with PHYSD_VIEWER=OFF),
+ * `/ws` (the physd.v1 protocol over WebSocket), `/metrics` (metrics.c),
+ * `/healthz` and `/readyz` (docs/http.md).
  *
  * Normal path, /ws: each WebSocket session is a ps_conn opened with
  * ps_conn_open_async, so framing limits, access control, rate limits and
@@ -35,6 +36,9 @@
  * its verdict on, since libwebsockets accepts any certificate when the
  * callback returns 0). The pair is loaded once with OpenSSL before
  * libwebsockets sees it, so a bad file stops the start with a clear reason.
+ * The viewer's files are looked up by exact path in a table compiled into
+ * physd (viewer_assets.h): no file system access, so no path traversal; any
+ * other path is 404.
  *
  * Invariants: the loop thread only. A session and its ps_conn point at
  * each other until either closes: ps_conn_close calls ws_closed (the
@@ -53,6 +57,7 @@
 #include "http.h"
 #include "ps_internal.h"
 #include "tls.h"
+#include "viewer_assets.h"
 
 typedef struct ps_http {
     ps_server *srv;
@@ -86,7 +91,8 @@ static ps_http *http_of(struct lws *wsi) { return lws_context_user(lws_get_conte
 
 static const char index_page[] =
     "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>physd</title></head>\n<body>\n"
-    "<h1>physd</h1>\n<p>The browser viewer comes next (issue #19). This port already serves:</p>\n<ul>\n"
+    "<h1>physd</h1>\n<p>This physd was built without the browser viewer (PHYSD_VIEWER=OFF, docs/viewer.md). "
+    "This port serves:</p>\n<ul>\n"
     "<li><a href=\"/metrics\">/metrics</a> &mdash; Prometheus text exposition</li>\n"
     "<li><a href=\"/healthz\">/healthz</a> &mdash; 200 when the event loop answers</li>\n"
     "<li><a href=\"/readyz\">/readyz</a> &mdash; 200 when listening and every world is recovered and ticking</li>\n"
@@ -135,7 +141,9 @@ static int metrics_allowed(ps_server *s, struct lws *wsi) {
     return t && t->world_id == 0 && t->role == PS_ROLE_ADMIN;
 }
 
-static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const char *data, size_t len) {
+/* An answer with its cache-control and, when not NULL, content-encoding. */
+static int respond_with(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const void *data, size_t len,
+                        const char *cache, const char *encoding) {
     free(ss->body);
     ss->body = malloc(LWS_PRE + len + 1);
     if (!ss->body) return -1;
@@ -147,12 +155,57 @@ static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype
     if (status == 401 &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_WWW_AUTHENTICATE, (const unsigned char *)"Bearer", 6, &p, end))
         return -1;
-    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)"no-store", 8,
-                                    &p, end))
+    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)cache,
+                                    (int)strlen(cache), &p, end))
+        return -1;
+    if (encoding &&
+        (lws_add_http_header_by_name(wsi, (const unsigned char *)"content-encoding:", (const unsigned char *)encoding,
+                                     (int)strlen(encoding), &p, end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"vary:", (const unsigned char *)"accept-encoding", 15,
+                                     &p, end)))
+        return -1;
+    if (lws_add_http_header_by_name(
+            wsi, (const unsigned char *)"x-content-type-options:", (const unsigned char *)"nosniff", 7, &p, end))
         return -1;
     if (lws_finalize_write_http_header(wsi, start, &p, end)) return -1;
     lws_callback_on_writable(wsi);
     return 0;
+}
+
+static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const char *data, size_t len) {
+    return respond_with(wsi, ss, status, ctype, data, len, "no-store", NULL);
+}
+
+/* A file of the viewer by exact path (the table has no "..", no
+ * directories, no file system behind it). */
+static const ps_viewer_asset *viewer_asset(const char *uri) {
+    for (size_t i = 0; i < ps_viewer_nassets; i++)
+        if (strcmp(ps_viewer_assets[i].path, uri) == 0) return &ps_viewer_assets[i];
+    return NULL;
+}
+
+/* gzip when the request's Accept-Encoding names it with a q above 0 (every
+ * browser does). */
+static int accepts_gzip(struct lws *wsi) {
+    char ae[256], *save = NULL;
+    if (lws_hdr_copy(wsi, ae, sizeof ae, WSI_TOKEN_HTTP_ACCEPT_ENCODING) <= 0) return 0;
+    for (char *t = strtok_r(ae, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ' || *t == '\t')
+            t++;
+        size_t n = strcspn(t, " \t;");
+        if (n != 4 || strncmp(t, "gzip", 4) != 0) continue;
+        const char *q = strstr(t + n, "q=");
+        return !q || strtod(q + 2, NULL) > 0;
+    }
+    return 0;
+}
+
+/* Hashed names never change: a year, immutable; the page itself is
+ * revalidated on every load so a new physd's page is seen at once. */
+static int serve_asset(struct lws *wsi, sess *ss, const ps_viewer_asset *a) {
+    const char *cache = a->immutable ? "public, max-age=31536000, immutable" : "no-cache";
+    if (accepts_gzip(wsi)) return respond_with(wsi, ss, 200, a->content_type, a->gz, a->gz_len, cache, "gzip");
+    return respond_with(wsi, ss, 200, a->content_type, a->data, a->len, cache, NULL);
 }
 
 static int on_http(struct lws *wsi, sess *ss, const char *uri) {
@@ -182,6 +235,8 @@ static int on_http(struct lws *wsi, sess *ss, const char *uri) {
         return r;
     }
     s->metrics.http_requests[3]++;
+    const ps_viewer_asset *asset = viewer_asset(uri);
+    if (asset) return serve_asset(wsi, ss, asset);
     if (!strcmp(uri, "/") || !strcmp(uri, "/index.html"))
         return respond(wsi, ss, 200, "text/html; charset=utf-8", index_page, sizeof index_page - 1);
     if (!strcmp(uri, "/ws")) {
