@@ -506,9 +506,9 @@ class WebSocket(unittest.TestCase):
                 perr, rerr = max(perr, pe), max(rerr, re)
             with self.assertRaises(physd_client.NotFound):
                 c.inspect_world(wid + 100)
-            print("\n  ws: %d raw and %d compact frames of 30 ticks (the rest replaced in the queue: %d dropped); "
-                  "%d ticks compared: within %.3g m and %.4f deg" % (len(rf), len(cf), c.counters.dropped_notified,
-                                                                     len(common), perr, math.degrees(rerr)))
+            print("\n  ws: %d raw and %d compact frames of 30 ticks (the others replaced in the queue; last drop "
+                  "notice: %d); %d ticks compared: within %.3g m and %.4f deg" %
+                  (len(rf), len(cf), c.counters.dropped_notified, len(common), perr, math.degrees(rerr)))
             self.assertEqual(c.counters.compact_errors, 0)
             c.close()
         finally:
