@@ -20,7 +20,9 @@ COPY --from=build. Checks:
   - the dynamic loader in the root resolves every library of physd, physctl
     and curl (ld.so --list: nothing "not found");
   - ENTRYPOINT + CMD run as USER in the root, in a new network namespace:
-    the HEALTHCHECK command (curl /healthz, from the root) succeeds within
+    with /dev/null, /dev/zero, /dev/random, /dev/urandom and /proc as an
+    engine provides them: the HEALTHCHECK command (curl /healthz, from the
+    root) succeeds within
     its start period, /readyz answers 200 (the libwebsockets event-loop
     plugin, which ldd does not list, is there), the EXPOSEd ports listen,
     the admin token is generated in the VOLUME with mode 0600 and the
@@ -36,6 +38,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -242,16 +245,28 @@ def main():
         if exe == "/usr/bin/physd":
             print("ld.so --list /usr/bin/physd in the root: %d libraries, none missing" % len(r.stdout.splitlines()))
     info["bookkeeping"] = work
-    r = subprocess.run(["unshare", "-n", "/usr/bin/python3", os.path.abspath(__file__), "--run", json.dumps(info)])
+    r = subprocess.run(["unshare", "-n", "-m", "--propagation", "private", "/usr/bin/python3", os.path.abspath(__file__), "--run", json.dumps(info)])
     sys.exit(r.returncode)
 
 
 def run_checks(info):
     """In a new network namespace: ENTRYPOINT + CMD as USER in the root."""
     root = info["root"]
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run([shutil.which("ip") or "/usr/sbin/ip", "link", "set", "lo", "up"], check=True)
+    # What a container engine provides: the basic devices and /proc (in a
+    # mount namespace of this test's own, gone when it ends).
+    dev = os.path.join(root, "dev")
+    os.makedirs(dev, exist_ok=True)
+    for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
+        if not os.path.exists(os.path.join(dev, name)):
+            os.mknod(os.path.join(dev, name), 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+            os.chmod(os.path.join(dev, name), 0o666)
+    os.makedirs(os.path.join(root, "proc"), exist_ok=True)
+    os.makedirs(os.path.join(root, "tmp"), mode=0o1777, exist_ok=True)
+    subprocess.run([shutil.which("mount") or "/usr/bin/mount", "-t", "proc", "proc", os.path.join(root, "proc")],
+                   check=True)
     uid, gid = info["user_spec"].split(":")
-    chroot = ["chroot", "--userspec=%s:%s" % (uid, gid), root]
+    chroot = [shutil.which("chroot") or "/usr/sbin/chroot", "--userspec=%s:%s" % (uid, gid), root]
     log = open(os.path.join(info["bookkeeping"], "physd.log"), "w")
     env = {"PATH": "/usr/bin:/bin", "HOME": info["volume_dir"]}
     p = subprocess.Popen(chroot + info["entrypoint"] + info["cmd"], stdout=log, stderr=subprocess.STDOUT, env=env)
