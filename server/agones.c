@@ -21,7 +21,8 @@
  *                                                    the state (Allocated is logged; Shutdown
  *                                                    drains) and status.address/ports
  *   POST /shutdown {}                                once every connection and world is gone
- *                                                    (ps_agones_finish), then the loop ends
+ *                                                    (ps_agones_finish) and the counter says 0
+ *                                                    (or 2 s have passed); nothing after it
  * A label value may hold only [A-Za-z0-9._-] (Kubernetes' label syntax),
  * so physd-address is "host_port" there; the annotation holds "host:port".
  *
@@ -52,6 +53,7 @@ static const char *const kind_name[C_KINDS] = {"ready", "health", "counter", "me
 
 #define RETRY_NS 1000000000ull
 #define SHUTDOWN_GIVE_UP_NS 10000000000ull
+#define SETTLE_NS 2000000000ull
 #define MAX_LINE (1u << 20)
 #define MAX_RESPONSE 65536
 
@@ -107,6 +109,7 @@ typedef struct ps_agones {
     char state[32];
     int drain_pending; /* the watch saw Shutdown */
     int finish;        /* 0 running, 1 POST /shutdown pending, 2 done */
+    int shutdown_started;
     uint64_t finish_ns;
     int closing;
 } ps_agones;
@@ -511,15 +514,28 @@ static void pump(ps_agones *ag) {
     do {                                                                                                               \
         if ((t) < next) next = (t);                                                                                    \
     } while (0)
+    const long long count = s->nhosts;
     if (ag->finish == 1) {
-        if (DUE(C_SHUTDOWN)) call_start(ag, C_SHUTDOWN, "POST", "/shutdown", strdup("{}"));
-        if (!ag->inflight[C_SHUTDOWN]) WAIT(ag->retry_ns[C_SHUTDOWN]);
+        /* The last counter update (0 worlds) and the calls in flight end
+         * first (for at most SETTLE_NS); once POST /shutdown is sent,
+         * nothing else is. */
+        const int settled =
+            count == ag->count_sent && !ag->inflight[C_COUNTER] && !ag->inflight[C_META] && !ag->inflight[C_HEALTH];
+        if ((settled || now - ag->finish_ns >= SETTLE_NS) && DUE(C_SHUTDOWN)) {
+            call_start(ag, C_SHUTDOWN, "POST", "/shutdown", strdup("{}"));
+            ag->shutdown_started = 1;
+        }
+        if (ag->shutdown_started) {
+            if (!ag->inflight[C_SHUTDOWN]) WAIT(ag->retry_ns[C_SHUTDOWN]);
+            goto arm;
+        }
+        WAIT(ag->finish_ns + SETTLE_NS);
     }
     if (!ag->ready_done) {
         if (DUE(C_READY)) call_start(ag, C_READY, "POST", "/ready", strdup("{}"));
         if (!ag->inflight[C_READY]) WAIT(ag->retry_ns[C_READY]);
     }
-    if (now >= ag->next_health_ns) {
+    if (!ag->finish && now >= ag->next_health_ns) {
         char why[256];
         const int healthy = ps_server_health(s, why, sizeof why);
         if (healthy && !ag->inflight[C_HEALTH]) call_start(ag, C_HEALTH, "POST", "/health", strdup("{}"));
@@ -528,8 +544,7 @@ static void pump(ps_agones *ag) {
         ag->was_unhealthy = !healthy;
         ag->next_health_ns = now + (uint64_t)(s->cfg.agones_health_period * 1e9);
     }
-    WAIT(ag->next_health_ns);
-    const long long count = s->nhosts;
+    if (!ag->finish) WAIT(ag->next_health_ns);
     if (count != ag->count_sent) {
         if (DUE(C_COUNTER)) {
             char n[32], cap[32], path[128];
@@ -556,8 +571,10 @@ static void pump(ps_agones *ag) {
     }
     if (!ag->finish && DUE(C_WATCH)) call_start(ag, C_WATCH, "GET", "/watch/gameserver", NULL);
     if (!ag->finish && !ag->inflight[C_WATCH]) WAIT(ag->retry_ns[C_WATCH]);
+arm:
 #undef DUE
 #undef WAIT
+    ;
     uint64_t ms = next > now ? (next - now + 999999) / 1000000 : 0;
     uv_timer_start(&ag->tick, on_tick, ms, 0);
 }

@@ -26,7 +26,6 @@ Checks, over three physd lives:
      by itself, POSTs /shutdown and exits 0.
 """
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -36,40 +35,13 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agones_standin import StandIn  # noqa: E402
+from deploy_common import Harness, free_port  # noqa: E402
 
 PHYSD, PHYSCTL, FLEET, WORK = sys.argv[1:5]
 os.makedirs(WORK, exist_ok=True)
 LOG = os.path.join(WORK, "physd.log")
-procs = []
-
-
-def fail(msg):
-    print("agones_test: FAIL: " + msg, file=sys.stderr)
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    try:
-        with open(LOG) as f:
-            sys.stderr.write("---- physd log (tail) ----\n" + "".join(f.readlines()[-40:]))
-    except OSError:
-        pass
-    sys.exit(1)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def physctl(port, *args):
-    r = subprocess.run([PHYSCTL, "--port", str(port), "--timeout", "20000"] + list(args),
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        fail("physctl %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
-    return r.stdout.strip()
+H = Harness("agones_test", PHYSCTL, LOG)
+fail, physctl, procs = H.fail, H.physctl, H.procs
 
 
 def start_physd(sdk_port, port, http_port, extra=()):

@@ -35,7 +35,6 @@ and the image build cache.
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import stat

@@ -33,20 +33,17 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deploy_common import Harness, free_port  # noqa: E402
+
 PHYSD, PHYSCTL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(WORK, exist_ok=True)
 DATA = os.path.join(WORK, "data")
 LOG = os.path.join(WORK, "physd.log")
 
 
-def fail(msg):
-    print("notify_test: FAIL: " + msg, file=sys.stderr)
-    try:
-        with open(LOG) as f:
-            sys.stderr.write("---- physd log (tail) ----\n" + "".join(f.readlines()[-40:]))
-    except OSError:
-        pass
-    sys.exit(1)
+H = Harness("notify_test", PHYSCTL, LOG)
+fail, physctl = H.fail, H.physctl
 
 
 def wait_port(logpath, proc, what="listening on", timeout=30):
@@ -63,14 +60,6 @@ def wait_port(logpath, proc, what="listening on", timeout=30):
     fail("physd did not report its port")
 
 
-def physctl(port, *args, check=True):
-    r = subprocess.run([PHYSCTL, "--port", str(port), "--timeout", "20000"] + list(args),
-                       capture_output=True, text=True, timeout=60)
-    if check and r.returncode != 0:
-        fail("physctl %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()))
-    return r.stdout.strip()
-
-
 BASE = ["--no-demo", "--port", "0", "--http", "off", "--data-dir", DATA]
 
 # ------------------------------------------------------------ 1. a journal
@@ -81,6 +70,7 @@ for k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
     env.pop(k, None)
 with open(LOG, "w") as logf:
     p = subprocess.Popen([PHYSD] + BASE, stdout=logf, stderr=subprocess.STDOUT, env=env)
+H.procs.append(p)
 port = wait_port(LOG, p)
 wid = physctl(port, "create", "--scene", "stack20", "--name", "journaled")
 if wid != "1":
@@ -127,16 +117,14 @@ env["NOTIFY_SOCKET"] = sock_path
 env["WATCHDOG_USEC"] = "1000000"
 env.pop("WATCHDOG_PID", None)
 # A fixed free port, so the reader can connect the instant READY=1 arrives.
-probe = socket.socket()
-probe.bind(("127.0.0.1", 0))
-fixed_port = probe.getsockname()[1]
-probe.close()
+fixed_port = free_port()
 ready_check["port"] = fixed_port
 args = [PHYSD, "--no-demo", "--port", str(fixed_port), "--http", "off", "--data-dir", DATA,
         "--test-stall-signal", "3", "--step-stall-timeout", "1.5", "--max-step-work", "1e15"]
 threading.Thread(target=reader, daemon=True).start()
 with open(LOG, "w") as logf:
     p = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, env=env)
+H.procs.append(p)
 if not ready_evt.wait(30):
     p.kill()
     fail("no READY=1 within 30 s")
