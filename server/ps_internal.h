@@ -366,6 +366,7 @@ struct ps_server {
     char notify_status[320];
     struct ps_agones *agones;
     ps_drain_fn drain;
+    int drain_begun;
     uv_signal_t sigstall; /* SIGUSR2 when test_stall_signal > 0 */
 };
 

@@ -274,7 +274,10 @@ void ps_server_stop(ps_server *s) { uv_async_send(&s->stop_async); }
 void ps_server_set_drain(ps_server *s, ps_drain_fn fn) { s->drain = fn; }
 
 void ps_server_drain(ps_server *s, const char *why) {
-    if (s->stopping) return;
+    /* Once: a second SIGTERM, or the GameServer's Shutdown after it, does
+     * not start the drain again. */
+    if (s->stopping || s->drain_begun) return;
+    s->drain_begun = 1;
     if (s->drain) {
         ps_log("draining (%s)", why);
         s->drain(s, why);
