@@ -501,7 +501,15 @@ static void process_line(ps_agones *ag, const char *line, size_t n) {
 
 /* ------------------------------------------------------------- schedule */
 
-static void on_tick(uv_timer_t *t) { pump(t->data); }
+static void on_tick(uv_timer_t *t) {
+    ps_agones *ag = t->data;
+    if (ag->finish == 2 && !ag->closing) {
+        close_all(ag);
+        ps_server_maybe_finish(ag->s);
+        return;
+    }
+    pump(ag);
+}
 
 /* Starts whatever is due and arms the tick timer for the next deadline. */
 static void pump(ps_agones *ag) {
@@ -515,7 +523,15 @@ static void pump(ps_agones *ag) {
         if ((t) < next) next = (t);                                                                                    \
     } while (0)
     const long long count = s->nhosts;
+    if (ag->finish == 1 && now - ag->finish_ns > SHUTDOWN_GIVE_UP_NS + RETRY_NS) {
+        /* Not even an answer (call_done gives up after SHUTDOWN_GIVE_UP_NS). */
+        ps_log("Agones: Shutdown could not be sent; ending anyway");
+        ag->finish = 2;
+        uv_timer_start(&ag->tick, on_tick, 0, 0);
+        return;
+    }
     if (ag->finish == 1) {
+        WAIT(ag->finish_ns + SHUTDOWN_GIVE_UP_NS + RETRY_NS + 1);
         /* The last counter update (0 worlds) and the calls in flight end
          * first (for at most SETTLE_NS); once POST /shutdown is sent,
          * nothing else is. */
