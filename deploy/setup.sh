@@ -7,7 +7,8 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-c
       libcmocka-dev libode-dev libbullet-dev
       libssl-dev openssl python3-protobuf protobuf-compiler
       libwebsockets-dev libwebsockets-evlib-uv prometheus python3-websocket
-      python3-venv python3-setuptools python3-wheel python3-pip)
+      python3-venv python3-setuptools python3-wheel python3-pip
+      libsystemd-dev libcurl4-openssl-dev libjson-c-dev python3-yaml python3-jsonschema systemd curl)
 # libssl-dev: TLS (server/tls.c, clients/lib/pc_tls.c); openssl: the tests'
 # certificates; python3-protobuf, protobuf-compiler: the Python TLS client test.
 # libwebsockets-dev, libwebsockets-evlib-uv: the HTTP side (server/http.c,
@@ -23,6 +24,11 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libprotobuf-c-dev protobuf-c-c
 PKGS+=(chromium)
 if ! command -v node >/dev/null 2>&1; then PKGS+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then PKGS+=(npm); fi
+# libsystemd-dev: sd_notify (server/notify.c);
+# libcurl4-openssl-dev, libjson-c-dev: the Agones SDK's REST API (server/agones.c);
+# python3-yaml, python3-jsonschema: the Kubernetes manifests' checks; systemd:
+# systemd-analyze verify of the unit; curl: the container's health check
+# (tests/deploy/, docs/deploy.md).
 # --with-fuzz (deploy/test.sh): clang and its libFuzzer runtime, for the
 # coverage-guided fuzzing run of the tests (tests/fuzz/), and clang-format,
 # for the test that every source file follows .clang-format.

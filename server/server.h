@@ -102,6 +102,15 @@ typedef struct ps_config {
     int http_tls;             /* default 1: TLS whenever a certificate is configured */
     char http_tls_cert[1024]; /* PEM certificate chain of the HTTP side, default "" (tls_cert) */
     char http_tls_key[1024];  /* PEM private key of http_tls_cert, default "" */
+    /* Service managers (docs/deploy.md) */
+    double step_stall_timeout;   /* s a step may be in flight before physd counts as unhealthy (systemd's
+                                    watchdog and Agones' health pings stop), default 10 */
+    double test_stall_signal;    /* s the loop sleeps on SIGUSR2, for the watchdog tests; default 0 (off) */
+    int agones_sdk_port;         /* the Agones SDK's REST port (main: AGONES_SDK_HTTP_PORT); 0 = off */
+    char agones_sdk_host[64];    /* its host, default "localhost" */
+    double agones_health_period; /* s between health pings, default 2 */
+    char agones_counter[64];     /* the GameServer counter of worlds, default "worlds" */
+    char agones_port_name[64];   /* the GameServer port that is physd's protocol port, default "physd" */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -153,6 +162,15 @@ int ps_server_http_port(const ps_server *s);
 int ps_server_run(ps_server *s);
 /* Thread-safe request to shut down gracefully. */
 void ps_server_stop(ps_server *s);
+/* Drain (loop thread): called on SIGTERM under Agones and when the
+ * GameServer turns Shutdown. The default stops accepting and shuts down
+ * cleanly, as ps_server_stop does. A drain that first moves every world to
+ * another instance (issue #20's migration) plugs in here with
+ * ps_server_set_drain: it must end by calling ps_server_stop; Agones'
+ * POST /shutdown follows once every connection and world is gone. */
+typedef void (*ps_drain_fn)(ps_server *s, const char *why);
+void ps_server_set_drain(ps_server *s, ps_drain_fn fn);
+void ps_server_drain(ps_server *s, const char *why);
 void ps_server_destroy(ps_server *s);
 
 #endif /* PHYSD_SERVER_H */
