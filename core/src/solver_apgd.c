@@ -136,7 +136,8 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const double trial_cost = 1.0 + ph__vec_work(4.0 * (double)n, n);
     const double iter_cost = ph__vec_work(3.0 * (2.0 * (double)n + (double)nv) + 2.0 * (double)n, n);
     /* x_0 = Pi(lambda) as an iterate, with its y: one trial's cost. */
-    if (n > 0 && work + trial_cost + 1.0 <= budget + 1e-9 && !ph__limit_cancel(s->limit)) {
+    const double l0_cost = 1.0 + ph__vec_work(2.0 * (double)n, n);
+    if (n > 0 && work + trial_cost + l0_cost <= budget + 1e-9 && !ph__limit_cancel(s->limit)) {
         memcpy(zl, s->lambda, (size_t)n * sizeof *zl);
         s->ops->get_vel(s, zv);
         memcpy(xl, zl, (size_t)n * sizeof *xl);
@@ -149,7 +150,7 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         for (int32_t i = 0; i < n; i++)
             tl[i] = sqrt(dinv[i]);
         s->ops->matvec(s, idx, n, tl, ty);
-        work += 1.0 + ph__vec_work(2.0 * (double)n, n);
+        work += l0_cost;
         double num = 0;
         for (int32_t i = 0; i < n; i++) {
             const double u = ty[i] * tl[i]; /* (D^-1/2 S D^-1/2 e)_i */
@@ -169,11 +170,11 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         memcpy(zl, xl, (size_t)n * sizeof *zl);
         memcpy(zv, xv, (size_t)nv * sizeof *zv);
         memcpy(zy, xy, (size_t)n * sizeof *zy);
-        while (!met && work + trial_cost <= budget + 1e-9) {
+        while (!met && work + trial_cost + iter_cost <= budget + 1e-9) {
             if (ph__limit_cancel(s->limit)) break;
             /* A projected gradient step from z, backtracking on L. */
             int accepted = 0;
-            while (work + trial_cost <= budget + 1e-9) {
+            while (work + trial_cost + iter_cost <= budget + 1e-9) {
                 for (int32_t i = 0; i < n; i++)
                     tl[i] = zl[i] - zy[i] * dinv[i] / L;
                 project(s, tl);
