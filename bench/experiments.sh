@@ -41,7 +41,7 @@ set logscale y
 set format y "10^{%L}"
 set xlabel "work (PGS sweeps)"
 set ylabel "psi"
-set key top right font ",8"
+set key top right font ",8" opaque box
 set xrange [0:1500]
 set yrange [1e-32:*]
 do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_boxes gears_small gears_medium friction_structure"] {
