@@ -9,13 +9,15 @@
  * the paper's method is unscaled, but the scenes' diagonals differ by the
  * mass ratios, up to 10^4, and a box projection commutes with a diagonal
  * scaling, so this is APGD on D^-1/2 S D^-1/2):
- *     x_0 = Pi(lambda), z_0 = x_0, theta_0 = 1,
- *     L_0 = ||D^-1/2 S D^-1/2 e|| / ||e|| (e = ones; one product with S),
+ *     x_0 = Pi(lambda), z_0 = x_0, theta_0 = 1, L_0 = 1 (the diagonal of
+ *     D^-1/2 S D^-1/2, a lower bound on its largest eigenvalue; the paper
+ *     estimates L_0 with a product with S, which costs a unit of work),
  *     repeat:
  *       g = y(z_k)
  *       x = Pi(z_k - D^-1 g / L); while (x - z_k)^T S (x - z_k) >
- *           L (x - z_k)^T D (x - z_k): L = 2 L and x again  (backtracking:
- *           f is quadratic, so this is the paper's sufficient decrease test)
+ *           L (x - z_k)^T D (x - z_k): L = max(2 L, the Rayleigh quotient
+ *           of x - z_k) and x again  (backtracking: f is quadratic, so this
+ *           is the paper's sufficient decrease test)
  *       theta_{k+1} = (-theta_k^2 + theta_k sqrt(theta_k^2 + 4)) / 2,
  *       beta = theta_k (1 - theta_k) / (theta_k^2 + theta_{k+1}),
  *       z_{k+1} = x + beta (x - x_k)
@@ -40,11 +42,14 @@
  * (y and the velocities are affine in lambda), which cost vector
  * operations only.
  *
- * Work (docs/solvers.md): 1 per trial point, 1 for L_0's product, and the
- * vector operations at one multiply-add each, 24 to a sweep-row
- * (ph__vec_work): per trial 4 n (projection, the test), per iteration
+ * Work (docs/solvers.md): 1 per trial point; x_0's y, 1/2 (a gather), and
+ * 1/2 more when its projection moved a row (a scatter); the vector
+ * operations at one multiply-add each, 24 to a sweep-row (ph__vec_work):
+ * 2 n for x_0, per trial 4 n (projection, the test), per iteration
  * 3 (2 n + nvel) (the extrapolation of lambda, y and the bookkeeping) and
- * 2 n (the restart test, psi from the known y).
+ * 2 n (the restart test, psi from the known y). A budget too small for x_0
+ * and one iteration runs PGS sweeps instead (stats method PGS), as the
+ * direct method does for too many rows.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (s->arena; nothing
  * changed then). A system whose S is zero on the trial direction takes the
@@ -108,13 +113,9 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     const size_t N = (size_t)n + 1, V = (size_t)nv + 1;
     ph__arena *ar = s->arena;
     /* Points: x_k (xl, xv, xy), z_k (zl, zv, zy), the trial x (tl, tv, ty),
-     * the best (bl, bv); dinv = 1 / S_ii; idx = 0..n-1. */
+     * the best (bl, bv); dinv = 1 / S_ii. */
     double *vec = ph__arena_alloc(ar, (8 * N + 4 * V) * sizeof *vec, "apgd vectors");
-    int32_t *idx = vec ? ph__arena_alloc(ar, N * sizeof *idx, "apgd rows") : NULL;
-    if (!idx) {
-        if (vec) ph__arena_free(ar, vec);
-        return PH_ERR_NO_MEMORY;
-    }
+    if (!vec) return PH_ERR_NO_MEMORY;
     double *xl = vec, *xy = vec + N, *zl = vec + 2 * N, *zy = vec + 3 * N, *tl = vec + 4 * N, *ty = vec + 5 * N,
            *bl = vec + 6 * N, *dinv = vec + 7 * N;
     double *xv = vec + 8 * N, *zv = xv + V, *tv = zv + V, *bv = tv + V;
@@ -126,7 +127,6 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     }
     for (int32_t i = 0; i < n; i++) {
         dinv[i] = s->diag[i] > 0 ? 1.0 / s->diag[i] : 0.0;
-        idx[i] = i;
     }
     ph__merit m, best;
     memset(&m, 0, sizeof m);
@@ -135,29 +135,33 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     double work = 0;
     const double trial_cost = 1.0 + ph__vec_work(4.0 * (double)n, n);
     const double iter_cost = ph__vec_work(3.0 * (2.0 * (double)n + (double)nv) + 2.0 * (double)n, n);
-    /* x_0 = Pi(lambda) as an iterate, with its y: one trial's cost. */
-    const double l0_cost = 1.0 + ph__vec_work(2.0 * (double)n, n);
-    if (n > 0 && work + trial_cost + l0_cost <= budget + 1e-9 && !ph__limit_cancel(s->limit)) {
+    /* x_0 = Pi(lambda) with its y: a gather, and a scatter when the
+     * projection moved a row. */
+    const double start_cost = 0.5 + ph__vec_work(2.0 * (double)n, n);
+    /* Less than one iteration fits: PGS sweeps instead (reported as PGS). */
+    if (n > 0 && budget + 1e-9 < start_cost + 0.5 + trial_cost + iter_cost) {
+        ph__arena_free(ar, vec);
+        st->method = PH_METHOD_PGS;
+        return ph__solve_pgs(s, st, rec);
+    }
+    if (n > 0 && !ph__limit_cancel(s->limit)) {
         memcpy(zl, s->lambda, (size_t)n * sizeof *zl);
         s->ops->get_vel(s, zv);
         memcpy(xl, zl, (size_t)n * sizeof *xl);
         project(s, xl);
-        move_to(s, zl, zv, xl, xy);
-        s->ops->get_vel(s, xv);
-        work += trial_cost;
-        /* L_0 from one product with S along e scaled by D^-1/2 (tl: the
-         * direction, ty: S times it). */
-        for (int32_t i = 0; i < n; i++)
-            tl[i] = sqrt(dinv[i]);
-        s->ops->matvec(s, idx, n, tl, ty);
-        work += l0_cost;
-        double num = 0;
-        for (int32_t i = 0; i < n; i++) {
-            const double u = ty[i] * tl[i]; /* (D^-1/2 S D^-1/2 e)_i */
-            num += u * u;
+        work += start_cost;
+        if (memcmp(xl, zl, (size_t)n * sizeof *xl) != 0) {
+            move_to(s, zl, zv, xl, xy);
+            work += 0.5;
+        } else {
+            for (int32_t i = 0; i < n; i++)
+                xy[i] = s->ops->row_y(s, i);
         }
-        double L = sqrt(num / (double)n);
-        if (!(L > 0) || !isfinite(L)) L = 1.0;
+        s->ops->get_vel(s, xv);
+        /* L starts at 1, the diagonal of D^-1/2 S D^-1/2 (a lower bound on
+         * its largest eigenvalue); a rejected trial raises it to at least
+         * twice, and at least the Rayleigh quotient of its step. */
+        double L = 1.0;
         double theta = 1.0;
         merits_of(s, xy, &m);
         if (record) ph__rec_push(rec, &m, work, PH_PHASE_SWEEP);
@@ -190,7 +194,7 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                     accepted = 1;
                     break;
                 }
-                L *= 2.0;
+                L = dsd / dd > 2.0 * L ? dsd / dd : 2.0 * L;
             }
             if (!accepted) break; /* the budget ended inside the backtracking */
             s->ops->get_vel(s, tv);
@@ -242,7 +246,6 @@ int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     if (n == 0 || !have_best) ph__sys_merits(s, &m);
     if (capped && !met && !s->limit->cancelled) s->limit->exhausted = 1;
     ph__stats_final(st, it, work, &m);
-    ph__arena_free(ar, idx);
     ph__arena_free(ar, vec);
     return PH_OK;
 }

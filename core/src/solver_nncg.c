@@ -22,11 +22,13 @@
  * is always a PGS iterate, within its bounds as after any sweep, and the
  * merits recorded after each sweep are those of that iterate.
  *
- * Work (docs/solvers.md): a sweep is 1; the vector operations of an
- * iteration (the step d and its norm, 2n; the momentum and the new
- * direction on lambda and on the bookkeeping, 2 (n + nvel)) count one
- * multiply-add each, 24 to a sweep-row (ph__vec_work). Merits recorded for
- * the statistics or the tolerance are free, as for PGS.
+ * Work (docs/solvers.md): a sweep is 1; the vector operations between two
+ * sweeps (the step d and its norm, 2n; the momentum and the new direction
+ * on lambda and on the bookkeeping, 2 (n + nvel)) count one multiply-add
+ * each, 24 to a sweep-row (ph__vec_work), and are made only when the next
+ * sweep fits after them (so a budget of one sweep is one PGS sweep).
+ * Merits recorded for the statistics or the tolerance are free, as for
+ * PGS.
  *
  * Failure modes: PH_ERR_NO_MEMORY from the scratch (s->arena; nothing
  * changed then). A zero step (d = 0: a fixed point of PGS, i.e. a solution)
@@ -65,20 +67,23 @@ int ph__solve_nncg(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         budget = (double)s->limit->left / (double)n;
         capped = 1;
     }
-    const double cost = 1.0 + ph__vec_work(2.0 * (double)n + 2.0 * (double)(n + nv), n);
+    /* A sweep costs 1; the vector operations that prepare the next one
+     * (the step and its norm, the momentum, the direction) are made, and
+     * counted, only when that next sweep fits after them. */
+    const double vops = ph__vec_work(2.0 * (double)n + 2.0 * (double)(n + nv), n);
     ph__merit m;
     memset(&m, 0, sizeof m);
     double work = 0, dprev = 0;
     int it = 0, met = 0;
     ph__order_build(s, 1, keys);
-    while (n > 0 && work + cost <= budget + 1e-9) {
+    while (n > 0 && work + 1.0 <= budget + 1e-9) {
         if (ph__limit_cancel(s->limit)) break;
         if (it > 0) ph__order_build(s, 0, keys);
         memcpy(prev, s->lambda, (size_t)n * sizeof *prev);
         s->ops->get_vel(s, prev + n);
         s->ops->sweep(s);
         it++;
-        work += cost;
+        work += 1.0;
         /* d = x_{k+1} - x_k into prev (lambda part), its squared norm. */
         double dd = 0;
         for (int32_t i = 0; i < n; i++) {
@@ -95,7 +100,8 @@ int ph__solve_nncg(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
             }
         }
         /* No momentum after the last sweep: the result is a PGS iterate. */
-        if (work + cost > budget + 1e-9) break;
+        if (work + vops + 1.0 > budget + 1e-9) break;
+        work += vops;
         s->ops->get_vel(s, v);
         for (int32_t k = 0; k < nv; k++)
             prev[n + k] = v[k] - prev[n + k]; /* the step's bookkeeping */

@@ -873,10 +873,11 @@ static void test_block_single_rows_are_pgs(void **state) {
 }
 
 /* NNCG: its first two iterates are PGS's first two sweeps, bit for bit
- * (the first momentum follows the second sweep); the work is
- * 1 + 4n/24n per iteration on a dense problem (no bookkeeping), iterations
- * start only within the budget; no momentum follows the last sweep, so the
- * returned impulses are the last recorded iterate. */
+ * (the first momentum follows the second sweep); the work is 1 per sweep
+ * and 4n/24n for the vector operations between two sweeps on a dense
+ * problem (no bookkeeping), made only when the next sweep fits; no
+ * momentum follows the last sweep, so the returned impulses are the last
+ * recorded iterate. With a budget of one sweep NNCG is one PGS sweep. */
 static void test_nncg_iterates_and_work(void **state) {
     (void)state;
     int restarts = 0, differ = 0;
@@ -895,15 +896,22 @@ static void test_nncg_iterates_and_work(void **state) {
         assert_true(sn.fischer[0] == sp.fischer[0]);
         assert_true(sn.fischer[1] == sp.fischer[1]);
         differ += sn.fischer[2] != sp.fischer[2];
-        const double cost = 1.0 + 4.0 / 24.0;
-        assert_int_equal(sn.iterations, 8); /* 8 x 7/6 = 9.33 <= 10 < 9 x 7/6 */
+        /* 1 + 7 x 7/6 = 9.17 <= 10 < 1 + 8 x 7/6 */
+        assert_int_equal(sn.iterations, 8);
         assert_int_equal(sn.merit_count, 8);
-        assert_near(sn.work_final, 8 * cost, 1e-12);
-        assert_near(sn.work[0], cost, 1e-12);
+        assert_near(sn.work_final, 1.0 + 7.0 * 7.0 / 6.0, 1e-12);
+        assert_near(sn.work[0], 1.0, 1e-12);
+        assert_near(sn.work[1], 1.0 + 7.0 / 6.0, 1e-12);
         ph_lcp_merits(l, x, &f, NULL, NULL);
         assert_near(f, sn.fischer[7], 1e-12 * (f + 1e-300));
         assert_true(sn.fischer_final == sn.fischer[7]);
         restarts += sn.restarts;
+        s.iterations = 1;
+        assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &sn, NULL), PH_OK);
+        s.method = PH_METHOD_PGS;
+        assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, y, &sp, NULL), PH_OK);
+        assert_memory_equal(x, y, sizeof(double) * (size_t)p.n);
+        assert_near(sn.work_final, 1.0, 0);
         ph_lcp_destroy(l);
     }
     print_message("NNCG: %d restarts in 10 problems x 8 iterations; %d of 10 differ from PGS at the third sweep\n",
@@ -951,6 +959,32 @@ static void test_apgd_best_and_feasible(void **state) {
         }
         ph_lcp_destroy(l);
     }
+}
+
+/* APGD with a budget too small for its start and one iteration (2.17
+ * units on a dense problem) runs PGS instead and says so; with 3 it
+ * iterates. */
+static void test_apgd_small_budget(void **state) {
+    (void)state;
+    problem p;
+    random_problem(&p, 9, 4711);
+    ph_lcp *l = make(&p, NULL);
+    ph_settings s = ph_default_settings();
+    s.method = PH_METHOD_APGD;
+    s.iterations = 2;
+    double x[MAXN], y[MAXN];
+    ph_step_stats st, sp;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    assert_int_equal(st.method, PH_METHOD_PGS);
+    s.method = PH_METHOD_PGS;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, y, &sp, NULL), PH_OK);
+    assert_memory_equal(x, y, sizeof(double) * (size_t)p.n);
+    s.method = PH_METHOD_APGD;
+    s.iterations = 3;
+    assert_int_equal(ph_lcp_solve(l, &s, NULL, NULL, x, &st, NULL), PH_OK);
+    assert_int_equal(st.method, PH_METHOD_APGD);
+    assert_true(st.merit_count >= 2 && st.work_final <= 3.0 + 1e-12);
+    ph_lcp_destroy(l);
 }
 
 /* The scaled merit: psi / (1/2 ||B||^2). On the 2x2 problem of
@@ -1008,6 +1042,7 @@ int main(void) {
         cmocka_unit_test(test_block_single_rows_are_pgs),
         cmocka_unit_test(test_nncg_iterates_and_work),
         cmocka_unit_test(test_apgd_best_and_feasible),
+        cmocka_unit_test(test_apgd_small_budget),
         cmocka_unit_test(test_scaled_merit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

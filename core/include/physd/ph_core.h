@@ -703,7 +703,7 @@ typedef struct ph_step_stats {
                                  ran with the diagonal preconditioner */
     int restarts;             /* NNCG: momentum restarts (the PGS step grew); APGD: adaptive
                                  restarts of the momentum */
-    int best_index;           /* PGS–SM: index of the returned iterate in the per-iteration arrays
+    int best_index;           /* PGS–SM, APGD: index of the returned iterate in the per-iteration arrays
                                  when it fell back to an earlier, better one; -1 otherwise */
     int direct_status;        /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
                                  -2 no active set satisfied the conditions (PGS ran instead); 0 for
