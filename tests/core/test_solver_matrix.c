@@ -232,11 +232,10 @@ static void test_hinge_limit_contact_row_order(void **state) {
 #define MATRIX_SUBSTEPS 2
 #define MATRIX_ITERATIONS 5
 /* APGD gets 10 per substep: its start (a gather) and its trial points (a
- * scatter and a gather each, 1.17 units with their vector operations, plus
- * 0.44 per accepted step) leave two or three projected-gradient steps in
- * 5 units, and the hinge chains' anchors then drift 7.5 cm in 30 steps
- * (measured); with 10 the worst joint error of its 1120 worlds is 9.8 mm.
- * NNCG holds with 5. */
+ * scatter and a gather each, with their vector operations) leave two or
+ * three projected-gradient steps in 5 units, and the hinge chains' anchors
+ * then drift 7.5 cm in 30 steps (measured); with 10 the worst joint error
+ * of its 1120 worlds is 9.8 mm. NNCG holds with 5. */
 #define MATRIX_ITERATIONS_APGD 10
 
 static void test_every_configuration(void **state) {

@@ -580,6 +580,18 @@ static double work_to(const ph_lcp_trace *tr, double tol) {
     return INFINITY;
 }
 
+/* The system of a scene's 121st step (experiment 1's capture). */
+static ph_lcp *settled_step(const char *name, ph_settings s) {
+    ph_world_id w = scene_world(name, s);
+    for (int i = 0; i < 120; i++)
+        ph_world_step(w);
+    ph_lcp *p = NULL;
+    assert_int_equal(ph_world_step_capture(w, &p), PH_OK);
+    assert_non_null(p);
+    ph_world_destroy(w);
+    return p;
+}
+
 /* seeds/000 on the arched snake (docs/solvers.md, experiment 1): with the
  * friction rows regularized like the normals (friction.hertz = 35) and a
  * cold start, PGS (k_pgs = 25, k_sm = 5 for PGS–SM) needs 72 units of work
@@ -597,11 +609,7 @@ static void test_pgssm_arched_snake(void **state) {
     (void)state;
     ph_settings ws = base_settings();
     ws.friction.hertz = 35;
-    ph_world_id w = scene_world("arched_snake", ws);
-    for (int i = 0; i < 120; i++)
-        ph_world_step(w);
-    ph_lcp *p = NULL;
-    ph_world_step_capture(w, &p);
+    ph_lcp *p = settled_step("arched_snake", ws);
     const int n = ph_lcp_size(p);
     double *x = malloc(sizeof(double) * (size_t)n), *zero = calloc((size_t)n, sizeof(double));
     enum { CAP = 2000 };
@@ -642,7 +650,6 @@ static void test_pgssm_arched_snake(void **state) {
     free(x);
     free(zero);
     ph_lcp_destroy(p);
-    ph_world_destroy(w);
 }
 
 /* The claim of seeds/000 in the documents' own formulation (set-up A:
@@ -651,14 +658,10 @@ static void test_pgssm_arched_snake(void **state) {
  * arched snake; PGS–SM with IC(0) alone needs 697 for 1e-10 (the exact
  * subspace solves amplify the near-singular friction pairs into wrong
  * active sets), with the proximal term sm_proximal = 1e-5 it needs 44.1 —
- * the claim met. NNCG gets to 1e-10 at 134, APGD at 1041 (not met). */
+ * the claim met. NNCG gets to 1e-10 at 133.6, APGD at 1306.6 (not met). */
 static void test_snake_setup_a_claim(void **state) {
     (void)state;
-    ph_world_id w = scene_world("arched_snake", base_settings());
-    for (int i = 0; i < 120; i++)
-        ph_world_step(w);
-    ph_lcp *p = NULL;
-    ph_world_step_capture(w, &p);
+    ph_lcp *p = settled_step("arched_snake", base_settings());
     const int n = ph_lcp_size(p);
     double *x = malloc(sizeof(double) * (size_t)n);
     enum { CAP = 4000 };
@@ -692,20 +695,15 @@ static void test_snake_setup_a_claim(void **state) {
     assert_true(nncg10 > pgs4 && nncg10 < 200);
     free(x);
     ph_lcp_destroy(p);
-    ph_world_destroy(w);
 }
 
 /* The gear pyramid (gears_small, set-up A, 1872 rows): at PGS's work of
- * 1500 units APGD ends far below PGS's final merit (measured: 5.9e-10
- * against 1.1e-6), and below it already after 300 units (3.3e-7; 9.4e-7
+ * 1500 units APGD ends far below PGS's final merit (measured: 4.7e-10
+ * against 1.1e-6), and below it already after 300 units (3.3e-7; 1.0e-6
  * after 200). */
 static void test_gears_apgd_beats_pgs(void **state) {
     (void)state;
-    ph_world_id w = scene_world("gears_small", base_settings());
-    for (int i = 0; i < 120; i++)
-        ph_world_step(w);
-    ph_lcp *p = NULL;
-    ph_world_step_capture(w, &p);
+    ph_lcp *p = settled_step("gears_small", base_settings());
     const int n = ph_lcp_size(p);
     double *x = malloc(sizeof(double) * (size_t)n);
     ph_settings s = base_settings();
@@ -725,7 +723,6 @@ static void test_gears_apgd_beats_pgs(void **state) {
     assert_true(apgd100.fischer_final < pgs.fischer_final);
     free(x);
     ph_lcp_destroy(p);
-    ph_world_destroy(w);
 }
 
 /* Breakage killed: PGS–SM's near-bound classification removed. The
