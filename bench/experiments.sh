@@ -10,8 +10,9 @@
 #   bench/experiments.sh [OUTDIR]
 #
 # Needs cmake, a C compiler, python3 and gnuplot (Debian: gnuplot-nox).
-# Takes about 2 minutes of CPU on this machine (the 362 880 orders of the
-# three-sphere body, nine times for the scan, take most of it). The ctest
+# Takes about a minute and a half of CPU on this machine (Figure 3 about
+# 25 s, the ordering study about 40 s: the 362 880 orders of the
+# three-sphere body, nine times for the scan). The ctest
 # solvers_tables runs a fast subset and compares it with the committed
 # tables.
 set -eu
