@@ -15,7 +15,8 @@
  *      physd's forcing term ("PGS-SM"), the same two with the incomplete
  *      Cholesky preconditioner ("PGS-SM-IC-exact", "PGS-SM-IC") and the
  *      latter with the proximal term sm_proximal = 1e-5
- *      ("PGS-SM-IC-prox"); NNCG; APGD. fig3_forcing.csv repeats the
+ *      ("PGS-SM-IC-prox"); NNCG; APGD; blockwise PGS; Jacobi.
+ *      fig3_forcing.csv repeats the
  *      diagonal PGS–SM for a range of sm_forcing values; fig3_default.csv
  *      places physd's default game step (10 substeps x 1 sweep) in the
  *      same terms (its work and the merits of its last substep);
@@ -119,14 +120,19 @@ static double first_below(const double *v, const double *work, int count, double
 /* The methods of Figure 3: PGS; PGS–SM with exact (sm_forcing 0) and
  * inexact subspace solves, diagonal and IC(0) preconditioner (k_pgs = 25,
  * k_sm = 5 as the paper's figure); NNCG; APGD; PGS–SM with IC(0) and the
- * proximal term sm_proximal = 1e-5. */
-enum { FIG3_METHODS = 8 };
+ * proximal term sm_proximal = 1e-5; blockwise PGS; Jacobi (the direct
+ * method takes at most 12 rows). */
+enum { FIG3_METHODS = 10 };
 static const char *const mname[FIG3_METHODS] = {"PGS",       "PGS-SM-exact", "PGS-SM", "PGS-SM-IC-exact",
-                                                "PGS-SM-IC", "NNCG",         "APGD",   "PGS-SM-IC-prox"};
+                                                "PGS-SM-IC", "NNCG",         "APGD",   "PGS-SM-IC-prox",
+                                                "block-PGS", "Jacobi"};
 
 static ph_settings fig3_settings(int m) {
     ph_settings s = doc_settings();
-    s.method = m == 0 ? PH_METHOD_PGS : (m == 5 ? PH_METHOD_NNCG : (m == 6 ? PH_METHOD_APGD : PH_METHOD_PGS_SM));
+    static const ph_method method[FIG3_METHODS] = {
+        PH_METHOD_PGS,  PH_METHOD_PGS_SM, PH_METHOD_PGS_SM, PH_METHOD_PGS_SM,    PH_METHOD_PGS_SM,
+        PH_METHOD_NNCG, PH_METHOD_APGD,   PH_METHOD_PGS_SM, PH_METHOD_BLOCK_PGS, PH_METHOD_JACOBI};
+    s.method = method[m];
     s.iterations = 1500;
     s.tolerance = 1e-30;
     s.k_pgs = 25;

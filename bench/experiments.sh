@@ -43,11 +43,12 @@ set format y "10^{%L}"
 set xlabel "work (PGS sweeps)"
 set ylabel "psi"
 set key top right font ",8" opaque box
+set linetype 10 lc rgb "gray50" dt 2
 set xrange [0:1500]
 set yrange [1e-32:*]
 do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_boxes gears_small gears_medium friction_structure"] {
     set title s noenhanced
-    plot for [m in "PGS PGS-SM-exact PGS-SM PGS-SM-IC PGS-SM-IC-prox NNCG APGD"] "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"".m."\" {p=\$6; if (p < 1e-32) p = 1e-32; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw (m eq "PGS" ? 2.5 : 1.2) title m noenhanced, \
+    plot for [m in "PGS PGS-SM-exact PGS-SM PGS-SM-IC PGS-SM-IC-prox NNCG APGD block-PGS Jacobi"] "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"".m."\" {p=\$6; if (p < 1e-32) p = 1e-32; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw (m eq "PGS" ? 2.5 : 1.2) title m noenhanced, \
          "< awk -F, '\$1==\"".s."\" {print \$4\",\"\$5}' fig3_default.csv" using 1:2 with points pt 3 ps 2.5 lc rgb "black" title "default step"
 }
 unset multiplot

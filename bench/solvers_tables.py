@@ -37,7 +37,8 @@ SHORT = {"arched_snake": "snake", "snake_heavy_box": "snake+box", "large_stack":
          "gears_medium": "gears_medium", "friction_structure": "friction"}
 FIG3_METHODS = [("PGS-SM-exact", "PGS–SM diag., exact"), ("PGS-SM", "PGS–SM diag."),
                 ("PGS-SM-IC-exact", "PGS–SM IC(0), exact"), ("PGS-SM-IC", "PGS–SM IC(0)"),
-                ("PGS-SM-IC-prox", "PGS–SM IC(0) prox."), ("NNCG", "NNCG"), ("APGD", "APGD")]
+                ("PGS-SM-IC-prox", "PGS–SM IC(0) prox."), ("NNCG", "NNCG"), ("APGD", "APGD"),
+                ("block-PGS", "block PGS"), ("Jacobi", "Jacobi")]
 
 
 def read(d, name):
