@@ -165,6 +165,9 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     s.fischer_final = st->fischer_final;
     s.minmap_final = st->minmap_final;
     s.rel_residual = st->rel_residual;
+    s.fischer_scaled_final = st->fischer_scaled_final;
+    s.merit_scale = st->merit_scale;
+    s.restarts = (uint32_t)(st->restarts > 0 ? st->restarts : 0);
     s.max_penetration = st->max_penetration;
     s.budget_exhausted = st->budget_exhausted != 0;
     s.row_updates = st->row_updates;

@@ -876,8 +876,10 @@ static void print_stats_text(const Physd__V1__Stats *s) {
            (unsigned long long)s->tick, pbj_enum_name(&physd__v1__method__descriptor, s->method, name, sizeof name),
            pbj_enum_name(&physd__v1__method__descriptor, s->method_setting, name + 16, 16), s->iterations,
            s->max_iterations, s->rows, s->contacts, s->joints, s->bodies);
-    printf("merits: fischer %.3e  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration %.3e m\n",
-           s->fischer_final, s->minmap_final, s->rel_residual, s->lcp_error_final, s->max_penetration);
+    printf("merits: fischer %.3e (scaled %.3e)  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration "
+           "%.3e m\n",
+           s->fischer_final, s->fischer_scaled_final, s->minmap_final, s->rel_residual, s->lcp_error_final,
+           s->max_penetration);
     printf("collision: pairs %u  manifolds %u (%u reused by the contact cache)  awake bodies %u  islands %u\n",
            s->pairs, s->manifolds, s->manifolds_reused, s->awake_bodies, s->islands);
     if (s->n_stage_ms >= 5)

@@ -169,8 +169,11 @@ static void render_stats(watch *v, const Physd__V1__Stats *s) {
                (unsigned long long)s->world_id, (unsigned long long)s->tick, m1, m2, s->iterations, s->max_iterations,
                s->rows, s->contacts, s->joints);
     out_eol(v);
-    out_printf(v, "final: fischer %.3e  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration %.2e m",
-               s->fischer_final, s->minmap_final, s->rel_residual, s->lcp_error_final, s->max_penetration);
+    out_printf(v,
+               "final: fischer %.3e (scaled %.2e)  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration "
+               "%.2e m",
+               s->fischer_final, s->fischer_scaled_final, s->minmap_final, s->rel_residual, s->lcp_error_final,
+               s->max_penetration);
     out_eol(v);
     if (s->n_stage_ms >= 5) {
         out_printf(v, "ms: broadphase %.3f  narrowphase %.3f  rows %.3f  solve %.3f  integrate %.3f  total %.3f",

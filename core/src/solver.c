@@ -311,6 +311,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     st->subspace_steps = 0;
     st->cg_iterations = 0;
     st->sm_precond_fallbacks = 0;
+    st->restarts = 0;
     st->best_index = -1;
     st->direct_status = 0;
     int it = 0;

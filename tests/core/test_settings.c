@@ -209,7 +209,7 @@ static void test_messages(void **state) {
     s = ph_default_settings();
     s.method = (ph_method)9;
     ph_settings_validate(&s, &msg);
-    assert_string_equal(msg, "unknown method 9 (one of pgs, pgs_sm, block_pgs, jacobi, direct)");
+    assert_string_equal(msg, "unknown method 9 (one of pgs, pgs_sm, block_pgs, jacobi, direct, nncg, apgd)");
     s = ph_default_settings();
     s.joint.d = -1;
     ph_settings_validate(&s, &msg);
