@@ -135,6 +135,9 @@ static const entry table[] = {
     {"http_listen", T_STR, F(http_listen), sizeof(((ps_config *)0)->http_listen), 0, 0, "127.0.0.1",
      "address of the HTTP side (beyond loopback: access control or --insecure, as for listen)"},
     {"http_port", T_INT, F(http_port), 0, 0, 65535, "7448", "HTTP port (0: any free port)"},
+    /* Worlds that move (migrate.c, docs/fleet.md). */
+    {"world_id_base", T_U64, F(world_id_base), 0, 0, 1e15, "0",
+     "new world ids start above this; give each instance of a fleet its own range so worlds can move between them"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -505,6 +505,7 @@ int ps_server_run(ps_server *s) {
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
     ps_journal_sync_dirty(s);
+    ps_migrate_free(s); /* tombstones of worlds that moved (migrate.c) */
     if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
     if (s->lock_fd >= 0) close(s->lock_fd);
     ps_tokens_free(&s->tokens);

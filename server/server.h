@@ -97,6 +97,9 @@ typedef struct ps_config {
     int http;             /* serve it, default 1 (the integration tests turn it off) */
     char http_listen[64]; /* default 127.0.0.1 */
     int http_port;        /* default 7448; 0 = ephemeral */
+    /* Worlds that move (docs/fleet.md) */
+    uint64_t world_id_base; /* new world ids start above this (give each instance of a fleet its own range) */
+    int no_outgoing;        /* migrations refused without connecting (the fuzz target; not an option) */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -111,10 +114,21 @@ typedef struct ps_replay_result {
     unsigned long long cut_at;              /* offset of a torn or corrupt tail (0: none) */
     int destroyed;                          /* the journal ends with the world's destruction */
     int paused;
+    /* Worlds that move (docs/fleet.md): the journal ends with the world
+     * gone to another instance (moved), with its move in doubt (a commit
+     * sent, no outcome), or with an import that never committed. */
+    int moved, in_doubt, import_pending;
+    unsigned long long migration_id, moved_tick, moved_hash;
+    char peer[300]; /* the move's target (or the import's source) */
 } ps_replay_result;
 struct ps_server;
 /* Rebuilds the world of one journal file into s (offline: nothing is cut
- * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code. */
+ * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code.
+ * A comma-separated list is the chain of journals of a world that moved
+ * (docs/fleet.md): the source's <id>.journal.moved, then the target's
+ * journal, whose first record (the image the world arrived with) must be
+ * byte for byte the world the journals before it replay to; its records
+ * are then applied to that replayed world, as if it had never moved. */
 int ps_server_replay(struct ps_server *s, const char *path, ps_replay_result *out);
 /* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
  * UV_EINVAL and, when err is not NULL, a static description. Names may use
@@ -149,5 +163,15 @@ int ps_server_run(ps_server *s);
 /* Thread-safe request to shut down gracefully. */
 void ps_server_stop(ps_server *s);
 void ps_server_destroy(ps_server *s);
+
+/* Drain (docs/fleet.md): moves every world of s to target ("HOST:PORT"),
+ * one after another, refusing new worlds meanwhile; credentials are the
+ * target's tokens (NULL: the server's own admin token). Loop thread only
+ * (a SIGTERM handler on the loop, the Agones hook). cb (may be NULL) is
+ * called once when every world was tried, with how many moved and how
+ * many stay here (still ticking); it does not stop the server. Returns 0,
+ * UV_EINVAL (bad target) or UV_EBUSY (a drain is running). */
+typedef void (*ps_drain_cb)(ps_server *s, int moved, int failed, void *arg);
+int ps_server_drain(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg);
 
 #endif /* PHYSD_SERVER_H */
