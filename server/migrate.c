@@ -720,7 +720,9 @@ static ps_mig *op_new(ps_host *h, const char *host, int port, const char *cred_d
 
 /* Checks a target; 0 with host and port, else st filled. */
 static int check_target(ps_server *s, const char *target, char *host, size_t hn, int *port, ps_status *st) {
-    if (!target || !target[0] || strlen(target) > 280 || pc_parse_address(target, host, hn, port) != 0)
+    const char *colon = target ? strrchr(target, ':') : NULL; /* the port is not optional here */
+    if (!target || !target[0] || strlen(target) > 280 || !colon || (target[0] == '[' && colon[-1] != ']') ||
+        pc_parse_address(target, host, hn, port) != 0)
         return ps_fail(st, PS_ST_INVALID, "target must be HOST:PORT (an IPv6 address in brackets), not \"%.64s\"",
                        target ? target : "");
     if (s->port && *port == s->port &&

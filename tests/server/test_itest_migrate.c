@@ -41,7 +41,6 @@ static void cfg_base(ps_config *cfg, uint64_t base) {
     cfg->world_id_base = base;
 }
 
-static int free_port(void) __attribute__((unused));
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
@@ -55,7 +54,6 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-static int status_of(smsg *r) __attribute__((unused));
 static int status_of(smsg *r) {
     int s = (int)r->reply->status;
     physd__v1__server_message__free_unpacked(r, NULL);
@@ -351,10 +349,645 @@ static void test_running_world_moves(void **state) {
     mserver_stop(&T);
 }
 
+/* A world and its twin, both paused on one server, stepped n ticks with
+ * the same edit: their hashes must be equal (a refused move changed
+ * nothing). */
+static void assert_twins(itest_client *c, uint64_t A, uint64_t R, int n) {
+    const uint64_t ba = new_id(mt_add_sphere(c, A, 42, 0.2, 0.1));
+    const uint64_t br = new_id(mt_add_sphere(c, R, 42, 0.2, 0.1));
+    assert_int_equal(ba & ((1ull << 48) - 1), br & ((1ull << 48) - 1));
+    step(c, A, (uint32_t)n);
+    step(c, R, (uint32_t)n);
+    uint64_t ta, tr;
+    const uint64_t ha = hash_of(c, A, &ta), hr = hash_of(c, R, &tr);
+    assert_int_equal(ta, tr);
+    assert_int_equal(ha, hr);
+}
+
+/* Every refusal leaves the world where it was, ticking, unchanged. */
+static void test_refusals(void **state) {
+    (void)state;
+    char tokfile[128], admin[256];
+    snprintf(tokfile, sizeof tokfile, "/tmp/physd_mig_other_%d.token", (int)getpid());
+    unlink(tokfile);
+    ps_config cs, ct, cf, cx;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 0);    /* the same id range: its world 1 collides */
+    cfg_base(&cf, 2000); /* full */
+    cf.max_worlds = 1;
+    cfg_base(&cx, 3000); /* its own admin token: the source's default credentials are refused */
+    snprintf(cx.admin_token_file, sizeof cx.admin_token_file, "%s", tokfile);
+    mserver S, T, F, X;
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    mserver_start(&F, &cf);
+    mserver_start(&X, &cx);
+    read_token(tokfile, admin, sizeof admin);
+    itest_client a, t, f;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&t, T.port, "admin-t");
+    itest_connect(&f, F.port, "admin-f");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0); /* world 1 here */
+    const uint64_t R = mt_create(&a, "stack20", 1, 0);
+    const uint64_t run = mt_create(&a, "box_drop", 0, 60);
+    assert_int_equal(mt_create(&t, "box_drop", 1, 0), A); /* world 1 there too */
+    mt_create(&f, "box_drop", 1, 0);
+    step(&a, A, 5);
+    step(&a, R, 5);
+
+    char nobody[64], there[64], full[64], other[64], self[64];
+    snprintf(nobody, sizeof nobody, "127.0.0.1:%d", free_port());
+    snprintf(there, sizeof there, "127.0.0.1:%d", T.port);
+    snprintf(full, sizeof full, "127.0.0.1:%d", F.port);
+    snprintf(other, sizeof other, "127.0.0.1:%d", X.port);
+    snprintf(self, sizeof self, "127.0.0.1:%d", S.port);
+    struct {
+        const char *what, *target, *cred;
+        int want;
+    } cases[] = {
+        {"nothing listens there", nobody, NULL, ST(UNAVAILABLE)},
+        {"its id is in use there", there, NULL, ST(ALREADY_EXISTS)},
+        {"the target is full", full, NULL, ST(RESOURCE_EXHAUSTED)},
+        {"the target refuses the source's credentials", other, NULL, ST(PERMISSION_DENIED)},
+        {"a wrong token given", other, "phd_0123456789abcdef_00", ST(PERMISSION_DENIED)},
+        {"the target is the source", self, NULL, ST(INVALID_ARGUMENT)},
+        {"not an address", "nowhere", NULL, ST(INVALID_ARGUMENT)},
+        {"a port out of range", "127.0.0.1:70000", NULL, ST(INVALID_ARGUMENT)},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint64_t t0;
+        hash_of(&a, run, &t0);
+        smsg *rep = mt_migrate(&a, A, cases[k].target, cases[k].cred);
+        const int got = (int)rep->reply->status;
+        printf("%-46s -> %s: %s\n", cases[k].what, pc_status_name(got), rep->reply->message);
+        if (got != cases[k].want)
+            fail_msg("%s: got %s, expected %s", cases[k].what, pc_status_name(got), pc_status_name(cases[k].want));
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        if (cases[k].want != ST(ALREADY_EXISTS)) { /* (the running one's id is free there) */
+            rep = mt_migrate(&a, run, cases[k].target, cases[k].cred);
+            assert_int_equal(rep->reply->status, cases[k].want);
+            physd__v1__server_message__free_unpacked(rep, NULL);
+        }
+        /* Still here, unchanged (the twin), and the running one still ticks. */
+        assert_twins(&a, A, R, 3);
+        itest_sleep(0.1);
+        uint64_t t1;
+        hash_of(&a, run, &t1);
+        assert_true(t1 > t0);
+    }
+    /* A world whose move is refused can move afterwards. */
+    uint64_t tick;
+    const uint64_t h = hash_of(&a, R, &tick);
+    smsg *rep = mt_migrate(&a, R, mt_addr(X.port), admin);
+    assert_int_equal(rep->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    itest_client x;
+    connect_with(&x, X.port, admin);
+    uint64_t tick_x;
+    assert_int_equal(hash_of(&x, R, &tick_x), h);
+    assert_int_equal(tick_x, tick);
+    itest_client_close(&x);
+    itest_client_close(&a);
+    itest_client_close(&t);
+    itest_client_close(&f);
+    mserver_stop(&S);
+    mserver_stop(&T);
+    mserver_stop(&F);
+    mserver_stop(&X);
+    unlink(tokfile);
+}
+
+/* The target is lost in the middle of the upload: the world stays and
+ * ticks on; an edit sent while it was frozen is applied once, here. */
+static void test_target_lost_mid_upload(void **state) {
+    (void)state;
+    ps_config cs;
+    cfg_base(&cs, 0);
+    mserver S;
+    mserver_start(&S, &cs);
+    ftarget ft;
+    memset(&ft, 0, sizeof ft);
+    ft.close_after_parts = 3; /* of about 22 (grid1000: 1.4 MB in parts of 61 KiB) */
+    ftarget_start(&ft);
+    itest_client a, e;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&e, S.port, "editor");
+    const uint64_t A = mt_create(&a, "grid1000", 1, 0);
+    const uint64_t R = mt_create(&a, "grid1000", 1, 0);
+    step(&a, A, 3);
+    step(&a, R, 3);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+    mw.world_id = A;
+    mw.target = (char *)mt_addr(ft.port);
+    m.request_case = REQ(MIGRATE_WORLD);
+    m.migrate_world = &mw;
+    assert_int_equal(itest_client_send(&a, &m), 0);
+    /* Edits while the move runs: each is applied here, once. */
+    uint64_t rids[20];
+    for (int k = 0; k < 20; k++)
+        mt_add_sphere_send(&e, A, 500 + (uint64_t)k, -4 + 0.4 * k, 30, &rids[k]);
+    uint64_t ids[20];
+    int got = 0;
+    while (got < 20) {
+        smsg *r = itest_client_recv(&e, 30000);
+        assert_non_null(r);
+        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+            assert_int_equal(r->reply->request_id, rids[got]);
+            assert_int_equal(r->reply->status, ST(OK));
+            ids[got++] = r->reply->edit->new_ids[0];
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    smsg *rep = itest_client_recv(&a, 30000);
+    assert_non_null(rep);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    printf("lost mid-upload: %s (%d parts taken by the stand-in)\n", rep->reply->message, ft.parts);
+    assert_non_null(strstr(rep->reply->message, "during the upload"));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    assert_int_equal(ft.parts, 3);
+    /* The 20 bodies are there once each, and the world steps as its twin
+     * given the same 20 edits. */
+    for (int k = 0; k < 20; k++) {
+        const uint64_t id = new_id(mt_add_sphere(&a, R, 500 + (uint64_t)k, -4 + 0.4 * k, 30));
+        assert_int_equal(id & ((1ull << 48) - 1), ids[k] & ((1ull << 48) - 1));
+    }
+    assert_twins(&a, A, R, 5);
+    itest_client_close(&a);
+    itest_client_close(&e);
+    ftarget_stop(&ft);
+    mserver_stop(&S);
+}
+
+/* A commit the target refuses: the world stays. */
+static void test_commit_refused(void **state) {
+    (void)state;
+    ps_config cs;
+    cfg_base(&cs, 0);
+    mserver S;
+    mserver_start(&S, &cs);
+    ftarget ft;
+    memset(&ft, 0, sizeof ft);
+    ft.close_after_parts = -1;
+    ft.commit_mode = 2;
+    ftarget_start(&ft);
+    itest_client a;
+    itest_connect(&a, S.port, "admin");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0), R = mt_create(&a, "stack20", 1, 0);
+    smsg *rep = mt_migrate(&a, A, mt_addr(ft.port), NULL);
+    assert_int_equal(rep->reply->status, ST(FAILED_PRECONDITION));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    assert_int_equal(ft.commits, 1);
+    assert_twins(&a, A, R, 4);
+    itest_client_close(&a);
+    ftarget_stop(&ft);
+    mserver_stop(&S);
+}
+
+/* A commit without an answer: in doubt. The world stays frozen and refuses
+ * requests until the target, asked, says whether it took it. */
+static void in_doubt(int committed) {
+    ps_config cs;
+    cfg_base(&cs, 0);
+    mserver S;
+    mserver_start(&S, &cs);
+    ftarget ft;
+    memset(&ft, 0, sizeof ft);
+    ft.close_after_parts = -1;
+    ft.commit_mode = 1;
+    ft.status_mode = committed ? 0 : 1;
+    ftarget_start(&ft);
+    itest_client a, sub;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&sub, S.port, "sub");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0), R = mt_create(&a, "stack20", 1, 0);
+    uint64_t sid;
+    assert_int_equal(itest_subscribe(&sub, A, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, &sid), ST(OK));
+    smsg *rep = mt_migrate(&a, A, mt_addr(ft.port), NULL);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    assert_non_null(strstr(rep->reply->message, "in doubt"));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    /* Meanwhile: refused, with a reason to retry. */
+    rep = counters(&a, A);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    assert_non_null(strstr(rep->reply->message, "not known yet"));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    /* The source asks the target within about a second. */
+    const double end = itest_now() + 15;
+    int status = ST(UNAVAILABLE);
+    while (itest_now() < end) {
+        itest_sleep(0.2);
+        rep = counters(&a, A);
+        status = (int)rep->reply->status;
+        const int moved = pc_reply_moved(rep->reply, NULL);
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        if (status == ST(OK) || moved) break;
+    }
+    assert_true(ft.statuses >= 1);
+    if (committed) {
+        /* It left: redirected, its subscriber told. */
+        rep = counters(&a, A);
+        pc_world_moved mv;
+        assert_int_equal(pc_reply_moved(rep->reply, &mv), 1);
+        assert_int_equal(mv.port, ft.port);
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        smsg *n = mt_wait_notice(&sub, NK(WORLD_MOVED), 5000);
+        assert_non_null(n);
+        physd__v1__server_message__free_unpacked(n, NULL);
+    } else {
+        /* It stays and steps as its twin. */
+        assert_int_equal(status, ST(OK));
+        assert_twins(&a, A, R, 6);
+    }
+    printf("in doubt, the target %s: %d status questions\n", committed ? "took it" : "did not take it", ft.statuses);
+    itest_client_close(&a);
+    itest_client_close(&sub);
+    ftarget_stop(&ft);
+    mserver_stop(&S);
+}
+
+static void test_in_doubt_committed(void **state) {
+    (void)state;
+    in_doubt(1);
+}
+
+static void test_in_doubt_not_committed(void **state) {
+    (void)state;
+    in_doubt(0);
+}
+
+/* Edits pipelined while a running world moves: each is applied exactly
+ * once, either here (OK) or, redirected, there. */
+static void test_edits_around_the_move(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver S, T;
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    itest_client a, e, et;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&e, S.port, "editor");
+    itest_connect(&et, T.port, "editor-there");
+    const uint64_t A = mt_create(&a, "pyramid20", 0, 60);
+    uint64_t tick0;
+    hash_of(&a, A, &tick0);
+    enum { N = 300 };
+    static uint64_t rid[N], id[N];
+    int sent = 0, replies = 0, redirected = 0;
+    smsg *migrated = NULL;
+    /* One edit every 2 ms, the move sent after a third of them; replies
+     * are taken as they come (the loops run while waiting). */
+    while (replies < N) {
+        if (sent < N) {
+            mt_add_sphere_send(&e, A, 1000 + (uint64_t)sent, -5 + (sent % 20) * 0.5, -5 + (sent / 20) * 0.5,
+                               &rid[sent]);
+            sent++;
+            if (sent == N / 3) {
+                Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+                Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+                mw.world_id = A;
+                mw.target = (char *)mt_addr(T.port);
+                m.request_case = REQ(MIGRATE_WORLD);
+                m.migrate_world = &mw;
+                assert_int_equal(itest_client_send(&a, &m), 0);
+            }
+        }
+        if (!migrated) migrated = itest_client_recv(&a, 0);
+        smsg *r = itest_client_recv(&e, sent < N ? 2 : 30000);
+        if (!r) {
+            assert_false(e.eof);
+            continue;
+        }
+        if (r->msg_case != PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+            physd__v1__server_message__free_unpacked(r, NULL);
+            continue;
+        }
+        const int k = replies++;
+        assert_int_equal(r->reply->request_id, rid[k]);
+        if (r->reply->status == ST(OK)) {
+            id[k] = r->reply->edit->new_ids[0];
+        } else {
+            pc_world_moved mv;
+            if (!pc_reply_moved(r->reply, &mv))
+                fail_msg("edit %d: %s: %s", k, pc_status_name((int)r->reply->status), r->reply->message);
+            assert_int_equal(mv.port, T.port);
+            /* The client sends it again where the world went. */
+            id[k] = new_id(mt_add_sphere(&et, A, 1000 + (uint64_t)k, -5 + (k % 20) * 0.5, -5 + (k / 20) * 0.5));
+            redirected++;
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    smsg *rep = migrated ? migrated : itest_client_recv(&a, 30000);
+    assert_non_null(rep);
+    assert_int_equal(rep->reply->status, ST(OK));
+    printf("%d edits: %d applied at the source, %d redirected and applied at the target; moved at tick %llu\n", N,
+           N - redirected, redirected, (unsigned long long)rep->reply->migrate->worlds[0]->tick);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    assert_true(redirected > 0 && redirected < N);
+    /* The target has exactly the 211 preset bodies and the N spheres, each
+     * with its user data, once. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = A;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    rep = itest_expect(itest_call(&et, &m), ST(OK));
+    const uint32_t preset_bodies = 211;
+    assert_int_equal(rep->reply->world->body_count, preset_bodies + N);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    Physd__V1__QueryBodies qb = PHYSD__V1__QUERY_BODIES__INIT;
+    qb.world_id = A;
+    qb.body_ids = id;
+    qb.n_body_ids = N;
+    Physd__V1__ClientMessage qm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    qm.request_case = REQ(QUERY_BODIES);
+    qm.query_bodies = &qb;
+    rep = itest_expect(itest_call(&et, &qm), ST(OK));
+    for (int k = 0; k < N; k++)
+        assert_int_equal(rep->reply->bodies->bodies[k]->user_data, 1000 + (uint64_t)k);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    /* The world's edit counter went with it: every acknowledged edit once. */
+    rep = itest_expect(counters(&et, A), ST(OK));
+    assert_int_equal(rep->reply->counters->edits_applied, N);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    itest_client_close(&a);
+    itest_client_close(&e);
+    itest_client_close(&et);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
+/* A drain: every world moves, connections are told, the server stops. */
+static void test_drain_and_exit(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver S, T;
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    itest_client a, sub, t;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&sub, S.port, "sub");
+    itest_connect(&t, T.port, "admin-t");
+    uint64_t w[3] = {mt_create(&a, "stack20", 0, 60), mt_create(&a, "box_drop", 0, 30),
+                     mt_create(&a, "pyramid20", 1, 0)};
+    step(&a, w[2], 7);
+    uint64_t h2, t2;
+    h2 = hash_of(&a, w[2], &t2);
+    uint64_t sid;
+    assert_int_equal(itest_subscribe(&sub, w[0], PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &sid),
+                     ST(OK));
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Drain d = PHYSD__V1__DRAIN__INIT;
+    d.target = (char *)mt_addr(T.port);
+    d.exit = 1;
+    m.request_case = REQ(DRAIN);
+    m.drain = &d;
+    smsg *rep = itest_client_call(&a, &m, 60000);
+    assert_non_null(rep);
+    assert_int_equal(rep->reply->status, ST(OK));
+    assert_int_equal(rep->reply->migrate->n_worlds, 3);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(rep->reply->migrate->worlds[k]->status, ST(OK));
+        printf("drained world %llu at tick %llu, frozen %.2f ms\n",
+               (unsigned long long)rep->reply->migrate->worlds[k]->world_id,
+               (unsigned long long)rep->reply->migrate->worlds[k]->tick, rep->reply->migrate->worlds[k]->frozen_ms);
+    }
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    smsg *n = mt_wait_notice(&sub, NK(DRAINING), 5000);
+    assert_non_null(n);
+    assert_string_equal(n->notice->address, mt_addr(T.port));
+    physd__v1__server_message__free_unpacked(n, NULL);
+    n = mt_wait_notice(&sub, NK(WORLD_MOVED), 5000);
+    assert_non_null(n);
+    assert_int_equal(n->notice->world_id, w[0]);
+    physd__v1__server_message__free_unpacked(n, NULL);
+    /* The source stops by itself; the target has the three, the paused one
+     * where it was. */
+    assert_true(mserver_wait_done(&S, 10));
+    uint64_t tt;
+    assert_int_equal(hash_of(&t, w[2], &tt), h2);
+    assert_int_equal(tt, t2);
+    for (int k = 0; k < 2; k++) {
+        uint64_t t0, t1;
+        hash_of(&t, w[k], &t0);
+        itest_sleep(0.15);
+        hash_of(&t, w[k], &t1);
+        assert_true(t1 > t0); /* ticking there */
+    }
+    itest_client_close(&a);
+    itest_client_close(&sub);
+    itest_client_close(&t);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
+/* While a drain runs, new worlds are refused; a drain that cannot move a
+ * world leaves it here and the server takes worlds again. */
+static void test_drain_refuses_new_worlds(void **state) {
+    (void)state;
+    ps_config cs;
+    cfg_base(&cs, 0);
+    mserver S;
+    mserver_start(&S, &cs);
+    ftarget ft;
+    memset(&ft, 0, sizeof ft);
+    ft.stall_hello = 1; /* the drain waits for the connect timeout (5 s) */
+    ft.close_after_parts = -1;
+    ftarget_start(&ft);
+    itest_client a, b;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&b, S.port, "other");
+    const uint64_t A = mt_create(&a, "stack20", 0, 60);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Drain d = PHYSD__V1__DRAIN__INIT;
+    d.target = (char *)mt_addr(ft.port);
+    d.exit = 1;
+    m.request_case = REQ(DRAIN);
+    m.drain = &d;
+    assert_int_equal(itest_client_send(&a, &m), 0);
+    smsg *n = mt_wait_notice(&b, NK(DRAINING), 5000);
+    assert_non_null(n);
+    physd__v1__server_message__free_unpacked(n, NULL);
+    Physd__V1__ClientMessage cm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    cm.request_case = REQ(CREATE_WORLD);
+    cm.create_world = &cw;
+    smsg *rep = itest_client_call(&b, &cm, 5000);
+    assert_non_null(rep);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    assert_non_null(strstr(rep->reply->message, "draining"));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    rep = itest_client_recv(&a, 30000);
+    while (rep && rep->msg_case != PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        rep = itest_client_recv(&a, 30000);
+    }
+    assert_non_null(rep);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    assert_int_equal(rep->reply->migrate->n_worlds, 1);
+    assert_int_equal(rep->reply->migrate->worlds[0]->status, ST(UNAVAILABLE));
+    printf("drain to a target that never answers: %s / %s\n", rep->reply->message,
+           rep->reply->migrate->worlds[0]->message);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    /* Not exited (a world stays), ticking, and worlds are welcome again. */
+    assert_false(S.done);
+    uint64_t t0, t1;
+    hash_of(&a, A, &t0);
+    itest_sleep(0.1);
+    hash_of(&a, A, &t1);
+    assert_true(t1 > t0);
+    assert_true(mt_create(&b, "box_drop", 1, 0) > 0);
+    itest_client_close(&a);
+    itest_client_close(&b);
+    ftarget_stop(&ft);
+    mserver_stop(&S);
+}
+
+static smsg *import_call(itest_client *c, uint64_t world, uint64_t mig, int phase, const uint8_t *data, size_t len,
+                         uint32_t part, uint32_t parts) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
+    iw.world_id = world;
+    iw.migration_id = mig;
+    iw.phase = (Physd__V1__ImportPhase)phase;
+    iw.data.data = (uint8_t *)data;
+    iw.data.len = len;
+    iw.part = part;
+    iw.parts = parts;
+    iw.source = "test";
+    m.request_case = REQ(IMPORT_WORLD);
+    m.import_world = &iw;
+    smsg *r = itest_client_call(c, &m, 30000);
+    assert_non_null(r);
+    return r;
+}
+
+/* A world image with its id (a snapshot of world w of c). */
+static uint8_t *snapshot(itest_client *c, uint64_t w, size_t *len) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__TakeSnapshot ts = PHYSD__V1__TAKE_SNAPSHOT__INIT;
+    ts.world_id = w;
+    m.request_case = REQ(TAKE_SNAPSHOT);
+    m.take_snapshot = &ts;
+    assert_int_equal(itest_client_send(c, &m), 0);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    for (;;) {
+        smsg *r = itest_client_recv(c, 30000);
+        assert_non_null(r);
+        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART) {
+            buf = realloc(buf, n + r->snapshot_part->data.len);
+            memcpy(buf + n, r->snapshot_part->data.data, r->snapshot_part->data.len);
+            n += r->snapshot_part->data.len;
+        }
+        const int done = r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+        physd__v1__server_message__free_unpacked(r, NULL);
+        if (done) break;
+    }
+    *len = n;
+    return buf;
+}
+
+/* ImportWorld by hand: what a target says at each step. */
+static void test_import_protocol(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver S, T;
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    itest_client a, t, t2;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&t, T.port, "importer");
+    itest_connect(&t2, T.port, "other");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0);
+    step(&a, A, 4);
+    size_t len = 0;
+    uint8_t *img = snapshot(&a, A, &len);
+    const uint8_t junk[] = "not an image";
+    struct {
+        const char *what;
+        uint64_t world, mig;
+        int phase;
+        const uint8_t *data;
+        size_t len;
+        uint32_t part, parts;
+        int want;
+    } cases[] = {
+        {"world 0", 0, 9, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
+        {"migration 0", A, 0, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
+        {"junk", A, 9, 0, junk, sizeof junk, 0, 1, ST(INVALID_ARGUMENT)},
+        {"another world's image", A + 1, 9, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
+        {"part 1 first", A, 9, 0, img, 10, 1, 2, ST(INVALID_ARGUMENT)},
+        {"commit unprepared", A, 9, 1, NULL, 0, 0, 0, ST(NOT_FOUND)},
+        {"abort unprepared", A, 9, 2, NULL, 0, 0, 0, ST(NOT_FOUND)},
+        {"status unknown", A, 9, 3, NULL, 0, 0, 0, ST(NOT_FOUND)},
+        {"phase 7", A, 9, 7, NULL, 0, 0, 0, ST(INVALID_ARGUMENT)},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        smsg *r = import_call(&t, cases[k].world, cases[k].mig, cases[k].phase, cases[k].data, cases[k].len,
+                              cases[k].part, cases[k].parts);
+        if ((int)r->reply->status != cases[k].want)
+            fail_msg("%s: %s: %s", cases[k].what, pc_status_name((int)r->reply->status), r->reply->message);
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    /* Prepared in two parts: not listed, not ticking; the same world from
+     * elsewhere is refused; the connection's end drops it. */
+    const size_t half = len / 2;
+    assert_int_equal(status_of(import_call(&t, A, 11, 0, img, half, 0, 2)), ST(OK));
+    smsg *r = import_call(&t, A, 11, 0, img + half, len - half, 1, 2);
+    assert_int_equal(r->reply->status, ST(OK));
+    assert_int_equal(r->reply->migrate->worlds[0]->tick, 4);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    assert_int_equal(status_of(import_call(&t2, A, 12, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
+    assert_int_equal(status_of(import_call(&t, A, 11, 0, img, len, 0, 1)), ST(FAILED_PRECONDITION));
+    Physd__V1__ClientMessage lm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
+    lm.request_case = REQ(LIST_WORLDS);
+    lm.list_worlds = &lw;
+    r = itest_expect(itest_call(&t2, &lm), ST(OK));
+    assert_int_equal(r->reply->worlds->n_worlds, 0);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    itest_client_close(&t);
+    itest_sleep(0.2);
+    /* Gone with the connection: a new import of it is taken, then committed. */
+    assert_int_equal(status_of(import_call(&t2, A, 13, 0, img, len, 0, 1)), ST(OK));
+    assert_int_equal(status_of(import_call(&t2, A, 13, 3, NULL, 0, 0, 0)), ST(NOT_FOUND)); /* asked: dropped */
+    assert_int_equal(status_of(import_call(&t2, A, 14, 0, img, len, 0, 1)), ST(OK));
+    assert_int_equal(status_of(import_call(&t2, A, 14, 1, NULL, 0, 0, 0)), ST(OK));
+    assert_int_equal(status_of(import_call(&t2, A, 14, 3, NULL, 0, 0, 0)), ST(OK)); /* committed */
+    assert_int_equal(status_of(import_call(&t2, A, 15, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
+    uint64_t ts, tt;
+    assert_int_equal(hash_of(&t2, A, &tt), hash_of(&a, A, &ts));
+    assert_int_equal(tt, 4);
+    step(&t2, A, 3);
+    step(&a, A, 3);
+    assert_int_equal(hash_of(&t2, A, &tt), hash_of(&a, A, &ts));
+    free(img);
+    itest_client_close(&a);
+    itest_client_close(&t2);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paused_world_moves_and_continues),
         cmocka_unit_test(test_running_world_moves),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_target_lost_mid_upload),
+        cmocka_unit_test(test_commit_refused),
+        cmocka_unit_test(test_in_doubt_committed),
+        cmocka_unit_test(test_in_doubt_not_committed),
+        cmocka_unit_test(test_edits_around_the_move),
+        cmocka_unit_test(test_drain_and_exit),
+        cmocka_unit_test(test_drain_refuses_new_worlds),
+        cmocka_unit_test(test_import_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
