@@ -803,6 +803,9 @@ static void host_finalize(ps_host *h) {
     h->finalized = 1;
     lane_remove(h);
     if (h->mig) ps_migrate_host_gone(h);
+    /* A world that moved tells its subscribers first: on each connection the
+     * notice comes before the redirects of the requests that waited. */
+    if (h->moved) ps_migrate_notify_moved(h);
     char msg[96];
     snprintf(msg, sizeof msg, "world %llu was %s", (unsigned long long)h->id,
              h->moved ? "moved to another instance" : "destroyed");
@@ -820,10 +823,7 @@ static void host_finalize(ps_host *h) {
     h->dq_len = 0;
     if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
     ps_snap_drop(h, msg);
-    if (h->moved)
-        ps_migrate_notify_moved(h);
-    else
-        notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
+    if (!h->moved) notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
     for (int i = 0; i < h->nsubs; i++) {
         sub_remove(h->subs[i]);
         sub_free(h->subs[i]);

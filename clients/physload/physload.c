@@ -229,7 +229,9 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
     if (!err && pc_reply_moved(r, &mv) && mv.port && mv.world_id == w->id) {
         /* The world moved: the request goes again to its new server. */
         L->t.all_replies++;
+        if (kind == K_EDIT_ADD || kind == K_EDIT_REMOVE || kind == K_QUERY) L->t.replies++;
         L->t.redirects++;
+        if (cl->subscriber && !cl->moved_tick && strcmp(w->host, mv.host) != 0) cl->moved_tick = mv.tick;
         world_moved(w, &mv);
         if (kind != K_SUBSCRIBE && kind != K_UNSUBSCRIBE) queue_retry(cl, kind, arg);
         client_move(cl);
@@ -823,6 +825,7 @@ static void client_move(lclient *cl) {
         pc_handlers h = {0};
         h.on_frame = on_frame; /* frames still in flight from the old server count */
         h.on_disconnect = on_disconnect;
+        h.on_world_moved = on_world_moved;
         h.data = cl;
         pc_client_set_handlers(cl->old, &h);
         cl->c = NULL;
@@ -847,8 +850,9 @@ static void client_move(lclient *cl) {
 
 static void on_world_moved(pc_client *c, const pc_world_moved *m, void *data) {
     lclient *cl = data;
-    if (c != cl->c || m->world_id != cl->w->id) return;
-    cl->L->t.moves_seen++;
+    if (m->world_id != cl->w->id) return;
+    cl->L->t.moves_seen++; /* (also on a connection a redirect already made the client leave) */
+    if (c != cl->c) return;
     world_moved(cl->w, m);
     cl->moved_tick = m->tick;
     client_move(cl);

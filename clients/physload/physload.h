@@ -118,7 +118,7 @@ typedef struct totals {
     char server_addr[64][300];
     int server_worlds[64];    /* worlds placed on each */
     uint64_t server_load[64]; /* its load when probed (awake bodies) */
-    uint64_t moves_seen;      /* NOTICE_WORLD_MOVED received */
+    uint64_t moves_seen;      /* NOTICE_WORLD_MOVED received (by subscribers) */
     uint64_t redirects;       /* replies that said the world moved (the request was sent again there) */
     uint64_t reconnects;      /* clients that reconnected to a world's new server */
     uint64_t resubscribed;    /* subscriptions made again there */

@@ -102,6 +102,9 @@ static void server_init(void) {
     cfg.max_edits_per_batch = PF_MAX_EDITS;
     cfg.max_subscriptions = PF_MAX_SUBS;
     cfg.max_pending_requests = PF_MAX_PENDING;
+    /* MigrateWorld and Drain are checked, then refused without connecting
+     * anywhere (an input must not make the fuzzer dial out). */
+    cfg.no_outgoing = 1;
     const char *e = getenv("PHYSD_FUZZ_SETTLE_MS");
     if (e && *e) settle_ns = (uint64_t)(atof(e) * 1e6);
     e = getenv("PHYSD_FUZZ_VERBOSE");
