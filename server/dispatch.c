@@ -952,8 +952,7 @@ static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     reply_ok(c, m->request_id, h->tick, &rep);
 }
 
-static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
-    (void)decoded;
+void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
     Physd__V1__WorldCounters wc = PHYSD__V1__WORLD_COUNTERS__INIT;
     wc.tick = h->tick;
     wc.ticks_total = h->ticks_total;
@@ -984,6 +983,13 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         wc.journal_ms = (double)h->journal->busy_ns / 1e6;
     }
     ps_history_counters(h, &wc);
+    *out = wc;
+}
+
+static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    Physd__V1__WorldCounters wc;
+    ps_host_counters(h, &wc);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
     r.counters = &wc;

@@ -1097,7 +1097,11 @@ int ps_journal_log_migrate_out(ps_host *h, const char *target, uint64_t id, int 
     x.state_hash = hash;
     r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_OUT;
     r.migrate_out = &x;
-    return ps_journal_append(h, &r) == 0 ? ps_journal_sync_world(h) : -1;
+    if (ps_journal_append(h, &r) != 0) return -1;
+    /* COMMITTING must be on disk before the commit leaves; DONE and ABORTED
+     * need not be (lost, COMMITTING is the last record: recovery asks the
+     * target, which gives the same outcome). */
+    return phase == PS_MIG_OUT_COMMITTING ? ps_journal_sync_world(h) : 0;
 }
 
 int ps_journal_log_migrate_in(ps_host *h, const char *source, uint64_t id, int phase, uint64_t hash) {
@@ -1110,8 +1114,11 @@ int ps_journal_log_migrate_in(ps_host *h, const char *source, uint64_t id, int p
     x.state_hash = hash;
     r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_IN;
     r.migrate_in = &x;
-    if (ps_journal_append(h, &r) != 0 || ps_journal_sync_world(h) != 0) return -1;
-    /* The world's file itself (a new journal) must survive a crash too. */
+    if (ps_journal_append(h, &r) != 0) return -1;
+    if (phase != PS_MIG_IN_COMMITTED) return 0; /* (PREPARED lost: the import never was; the source asks) */
+    /* The commit point: the journal (image included) and its new file's
+     * name on disk before the world ticks here. */
+    if (ps_journal_sync_world(h) != 0) return -1;
     return fsync_dir(h->srv->worlds_dir_fd) == 0 ? 0 : -1;
 }
 
@@ -1128,14 +1135,14 @@ static int write_moved(ps_server *s, uint64_t world, const char *address, uint64
     const int n = snprintf(
         text, sizeof text, "moved_to %s tick %llu state_hash %016llx migration %016llx arrived %016llx\n", address,
         (unsigned long long)tick, (unsigned long long)hash, (unsigned long long)id, (unsigned long long)arrived);
+    /* Not synced: lost in a crash, the journal still ends COMMITTING (or
+     * DONE) and recovery asks the target or finishes this again. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int rc = fd < 0 ? -errno : write_all(fd, (const uint8_t *)text, (size_t)n);
-    if (rc == 0 && fsync(fd) != 0) rc = -errno;
     if (fd >= 0) close(fd);
     if (rc == 0 && rename(tmp, mp) != 0) rc = -errno;
     /* The journal (ending with the move's DONE) is kept for replay. */
     if (rc == 0 && rename(path, moved) != 0) rc = -errno;
-    fsync_dir(s->worlds_dir_fd);
     if (rc) ps_log("world %llu: cannot record its move in %s (%s)", (unsigned long long)world, mp, strerror(-rc));
     return rc;
 }

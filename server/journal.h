@@ -88,9 +88,11 @@ int ps_journal_rotate(struct ps_host *h);
 /* The world's history window (CreateWorld.history_ticks), after create. */
 int ps_journal_log_history(struct ps_host *h);
 
-/* Worlds that move (migrate.c, docs/fleet.md): the records of a move,
- * each synced at once whatever the fsync mode (the move's outcome must not
- * be lost by either side). */
+/* Worlds that move (migrate.c, docs/fleet.md): the records of a move.
+ * The source's COMMITTING and the target's COMMITTED are synced at once
+ * whatever the fsync mode (the outcome must not be lost on either side);
+ * the others follow the fsync mode (if lost, recovery ends in the same
+ * outcome). */
 enum { PS_MIG_OUT_COMMITTING = 1, PS_MIG_OUT_DONE = 2, PS_MIG_OUT_ABORTED = 3 };
 enum { PS_MIG_IN_PREPARED = 1, PS_MIG_IN_COMMITTED = 2 };
 int ps_journal_log_migrate_out(struct ps_host *h, const char *target, uint64_t id, int phase, uint64_t hash);

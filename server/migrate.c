@@ -357,6 +357,18 @@ static void op_end(ps_mig *op, int code, const char *msg, int moved) {
     uv_close((uv_handle_t *)&op->timer, op_timer_closed);
 }
 
+/* ImportWorld{phase} of op's world and migration to the target. */
+static int send_phase(ps_mig *op, int phase, pc_reply_cb cb) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
+    iw.world_id = op->world_id;
+    iw.migration_id = op->id;
+    iw.phase = (Physd__V1__ImportPhase)phase;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_IMPORT_WORLD;
+    m.import_world = &iw;
+    return pc_request(op->pc, &m, cb, cb ? op : NULL);
+}
+
 /* The world ticks on here: unfrozen (its clock starts again, as after a
  * pause), the requests that waited run. kick 0: called from inside
  * ps_host_kick, which goes on by itself. */
@@ -381,17 +393,8 @@ static void op_fail(ps_mig *op, int kick, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (op->pc && pc_client_connected(op->pc) && op->state >= M_UPLOAD) {
-        /* Best effort: the target also drops it when the connection ends. */
-        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-        Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-        iw.world_id = op->world_id;
-        iw.migration_id = op->id;
-        iw.phase = PHYSD__V1__IMPORT_PHASE__IMPORT_ABORT;
-        m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_IMPORT_WORLD;
-        m.import_world = &iw;
-        pc_request(op->pc, &m, NULL, NULL);
-    }
+    if (op->pc && pc_client_connected(op->pc) && op->state >= M_UPLOAD) /* best effort: the target also drops */
+        send_phase(op, PHYSD__V1__IMPORT_PHASE__IMPORT_ABORT, NULL);    /* it when the connection ends */
     if (op->h && op->committing) ps_journal_log_migrate_out(op->h, op->address, op->id, PS_MIG_OUT_ABORTED, op->hash);
     if (op->h)
         ps_log("world %llu stays here: its move to %s failed: %s", (unsigned long long)op->world_id, op->address, msg);
@@ -404,8 +407,7 @@ static void op_fail(ps_mig *op, int kick, int code, const char *fmt, ...) {
 static void op_done(ps_mig *op) {
     ps_host *h = op->h;
     ps_server *s = op->s;
-    const double ms = op->t_freeze ? (double)(ps_now_ns() - op->t_freeze) / 1e6 : 0;
-    op->frozen_ms = ms;
+    const double ms = op->frozen_ms;
     if (h) {
         ps_journal_log_migrate_out(h, op->address, op->id, PS_MIG_OUT_DONE, op->hash);
         ps_journal_moved_away(h, op->address, op->tick, op->hash, op->id, h->mig_in_id);
@@ -521,21 +523,16 @@ static void on_part_reply(pc_client *c, int err, const Physd__V1__Reply *r, void
         return;
     }
     op->committing = 1;
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-    iw.world_id = op->world_id;
-    iw.migration_id = op->id;
-    iw.phase = PHYSD__V1__IMPORT_PHASE__IMPORT_COMMIT;
-    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_IMPORT_WORLD;
-    m.import_world = &iw;
     op->state = M_COMMIT;
-    int e = pc_request(op->pc, &m, on_commit_reply, op);
+    int e = send_phase(op, PHYSD__V1__IMPORT_PHASE__IMPORT_COMMIT, on_commit_reply);
     if (e) op_fail(op, 1, PS_ST_UNAVAILABLE, "the commit could not be sent to %s: %s", op->address, pc_strerror(e));
 }
 
 static void on_commit_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
     ps_mig *op = data;
     if (c != op->pc || op->state != M_COMMIT) return;
+    /* From the freeze here to the world's first tick at the target. */
+    op->frozen_ms = (double)(ps_now_ns() - op->t_freeze) / 1e6;
     if (err) {
         char why[300];
         snprintf(why, sizeof why, "%s (%s)", pc_strerror(err), pc_err_name(err));
@@ -559,7 +556,7 @@ static void send_parts(ps_mig *op, int kick) {
         const size_t n = op->len - off < op->per ? op->len - off : op->per;
         Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
         Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-        Physd__V1__WorldCounters wc = PHYSD__V1__WORLD_COUNTERS__INIT;
+        Physd__V1__WorldCounters wc;
         iw.world_id = op->world_id;
         iw.migration_id = op->id;
         iw.phase = PHYSD__V1__IMPORT_PHASE__IMPORT_PART;
@@ -570,19 +567,8 @@ static void send_parts(ps_mig *op, int kick) {
         iw.source = src;
         if (op->sent + 1 == op->parts && op->h) {
             /* The last part: what the world carries beside its image. */
-            ps_host *h = op->h;
-            iw.history_ticks = ps_history_window(h);
-            wc.ticks_total = h->ticks_total;
-            wc.overrun_ticks = h->overrun_ticks;
-            wc.edits_applied = h->edits_applied;
-            wc.batches_applied = h->batches_applied;
-            wc.batches_rejected = h->batches_rejected;
-            wc.frames_encoded = h->frames_encoded;
-            wc.pushes_queued = h->pushes_queued;
-            wc.pushes_dropped = h->pushes_dropped;
-            wc.budget_steps = h->budget_steps;
-            wc.nonfinite_steps = h->nonfinite_steps;
-            wc.uptime_s = (double)(ps_now_ns() - h->created_ns) / 1e9;
+            iw.history_ticks = ps_history_window(op->h);
+            ps_host_counters(op->h, &wc);
             iw.counters = &wc;
         }
         m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_IMPORT_WORLD;
@@ -641,16 +627,9 @@ static void on_connected(pc_client *c, int status, void *data) {
             uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
             return;
         }
-        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-        Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-        iw.world_id = op->world_id;
-        iw.migration_id = op->id;
-        iw.phase = PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS;
-        m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_IMPORT_WORLD;
-        m.import_world = &iw;
         op->state = M_ASKING;
         uv_timer_start(&op->timer, on_timer, MIG_CONNECT_MS, 0);
-        if (pc_request(op->pc, &m, on_status_reply, op) != 0) {
+        if (send_phase(op, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, on_status_reply) != 0) {
             op_close_pc(op);
             op->state = M_IN_DOUBT;
         }
@@ -770,7 +749,10 @@ void ps_migrate_start(ps_host *h, ps_conn *c, ps_msg *m) {
     }
 }
 
+static void import_forget(ps_server *s, const ps_host *h);
+
 void ps_migrate_host_gone(ps_host *h) {
+    if (h->frozen == PS_FROZEN_IMPORT) import_forget(h->srv, h); /* (a shutdown: its journal stays, prepared) */
     ps_mig *op = h->mig;
     h->mig = NULL;
     h->mig_boundary = 0;
@@ -873,7 +855,7 @@ static void drain_world_done(ps_drain *d, const ps_mig *op, int code, const char
     r->tick = op->tick;
     r->state_hash = op->hash;
     r->bytes = op->len;
-    r->frozen_ms = op->t_freeze ? (double)(ps_now_ns() - op->t_freeze) / 1e6 : 0;
+    r->frozen_ms = op->frozen_ms > 0 ? op->frozen_ms : op->t_freeze ? (double)(ps_now_ns() - op->t_freeze) / 1e6 : 0;
     if (code == PS_ST_OK)
         d->moved++;
     else
@@ -1034,6 +1016,18 @@ static void import_drop(ps_server *s, import *imp, const char *why) {
     free(imp);
 }
 
+/* A prepared import's world is going (a shutdown): forget the import. */
+static void import_forget(ps_server *s, const ps_host *h) {
+    struct ps_migrate_state *m = s->mig;
+    for (import **pp = m ? &m->imports : NULL; pp && *pp; pp = &(*pp)->next)
+        if ((*pp)->h == h) {
+            import *imp = *pp;
+            *pp = imp->next;
+            free(imp);
+            return;
+        }
+}
+
 void ps_migrate_conn_closed(ps_conn *c) {
     struct ps_migrate_state *m = c->srv->mig;
     if (!m) return;
@@ -1142,7 +1136,6 @@ static void import_prepare(ps_conn *c, const Physd__V1__ImportWorld *iw, uint64_
         if (jr == 0) jr = ps_journal_log_image(h, data, len);
         if (jr == 0 && h->hist) jr = ps_journal_log_history(h);
         if (jr == 0) jr = ps_journal_log_migrate_in(h, iw->source, iw->migration_id, PS_MIG_IN_PREPARED, hash);
-        if (jr == 0) jr = ps_data_dir_save_state(s);
         if (jr != 0) rc = ps_fail(&st, PS_ST_UNAVAILABLE, "the world's journal could not be written (data_dir)");
     }
     if (rc) {
@@ -1180,8 +1173,10 @@ static void import_commit(ps_conn *c, const Physd__V1__ImportWorld *iw, uint64_t
         return;
     }
     ps_host *h = imp->h;
-    /* The commit point: COMMITTED on disk before the world ticks here. */
-    if (ps_journal_log_migrate_in(h, imp->source, imp->id, PS_MIG_IN_COMMITTED, imp->hash) != 0) {
+    /* The commit point: COMMITTED on disk before the world ticks here (and
+     * the id never handed out here again). */
+    if (ps_journal_log_migrate_in(h, imp->source, imp->id, PS_MIG_IN_COMMITTED, imp->hash) != 0 ||
+        ps_data_dir_save_state(s) != 0) {
         import_drop(s, imp, "its journal could not record the commit");
         ps_reply_error(c, request_id, PS_ST_UNAVAILABLE, "the world's journal could not record the commit (data_dir)");
         return;

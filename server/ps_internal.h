@@ -526,7 +526,8 @@ void ps_migrate_start(ps_host *h, ps_conn *c, ps_msg *m);
 /* Called by ps_host_kick at a tick boundary when h->mig_boundary is set:
  * freezes the world and starts the upload. */
 void ps_migrate_boundary(ps_host *h);
-/* The world is being finalized while its move is in progress. */
+/* The world is being finalized while its move is in progress, or while it
+ * is a prepared import (a shutdown). */
 void ps_migrate_host_gone(ps_host *h);
 /* Answers request_id with a redirect to where world went (UNAVAILABLE +
  * Reply.moved), or NOT_FOUND when the server has no tombstone of it. */
@@ -552,6 +553,8 @@ int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address
  * the world stays frozen and the target is asked until it is known. */
 void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migration_id, uint64_t hash);
 void ps_migrate_free(struct ps_server *s);
+/* The world's counters as QueryCounters answers them (dispatch.c; world idle). */
+void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out);
 /* Answers every request waiting for h's tick boundary with code and msg. */
 void ps_host_refuse_deferred(ps_host *h, int code, const char *msg);
 

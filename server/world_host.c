@@ -802,7 +802,7 @@ static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
     lane_remove(h);
-    if (h->mig) ps_migrate_host_gone(h);
+    if (h->mig || h->frozen == PS_FROZEN_IMPORT) ps_migrate_host_gone(h);
     /* A world that moved tells its subscribers first: on each connection the
      * notice comes before the redirects of the requests that waited. */
     if (h->moved) ps_migrate_notify_moved(h);

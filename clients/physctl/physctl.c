@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "  --host H        server address or name (default 127.0.0.1)\n"
             "  --port P        server port (default %d)\n"
             "  --servers LIST  several servers, HOST:PORT,... (PHYSD_SERVERS): create places the world on the least\n"
-            "                  loaded, a WORLD argument finds its server, worlds lists them all (docs/fleet.md)\n"
+            "                  loaded, a WORLD argument finds its server, worlds lists them all (docs/fleet.md);\n"
+            "                  --host or --port names one server instead\n"
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --token-file F  credentials: the token(s) in file F (else PHYSD_TOKEN; docs/security.md)\n"
@@ -464,6 +465,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
             return -1;
         }
         x->host = val;
+        x->chosen = 1; /* one server named: it wins over --servers / PHYSD_SERVERS */
         return 0;
     }
     char *end;
@@ -474,6 +476,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
     }
     if (!strcmp(name, "--port")) {
         x->port = (int)v;
+        x->chosen = 1;
     } else {
         x->timeout_ms = (int)v;
         x->timeout_given = 1;

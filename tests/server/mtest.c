@@ -149,6 +149,18 @@ static int send_all(int fd, const uint8_t *p, size_t n) {
     return 0;
 }
 
+static int send_server_reply(int fd, Physd__V1__Reply *r) {
+    Physd__V1__ServerMessage m = PHYSD__V1__SERVER_MESSAGE__INIT;
+    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+    m.reply = r;
+    uint8_t *b = NULL;
+    size_t n = 0;
+    if (pw_frame_encode(&m.base, UINT64_MAX, &b, &n) < 0) return -1;
+    int rc = send_all(fd, b, n);
+    free(b);
+    return rc;
+}
+
 static int send_reply(int fd, uint64_t rid, int status, const char *msg, int with_migrate, uint64_t world) {
     Physd__V1__Reply r = PHYSD__V1__REPLY__INIT;
     Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
@@ -163,15 +175,7 @@ static int send_reply(int fd, uint64_t rid, int status, const char *msg, int wit
         r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
         r.migrate = &mr;
     }
-    Physd__V1__ServerMessage m = PHYSD__V1__SERVER_MESSAGE__INIT;
-    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
-    m.reply = &r;
-    uint8_t *b = NULL;
-    size_t n = 0;
-    if (pw_frame_encode(&m.base, UINT64_MAX, &b, &n) < 0) return -1;
-    int rc = send_all(fd, b, n);
-    free(b);
-    return rc;
+    return send_server_reply(fd, &r);
 }
 
 static int send_hello_reply(int fd, uint64_t rid, uint64_t max_frame) {
@@ -185,15 +189,7 @@ static int send_hello_reply(int fd, uint64_t rid, uint64_t max_frame) {
     r.message = "ok";
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_HELLO;
     r.hello = &hr;
-    Physd__V1__ServerMessage m = PHYSD__V1__SERVER_MESSAGE__INIT;
-    m.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
-    m.reply = &r;
-    uint8_t *b = NULL;
-    size_t n = 0;
-    if (pw_frame_encode(&m.base, UINT64_MAX, &b, &n) < 0) return -1;
-    int rc = send_all(fd, b, n);
-    free(b);
-    return rc;
+    return send_server_reply(fd, &r);
 }
 
 /* Serves one connection; returns when it ends (or the script ends it). */
@@ -339,6 +335,62 @@ smsg *mt_migrate(itest_client *c, uint64_t w, const char *target, const char *cr
     m.request_case = REQ(MIGRATE_WORLD);
     m.migrate_world = &mw;
     smsg *r = itest_client_call(c, &m, 60000);
+    assert_non_null(r);
+    return r;
+}
+
+void mt_migrate_send(itest_client *c, uint64_t w, const char *target) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+    mw.world_id = w;
+    mw.target = (char *)target;
+    m.request_case = REQ(MIGRATE_WORLD);
+    m.migrate_world = &mw;
+    assert_int_equal(itest_client_send(c, &m), 0);
+}
+
+uint8_t *mt_snapshot(itest_client *c, uint64_t w, size_t *len, uint64_t *hash) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__TakeSnapshot ts = PHYSD__V1__TAKE_SNAPSHOT__INIT;
+    ts.world_id = w;
+    m.request_case = REQ(TAKE_SNAPSHOT);
+    m.take_snapshot = &ts;
+    assert_int_equal(itest_client_send(c, &m), 0);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    for (;;) {
+        smsg *r = itest_client_recv(c, 30000);
+        assert_non_null(r);
+        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART) {
+            buf = realloc(buf, n + r->snapshot_part->data.len);
+            assert_non_null(buf);
+            memcpy(buf + n, r->snapshot_part->data.data, r->snapshot_part->data.len);
+            n += r->snapshot_part->data.len;
+        }
+        const int done = r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+        if (done && hash) *hash = r->reply->snapshot ? r->reply->snapshot->state_hash : 0;
+        physd__v1__server_message__free_unpacked(r, NULL);
+        if (done) break;
+    }
+    *len = n;
+    return buf;
+}
+
+smsg *mt_import(itest_client *c, uint64_t world, uint64_t mig, int phase, const uint8_t *data, size_t len,
+                uint32_t part, uint32_t parts) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
+    iw.world_id = world;
+    iw.migration_id = mig;
+    iw.phase = (Physd__V1__ImportPhase)phase;
+    iw.data.data = (uint8_t *)data;
+    iw.data.len = len;
+    iw.part = part;
+    iw.parts = parts;
+    iw.source = "the test";
+    m.request_case = REQ(IMPORT_WORLD);
+    m.import_world = &iw;
+    smsg *r = itest_client_call(c, &m, 30000);
     assert_non_null(r);
     return r;
 }

@@ -66,6 +66,13 @@ void ftarget_stop(ftarget *f);
 uint64_t mt_create(itest_client *c, const char *preset, int paused, double rate);
 /* MigrateWorld: the reply (caller frees). */
 smsg *mt_migrate(itest_client *c, uint64_t w, const char *target, const char *cred);
+/* The same, sent without waiting for the reply. */
+void mt_migrate_send(itest_client *c, uint64_t w, const char *target);
+/* TakeSnapshot of world w: its image (malloc'd), length and state hash. */
+uint8_t *mt_snapshot(itest_client *c, uint64_t w, size_t *len, uint64_t *hash);
+/* ImportWorld by hand (source "the test"): the reply (caller frees). */
+smsg *mt_import(itest_client *c, uint64_t world, uint64_t mig, int phase, const uint8_t *data, size_t len,
+                uint32_t part, uint32_t parts);
 /* "127.0.0.1:PORT" */
 const char *mt_addr(int port);
 /* An edit adding a sphere with user_data at (x, y, 3): the reply. */

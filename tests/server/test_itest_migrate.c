@@ -476,13 +476,7 @@ static void test_target_lost_mid_upload(void **state) {
     const uint64_t R = mt_create(&a, "grid1000", 1, 0);
     step(&a, A, 3);
     step(&a, R, 3);
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
-    mw.world_id = A;
-    mw.target = (char *)mt_addr(ft.port);
-    m.request_case = REQ(MIGRATE_WORLD);
-    m.migrate_world = &mw;
-    assert_int_equal(itest_client_send(&a, &m), 0);
+    mt_migrate_send(&a, A, mt_addr(ft.port));
     /* Edits while the move runs: each is applied here, once. */
     uint64_t rids[20];
     for (int k = 0; k < 20; k++)
@@ -644,15 +638,7 @@ static void test_edits_around_the_move(void **state) {
             mt_add_sphere_send(&e, A, 1000 + (uint64_t)sent, -5 + (sent % 20) * 0.5, -5 + (sent / 20) * 0.5,
                                &rid[sent]);
             sent++;
-            if (sent == N / 3) {
-                Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-                Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
-                mw.world_id = A;
-                mw.target = (char *)mt_addr(T.port);
-                m.request_case = REQ(MIGRATE_WORLD);
-                m.migrate_world = &mw;
-                assert_int_equal(itest_client_send(&a, &m), 0);
-            }
+            if (sent == N / 3) mt_migrate_send(&a, A, mt_addr(T.port));
         }
         if (!migrated) migrated = itest_client_recv(&a, 0);
         smsg *r = itest_client_recv(&e, sent < N ? 2 : 30000);
@@ -847,51 +833,6 @@ static void test_drain_refuses_new_worlds(void **state) {
     mserver_stop(&S);
 }
 
-static smsg *import_call(itest_client *c, uint64_t world, uint64_t mig, int phase, const uint8_t *data, size_t len,
-                         uint32_t part, uint32_t parts) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-    iw.world_id = world;
-    iw.migration_id = mig;
-    iw.phase = (Physd__V1__ImportPhase)phase;
-    iw.data.data = (uint8_t *)data;
-    iw.data.len = len;
-    iw.part = part;
-    iw.parts = parts;
-    iw.source = "test";
-    m.request_case = REQ(IMPORT_WORLD);
-    m.import_world = &iw;
-    smsg *r = itest_client_call(c, &m, 30000);
-    assert_non_null(r);
-    return r;
-}
-
-/* A world image with its id (a snapshot of world w of c). */
-static uint8_t *snapshot(itest_client *c, uint64_t w, size_t *len) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__TakeSnapshot ts = PHYSD__V1__TAKE_SNAPSHOT__INIT;
-    ts.world_id = w;
-    m.request_case = REQ(TAKE_SNAPSHOT);
-    m.take_snapshot = &ts;
-    assert_int_equal(itest_client_send(c, &m), 0);
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    for (;;) {
-        smsg *r = itest_client_recv(c, 30000);
-        assert_non_null(r);
-        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART) {
-            buf = realloc(buf, n + r->snapshot_part->data.len);
-            memcpy(buf + n, r->snapshot_part->data.data, r->snapshot_part->data.len);
-            n += r->snapshot_part->data.len;
-        }
-        const int done = r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
-        physd__v1__server_message__free_unpacked(r, NULL);
-        if (done) break;
-    }
-    *len = n;
-    return buf;
-}
-
 /* ImportWorld by hand: what a target says at each step. */
 static void test_import_protocol(void **state) {
     (void)state;
@@ -908,7 +849,7 @@ static void test_import_protocol(void **state) {
     const uint64_t A = mt_create(&a, "stack20", 1, 0);
     step(&a, A, 4);
     size_t len = 0;
-    uint8_t *img = snapshot(&a, A, &len);
+    uint8_t *img = mt_snapshot(&a, A, &len, NULL);
     const uint8_t junk[] = "not an image";
     struct {
         const char *what;
@@ -930,8 +871,8 @@ static void test_import_protocol(void **state) {
         {"phase 7", A, 9, 7, NULL, 0, 0, 0, ST(INVALID_ARGUMENT)},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        smsg *r = import_call(&t, cases[k].world, cases[k].mig, cases[k].phase, cases[k].data, cases[k].len,
-                              cases[k].part, cases[k].parts);
+        smsg *r = mt_import(&t, cases[k].world, cases[k].mig, cases[k].phase, cases[k].data, cases[k].len,
+                            cases[k].part, cases[k].parts);
         if ((int)r->reply->status != cases[k].want)
             fail_msg("%s: %s: %s", cases[k].what, pc_status_name((int)r->reply->status), r->reply->message);
         physd__v1__server_message__free_unpacked(r, NULL);
@@ -939,13 +880,13 @@ static void test_import_protocol(void **state) {
     /* Prepared in two parts: not listed, not ticking; the same world from
      * elsewhere is refused; the connection's end drops it. */
     const size_t half = len / 2;
-    assert_int_equal(status_of(import_call(&t, A, 11, 0, img, half, 0, 2)), ST(OK));
-    smsg *r = import_call(&t, A, 11, 0, img + half, len - half, 1, 2);
+    assert_int_equal(status_of(mt_import(&t, A, 11, 0, img, half, 0, 2)), ST(OK));
+    smsg *r = mt_import(&t, A, 11, 0, img + half, len - half, 1, 2);
     assert_int_equal(r->reply->status, ST(OK));
     assert_int_equal(r->reply->migrate->worlds[0]->tick, 4);
     physd__v1__server_message__free_unpacked(r, NULL);
-    assert_int_equal(status_of(import_call(&t2, A, 12, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
-    assert_int_equal(status_of(import_call(&t, A, 11, 0, img, len, 0, 1)), ST(FAILED_PRECONDITION));
+    assert_int_equal(status_of(mt_import(&t2, A, 12, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
+    assert_int_equal(status_of(mt_import(&t, A, 11, 0, img, len, 0, 1)), ST(FAILED_PRECONDITION));
     Physd__V1__ClientMessage lm = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
     lm.request_case = REQ(LIST_WORLDS);
@@ -956,12 +897,12 @@ static void test_import_protocol(void **state) {
     itest_client_close(&t);
     itest_sleep(0.2);
     /* Gone with the connection: a new import of it is taken, then committed. */
-    assert_int_equal(status_of(import_call(&t2, A, 13, 0, img, len, 0, 1)), ST(OK));
-    assert_int_equal(status_of(import_call(&t2, A, 13, 3, NULL, 0, 0, 0)), ST(NOT_FOUND)); /* asked: dropped */
-    assert_int_equal(status_of(import_call(&t2, A, 14, 0, img, len, 0, 1)), ST(OK));
-    assert_int_equal(status_of(import_call(&t2, A, 14, 1, NULL, 0, 0, 0)), ST(OK));
-    assert_int_equal(status_of(import_call(&t2, A, 14, 3, NULL, 0, 0, 0)), ST(OK)); /* committed */
-    assert_int_equal(status_of(import_call(&t2, A, 15, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
+    assert_int_equal(status_of(mt_import(&t2, A, 13, 0, img, len, 0, 1)), ST(OK));
+    assert_int_equal(status_of(mt_import(&t2, A, 13, 3, NULL, 0, 0, 0)), ST(NOT_FOUND)); /* asked: dropped */
+    assert_int_equal(status_of(mt_import(&t2, A, 14, 0, img, len, 0, 1)), ST(OK));
+    assert_int_equal(status_of(mt_import(&t2, A, 14, 1, NULL, 0, 0, 0)), ST(OK));
+    assert_int_equal(status_of(mt_import(&t2, A, 14, 3, NULL, 0, 0, 0)), ST(OK)); /* committed */
+    assert_int_equal(status_of(mt_import(&t2, A, 15, 0, img, len, 0, 1)), ST(ALREADY_EXISTS));
     uint64_t ts, tt;
     assert_int_equal(hash_of(&t2, A, &tt), hash_of(&a, A, &ts));
     assert_int_equal(tt, 4);
@@ -969,10 +910,15 @@ static void test_import_protocol(void **state) {
     step(&a, A, 3);
     assert_int_equal(hash_of(&t2, A, &tt), hash_of(&a, A, &ts));
     free(img);
+    /* A server stopped with an import prepared on an open connection. */
+    const uint64_t B = mt_create(&a, "box_drop", 1, 0);
+    img = mt_snapshot(&a, B, &len, NULL);
+    assert_int_equal(status_of(mt_import(&t2, B, 21, 0, img, len, 0, 1)), ST(OK));
+    free(img);
+    mserver_stop(&T);
     itest_client_close(&a);
     itest_client_close(&t2);
     mserver_stop(&S);
-    mserver_stop(&T);
 }
 
 int main(void) {

@@ -252,51 +252,6 @@ static void test_moved_world_survives_both_restarts(void **state) {
     remove_dir();
 }
 
-static smsg *import(itest_client *c, uint64_t world, uint64_t mig, int phase, const uint8_t *data, size_t len) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__ImportWorld iw = PHYSD__V1__IMPORT_WORLD__INIT;
-    iw.world_id = world;
-    iw.migration_id = mig;
-    iw.phase = (Physd__V1__ImportPhase)phase;
-    iw.data.data = (uint8_t *)data;
-    iw.data.len = len;
-    iw.parts = 1;
-    iw.source = "the test";
-    m.request_case = REQ(IMPORT_WORLD);
-    m.import_world = &iw;
-    smsg *r = itest_client_call(c, &m, 30000);
-    assert_non_null(r);
-    return r;
-}
-
-static uint8_t *snapshot(itest_client *c, uint64_t w, size_t *len, uint64_t *hash) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__TakeSnapshot ts = PHYSD__V1__TAKE_SNAPSHOT__INIT;
-    ts.world_id = w;
-    m.request_case = REQ(TAKE_SNAPSHOT);
-    m.take_snapshot = &ts;
-    assert_int_equal(itest_client_send(c, &m), 0);
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    for (;;) {
-        smsg *r = itest_client_recv(c, 30000);
-        assert_non_null(r);
-        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART) {
-            buf = realloc(buf, n + r->snapshot_part->data.len);
-            memcpy(buf + n, r->snapshot_part->data.data, r->snapshot_part->data.len);
-            n += r->snapshot_part->data.len;
-        }
-        if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
-            *hash = r->reply->snapshot->state_hash;
-            physd__v1__server_message__free_unpacked(r, NULL);
-            break;
-        }
-        physd__v1__server_message__free_unpacked(r, NULL);
-    }
-    *len = n;
-    return buf;
-}
-
 /* The target killed with an import prepared: set aside at its restart;
  * killed after the commit: the world is back. */
 static void test_target_crash_after_prepare_and_after_commit(void **state) {
@@ -312,12 +267,12 @@ static void test_target_crash_after_prepare_and_after_commit(void **state) {
     itest_step(&a, A, 12);
     size_t len;
     uint64_t hash;
-    uint8_t *img = snapshot(&a, A, &len, &hash);
+    uint8_t *img = mt_snapshot(&a, A, &len, &hash);
     mproc T;
     start(&T, "t", "1000", 1);
     itest_client t;
     itest_connect(&t, T.port, "importer");
-    smsg *r = import(&t, A, 77, PHYSD__V1__IMPORT_PHASE__IMPORT_PART, img, len);
+    smsg *r = mt_import(&t, A, 77, PHYSD__V1__IMPORT_PHASE__IMPORT_PART, img, len, 0, 1);
     assert_int_equal(r->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(r, NULL);
     assert_true(exists("t", A, ".journal"));
@@ -329,10 +284,10 @@ static void test_target_crash_after_prepare_and_after_commit(void **state) {
     assert_true(exists("t", A, ".journal.aborted"));
     assert_true(mproc_log_has(&T, "never committed"));
     /* Again, committed this time, then killed: back with its state. */
-    r = import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_PART, img, len);
+    r = mt_import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_PART, img, len, 0, 1);
     assert_int_equal(r->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(r, NULL);
-    r = import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_COMMIT, NULL, 0);
+    r = mt_import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_COMMIT, NULL, 0, 0, 1);
     assert_int_equal(r->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(r, NULL);
     itest_client_close(&t);
@@ -344,10 +299,10 @@ static void test_target_crash_after_prepare_and_after_commit(void **state) {
     assert_int_equal(itest_state_hash(&t, A, &tick), hash);
     assert_int_equal(tick, 12);
     /* Asked about it, the target says it committed migration 78, not 77. */
-    r = import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, NULL, 0);
+    r = mt_import(&t, A, 78, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, NULL, 0, 0, 1);
     assert_int_equal(r->reply->status, ST(OK));
     physd__v1__server_message__free_unpacked(r, NULL);
-    r = import(&t, A, 77, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, NULL, 0);
+    r = mt_import(&t, A, 77, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, NULL, 0, 0, 1);
     assert_int_equal(r->reply->status, ST(NOT_FOUND));
     physd__v1__server_message__free_unpacked(r, NULL);
     itest_client_close(&t);
@@ -376,14 +331,7 @@ static void source_in_doubt(int committed) {
     itest_step(&a, A, 9);
     uint64_t tick0;
     const uint64_t h0 = itest_state_hash(&a, A, &tick0);
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
-    mw.world_id = A;
-    mw.target = (char *)mt_addr(ft.port);
-    m.request_case = REQ(MIGRATE_WORLD);
-    m.migrate_world = &mw;
-    smsg *r = itest_client_call(&a, &m, 30000);
-    assert_non_null(r);
+    smsg *r = mt_migrate(&a, A, mt_addr(ft.port), NULL);
     assert_int_equal(r->reply->status, ST(UNAVAILABLE)); /* in doubt */
     physd__v1__server_message__free_unpacked(r, NULL);
     itest_client_close(&a);
