@@ -443,6 +443,11 @@ static int follow(watch *v, Physd__V1__ClientMessage *sub) {
     ctl *x = v->x;
     v->move_pending = 0;
     v->moves++;
+    if (v->dirty && v->latest) { /* the old server's last update first */
+        v->dirty = 0;
+        draw(v);
+        count_update(v);
+    }
     pc_client_set_handlers(x->c, NULL);
     pc_close_sync(x->c); /* (a counters request in flight gets its error: polling ends) */
     x->c = NULL;

@@ -921,8 +921,32 @@ static void test_import_protocol(void **state) {
     mserver_stop(&S);
 }
 
+/* The client library's address parser (pc_parse_address). */
+static void test_parse_address(void **state) {
+    (void)state;
+    char host[64];
+    int port = 0;
+    assert_int_equal(pc_parse_address("10.0.0.7:7447", host, sizeof host, &port), 0);
+    assert_string_equal(host, "10.0.0.7");
+    assert_int_equal(port, 7447);
+    assert_int_equal(pc_parse_address("[::1]:9000", host, sizeof host, &port), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 9000);
+    assert_int_equal(pc_parse_address("physd-2.physd.default.svc", host, sizeof host, &port), 0);
+    assert_string_equal(host, "physd-2.physd.default.svc");
+    assert_int_equal(port, PC_DEFAULT_PORT);
+    assert_int_equal(pc_parse_address("::1", host, sizeof host, &port), 0); /* a bare IPv6 address */
+    assert_string_equal(host, "::1");
+    const char *bad[] = {"", ":7447", "h:0", "h:65536", "h:12x", "[::1", "[::1]x", "h:", NULL};
+    for (int i = 0; bad[i]; i++)
+        if (pc_parse_address(bad[i], host, sizeof host, &port) != UV_EINVAL) fail_msg("'%s' was accepted", bad[i]);
+    assert_int_equal(pc_parse_address("a-host-name-longer-than-the-buffer-we-give.example:1", host, 8, &port),
+                     UV_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_address),
         cmocka_unit_test(test_paused_world_moves_and_continues),
         cmocka_unit_test(test_running_world_moves),
         cmocka_unit_test(test_refusals),

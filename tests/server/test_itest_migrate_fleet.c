@@ -19,6 +19,11 @@
  *    finds the image it arrived with byte for byte the world the first
  *    journal replays to, and every state hash recorded after the move
  *    equal to the continued replay's.
+ *
+ * And physctl with several servers (test_physctl_fleet): `create` placed
+ * by the rule, `fleet`, `worlds` across servers, a WORLD found on its
+ * server, `migrate`, a request sent to the old server followed to the new
+ * one, and `watch` following its world when it moves.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -42,6 +47,7 @@ static int teardown(void **state) {
     (void)state;
     for (int i = 0; i < 3; i++)
         if (procs[i] && procs[i]->pid > 0) mproc_kill9(procs[i]);
+    procs[0] = procs[1] = procs[2] = NULL;
     return 0;
 }
 
@@ -213,9 +219,116 @@ static void test_three_instances(void **state) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* Runs physctl with args; its stdout into out (n bytes); the exit code. */
+static int physctl(char *out, size_t n, const char *const *args) {
+    const char *argv[32];
+    int k = 0;
+    argv[k++] = PHYSCTL_BIN;
+    for (int i = 0; args[i] && k < 31; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    char po[128], pe[128];
+    snprintf(po, sizeof po, "%s/ctl.out", dir);
+    snprintf(pe, sizeof pe, "%s/ctl.err", dir);
+    const int rc = wait_pid(spawn(argv, po, pe), 60);
+    FILE *f = fopen(po, "r");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    if (f) fclose(f);
+    out[got] = 0;
+    return rc;
+}
+
+static void test_physctl_fleet(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/physd-fleetctl-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    static mproc A, B;
+    procs[0] = &A, procs[1] = &B, procs[2] = NULL;
+    const char *a_args[] = {"--world-id-base", "0", NULL}, *b_args[] = {"--world-id-base", "1000", NULL};
+    char la[128], lb[128];
+    snprintf(la, sizeof la, "%s/a.log", dir);
+    snprintf(lb, sizeof lb, "%s/b.log", dir);
+    mproc_start(&A, la, a_args);
+    mproc_start(&B, lb, b_args);
+    char servers[128], to_b[64], out[65536];
+    snprintf(servers, sizeof servers, "127.0.0.1:%d,127.0.0.1:%d", A.port, B.port);
+    snprintf(to_b, sizeof to_b, "127.0.0.1:%d", B.port);
+    /* Placement: the first world to the first server (a tie), the second
+     * to the other (fewer awake bodies). */
+    const char *c1[] = {"--servers", servers, "create", "--scene", "box_drop", NULL};
+    assert_int_equal(physctl(out, sizeof out, c1), 0);
+    assert_int_equal(strtoull(out, NULL, 10), 1);
+    assert_int_equal(physctl(out, sizeof out, c1), 0);
+    assert_int_equal(strtoull(out, NULL, 10), 1001);
+    const char *fl[] = {"--servers", servers, "--json", "fleet", NULL};
+    assert_int_equal(physctl(out, sizeof out, fl), 0);
+    js_value v;
+    char jerr[200];
+    assert_int_equal(js_parse(out, strlen(out), &v, jerr, sizeof jerr), 0);
+    const js_value *sv = js_get(&v, "servers");
+    assert_int_equal(sv->n, 2);
+    assert_int_equal((int)js_get(&sv->items[0], "worlds")->num, 1);
+    assert_int_equal((int)js_get(&sv->items[1], "worlds")->num, 1);
+    js_free(&v);
+    /* watch world 1 (found on A) while it moves to B. */
+    const char *w_argv[] = {PHYSCTL_BIN, "--servers", servers,     "--json", "watch", "1",
+                            "--every",   "1",         "--seconds", "3",      NULL};
+    char wo[128], we[128];
+    snprintf(wo, sizeof wo, "%s/watch.out", dir);
+    snprintf(we, sizeof we, "%s/watch.err", dir);
+    const pid_t wp = spawn(w_argv, wo, we);
+    itest_sleep(1);
+    const char *mg[] = {"--servers", servers, "migrate", "1", "--to", to_b, NULL};
+    assert_int_equal(physctl(out, sizeof out, mg), 0);
+    printf("physctl migrate: %s", out);
+    assert_non_null(strstr(out, "world 1 moved to"));
+    const unsigned long long P = strtoull(strstr(out, "at tick ") + 8, NULL, 10);
+    assert_int_equal(wait_pid(wp, 30), 0);
+    /* The watch: frames of world 1 up to P, the move, frames after P. */
+    FILE *f = fopen(wo, "r");
+    assert_non_null(f);
+    char line[65536];
+    int before = 0, after = 0, moved = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *t = strstr(line, "\"tick\":");
+        if (strstr(line, "\"state\":\"moved\"")) {
+            moved = 1;
+            assert_int_equal(strtoull(t + 7, NULL, 10), P);
+            continue;
+        }
+        if (!t || !strstr(line, "\"body_ids\"")) continue;
+        const unsigned long long tick = strtoull(t + 7, NULL, 10);
+        if (!moved) {
+            assert_true(tick <= P);
+            before++;
+        } else {
+            assert_true(tick > P);
+            after++;
+        }
+    }
+    fclose(f);
+    printf("physctl watch: %d frames before the move, the move, %d after it\n", before, after);
+    assert_true(moved && before >= 5 && after >= 10); /* (watch prints the newest frame every 100 ms) */
+    /* A request sent to the old server is followed to the new one. */
+    char aport[16];
+    snprintf(aport, sizeof aport, "%d", A.port);
+    const char *pz[] = {"--port", aport, "pause", "1", NULL};
+    assert_int_equal(physctl(out, sizeof out, pz), 0);
+    const char *wl[] = {"--servers", servers, "worlds", NULL};
+    assert_int_equal(physctl(out, sizeof out, wl), 0);
+    assert_non_null(strstr(out, to_b));
+    assert_non_null(strstr(out, "paused"));
+    assert_int_equal(mproc_stop(&A), 0);
+    assert_int_equal(mproc_stop(&B), 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_three_instances, teardown),
+        cmocka_unit_test_teardown(test_physctl_fleet, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
