@@ -961,7 +961,7 @@ int ps_server_drain(ps_server *s, const char *target, const char *credentials, p
     int rc = drain_begin(s, target, (const uint8_t *)credentials, n, 0, NULL, 0, cb, arg, &st);
     if (rc == 0) return 0;
     ps_log("drain to %s refused: %s", target ? target : "(none)", st.msg);
-    return rc == PS_ST_PRECONDITION ? UV_EBUSY : UV_EINVAL;
+    return rc == PS_ST_PRECONDITION ? UV_EBUSY : rc == PS_ST_UNAVAILABLE ? UV_ECANCELED : UV_EINVAL;
 }
 
 void ps_migrate_drain_request(ps_conn *c, ps_msg *m) {

@@ -170,7 +170,8 @@ void ps_server_destroy(ps_server *s);
  * (a SIGTERM handler on the loop, the Agones hook). cb (may be NULL) is
  * called once when every world was tried, with how many moved and how
  * many stay here (still ticking); it does not stop the server. Returns 0,
- * UV_EINVAL (bad target) or UV_EBUSY (a drain is running). */
+ * UV_EINVAL (bad target), UV_EBUSY (a drain is running) or UV_ECANCELED
+ * (the server is stopping). */
 typedef void (*ps_drain_cb)(ps_server *s, int moved, int failed, void *arg);
 int ps_server_drain(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg);
 

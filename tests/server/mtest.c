@@ -34,8 +34,10 @@ void mserver_start(mserver *m, const ps_config *cfg) {
     memset(m, 0, sizeof *m);
     assert_int_equal(ps_server_create(&m->srv, cfg), 0);
     m->port = ps_server_port(m->srv);
-    assert_int_equal(pthread_create(&m->th, NULL, run, m), 0);
+    mserver_run_thread(m);
 }
+
+void mserver_run_thread(mserver *m) { assert_int_equal(pthread_create(&m->th, NULL, run, m), 0); }
 
 void mserver_stop(mserver *m) {
     if (!m->srv) return;

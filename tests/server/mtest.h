@@ -23,6 +23,8 @@ typedef struct mserver {
 } mserver;
 
 void mserver_start(mserver *m, const ps_config *cfg);
+/* Runs m->srv (made by ps_server_create) on a thread of its own. */
+void mserver_run_thread(mserver *m);
 /* Stops it (if it still runs) and asserts a clean shutdown. */
 void mserver_stop(mserver *m);
 /* 1 when the server stopped by itself within timeout_s (a drain --exit). */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "mtest.h"
+#include "ps_internal.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -921,6 +922,75 @@ static void test_import_protocol(void **state) {
     mserver_stop(&S);
 }
 
+/* ps_server_drain, the C function a SIGTERM handler (Agones) calls on the
+ * loop thread: here from an async handle of the server's loop. */
+typedef struct c_drain {
+    uv_async_t async;
+    ps_server *srv;
+    char target[64];
+    int rc_bad, rc_first, rc_busy;
+    volatile int moved, failed, done;
+} c_drain;
+
+static void on_drained(ps_server *s, int moved, int failed, void *arg) {
+    (void)s;
+    c_drain *d = arg;
+    d->moved = moved;
+    d->failed = failed;
+    d->done = 1;
+}
+
+static void on_drain_async(uv_async_t *a) {
+    c_drain *d = a->data;
+    d->rc_bad = ps_server_drain(d->srv, "no port", NULL, on_drained, d);
+    d->rc_first = ps_server_drain(d->srv, d->target, NULL, on_drained, d);
+    d->rc_busy = ps_server_drain(d->srv, d->target, NULL, on_drained, d);
+    uv_close((uv_handle_t *)a, NULL); /* (the server's loop must end without it) */
+}
+
+static void test_drain_from_c(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver T;
+    mserver_start(&T, &ct);
+    static c_drain d;
+    memset(&d, 0, sizeof d);
+    /* S created by hand: the async handle joins its loop before it runs. */
+    mserver S;
+    memset(&S, 0, sizeof S);
+    assert_int_equal(ps_server_create(&S.srv, &cs), 0);
+    S.port = ps_server_port(S.srv);
+    d.srv = S.srv;
+    snprintf(d.target, sizeof d.target, "127.0.0.1:%d", T.port);
+    assert_int_equal(uv_async_init(ps_server_loop(S.srv), &d.async, on_drain_async), 0);
+    d.async.data = &d;
+    mserver_run_thread(&S);
+    itest_client a, t;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&t, T.port, "admin-t");
+    const uint64_t w1 = mt_create(&a, "stack20", 0, 60), w2 = mt_create(&a, "box_drop", 1, 0);
+    uv_async_send(&d.async);
+    const double end = itest_now() + 30;
+    while (!d.done && itest_now() < end)
+        itest_sleep(0.01);
+    assert_true(d.done);
+    assert_int_equal(d.rc_bad, UV_EINVAL);
+    assert_int_equal(d.rc_first, 0);
+    assert_int_equal(d.rc_busy, UV_EBUSY);
+    assert_int_equal(d.moved, 2);
+    assert_int_equal(d.failed, 0);
+    uint64_t tick;
+    itest_state_hash(&t, w1, &tick);
+    itest_state_hash(&t, w2, &tick);
+    assert_false(S.done); /* it does not stop the server by itself */
+    itest_client_close(&a);
+    itest_client_close(&t);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
 /* The client library's address parser (pc_parse_address). */
 static void test_parse_address(void **state) {
     (void)state;
@@ -957,6 +1027,7 @@ int main(void) {
         cmocka_unit_test(test_edits_around_the_move),
         cmocka_unit_test(test_drain_and_exit),
         cmocka_unit_test(test_drain_refuses_new_worlds),
+        cmocka_unit_test(test_drain_from_c),
         cmocka_unit_test(test_import_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
