@@ -180,7 +180,7 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
 }
 
 int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t *tick, int *paused,
-                  uint64_t *state_hash, ps_status *st) {
+                  uint64_t *state_hash, char *name, size_t name_len, ps_status *st) {
     if (len < IMAGE_HEADER || memcmp(data, IMAGE_MAGIC, 8) != 0)
         return ps_fail(st, PS_ST_INVALID, "not a physd world image (magic PHYSDW01 missing)");
     const uint32_t n = get_le32(data + 8);
@@ -195,6 +195,7 @@ int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t 
     *tick = im->tick;
     *paused = im->paused;
     *state_hash = im->state_hash;
+    snprintf(name, name_len, "%s", im->meta->name);
     physd__journal__v1__world_image__free_unpacked(im, NULL);
     return 0;
 }

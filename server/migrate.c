@@ -1084,7 +1084,13 @@ static void import_prepare(ps_conn *c, const Physd__V1__ImportWorld *iw, uint64_
     ps_status st;
     uint64_t img_world = 0, img_tick = 0, img_hash = 0;
     int img_paused = 0;
-    if (ps_image_peek(data, len, &img_world, &img_tick, &img_paused, &img_hash, &st)) {
+    char img_name[80];
+    if (ps_image_peek(data, len, &img_world, &img_tick, &img_paused, &img_hash, img_name, sizeof img_name, &st)) {
+        ps_reply_status(c, request_id, &st, 0);
+        return;
+    }
+    if (img_name[0] && ps_server_find_world_by_name(s, img_name)) { /* names are unique among live worlds */
+        ps_fail(&st, PS_ST_EXISTS, "a world named \"%.64s\" exists on this server", img_name);
         ps_reply_status(c, request_id, &st, 0);
         return;
     }

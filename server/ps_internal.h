@@ -569,9 +569,10 @@ int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len);
 int ps_image_restore(struct ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
                      int with_tokens, ps_host **out, ps_status *st);
 /* What an image says of its world (its checksum checked): the world id
- * it was made from, its tick, paused flag and state hash; 0 or INVALID. */
+ * it was made from, its tick, paused flag, state hash and name; 0 or
+ * INVALID. */
 int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t *tick, int *paused,
-                  uint64_t *state_hash, ps_status *st);
+                  uint64_t *state_hash, char *name, size_t name_len, ps_status *st);
 /* Snapshots over the wire (image.c): a transfer of data (taken over) in
  * SnapshotPart pushes as the connection drains, then the reply; uploads
  * of RestoreWorld in parts (charged to max_input_memory). */

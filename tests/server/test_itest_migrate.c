@@ -436,6 +436,28 @@ static void test_refusals(void **state) {
         hash_of(&a, run, &t1);
         assert_true(t1 > t0);
     }
+    /* A world whose name a world of the target has: refused (names are
+     * unique among live worlds). */
+    {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+        cw.name = "lobby";
+        cw.start_paused = 1;
+        m.request_case = REQ(CREATE_WORLD);
+        m.create_world = &cw;
+        smsg *r1 = itest_expect(itest_call(&a, &m), ST(OK));
+        const uint64_t named = r1->reply->world->world_id;
+        physd__v1__server_message__free_unpacked(r1, NULL);
+        itest_client x0;
+        connect_with(&x0, X.port, admin);
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&x0, &m), ST(OK)), NULL);
+        itest_client_close(&x0);
+        smsg *r2 = mt_migrate(&a, named, mt_addr(X.port), admin);
+        printf("%-46s -> %s: %s\n", "a world of the same name there", pc_status_name((int)r2->reply->status),
+               r2->reply->message);
+        assert_int_equal(r2->reply->status, ST(ALREADY_EXISTS));
+        physd__v1__server_message__free_unpacked(r2, NULL);
+    }
     /* A world whose move is refused can move afterwards. */
     uint64_t tick;
     const uint64_t h = hash_of(&a, R, &tick);
