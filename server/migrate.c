@@ -299,18 +299,11 @@ static void op_close_pc(ps_mig *op) {
 
 static void drain_world_done(ps_drain *d, const ps_mig *op, int code, const char *msg);
 
-/* Ends op: the reply to its request, the drain told, everything freed. */
-static void op_end(ps_mig *op, int code, const char *msg, int moved) {
-    ps_server *s = op->s;
-    op_close_pc(op);
-    uv_timer_stop(&op->timer);
-    if (op->h && op->h->mig == op) {
-        op->h->mig = NULL;
-        op->h->mig_boundary = 0;
-    }
-    op->h = NULL;
+/* The outcome to whoever asked: the MigrateWorld request's reply (with the
+ * move's MovedWorld on success), and the drain it belongs to. */
+static void op_report(ps_mig *op, int code, const char *msg) {
     if (op->req) {
-        if (code == PS_ST_OK || moved) {
+        if (code == PS_ST_OK) {
             Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
             mv.world_id = op->world_id;
             mv.address = op->address;
@@ -343,6 +336,19 @@ static void op_end(ps_mig *op, int code, const char *msg, int moved) {
         op->drain = NULL;
         drain_world_done(d, op, code, msg);
     }
+}
+
+/* Ends op: the outcome reported, everything freed. */
+static void op_end(ps_mig *op, int code, const char *msg) {
+    ps_server *s = op->s;
+    op_close_pc(op);
+    uv_timer_stop(&op->timer);
+    if (op->h && op->h->mig == op) {
+        op->h->mig = NULL;
+        op->h->mig_boundary = 0;
+    }
+    op->h = NULL;
+    op_report(op, code, msg);
     /* Off the server's list, then freed once its timer is closed. */
     struct ps_migrate_state *m = s->mig;
     for (ps_mig **pp = m ? &m->ops : NULL; pp && *pp; pp = &(*pp)->next)
@@ -399,7 +405,7 @@ static void op_fail(ps_mig *op, int kick, int code, const char *fmt, ...) {
     if (op->h)
         ps_log("world %llu stays here: its move to %s failed: %s", (unsigned long long)op->world_id, op->address, msg);
     ps_host *h = op->h;
-    op_end(op, code, msg, 0);
+    op_end(op, code, msg);
     host_unfreeze(h, kick);
 }
 
@@ -416,7 +422,7 @@ static void op_done(ps_mig *op) {
     ps_log("world %llu moved to %s at tick %llu (state hash %016llx; %zu bytes in %u parts; frozen %.1f ms)",
            (unsigned long long)op->world_id, op->address, (unsigned long long)op->tick, (unsigned long long)op->hash,
            op->len, op->parts, ms);
-    op_end(op, PS_ST_OK, "ok", 1);
+    op_end(op, PS_ST_OK, "ok");
     if (h) {
         h->moved = 1;
         ps_host_destroy(h, "moved to another instance");
@@ -443,17 +449,7 @@ static void op_in_doubt(ps_mig *op, const char *why) {
         h->frozen = PS_FROZEN_IN_DOUBT;
         ps_host_refuse_deferred(h, PS_ST_UNAVAILABLE, msg);
     }
-    if (op->req) {
-        ps_reply_error(op->req, op->req_id, PS_ST_UNAVAILABLE, msg);
-        ps_audit(op->req, op->world_id, "migrate_world", PS_ST_UNAVAILABLE, "in doubt");
-        ps_conn_unref(op->req);
-        op->req = NULL;
-    }
-    if (op->drain) {
-        ps_drain *d = op->drain;
-        op->drain = NULL;
-        drain_world_done(d, op, PS_ST_UNAVAILABLE, msg);
-    }
+    op_report(op, PS_ST_UNAVAILABLE, msg);
     if (!op->retry_ms) op->retry_ms = MIG_RETRY_MIN_MS;
     uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
 }
@@ -761,7 +757,7 @@ void ps_migrate_host_gone(ps_host *h) {
     if (op->state == M_COMMIT || op->state == M_IN_DOUBT || op->state == M_ASKING) {
         /* The outcome is in doubt and stays so (the journal has COMMITTING:
          * a restart asks the target). */
-        op_end(op, PS_ST_UNAVAILABLE, "the server stopped while the world's move was in doubt", 0);
+        op_end(op, PS_ST_UNAVAILABLE, "the server stopped while the world's move was in doubt");
         return;
     }
     op_fail(op, 0, h->srv->stopping ? PS_ST_UNAVAILABLE : PS_ST_NOT_FOUND, "world %llu went away during its move (%s)",

@@ -487,6 +487,17 @@ void mt_set_velocity(itest_client *c, uint64_t w, uint64_t body, double vx, doub
     physd__v1__server_message__free_unpacked(itest_expect(itest_client_call(c, &m, 30000), ST(OK)), NULL);
 }
 
+smsg *mt_counters(itest_client *c, uint64_t w) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
+    q.world_id = w;
+    m.request_case = REQ(QUERY_COUNTERS);
+    m.query_counters = &q;
+    smsg *r = itest_client_call(c, &m, 30000);
+    assert_non_null(r);
+    return r;
+}
+
 void mt_pause(itest_client *c, uint64_t w) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__PauseWorld p = PHYSD__V1__PAUSE_WORLD__INIT;

@@ -83,6 +83,8 @@ smsg *mt_add_sphere(itest_client *c, uint64_t w, uint64_t user_data, double x, d
 void mt_add_sphere_send(itest_client *c, uint64_t w, uint64_t user_data, double x, double y, uint64_t *rid);
 /* Sets a body's velocity (asserts OK). */
 void mt_set_velocity(itest_client *c, uint64_t w, uint64_t body, double vx, double vy, double vz);
+/* QueryCounters of world w: the reply, whatever its status (caller frees). */
+smsg *mt_counters(itest_client *c, uint64_t w);
 /* Pauses (asserts OK). */
 void mt_pause(itest_client *c, uint64_t w);
 /* Waits for a notice of the kind (skipping other messages); NULL on timeout. */

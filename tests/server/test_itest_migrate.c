@@ -42,6 +42,15 @@ static void cfg_base(ps_config *cfg, uint64_t base) {
     cfg->world_id_base = base;
 }
 
+/* A source (ids from 1) and a target (ids from 1001), in-process. */
+static void two_servers(mserver *S, mserver *T) {
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver_start(S, &cs);
+    mserver_start(T, &ct);
+}
+
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
@@ -59,17 +68,6 @@ static int status_of(smsg *r) {
     int s = (int)r->reply->status;
     physd__v1__server_message__free_unpacked(r, NULL);
     return s;
-}
-
-static smsg *counters(itest_client *c, uint64_t w) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-    q.world_id = w;
-    m.request_case = REQ(QUERY_COUNTERS);
-    m.query_counters = &q;
-    smsg *r = itest_client_call(c, &m, 30000);
-    assert_non_null(r);
-    return r;
 }
 
 static void step(itest_client *c, uint64_t w, uint32_t n) { itest_step(c, w, n); }
@@ -177,7 +175,7 @@ static void test_paused_world_moves_and_continues(void **state) {
     physd__v1__server_message__free_unpacked(n, NULL);
 
     /* The old server redirects. */
-    rep = counters(&a, A);
+    rep = mt_counters(&a, A);
     assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
     pc_world_moved w;
     assert_int_equal(pc_reply_moved(rep->reply, &w), 1);
@@ -281,12 +279,8 @@ static smsg *collect(itest_client *c, seen *s, uint64_t until_tick) {
  * stepped to the frame's tick. */
 static void test_running_world_moves(void **state) {
     (void)state;
-    ps_config cs, ct;
-    cfg_base(&cs, 0);
-    cfg_base(&ct, 1000);
     mserver S, T;
-    mserver_start(&S, &cs);
-    mserver_start(&T, &ct);
+    two_servers(&S, &T);
     itest_client a, t, sub, sub2;
     itest_connect(&a, S.port, "admin");
     itest_connect(&t, T.port, "admin-t");
@@ -585,7 +579,7 @@ static void in_doubt(int committed) {
     assert_non_null(strstr(rep->reply->message, "in doubt"));
     physd__v1__server_message__free_unpacked(rep, NULL);
     /* Meanwhile: refused, with a reason to retry. */
-    rep = counters(&a, A);
+    rep = mt_counters(&a, A);
     assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
     assert_non_null(strstr(rep->reply->message, "not known yet"));
     physd__v1__server_message__free_unpacked(rep, NULL);
@@ -594,7 +588,7 @@ static void in_doubt(int committed) {
     int status = ST(UNAVAILABLE);
     while (itest_now() < end) {
         itest_sleep(0.2);
-        rep = counters(&a, A);
+        rep = mt_counters(&a, A);
         status = (int)rep->reply->status;
         const int moved = pc_reply_moved(rep->reply, NULL);
         physd__v1__server_message__free_unpacked(rep, NULL);
@@ -603,7 +597,7 @@ static void in_doubt(int committed) {
     assert_true(ft.statuses >= 1);
     if (committed) {
         /* It left: redirected, its subscriber told. */
-        rep = counters(&a, A);
+        rep = mt_counters(&a, A);
         pc_world_moved mv;
         assert_int_equal(pc_reply_moved(rep->reply, &mv), 1);
         assert_int_equal(mv.port, ft.port);
@@ -637,12 +631,8 @@ static void test_in_doubt_not_committed(void **state) {
  * once, either here (OK) or, redirected, there. */
 static void test_edits_around_the_move(void **state) {
     (void)state;
-    ps_config cs, ct;
-    cfg_base(&cs, 0);
-    cfg_base(&ct, 1000);
     mserver S, T;
-    mserver_start(&S, &cs);
-    mserver_start(&T, &ct);
+    two_servers(&S, &T);
     itest_client a, e, et;
     itest_connect(&a, S.port, "admin");
     itest_connect(&e, S.port, "editor");
@@ -718,7 +708,7 @@ static void test_edits_around_the_move(void **state) {
         assert_int_equal(rep->reply->bodies->bodies[k]->user_data, 1000 + (uint64_t)k);
     physd__v1__server_message__free_unpacked(rep, NULL);
     /* The world's edit counter went with it: every acknowledged edit once. */
-    rep = itest_expect(counters(&et, A), ST(OK));
+    rep = itest_expect(mt_counters(&et, A), ST(OK));
     assert_int_equal(rep->reply->counters->edits_applied, N);
     physd__v1__server_message__free_unpacked(rep, NULL);
     itest_client_close(&a);
@@ -731,12 +721,8 @@ static void test_edits_around_the_move(void **state) {
 /* A drain: every world moves, connections are told, the server stops. */
 static void test_drain_and_exit(void **state) {
     (void)state;
-    ps_config cs, ct;
-    cfg_base(&cs, 0);
-    cfg_base(&ct, 1000);
     mserver S, T;
-    mserver_start(&S, &cs);
-    mserver_start(&T, &ct);
+    two_servers(&S, &T);
     itest_client a, sub, t;
     itest_connect(&a, S.port, "admin");
     itest_connect(&sub, S.port, "sub");
@@ -859,12 +845,8 @@ static void test_drain_refuses_new_worlds(void **state) {
 /* ImportWorld by hand: what a target says at each step. */
 static void test_import_protocol(void **state) {
     (void)state;
-    ps_config cs, ct;
-    cfg_base(&cs, 0);
-    cfg_base(&ct, 1000);
     mserver S, T;
-    mserver_start(&S, &cs);
-    mserver_start(&T, &ct);
+    two_servers(&S, &T);
     itest_client a, t, t2;
     itest_connect(&a, S.port, "admin");
     itest_connect(&t, T.port, "importer");

@@ -100,17 +100,6 @@ static int listed(itest_client *c, uint64_t w) {
     return found;
 }
 
-static smsg *counters(itest_client *c, uint64_t w) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-    q.world_id = w;
-    m.request_case = REQ(QUERY_COUNTERS);
-    m.query_counters = &q;
-    smsg *r = itest_client_call(c, &m, 30000);
-    assert_non_null(r);
-    return r;
-}
-
 /* Copies the first records of a journal, all but the last `drop`. */
 static void cut_journal(const char *from, const char *to, int drop) {
     FILE *f = fopen(from, "rb");
@@ -163,7 +152,7 @@ static void test_moved_world_survives_both_restarts(void **state) {
     }
     itest_sleep(0.3);
     assert_true(exists("s", A, ".moved") && exists("s", A, ".journal.moved") && !exists("s", A, ".journal"));
-    rep = itest_expect(counters(&t, A), ST(OK));
+    rep = itest_expect(mt_counters(&t, A), ST(OK));
     assert_int_equal(rep->reply->counters->edits_applied, 20); /* its counters went with it: 10 here, 10 there */
     physd__v1__server_message__free_unpacked(rep, NULL);
     const int t_port = T.port;
@@ -180,13 +169,13 @@ static void test_moved_world_survives_both_restarts(void **state) {
     assert_false(listed(&a, A));
     assert_true(listed(&a, B));
     assert_true(listed(&t, A));
-    rep = counters(&a, A);
+    rep = mt_counters(&a, A);
     pc_world_moved mv;
     assert_int_equal(pc_reply_moved(rep->reply, &mv), 1);
     assert_int_equal(mv.port, t_port); /* the address the move used (the target's port before its restart) */
     assert_int_equal(mv.tick, P);
     physd__v1__server_message__free_unpacked(rep, NULL);
-    rep = itest_expect(counters(&t, A), ST(OK));
+    rep = itest_expect(mt_counters(&t, A), ST(OK));
     assert_true(rep->reply->counters->tick > P);
     physd__v1__server_message__free_unpacked(rep, NULL);
     assert_false(mproc_log_has(&T, "SOME DIFFER"));
@@ -241,7 +230,7 @@ static void test_moved_world_survives_both_restarts(void **state) {
     start(&S, "s", "0", 3);
     itest_connect(&a, S.port, "admin");
     assert_false(listed(&a, A));
-    rep = counters(&a, A);
+    rep = mt_counters(&a, A);
     assert_int_equal(pc_reply_moved(rep->reply, &mv), 1);
     assert_int_equal(mv.tick, P);
     physd__v1__server_message__free_unpacked(rep, NULL);
@@ -345,7 +334,7 @@ static void source_in_doubt(int committed) {
         itest_sleep(0.05);
     assert_true(ft.statuses > asked_before);
     itest_sleep(0.3);
-    r = counters(&a, A);
+    r = mt_counters(&a, A);
     if (committed) {
         pc_world_moved mv;
         assert_int_equal(pc_reply_moved(r->reply, &mv), 1);
