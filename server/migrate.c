@@ -58,6 +58,8 @@
 #define MIG_RETRY_MAX_MS 10000 /* ... doubled up to this */
 #define MIG_TOMBS_MAX 65536    /* tombstones kept in memory (the oldest go first) */
 #define MIG_PART_ROOM 4096     /* bytes of a part's request beside its data */
+#define PS_MAX_IMPORTED_WORLD_ID                                                                                       \
+    (UINT64_C(1) << 53) /* the largest world id taken: ids handed out after it do not wrap */
 
 enum { M_CONNECTING = 1, M_BOUNDARY, M_UPLOAD, M_COMMIT, M_IN_DOUBT, M_ASKING };
 
@@ -1235,6 +1237,10 @@ void ps_migrate_import(ps_conn *c, ps_msg *m) {
     ps_status st;
     if (iw->world_id == 0 || iw->migration_id == 0) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "world_id and migration_id must be non-zero");
+        return;
+    }
+    if (iw->world_id > PS_MAX_IMPORTED_WORLD_ID) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "world_id is above 2^53");
         return;
     }
     if (strlen(iw->source) > 280) {

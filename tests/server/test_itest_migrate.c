@@ -867,6 +867,7 @@ static void test_import_protocol(void **state) {
     } cases[] = {
         {"world 0", 0, 9, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
         {"migration 0", A, 0, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
+        {"world 2^60", 1ull << 60, 9, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
         {"junk", A, 9, 0, junk, sizeof junk, 0, 1, ST(INVALID_ARGUMENT)},
         {"another world's image", A + 1, 9, 0, img, len, 0, 1, ST(INVALID_ARGUMENT)},
         {"part 1 first", A, 9, 0, img, 10, 1, 2, ST(INVALID_ARGUMENT)},
