@@ -58,8 +58,8 @@
 #define MIG_RETRY_MAX_MS 10000 /* ... doubled up to this */
 #define MIG_TOMBS_MAX 65536    /* tombstones kept in memory (the oldest go first) */
 #define MIG_PART_ROOM 4096     /* bytes of a part's request beside its data */
-#define PS_MAX_IMPORTED_WORLD_ID                                                                                       \
-    (UINT64_C(1) << 53) /* the largest world id taken: ids handed out after it do not wrap */
+/* The largest world id an import may have: ids handed out after it do not wrap. */
+#define PS_MAX_IMPORTED_WORLD_ID (UINT64_C(1) << 53)
 
 enum { M_CONNECTING = 1, M_BOUNDARY, M_UPLOAD, M_COMMIT, M_IN_DOUBT, M_ASKING };
 
