@@ -953,13 +953,25 @@ static int drain_begin(ps_server *s, const char *target, const uint8_t *cred, si
     return 0;
 }
 
-int ps_server_drain(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg) {
+int ps_server_drain_to(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg) {
     ps_status st;
     const size_t n = credentials ? strlen(credentials) : 0;
     int rc = drain_begin(s, target, (const uint8_t *)credentials, n, 0, NULL, 0, cb, arg, &st);
     if (rc == 0) return 0;
     ps_log("drain to %s refused: %s", target ? target : "(none)", st.msg);
     return rc == PS_ST_PRECONDITION ? UV_EBUSY : rc == PS_ST_UNAVAILABLE ? UV_ECANCELED : UV_EINVAL;
+}
+
+static void hook_done(ps_server *s, int moved, int failed, void *arg) {
+    (void)arg;
+    ps_log("drain to %s: %d worlds moved, %d could not be (they stop here with the server)", s->cfg.drain_to, moved,
+           failed);
+    ps_server_stop(s);
+}
+
+void ps_migrate_drain_hook(ps_server *s, const char *why) {
+    ps_log("drain (%s): every world moves to %s, then the server stops", why, s->cfg.drain_to);
+    if (ps_server_drain_to(s, s->cfg.drain_to, NULL, hook_done, NULL) != 0) ps_server_stop(s);
 }
 
 void ps_migrate_drain_request(ps_conn *c, ps_msg *m) {

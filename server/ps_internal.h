@@ -358,10 +358,40 @@ struct ps_server {
     /* the HTTP side (http.c, docs/http.md) and the counters of /metrics (metrics.h) */
     struct ps_http *http;
     ps_metrics metrics;
+    /* service managers (docs/deploy.md): systemd's notifications (notify.c),
+     * the Agones SDK (agones.c), the drain hook and the test-only stall */
+    uv_timer_t notify_timer;
+    int notify_on, notify_failed;
+    uint64_t watchdog_usec; /* WATCHDOG_USEC (0: no watchdog) */
+    char notify_status[320];
+    struct ps_agones *agones;
+    ps_drain_fn drain;
+    int drain_begun;
+    uv_signal_t sigstall; /* SIGUSR2 when test_stall_signal > 0 */
     /* worlds that move (migrate.c, docs/fleet.md): moves in progress,
      * tombstones of worlds that left, pending imports, a drain */
     struct ps_migrate_state *mig;
 };
+
+/* 1 when the server is healthy: no world's step has been in flight longer
+ * than step_stall_timeout; else 0 with the reason in why (notify.c and
+ * agones.c ping only while it is 1; a blocked loop pings not at all). */
+int ps_server_health(struct ps_server *s, char *why, size_t n);
+/* systemd (notify.c): READY=1 and the status/watchdog timer (run start),
+ * STOPPING=1 (shutdown begins), the timer closed (shutdown ends). */
+void ps_notify_start(struct ps_server *s);
+void ps_notify_stopping(struct ps_server *s);
+void ps_notify_close(struct ps_server *s);
+/* Agones (agones.c), when agones_sdk_port is set: Ready, Health, the
+ * world counter, labels and the GameServer watch start with the loop;
+ * ps_agones_worlds_changed after a world is added or removed;
+ * ps_agones_finish once every connection and world is gone: 1 while its
+ * POST /shutdown is in flight (it calls ps_server_maybe_finish again when
+ * done), 0 when there is nothing left to do (its handles are closing). */
+int ps_agones_start(struct ps_server *s);
+void ps_agones_worlds_changed(struct ps_server *s);
+int ps_agones_finish(struct ps_server *s);
+void ps_agones_free(struct ps_server *s);
 
 /* Marks c to be flushed in the next prepare phase. */
 void ps_server_mark_dirty(struct ps_server *s, ps_conn *c);
@@ -473,6 +503,7 @@ struct ps_host {
     uv_timer_t timer;
     uv_work_t work;
     ps_job job;
+    uint64_t job_start_ns; /* the step in flight was queued at (ps_server_health) */
     /* clock: tick due n is at base_ns + n / tick_rate */
     uint64_t base_ns;
     uint64_t ticks_since_base;
@@ -553,6 +584,9 @@ int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address
  * the world stays frozen and the target is asked until it is known. */
 void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migration_id, uint64_t hash);
 void ps_migrate_free(struct ps_server *s);
+/* The drain hook with drain_to set (ps_server_set_drain): every world
+ * moves to drain_to, then the server stops. */
+void ps_migrate_drain_hook(struct ps_server *s, const char *why);
 /* The world's counters as QueryCounters answers them (dispatch.c; world idle). */
 void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out);
 /* Answers every request waiting for h's tick boundary with code and msg. */

@@ -462,6 +462,7 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     h->work.data = h;
     h->busy = 1;
+    h->job_start_ns = ps_now_ns();
     h->job_heavy = h->heavy;
     if (h->job_heavy) h->srv->heavy_inflight++;
     int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);

@@ -927,13 +927,14 @@ static void test_import_protocol(void **state) {
     mserver_stop(&S);
 }
 
-/* ps_server_drain, the C function a SIGTERM handler (Agones) calls on the
+/* ps_server_drain_to, the C function a SIGTERM handler (Agones) calls on the
  * loop thread: here from an async handle of the server's loop. */
 typedef struct c_drain {
     uv_async_t async;
     ps_server *srv;
     char target[64];
     int rc_bad, rc_first, rc_busy;
+    int hook;
     volatile int moved, failed, done;
 } c_drain;
 
@@ -947,9 +948,14 @@ static void on_drained(ps_server *s, int moved, int failed, void *arg) {
 
 static void on_drain_async(uv_async_t *a) {
     c_drain *d = a->data;
-    d->rc_bad = ps_server_drain(d->srv, "no port", NULL, on_drained, d);
-    d->rc_first = ps_server_drain(d->srv, d->target, NULL, on_drained, d);
-    d->rc_busy = ps_server_drain(d->srv, d->target, NULL, on_drained, d);
+    if (d->hook) { /* the service managers' drain (SIGTERM under Agones): drain_to, then stop */
+        ps_server_drain(d->srv, "the test");
+        uv_close((uv_handle_t *)a, NULL);
+        return;
+    }
+    d->rc_bad = ps_server_drain_to(d->srv, "no port", NULL, on_drained, d);
+    d->rc_first = ps_server_drain_to(d->srv, d->target, NULL, on_drained, d);
+    d->rc_busy = ps_server_drain_to(d->srv, d->target, NULL, on_drained, d);
     uv_close((uv_handle_t *)a, NULL); /* (the server's loop must end without it) */
 }
 
@@ -991,6 +997,31 @@ static void test_drain_from_c(void **state) {
     itest_state_hash(&t, w2, &tick);
     assert_false(S.done); /* it does not stop the server by itself */
     itest_client_close(&a);
+    itest_client_close(&t);
+    mserver_stop(&S);
+
+    /* The drain hook of the service managers (ps_server_drain: SIGTERM
+     * under Agones, the GameServer's Shutdown) with drain_to: every world
+     * moves, then the server stops. */
+    cfg_base(&cs, 2000);
+    snprintf(cs.drain_to, sizeof cs.drain_to, "127.0.0.1:%d", T.port);
+    memset(&d, 0, sizeof d);
+    d.hook = 1;
+    memset(&S, 0, sizeof S);
+    assert_int_equal(ps_server_create(&S.srv, &cs), 0);
+    S.port = ps_server_port(S.srv);
+    d.srv = S.srv;
+    assert_int_equal(uv_async_init(ps_server_loop(S.srv), &d.async, on_drain_async), 0);
+    d.async.data = &d;
+    mserver_run_thread(&S);
+    itest_connect(&a, S.port, "admin");
+    const uint64_t w3 = mt_create(&a, "stack20", 0, 60);
+    assert_int_equal(w3, 2001);
+    itest_client_close(&a);
+    uv_async_send(&d.async);
+    assert_true(mserver_wait_done(&S, 30));
+    itest_connect(&t, T.port, "admin-t");
+    itest_state_hash(&t, w3, &tick); /* there */
     itest_client_close(&t);
     mserver_stop(&S);
     mserver_stop(&T);
