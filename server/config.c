@@ -157,6 +157,12 @@ static const entry table[] = {
      "the GameServer counter that holds the number of worlds (capacity max_worlds)"},
     {"agones_port_name", T_STR, F(agones_port_name), sizeof(((ps_config *)0)->agones_port_name), 0, 0, "physd",
      "the GameServer port that is the protocol port (its address and port become a label and an annotation)"},
+    /* Worlds that move (migrate.c, docs/fleet.md). */
+    {"world_id_base", T_U64, F(world_id_base), 0, 0, 1e15, "0",
+     "new world ids start above this; give each instance of a fleet its own range so worlds can move between them"},
+    {"drain_to", T_STR, F(drain_to), sizeof(((ps_config *)0)->drain_to), 0, 0, "",
+     "HOST:PORT: a drain (SIGTERM under Agones, the GameServer's Shutdown) first moves every world there, with this "
+     "server's admin token (empty: the drain only stops)"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -368,6 +368,9 @@ struct ps_server {
     ps_drain_fn drain;
     int drain_begun;
     uv_signal_t sigstall; /* SIGUSR2 when test_stall_signal > 0 */
+    /* worlds that move (migrate.c, docs/fleet.md): moves in progress,
+     * tombstones of worlds that left, pending imports, a drain */
+    struct ps_migrate_state *mig;
 };
 
 /* 1 when the server is healthy: no world's step has been in flight longer
@@ -536,7 +539,58 @@ struct ps_host {
     size_t scene_pb_len;
     struct ps_history *hist; /* CreateWorld.history_ticks > 0: the recent past (history.c), else NULL */
     ps_world_metrics wm;     /* step-time histogram and sampled solver values (metrics.h) */
+    /* worlds that move (migrate.c, docs/fleet.md) */
+    struct ps_mig *mig; /* this world's move to another instance, in progress, else NULL */
+    int mig_boundary;   /* the move waits for the next tick boundary to freeze the world */
+    int frozen;         /* PS_FROZEN_*: no steps; requests wait (MOVING, IMPORT) or are refused (IN_DOUBT) */
+    int moved;          /* it moved away: its end answers with redirects and NOTICE_WORLD_MOVED */
+    int import_paused;  /* an import not yet committed: the paused flag it takes at the commit */
+    uint64_t mig_in_id; /* the migration it arrived by (0: none), for IMPORT_STATUS */
 };
+
+/* ------------------------------------------------------------ migrate */
+
+/* Worlds that move between instances (migrate.c, docs/fleet.md). */
+enum { PS_FROZEN_NONE = 0, PS_FROZEN_MOVING = 1, PS_FROZEN_IMPORT = 2, PS_FROZEN_IN_DOUBT = 3 };
+/* MigrateWorld at the world's tick boundary: starts the move (replies later). */
+void ps_migrate_start(ps_host *h, ps_conn *c, ps_msg *m);
+/* Called by ps_host_kick at a tick boundary when h->mig_boundary is set:
+ * freezes the world and starts the upload. */
+void ps_migrate_boundary(ps_host *h);
+/* The world is being finalized while its move is in progress, or while it
+ * is a prepared import (a shutdown). */
+void ps_migrate_host_gone(ps_host *h);
+/* Answers request_id with a redirect to where world went (UNAVAILABLE +
+ * Reply.moved), or NOT_FOUND when the server has no tombstone of it. */
+void ps_migrate_reply_moved(ps_conn *c, uint64_t request_id, uint64_t world);
+/* 1 (and the redirect sent) when world moved away from this server. */
+int ps_migrate_redirect(ps_conn *c, uint64_t request_id, uint64_t world);
+/* NOTICE_WORLD_MOVED to every connection subscribed to h (once each). */
+void ps_migrate_notify_moved(ps_host *h);
+/* The connection is closing: its prepared imports are dropped. */
+void ps_migrate_conn_closed(ps_conn *c);
+/* ImportWorld and Drain (no world of their own). */
+void ps_migrate_import(ps_conn *c, ps_msg *m);
+void ps_migrate_drain_request(ps_conn *c, ps_msg *m);
+/* 1 (and UNAVAILABLE sent) while the server drains: no new worlds. */
+int ps_migrate_refuse_new(ps_conn *c, uint64_t request_id);
+/* 1 (and UNAVAILABLE sent) when requests on h cannot run now (the outcome
+ * of its move is in doubt). */
+int ps_migrate_refuse(ps_host *h, ps_conn *c, uint64_t request_id);
+/* A tombstone: world moved to address (recovery, and a finished move). */
+int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address, uint64_t tick, uint64_t hash,
+                        uint64_t arrived);
+/* Recovery: h's journal ends in doubt (COMMITTING without an outcome):
+ * the world stays frozen and the target is asked until it is known. */
+void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migration_id, uint64_t hash);
+void ps_migrate_free(struct ps_server *s);
+/* The drain hook with drain_to set (ps_server_set_drain): every world
+ * moves to drain_to, then the server stops. */
+void ps_migrate_drain_hook(struct ps_server *s, const char *why);
+/* The world's counters as QueryCounters answers them (dispatch.c; world idle). */
+void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out);
+/* Answers every request waiting for h's tick boundary with code and msg. */
+void ps_host_refuse_deferred(ps_host *h, int code, const char *msg);
 
 /* ------------------------------------------------------------ images */
 
@@ -548,6 +602,11 @@ int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len);
  * image's; paused -1: the image's). Fails with st filled. */
 int ps_image_restore(struct ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
                      int with_tokens, ps_host **out, ps_status *st);
+/* What an image says of its world (its checksum checked): the world id
+ * it was made from, its tick, paused flag, state hash and name; 0 or
+ * INVALID. */
+int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t *tick, int *paused,
+                  uint64_t *state_hash, char *name, size_t name_len, ps_status *st);
 /* Snapshots over the wire (image.c): a transfer of data (taken over) in
  * SnapshotPart pushes as the connection drains, then the reply; uploads
  * of RestoreWorld in parts (charged to max_input_memory). */

@@ -544,6 +544,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         ps_log("listening on %s:%d%s (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)",
                cfg->listen, s->port, s->tls ? " with TLS" : "", PS_VERSION, PS_PROTOCOL_VERSION,
                (unsigned long long)cfg->max_frame, cfg->max_connections, cfg->max_worlds);
+    if (cfg->drain_to[0]) ps_server_set_drain(s, ps_migrate_drain_hook); /* worlds move first (migrate.c) */
     *out = s;
     return 0;
 }
@@ -571,6 +572,7 @@ int ps_server_run(ps_server *s) {
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
     ps_journal_sync_dirty(s);
+    ps_migrate_free(s); /* tombstones of worlds that moved (migrate.c) */
     if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
     if (s->lock_fd >= 0) close(s->lock_fd);
     ps_tokens_free(&s->tokens);

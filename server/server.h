@@ -111,6 +111,10 @@ typedef struct ps_config {
     double agones_health_period; /* s between health pings, default 2 */
     char agones_counter[64];     /* the GameServer counter of worlds, default "worlds" */
     char agones_port_name[64];   /* the GameServer port that is physd's protocol port, default "physd" */
+    /* Worlds that move (docs/fleet.md) */
+    uint64_t world_id_base; /* new world ids start above this (give each instance of a fleet its own range) */
+    char drain_to[300];     /* "HOST:PORT": a drain (SIGTERM under Agones, Shutdown) moves every world there first */
+    int no_outgoing;        /* migrations refused without connecting (the fuzz target; not an option) */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -125,10 +129,21 @@ typedef struct ps_replay_result {
     unsigned long long cut_at;              /* offset of a torn or corrupt tail (0: none) */
     int destroyed;                          /* the journal ends with the world's destruction */
     int paused;
+    /* Worlds that move (docs/fleet.md): the journal ends with the world
+     * gone to another instance (moved), with its move in doubt (a commit
+     * sent, no outcome), or with an import that never committed. */
+    int moved, in_doubt, import_pending;
+    unsigned long long migration_id, moved_tick, moved_hash;
+    char peer[300]; /* the move's target (or the import's source) */
 } ps_replay_result;
 struct ps_server;
 /* Rebuilds the world of one journal file into s (offline: nothing is cut
- * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code. */
+ * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code.
+ * A comma-separated list is the chain of journals of a world that moved
+ * (docs/fleet.md): the source's <id>.journal.moved, then the target's
+ * journal, whose first record (the image the world arrived with) must be
+ * byte for byte the world the journals before it replay to; its records
+ * are then applied to that replayed world, as if it had never moved. */
 int ps_server_replay(struct ps_server *s, const char *path, ps_replay_result *out);
 /* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
  * UV_EINVAL and, when err is not NULL, a static description. Names may use
@@ -172,5 +187,17 @@ typedef void (*ps_drain_fn)(ps_server *s, const char *why);
 void ps_server_set_drain(ps_server *s, ps_drain_fn fn);
 void ps_server_drain(ps_server *s, const char *why);
 void ps_server_destroy(ps_server *s);
+
+/* A drain that moves (docs/fleet.md): every world of s to target
+ * ("HOST:PORT"), one after another, refusing new worlds meanwhile;
+ * credentials are the target's tokens (NULL: the server's own admin token).
+ * Loop thread only. cb (may be NULL) is called once when every world was
+ * tried, with how many moved and how many stay here (still ticking); it
+ * does not stop the server. Returns 0, UV_EINVAL (bad target), UV_EBUSY (a
+ * drain is running) or UV_ECANCELED (the server is stopping). With the
+ * drain_to option set, ps_server_create installs the drain hook above
+ * (ps_server_set_drain) as: move every world to drain_to, then stop. */
+typedef void (*ps_drain_cb)(ps_server *s, int moved, int failed, void *arg);
+int ps_server_drain_to(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg);
 
 #endif /* PHYSD_SERVER_H */

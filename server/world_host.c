@@ -72,6 +72,9 @@ static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *n
         h->id = id; /* recovered: its own id; never handed out again */
         if (id > s->next_world_id) s->next_world_id = id;
     } else {
+        /* A fleet's instances hand out ids from ranges of their own
+         * (world_id_base), so a world keeps its id when it moves. */
+        if (s->next_world_id < s->cfg.world_id_base) s->next_world_id = s->cfg.world_id_base;
         h->id = ++s->next_world_id;
     }
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
@@ -480,6 +483,12 @@ static void free_deferred(ps_deferred *d) {
 
 void ps_host_kick(ps_host *h) {
     if (h->busy || h->finalized || h->draining) return;
+    if (h->frozen && !h->destroying) {
+        /* Moving to or from another instance (migrate.c): no steps, and
+         * requests wait until the move is done or undone. */
+        uv_timer_stop(&h->timer);
+        return;
+    }
     /* The tick boundary: run what waited for it, in arrival order. */
     h->draining = 1;
     ps_history_run_due(h); /* edit batches stamped with this tick first (history.c) */
@@ -502,6 +511,15 @@ void ps_host_kick(ps_host *h) {
     if (h->destroying) {
         host_finalize(h);
         return;
+    }
+    if (h->mig_boundary) {
+        /* A move waits for this boundary: the world freezes here, after
+         * the requests that came before it (migrate.c). */
+        ps_migrate_boundary(h);
+        if (h->frozen || h->finalized) {
+            uv_timer_stop(&h->timer);
+            return;
+        }
     }
     if (h->paused) {
         uv_timer_stop(&h->timer);
@@ -551,7 +569,7 @@ void ps_host_kick(ps_host *h) {
 }
 
 void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn) {
-    if (!h->busy && !h->draining && !h->dq_head) {
+    if (!h->busy && !h->draining && !h->dq_head && !h->frozen) {
         fn(h, c, m, decoded);
         if (free_decoded && decoded) free_decoded(decoded);
         physd__v1__client_message__free_unpacked(m, NULL);
@@ -581,6 +599,17 @@ void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free
         h->dq_head = d;
     h->dq_tail = d;
     h->dq_len++;
+}
+
+void ps_host_refuse_deferred(ps_host *h, int code, const char *msg) {
+    while (h->dq_head) {
+        ps_deferred *d = h->dq_head;
+        h->dq_head = d->next;
+        ps_reply_error(d->conn, d->msg->request_id, code, msg);
+        free_deferred(d);
+    }
+    h->dq_tail = NULL;
+    h->dq_len = 0;
 }
 
 /* ------------------------------------------------------------- control */
@@ -746,6 +775,9 @@ int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id) {
 }
 
 void ps_conn_drop_subs(ps_conn *c) {
+    /* (The connection is closing: an import it prepared and did not
+     * commit goes too; migrate.c.) */
+    ps_migrate_conn_closed(c);
     while (c->subs) {
         ps_host *h = c->subs->host;
         sub_remove(c->subs);
@@ -771,19 +803,28 @@ static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
     lane_remove(h);
+    if (h->mig || h->frozen == PS_FROZEN_IMPORT) ps_migrate_host_gone(h);
+    /* A world that moved tells its subscribers first: on each connection the
+     * notice comes before the redirects of the requests that waited. */
+    if (h->moved) ps_migrate_notify_moved(h);
     char msg[96];
-    snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
+    snprintf(msg, sizeof msg, "world %llu was %s", (unsigned long long)h->id,
+             h->moved ? "moved to another instance" : "destroyed");
     while (h->dq_head) {
         ps_deferred *d = h->dq_head;
         h->dq_head = d->next;
-        ps_reply_error(d->conn, d->msg->request_id, PS_ST_NOT_FOUND, msg);
+        /* A world that moved: what waited gets where it went (migrate.c). */
+        if (h->moved)
+            ps_migrate_reply_moved(d->conn, d->msg->request_id, h->id);
+        else
+            ps_reply_error(d->conn, d->msg->request_id, PS_ST_NOT_FOUND, msg);
         free_deferred(d);
     }
     h->dq_tail = NULL;
     h->dq_len = 0;
     if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
     ps_snap_drop(h, msg);
-    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
+    if (!h->moved) notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
     for (int i = 0; i < h->nsubs; i++) {
         sub_remove(h->subs[i]);
         sub_free(h->subs[i]);

@@ -609,6 +609,8 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
         if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DISCONNECT || n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN)
             snprintf(c->errmsg, sizeof c->errmsg, "%s", n->message && n->message[0] ? n->message : "server shutdown");
         if (c->h.on_notice) c->h.on_notice(c, n, c->h.data);
+        pc_world_moved mv;
+        if (c->h.on_world_moved && !c->closing && pc_notice_moved(n, &mv)) c->h.on_world_moved(c, &mv, c->h.data);
         break;
     }
     case PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART:

@@ -15,6 +15,7 @@
 typedef struct scenario {
     char host[256];
     int port;
+    char servers[1024];  /* several servers "HOST:PORT,...": worlds placed by load (docs/fleet.md); "": host:port */
     int clients;         /* connections, default 10 */
     double duration;     /* s, default 10 (ramp-up included) */
     double ramp;         /* s over which the clients connect, default 1 */
@@ -112,6 +113,18 @@ typedef struct totals {
     double max_pos_err, max_rot_err_deg;
     uint64_t undecodable;
     histogram e2f;
+    /* Several servers and worlds that move (docs/fleet.md). */
+    int nservers;
+    char server_addr[64][300];
+    int server_worlds[64];    /* worlds placed on each */
+    uint64_t server_load[64]; /* its load when probed (awake bodies) */
+    uint64_t moves_seen;      /* NOTICE_WORLD_MOVED received (by subscribers) */
+    uint64_t redirects;       /* replies that said the world moved (the request was sent again there) */
+    uint64_t reconnects;      /* clients that reconnected to a world's new server */
+    uint64_t resubscribed;    /* subscriptions made again there */
+    uint64_t move_gap_ticks;  /* ticks between the last frame at the old server and the first at the new */
+    uint64_t move_gap_max;
+    int worlds_moved; /* worlds whose server changed during the run */
 } totals;
 
 void report_text(const scenario *s, const totals *t, FILE *f);

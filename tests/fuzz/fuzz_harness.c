@@ -116,6 +116,9 @@ static void server_init(void) {
     cfg.max_edits_per_batch = PF_MAX_EDITS;
     cfg.max_subscriptions = PF_MAX_SUBS;
     cfg.max_pending_requests = PF_MAX_PENDING;
+    /* MigrateWorld and Drain are checked, then refused without connecting
+     * anywhere (an input must not make the fuzzer dial out). */
+    cfg.no_outgoing = 1;
 #ifdef PHYSD_FUZZ_WS
     /* Within reach of a script that stops reading. */
     cfg.output_soft_limit = PF_WS_SOFT;
