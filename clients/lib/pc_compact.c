@@ -35,7 +35,15 @@ typedef struct pc_cstream {
     int n, next;              /* states kept, ring position of the next */
     uint64_t *entered, *left; /* against the frame decoded before the last */
     size_t nentered, nleft, changes_cap;
+    uint8_t *pbuf; /* a frame in parts: its section so far */
+    size_t plen, pcap;
+    uint64_t ptick;
+    uint32_t pnext, pparts; /* the part expected next (0: none), of how many */
+    uint32_t pdropped;      /* parts the last break dropped */
 } pc_cstream;
+
+/* The largest body section reassembled from parts (256 MiB). */
+#define PC_MAX_SECTION (1u << 28)
 
 struct pc_ctable {
     pc_cstream *s;
@@ -63,8 +71,55 @@ static void stream_free(pc_cstream *s) {
     stream_clear(s);
     free(s->entered);
     free(s->left);
+    free(s->pbuf);
     s->entered = s->left = NULL;
+    s->pbuf = NULL;
     s->nentered = s->nleft = s->changes_cap = 0;
+    s->plen = s->pcap = 0;
+    s->pnext = 0;
+}
+
+/* A part of a frame in parts (docs/streams.md, "Frames in parts"): kept
+ * while the parts come in order; 1 when it completes the frame (its
+ * section is then s->pbuf, s->plen), 0 while more must come, -1 when the
+ * sequence broke (a part of another tick, or out of order: the frame is
+ * dropped, as the server never takes it for a baseline) or memory ran
+ * out. */
+static int add_part(pc_cstream *s, const Physd__V1__CompactFrame *f) {
+    if (f->part >= f->parts || (f->part > 0 && (f->tick != s->ptick || f->part != s->pnext || f->parts != s->pparts))) {
+        s->pdropped = s->pnext + 1u; /* the parts kept and this one */
+        s->pnext = 0;
+        return -1;
+    }
+    if (f->part == 0) {
+        s->plen = 0;
+        s->ptick = f->tick;
+        s->pparts = f->parts;
+    }
+    if (f->bodies.len > PC_MAX_SECTION - s->plen) {
+        s->pdropped = f->part + 1u;
+        s->pnext = 0;
+        return -1;
+    }
+    if (s->plen + f->bodies.len > s->pcap) {
+        size_t ncap = s->pcap ? s->pcap : 4096;
+        while (ncap < s->plen + f->bodies.len)
+            ncap *= 2;
+        uint8_t *nb = realloc(s->pbuf, ncap);
+        if (!nb) {
+            s->pdropped = f->part + 1u;
+            s->pnext = 0;
+            return -1;
+        }
+        s->pbuf = nb;
+        s->pcap = ncap;
+    }
+    if (f->bodies.len) memcpy(s->pbuf + s->plen, f->bodies.data, f->bodies.len);
+    s->plen += f->bodies.len;
+    s->pnext = f->part + 1;
+    if (s->pnext < s->pparts) return 0;
+    s->pnext = 0;
+    return 1;
 }
 
 /* entered and left between the states a (NULL: none) and b. 0 or -1. */
@@ -269,6 +324,17 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
     *ack = 0;
     pc_cstream *s = find(t, f->subscription_id);
     if (!s) return PC_CT_UNKNOWN;
+    Physd__V1__CompactFrame whole;
+    if (f->parts > 1) {
+        int r = add_part(s, f);
+        if (r < 0) *ack = (int)s->pdropped;
+        if (r <= 0) return r == 0 ? PC_CT_PARTIAL : PC_CT_BROKEN;
+        whole = *f;
+        whole.bodies.data = s->pbuf;
+        whole.bodies.len = s->plen;
+        whole.part = whole.parts = 0;
+        f = &whole;
+    }
     const pw_cstate *base = NULL;
     if (f->key) {
         s->key_asked = 0; /* the kept states are forgotten once it decodes */

@@ -3,9 +3,10 @@
  * subscriber, compact against raw, on the cubes901 preset (docs/streams.md).
  *
  * One round: a world of cubes901 at 60 Hz; a driver connection pushes the
- * large cube through the grid with a scripted force (a PD controller on a
- * target moving along x and weaving in y, one ApplyForce per tick, from the
- * cube's pose in the driver's raw frames); a second connection subscribes
+ * large cube through the grid with a scripted force (clients/common/
+ * cube_drive.c: a PD controller on a target moving along x and weaving in
+ * y, one ApplyForce per tick, from the cube's pose in the driver's raw
+ * frames); a second connection subscribes
  * compact (default precision) and a third raw, and each counts the bytes it
  * receives. Phases: moving (--move s, default 30), then the force stops,
  * settling (5 s) and rest (--rest s, default 10). Prints kbit/s per
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cube_drive.h"
 #include "physd/pc_client.h"
 
 typedef struct bench {
@@ -25,8 +27,7 @@ typedef struct bench {
     uv_timer_t timer;
     pc_client *drv, *cmp, *raw;
     uint64_t world, big;
-    double big_p[3], big_v[3], last_t;
-    int have_big;
+    cube_drive drive;
     double t0;
     uint64_t frames_cmp;
 } bench;
@@ -39,16 +40,8 @@ static double now_s(uv_loop_t *l) {
 static void on_drv_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     bench *b = data;
-    for (size_t i = 0; i < f->n_body_ids; i++) {
-        if (f->body_ids[i] != b->big) continue;
-        double t = (double)f->tick / 60.0;
-        for (int k = 0; k < 3; k++) {
-            if (b->have_big && t > b->last_t) b->big_v[k] = (f->poses[7 * i + k] - b->big_p[k]) / (t - b->last_t);
-            b->big_p[k] = f->poses[7 * i + k];
-        }
-        b->last_t = t;
-        b->have_big = 1;
-    }
+    for (size_t i = 0; i < f->n_body_ids; i++)
+        if (f->body_ids[i] == b->big) cube_drive_observe(&b->drive, f->tick, &f->poses[7 * i]);
 }
 
 static void on_cmp_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
@@ -60,17 +53,11 @@ static int drive_on;
 
 static void on_tick(uv_timer_t *t) {
     bench *b = t->data;
-    if (!drive_on || !b->have_big) return;
-    double s = now_s(&b->loop) - b->t0;
-    const double m = 8000; /* kg: a cube of edge 2 m at 1000 kg/m^3 */
-    double target[3] = {-18 + 1.5 * s, 8 * sin(0.25 * s), 1};
-    if (target[0] > 18) target[0] = 18 - (target[0] - 18); /* and back */
+    double f[3];
+    if (!drive_on || !cube_drive_force(&b->drive, now_s(&b->loop) - b->t0, f)) return;
     Physd__V1__Vec3 force = PHYSD__V1__VEC3__INIT;
-    double fx = m * (4 * (target[0] - b->big_p[0]) - 4 * b->big_v[0]);
-    double fy = m * (4 * (target[1] - b->big_p[1]) - 4 * b->big_v[1]);
-    double lim = m * 30;
-    force.x = fx > lim ? lim : fx < -lim ? -lim : fx;
-    force.y = fy > lim ? lim : fy < -lim ? -lim : fy;
+    force.x = f[0];
+    force.y = f[1];
     Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
     ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
     ref.id = b->big;
@@ -171,6 +158,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         bp->big = rep->reply->world->body_ids[901];
+        cube_drive_init(&bp->drive, 60);
         physd__v1__server_message__free_unpacked(rep, NULL);
         pc_subscribe(bp->drv, bp->world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &bp->big, 1, 0, NULL, NULL);
         pc_subscribe_compact(bp->cmp, bp->world, 1, NULL, 0, NULL, NULL, NULL);

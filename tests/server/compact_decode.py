@@ -7,8 +7,11 @@ code with the C decoder (proto/pw_compact.c). Reads a captured stream (a
 sequence of ServerMessage frames, each a varint length and the message) and
 the subscriptions' parameters, decodes every CompactFrame against the state
 of its baseline tick, and prints each decoded state in the text format of
-tests/server/compact_capture.c (print_state). With --compare C_TXT it exits
-1 unless its text equals C_TXT byte for byte.
+tests/server/compact_capture.c (print_state). A frame in parts (fields part
+and parts, docs/streams.md "Frames in parts") is decoded once its parts,
+which come in order, are all there: its body section is their bodies
+concatenated. With --compare C_TXT it exits 1 unless its text equals C_TXT
+byte for byte.
 
 Usage: compact_decode.py PROTO_DIR WORK_DIR CAPTURE PARAMS OUT [--compare C_TXT]
 """
@@ -207,6 +210,7 @@ def main():
     data = open(capture, "rb").read()
     states = {s: {} for s in params}  # subscription -> tick -> state
     last = {}
+    partial = {}  # subscription -> (tick, parts so far, bytes so far)
     out, i, frames = [], 0, 0
     while i < len(data):
         n, shift = 0, 0
@@ -224,12 +228,21 @@ def main():
             continue
         f = m.compact_frame
         p = params[f.subscription_id]
+        bodies = f.bodies
+        if f.parts > 1:
+            tick, got, buf = partial.get(f.subscription_id, (0, 0, b""))
+            if f.part >= f.parts or f.part != got or (f.part > 0 and f.tick != tick):
+                raise Malformed("part %d of %d of tick %d out of order" % (f.part, f.parts, f.tick))
+            partial[f.subscription_id] = (f.tick, got + 1, buf + f.bodies)
+            if got + 1 < f.parts:
+                continue
+            bodies = partial.pop(f.subscription_id)[2]
         base = None
         if not f.key:
             base = states[f.subscription_id].get(f.baseline_tick)
             if base is None:
                 raise Malformed("unknown baseline %d" % f.baseline_tick)
-        st = decode(p, base, f.bodies, f.key, f.body_count)
+        st = decode(p, base, bodies, f.key, f.body_count)
         frames += 1
         if f.key:
             states[f.subscription_id] = {}
