@@ -58,6 +58,7 @@ typedef struct ps_cacc {
 
 struct ps_csub {
     ps_csnap *base; /* NULL: the next frame is a key frame */
+    ps_csnap *prev; /* the baseline before base (prediction), or NULL */
     ps_csnap *pending[PS_CPENDING];
     int npending;
     uint64_t epoch;
@@ -81,7 +82,8 @@ static void snap_unref(ps_csnap *s) {
 
 static void csub_reset(struct ps_csub *cs) {
     snap_unref(cs->base);
-    cs->base = NULL;
+    snap_unref(cs->prev);
+    cs->base = cs->prev = NULL;
     for (int k = 0; k < cs->npending; k++)
         snap_unref(cs->pending[k]);
     cs->npending = 0;
@@ -103,7 +105,8 @@ void ps_compact_sub_free(ps_sub *sub) {
 static int acknowledge(struct ps_csub *cs, uint64_t tick) {
     for (int k = 0; k < cs->npending; k++) {
         if (cs->pending[k]->tick != tick) continue;
-        snap_unref(cs->base);
+        snap_unref(cs->prev);
+        cs->prev = cs->base;
         cs->base = cs->pending[k];
         for (int j = 0; j < k; j++)
             snap_unref(cs->pending[j]);
@@ -151,6 +154,18 @@ void ps_compact_written(ps_conn *c, const ps_out_entry *e) {
     }
 }
 
+/* The older state a frame of tick predicts from (docs/streams.md,
+ * "Prediction"): the baseline before the baseline, when the subscription
+ * asked for prediction, both are there and the ticks are close enough;
+ * else NULL. Budgeted frames never predict. */
+static ps_csnap *older_of(const ps_sub *sub, uint64_t tick) {
+    const struct ps_csub *cs = sub->cstate;
+    if (!sub->predict || sub->budget || !cs || !cs->base || !cs->prev) return NULL;
+    const uint64_t t1 = cs->base->tick, t0 = cs->prev->tick;
+    if (!(t0 < t1 && t1 < tick && tick - t0 <= PW_PREDICT_MAX_TICKS)) return NULL;
+    return cs->prev;
+}
+
 /* ------------------------------------------------------------ the request */
 
 static int bad(ps_status *st, const char *msg) {
@@ -189,15 +204,17 @@ int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st)
     sub->explicit_ack = 0;
     memset(&sub->region, 0, sizeof sub->region);
     sub->budget = 0;
+    sub->predict = 0;
     const int compact = s->encoding == PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
     if (s->encoding != PHYSD__V1__TRANSFORM_ENCODING__ENCODING_RAW && !compact)
         return bad(st, "encoding: unknown value");
     if (compact && s->kind != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
         return bad(st, "encoding is only for transform subscriptions");
     if (!compact) {
-        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack || s->region || s->budget_bytes)
-            return bad(st, "resolution, bound, rotation_bits, explicit_ack, region and budget_bytes are only for "
-                           "ENCODING_COMPACT");
+        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack || s->region || s->budget_bytes ||
+            s->predict)
+            return bad(st, "resolution, bound, rotation_bits, explicit_ack, region, budget_bytes and predict are only "
+                           "for ENCODING_COMPACT");
         return 0;
     }
     if (s->resolution) p->resolution = s->resolution->value;
@@ -208,6 +225,7 @@ int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st)
     if (s->region && region_from(s->region, &sub->region, st) != 0) return -1;
     if (budget_from(s->budget_bytes, &sub->budget, st) != 0) return -1;
     sub->explicit_ack = s->explicit_ack;
+    sub->predict = s->predict;
     return 1;
 }
 
@@ -376,15 +394,19 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
     return s ? s : make_state(h, &g, tick, t);
 }
 
-static struct ps_ctick_enc *find_enc(ps_ctick *t, const ps_csnap *cur, const ps_csnap *base) {
+static struct ps_ctick_enc *find_enc(ps_ctick *t, const ps_csnap *cur, const ps_csnap *base, const ps_csnap *older) {
     for (int k = 0; k < t->nencs; k++)
-        if (t->encs[k].cur == cur && t->encs[k].base == base) return &t->encs[k];
+        if (t->encs[k].cur == cur && t->encs[k].base == base && t->encs[k].older == older) return &t->encs[k];
     return NULL;
 }
 
 /* Encodes the body section of cur against base into t; NULL on
- * allocation failure. */
-static struct ps_ctick_enc *encode_section(const pw_cparams *p, ps_csnap *cur, ps_csnap *base, ps_ctick *t) {
+ * allocation failure. With older (a subscription that predicts), the
+ * section is made both ways and the prediction kept only when it is
+ * smaller by more than the bytes predict_tick adds to the head (at rest,
+ * where nothing changed, it never is). */
+static struct ps_ctick_enc *encode_section(const pw_cparams *p, ps_csnap *cur, ps_csnap *base, ps_csnap *older,
+                                           ps_ctick *t) {
     if (t->nencs == t->encs_cap) {
         int ncap = t->encs_cap ? 2 * t->encs_cap : 4;
         void *ne = realloc(t->encs, (size_t)ncap * sizeof *t->encs);
@@ -395,6 +417,21 @@ static struct ps_ctick_enc *encode_section(const pw_cparams *p, ps_csnap *cur, p
     uint8_t *d;
     size_t len;
     if (pw_compact_encode(p, base ? &base->st : NULL, &cur->st, &d, &len) != 0) return NULL;
+    int predicted = 0;
+    if (base && older) {
+        const pw_cpredict pr = {&older->st, (uint32_t)(cur->tick - base->tick), (uint32_t)(base->tick - older->tick)};
+        uint8_t *dp, tmp[PW_VARINT_MAX];
+        size_t lp;
+        if (pw_compact_encode_predicted(p, &base->st, &pr, &cur->st, &dp, &lp) == 0) {
+            if (lp + 1 + pw_varint_put(tmp, older->tick) < len) { /* CompactFrame field 10's tag and value */
+                free(d);
+                d = dp, len = lp;
+                predicted = 1;
+            } else {
+                free(dp);
+            }
+        }
+    }
     ps_buf *b = ps_buf_new(len);
     if (b) memcpy(b->data, d, len);
     free(d);
@@ -403,16 +440,19 @@ static struct ps_ctick_enc *encode_section(const pw_cparams *p, ps_csnap *cur, p
     memset(e, 0, sizeof *e);
     e->cur = cur;
     e->base = base;
+    e->older = older;
+    e->predicted = predicted;
     e->body = b;
     return e;
 }
 
 /* The body section of cur against base: encoded once per pair (by the
  * worker when it was planned). */
-static struct ps_ctick_enc *section(ps_host *h, const ps_sub *sub, ps_csnap *cur, ps_csnap *base, ps_ctick *t) {
-    struct ps_ctick_enc *e = find_enc(t, cur, base);
+static struct ps_ctick_enc *section(ps_host *h, const ps_sub *sub, ps_csnap *cur, ps_csnap *base, ps_csnap *older,
+                                    ps_ctick *t) {
+    struct ps_ctick_enc *e = find_enc(t, cur, base, older);
     if (e) return e;
-    e = encode_section(&sub->cparams, cur, base, t);
+    e = encode_section(&sub->cparams, cur, base, older, t);
     if (e) h->frames_encoded++;
     return e;
 }
@@ -428,8 +468,9 @@ static struct ps_ctick_enc *section(ps_host *h, const ps_sub *sub, ps_csnap *cur
 struct ps_cwork {
     struct cw_group {
         cgroup g;
-        uint64_t *bodies; /* g's body set, copied (the subscription may go) */
-        ps_csnap **bases; /* NULL: a key frame */
+        uint64_t *bodies;  /* g's body set, copied (the subscription may go) */
+        ps_csnap **bases;  /* NULL: a key frame */
+        ps_csnap **olders; /* each base's prediction state, or NULL */
         int nbases, bases_cap;
     } * groups;
     int ngroups, groups_cap;
@@ -469,18 +510,23 @@ void ps_compact_plan(ps_host *h, ps_job *job, const ps_sub *sub) {
     }
     if (sub->budget) return; /* its frames are its own: the state only */
     const struct ps_csub *cs = sub->cstate;
-    ps_csnap *base = cs && cs->epoch == h->epoch ? cs->base : NULL;
+    const int fresh = cs && cs->epoch == h->epoch;
+    ps_csnap *base = fresh ? cs->base : NULL, *older = fresh ? older_of(sub, h->tick + 1) : NULL;
     for (int k = 0; k < cg->nbases; k++)
-        if (cg->bases[k] == base) return;
+        if (cg->bases[k] == base && cg->olders[k] == older) return;
     if (cg->nbases == cg->bases_cap) {
         int ncap = cg->bases_cap ? 2 * cg->bases_cap : 4;
         void *nb = realloc(cg->bases, (size_t)ncap * sizeof *cg->bases);
-        if (!nb) return;
-        cg->bases = nb;
+        if (nb) cg->bases = nb;
+        void *no = realloc(cg->olders, (size_t)ncap * sizeof *cg->olders);
+        if (no) cg->olders = no;
+        if (!nb || !no) return;
         cg->bases_cap = ncap;
     }
     if (base) base->refs++;
-    cg->bases[cg->nbases++] = base;
+    if (older) older->refs++;
+    cg->bases[cg->nbases] = base;
+    cg->olders[cg->nbases++] = older;
 }
 
 void ps_compact_prepare(ps_host *h, ps_job *job) {
@@ -491,7 +537,7 @@ void ps_compact_prepare(ps_host *h, ps_job *job) {
         ps_csnap *cur = make_state(h, &cg->g, job->tick, &w->t);
         if (!cur) continue;
         for (int j = 0; j < cg->nbases; j++)
-            if (encode_section(&cg->g.p, cur, cg->bases[j], &w->t)) w->encoded++;
+            if (encode_section(&cg->g.p, cur, cg->bases[j], cg->olders[j], &w->t)) w->encoded++;
     }
 }
 
@@ -509,9 +555,12 @@ void ps_compact_work_free(ps_job *job) {
     struct ps_cwork *w = job->cwork;
     if (!w) return;
     for (int k = 0; k < w->ngroups; k++) {
-        for (int j = 0; j < w->groups[k].nbases; j++)
+        for (int j = 0; j < w->groups[k].nbases; j++) {
             snap_unref(w->groups[k].bases[j]);
+            snap_unref(w->groups[k].olders[j]);
+        }
         free(w->groups[k].bases);
+        free(w->groups[k].olders);
         free(w->groups[k].bodies);
     }
     free(w->groups);
@@ -531,7 +580,7 @@ void ps_compact_work_free(ps_job *job) {
  * and CompactFrame's fields up to the length of its bodies field, whose
  * bytes are the shared section (or part of it). */
 static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap *cur, const ps_csnap *base,
-                    size_t body_len, uint32_t part, uint32_t parts) {
+                    const ps_csnap *older, size_t body_len, uint32_t part, uint32_t parts) {
     Physd__V1__CompactFrame f = PHYSD__V1__COMPACT_FRAME__INIT;
     f.world_id = h->id;
     f.tick = tick;
@@ -539,6 +588,7 @@ static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap
     f.baseline_tick = base ? base->tick : 0;
     f.key = base == NULL;
     f.body_count = (uint32_t)cur->st.n;
+    f.predict_tick = base && older ? older->tick : 0;
     if (parts > 1) {
         f.part = part;
         f.parts = parts;
@@ -602,10 +652,11 @@ static void keep_pending(struct ps_csub *cs, ps_csnap *cur) {
  * bytes queued, or 0. */
 static size_t send_frame(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur, ps_buf *body, struct ps_ctick_enc *e) {
     struct ps_csub *cs = sub->cstate;
+    const ps_csnap *older = e && e->predicted ? e->older : NULL;
     const uint64_t max_frame = h->srv->cfg.max_frame;
     ps_buf *hb = NULL;
     if (body->len + PART_HEAD_MAX <= max_frame) {
-        if (!(hb = head(h, sub, tick, cur, cs->base, body->len, 0, 1))) return 0;
+        if (!(hb = head(h, sub, tick, cur, cs->base, older, body->len, 0, 1))) return 0;
         int dropped = 0, r = ps_conn_send2(sub->conn, hb, body, PS_OUT_FRAME, sub->id << 20, &dropped);
         const size_t bytes = hb->len + body->len;
         ps_buf_unref(hb);
@@ -630,7 +681,7 @@ static size_t send_frame(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur, 
     size_t bytes = 0;
     int k = 0;
     for (; k < nparts && sub->conn; k++) {
-        if (!(hb = head(h, sub, tick, cur, cs->base, parts[k]->len, (uint32_t)k, (uint32_t)nparts))) break;
+        if (!(hb = head(h, sub, tick, cur, cs->base, older, parts[k]->len, (uint32_t)k, (uint32_t)nparts))) break;
         int dropped = 0,
             r = ps_conn_send2(sub->conn, hb, parts[k], PS_OUT_FRAME, (sub->id << 20) | (uint64_t)k, &dropped);
         bytes += hb->len + parts[k]->len;
@@ -942,6 +993,6 @@ void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t) {
         budget_push(h, sub, tick, cur);
         return;
     }
-    struct ps_ctick_enc *e = section(h, sub, cur, cs->base, t);
+    struct ps_ctick_enc *e = section(h, sub, cur, cs->base, older_of(sub, tick), t);
     if (e) send_frame(h, sub, tick, cur, e->body, e);
 }

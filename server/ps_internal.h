@@ -402,6 +402,7 @@ typedef struct ps_sub {
     struct ps_csub *cstate; /* baselines; NULL until the first frame */
     pw_region region;       /* compact: the interest region (kind NONE: everything) */
     uint32_t budget;        /* compact: bytes per second, 0: no budget */
+    int predict;            /* compact: frames may predict from the baseline before the baseline */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -674,7 +675,8 @@ typedef struct ps_ctick {
     } * groups;
     int ngroups, groups_cap;
     struct ps_ctick_enc {
-        struct ps_csnap *cur, *base;
+        struct ps_csnap *cur, *base, *older; /* older: the prediction's state asked for, or NULL */
+        int predicted;                       /* body was predicted from older (it was smaller) */
         ps_buf *body;
         ps_buf **parts; /* body cut into parts (a frame over max_frame), or NULL */
         int nparts;

@@ -57,6 +57,7 @@ void pc_compact_params_default(pc_compact_params *p) {
     p->explicit_ack = 0;
     memset(&p->region, 0, sizeof p->region);
     p->budget_bytes = 0;
+    p->predict = 0;
 }
 
 static pc_cstream *find(pc_ctable *t, uint64_t sub);
@@ -281,6 +282,7 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
     Physd__V1__DoubleValue radius = PHYSD__V1__DOUBLE_VALUE__INIT;
     if (pc__region_msg(&p->region, &rg, &centre, &half, &radius)) s.region = &rg;
     s.budget_bytes = p->budget_bytes;
+    s.predict = p->predict != 0;
     m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
     m.subscribe = &s;
     int r = pc_request(c, &m, on_subscribed, x);
@@ -335,20 +337,36 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
         whole.part = whole.parts = 0;
         f = &whole;
     }
-    const pw_cstate *base = NULL;
+    const pw_cstate *base = NULL, *older = NULL;
+    if (f->key && f->predict_tick) return PC_CT_FAILED; /* never in a key frame */
     if (f->key) {
         s->key_asked = 0; /* the kept states are forgotten once it decodes */
     } else {
-        for (int k = 0; k < s->n && !base; k++)
+        for (int k = 0; k < s->n; k++) {
             if (s->ticks[k] == f->baseline_tick) base = &s->st[k];
-        if (!base) {
+            if (f->predict_tick && s->ticks[k] == f->predict_tick) older = &s->st[k];
+        }
+        if (!base || (f->predict_tick && !older)) {
             if (s->key_asked) return PC_CT_FAILED;
             s->key_asked = 1;
             return PC_CT_ASK_KEY;
         }
     }
+    /* a prediction (docs/streams.md): its ticks in order and close */
+    pw_cpredict pr = {older, 0, 0};
+    if (older) {
+        if (!(f->predict_tick < f->baseline_tick && f->baseline_tick < f->tick &&
+              f->tick - f->predict_tick <= PW_PREDICT_MAX_TICKS)) {
+            if (s->key_asked) return PC_CT_FAILED;
+            s->key_asked = 1;
+            return PC_CT_ASK_KEY;
+        }
+        pr.ahead = (uint32_t)(f->tick - f->baseline_tick);
+        pr.span = (uint32_t)(f->baseline_tick - f->predict_tick);
+    }
     pw_cstate st = {0, 0, NULL};
-    int r = pw_compact_decode(&s->p, base, f->bodies.data, f->bodies.len, f->body_count, 1000000, &st);
+    int r = pw_compact_decode_predicted(&s->p, base, older ? &pr : NULL, f->bodies.data, f->bodies.len, f->body_count,
+                                        1000000, &st);
     if (r != 0) {
         pw_cstate_free(&st);
         if (r != PW_CMALFORMED || s->key_asked) return PC_CT_FAILED;

@@ -439,6 +439,7 @@ static void activate(lclient *cl) {
         sub.bound = &bound;
         sub.rotation_bits = &bits;
         sub.budget_bytes = (uint32_t)L->s.budget;
+        sub.predict = L->s.predict != 0;
         if (g->kind != PC_REGION_NONE) {
             centre.x = g->center[0], centre.y = g->center[1], centre.z = g->center[2];
             rg.center = &centre;
@@ -462,6 +463,7 @@ static void activate(lclient *cl) {
         p.rotation_bits = L->s.rotation_bits;
         p.region = L->s.region_parsed;
         p.budget_bytes = (uint32_t)L->s.budget;
+        p.predict = L->s.predict;
         lreq *q = malloc(sizeof *q);
         if (!q) {
             errors_add(&L->t.errors, "ENOMEM");

@@ -43,6 +43,7 @@ typedef struct scenario {
     int budget;        /* bytes per second per compact subscriber, 0: none */
     int raw_checkers;  /* compact subscribers that also take raw frames and compare, default 2 */
     int decoders;      /* compact subscribers that decode every frame, default all (100000) */
+    int predict;       /* compact subscribers ask for prediction, default 0 */
     int drive;         /* cubes901: each world's first client drives the large cube, default 0 */
     pc_region region_parsed;
 } scenario;

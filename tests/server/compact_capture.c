@@ -6,19 +6,19 @@
  *
  * Usage: test_compact_capture DIR. An in-process server runs a world of 16
  * boxes without gravity (one flying out of a 50 m bound, one removed at
- * tick 100), stepped 300 times on a raw socket with three compact
+ * tick 100), stepped 300 times on a raw socket with four compact
  * subscriptions: the defaults; resolution 0.01 m, bound 50 m, 9 rotation
- * bits; and a sphere region with a 2048 bytes/s budget (moved at tick 200).
- * A key frame is asked for at tick 150. The server's max_frame is 4096
- * bytes, and a fourth subscription (resolution 1e-6 m, 24 rotation bits)
- * follows a second world, grid1000 falling and settling, for its first
- * 40 ticks: its key frame and the deltas
- * of its thousand moving cubes come in parts (docs/streams.md, "Frames in
- * parts"), reassembled before decoding. Writes DIR/capture.bin (every
- * CompactFrame as the ServerMessage frame it came in: a varint length and
- * the message), DIR/params.txt (each subscription's parameters) and
- * DIR/c.txt (every frame decoded: see print_state; compact_decode.py prints
- * the same text).
+ * bits; a sphere region with a 2048 bytes/s budget (moved at tick 200);
+ * the defaults with prediction (docs/streams.md, "Prediction"). A key
+ * frame is asked for at tick 150. The server's max_frame is 4096 bytes,
+ * and a fifth subscription (resolution 1e-6 m, 24 rotation bits) follows a
+ * second world, grid1000 falling and settling, for its first 40 ticks: its
+ * key frame and the deltas of its thousand moving cubes come in parts
+ * (docs/streams.md, "Frames in parts"), reassembled before decoding.
+ * Writes DIR/capture.bin (every CompactFrame as the ServerMessage frame it
+ * came in: a varint length and the message), DIR/params.txt (each
+ * subscription's parameters) and DIR/c.txt (every frame decoded: see
+ * print_state; compact_decode.py prints the same text).
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@
 #define MSG(x) PHYSD__V1__SERVER_MESSAGE__MSG_##x
 
 #define NBOX 16
-#define NSUB 4
+#define NSUB 5
 #define KEEP 32
 #define GRID_TICKS 40 /* ticks of the grid1000 world (subscription 3) */
 
@@ -121,7 +121,7 @@ typedef struct stream {
     uint32_t part_next;
 } stream;
 
-static int parts_seen, frames_in_parts;
+static int parts_seen, frames_in_parts, predicted_frames;
 
 static stream subs[NSUB];
 
@@ -131,8 +131,9 @@ static stream subs[NSUB];
  * doubles, largest, three rotation integers) and the dequantized pose, all
  * doubles as %.17g. */
 static void print_state(FILE *f, const stream *s, const Physd__V1__CompactFrame *cf, const pw_cstate *st) {
-    fprintf(f, "frame sub=%llu tick=%llu key=%d baseline=%llu count=%u\n", (unsigned long long)cf->subscription_id,
-            (unsigned long long)cf->tick, cf->key ? 1 : 0, (unsigned long long)cf->baseline_tick, cf->body_count);
+    fprintf(f, "frame sub=%llu tick=%llu key=%d baseline=%llu predict=%llu count=%u\n",
+            (unsigned long long)cf->subscription_id, (unsigned long long)cf->tick, cf->key ? 1 : 0,
+            (unsigned long long)cf->baseline_tick, (unsigned long long)cf->predict_tick, cf->body_count);
     fprintf(f, "entered");
     for (size_t i = 0; i < st->n; i++) {
         int found = 0;
@@ -190,13 +191,24 @@ static void decode(FILE *f, const Physd__V1__CompactFrame *cf) {
         frames_in_parts++;
     }
     const pw_cstate *base = NULL;
+    pw_cpredict pr = {NULL, 0, 0};
     if (!cf->key) {
-        for (int k = 0; k < s->n && !base; k++)
+        for (int k = 0; k < s->n; k++) {
             if (s->tick[k] == cf->baseline_tick) base = &s->st[k];
+            if (cf->predict_tick && s->tick[k] == cf->predict_tick) pr.older = &s->st[k];
+        }
         assert_non_null(base);
     }
+    if (cf->predict_tick) {
+        assert_non_null(pr.older);
+        predicted_frames++;
+        pr.ahead = (uint32_t)(cf->tick - cf->baseline_tick);
+        pr.span = (uint32_t)(cf->baseline_tick - cf->predict_tick);
+    }
     pw_cstate out = {0, 0, NULL};
-    assert_int_equal(pw_compact_decode(&s->p, base, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out), 0);
+    assert_int_equal(pw_compact_decode_predicted(&s->p, base, pr.older ? &pr : NULL, cf->bodies.data, cf->bodies.len,
+                                                 cf->body_count, 100000, &out),
+                     0);
     print_state(f, s, cf, &out);
     pw_cstate_free(&s->last);
     assert_int_equal(pw_cstate_reserve(&s->last, out.n ? out.n : 1), 0);
@@ -242,7 +254,7 @@ static void test_capture(void **state) {
         Physd__V1__Region g = PHYSD__V1__REGION__INIT;
         Physd__V1__Vec3 c = PHYSD__V1__VEC3__INIT;
         pw_cparams_default(&subs[k].p);
-        s.world_id = k == 3 ? w2 : w;
+        s.world_id = k == 4 ? w2 : w;
         s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
         if (k == 1) {
             res.value = subs[k].p.resolution = 0.01;
@@ -250,11 +262,12 @@ static void test_capture(void **state) {
             bits.value = subs[k].p.rot_bits = 9;
             s.resolution = &res, s.bound = &bound, s.rotation_bits = &bits;
         }
-        if (k == 3) { /* the finest values: the grid's sections are large */
+        if (k == 4) { /* the finest values: the grid's sections are large */
             res.value = subs[k].p.resolution = 1e-6;
             bits.value = subs[k].p.rot_bits = 24;
             s.resolution = &res, s.rotation_bits = &bits;
         }
+        if (k == 3) s.predict = 1;
         if (k == 2) {
             c.x = 2;
             radius.value = 5;
@@ -374,6 +387,9 @@ static void test_capture(void **state) {
     /* the grid's key frame (about 13 kB) and its deltas while it falls do not fit in 4096 bytes */
     assert_true(frames_in_parts >= 2);
     assert_true(parts_seen >= 3 * frames_in_parts / 2);
+    /* the fifth subscription's deltas predict (all but the key frames and the frame after each) */
+    printf("compact_capture: %d frames predicted\n", predicted_frames);
+    assert_true(predicted_frames >= 250);
     for (int k = 0; k < NSUB; k++) {
         for (int j = 0; j < KEEP; j++)
             pw_cstate_free(&subs[k].st[j]);

@@ -116,7 +116,35 @@ def full_rotation(r, p):
     return c
 
 
-def decode(p, base, data, key, count):
+def div_round(n, d):
+    """n / d rounded, halves away from zero (d >= 1), in integers."""
+    q = (2 * abs(n) + d) // (2 * d)
+    return -q if n < 0 else q
+
+
+def clamp(v, lo, hi):
+    return lo if v < lo else hi if v > hi else v
+
+
+def predicted(p, pred, o):
+    """The values a changed body's deltas are taken against ("Prediction"):
+    o's, or o's extrapolated along o - o0 (o0: the body in the older state)."""
+    pos, rot = list(o.q), list(o.c)
+    if pred is None:
+        return pos, rot
+    older, ahead, span = pred
+    o0 = older.get(o.id)
+    if o0 is None:
+        return pos, rot
+    if not o.oob and not o0.oob:
+        pos = [clamp(o.q[k] + div_round((o.q[k] - o0.q[k]) * ahead, span), -p.m, p.m) for k in range(3)]
+    if o0.largest == o.largest:
+        rot = [clamp(o.c[k] + div_round((o.c[k] - o0.c[k]) * ahead, span), -p.r, p.r) for k in range(3)]
+    return pos, rot
+
+
+def decode(p, base, data, key, count, pred=None):
+    """pred: None, or (the older state by id, ahead, span)."""
     r = Bits(data)
     kept = list(base) if base is not None else []
     if not key:
@@ -152,6 +180,7 @@ def decode(p, base, data, key, count):
             which.append(k)
         for k in which:
             b = kept[k]
+            ppos, prot = predicted(p, pred, b)
             pos_changed, rot_changed = r.u(1), r.u(1)
             if not pos_changed and not rot_changed:
                 raise Malformed("a changed body with nothing changed")
@@ -162,13 +191,13 @@ def decode(p, base, data, key, count):
                     if r.u(1):
                         b.oob, b.raw, b.q = 1, [r.f64() for _ in range(3)], [0, 0, 0]
                     else:
-                        b.q = [b.q[i] + r.sgamma() for i in range(3)]
+                        b.q = [ppos[i] + r.sgamma() for i in range(3)]
                         if any(abs(v) > p.m for v in b.q):
                             raise Malformed("position out of range")
             if rot_changed:
                 largest = r.u(2)
                 if largest == b.largest:
-                    b.c = [b.c[i] + r.sgamma() for i in range(3)]
+                    b.c = [prot[i] + r.sgamma() for i in range(3)]
                     if any(abs(v) > p.r for v in b.c):
                         raise Malformed("rotation out of range")
                 else:
@@ -237,12 +266,21 @@ def main():
             if got + 1 < f.parts:
                 continue
             bodies = partial.pop(f.subscription_id)[2]
-        base = None
+        base, pred = None, None
+        if f.key and f.predict_tick:
+            raise Malformed("a prediction in a key frame")
         if not f.key:
             base = states[f.subscription_id].get(f.baseline_tick)
             if base is None:
                 raise Malformed("unknown baseline %d" % f.baseline_tick)
-        st = decode(p, base, bodies, f.key, f.body_count)
+        if f.predict_tick:
+            older = states[f.subscription_id].get(f.predict_tick)
+            if older is None:
+                raise Malformed("unknown prediction state %d" % f.predict_tick)
+            if not (f.predict_tick < f.baseline_tick < f.tick and f.tick - f.predict_tick <= 16):
+                raise Malformed("prediction ticks out of range")
+            pred = ({b.id: b for b in older}, f.tick - f.baseline_tick, f.baseline_tick - f.predict_tick)
+        st = decode(p, base, bodies, f.key, f.body_count, pred)
         frames += 1
         if f.key:
             states[f.subscription_id] = {}
@@ -250,8 +288,8 @@ def main():
         prev = last.get(f.subscription_id)
         prev_ids = {b.id for b in prev} if prev is not None else set()
         now_ids = {b.id for b in st}
-        out.append("frame sub=%d tick=%d key=%d baseline=%d count=%d\n" %
-                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.body_count))
+        out.append("frame sub=%d tick=%d key=%d baseline=%d predict=%d count=%d\n" %
+                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.predict_tick, f.body_count))
         out.append("entered" + "".join(" %d" % b.id for b in st if b.id not in prev_ids) + "\n")
         out.append("left" + "".join(" %d" % b.id for b in (prev or []) if b.id not in now_ids) + "\n")
         for b in st:

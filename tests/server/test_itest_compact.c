@@ -8,14 +8,16 @@
  *                    library: at every tick the decoded compact frame has
  *                    the raw frame's bodies, positions within resolution / 2
  *                    and orientations within the rotation_bits bound; no
- *                    decode errors
+ *                    decode errors; a third subscription with prediction
+ *                    decodes to the same values at every tick
  *   wire             on a raw socket, the CompactFrame messages themselves:
  *                    the first frame is a key frame, the next is a delta
  *                    against the frame written before; bodies added and
  *                    removed come in the stream; once the bodies sleep a
  *                    frame's body section is one byte; a key frame on
  *                    request; explicit acks set the baseline
- *   params           invalid encoding parameters and stream_control misuse
+ *   params           invalid encoding parameters (predict only with
+ *                    ENCODING_COMPACT) and stream_control misuse
  *   slow_reader      a reader with a 4 KiB receive buffer that does not read
  *                    for 1.5 s (and until the server replaced a push)
  *                    beside raw frames of grid1000 at 120 Hz: frames
@@ -264,16 +266,18 @@ static void test_tumbling_10000(void **state) {
     }
     uint64_t w = make_world(&c, "tumbling", boxes, 40);
     /* the box ids: from a raw frame after one step */
-    uint64_t raw_sub = 0, compact_sub = 0;
+    uint64_t raw_sub = 0, compact_sub = 0, predict_sub = 0;
     assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &raw_sub), 0);
     pc_compact_params cp;
     pc_compact_params_default(&cp);
     cp.bound = 50; /* bodies kicked far away leave it: sent as doubles */
     assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &compact_sub), 0);
-    while (compact_sub == 0)
+    cp.predict = 1; /* the same, predicted (docs/streams.md, "Prediction") */
+    assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &predict_sub), 0);
+    while (compact_sub == 0 || predict_sub == 0)
         physd__v1__server_message__free_unpacked(itest_client_recv(&c, 5000), NULL);
     const double rot_bound = 2 * asin(sqrt(3.0) * (1 / sqrt(2.0)) / (double)((1 << (cp.rotation_bits - 1)) - 1)) * DEG;
-    body_pose raw[64], dec[64];
+    body_pose raw[64], dec[64], pdec[64];
     uint64_t ids[64];
     size_t nids = 0, bodies_seen_max = 0;
     double worst_p = 0, worst_r = 0;
@@ -295,9 +299,9 @@ static void test_tumbling_10000(void **state) {
         Physd__V1__StepWorld s;
         build_step(&m, &s, w, 1);
         assert_int_equal(itest_client_send(&c, &m), 0);
-        int got_reply = 0, got_raw = 0, got_compact = 0;
-        size_t nraw = 0, ndec = 0;
-        while (!(got_reply && got_raw && got_compact)) {
+        int got_reply = 0, got_raw = 0, got_compact = 0, got_pred = 0;
+        size_t nraw = 0, ndec = 0, npred = 0;
+        while (!(got_reply && got_raw && got_compact && got_pred)) {
             smsg *r = itest_client_recv(&c, 10000);
             if (!r) fail_msg("tick %d: no message (reply %d raw %d compact %d)", t, got_reply, got_raw, got_compact);
             if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
@@ -309,6 +313,9 @@ static void test_tumbling_10000(void **state) {
                 if (f->subscription_id == compact_sub) {
                     ndec = frame_poses(f, dec);
                     got_compact = 1;
+                } else if (f->subscription_id == predict_sub) {
+                    npred = frame_poses(f, pdec);
+                    got_pred = 1;
                 } else {
                     nraw = frame_poses(f, raw);
                     got_raw = 1;
@@ -320,6 +327,9 @@ static void test_tumbling_10000(void **state) {
             physd__v1__server_message__free_unpacked(r, NULL);
         }
         assert_int_equal(ndec, nraw);
+        /* the predicted stream decodes to the very same values */
+        assert_int_equal(npred, ndec);
+        assert_memory_equal(pdec, dec, ndec * sizeof *dec);
         if (nraw > bodies_seen_max) bodies_seen_max = nraw;
         for (size_t i = 0; i < nraw; i++) {
             assert_int_equal(dec[i].id, raw[i].id);
@@ -573,6 +583,17 @@ static void test_params(void **state) {
     assert_int_equal(subscribe_with(&c, w, 2, 0, 0, 0, T), ST(INVALID_ARGUMENT));
     assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 0, S), ST(INVALID_ARGUMENT));
     assert_int_equal(subscribe_with(&c, w, 0, 0.01, 0, 0, T), ST(INVALID_ARGUMENT));
+    { /* predict: compact only */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+        s.world_id = w;
+        s.predict = 1;
+        m.request_case = REQ(SUBSCRIBE);
+        m.subscribe = &s;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(INVALID_ARGUMENT)), NULL);
+        s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    }
     uint64_t raw = 0;
     assert_int_equal(itest_subscribe(&c, w, T, 1, NULL, 0, 0, &raw), 0);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;

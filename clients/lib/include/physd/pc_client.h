@@ -301,6 +301,8 @@ typedef struct pc_compact_params {
                               every frame it decodes (StreamControl), default 0 */
     pc_region region;      /* only the bodies inside (kind NONE, the default: all) */
     uint32_t budget_bytes; /* bytes per second at most, 0 (default): no budget */
+    int predict;           /* frames may predict changed bodies from the two newest
+                              baselines (docs/streams.md, "Prediction"), default 0 */
 } pc_compact_params;
 
 void pc_compact_params_default(pc_compact_params *p);
