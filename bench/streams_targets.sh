@@ -105,7 +105,14 @@ try:
     line.update({"latency_tool": {k: lt[k] for k in ("samples", "e2f_p50_ms", "e2f_p99_ms", "e2f_max_ms", "target_ms",
                                                     "reply_p50_ms", "frame_lateness_p50_ms", "frame_lateness_p99_ms",
                                                     "missing_ticks", "wrong", "server_tick_late_ms", "server_step_ms",
-                                                    "server_handoff_ms", "server_deliver_ms", "awake_bodies")}})
+                                                    "server_handoff_ms", "server_deliver_ms", "awake_bodies",
+                                                    "pushes_received", "edits_applied")}})
+    if "server_check" in rep:
+        # physload's own check counts only its clients: with physd-latency's
+        # pushes and edits added the counts must be the server's
+        sc = rep["server_check"]
+        line["agree"] = (sc["pushes_received"] + lt["pushes_received"] == sc["pushes_queued"] - sc["pushes_dropped"]
+                         and sc["edits_acknowledged"] + lt["edits_applied"] == sc["edits_applied"])
 except Exception as e:
     line["latency_tool"] = {"error": str(e)}
 print(json.dumps(line), flush=True)

@@ -4,11 +4,14 @@
  *
  * Normal path: before a step job is queued, the world host records which
  * shared products the tick needs (an all-bodies frame, statistics with or
- * without per-iteration merits, contact events). The worker that ran the
- * step encodes each product once into a ps_buf (ps_broadcast_encode). Back
- * on the loop thread, ps_broadcast_deliver queues the same buffer to every
- * due subscriber (one reference each) and encodes the frames of
- * subscriptions to a chosen set of bodies, which differ per subscriber.
+ * without per-iteration merits, contact events, the compact streams' plan).
+ * The worker that ran the step encodes each product once into a ps_buf
+ * (ps_broadcast_encode; compact.c's sections too). Back on the loop thread,
+ * ps_broadcast_deliver queues the same buffer to every due subscriber (one
+ * reference each) and encodes the frames of subscriptions to a chosen set
+ * of bodies, which differ per subscriber: first to the connections whose
+ * edit this tick is the first to show, each written at once, then to the
+ * others, written in the prepare phase.
  *
  * Failure modes: an allocation failure while encoding leaves that product
  * NULL for the tick (nothing is pushed, the tick is not repeated). A queue

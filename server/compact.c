@@ -1,28 +1,36 @@
 /*
  * compact.c — compact transform subscriptions (docs/streams.md): per tick,
- * one quantized state per distinct encoding (parameters and body set), one
- * encoded body section per distinct (state, baseline) shared by every
- * subscriber that has that baseline, and per subscriber a small head
- * (CompactFrame's own fields) written before the shared section.
+ * one quantized state per distinct encoding (parameters, region and body
+ * set), one encoded body section per distinct (state, baseline, prediction
+ * state) shared by every subscriber that has that baseline, and per
+ * subscriber a small head (CompactFrame's own fields) written before the
+ * shared section.
  *
- * Normal path: ps_broadcast_deliver calls ps_compact_push for each due
- * compact subscription with a per-tick cache (ps_ctick). The subscription
- * remembers the states it was sent and not yet acknowledged (pending);
- * when the connection's write callback reports a compact frame written
- * whole (ps_compact_written, from conn.c), or the subscriber acknowledges a
- * tick with StreamControl, that frame's state becomes the baseline and the
- * older pending ones are released. A frame replaced in the output queue is
- * never written, so it never becomes a baseline.
+ * Normal path: when a step is queued, ps_compact_plan notes each due
+ * subscription's group and baseline (holding references); the worker,
+ * after the step, makes the states and sections (ps_compact_prepare); then
+ * ps_broadcast_deliver takes them as the tick's cache (ps_ctick) and calls
+ * ps_compact_push for each due subscription, which finds its state and
+ * section there (or makes them on the loop when its region or baseline
+ * changed meanwhile) and queues its head and the section, in parts when
+ * over max_frame. The subscription remembers the states it was sent and not
+ * yet acknowledged (pending); when the connection's write callback reports
+ * a compact frame written whole (ps_compact_written, from conn.c; a frame
+ * in parts when all its parts were, in order), or the subscriber
+ * acknowledges a tick with StreamControl, that frame's state becomes the
+ * baseline (the previous one is kept for prediction) and the older pending
+ * ones are released. A frame replaced in the output queue is never
+ * written, so it never becomes a baseline.
  *
  * Failure modes: an allocation failure skips the subscriber's frame for
- * the tick (its baseline is unchanged, so the next frame still decodes); a
- * frame over max_frame is skipped and logged once per subscription. A
- * reset of the world (a new id epoch) drops every baseline: the next frame
- * is a key frame.
+ * the tick (its baseline is unchanged, so the next frame still decodes); so
+ * does a frame in parts that could not all be queued. A reset of the world
+ * (a new id epoch) drops every baseline: the next frame is a key frame.
  *
- * Invariants: everything here runs on the loop thread while the world is
- * idle (deliver) or between ticks (acks); states are immutable once made
- * and reference-counted.
+ * Invariants: the plan and the deliveries run on the loop thread while the
+ * world is idle, acks between ticks; the worker only reads the world, the
+ * plan and the referenced baselines, and writes the plan's cache; states
+ * are immutable once made and reference-counted on the loop thread only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +70,6 @@ struct ps_csub {
     ps_csnap *pending[PS_CPENDING];
     int npending;
     uint64_t epoch;
-    int too_big_logged;
     ps_cacc *acc; /* budgets: the waiting bodies, ascending id */
     size_t nacc, acc_cap;
     double tokens;   /* budgets: bytes the next frame may take (pacing) */

@@ -73,6 +73,7 @@ typedef struct lat {
     size_t nlate;
     double late_min;
     uint64_t frames, gaps, last_tick, wrong, errors;
+    uint64_t acked; /* edit batches (one op each) the server applied */
     uint64_t first_frame_tick;
 } lat;
 
@@ -141,6 +142,7 @@ static void on_edit_reply(pc_client *c, int err, const Physd__V1__Reply *r, void
         return;
     }
     if (L->measuring) push_sample(&L->reply, &L->nreply, (double)(now - e->t_send) / 1e6);
+    L->acked++;
     e->replied = 1;
     e->applied = r->edit->applied_tick;
     if (e->add) {
@@ -212,6 +214,18 @@ static void on_edit_timer(uv_timer_t *t) {
 }
 
 static void on_end(uv_timer_t *t) { uv_stop(t->loop); }
+
+static void on_subscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    lat *L = data;
+    if (!err && r->status == PHYSD__V1__STATUS__STATUS_OK && r->payload_case == PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION)
+        L->sub = r->subscription->subscription_id;
+}
+
+static void on_unsubscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c, (void)err, (void)r;
+    *(int *)data = 1;
+}
 
 /* The world's counters, for the server's side of the pipeline: the
  * means of tick_late_ms, handoff_ms, deliver_ms and mean_step_ms over the
@@ -339,8 +353,9 @@ int main(int argc, char **argv) {
     h.on_frame = on_frame;
     h.data = &L;
     pc_client_set_handlers(L.c, &h);
-    int e = L.raw ? pc_subscribe(L.c, L.world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, NULL, NULL)
-                  : pc_subscribe_compact(L.c, L.world, 1, NULL, 0, NULL, NULL, NULL);
+    int e =
+        L.raw ? pc_subscribe(L.c, L.world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, on_subscribed, &L)
+              : pc_subscribe_compact(L.c, L.world, 1, NULL, 0, NULL, on_subscribed, &L);
     if (e) {
         fprintf(stderr, "physd-latency: cannot subscribe: %s\n", pc_strerror(e));
         return 3;
@@ -358,6 +373,15 @@ int main(int argc, char **argv) {
     L.measuring = 0;
     uv_timer_stop(&L.edit_timer);
     read_counters(&L, &k1);
+    /* unsubscribed before the end, so every push the server counted for
+     * this connection was read (a load generator's count plus this one's
+     * is the server's) */
+    int unsubscribed = 0;
+    if (L.sub && pc_unsubscribe(L.c, L.sub, on_unsubscribed, &unsubscribed) == 0)
+        for (const uint64_t u0 = uv_hrtime(); !unsubscribed && uv_hrtime() - u0 < 5000000000ull;)
+            uv_run(&L.loop, UV_RUN_ONCE);
+    pc_counters pk;
+    pc_client_counters(L.c, &pk);
     const double dt = k1.ticks > k0.ticks ? (double)(k1.ticks - k0.ticks) : NAN;
     const double s_late = (k1.late - k0.late) / dt, s_hand = (k1.handoff - k0.handoff) / dt,
                  s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt;
@@ -378,11 +402,11 @@ int main(int argc, char **argv) {
                "\"frame_lateness_p99_ms\": %.3f, \"frame_lateness_max_ms\": %.3f, \"frames\": %llu, "
                "\"missing_ticks\": %llu, \"wrong\": %llu, \"errors\": %llu, \"server_tick_late_ms\": %.3f, "
                "\"server_step_ms\": %.3f, \"server_handoff_ms\": %.3f, \"server_deliver_ms\": %.3f, "
-               "\"bodies\": %u, \"awake_bodies\": %u}\n",
+               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu}\n",
                (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
                tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
                (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
-               s_step, s_hand, s_del, k1.bodies, k1.awake);
+               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked);
     else
         printf("world %llu (%s frames, %g Hz), %g s, %zu edits: edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
                "(target p99 <= %.2f ms); reply p50 %.2f ms, p99 %.2f ms; frame lateness p50 %.2f ms, p99 %.2f ms, "
