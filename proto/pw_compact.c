@@ -255,8 +255,8 @@ static int64_t div_round(int64_t n, int64_t d) {
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The index of id in s, or -1 (s ascending by id). */
-static ptrdiff_t find_id(const pw_cstate *s, uint64_t id) {
+ptrdiff_t pw_cstate_find(const pw_cstate *s, uint64_t id) {
+    if (!s) return -1;
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -276,7 +276,7 @@ static ptrdiff_t find_id(const pw_cstate *s, uint64_t id) {
 static void predicted(const pw_cparams *p, const pw_cpredict *pr, const pw_cbody *o, int64_t pos[3], int64_t rot[3]) {
     const pw_cbody *o0 = NULL;
     if (pr && pr->older) {
-        ptrdiff_t i = find_id(pr->older, o->id);
+        ptrdiff_t i = pw_cstate_find(pr->older, o->id);
         if (i >= 0) o0 = &pr->older->b[i];
     }
     const int64_t m = pw_cparams_pos_max(p), rmax = pw_cparams_rot_max(p);

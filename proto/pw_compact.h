@@ -77,6 +77,8 @@ void pw_cstate_free(pw_cstate *s);
 int pw_cstate_reserve(pw_cstate *s, size_t n);
 /* Sorts s->b by id (encoders that fill states in another order). */
 void pw_cstate_sort(pw_cstate *s);
+/* The index of the body id in s (ascending by id), or -1 (also for s NULL). */
+ptrdiff_t pw_cstate_find(const pw_cstate *s, uint64_t id);
 
 /* Quantizes one pose (position x y z, orientation x y z w, finite, the
  * quaternion of any non-zero length) into out. */

@@ -750,19 +750,6 @@ static size_t wire_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint6
     return total;
 }
 
-/* The index of id in s, or -1 (s ascending by id). */
-static ptrdiff_t find_body(const pw_cstate *s, uint64_t id) {
-    size_t lo = 0, hi = s ? s->n : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->b[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return s && lo < s->n && s->b[lo].id == id ? (ptrdiff_t)lo : -1;
-}
-
 /* A waiting body's priority this frame, in [1, 4]: 1, plus its speed
  * (1 per m/s, at most 2), plus its nearness to the region's centre (1 at
  * the centre, 0 at the region's extent and beyond). */
@@ -854,7 +841,7 @@ static int by_acc(const void *a, const void *b) {
 /* The bits a body value costs in a section against base: 0 when base
  * has it unchanged, else its part and a bound on its gap or id code. */
 static size_t cost_vs_base(const pw_cparams *p, const pw_cstate *base, const pw_cbody *b) {
-    ptrdiff_t i = find_body(base, b->id);
+    ptrdiff_t i = pw_cstate_find(base, b->id);
     if (i >= 0) {
         if (pw_cbody_same(&base->b[i], b)) return 0;
         return pw_compact_body_bits(p, &base->b[i], b) + (size_t)pw_gamma_bits(base->n + 1);
@@ -891,7 +878,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     size_t ncand = 0, fixed = 0, nkept_view = 0;
     for (size_t j = 0, a = 0; j < nc; j++) {
         const pw_cbody *b = &cur->st.b[j];
-        ptrdiff_t v = find_body(view, b->id);
+        ptrdiff_t v = pw_cstate_find(view, b->id);
         if (v >= 0) {
             nkept_view++;
             fixed += cost_vs_base(p, base, &view->b[v]);
@@ -909,7 +896,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     /* removals against the baseline: at most its bodies not in the view's kept set */
     size_t nremoved = 0;
     for (size_t i = 0; base && i < base->n; i++)
-        if (find_body(&cur->st, base->b[i].id) < 0 || find_body(view, base->b[i].id) < 0) nremoved++;
+        if (pw_cstate_find(&cur->st, base->b[i].id) < 0 || pw_cstate_find(view, base->b[i].id) < 0) nremoved++;
     if (base)
         fixed += (size_t)pw_gamma_bits(nremoved + 1) + nremoved * (size_t)pw_gamma_bits(base->n + 1) +
                  (size_t)pw_gamma_bits(nc + 1);
@@ -933,7 +920,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
             sel[cands[k].j] = 1;
         sent->st.n = 0;
         for (size_t j = 0; j < nc; j++) {
-            ptrdiff_t v = find_body(view, cur->st.b[j].id);
+            ptrdiff_t v = pw_cstate_find(view, cur->st.b[j].id);
             if (sel[j])
                 sent->st.b[sent->st.n++] = cur->st.b[j];
             else if (v >= 0)

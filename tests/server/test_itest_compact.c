@@ -627,6 +627,61 @@ static void wait_for_drops(itest_client *c, uint64_t w, double s) {
     }
 }
 
+/* A slow reader's subscriptions on r: raw frames of w, then compact ones
+ * (the raw first: itest_raw_call discards the pushes that come before its
+ * reply, which must not be compact frames). Returns the compact one. */
+static uint64_t slow_subscribe(itest_raw *r, uint64_t w) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    s.world_id = w;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    smsg *a = itest_raw_call(r, &m, 5000);
+    assert_non_null(a);
+    assert_int_equal(a->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(a, NULL);
+    uint64_t sub = 0;
+    assert_int_equal(raw_subscribe(r, w, 0, &sub), ST(OK));
+    return sub;
+}
+
+/* The states a reader decoded lately, by tick. */
+enum { RING = 64 };
+typedef struct ring {
+    pw_cstate st[RING];
+    uint64_t tick[RING];
+    int next, deltas;
+} ring;
+
+/* Decodes a whole compact frame (head f, section data) against the
+ * baseline it names, which must be a frame this reader decoded, and keeps
+ * its state; returns its body count. */
+static size_t ring_decode(ring *g, const Physd__V1__CompactFrame *f, const uint8_t *data, size_t len) {
+    pw_cparams p;
+    pw_cparams_default(&p);
+    const pw_cstate *base = NULL;
+    if (!f->key) {
+        for (int k = 0; k < RING && !base; k++)
+            if (g->tick[k] == f->baseline_tick) base = &g->st[k];
+        if (!base)
+            fail_msg("frame %llu names baseline %llu, a frame this reader never got whole", (unsigned long long)f->tick,
+                     (unsigned long long)f->baseline_tick);
+        g->deltas++;
+    }
+    pw_cstate out = {0, 0, NULL};
+    assert_int_equal(pw_compact_decode(&p, base, data, len, f->body_count, 100000, &out), 0);
+    pw_cstate_free(&g->st[g->next]);
+    g->st[g->next] = out;
+    g->tick[g->next] = f->tick;
+    g->next = (g->next + 1) % RING;
+    return out.n;
+}
+
+static void ring_free(ring *g) {
+    for (int k = 0; k < RING; k++)
+        pw_cstate_free(&g->st[k]);
+}
+
 static void test_slow_reader(void **state) {
     (void)state;
     itest_client c;
@@ -635,29 +690,12 @@ static void test_slow_reader(void **state) {
     itest_raw r;
     assert_int_equal(itest_raw_connect(&r, port, 4096), 0);
     assert_int_equal(itest_raw_hello(&r, "slow"), ST(OK));
-    /* the raw subscription first: itest_raw_call discards the pushes that
-     * come before its reply, which must not be compact frames */
-    uint64_t sub = 0;
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
-    s.world_id = w;
-    m.request_case = REQ(SUBSCRIBE);
-    m.subscribe = &s;
-    smsg *a = itest_raw_call(&r, &m, 5000);
-    assert_non_null(a);
-    assert_int_equal(a->reply->status, ST(OK));
-    physd__v1__server_message__free_unpacked(a, NULL);
-    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    slow_subscribe(&r, w);
     wait_for_drops(&c, w, 1.5); /* not reading: the queue fills, frames are replaced */
-    enum { RING = 64 };
-    pw_cstate ring[RING];
-    uint64_t ticks[RING];
-    memset(ring, 0, sizeof ring);
-    memset(ticks, 0, sizeof ticks);
-    int next = 0, got = 0, deltas = 0, gaps = 0;
+    static ring g;
+    memset(&g, 0, sizeof g);
+    int got = 0, gaps = 0;
     uint64_t last_tick = 0;
-    pw_cparams p;
-    pw_cparams_default(&p);
     double end = itest_now() + 3;
     while (itest_now() < end) {
         smsg *f = itest_raw_recv(&r, 2000);
@@ -667,23 +705,9 @@ static void test_slow_reader(void **state) {
             continue;
         }
         const Physd__V1__CompactFrame *cf = f->compact_frame;
-        const pw_cstate *base = NULL;
-        if (!cf->key) {
-            for (int k = 0; k < RING && !base; k++)
-                if (ticks[k] == cf->baseline_tick) base = &ring[k];
-            if (!base)
-                fail_msg("frame %llu names baseline %llu, a frame this reader never got", (unsigned long long)cf->tick,
-                         (unsigned long long)cf->baseline_tick);
-            deltas++;
-        }
-        pw_cstate out = {0, 0, NULL};
-        assert_int_equal(pw_compact_decode(&p, base, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out), 0);
+        ring_decode(&g, cf, cf->bodies.data, cf->bodies.len);
         if (last_tick && cf->tick != last_tick + 1) gaps++;
         last_tick = cf->tick;
-        pw_cstate_free(&ring[next]);
-        ring[next] = out;
-        ticks[next] = cf->tick;
-        next = (next + 1) % RING;
         got++;
         physd__v1__server_message__free_unpacked(f, NULL);
     }
@@ -691,12 +715,11 @@ static void test_slow_reader(void **state) {
     const uint64_t dropped = cnt->reply->counters->pushes_dropped;
     physd__v1__server_message__free_unpacked(cnt, NULL);
     printf("slow_reader: %d compact frames (%d deltas), %d gaps in their ticks, %llu pushes replaced or dropped\n", got,
-           deltas, gaps, (unsigned long long)dropped);
+           g.deltas, gaps, (unsigned long long)dropped);
     assert_true(got > 10);
-    assert_true(deltas > 0);
+    assert_true(g.deltas > 0);
     assert_true(gaps > 0 && dropped > 0); /* frames were replaced */
-    for (int k = 0; k < RING; k++)
-        pw_cstate_free(&ring[k]);
+    ring_free(&g);
     itest_raw_close(&r);
     itest_client_close(&c);
 }
@@ -1036,29 +1059,11 @@ static void test_parts_slow_reader(void **state) {
     assert_int_equal(itest_raw_connect(&r, port, 4096), 0);
     assert_int_equal(itest_raw_hello(&r, "parts-slow"), ST(OK));
     const uint64_t w = flying_world(&c, "parts-slow", 120);
-    /* raw frames too (66 kB a tick), so the kernel's buffers fill at once;
-     * subscribed first: itest_raw_call discards the pushes before its
-     * reply, which must not be compact frames */
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__Subscribe rs = PHYSD__V1__SUBSCRIBE__INIT;
-    rs.world_id = w;
-    m.request_case = REQ(SUBSCRIBE);
-    m.subscribe = &rs;
-    smsg *a0 = itest_raw_call(&r, &m, 5000);
-    assert_non_null(a0);
-    assert_int_equal(a0->reply->status, ST(OK));
-    physd__v1__server_message__free_unpacked(a0, NULL);
-    uint64_t sub = 0;
-    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    slow_subscribe(&r, w);      /* raw frames too (66 kB a tick): the kernel's buffers fill at once */
     wait_for_drops(&c, w, 1.0); /* not reading: parts are replaced in the queue */
-    enum { RING = 64 };
-    static pw_cstate ring[RING];
-    uint64_t ticks[RING];
-    memset(ring, 0, sizeof ring);
-    memset(ticks, 0, sizeof ticks);
-    int next = 0, whole = 0, broken = 0, deltas = 0;
-    pw_cparams p;
-    pw_cparams_default(&p);
+    static ring g;
+    memset(&g, 0, sizeof g);
+    int whole = 0, broken = 0;
     assembly a;
     memset(&a, 0, sizeof a);
     const double end = itest_now() + 2.5;
@@ -1073,34 +1078,18 @@ static void test_parts_slow_reader(void **state) {
         physd__v1__server_message__free_unpacked(x, NULL);
         if (done < 0) broken++;
         if (done <= 0) continue;
-        const pw_cstate *base = NULL;
-        if (!a.head.key) {
-            for (int k = 0; k < RING && !base; k++)
-                if (ticks[k] == a.head.baseline_tick) base = &ring[k];
-            if (!base)
-                fail_msg("frame %llu names baseline %llu, a frame this reader never got whole",
-                         (unsigned long long)a.head.tick, (unsigned long long)a.head.baseline_tick);
-            deltas++;
-        }
-        pw_cstate out = {0, 0, NULL};
-        assert_int_equal(pw_compact_decode(&p, base, a.buf, a.len, a.head.body_count, 100000, &out), 0);
-        assert_int_equal(out.n, PARTS_BOXES);
-        pw_cstate_free(&ring[next]);
-        ring[next] = out;
-        ticks[next] = a.head.tick;
-        next = (next + 1) % RING;
+        assert_int_equal(ring_decode(&g, &a.head, a.buf, a.len), PARTS_BOXES);
         whole++;
     }
     smsg *cnt = itest_counters(&c, w);
     const uint64_t dropped = cnt->reply->counters->pushes_dropped;
     physd__v1__server_message__free_unpacked(cnt, NULL);
     printf("parts_slow_reader: %d frames whole (%d deltas), %d broken sequences, %llu pushes replaced or dropped\n",
-           whole, deltas, broken, (unsigned long long)dropped);
+           whole, g.deltas, broken, (unsigned long long)dropped);
     assert_true(dropped > 0); /* parts were replaced */
     assert_true(whole > 10);
-    assert_true(deltas > 0);
-    for (int k = 0; k < RING; k++)
-        pw_cstate_free(&ring[k]);
+    assert_true(g.deltas > 0);
+    ring_free(&g);
     free(a.buf);
     itest_raw_close(&r);
     itest_client_close(&c);
