@@ -477,6 +477,7 @@ static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     } else {
         ps_journal_log_edit(h, m->edit);
         ps_history_log_edit(h, m->edit, ids, b->n);
+        ps_broadcast_edited(c, h);
         Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
         er.n_new_ids = b->n;
         er.new_ids = ids;
@@ -983,6 +984,11 @@ void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
         wc.journal_ms = (double)h->journal->busy_ns / 1e6;
     }
     ps_history_counters(h, &wc);
+    if (h->timed_ticks) {
+        wc.tick_late_ms = h->sum_late_ms / (double)h->timed_ticks;
+        wc.handoff_ms = h->sum_handoff_ms / (double)h->timed_ticks;
+        wc.deliver_ms = h->sum_deliver_ms / (double)h->timed_ticks;
+    }
     *out = wc;
 }
 

@@ -19,6 +19,7 @@
 #include "physd/v1/physd.pb-c.h"
 #include "pw_frame.h"
 #include "pw_compact.h"
+#include "ticker.h"
 #include "auth.h"
 #include "journal.h"
 #include "metrics.h"
@@ -235,6 +236,7 @@ typedef struct ps_conn {
      * with ps_conn_sink_done; sink_closed hears of the connection's close. */
     int sink_async;
     void (*sink_closed)(void *arg, struct ps_conn *c);
+    uint64_t edit_world, edit_tick; /* the last edit batch applied: its world and tick boundary */
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
@@ -433,6 +435,7 @@ typedef struct ps_sub {
     struct ps_csub *cstate; /* baselines; NULL until the first frame */
     pw_region region;       /* compact: the interest region (kind NONE: everything) */
     uint32_t budget;        /* compact: bytes per second, 0: no budget */
+    int predict;            /* compact: frames may predict from the baseline before the baseline */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -475,6 +478,8 @@ typedef struct ps_job {
     size_t image_len;
     uint8_t *hist_snap; /* history (history.c): the snapshot after the step, handed to the ring */
     size_t hist_len;
+    uint64_t due_ns, start_ns, end_ns; /* the tick's due time (0: a manual step), the worker's start and end */
+    struct ps_cwork *cwork;            /* compact streams' work for the worker (compact.c), or NULL */
 } ps_job;
 
 struct ps_host {
@@ -501,6 +506,7 @@ struct ps_host {
     int draining;
     int delivering; /* ps_broadcast_deliver is iterating subs: removal leaves tombstones */
     uv_timer_t timer;
+    ps_ticker fine; /* the clock's precise wake-up (ticker.h); the timer where it is inactive */
     uv_work_t work;
     ps_job job;
     uint64_t job_start_ns; /* the step in flight was queued at (ps_server_health) */
@@ -530,6 +536,9 @@ struct ps_host {
     uint64_t frames_encoded, pushes_queued, pushes_dropped;
     uint64_t budget_steps, nonfinite_steps;
     double last_step_ms, sum_step_ms;
+    uint64_t next_due_ns; /* the due time of the tick the clock dispatches next */
+    uint64_t timed_ticks; /* clocked ticks: the sums below are over them */
+    double sum_late_ms, sum_handoff_ms, sum_deliver_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
@@ -738,6 +747,9 @@ void ps_broadcast_encode(ps_host *h, ps_job *job);
 /* Loop side: queues the job's buffers (and per-subscriber frames) to every
  * due subscriber, then releases the job's references. */
 void ps_broadcast_deliver(ps_host *h, ps_job *job);
+/* c's edit batch was applied to h at its present tick boundary: the frames
+ * of the next tick go to c first (ps_broadcast_deliver). */
+void ps_broadcast_edited(ps_conn *c, const ps_host *h);
 
 /* -------------------------------------------------------------- compact */
 
@@ -753,8 +765,11 @@ typedef struct ps_ctick {
     } * groups;
     int ngroups, groups_cap;
     struct ps_ctick_enc {
-        struct ps_csnap *cur, *base;
+        struct ps_csnap *cur, *base, *older; /* older: the prediction's state asked for, or NULL */
+        int predicted;                       /* body was predicted from older (it was smaller) */
         ps_buf *body;
+        ps_buf **parts; /* body cut into parts (a frame over max_frame), or NULL */
+        int nparts;
     } * encs;
     int nencs, encs_cap;
     ph_body_id *ids;
@@ -762,6 +777,16 @@ typedef struct ps_ctick {
 } ps_ctick;
 void ps_compact_tick_init(ps_ctick *t);
 void ps_compact_tick_done(ps_ctick *t);
+/* The worker's share of a tick's compact work (docs/streams.md, "Encode
+ * once, send many"): ps_compact_plan (loop, as the step is queued) notes
+ * each due compact subscription's state and baseline; ps_compact_prepare
+ * (the worker, after the step) quantizes the states and encodes the
+ * sections; ps_compact_tick_take (loop, delivering) hands them over as the
+ * tick's cache; ps_compact_work_free releases what is left. */
+void ps_compact_plan(ps_host *h, ps_job *job, const ps_sub *sub);
+void ps_compact_prepare(ps_host *h, ps_job *job);
+void ps_compact_tick_take(ps_host *h, ps_job *job, ps_ctick *t);
+void ps_compact_work_free(ps_job *job);
 /* Queues the tick's compact frame to sub. */
 void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t);
 /* The write callback wrote e (a compact frame's head) whole. */

@@ -61,6 +61,7 @@ static int heavy_guess(const ph_settings *s) { return (int64_t)s->substeps * s->
 /* ------------------------------------------------------------ creation */
 
 static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
+static void on_fine(ps_ticker *t) { ps_host_kick(t->data); }
 
 /* A host around the core world w (not yet on the server's list). */
 static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *name, const char *preset) {
@@ -93,6 +94,7 @@ static int host_add(ps_server *s, ps_host *h, ps_status *st) {
     if (ps_server_add_world(s, h) != 0) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     uv_timer_init(&s->loop, &h->timer);
     h->timer.data = h;
+    ps_ticker_init(&s->loop, &h->fine, on_fine, h);
     ps_log("world %llu \"%s\" created (preset \"%s\"%s, %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
            h->preset, h->scene ? " and a scene" : "", h->body_count, h->tick_rate, h->paused ? ", paused" : "");
     ps_host_kick(h);
@@ -190,6 +192,8 @@ static void work_cb(uv_work_t *req) {
         ps_broadcast_encode(h, &h->job);
     }
     ps_history_capture(h, &h->job);
+    h->job.start_ns = t0;
+    h->job.end_ns = ps_now_ns();
 }
 
 static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value, uint64_t body_id) {
@@ -336,6 +340,7 @@ static void step_over_budget(ps_host *h, const ps_job *job) {
 static void after_work_cb(uv_work_t *req, int status) {
     ps_host *h = req->data;
     ps_job *job = &h->job;
+    const uint64_t loop_ns = ps_now_ns();
     h->busy = 0;
     (void)status;
     h->ticks_total++;
@@ -384,10 +389,18 @@ static void after_work_cb(uv_work_t *req, int status) {
             job->image = NULL;
         }
         h->delivering = 1;
+        const uint64_t d0 = ps_now_ns();
         ps_broadcast_deliver(h, job);
         h->delivering = 0;
         compact_subs(h);
+        if (job->due_ns && job->start_ns >= job->due_ns) { /* the tick's timing (docs/streams.md) */
+            h->timed_ticks++;
+            h->sum_late_ms += (double)(job->start_ns - job->due_ns) / 1e6;
+            h->sum_handoff_ms += (double)(loop_ns - job->end_ns) / 1e6;
+            h->sum_deliver_ms += (double)(ps_now_ns() - d0) / 1e6;
+        }
     }
+    ps_compact_work_free(job); /* a tick not delivered (a failed or cancelled step) */
     if (job->manual && h->steps_pending > 0 && --h->steps_pending == 0 && h->step_conn)
         step_reply(h, PS_ST_OK, "ok", 0);
     ps_host_kick(h);
@@ -445,6 +458,7 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     memset(job, 0, sizeof *job);
     job->manual = manual;
+    job->due_ns = manual ? 0 : h->next_due_ns;
     job->want_image = h->snap_waiters != NULL;
     uint64_t next = h->tick + 1;
     for (int i = 0; i < h->nsubs; i++) {
@@ -459,6 +473,7 @@ static void dispatch_step(ps_host *h, int manual) {
                 job->want_stats = 1;
         }
         if (sub->kind == PS_SUB_CONTACTS) job->want_events = 1;
+        if (sub->kind == PS_SUB_COMPACT) ps_compact_plan(h, job, sub);
     }
     h->work.data = h;
     h->busy = 1;
@@ -468,6 +483,7 @@ static void dispatch_step(ps_host *h, int manual) {
     int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);
     if (r < 0) {
         h->busy = 0;
+        ps_compact_work_free(job);
         if (h->job_heavy) h->srv->heavy_inflight--;
         h->job_heavy = 0;
         ps_log("world %llu: cannot queue a step: %s", (unsigned long long)h->id, uv_strerror(r));
@@ -555,6 +571,7 @@ void ps_host_kick(ps_host *h) {
             }
         }
         h->ticks_since_base++;
+        h->next_due_ns = h->base_ns + (uint64_t)((double)h->ticks_since_base / h->tick_rate * 1e9);
         uv_timer_stop(&h->timer);
         dispatch_step(h, 0);
         return;
@@ -565,7 +582,12 @@ void ps_host_kick(ps_host *h) {
     double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
     double delay_d = ceil((next_s - (double)(now - h->base_ns) / 1e9) * 1e3);
     uint64_t delay_ms = !(delay_d >= 1) ? 1 : delay_d > 86400e3 ? (uint64_t)86400e3 : (uint64_t)delay_d;
-    uv_timer_start(&h->timer, on_timer, delay_ms, 0);
+    /* Precisely at the due time (1 us past it, so the floor above counts
+     * it) where a ticker exists; a wake-up the world no longer wants only
+     * runs this function again. */
+    const double due_ns = ceil(next_s * 1e9) + 1e3;
+    if (!(due_ns < 1.8e19) || ps_ticker_at(&h->fine, h->base_ns + (uint64_t)due_ns) != 0)
+        uv_timer_start(&h->timer, on_timer, delay_ms, 0);
 }
 
 void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn) {
@@ -799,6 +821,11 @@ static void on_host_timer_close(uv_handle_t *t) {
     ps_server_maybe_finish(s);
 }
 
+static void on_fine_closed(ps_ticker *t) {
+    ps_host *h = t->data;
+    uv_close((uv_handle_t *)&h->timer, on_host_timer_close);
+}
+
 static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
@@ -847,7 +874,7 @@ static void host_finalize(ps_host *h) {
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);
     uv_timer_stop(&h->timer);
-    uv_close((uv_handle_t *)&h->timer, on_host_timer_close);
+    ps_ticker_close(&h->fine, on_fine_closed);
 }
 
 void ps_host_destroy(ps_host *h, const char *why) {

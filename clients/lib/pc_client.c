@@ -560,12 +560,18 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
     case PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME: {
         /* decoded into a Frame for on_frame (pc_compact.c) */
         c->k.frames++;
+        if (m->compact_frame->parts > 1) c->k.parts++;
         const uint64_t sub = m->compact_frame->subscription_id, tick = m->compact_frame->tick;
         Physd__V1__ServerMessage *fm = NULL;
         int ack = 0;
         int r = pc_ctable_decode(c->ctab, m->compact_frame, &fm, &ack);
         if (r == PC_CT_UNKNOWN) { /* unsubscribed, or not to be decoded here */
             if (c->on_compact) c->on_compact(c, m->compact_frame, c->h.data);
+            break;
+        }
+        if (r == PC_CT_PARTIAL) break; /* a part: the frame is decoded with its last part */
+        if (r == PC_CT_BROKEN) {
+            c->k.parts_discarded += (uint64_t)ack;
             break;
         }
         if (r != 0) {

@@ -11,7 +11,10 @@
  * subscribes to transform frames (if it is one of the subscribers), sends
  * edit batches at edit_rate (add a small sphere, later remove one of the
  * spheres it added, so worlds stay bounded) and body queries at query_rate,
- * each on its own repeating timer with a random phase. A 100 ms timer
+ * each on its own repeating timer with a random phase. With --drive
+ * (cubes901) a world's creator also subscribes to the large cube's raw
+ * frames and pushes it through the grid with one apply_force a tick
+ * (clients/common/cube_drive.c, as physd-streambench). A 100 ms timer
  * prints the progress line and moves through the phases: RUN until the
  * duration has passed; DRAIN (timers stopped, subscriptions cancelled,
  * waiting for every outstanding reply); CHECK (query_counters of every
@@ -50,6 +53,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cube_drive.h"
 #include "physload.h"
 #include "placement.h"
 
@@ -57,7 +61,19 @@
 #define MAX_OWNED 16
 #define MAX_QUERY_IDS 10
 
-enum { K_CREATE, K_INSPECT, K_SUBSCRIBE, K_UNSUBSCRIBE, K_EDIT_ADD, K_EDIT_REMOVE, K_QUERY, K_COUNTERS, K_DESTROY };
+enum {
+    K_CREATE,
+    K_INSPECT,
+    K_SUBSCRIBE,
+    K_UNSUBSCRIBE,
+    K_EDIT_ADD,
+    K_EDIT_REMOVE,
+    K_QUERY,
+    K_COUNTERS,
+    K_DESTROY,
+    K_DRIVE_SUB, /* --drive: the large cube's raw frames */
+    K_DRIVE,     /* --drive: an apply_force */
+};
 enum { C_IDLE, C_CONNECTING, C_WAITING, C_ACTIVE, C_DEAD, C_MOVING };
 enum { P_RUN, P_DRAIN, P_CHECK, P_CLEANUP, P_CLOSING };
 
@@ -74,6 +90,12 @@ typedef struct lworld {
     size_t n_ids;
     uint64_t edits_acked, pushes;
     uint64_t edits_applied, pushes_queued, pushes_dropped, tick;
+    /* --drive: the large cube (the world's last body), its frames' subscription and the controller */
+    uint64_t big, drive_sub;
+    cube_drive drive;
+    uv_timer_t t_drive;
+    uint64_t drive_t0;
+    struct lclient *driver;
 } lworld;
 
 /* A frame kept by a checker until the other encoding's frame of its tick
@@ -125,7 +147,7 @@ typedef struct lclient {
     int nretry;
     char drain_host[256]; /* the server announced a drain to here (NOTICE_DRAINING) */
     int drain_port;
-    uint64_t retired_in, retired_out, retired_compact_errors;
+    uint64_t retired_in, retired_out, retired_compact_errors, retired_frames;
 } lclient;
 
 typedef struct lreq {
@@ -216,6 +238,55 @@ static void queue_retry(lclient *cl, int kind, uint64_t arg);
 static void maybe_close_old(lclient *cl, pc_client *c);
 static void retire_counters(lclient *cl, pc_client *c);
 
+/* --drive: one apply_force a tick on the large cube (clients/common/cube_drive.c). */
+static void on_drive_timer(uv_timer_t *t) {
+    lworld *w = t->data;
+    lclient *cl = w->driver;
+    double f[3];
+    if (!cl || cl->L->phase != P_RUN || !cl->c || !pc_client_connected(cl->c) ||
+        !cube_drive_force(&w->drive, (double)(uv_hrtime() - w->drive_t0) / 1e9, f))
+        return;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
+    Physd__V1__ApplyForce af = PHYSD__V1__APPLY_FORCE__INIT;
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    Physd__V1__Vec3 force = PHYSD__V1__VEC3__INIT;
+    force.x = f[0], force.y = f[1], force.z = f[2];
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = w->big;
+    af.body = &ref;
+    af.force = &force;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_FORCE;
+    op.apply_force = &af;
+    eb.world_id = w->id;
+    eb.n_ops = 1;
+    eb.ops = &ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    send_req(cl, K_DRIVE, &m);
+}
+
+static void start_drive(lclient *cl, uint64_t big) {
+    load *L = cl->L;
+    lworld *w = cl->w;
+    w->big = big;
+    w->driver = cl;
+    cube_drive_init(&w->drive, L->s.tick_rate);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
+    sub.world_id = w->id;
+    sub.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    sub.n_body_ids = 1;
+    sub.body_ids = &w->big;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &sub;
+    if (send_req(cl, K_DRIVE_SUB, &m) != 0) return;
+    w->drive_t0 = uv_hrtime();
+    const uint64_t period = (uint64_t)(1000.0 / L->s.tick_rate + 0.5);
+    uv_timer_start(&w->t_drive, on_drive_timer, period, period > 0 ? period : 1);
+}
+
 static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
     lreq *q = data;
     lclient *cl = q->cl;
@@ -239,9 +310,10 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
         return;
     }
     maybe_close_old(cl, c);
-    if (!err && kind == K_EDIT_ADD && cl->subscriber && cl->n_e2f < MAX_E2F && r->tick > 0) {
+    if (!err && kind == K_EDIT_ADD && cl->subscriber && cl->n_e2f < MAX_E2F &&
+        r->payload_case == PHYSD__V1__REPLY__PAYLOAD_EDIT && r->edit->applied_tick > 0) {
         cl->e2f_t0[cl->n_e2f] = t0;
-        cl->e2f_tick[cl->n_e2f] = r->tick;
+        cl->e2f_tick[cl->n_e2f] = r->edit->applied_tick; /* the frame of the next tick is the first to show it */
         cl->n_e2f++;
     }
     if (err) {
@@ -279,7 +351,14 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
         /* Query the last bodies: the first is usually the ground plane. */
         for (size_t i = 0; i < r->world->n_body_ids && w->n_ids < MAX_QUERY_IDS; i++)
             w->ids[w->n_ids++] = r->world->body_ids[r->world->n_body_ids - 1 - i];
+        if (L->s.drive && r->world->n_body_ids > 0) start_drive(cl, r->world->body_ids[r->world->n_body_ids - 1]);
         world_ready(L, w);
+        break;
+    case K_DRIVE_SUB:
+        w->drive_sub = r->subscription->subscription_id;
+        break;
+    case K_DRIVE:
+        w->edits_acked++;
         break;
     case K_SUBSCRIBE:
         if (cl->sub_id == 0)
@@ -445,6 +524,7 @@ static void subscribe_streams(lclient *cl) {
         sub.bound = &bound;
         sub.rotation_bits = &bits;
         sub.budget_bytes = (uint32_t)L->s.budget;
+        sub.predict = L->s.predict != 0;
         if (g->kind != PC_REGION_NONE) {
             centre.x = g->center[0], centre.y = g->center[1], centre.z = g->center[2];
             rg.center = &centre;
@@ -468,6 +548,7 @@ static void subscribe_streams(lclient *cl) {
         p.rotation_bits = L->s.rotation_bits;
         p.region = L->s.region_parsed;
         p.budget_bytes = (uint32_t)L->s.budget;
+        p.predict = L->s.predict;
         lreq *q = malloc(sizeof *q);
         if (!q) {
             errors_add(&L->t.errors, "ENOMEM");
@@ -607,8 +688,6 @@ static void edit_latency(lclient *cl, uint64_t tick) {
 /* A push of the client's own stream; a whole frame when last. */
 static void count_frame(lclient *cl, uint64_t world, uint64_t tick, int last) {
     load *L = cl->L;
-    L->t.pushes_received++;
-    if (world == cl->w->id) cl->w->pushes++;
     if (!last) return;
     L->t.frames++;
     if (cl->moved_tick && tick > cl->moved_tick && world == cl->w->id) {
@@ -627,13 +706,14 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     lclient *cl = data;
     load *L = cl->L;
-    const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
-    if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
-    if (is_raw) { /* the checker's second stream: counted as a push, not as this client's frames */
-        L->t.pushes_received++;
-        if (f->world_id == cl->w->id) cl->w->pushes++;
+    if (cl->w->driver == cl && f->subscription_id && f->subscription_id == cl->w->drive_sub) {
+        for (size_t i = 0; i < f->n_body_ids; i++) /* --drive: the large cube's pose */
+            if (f->body_ids[i] == cl->w->big) cube_drive_observe(&cl->w->drive, f->tick, &f->poses[7 * i]);
         return;
     }
+    const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
+    if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
+    if (is_raw) return; /* the checker's second stream: a push (pc_counters.frames), not this client's frames */
     edit_latency(cl, f->tick);
     /* Every message is a push the server counted (parts included); a
      * frame in parts counts as one frame, at its last part. */
@@ -646,8 +726,10 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
 static void on_compact_frame(pc_client *c, const Physd__V1__CompactFrame *f, void *data) {
     (void)c;
     lclient *cl = data;
-    edit_latency(cl, f->tick);
-    count_frame(cl, f->world_id, f->tick, 1);
+    const int last = f->parts <= 1 || f->part + 1 == f->parts;
+    if (last) edit_latency(cl, f->tick);
+    if (f->parts > 1) cl->L->t.frame_parts++;
+    count_frame(cl, f->world_id, f->tick, last);
 }
 
 static void on_disconnect(pc_client *c, int err, void *data) {
@@ -737,6 +819,7 @@ static void retire_counters(lclient *cl, pc_client *c) {
     cl->retired_in += k.bytes_received;
     cl->retired_out += k.bytes_sent;
     cl->retired_compact_errors += k.compact_errors;
+    cl->retired_frames += k.frames;
 }
 
 /* The old connection goes once nothing is pending on it. */
@@ -1034,6 +1117,17 @@ static void begin_drain(load *L) {
         }
         if (cl->state == C_ACTIVE) cl->state = C_WAITING;
     }
+    for (int k = 0; k < L->s.worlds; k++) { /* --drive */
+        lworld *w = &L->w[k];
+        uv_timer_stop(&w->t_drive);
+        if (!w->driver || !w->drive_sub || !w->driver->c || !pc_client_connected(w->driver->c)) continue;
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Unsubscribe u = PHYSD__V1__UNSUBSCRIBE__INIT;
+        u.subscription_id = w->drive_sub;
+        m.request_case = REQ(UNSUBSCRIBE);
+        m.unsubscribe = &u;
+        send_req(w->driver, K_UNSUBSCRIBE, &m);
+    }
 }
 
 /* A connected client of world w, preferring its creator. */
@@ -1077,15 +1171,17 @@ static void begin_world_requests(load *L, int kind) {
 static void finish_check(load *L) {
     totals *t = &L->t;
     int all = 1, any = 0;
-    /* compact frames that could not be decoded were received all the same */
+    /* Pushes received: every transform message the library read (frames,
+     * compact frames, each part of either, the undecodable ones too). */
     for (int i = 0; i < L->s.clients; i++) {
         lclient *cl = &L->cl[i];
         pc_counters k = cl->final;
         if (cl->c) pc_client_counters(cl->c, &k);
         k.compact_errors += cl->retired_compact_errors;
+        k.frames += cl->retired_frames;
         t->undecodable += k.compact_errors;
-        cl->w->pushes += k.compact_errors;
-        t->pushes_received += k.compact_errors;
+        cl->w->pushes += k.frames;
+        t->pushes_received += k.frames;
     }
     for (int k = 0; k < L->s.worlds; k++)
         t->worlds_moved += L->w[k].id && L->w[k].moved;
@@ -1147,6 +1243,8 @@ static void close_all(load *L) {
             memset(&cl->cmp[k], 0, sizeof cl->cmp[k]);
         }
     }
+    for (int k = 0; k < L->s.worlds; k++)
+        uv_close((uv_handle_t *)&L->w[k].t_drive, NULL);
     uv_close((uv_handle_t *)&L->tick, NULL);
     uv_close((uv_handle_t *)&L->sigint, NULL);
 }
@@ -1319,6 +1417,10 @@ int main(int argc, char **argv) {
     /* The first --decoders compact subscribers decode (the checkers always). */
     for (int i = 0, n = 0; L.s.compact && i < L.s.clients; i++)
         if (L.cl[i].subscriber && (L.cl[i].checker || n < L.s.decoders)) L.cl[i].decoder = 1, n++;
+    for (int k = 0; k < L.s.worlds; k++) {
+        uv_timer_init(&L.loop, &L.w[k].t_drive);
+        L.w[k].t_drive.data = &L.w[k];
+    }
     uv_timer_init(&L.loop, &L.tick);
     L.tick.data = &L;
     uv_timer_start(&L.tick, on_tick, 100, 100);

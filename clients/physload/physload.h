@@ -44,6 +44,8 @@ typedef struct scenario {
     int budget;        /* bytes per second per compact subscriber, 0: none */
     int raw_checkers;  /* compact subscribers that also take raw frames and compare, default 2 */
     int decoders;      /* compact subscribers that decode every frame, default all (100000) */
+    int predict;       /* compact subscribers ask for prediction, default 0 */
+    int drive;         /* cubes901: each world's first client drives the large cube, default 0 */
     pc_region region_parsed;
 } scenario;
 
@@ -105,8 +107,8 @@ typedef struct totals {
     int agree;
     /* Compact streams: bits per second per compact subscriber (not the
      * checkers), the checkers' comparison with raw frames, decode failures,
-     * and edit-to-frame latency (an edit's send to the first frame of a
-     * later tick than its reply's, on the editing subscriber's stream). */
+     * and edit-to-frame latency (an edit's send to the first frame after
+     * its EditResult.applied_tick, on the editing subscriber's stream). */
     int compact_subs;
     double kbps_min, kbps_median, kbps_max;
     uint64_t compared_frames, compared_bodies, region_mismatches;

@@ -152,6 +152,10 @@ static const struct key {
      "compact: subscribers that also take raw frames and compare them with the decoded ones (default 2)"},
     {"decoders", K_INT, offsetof(scenario, decoders), 0, 100000,
      "compact: subscribers that decode every frame (the checkers always); the others read and count (default all)"},
+    {"predict", K_BOOL, offsetof(scenario, predict), 0, 0,
+     "compact: frames predict changed bodies from the two newest baselines (docs/streams.md)"},
+    {"drive", K_BOOL, offsetof(scenario, drive), 0, 0,
+     "cubes901: each world's first client pushes the large cube through the grid (one apply_force a tick)"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -328,6 +332,14 @@ int scenario_from_args(scenario *s, int argc, char **argv, int *help, char *err,
     if (scenario_parse_region(s->region, &s->region_parsed) != 0) {
         snprintf(err, n, "region '%s': expected sphere:x,y,z,r or box:x,y,z,hx,hy,hz (finite, |x| <= 1e7, sizes >= 0)",
                  s->region);
+        return -1;
+    }
+    if (s->predict && !s->compact) {
+        snprintf(err, n, "predict is for compact subscribers (--compact)");
+        return -1;
+    }
+    if (s->drive && strcmp(s->preset, "cubes901") != 0) {
+        snprintf(err, n, "drive is for the cubes901 preset (its large cube)");
         return -1;
     }
     if (s->budget > 0 && s->budget < 1024) {

@@ -10,7 +10,9 @@ stream (a sequence of ServerMessage frames, each a varint length and the
 message) and the subscriptions' parameters, decodes every CompactFrame with
 a physd_client.compact.Stream per subscription, and prints each decoded
 state in the text format of tests/server/compact_capture.c (print_state).
-With --compare C_TXT it exits 1 unless its text equals C_TXT byte for byte.
+Frames in parts and predicted frames (docs/streams.md) are decoded by the
+package. With --compare C_TXT it exits 1 unless its text equals C_TXT byte
+for byte.
 
 Usage: compact_decode.py CAPTURE PARAMS OUT [--compare C_TXT]
 """
@@ -53,12 +55,14 @@ def main():
         f = m.compact_frame
         p = params[f.subscription_id]
         st = streams[f.subscription_id].decode(f)  # Malformed ends the run: the capture must decode
+        if st is None:
+            continue  # a part of a frame in parts, not the last
         frames += 1
         prev = last.get(f.subscription_id)
         prev_ids = {b.id for b in prev} if prev is not None else set()
         now_ids = {b.id for b in st}
-        out.append("frame sub=%d tick=%d key=%d baseline=%d count=%d\n" %
-                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.body_count))
+        out.append("frame sub=%d tick=%d key=%d baseline=%d predict=%d count=%d\n" %
+                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.predict_tick, f.body_count))
         out.append("entered" + "".join(" %d" % b.id for b in st if b.id not in prev_ids) + "\n")
         out.append("left" + "".join(" %d" % b.id for b in (prev or []) if b.id not in now_ids) + "\n")
         for b in st:

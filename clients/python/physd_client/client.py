@@ -723,6 +723,8 @@ class Client:
                 sub.key_asked = True
                 self.stream_control(sub, key_frame=True, wait=False)
             return
+        if st is None:
+            return  # a part of a frame in parts, not the last
         if f.key:
             sub.key_asked = False
         if sub.explicit_ack:

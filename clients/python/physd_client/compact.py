@@ -136,9 +136,38 @@ def full_rotation(r, p):
     return c
 
 
-def decode(p, base, data, key, count):
+def div_round(n, d):
+    """n / d rounded, halves away from zero (d >= 1), in integers."""
+    q = (2 * abs(n) + d) // (2 * d)
+    return -q if n < 0 else q
+
+
+def clamp(v, lo, hi):
+    return lo if v < lo else hi if v > hi else v
+
+
+def predicted(p, pred, o):
+    """The values a changed body's deltas are taken against (docs/streams.md,
+    "Prediction"): o's, or o's extrapolated along o - o0 (o0: the body in the
+    older state)."""
+    pos, rot = list(o.q), list(o.c)
+    if pred is None:
+        return pos, rot
+    older, ahead, span = pred
+    o0 = older.get(o.id)
+    if o0 is None:
+        return pos, rot
+    if not o.oob and not o0.oob:
+        pos = [clamp(o.q[k] + div_round((o.q[k] - o0.q[k]) * ahead, span), -p.m, p.m) for k in range(3)]
+    if o0.largest == o.largest:
+        rot = [clamp(o.c[k] + div_round((o.c[k] - o0.c[k]) * ahead, span), -p.r, p.r) for k in range(3)]
+    return pos, rot
+
+
+def decode(p, base, data, key, count, pred=None):
     """The state a body section gives: base is the baseline's state (None for
-    a key frame), count the frame's body_count. Raises Malformed."""
+    a key frame), count the frame's body_count, pred None or (the older state
+    by id, ahead, span) for a predicted frame. Raises Malformed."""
     r = Bits(data)
     kept = list(base) if base is not None else []
     if not key:
@@ -174,6 +203,7 @@ def decode(p, base, data, key, count):
             which.append(k)
         for k in which:
             b = kept[k]
+            ppos, prot = predicted(p, pred, b)
             pos_changed, rot_changed = r.bit(), r.bit()
             if not pos_changed and not rot_changed:
                 raise Malformed("a changed body with nothing changed")
@@ -184,13 +214,13 @@ def decode(p, base, data, key, count):
                     if r.bit():
                         b.oob, b.raw, b.q = 1, [r.f64() for _ in range(3)], [0, 0, 0]
                     else:
-                        b.q = [b.q[i] + r.sgamma() for i in range(3)]
+                        b.q = [ppos[i] + r.sgamma() for i in range(3)]
                         if any(abs(v) > p.m for v in b.q):
                             raise Malformed("position out of range")
             if rot_changed:
                 largest = r.u(2)
                 if largest == b.largest:
-                    b.c = [b.c[i] + r.sgamma() for i in range(3)]
+                    b.c = [prot[i] + r.sgamma() for i in range(3)]
                     if any(abs(v) > p.r for v in b.c):
                         raise Malformed("rotation out of range")
                 else:
@@ -230,19 +260,44 @@ class Stream:
         self.states = {}  # tick -> state
         self.order = []   # ticks kept, oldest first
         self.last = None  # the state decoded last
+        self.partial = None  # a frame in parts: (tick, parts so far, bytes so far)
 
     def baseline(self, tick):
         return self.states.get(tick)
 
     def decode(self, frame):
         """Decodes a CompactFrame (anything with tick, key, baseline_tick,
-        body_count and bodies), keeps and returns its state."""
-        base = None
+        body_count and bodies, and optionally part, parts and predict_tick),
+        keeps and returns its state; None for a part of a frame in parts
+        before its last (docs/streams.md, "Frames in parts": the parts come in
+        order and their bodies concatenated are the section)."""
+        bodies = frame.bodies
+        parts = getattr(frame, "parts", 0)
+        if parts > 1:
+            tick, got, buf = self.partial or (0, 0, b"")
+            if frame.part >= parts or frame.part != got or (frame.part > 0 and frame.tick != tick):
+                self.partial = None
+                raise Malformed("part %d of %d of tick %d out of order" % (frame.part, parts, frame.tick))
+            self.partial = (frame.tick, got + 1, buf + frame.bodies)
+            if got + 1 < parts:
+                return None
+            bodies, self.partial = self.partial[2], None
+        predict_tick = getattr(frame, "predict_tick", 0)
+        base, pred = None, None
+        if frame.key and predict_tick:
+            raise Malformed("a prediction in a key frame")
         if not frame.key:
             base = self.states.get(frame.baseline_tick)
             if base is None:
                 raise Malformed("unknown baseline %d" % frame.baseline_tick)
-        st = decode(self.params, base, frame.bodies, frame.key, frame.body_count)
+        if predict_tick:
+            older = self.states.get(predict_tick)
+            if older is None:
+                raise Malformed("unknown prediction state %d" % predict_tick)
+            if not (predict_tick < frame.baseline_tick < frame.tick and frame.tick - predict_tick <= 16):
+                raise Malformed("prediction ticks out of range")
+            pred = ({b.id: b for b in older}, frame.tick - frame.baseline_tick, frame.baseline_tick - predict_tick)
+        st = decode(self.params, base, bodies, frame.key, frame.body_count, pred)
         if frame.key:
             # Ticks only grow, except after a reset: kept states at this tick
             # or later are from before a reset and never baselines again. The

@@ -296,7 +296,11 @@ int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const doubl
  * ordinary Frame (subscription_id set, poses dequantized: positions within
  * resolution / 2, orientations within the rotation_bits bound). A frame
  * whose baseline it does not have is counted in pc_counters.compact_errors
- * and a key frame is requested. */
+ * and a key frame is requested. A compact frame in parts (over max_frame)
+ * is always reassembled before it is decoded, whatever
+ * pc_options.reassemble says; a frame whose parts broke off (a part of a
+ * newer tick replaced one of its parts at a slow reader) is dropped and
+ * its parts counted in parts_discarded. */
 /* An interest region (docs/streams.md, "Regions and budgets"). */
 enum { PC_REGION_NONE = 0, PC_REGION_BOX = 1, PC_REGION_SPHERE = 2 };
 typedef struct pc_region {
@@ -314,6 +318,8 @@ typedef struct pc_compact_params {
                               every frame it decodes (StreamControl), default 0 */
     pc_region region;      /* only the bodies inside (kind NONE, the default: all) */
     uint32_t budget_bytes; /* bytes per second at most, 0 (default): no budget */
+    int predict;           /* frames may predict changed bodies from the two newest
+                              baselines (docs/streams.md, "Prediction"), default 0 */
 } pc_compact_params;
 
 void pc_compact_params_default(pc_compact_params *p);
