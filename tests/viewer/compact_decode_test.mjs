@@ -180,13 +180,26 @@ while (i < data.length) {
   if (!decoders.has(sub)) decoders.set(sub, new compact.CompactDecoder(p, 32));
   const tick = Number(f.tick.toString()),
     baseline = Number(f.baseline_tick.toString());
-  if (frames % 5 === 0) mangle(p, decoders.get(sub).states.get(baseline) || null, f);
-  const st = decoders.get(sub).decode({ tick, baselineTick: baseline, key: f.key, bodyCount: f.body_count, bodies: f.bodies });
+  const predict = Number((f.predict_tick || 0).toString());
+  // Cut and flipped sections (without the prediction: the bit layout is the
+  // same); not for a part, which is not a whole section.
+  if (frames % 5 === 0 && !(f.parts > 1)) mangle(p, decoders.get(sub).states.get(baseline) || null, f);
+  const st = decoders.get(sub).decode({
+    tick,
+    baselineTick: baseline,
+    key: f.key,
+    bodyCount: f.body_count,
+    bodies: f.bodies,
+    predictTick: predict,
+    part: f.part || 0,
+    parts: f.parts || 0,
+  });
+  if (st === null) continue; // a part of a frame in parts, not the last
   frames++;
   const prev = last.get(sub);
   const prevIds = new Set(prev ? prev.ids : []);
   const nowIds = new Set(st.ids);
-  out.push(`frame sub=${sub} tick=${tick} key=${f.key ? 1 : 0} baseline=${baseline} count=${f.body_count}\n`);
+  out.push(`frame sub=${sub} tick=${tick} key=${f.key ? 1 : 0} baseline=${baseline} predict=${predict} count=${f.body_count}\n`);
   out.push('entered' + [...st.ids].filter((id) => !prevIds.has(id)).map((id) => ` ${id}`).join('') + '\n');
   out.push('left' + (prev ? [...prev.ids].filter((id) => !nowIds.has(id)).map((id) => ` ${id}`).join('') : '') + '\n');
   const pose = new Float64Array(7);

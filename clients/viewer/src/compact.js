@@ -177,9 +177,42 @@ function copyBody(dst, j, src, i) {
   }
 }
 
+// n / d rounded, halves away from zero (d >= 1), exact in doubles for the
+// ranges used here (|n| < 2^31 * 16).
+function divRound(n, d) {
+  const q = Math.floor((2 * Math.abs(n) + d) / (2 * d));
+  return n < 0 ? -q : q;
+}
+
+function clamp(v, lo, hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// A predicted frame (docs/streams.md, "Prediction"): a changed kept body's
+// deltas are taken against its baseline values extrapolated along its change
+// since the older state, `pred` = {older (a CompactState), index (id -> index
+// in older), ahead, span}.
+function predictBody(p, pred, s, j) {
+  if (!pred) return;
+  const i = pred.index.get(s.ids[j]);
+  if (i === undefined) return;
+  const o = pred.older;
+  if (!s.oob[j] && !o.oob[i])
+    for (let a = 0; a < 3; a++) {
+      const v = s.q[3 * j + a];
+      s.q[3 * j + a] = clamp(v + divRound((v - o.q[3 * i + a]) * pred.ahead, pred.span), -p.posMax, p.posMax);
+    }
+  if (o.largest[i] === s.largest[j])
+    for (let a = 0; a < 3; a++) {
+      const v = s.c[3 * j + a];
+      s.c[3 * j + a] = clamp(v + divRound((v - o.c[3 * i + a]) * pred.ahead, pred.span), -p.rotMax, p.rotMax);
+    }
+}
+
 // Decodes one body section against a baseline state (null for a key frame)
-// into a new state of `count` bodies.
-export function decodeSection(p, base, bytes, key, count) {
+// into a new state of `count` bodies; `pred`: null, or a prediction
+// (predictBody).
+export function decodeSection(p, base, bytes, key, count, pred = null) {
   const r = new BitReader(bytes);
   // The kept bodies: the baseline less the removed ones (indexes into base).
   let kept = [];
@@ -223,6 +256,17 @@ export function decodeSection(p, base, bytes, key, count) {
       which[m] = k;
     }
     for (const j of which) {
+      // The predicted values (docs/streams.md): saved, then put in place of
+      // the baseline's where a component changes.
+      const q0 = [ks.q[3 * j], ks.q[3 * j + 1], ks.q[3 * j + 2]];
+      const c0 = [ks.c[3 * j], ks.c[3 * j + 1], ks.c[3 * j + 2]];
+      predictBody(p, pred, ks, j);
+      const pq = [ks.q[3 * j], ks.q[3 * j + 1], ks.q[3 * j + 2]];
+      const pc = [ks.c[3 * j], ks.c[3 * j + 1], ks.c[3 * j + 2]];
+      for (let a = 0; a < 3; a++) {
+        ks.q[3 * j + a] = q0[a];
+        ks.c[3 * j + a] = c0[a];
+      }
       const posChanged = r.bit(),
         rotChanged = r.bit();
       if (!posChanged && !rotChanged) throw new Malformed('a changed body with nothing changed');
@@ -235,13 +279,13 @@ export function decodeSection(p, base, bytes, key, count) {
             ks.q[3 * j + a] = 0;
           }
         } else {
-          for (let a = 0; a < 3; a++) ks.q[3 * j + a] = checkPos(p, ks.q[3 * j + a] + r.sgamma());
+          for (let a = 0; a < 3; a++) ks.q[3 * j + a] = checkPos(p, pq[a] + r.sgamma());
         }
       }
       if (rotChanged) {
         const largest = r.u(2);
         if (largest === ks.largest[j]) {
-          for (let a = 0; a < 3; a++) ks.c[3 * j + a] = checkRot(p, ks.c[3 * j + a] + r.sgamma());
+          for (let a = 0; a < 3; a++) ks.c[3 * j + a] = checkRot(p, pc[a] + r.sgamma());
         } else {
           ks.largest[j] = largest;
           fullRotation(r, p, ks, j);
@@ -298,14 +342,52 @@ export class CompactDecoder {
     this.errors = 0;
   }
 
-  // frame: {tick, baselineTick (Numbers), key (bool), bodyCount, bodies (Uint8Array)}.
+  // frame: {tick, baselineTick (Numbers), key (bool), bodyCount, bodies
+  // (Uint8Array)}, optionally predictTick (Number), part and parts. A frame
+  // in parts (docs/streams.md, "Frames in parts") decodes at its last part,
+  // its section the parts' bodies in order; before that decode returns null.
   decode(frame) {
-    let base = null;
+    let bytes = frame.bodies;
+    const parts = frame.parts || 0;
+    if (parts > 1) {
+      const pt = this.partial || { tick: 0, got: 0, chunks: [] };
+      if (frame.part >= parts || frame.part !== pt.got || (frame.part > 0 && frame.tick !== pt.tick)) {
+        this.partial = null;
+        throw new Malformed(`part ${frame.part} of ${parts} of tick ${frame.tick} out of order`);
+      }
+      pt.tick = frame.tick;
+      pt.got++;
+      pt.chunks.push(frame.bodies);
+      this.partial = pt;
+      if (pt.got < parts) return null;
+      this.partial = null;
+      let len = 0;
+      for (const c of pt.chunks) len += c.length;
+      bytes = new Uint8Array(len);
+      let off = 0;
+      for (const c of pt.chunks) {
+        bytes.set(c, off);
+        off += c.length;
+      }
+    }
+    const pt = frame.predictTick || 0;
+    let base = null,
+      pred = null;
+    if (frame.key && pt) throw new Malformed('a prediction in a key frame');
     if (!frame.key) {
       base = this.states.get(frame.baselineTick);
       if (!base) throw new Malformed(`unknown baseline tick ${frame.baselineTick}`);
     }
-    const st = decodeSection(this.p, base, frame.bodies, frame.key, frame.bodyCount);
+    if (pt) {
+      const older = this.states.get(pt);
+      if (!older) throw new Malformed(`unknown prediction state ${pt}`);
+      if (!(pt < frame.baselineTick && frame.baselineTick < frame.tick && frame.tick - pt <= 16))
+        throw new Malformed('prediction ticks out of range');
+      const index = new Map();
+      for (let i = 0; i < older.n; i++) index.set(older.ids[i], i);
+      pred = { older, index, ahead: frame.tick - frame.baselineTick, span: frame.baselineTick - pt };
+    }
+    const st = decodeSection(this.p, base, bytes, frame.key, frame.bodyCount, pred);
     if (frame.key) this.states.clear();
     this.states.delete(frame.tick);
     this.states.set(frame.tick, st);
@@ -316,5 +398,6 @@ export class CompactDecoder {
 
   reset() {
     this.states.clear();
+    this.partial = null;
   }
 }

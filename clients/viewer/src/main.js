@@ -334,7 +334,16 @@ function onCompact(f) {
   if (app.subTransforms !== null && num(f.subscription_id) !== app.subTransforms) return;
   let st;
   try {
-    st = app.decoder.decode({ tick: num(f.tick), baselineTick: num(f.baseline_tick), key: f.key, bodyCount: f.body_count, bodies: f.bodies });
+    st = app.decoder.decode({
+      tick: num(f.tick),
+      baselineTick: num(f.baseline_tick),
+      key: f.key,
+      bodyCount: f.body_count,
+      bodies: f.bodies,
+      predictTick: num(f.predict_tick || 0),
+      part: f.part || 0,
+      parts: f.parts || 0,
+    });
   } catch (e) {
     app.decodeErrors++;
     if (!app.keyAsked && app.subTransforms !== null) {
@@ -344,6 +353,7 @@ function onCompact(f) {
     }
     return;
   }
+  if (st === null) return; // a part of a frame in parts, not the last
   if (f.key) app.keyAsked = false;
   app.framesDecoded++;
   const tick = num(f.tick);
