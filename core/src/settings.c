@@ -109,6 +109,7 @@ static const ph_setting table[] = {
     DBL(sm_forcing, 0.03, 0, 1, 0, "", "PGS-SM: eta_max of the forcing term of inexact subspace solves; 0 = solve to cg_tolerance"),
     U64(max_step_work, 0, "row updates", "compute budget of one step (rows x sweeps over the substeps); 0 = none"),
     ENUM(simd, PH_SIMD_AVX512, simds, PH_SETTING_NO_WAKE, "cap on the vector solver's instruction set (same numbers for every value)"),
+    INT(contact_relax, 5, 0, 64, "substeps", "PGS: a rigid relaxation pass over the contacts after the solve of every this many substeps (not the last); 0 = none"),
 };
 /* clang-format on */
 

@@ -388,6 +388,18 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
      * without one, as a pass of its own. */
     if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);
     ph__limit_count(&w->limit, (uint64_t)it * (uint64_t)total);
+    /* The contacts' relaxation pass (plan.relax, settings.contact_relax;
+     * docs/core.md): one row update per contact point, when the sweeps ran
+     * and it fits in the budget. */
+    const int32_t npoint = (native ? w->native_rows : w->contact_row_count) / 3;
+    if (p->relax && npoint > 0 && !w->limit.exhausted && !w->limit.cancelled &&
+        ph__limit_sweeps(&w->limit, 1, npoint) == 1) {
+        if (wide)
+            ph__wide_relax(w, h);
+        else
+            ph__contact_relax_rows(w, order, n, h);
+        ph__limit_count(&w->limit, (uint64_t)npoint);
+    }
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report).
      * On a native step they are measured when the statistics are read
