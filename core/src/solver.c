@@ -324,7 +324,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     const int32_t ncrow = native ? 0 : w->contact_row_count;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
     const int32_t total = n + (native ? w->native_rows : 0);
-    int e = ph__joint_direct_factor(w);
+    int e = ph__joint_direct_factor(w, p->collide == PH_COLLIDE_FULL, h);
     if (e) return e;
     /* The joint rows come first in the order: their scalar rows (hinge
      * limits and motors, or all of them with joint_solver = GS), then the
@@ -383,7 +383,6 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
             }
         }
     }
-    ph__joint_direct_release(w); /* (the factor is this loop's only) */
     /* A native later substep refreshes its batches in the first sweep:
      * without one, as a pass of its own. */
     if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);
