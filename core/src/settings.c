@@ -110,6 +110,8 @@ static const ph_setting table[] = {
     DBL(sm_proximal, 0, 0, 1, 0, "", "PGS-SM: proximal term of the subspace solve, relative to the diagonal (the solution unchanged); 0 = off"),
     U64(max_step_work, 0, "row updates", "compute budget of one step (rows x sweeps over the substeps); 0 = none"),
     ENUM(simd, PH_SIMD_AVX512, simds, PH_SETTING_NO_WAKE, "cap on the vector solver's instruction set (same numbers for every value)"),
+    INT(contact_relax, 5, 0, 64, "substeps", "PGS: a rigid relaxation pass over the contacts after the solve of every this many substeps (not the last); 0 = none"),
+    DBL(joint_refactor_angle, 0.1, 0, 10, 0, "rad", "direct joints: factor again within a step only once the block's bodies may have turned this far; 0 = every substep"),
 };
 /* clang-format on */
 

@@ -386,8 +386,22 @@ typedef struct ph_settings {
      * start and integration as usual) and reports budget_exhausted. 0 = no
      * budget (default). */
     uint64_t max_step_work;
-    ph_simd simd; /* cap on the vector solver's instruction set (the CPU's widest when it has less),
-                     default PH_SIMD_AVX512; the numbers are the same for every value */
+    ph_simd simd;                /* cap on the vector solver's instruction set (the CPU's widest when it has less),
+                                    default PH_SIMD_AVX512; the numbers are the same for every value */
+    int contact_relax;           /* PGS (default and gravity orders): after the solve of every substep k with
+                                    k % contact_relax == 0, except the last, one relaxation pass over the
+                                    contacts: each normal row solved as a rigid row (no SPOOK bias or
+                                    regularization: J_n v = 0 when touching, the gap closed within the
+                                    substep when apart), the friction impulses clamped to the new cone. It
+                                    only takes kinetic energy out; it keeps tall structures from shaking
+                                    apart at one sweep per substep (docs/core.md "Contact relaxation").
+                                    0 = none; default 5 (substeps 0 and 5 of the default 10), [0, 64] */
+    double joint_refactor_angle; /* rad: with joint_solver = DIRECT the joints' block is factored when
+                                    the step collides and again only when its bodies may have turned
+                                    more than this since (the sum over the substeps of h max |w|); the
+                                    substeps between solve their rebuilt joint rows with that factor
+                                    (docs/core.md "The direct joint block"). 0 = factor every substep
+                                    (exact); default 0.1, [0, 10] */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
