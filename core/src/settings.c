@@ -37,7 +37,7 @@ _Static_assert(sizeof(ph_friction_model) == sizeof(int) && sizeof(ph_method) == 
                    sizeof(ph_gamma_scope) == sizeof(int) && sizeof(ph_simd) == sizeof(int),
                "enum rows are stored as int");
 #if UINTPTR_MAX == 0xffffffffffffffffu
-_Static_assert(sizeof(ph_settings) == 328, "a new ph_settings field: give it a row in the table below");
+_Static_assert(sizeof(ph_settings) == 336, "a new ph_settings field: give it a row in the table below");
 #endif
 
 static const ph_setting_part vec3_parts[] = {{"x", 0, 0, ""}, {"y", 0, 0, ""}, {"z", 0, 0, ""}};
