@@ -46,6 +46,7 @@ typedef struct options {
     int physd_from_desc;
     int physd_record_merits;
     int physd_simd; /* settings.simd */
+    int sleep;      /* sleeping on in every engine */
 } options;
 
 static void usage(FILE *out) {
@@ -64,6 +65,9 @@ static void usage(FILE *out) {
                  "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
                  "                        iterations (default: its default step, N substeps of 1;\n"
                  "                        1 = like the others; ignored with --substeps)\n"
+                 "  --sleep               sleeping on in every engine (physd settings.sleep, ODE auto-disable,\n"
+                 "                        Bullet deactivation, each with its defaults): adds the time to\n"
+                 "                        sleep and the median of the all-asleep steps to each line\n"
                  "  --collide-jointed     ODE and Bullet: let bodies linked by a joint collide too\n"
                  "                        (default: they do not, the usual convention of both)\n"
                  "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
@@ -116,6 +120,8 @@ static int parse_args(int argc, char **argv, options *o) {
                        si->description ? si->description : "");
             }
             return 1;
+        } else if (strcmp(a, "--sleep") == 0) {
+            o->sleep = 1;
         } else if (strcmp(a, "--collide-jointed") == 0) {
             o->collide_jointed = 1;
         } else if (strcmp(a, "--physd-from-desc") == 0) {
@@ -250,6 +256,7 @@ int main(int argc, char **argv) {
                     .physd_from_desc = o.physd_from_desc,
                     .physd_record_merits = o.physd_record_merits,
                     .physd_simd = o.physd_simd,
+                    .sleep = o.sleep,
                 };
                 /* The same budget of sweeps per step in every engine; physd
                  * spends it its own default way (N substeps x 1 iteration)

@@ -32,6 +32,8 @@ typedef struct engine_config {
     int physd_from_desc;     /* physd only: build from the description instead of the preset */
     int physd_record_merits; /* physd only: settings.record_merits */
     int physd_simd;          /* physd only: settings.simd (a ph_simd) */
+    int sleep;               /* sleeping on in every engine (physd settings.sleep, ODE auto-disable,
+                                Bullet deactivation), each with its own default criterion */
 } engine_config;
 
 /* Figures an engine may report about its last step; fields it cannot report
@@ -63,6 +65,9 @@ typedef struct engine_vtable {
     const char *(*precision)(void); /* "double" or "single" */
     const char *(*version)(void);
     void (*destroy)(void *e);
+    /* Optional (may be NULL): dynamic bodies awake (not asleep, disabled or
+     * deactivated) after the last step. */
+    int (*awake_count)(void *e);
 } engine_vtable;
 
 extern const engine_vtable engine_physd;

@@ -12,7 +12,10 @@
  * becomes its own static btRigidBody, planes as btStaticPlaneShape. Ball
  * joints are btPoint2PointConstraint with both pivots set exactly, with
  * collisions between the linked bodies disabled (unless cfg->collide_jointed). Every body has
- * DISABLE_DEACTIVATION (no sleeping) and no damping. A step is
+ * DISABLE_DEACTIVATION (no sleeping) and no damping; with cfg->sleep the
+ * bodies keep Bullet's deactivation with its defaults (a body whose |v| <
+ * 0.8 m/s and |w| < 1 rad/s for gDeactivationTime = 2 s wants to sleep, an
+ * island sleeps when all its bodies want to; btRigidBody.h 3.24). A step is
  * stepSimulation(h / substeps, 0) per substep: exactly one internal step of
  * that size, no interpolation.
  *
@@ -60,6 +63,7 @@ struct bullet_engine {
     double h = 1.0 / 60.0;
     int substeps = 1;
     int collide_jointed = 0;
+    int sleep = 0;
 
     ~bullet_engine() {
         if (world) {
@@ -116,11 +120,12 @@ btRigidBody *add_body(bullet_engine *e, double mass, ph_vec3 inertia, btCollisio
     info.m_angularDamping = 0;
     auto *rb = new btRigidBody(info);
     e->rigid.emplace_back(rb);
-    rb->setActivationState(DISABLE_DEACTIVATION);
+    if (!e->sleep) rb->setActivationState(DISABLE_DEACTIVATION);
     return rb;
 }
 
 bool build(bullet_engine *e, const scene_desc *d, const engine_config *cfg, char *err, size_t errlen) {
+    e->sleep = cfg->sleep;
     e->h = cfg->time_step;
     e->substeps = cfg->substeps;
     e->collide_jointed = cfg->collide_jointed;
@@ -309,16 +314,21 @@ void bullet_describe(void *p, char *buf, size_t len) {
     auto *e = static_cast<bullet_engine *>(p);
     const btContactSolverInfo &si = e->world->getSolverInfo();
     btBoxShape probe(btVector3(1, 1, 1));
+    /* The thresholds every body got (btRigidBodyConstructionInfo's defaults). */
+    btRigidBody::btRigidBodyConstructionInfo info(1, nullptr, &probe);
+    const double sleep_lin = double(info.m_linearSleepingThreshold),
+                 sleep_ang = double(info.m_angularSleepingThreshold);
     std::snprintf(buf, len,
                   "\"solver\":\"btSequentialImpulseConstraintSolver\",\"broadphase\":\"btDbvtBroadphase\","
                   "\"erp\":%.9g,\"erp2\":%.9g,\"global_cfm\":%.9g,\"split_impulse\":%d,"
                   "\"split_impulse_threshold\":%.9g,\"warmstarting_factor\":%.9g,\"solver_mode\":%d,"
                   "\"linear_slop\":%.9g,\"convex_margin\":%.9g,\"contact_breaking_threshold\":%.9g,"
-                  "\"friction_per_body\":\"sqrt(mu)\",\"collide_jointed\":%d",
+                  "\"friction_per_body\":\"sqrt(mu)\",\"collide_jointed\":%d,\"deactivation\":%d,"
+                  "\"linear_sleeping_threshold\":%.9g,\"angular_sleeping_threshold\":%.9g,\"deactivation_time\":%.9g",
                   double(si.m_erp), double(si.m_erp2), double(si.m_globalCfm), si.m_splitImpulse,
                   double(si.m_splitImpulsePenetrationThreshold), double(si.m_warmstartingFactor), si.m_solverMode,
                   double(si.m_linearSlop), double(probe.getMargin()), double(gContactBreakingThreshold),
-                  e->collide_jointed);
+                  e->collide_jointed, e->sleep, sleep_lin, sleep_ang, double(gDeactivationTime));
 }
 
 const char *bullet_precision() { return sizeof(btScalar) == 8 ? "double" : "single"; }
@@ -331,9 +341,17 @@ const char *bullet_version() {
 
 void bullet_destroy(void *p) { delete static_cast<bullet_engine *>(p); }
 
+int bullet_awake_count(void *p) {
+    auto *e = static_cast<bullet_engine *>(p);
+    int n = 0;
+    for (btRigidBody *rb : e->body_of)
+        if (rb && !rb->isStaticOrKinematicObject() && rb->isActive()) n++;
+    return n;
+}
+
 } // namespace
 
 extern "C" const engine_vtable engine_bullet = {
     "bullet", bullet_create,   bullet_step,      bullet_get_pose, bullet_max_penetration, bullet_contact_count,
-    nullptr,  bullet_describe, bullet_precision, bullet_version,  bullet_destroy,
+    nullptr,  bullet_describe, bullet_precision, bullet_version,  bullet_destroy,         bullet_awake_count,
 };

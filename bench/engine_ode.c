@@ -15,7 +15,10 @@
  * joint group. ODE's documented defaults are left alone: ERP 0.2, CFM 1e-10
  * (double precision build; 1e-5 in single), SOR w 1.3, contact surface layer
  * 0, unlimited max correcting velocity, gyroscopic mode on, no damping.
- * Auto-disable (sleeping) is switched off explicitly (it is off by default).
+ * Auto-disable (sleeping) is switched off explicitly (it is off by default);
+ * with cfg->sleep it is on with ODE's default thresholds (dWorldSetAutoDisable*
+ * left alone), and pairs whose bodies are both disabled or static are not
+ * collided (the usual near callback of an ODE program that sleeps).
  *
  * Failure modes: a description ODE cannot express (a plane on a moving body)
  * makes create fail with a message. ODE itself does not report errors here.
@@ -57,6 +60,7 @@ typedef struct ode_engine {
     double last_depth; /* deepest contact of the last (sub)step */
     int last_contacts;
     int collide_jointed;
+    int sleep;
 } ode_engine;
 
 static int ode_initialised;
@@ -72,8 +76,9 @@ static void near_callback(void *data, dGeomID g1, dGeomID g2) {
     ode_engine *e = data;
     dBodyID b1 = dGeomGetBody(g1);
     dBodyID b2 = dGeomGetBody(g2);
-    if (!b1 && !b2) return; /* static against static */
-    if (b1 == b2) return;   /* two geoms of one body */
+    if (!b1 && !b2) return;                                                               /* static against static */
+    if (b1 == b2) return;                                                                 /* two geoms of one body */
+    if (e->sleep && (!b1 || !dBodyIsEnabled(b1)) && (!b2 || !dBodyIsEnabled(b2))) return; /* nothing awake */
     if (!e->collide_jointed && b1 && b2 && dAreConnectedExcluding(b1, b2, dJointTypeContact)) return;
     dContact c[MAX_CONTACTS_PER_PAIR];
     int n = dCollide(g1, g2, MAX_CONTACTS_PER_PAIR, &c[0].geom, sizeof c[0]);
@@ -154,7 +159,8 @@ static void *ode_create(const scene_desc *d, const engine_config *cfg, char *err
     e->world = dWorldCreate();
     dWorldSetGravity(e->world, cfg->gravity.x, cfg->gravity.y, cfg->gravity.z);
     dWorldSetQuickStepNumIterations(e->world, cfg->iterations);
-    dWorldSetAutoDisableFlag(e->world, 0);
+    e->sleep = cfg->sleep;
+    dWorldSetAutoDisableFlag(e->world, cfg->sleep ? 1 : 0);
     e->space = dHashSpaceCreate(0);
     dSpaceSetCleanup(e->space, 1);
     e->contacts = dJointGroupCreate(0);
@@ -179,7 +185,7 @@ static void *ode_create(const scene_desc *d, const engine_config *cfg, char *err
                 dMassSetParameters(&m, b->mass, 0, 0, 0, b->inertia.x, b->inertia.y, b->inertia.z, 0, 0, 0);
                 dBodySetMass(body, &m);
             }
-            dBodySetAutoDisableFlag(body, 0);
+            dBodySetAutoDisableFlag(body, cfg->sleep ? 1 : 0);
             e->bodies[i] = body;
         }
         for (int k = 0; k < b->shape_count; k++) {
@@ -309,10 +315,23 @@ static void ode_describe(void *p, char *buf, size_t len) {
     snprintf(buf, len,
              "\"stepper\":\"dWorldQuickStep\",\"space\":\"hash\",\"friction\":\"dContactApprox1\","
              "\"max_contacts_per_pair\":%d,\"erp\":%.9g,\"cfm\":%.9g,\"sor_w\":%.9g,"
-             "\"contact_surface_layer\":%.9g,\"contact_max_correcting_vel\":%s,\"collide_jointed\":%d",
+             "\"contact_surface_layer\":%.9g,\"contact_max_correcting_vel\":%s,\"collide_jointed\":%d,"
+             "\"auto_disable\":%d,\"auto_disable_linear_threshold\":%.9g,\"auto_disable_angular_threshold\":%.9g,"
+             "\"auto_disable_steps\":%d,\"auto_disable_time\":%.9g,\"auto_disable_average_samples\":%d",
              MAX_CONTACTS_PER_PAIR, (double)dWorldGetERP(e->world), (double)dWorldGetCFM(e->world),
              (double)dWorldGetQuickStepW(e->world), (double)dWorldGetContactSurfaceLayer(e->world), vel,
-             e->collide_jointed);
+             e->collide_jointed, dWorldGetAutoDisableFlag(e->world),
+             (double)dWorldGetAutoDisableLinearThreshold(e->world),
+             (double)dWorldGetAutoDisableAngularThreshold(e->world), dWorldGetAutoDisableSteps(e->world),
+             (double)dWorldGetAutoDisableTime(e->world), (int)dWorldGetAutoDisableAverageSamplesCount(e->world));
+}
+
+static int ode_awake_count(void *p) {
+    ode_engine *e = p;
+    int n = 0;
+    for (int i = 0; i < e->body_count; i++)
+        if (e->bodies[i] && !dBodyIsKinematic(e->bodies[i]) && dBodyIsEnabled(e->bodies[i])) n++;
+    return n;
 }
 
 static const char *ode_precision(void) { return "double"; }
@@ -330,4 +349,5 @@ const engine_vtable engine_ode = {
     .precision = ode_precision,
     .version = ode_version,
     .destroy = ode_destroy,
+    .awake_count = ode_awake_count,
 };

@@ -153,6 +153,7 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.gravity = cfg->gravity;
     s.record_merits = cfg->physd_record_merits;
     s.simd = (ph_simd)cfg->physd_simd;
+    s.sleep = cfg->sleep;
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);
 
@@ -236,10 +237,25 @@ static void physd_describe(void *p, char *buf, size_t len) {
              "\"built_from\":\"%s\",\"method\":%d,\"friction_model\":%d,\"ordering\":%d,"
              "\"contact_k\":%.9g,\"contact_d\":%.9g,\"joint_k\":%.9g,\"joint_d\":%.9g,"
              "\"warm_start\":%d,\"warm_start_factor\":%.9g,\"contact_margin\":%.9g,"
-             "\"restitution_threshold\":%.9g,\"tolerance\":%.9g,\"gyroscopic\":%d,\"record_merits\":%d",
+             "\"restitution_threshold\":%.9g,\"tolerance\":%.9g,\"gyroscopic\":%d,\"record_merits\":%d,"
+             "\"sleep\":%d,\"sleep_linear\":%.9g,\"sleep_angular\":%.9g,\"sleep_time\":%.9g",
              e->from_preset ? "preset" : "description", (int)s.method, (int)s.friction_model, (int)s.ordering,
              s.contact.k, s.contact.d, s.joint.k, s.joint.d, s.warm_start, s.warm_start_factor, s.contact_margin,
-             s.restitution_threshold, s.tolerance, s.gyroscopic, s.record_merits);
+             s.restitution_threshold, s.tolerance, s.gyroscopic, s.record_merits, s.sleep, s.sleep_linear,
+             s.sleep_angular, s.sleep_time);
+}
+
+static int physd_awake_count(void *p) {
+    physd_engine *e = p;
+    int n = 0;
+    for (int i = 0; i < e->body_count; i++) {
+        ph_body_state st;
+        int awake = 0;
+        if (ph_body_get_state(e->ids[i], &st) == 0 && st.type == PH_BODY_DYNAMIC &&
+            ph_body_is_awake(e->ids[i], &awake) == 0)
+            n += awake;
+    }
+    return n;
 }
 
 static const char *physd_precision(void) { return "double"; }
@@ -257,4 +273,5 @@ const engine_vtable engine_physd = {
     .precision = physd_precision,
     .version = physd_version,
     .destroy = physd_destroy,
+    .awake_count = physd_awake_count,
 };

@@ -9,6 +9,11 @@
  * description's local anchors. After the last step compute the end figures
  * from the poses and ask the engine for its deepest contact.
  *
+ * In sleep mode (cfg->sleep) the engine's awake count is read after every
+ * step, also outside the timed region: the time to sleep (first step end
+ * with nothing awake) and the median time of the steps that began with
+ * everything asleep.
+ *
  * Failure modes: an engine that cannot be created (message in err); out of
  * memory. A simulation that blows up is not an error: it is reported as
  * "nan": true and the figures that became non-finite print as null.
@@ -72,6 +77,9 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     r->extra.final_minmap = NAN;
     r->joint_error_max_m = NAN;
     r->joint_error_final_m = NAN;
+    r->time_to_sleep_s = NAN;
+    r->asleep_us_median = NAN;
+    r->awake_last = -1;
     r->steps = steps;
     r->bodies = sd_dynamic_count(d);
 
@@ -80,11 +88,13 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     ph_vec3 *pos = calloc((size_t)n + 1, sizeof *pos);
     ph_quat *rot = calloc((size_t)n + 1, sizeof *rot);
     double *ms = calloc((size_t)steps + 1, sizeof *ms);
-    if (!start || !pos || !rot || !ms) {
+    double *idle = calloc((size_t)steps + 1, sizeof *idle); /* steps begun with everything asleep */
+    if (!start || !pos || !rot || !ms || !idle) {
         free(start);
         free(pos);
         free(rot);
         free(ms);
+        free(idle);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -95,8 +105,11 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         free(pos);
         free(rot);
         free(ms);
+        free(idle);
         return -1;
     }
+    const int count_awake = cfg->sleep && ev->awake_count;
+    int awake = count_awake ? ev->awake_count(e) : -1, nidle = 0;
     if (ev->describe) ev->describe(e, r->settings, sizeof r->settings);
 
     if (!read_poses(ev, e, n, pos, rot)) {
@@ -116,6 +129,11 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         ev->step(e);
         double t1 = now_ms();
         ms[s] = t1 - t0;
+        if (awake == 0) idle[nidle++] = ms[s];
+        if (count_awake) {
+            awake = ev->awake_count(e);
+            if (awake == 0 && !isfinite(r->time_to_sleep_s)) r->time_to_sleep_s = (s + 1) * cfg->time_step;
+        }
         if (!read_poses(ev, e, n, pos, rot) && !r->nan) {
             r->nan = 1;
             r->nan_step = s + 1;
@@ -140,6 +158,11 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         r->ms_max = ms[steps - 1];
         r->ms_median = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     }
+    r->awake_last = awake;
+    if (nidle > 0) {
+        qsort(idle, (size_t)nidle, sizeof *idle, cmp_double);
+        r->asleep_us_median = 1e3 * (nidle % 2 ? idle[nidle / 2] : 0.5 * (idle[nidle / 2 - 1] + idle[nidle / 2]));
+    }
 
     r->drift_max_m = 0;
     r->top_loss_m = top >= 0 ? start[top].z - pos[top].z : NAN;
@@ -161,6 +184,7 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     free(pos);
     free(rot);
     free(ms);
+    free(idle);
     return 0;
 }
 
@@ -192,6 +216,14 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
     put_num(out, "ms_per_step_min", r->ms_min);
     put_num(out, "ms_per_step_max", r->ms_max);
     put_num(out, "total_s", r->total_s);
+    put_num(out, "us_per_body_step", r->bodies > 0 ? 1e3 * r->ms_median / r->bodies : NAN);
+    fprintf(out, ",\"sleep\":%s", cfg->sleep ? "true" : "false");
+    put_num(out, "time_to_sleep_s", r->time_to_sleep_s);
+    if (r->awake_last >= 0)
+        fprintf(out, ",\"awake_last\":%d", r->awake_last);
+    else
+        fprintf(out, ",\"awake_last\":null");
+    put_num(out, "asleep_us_median", r->asleep_us_median);
     put_num(out, "drift_max_m", r->drift_max_m);
     put_num(out, "top_loss_m", r->top_loss_m);
     put_num(out, "penetration_max_m", r->penetration_max_m);

@@ -23,8 +23,13 @@ typedef struct run_result {
     int below_ground;         /* dynamic bodies with centre z < 0 at the end */
     double joint_error_max_m; /* max over the run and the joints of the anchor distance (NaN: no joints) */
     double joint_error_final_m;
-    int nan;      /* a pose became non-finite */
-    int nan_step; /* first step (1-based) with a non-finite pose, 0 if none */
+    double time_to_sleep_s;  /* sleep mode: the first step end with every dynamic body asleep, in
+                                simulated seconds (NaN: never, or no sleep mode) */
+    int awake_last;          /* sleep mode: dynamic bodies awake after the last step (-1: not known) */
+    double asleep_us_median; /* sleep mode: median wall time of the steps that began with every dynamic
+                                body asleep, microseconds (NaN: none) */
+    int nan;                 /* a pose became non-finite */
+    int nan_step;            /* first step (1-based) with a non-finite pose, 0 if none */
     engine_extra extra;
     char settings[1024]; /* engine's describe() output */
 } run_result;

@@ -6,7 +6,9 @@ Usage: build/bench/bench/physd-bench | python3 bench/table.py
 The first table has one row per engine, scene and iteration count; the
 second gives, per scene and iteration count, the median step time of each
 engine and the ratios physd/ode and physd/bullet (below 1 means physd is
-faster). When a configuration was run several times (--repeat), its step
+faster). Lines of the sleep mode (physd-bench --sleep) are kept apart (their
+scene is shown as "NAME (sleep)") and get a third table: each engine's time
+to sleep and the median time of its steps once everything slept. When a configuration was run several times (--repeat), its step
 time is the median of the runs' medians and the other figures are the
 first run's (every engine here is deterministic for a given build).
 Lines that are not JSON objects are ignored with a warning on stderr.
@@ -61,10 +63,11 @@ def group(runs):
         budget = r.get("budget")
         if budget is None and r.get("iterations") is not None:
             budget = r["iterations"] * (r.get("substeps") or 1)
-        key = (r["scene"], budget, r["engine"])
+        scene = r["scene"] + (" (sleep)" if r.get("sleep") else "")
+        key = (scene, budget, r["engine"])
         groups.setdefault(key, []).append(r)
-        if r["scene"] not in scenes:
-            scenes.append(r["scene"])
+        if scene not in scenes:
+            scenes.append(scene)
     return groups, scenes
 
 
@@ -98,7 +101,7 @@ def main():
         ms = median_ms(rs)
         runs_note = f" ({len(rs)} runs)" if len(rs) > 1 else ""
         split = f"{fmt(k[1])} ({fmt(r.get('substeps') or 1)} × {fmt(r.get('iterations'))})"
-        print(f"| {r['engine']} | {r['scene']} | {split} | {fmt(ms)}{runs_note} "
+        print(f"| {r['engine']} | {k[0]} | {split} | {fmt(ms)}{runs_note} "
               f"| {fmt(r.get('drift_max_m'))} | {fmt(r.get('top_loss_m'))} | {fmt(r.get('penetration_max_m'))} "
               f"| {fmt(r.get('below_ground'))} | {fmt(r.get('joint_error_max_m'))} | {fmt(r.get('nan'))} |")
 
@@ -117,6 +120,20 @@ def main():
 
         print(f"| {scene} | {fmt(iters)} | {fmt(ms['physd'])} | {fmt(ms['ode'])} | {fmt(ms['bullet'])} "
               f"| {ratio(ms['physd'], ms['ode'])} | {ratio(ms['physd'], ms['bullet'])} |")
+
+    sleeping = [k for k in keys if groups[k][0].get("sleep")]
+    if sleeping:
+        print()
+        print("| scene | sweeps/step | engine | time to sleep (s) | awake at the end | µs/step once asleep (median) "
+              "| ms/step over the run (median) |")
+        print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+        for k in sleeping:
+            rs = groups[k]
+            r = rs[0]
+            idle = [x.get("asleep_us_median") for x in rs if x.get("asleep_us_median") is not None]
+            print(f"| {k[0]} | {fmt(k[1])} | {r['engine']} | {fmt(r.get('time_to_sleep_s'))} "
+                  f"| {fmt(r.get('awake_last'))} | {fmt(statistics.median(idle) if idle else None)} "
+                  f"| {fmt(median_ms(rs))} |")
     return 0
 
 

@@ -98,6 +98,8 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
         e = PH_ERR_LIMIT;
     int32_t slot = -1;
     uint16_t gen = 0;
+    /* (Room in the awake list first: nothing to undo after the slot.) */
+    if (e == PH_OK && d.type != PH_BODY_STATIC) e = ph__awake_reserve(w);
     if (e == PH_OK) e = ph__pool_alloc(&w->body_pool, (void **)&w->bodies, &ph__body_layout, &slot, &gen);
     if (e != PH_OK) {
         if (err) *err = e;
@@ -117,7 +119,11 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
     b->gravity_scale = d.gravity_scale;
     b->user_data = d.user_data;
     b->first_shape = -1;
+    b->island = b->island_next = -1;
+    b->rest_p = b->p;
+    b->rest_q = b->q;
     ph__body_update_mass(w, b);
+    if (d.type != PH_BODY_STATIC) ph__awake_add(w, slot);
     id.index1 = slot + 1;
     id.world0 = (uint16_t)(wid.index1 - 1);
     id.gen = gen;
@@ -130,16 +136,13 @@ int ph_body_destroy(ph_body_id id) {
     ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     int32_t slot = id.index1 - 1;
-    /* What rested on it must fall: wake every body it touched or was joined to. */
-    for (int32_t k = 0; k < w->manifold_count; k++) {
-        const ph__contact_manifold *cm = &w->manifolds[k];
-        if (cm->m.count == 0) continue;
-        if (cm->ba == slot) ph__wake(&w->bodies[cm->bb]);
-        if (cm->bb == slot) ph__wake(&w->bodies[cm->ba]);
-    }
+    /* What rested on it must fall: wake every body it touched or was joined
+     * to (a sleeping body's island first, so its manifolds are found). */
+    ph__wake(w, b);
+    ph__wake_touching(w, slot);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         if (w->joints[j].alive && w->joints[j].b >= 0 && (w->joints[j].a == slot || w->joints[j].b == slot))
-            ph__wake(&w->bodies[w->joints[j].a == slot ? w->joints[j].b : w->joints[j].a]);
+            ph__wake(w, &w->bodies[w->joints[j].a == slot ? w->joints[j].b : w->joints[j].a]);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         if (w->joints[j].alive && (w->joints[j].a == slot || w->joints[j].b == slot)) ph__joint_free_slot(w, j);
     int32_t s = b->first_shape;
@@ -148,6 +151,7 @@ int ph_body_destroy(ph_body_id id) {
         ph__shape_free_slot(w, s);
         s = n;
     }
+    ph__body_gone(w, slot);
     b->alive = 0;
     ph__pool_free(&w->body_pool, w->bodies, &ph__body_layout, slot);
     return PH_OK;
@@ -184,28 +188,37 @@ int ph_body_get_transform(ph_body_id id, ph_transform *out) {
 }
 
 int ph_body_set_transform(ph_body_id id, ph_vec3 p, ph_quat q) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!ph__position_ok(p) || !ph__finite4(q) || ph_quat_len(q) < 1e-9) return PH_ERR_INVALID_ARGUMENT;
+    const int32_t slot = id.index1 - 1;
+    /* A static or kinematic body taken away wakes what rested on it. */
+    if (b->type != PH_BODY_DYNAMIC) ph__wake_touching(w, slot);
     b->p = p;
     b->q = ph_quat_normalize(q);
-    ph__wake(b);
+    ph__wake(w, b);
+    /* ... and one put somewhere wakes what sleeps there; a static body's
+     * shapes move in the resting tree. */
+    if (b->type != PH_BODY_DYNAMIC) ph__body_moved(w, slot);
     return PH_OK;
 }
 
 int ph_body_set_velocity(ph_body_id id, ph_vec3 v, ph_vec3 av) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!ph__speeds_ok(v, av)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type == PH_BODY_STATIC) return PH_ERR_WRONG_KIND;
     b->v = v;
     b->w = av;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
 int ph_body_apply_force(ph_body_id id, ph_vec3 f, ph_vec3 pt) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!ph__finite3(f) || !ph__finite3(pt)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
@@ -213,19 +226,20 @@ int ph_body_apply_force(ph_body_id id, ph_vec3 f, ph_vec3 pt) {
     if (!ph__finite3(nf) || !ph__finite3(nt)) return PH_ERR_INVALID_ARGUMENT;
     b->force = nf;
     b->torque = nt;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
 int ph_body_apply_torque(ph_body_id id, ph_vec3 t) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!ph__finite3(t)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
     const ph_vec3 nt = ph_add(b->torque, t);
     if (!ph__finite3(nt)) return PH_ERR_INVALID_ARGUMENT;
     b->torque = nt;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
@@ -235,7 +249,8 @@ static ph_vec3 world_inv_inertia_mul(const ph__body *b, ph_vec3 v) {
 }
 
 int ph_body_apply_impulse(ph_body_id id, ph_vec3 j, ph_vec3 pt) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!ph__finite3(j) || !ph__finite3(pt)) return PH_ERR_INVALID_ARGUMENT;
     if (b->type != PH_BODY_DYNAMIC) return PH_OK;
@@ -244,7 +259,7 @@ int ph_body_apply_impulse(ph_body_id id, ph_vec3 j, ph_vec3 pt) {
     if (!ph__speeds_ok(nv, nw)) return PH_ERR_INVALID_ARGUMENT;
     b->v = nv;
     b->w = nw;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
@@ -264,7 +279,7 @@ int ph_body_set_kinematic_target(ph_body_id id, ph_vec3 p, ph_quat q) {
     if (!ph__speeds_ok(v, av)) return PH_ERR_INVALID_ARGUMENT;
     b->v = v;
     b->w = av;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
@@ -280,7 +295,7 @@ int ph_body_set_mass(ph_body_id id, double mass, ph_vec3 inertia) {
     b->mass = mass;
     b->inertia = inertia;
     ph__body_update_mass(w, b);
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 
@@ -303,9 +318,10 @@ int ph_body_is_awake(ph_body_id id, int *awake) {
 }
 
 int ph_body_wake(ph_body_id id) {
-    ph__body *b = ph__body_get(id, NULL);
+    ph__world *w;
+    ph__body *b = ph__body_get(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 

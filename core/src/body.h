@@ -32,6 +32,8 @@ typedef struct ph__shape {
     uint64_t sap_stamp;       /* broadphase pass that last listed it */
     double spec;              /* m: how far it can move until the next collision (speed bound
                                  x time), added to the contact margin of its pairs */
+    int32_t leaf;             /* its leaf in the resting tree (w->rest: static bodies' finite
+                                 shapes and sleeping bodies' shapes), -1 when not in it */
 } ph__shape;
 
 typedef struct ph__body {
@@ -54,7 +56,11 @@ typedef struct ph__body {
     int32_t next_free;      /* free-list link (pool.h), -1 ends */
     uint8_t asleep;         /* 1 while its island sleeps */
     ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
-    double rest_time;       /* s the body has been below the sleep thresholds */
+    double rest_time;       /* s the body has stayed within the sleep bounds of rest_p, rest_q */
+    ph_vec3 rest_p;         /* where its rest began (the sleep criterion, island.c) */
+    ph_quat rest_q;
+    int32_t island;      /* while asleep: its sleeping island (w->islands), else -1 */
+    int32_t island_next; /* the next body of that island, -1 ends */
 } ph__body;
 
 typedef struct ph__joint {

@@ -2,10 +2,11 @@
  * broad_phase.c — candidate shape pairs by sweep and prune in the cells of a
  * grid.
  *
- * Normal path: refresh every shape's world AABB, grown by the contact margin
+ * Normal path: refresh the world AABB of every shape of an awake body (the
+ * awake list, island.c), grown by the contact margin
  * and by how far the shape can move before the next collision ((|v| + |w| r)
  * dt, its speculative reach, also used as extra contact margin); keep last
- * pass's order of the finite shapes and insertion-sort it by the lower bound
+ * pass's order of those shapes and insertion-sort it by the lower bound
  * on the sweep axis (near linear on a nearly sorted list; a full sort when
  * the axis changes). Divide the two other axes into a uniform grid of cells
  * of about the mean AABB extent (at most about one cell per shape), list each
@@ -15,9 +16,14 @@
  * A pair is emitted only in the cell of its larger lower bounds on the grid
  * axes, which both boxes cover whenever they overlap, so exactly once. Boxes
  * covering more than BIG_CELLS cells are swept against every box instead.
- * Planes (infinite) are tested against every finite shape's AABB. Pairs are
+ * The shapes that do not move (static bodies' finite shapes, sleeping
+ * bodies' shapes) are not refreshed or swept: they sit in the resting tree
+ * (aabb_tree.c), which each moving shape queries with its box; pairs of two
+ * resting shapes are never made (sleeping islands keep their manifolds,
+ * island.c). Planes (infinite, always static) are tested against every
+ * moving dynamic shape's AABB. Pairs are
  * then sorted by (shape a, shape b) so narrowphase and warm starting see a
- * deterministic order.
+ * deterministic order. A world with no awake body costs nothing here.
  *
  * Pairs are reused: a full pass works on fat boxes (each AABB grown by a
  * slack, a twentieth of its bare box's diagonal) and keeps its sorted pair
@@ -34,8 +40,10 @@
  * set: they fall into cell 0 and fail the overlap tests.
  *
  * Invariants: pair (sa, sb) has sa < sb by slot; the pair set is exactly the
- * pairs whose AABBs overlap on all three axes (closed intervals), whatever
- * the grid, so the grid only changes the cost; the sweep axis is the one of
+ * pairs with a moving shape whose AABBs overlap on all three axes (closed
+ * intervals), whatever the grid or the tree, so they only change the cost;
+ * a resting shape's AABB is its box with the margin alone (ph__rest_box),
+ * refreshed when it is created, moved or falls asleep; the sweep axis is the one of
  * largest spread of AABB centres, with hysteresis; ties in the sorts are
  * broken by slot index, so the order never depends on memory addresses.
  */
@@ -43,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aabb_tree.h"
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"
@@ -95,8 +104,10 @@ static int pair_allowed(const ph__world *w, int32_t s1, int32_t s2) {
     return w->jpair_count == 0 || !jointed(w, i1 < i2 ? i1 : i2, i1 < i2 ? i2 : i1);
 }
 
-/* The sorted list of body pairs whose joints disable their contacts. */
+/* The sorted list of body pairs whose joints disable their contacts
+ * (rebuilt when the joints may have changed: bp_version). */
 static int build_joint_pairs(ph__world *w) {
+    if (w->jpair_version == w->bp_version && w->jpairs) return PH_OK;
     w->jpair_count = 0;
     for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         const ph__joint *j = &w->joints[i];
@@ -107,6 +118,8 @@ static int build_joint_pairs(ph__world *w) {
         p->sb = j->a < j->b ? j->b : j->a;
     }
     if (w->jpair_count > 1) qsort(w->jpairs, (size_t)w->jpair_count, sizeof(ph__pair), pair_cmp);
+    if (ph__array_reserve(w->jpairs, 1)) return PH_ERR_NO_MEMORY; /* (non-NULL: built) */
+    w->jpair_version = w->bp_version;
     return PH_OK;
 }
 
@@ -115,7 +128,6 @@ static int build_joint_pairs(ph__world *w) {
 typedef struct ph__sap_box {
     double lo, hi, lo1, hi1, lo2, hi2;
     int32_t slot;
-    uint8_t active;  /* its body is not static */
     uint8_t dynamic; /* its body is dynamic (may touch a plane) */
     int32_t c1lo, c1hi, c2lo, c2hi;
 } ph__sap_box;
@@ -209,67 +221,82 @@ static int filter_pairs(ph__world *w) {
     return PH_OK;
 }
 
+void ph__rest_box(const ph__world *w, ph__shape *sh) {
+    sh->spec = 0;
+    ph__geom_aabb(&sh->geom, ph__shape_pose(w, sh), w->settings.contact_margin, &sh->aabb_lo, &sh->aabb_hi);
+}
+
+/* What a resting-tree query of one moving box needs. */
+typedef struct rest_query {
+    ph__world *w;
+    int32_t slot; /* the moving shape */
+} rest_query;
+
+/* A resting shape whose box overlaps the moving one: a pair, unless its
+ * body is awake (woken in this step: it is swept with the moving ones). */
+static int rest_hit(void *ctx, int32_t s) {
+    const rest_query *q = ctx;
+    ph__world *w = q->w;
+    const ph__body *b = &w->bodies[w->shapes[s].body];
+    if (b->type != PH_BODY_STATIC && !b->asleep) return 0;
+    if (!pair_allowed(w, q->slot, s)) return 0;
+    return push_pair(w, q->slot, s) ? PH_ERR_NO_MEMORY : 0;
+}
+
 int ph__broadphase(ph__world *w, double dt) {
     const double margin = w->settings.contact_margin;
-    int32_t nfinite = 0, nplanes = 0;
-    /* 1. AABBs, and the list of finite shapes (kept in last step's order). */
+    int32_t nfinite = 0;
+    /* 1. AABBs of the awake bodies' shapes (all finite: planes are static). */
     if (ph__array_reserve(w->sap_order, w->shape_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
     ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
     ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
     /* Last full pass's pairs can be used when nothing that decides which
      * pairs are allowed changed and every box is still inside its fat box. */
     int reuse = w->fat_ok && w->fat_version == w->bp_version;
-    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
-        ph__shape *sh = &w->shapes[s];
-        if (sh->body < 0) continue;
-        const ph__body *b = &w->bodies[sh->body];
-        const ph_transform t = ph__shape_pose(w, sh);
-        double slack = 0;
-        sh->spec = 0;
-        if (sh->geom.type == PH_SHAPE_PLANE) {
-            ph__geom_aabb(&sh->geom, t, margin + sh->spec, &sh->aabb_lo, &sh->aabb_hi);
-            reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
-            nplanes++;
-            continue;
-        }
-        /* The bare box from the shape's parts (one rotation), then the box
-         * grown by the margins; the same bits as two ph__geom_aabb calls. */
-        ph_vec3 plo, phi, ext;
-        ph__geom_aabb_parts(&sh->geom, t, &plo, &phi, &ext);
-        /* Speculative reach: no point of the shape moves farther than
-         * (|v| + |w| r) dt before the next collision, r bounding the shape
-         * around the body origin. */
-        if (b->type != PH_BODY_STATIC) {
+    for (int32_t k = 0; k < w->awake_count; k++) {
+        const ph__body *b = &w->bodies[w->awake[k]];
+        for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
+            ph__shape *sh = &w->shapes[s];
+            const ph_transform t = ph__shape_pose(w, sh);
+            /* The bare box from the shape's parts (one rotation), then the box
+             * grown by the margins; the same bits as two ph__geom_aabb calls. */
+            ph_vec3 plo, phi, ext;
+            ph__geom_aabb_parts(&sh->geom, t, &plo, &phi, &ext);
+            /* Speculative reach: no point of the shape moves farther than
+             * (|v| + |w| r) dt before the next collision, r bounding the shape
+             * around the body origin. */
             ph_vec3 e0 = ph_add(ext, ph_v3(0.0, 0.0, 0.0));
             double r = 0.5 * ph_len(ph_sub(ph_add(phi, e0), ph_sub(plo, e0))) + ph_len(sh->local.p);
             sh->spec = (ph_len(b->v) + ph_len(b->w) * r) * dt;
+            const double grow = margin + sh->spec;
+            ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
+            sh->aabb_lo = ph_sub(plo, eg);
+            sh->aabb_hi = ph_add(phi, eg);
+            reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
+            /* The slack of a full pass: a twentieth of the bare box's diagonal. */
+            sh->slack = 0.05 * ph_len(ph_add(ph_sub(phi, plo), ph_scale(ext, 2.0)));
+            ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
+            csum = ph_add(csum, c);
+            csq = ph_add(csq, ph_cmul(c, c));
+            esum = ph_add(esum, ph_sub(sh->aabb_hi, sh->aabb_lo));
+            blo = ph_vmin(blo, sh->aabb_lo);
+            bhi = ph_vmax(bhi, sh->aabb_hi);
+            nfinite++;
         }
-        const double grow = margin + sh->spec;
-        ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
-        sh->aabb_lo = ph_sub(plo, eg);
-        sh->aabb_hi = ph_add(phi, eg);
-        reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
-        /* The slack of a full pass: a twentieth of the bare box's diagonal. */
-        slack = 0.05 * ph_len(ph_add(ph_sub(phi, plo), ph_scale(ext, 2.0)));
-        ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
-        csum = ph_add(csum, c);
-        csq = ph_add(csq, ph_cmul(c, c));
-        esum = ph_add(esum, ph_sub(sh->aabb_hi, sh->aabb_lo));
-        blo = ph_vmin(blo, sh->aabb_lo);
-        bhi = ph_vmax(bhi, sh->aabb_hi);
-        sh->slack = slack;
-        nfinite++;
     }
+    w->stats.shapes_updated = nfinite;
     if (reuse) return filter_pairs(w);
     /* A full pass, on the fat boxes. */
     w->fat_ok = 0;
     if (build_joint_pairs(w)) return PH_ERR_NO_MEMORY;
-    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
-        ph__shape *sh = &w->shapes[s];
-        if (sh->body < 0) continue;
-        const double d = sh->geom.type == PH_SHAPE_PLANE ? 0.0 : sh->slack;
-        sh->fat_lo = ph_sub(sh->aabb_lo, ph_v3(d, d, d));
-        sh->fat_hi = ph_add(sh->aabb_hi, ph_v3(d, d, d));
+    for (int32_t k = 0; k < w->awake_count; k++) {
+        const ph__body *b = &w->bodies[w->awake[k]];
+        for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
+            ph__shape *sh = &w->shapes[s];
+            const double d = sh->slack;
+            sh->fat_lo = ph_sub(sh->aabb_lo, ph_v3(d, d, d));
+            sh->fat_hi = ph_add(sh->aabb_hi, ph_v3(d, d, d));
+        }
     }
     /* 2. Sweep axis: largest variance of centres, with hysteresis so that a
      * nearly sorted order survives from one pass to the next. */
@@ -284,10 +311,10 @@ int ph__broadphase(ph__world *w, double dt) {
     w->sap_axis = axis;
     int ax1 = (axis + 1) % 3, ax2 = (axis + 2) % 3;
 
-    /* 3. The order of the last pass, without shapes that are gone, then the
-     * new shapes by slot; insertion sort by lower bound (ties by slot) is
-     * close to linear on that nearly sorted list; a full sort when the axis
-     * changed. */
+    /* 3. The order of the last pass, without shapes that are gone or rest
+     * now, then the new moving shapes; insertion sort by lower bound (ties
+     * by slot) is close to linear on that nearly sorted list; a full sort
+     * when the axis changed. */
     const uint64_t pass = ++w->sap_pass;
     int32_t *ord = w->sap_order;
     int32_t n = 0;
@@ -295,15 +322,20 @@ int ph__broadphase(ph__world *w, double dt) {
         int32_t s = ord[i];
         if (s >= w->shape_pool.hwm) continue;
         ph__shape *sh = &w->shapes[s];
-        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
+        if (sh->body < 0 || sh->sap_stamp == pass) continue;
+        const ph__body *b = &w->bodies[sh->body];
+        if (b->type == PH_BODY_STATIC || b->asleep) continue;
         sh->sap_stamp = pass;
         ord[n++] = s;
     }
-    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
-        ph__shape *sh = &w->shapes[s];
-        if (sh->body < 0 || sh->geom.type == PH_SHAPE_PLANE || sh->sap_stamp == pass) continue;
-        sh->sap_stamp = pass;
-        ord[n++] = s;
+    for (int32_t k = 0; k < w->awake_count; k++) {
+        const ph__body *b = &w->bodies[w->awake[k]];
+        for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
+            ph__shape *sh = &w->shapes[s];
+            if (sh->sap_stamp == pass) continue;
+            sh->sap_stamp = pass;
+            ord[n++] = s;
+        }
     }
     w->sap_count = n;
     /* Sorted as (lower bound, slot) pairs in a contiguous array. */
@@ -363,9 +395,6 @@ int ph__broadphase(ph__world *w, double dt) {
         x->lo2 = ph_vget(sh->fat_lo, ax2);
         x->hi2 = ph_vget(sh->fat_hi, ax2);
         x->slot = ord[i];
-        /* Two static bodies never pair up. (Pairs of sleeping bodies do:
-         * narrowphase keeps their manifolds without colliding them.) */
-        x->active = b->type != PH_BODY_STATIC;
         x->dynamic = b->type == PH_BODY_DYNAMIC;
         x->c1lo = cell_of(&g1, x->lo1);
         x->c1hi = cell_of(&g1, x->hi1);
@@ -422,7 +451,6 @@ int ph__broadphase(ph__world *w, double dt) {
             for (int32_t k = i + 1; k < e1; k++) {
                 const ph__sap_box *b = &bx[entry[k]];
                 if (b->lo > ahi) break;
-                if (!a->active && !b->active) continue;
                 if (a->lo1 > b->hi1 || b->lo1 > a->hi1 || a->lo2 > b->hi2 || b->lo2 > a->hi2) continue;
                 if ((a->c1lo > b->c1lo ? a->c1lo : b->c1lo) != c1 || (a->c2lo > b->c2lo ? a->c2lo : b->c2lo) != c2)
                     continue;
@@ -439,33 +467,35 @@ int ph__broadphase(ph__world *w, double dt) {
         const ph__sap_box *a = &bx[i];
         for (int32_t k = i + 1; k < n && bx[k].lo <= a->hi; k++) {
             const ph__sap_box *b = &bx[k];
-            if ((!a->active && !b->active) || !overlap_boxes(a, b) || !pair_allowed(w, a->slot, b->slot)) continue;
+            if (!overlap_boxes(a, b) || !pair_allowed(w, a->slot, b->slot)) continue;
             if (push_pair(w, a->slot, b->slot)) return PH_ERR_NO_MEMORY;
         }
         for (int32_t k = 0; k < i; k++) {
             const ph__sap_box *b = &bx[k];
-            if (b->c1lo < 0 || (!a->active && !b->active) || !overlap_boxes(a, b) || !pair_allowed(w, b->slot, a->slot))
-                continue;
+            if (b->c1lo < 0 || !overlap_boxes(a, b) || !pair_allowed(w, b->slot, a->slot)) continue;
             if (push_pair(w, b->slot, a->slot)) return PH_ERR_NO_MEMORY;
         }
     }
-    /* 6. Planes against every finite shape of a dynamic body. */
-    if (nplanes > 0) {
-        for (int32_t p = 0; p < w->shape_pool.hwm; p++) {
-            const ph__shape *pl = &w->shapes[p];
-            if (pl->body < 0 || pl->geom.type != PH_SHAPE_PLANE) continue;
-            ph__sap_box q;
-            q.lo = ph_vget(pl->aabb_lo, axis);
-            q.hi = ph_vget(pl->aabb_hi, axis);
-            q.lo1 = ph_vget(pl->aabb_lo, ax1);
-            q.hi1 = ph_vget(pl->aabb_hi, ax1);
-            q.lo2 = ph_vget(pl->aabb_lo, ax2);
-            q.hi2 = ph_vget(pl->aabb_hi, ax2);
-            for (int32_t i = 0; i < n; i++) {
-                if (!bx[i].dynamic || !overlap_boxes(&q, &bx[i])) continue;
-                if (!pair_allowed(w, p, bx[i].slot)) continue;
-                if (push_pair(w, p, bx[i].slot)) return PH_ERR_NO_MEMORY;
-            }
+    /* 6. Every moving shape against the resting ones (the tree), and every
+     * dynamic one against the planes. */
+    for (int32_t i = 0; i < n && w->rest.root >= 0; i++) {
+        const ph__shape *sh = &w->shapes[bx[i].slot];
+        rest_query q = {w, bx[i].slot};
+        if (ph__tree_query(&w->rest, sh->fat_lo, sh->fat_hi, rest_hit, &q)) return PH_ERR_NO_MEMORY;
+    }
+    for (int32_t p = 0; p < w->plane_count; p++) {
+        const ph__shape *pl = &w->shapes[w->planes[p]];
+        ph__sap_box q;
+        q.lo = ph_vget(pl->aabb_lo, axis);
+        q.hi = ph_vget(pl->aabb_hi, axis);
+        q.lo1 = ph_vget(pl->aabb_lo, ax1);
+        q.hi1 = ph_vget(pl->aabb_hi, ax1);
+        q.lo2 = ph_vget(pl->aabb_lo, ax2);
+        q.hi2 = ph_vget(pl->aabb_hi, ax2);
+        for (int32_t i = 0; i < n; i++) {
+            if (!bx[i].dynamic || !overlap_boxes(&q, &bx[i])) continue;
+            if (!pair_allowed(w, w->planes[p], bx[i].slot)) continue;
+            if (push_pair(w, w->planes[p], bx[i].slot)) return PH_ERR_NO_MEMORY;
         }
     }
     int e = sort_pairs(w);

@@ -27,4 +27,10 @@ typedef struct ph__pair {
  * (the time until the next collision), sorted pairs in w->pairs. */
 int ph__broadphase(ph__world *w, double dt);
 
+struct ph__shape;
+/* The AABB of a shape that does not move (a static body's, a sleeping
+ * body's): its box grown by the contact margin alone (spec = 0), the same
+ * bits as the broadphase gives a shape of a body at rest. */
+void ph__rest_box(const ph__world *w, struct ph__shape *sh);
+
 #endif /* PHYSD_BROAD_PHASE_H */

@@ -129,8 +129,8 @@ ph_joint_id ph_joint_create(ph_world_id wid, const ph_joint_def *def, int *err) 
     j->motor_speed = d.motor_speed;
     j->max_motor_torque = d.max_motor_torque;
     w->bp_version++;
-    ph__wake(&w->bodies[j->a]);
-    if (j->b >= 0) ph__wake(&w->bodies[j->b]);
+    ph__wake(w, &w->bodies[j->a]);
+    if (j->b >= 0) ph__wake(w, &w->bodies[j->b]);
     id.index1 = slot + 1;
     id.world0 = (uint16_t)(wid.index1 - 1);
     id.gen = gen;
@@ -142,8 +142,8 @@ int ph_joint_destroy(ph_joint_id id) {
     ph__world *w;
     ph__joint *j = ph__joint_get(id, &w);
     if (!j) return PH_ERR_INVALID_HANDLE;
-    ph__wake(&w->bodies[j->a]);
-    if (j->b >= 0) ph__wake(&w->bodies[j->b]);
+    ph__wake(w, &w->bodies[j->a]);
+    if (j->b >= 0) ph__wake(w, &w->bodies[j->b]);
     ph__joint_free_slot(w, id.index1 - 1);
     return PH_OK;
 }

@@ -211,6 +211,25 @@ static void build_grid1000(scene_ctx *c) {
                 add_cube(c, grid_position(i, j, k), ph_quat_identity());
 }
 
+/* The larger grids of shared/SCENES.md (pyramid30 and pyramid40 are above):
+ * grid4000, grid16000 and grid64000 are the grid1000 recipe (spacing 1.1,
+ * centred on x = y = 0, bottom layer at z = 0.6, created layer by layer, then
+ * by y, then by x) with 20 x 20, 40 x 40 and 80 x 80 cubes in each of 10
+ * layers. */
+static void build_grid(scene_ctx *c, int side) {
+    add_ground(c);
+    const double mid = 0.5 * (double)(side - 1);
+    for (int k = 0; k < 10; k++)
+        for (int j = 0; j < side; j++)
+            for (int i = 0; i < side; i++)
+                add_cube(c, ph_v3(((double)i - mid) * 1.1, ((double)j - mid) * 1.1, 0.6 + (double)k * 1.1),
+                         ph_quat_identity());
+}
+
+static void build_grid4000(scene_ctx *c) { build_grid(c, 20); }
+static void build_grid16000(scene_ctx *c) { build_grid(c, 40); }
+static void build_grid64000(scene_ctx *c) { build_grid(c, 80); }
+
 static void build_spheres1000(scene_ctx *c) {
     add_ground(c);
     for (int k = 0; k < 10; k++)
@@ -655,6 +674,12 @@ static const scene_entry scene_table[] = {
       "A 10x10x10 grid of spheres of radius 0.5 with 0.1 m gaps, bottom layer at z = 0.6, released at rest.", 600,
       1000},
      build_spheres1000},
+    {{"grid4000", "The grid1000 recipe with 20x20x10 unit cubes (0.1 m gaps, bottom layer at z = 0.6).", 600, 4000},
+     build_grid4000},
+    {{"grid16000", "The grid1000 recipe with 40x40x10 unit cubes (0.1 m gaps, bottom layer at z = 0.6).", 600, 16000},
+     build_grid16000},
+    {{"grid64000", "The grid1000 recipe with 80x80x10 unit cubes (0.1 m gaps, bottom layer at z = 0.6).", 600, 64000},
+     build_grid64000},
     {{"cubes901",
       "900 cubes of half-extent 0.25 in a 30x30 grid on the ground and one cube of half-extent 1 beside them "
       "(after Fiedler's demo; a client drives the large cube).",

@@ -36,6 +36,8 @@ void ph__shape_free_slot(ph__world *w, int32_t s) {
     ph__shape *sh = &w->shapes[s];
     w->bp_version++; /* the broadphase's shapes change */
     forget_contacts(w, s);
+    ph__island_forget_shape(w, s);
+    ph__shape_gone(w, s);
     sh->body = -1;
     ph__pool_free(&w->shape_pool, w->shapes, &ph__shape_layout, s);
 }
@@ -138,6 +140,9 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
         e = PH_ERR_LIMIT;
     int32_t slot = -1;
     uint16_t gen = 0;
+    /* (A static body's shape goes to the resting tree or the planes: room
+     * first, so nothing is to undo after the slot.) */
+    if (e == PH_OK && b->type == PH_BODY_STATIC) e = ph__static_shape_reserve(w, d.type == PH_SHAPE_PLANE);
     if (e == PH_OK) e = ph__pool_alloc(&w->shape_pool, (void **)&w->shapes, &ph__shape_layout, &slot, &gen);
     if (e != PH_OK) {
         if (err) *err = e;
@@ -146,6 +151,7 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     b = &w->bodies[bid.index1 - 1]; /* the shape array may not move bodies, but be explicit */
     ph__shape *s = &w->shapes[slot];
     s->body = bid.index1 - 1;
+    s->leaf = -1;
     s->geom.type = d.type;
     s->geom.radius = d.radius;
     s->geom.half_extents = d.half_extents;
@@ -172,7 +178,8 @@ ph_shape_id ph_shape_create(ph_body_id bid, const ph_shape_def *def, int *err) {
     b->shape_count++;
     w->bp_version++;
     ph__body_update_mass(w, b);
-    ph__wake(b);
+    ph__wake(w, b);
+    if (b->type == PH_BODY_STATIC) ph__static_shape_add(w, slot);
     id.index1 = slot + 1;
     id.world0 = bid.world0;
     id.gen = gen;
@@ -195,9 +202,11 @@ int ph_shape_destroy(ph_shape_id id) {
         if (t >= 0) w->shapes[t].next = s->next;
     }
     b->shape_count--;
+    /* What rested on it wakes (for a static body: all it supports). */
+    if (b->type != PH_BODY_DYNAMIC) ph__wake_touching(w, s->body);
     ph__shape_free_slot(w, slot);
     ph__body_update_mass(w, b);
-    ph__wake(b);
+    ph__wake(w, b);
     return PH_OK;
 }
 

@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "body.h"
 #include "contact.h"
+#include "island.h"
 #include "physd/ph_settings.h"
 #include "physd/ph_snapshot.h"
 #include "pool.h"
@@ -492,10 +493,12 @@ static void put_manifold(wr *o, const ph__contact_manifold *cm) {
     put_u8(o, (uint8_t)cm->ref_side);
 }
 
+/* Every manifold, the step's and the sleeping islands' (w->mlist, listed
+ * in pair order by ph_world_snapshot). */
 static void put_manifolds(wr *o, const ph__world *w) {
-    put_i32(o, w->manifold_count);
-    for (int32_t i = 0; i < w->manifold_count; i++)
-        put_manifold(o, &w->manifolds[i]);
+    put_i32(o, w->mlist_count);
+    for (int32_t i = 0; i < w->mlist_count; i++)
+        put_manifold(o, w->mlist[i]);
 }
 
 /* The section in front of its payload: its length is patched in once the
@@ -532,6 +535,20 @@ static void put_fence(wr *o, const ph__world *w) {
     put_u16(o, w->joint_pool.fresh_gen);
 }
 
+/* The optional sleep-criterion section ("rest"): every live body's rest
+ * reference (where its rest began, island.c), written only with sleeping
+ * on, so snapshots of worlds that do not sleep keep their bytes. Without
+ * it a restore starts every rest at the body's pose. */
+#define REST_TAG TAG('r', 'e', 's', 't')
+static int has_rest(const ph__world *w) { return w->settings.sleep != 0; }
+static void put_rest(wr *o, const ph__world *w) {
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
+        if (!w->bodies[i].alive) continue;
+        put_v3(o, w->bodies[i].rest_p);
+        put_q(o, w->bodies[i].rest_q);
+    }
+}
+
 /* The whole snapshot. */
 static void put_all(wr *o, const ph__world *w) {
     for (int i = 0; i < 6; i++)
@@ -545,14 +562,15 @@ static void put_all(wr *o, const ph__world *w) {
     put_u32(o, (uint32_t)w->body_pool.count);
     put_u32(o, (uint32_t)w->shape_pool.count);
     put_u32(o, (uint32_t)w->joint_pool.count);
-    put_u32(o, (uint32_t)w->manifold_count);
-    put_u32(o, (uint32_t)(N_SECTIONS + has_fence(w)));
+    put_u32(o, (uint32_t)w->mlist_count);
+    put_u32(o, (uint32_t)(N_SECTIONS + has_fence(w) + has_rest(w)));
     put_u32(o, 0); /* flags */
     void (*const bodies[N_SECTIONS])(wr *, const ph__world *) = {
         put_settings_w, put_world, put_bodies, put_shapes, put_joints, put_broadphase, put_manifolds};
     for (int i = 0; i < N_SECTIONS; i++)
         put_section(o, section_tags[i], bodies[i], w);
     if (has_fence(w)) put_section(o, FENCE_TAG, put_fence, w);
+    if (has_rest(w)) put_section(o, REST_TAG, put_rest, w);
     wr patch = {o->p, 24};
     put_u64(&patch, (uint64_t)(o->n + TRAILER_BYTES));
     put_u64(o, ph__xxh64(o->p, o->n));
@@ -626,11 +644,12 @@ static size_t snapshot_size(const ph__world *w) {
     MEASURE(put_manifold, &cm);
     const size_t m_ref = size - m_base;
     total += 4;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        const ph__contact_manifold *c = &w->manifolds[i];
+    for (int32_t i = 0; i < w->mlist_count; i++) {
+        const ph__contact_manifold *c = w->mlist[i];
         total += m_base + (size_t)c->m.count * m_point + (c->ref_r < 0 ? 0 : m_ref);
     }
     if (has_fence(w)) total += SECTION_BYTES + 6;
+    if (has_rest(w)) total += SECTION_BYTES + (size_t)w->body_pool.count * 56;
     return total;
 }
 
@@ -640,6 +659,7 @@ int ph_world_snapshot(ph_world_id id, uint8_t **out, size_t *len) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (!out || !len) return PH_ERR_INVALID_ARGUMENT;
+    if (ph__manifold_list(w) < 0) return PH_ERR_NO_MEMORY;
     const size_t size = snapshot_size(w);
     uint8_t *buf = ph__alloc(size);
     if (!buf) return PH_ERR_NO_MEMORY;
@@ -1065,6 +1085,10 @@ static int restore_into(ph__world *w, rd *all, const ph_snapshot_info *info, uin
         if (!get_manifold(&sec, &w->manifolds[i])) return PH_ERR_SNAPSHOT_INVALID;
     w->manifold_count = nm;
     if (!section_done(&sec)) return PH_ERR_SNAPSHOT_INVALID;
+    for (int32_t i = 0; i < w->body_pool.hwm; i++) { /* (without a rest section: rests begin now) */
+        w->bodies[i].rest_p = w->bodies[i].p;
+        w->bodies[i].rest_q = w->bodies[i].q;
+    }
     while (all->n < all->end) { /* (optional sections after the last one) */
         uint32_t t;
         if (read_section(all, &t, &sec) || !optional_tag(t)) return PH_ERR_SNAPSHOT_INVALID;
@@ -1076,6 +1100,16 @@ static int restore_into(ph__world *w, rd *all, const ph_snapshot_info *info, uin
             if (!section_done(&sec) || w->body_pool.fresh_gen > 0xfff0 || w->shape_pool.fresh_gen > 0xfff0 ||
                 w->joint_pool.fresh_gen > 0xfff0)
                 return PH_ERR_SNAPSHOT_INVALID;
+        } else if (t == REST_TAG) {
+            for (int32_t i = 0; i < w->body_pool.hwm; i++) {
+                ph__body *b = &w->bodies[i];
+                if (!b->alive) continue;
+                b->rest_p = get_v3(&sec);
+                b->rest_q = get_q(&sec);
+                const ph_quat q = b->rest_q;
+                check(&sec, fabs(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w - 1.0) <= 1e-3);
+            }
+            if (!section_done(&sec)) return PH_ERR_SNAPSHOT_INVALID;
         }
     }
     if (*seen != info->sections) return PH_ERR_SNAPSHOT_INVALID;
@@ -1085,7 +1119,9 @@ static int restore_into(ph__world *w, rd *all, const ph_snapshot_info *info, uin
         info->shapes != (uint32_t)w->shape_pool.count || info->joints != (uint32_t)w->joint_pool.count ||
         info->manifolds != (uint32_t)w->manifold_count)
         return PH_ERR_SNAPSHOT_INVALID;
-    return world_ok(w);
+    e = world_ok(w);
+    /* The sleeping islands, the awake list and the resting tree, derived. */
+    return e == PH_OK ? ph__sleep_rebuild(w) : e;
 }
 
 int ph_world_restore(const uint8_t *data, size_t len, const ph_snapshot_limits *limits, ph_world_id *out) {

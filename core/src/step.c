@@ -108,10 +108,12 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
 }
 
 /* Solver bodies: slot 0 the ground, then every awake dynamic or kinematic
- * body in slot order. remap = 0 (a later substep of the same step: the set
- * cannot change, and each solver body already holds its body's velocity,
- * which integrate() copied back) only refreshes the world inverse inertia
- * of bodies whose principal moments differ. */
+ * body in slot order (the awake list). remap = 0 (a later substep of the
+ * same step: the set cannot change, and each solver body already holds its
+ * body's velocity, which integrate() copied back) only refreshes the world
+ * inverse inertia of bodies whose principal moments differ. body_to_sbody
+ * stays 0 for every other body slot (only the last set's entries are
+ * cleared), so a remap costs the awake bodies alone. */
 static int build_solver_bodies(ph__world *w, int remap) {
     if (!remap) {
         for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
@@ -123,12 +125,16 @@ static int build_solver_bodies(ph__world *w, int remap) {
         }
         return PH_OK;
     }
-    if (ph__array_reserve(w->body_to_sbody, w->body_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
-    int32_t n = 1;
-    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-        const ph__body *b = &w->bodies[i];
-        w->body_to_sbody[i] = (b->alive && b->type != PH_BODY_STATIC && !b->asleep) ? n++ : 0;
+    const int32_t hwm = w->body_pool.hwm;
+    if (ph__array_reserve(w->body_to_sbody, hwm + 1)) return PH_ERR_NO_MEMORY;
+    if (w->b2s_zeroed < hwm + 1) {
+        memset(&w->body_to_sbody[w->b2s_zeroed], 0, (size_t)(hwm + 1 - w->b2s_zeroed) * sizeof *w->body_to_sbody);
+        w->b2s_zeroed = hwm + 1;
     }
+    for (int32_t s = 1; s < w->sbody_count; s++)
+        w->body_to_sbody[w->sbody_body[s]] = 0;
+    w->sbody_count = 1;
+    const int32_t n = w->awake_count + 1;
     if (ph__array_reserve(w->sbodies, n)) return PH_ERR_NO_MEMORY;
     if (ph__array_reserve(w->sbody_body, n)) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
@@ -137,9 +143,9 @@ static int build_solver_bodies(ph__world *w, int remap) {
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     int32_t aniso = 0;
-    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-        int32_t s = w->body_to_sbody[i];
-        if (s == 0) continue;
+    for (int32_t s = 1; s < n; s++) {
+        const int32_t i = w->awake[s - 1];
+        w->body_to_sbody[i] = s;
         const ph__body *b = &w->bodies[i];
         ph__sbody *sb = &w->sbodies[s];
         w->sbody_body[s] = i;
@@ -398,7 +404,7 @@ static int pairs_stage(ph__world *w, double h) {
 /* Stage: the contacts' geometry (plan.collide): the narrowphase with the
  * warm-start matching, contact events and islands, or the points moved
  * with their bodies. */
-static int collide_stage(ph__world *w, const ph__plan *p, double h) {
+static int collide_stage(ph__world *w, const ph__plan *p) {
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
         w->narrowphases++; /* (it swaps the manifold arrays first) */
@@ -409,8 +415,8 @@ static int collide_stage(ph__world *w, const ph__plan *p, double h) {
         for (int32_t i = 0; i < w->manifold_count && e == PH_OK; i++)
             w->restitutive += w->manifolds[i].restitution > 0;
         if (e == PH_OK) e = ph__contact_events(w);
-        /* Rest timers advance by the time until the next collision. */
-        if (e == PH_OK) e = ph__islands(w, w->settings.collide_substeps ? h : w->settings.time_step);
+        /* Sleeping islands touched by an awake body join this step. */
+        if (e == PH_OK) e = ph__wake_touched(w);
         return e;
     }
     case PH_COLLIDE_MOVE_ALL:
@@ -495,7 +501,7 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
         t = lap(w, PH_STAGE_BROADPHASE, t);
         if (e) return e;
     }
-    e = collide_stage(w, p, h);
+    e = collide_stage(w, p);
     t = lap(w, PH_STAGE_NARROWPHASE, t);
     if (e) return e;
     if (p->collide == PH_COLLIDE_FULL) replan(w, p, started, k, n); /* (restitutive pairs) */
@@ -518,29 +524,37 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
 }
 
 /* Saves what a step changes and the next step reads, beside the copy of
- * the velocities into v_step, w_step that the step makes anyway: the
- * poses, the sleep state (only with sleeping on: without it ph__islands
- * changes neither, and ph_world_set_settings wakes every body when it is
- * turned off), the joints' warm-start impulses and the generator. Dense
- * arrays grown as needed: no allocation in the steady state. */
+ * the velocities into v_step, w_step that the step makes anyway: the awake
+ * list and its bodies' poses (nothing else moves), their sleep state (only
+ * with sleeping on: without it nothing changes it, and
+ * ph_world_set_settings wakes every body when it is turned off), the
+ * joints' warm-start impulses and the generator. Dense arrays grown as
+ * needed: no allocation in the steady state. */
 static int save_state(ph__world *w) {
     const int sleep = w->settings.sleep;
-    if (ph__array_reserve(w->saved_pose, w->body_pool.hwm + 1) ||
-        (sleep && ph__array_reserve(w->saved_sleep, w->body_pool.hwm + 1)) ||
+    const int32_t n = w->awake_count;
+    if (ph__array_reserve(w->saved_awake, n + 1) || ph__array_reserve(w->saved_pose, n + 1) ||
+        (sleep && ph__array_reserve(w->saved_sleep, n + 1)) ||
         (w->joint_pool.hwm > 0 && ph__array_reserve(w->saved_jl, 8 * w->joint_pool.hwm + 1)))
         return PH_ERR_NO_MEMORY;
+    if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
+    w->saved_count = n;
     ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-        ph__body *b = &w->bodies[i];
+    for (int32_t k = 0; k < n; k++) {
+        ph__body *b = &w->bodies[w->awake[k]];
         b->v_step = b->v;
         b->w_step = b->w;
-        sp[i].p = b->p;
-        sp[i].q = b->q;
+        sp[k].p = b->p;
+        sp[k].q = b->q;
     }
     if (sleep)
-        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-            w->saved_sleep[i].rest_time = w->bodies[i].rest_time;
-            w->saved_sleep[i].asleep = w->bodies[i].asleep;
+        for (int32_t k = 0; k < n; k++) {
+            const ph__body *b = &w->bodies[w->awake[k]];
+            ph__saved_sleep *ss = &w->saved_sleep[k];
+            ss->rest_time = b->rest_time;
+            ss->rest_p = b->rest_p;
+            ss->rest_q = b->rest_q;
+            ss->asleep = b->asleep;
         }
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
@@ -562,18 +576,29 @@ static int save_state(ph__world *w) {
  * stands. */
 static void restore_state(ph__world *w) {
     const ph__saved_pose *sp = w->saved_pose;
-    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-        ph__body *b = &w->bodies[i];
-        b->p = sp[i].p;
-        b->q = sp[i].q;
+    const int32_t n = w->saved_count;
+    for (int32_t k = 0; k < n; k++) {
+        ph__body *b = &w->bodies[w->saved_awake[k]];
+        b->p = sp[k].p;
+        b->q = sp[k].q;
         b->v = b->v_step;
         b->w = b->w_step;
     }
     if (w->settings.sleep)
-        for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-            w->bodies[i].rest_time = w->saved_sleep[i].rest_time;
-            w->bodies[i].asleep = (uint8_t)w->saved_sleep[i].asleep;
+        for (int32_t k = 0; k < n; k++) {
+            ph__body *b = &w->bodies[w->saved_awake[k]];
+            const ph__saved_sleep *ss = &w->saved_sleep[k];
+            b->rest_time = ss->rest_time;
+            b->rest_p = ss->rest_p;
+            b->rest_q = ss->rest_q;
+            b->asleep = (uint8_t)ss->asleep;
         }
+    /* The islands a contact woke go back to sleep, the ones put to sleep
+     * are gone, and the awake list is the step's first. */
+    ph__islands_undo(w);
+    if (n > 0) memcpy(w->awake, w->saved_awake, (size_t)n * sizeof *w->awake);
+    w->awake_count = n;
+    w->awake_dirty = 0;
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(w->joints[j].lambda, &w->saved_jl[8 * j], sizeof w->joints[j].lambda);
     w->rng = w->saved_rng;
@@ -642,26 +667,73 @@ static int check_envelope(ph__world *w, uint16_t world0) {
     return PH_OK;
 }
 
+/* The statistics of a step in which nothing is awake (no solver work, no
+ * contacts evaluated); written once for a run of such steps. */
+static void idle_stats(ph__world *w) {
+    ph_step_stats *st = &w->stats;
+    for (int k = 0; k < PH_STAGE_COUNT; k++)
+        st->stage_ms[k] = 0;
+    st->iterations = st->rows = st->pairs = st->impacts = st->awake_bodies = 0;
+    st->manifolds_reused = st->shapes_updated = st->merit_count = 0;
+    st->fischer_final = st->minmap_final = st->rel_residual = st->lcp_error_final = st->work_final = 0;
+    st->subspace_steps = st->cg_iterations = st->sm_precond_fallbacks = st->direct_status = 0;
+    st->best_index = -1;
+    st->max_penetration = 0;
+    st->row_updates = 0;
+    st->budget_exhausted = 0;
+}
+
+/* A step with no awake body: nothing moves, nothing is collided or
+ * solved, and it costs no more than its bookkeeping, whatever sleeps
+ * (docs/core.md "Islands and sleeping"). */
+static int idle_step(ph__world *w, double t0) {
+    ph_step_stats *st = &w->stats;
+    if (atomic_load(&w->cancel)) { /* (a cancel request stops this step as any other) */
+        w->cancel_taken = 1;
+        return PH_ERR_CANCELLED;
+    }
+    if (!w->stats_idle) idle_stats(w);
+    w->stats_idle = 1;
+    w->event_count = 0;
+    w->merits_pending = 0;
+    w->steps++;
+    st->step = w->steps;
+    st->bodies = w->body_pool.count;
+    st->joints = w->joint_pool.count;
+    st->islands = st->sleeping_islands = w->island_count;
+    st->sleeping_bodies = w->sleep_bodies;
+    st->manifolds = w->manifold_count + w->sleep_manifolds;
+    st->contacts = (int)ph__contact_points(w);
+    st->total_ms = now_ms() - t0;
+    return PH_OK;
+}
+
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
-    for (int k = 0; k < PH_STAGE_COUNT; k++)
-        st->stage_ms[k] = 0;
-    st->impacts = 0;
-    w->event_count = 0;
-    w->merits_pending = 0; /* (last step's, unread: replaced by this step's) */
     /* A cancel request that took effect in the last step is over. */
     if (w->cancel_taken) {
         atomic_store(&w->cancel, 0);
         w->cancel_taken = 0;
     }
+    /* Islands woken by edits rejoin the step's manifolds first (not part of
+     * the step: a failed step leaves them awake, as the edit did). */
+    int e = ph__islands_begin(w);
+    if (e) return e;
+    if (w->awake_count == 0) return idle_step(w, t0);
+    w->stats_idle = 0;
+    for (int k = 0; k < PH_STAGE_COUNT; k++)
+        st->stage_ms[k] = 0;
+    st->impacts = 0;
+    w->event_count = 0;
+    w->merits_pending = 0; /* (last step's, unread: replaced by this step's) */
     w->limit.left = w->settings.max_step_work ? w->settings.max_step_work : UINT64_MAX;
     w->limit.used = 0;
     w->limit.cancel = &w->cancel;
     w->limit.exhausted = w->limit.cancelled = 0;
-    int e = save_state(w);
+    e = save_state(w);
     if (e) return e;
     const int n = w->settings.substeps;
     const double h = w->settings.time_step / n;
@@ -672,6 +744,8 @@ int ph_world_step(ph_world_id id) {
         e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan);
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
+    /* The islands at rest go to sleep (timers from the step's end). */
+    if (e == PH_OK) e = ph__islands_end(w);
     st->row_updates = w->limit.used;
     st->budget_exhausted = w->limit.exhausted;
     if (e != PH_OK) { /* (NONFINITE, CANCELLED or NO_MEMORY: the step is undone) */
@@ -680,15 +754,21 @@ int ph_world_step(ph_world_id id) {
         ph__arena_end_step(&w->arena);
         return e;
     }
-    for (int32_t i = 0; i < w->body_pool.hwm; i++) {
-        w->bodies[i].force = ph_v3(0, 0, 0);
-        w->bodies[i].torque = ph_v3(0, 0, 0);
+    for (int32_t k = 0; k < w->saved_count; k++) {
+        ph__body *b = &w->bodies[w->saved_awake[k]];
+        b->force = ph_v3(0, 0, 0);
+        b->torque = ph_v3(0, 0, 0);
     }
+    ph__islands_commit(w);
     w->steps++;
     st->step = w->steps;
     st->bodies = w->body_pool.count;
     st->awake_bodies = w->sbody_count - 1;
     st->joints = w->joint_pool.count;
+    st->sleeping_islands = w->island_count;
+    st->sleeping_bodies = w->sleep_bodies;
+    st->manifolds = w->manifold_count + w->sleep_manifolds;
+    st->contacts = (int)ph__contact_points(w);
     ph__arena_end_step(&w->arena);
     st->total_ms = now_ms() - t0;
     return PH_OK;

@@ -182,9 +182,16 @@ typedef struct ph__saved_pose {
     ph_quat q;
 } ph__saved_pose;
 
+/* A body's sleep state (island.c's criterion): what a failed step puts
+ * back (step.c), and for the bodies a contact woke in it also their pose
+ * (slot: the body). */
 typedef struct ph__saved_sleep {
     double rest_time;
+    ph_vec3 rest_p;
+    ph_quat rest_q;
     int32_t asleep;
+    int32_t slot;
+    ph__saved_pose pose;
 } ph__saved_sleep;
 
 /* step.c's integration of solver body s (and with next > 0 the start of

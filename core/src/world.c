@@ -111,6 +111,8 @@ ph__world *ph__world_new(const ph_world_def *def, int *err) {
     ph__pool_init(&w->body_pool);
     ph__pool_init(&w->shape_pool);
     ph__pool_init(&w->joint_pool);
+    ph__tree_init(&w->rest);
+    w->island_free = -1;
     atomic_init(&w->cancel, 0);
     w->alive = 1;
     *err = PH_OK;
@@ -174,6 +176,15 @@ static const size_t world_arrays[] = {
     offsetof(ph__world, events),
     offsetof(ph__world, island_parent),
     offsetof(ph__world, island_rest),
+    offsetof(ph__world, island_of),
+    offsetof(ph__world, awake),
+    offsetof(ph__world, woken),
+    offsetof(ph__world, fresh),
+    offsetof(ph__world, wake_log),
+    offsetof(ph__world, planes),
+    offsetof(ph__world, mlist),
+    offsetof(ph__world, saved_awake),
+    offsetof(ph__world, rest.nodes),
     offsetof(ph__world, wbatches),
     offsetof(ph__world, wpts),
     offsetof(ph__world, wgroups),
@@ -195,6 +206,9 @@ static const size_t world_arrays[] = {
 };
 
 void ph__world_free(ph__world *w) {
+    for (int32_t k = 0; k < ph__array_cap(w->islands); k++)
+        ph__array_free(w->islands[k].m);
+    ph__array_free(w->islands);
     ph__free(w->bodies);
     ph__free(w->shapes);
     ph__free(w->joints);
@@ -237,11 +251,14 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
      * one when a setting that may move it changes (new gravity, step,
      * solver...), so that it is stepped under the new settings and sleeps
      * again only if it rests under them. */
-    if (ph_settings_motion_differ(&w->settings, s))
-        for (int32_t i = 0; i < w->body_pool.hwm; i++)
-            if (w->bodies[i].alive && w->bodies[i].asleep) ph__wake(&w->bodies[i]);
+    if (ph_settings_motion_differ(&w->settings, s)) ph__wake_all(w);
+    const int margin = s->contact_margin != w->settings.contact_margin;
     w->settings = *s;
     w->simd_level = ph__simd_level(s->simd);
+    /* The resting boxes of static bodies' shapes carry the margin. */
+    if (margin)
+        for (int32_t i = 0; i < w->body_pool.hwm; i++)
+            if (w->bodies[i].alive && w->bodies[i].type == PH_BODY_STATIC) ph__body_moved(w, i);
     return PH_OK;
 }
 
@@ -366,9 +383,16 @@ int ph_world_get_contacts(ph_world_id wid, ph_contact_info *out, int cap) {
     ph__world *w = ph__world_get(wid);
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
+    if (cap == 0) {
+        const int64_t total = ph__contact_points(w);
+        return total > INT32_MAX ? INT32_MAX : (int)total;
+    }
+    /* The step's manifolds and the sleeping islands', in pair order. */
+    const int32_t nm = ph__manifold_list(w);
+    if (nm < 0) return nm;
     int n = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
-        const ph__contact_manifold *cm = &w->manifolds[i];
+    for (int32_t i = 0; i < nm; i++) {
+        const ph__contact_manifold *cm = w->mlist[i];
         for (int k = 0; k < cm->m.count; k++) {
             if (n < cap) {
                 ph_contact_info *c = &out[n];

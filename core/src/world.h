@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 
+#include "aabb_tree.h"
 #include "arena.h"
 #include "array.h"
 #include "body.h"
@@ -85,8 +86,38 @@ struct ph__world {
     ph_contact_event *events; /* begin/end events of the current step */
     int32_t event_count;
 
-    int32_t *island_parent; /* union-find over body slots, per step */
-    double *island_rest;    /* per island root: the least rest time of its bodies */
+    /* Sleeping (island.c, docs/core.md "Islands and sleeping"). The step
+     * works on the awake bodies only: a sleeping island's bodies leave the
+     * awake list, its shapes go to the resting tree (not refreshed, swept or
+     * collided), its manifolds to its own record. */
+    int32_t *awake; /* every live kinematic and dynamic body not asleep, in slot order
+                       (when awake_dirty is 0) */
+    int32_t awake_count;
+    int awake_dirty;            /* bodies created, destroyed or woken since the list was last sorted */
+    struct ph__island *islands; /* sleeping island records (island.h), [0, island_hwm) used */
+    int32_t island_hwm, island_free;
+    int32_t island_count; /* records in use (asleep or pending) */
+    int32_t sleep_bodies; /* bodies in them */
+    int32_t sleep_manifolds;
+    int64_t sleep_points; /* contact points of their manifolds */
+    int32_t pending;      /* islands woken by an edit, their manifolds not yet back in manifolds[] */
+    int32_t *woken;       /* islands a contact woke in the running step */
+    int32_t woken_count;
+    int32_t *fresh; /* islands put to sleep at the end of the running step */
+    int32_t fresh_count;
+    ph__saved_sleep *wake_log; /* the bodies of woken islands as they slept (a failed step restores them) */
+    int32_t wake_log_count;
+    ph__tree rest;   /* static bodies' finite shapes and sleeping bodies' shapes */
+    int32_t *planes; /* plane shapes (always on static bodies) */
+    int32_t plane_count;
+    int32_t *island_parent;             /* union-find over body slots, per step */
+    double *island_rest;                /* per island root: the least rest time of its bodies */
+    int32_t *island_of;                 /* per island root: its new record */
+    const ph__contact_manifold **mlist; /* the step's manifolds and every island's, by pair (queries, snapshots) */
+    int32_t mlist_count;
+    int stats_idle;         /* the statistics describe an all-asleep step already */
+    int32_t b2s_zeroed;     /* body_to_sbody[0, b2s_zeroed) is zero outside the solver bodies */
+    uint64_t jpair_version; /* bp_version when jpairs was built */
 
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
@@ -126,8 +157,10 @@ struct ph__world {
     /* What ph_world_step restores when a step leaves the envelope (step.c):
      * saved before the step in dense arrays that only grow. The velocities
      * need no copy (the bodies' v_step, w_step hold them). */
-    ph__saved_pose *saved_pose;   /* by body slot */
-    ph__saved_sleep *saved_sleep; /* by body slot, only with settings.sleep */
+    int32_t *saved_awake; /* the awake list at the start of the step */
+    int32_t saved_count;
+    ph__saved_pose *saved_pose;   /* by place in saved_awake */
+    ph__saved_sleep *saved_sleep; /* by place in saved_awake, only with settings.sleep */
     double *saved_jl;             /* the joints' lambda[8], by joint slot */
     uint64_t saved_rng;
     ph__arena arena;                       /* scratch of the running step (arena.h), empty between steps */

@@ -673,6 +673,10 @@ typedef struct ph_step_stats {
     int awake_bodies;     /* dynamic bodies stepped (all of them when sleeping is off) */
     int manifolds_reused; /* manifolds rebuilt by the contact cache without colliding
                              (settings.contact_cache_tolerance) */
+    int sleeping_bodies;  /* bodies asleep after the step (sleeping on) */
+    int sleeping_islands; /* their islands */
+    int shapes_updated;   /* shapes whose boxes the broadphase refreshed (the awake bodies'):
+                             sleeping and static ones cost nothing */
     /* Merits after each iteration (recorded when settings.record_merits or
      * tolerance > 0; up to PH_STATS_MAX_ITERS entries): */
     int merit_count;
