@@ -133,19 +133,25 @@ int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
     }
     ph__row *rows = w->rows + first;
     if (!fresh && w->jd_ok && w->jd_count > 0 && same_layout(w, n)) {
-        /* How far the block's bodies may have turned since the factor: the
-         * sum over the substeps since of h max |w| (the velocities this
-         * substep starts from, those of the last integration). Their arms
-         * and world inertias, so S_DD, have changed by about as much. */
-        double wmax2 = 0;
-        for (int32_t k = 0; k < w->jd_count; k++) {
-            const ph__row *r = &w->rows[w->jd_row[k]];
-            const double a2 = ph_len2(w->sbodies[r->ia].w), b2 = ph_len2(w->sbodies[r->ib].w);
+        /* How far the block's rows may have turned since the factor: its
+         * bodies by the sum over the substeps since of h max |w| (the
+         * velocities this substep starts from, those of the last
+         * integration), which turns their arms, their axes and their world
+         * inertias; a distance joint's row also along with the line between
+         * its anchors, which translation turns too: the change of its
+         * (unit) direction, in radians. S_DD has changed by about as
+         * much. */
+        double wmax2 = 0, lin2 = 0;
+        for (int32_t q = 0; q < w->jd_nbody; q++) {
+            const double a2 = ph_len2(w->sbodies[w->jd_body[q]].w);
             wmax2 = a2 > wmax2 ? a2 : wmax2;
-            wmax2 = b2 > wmax2 ? b2 : wmax2;
+        }
+        for (int32_t q = 0; q < w->jd_nturn; q++) {
+            const double l2 = ph_len2(ph_sub(w->rows[w->jd_row[w->jd_turn_row[q]]].lin, w->jd_lin[q]));
+            lin2 = l2 > lin2 ? l2 : lin2;
         }
         w->jd_turn += h * sqrt(wmax2);
-        if (w->jd_turn <= w->settings.joint_refactor_angle) {
+        if (w->jd_turn + sqrt(lin2) <= w->settings.joint_refactor_angle) {
             /* The factor of an earlier substep, for rows built as then. */
             for (int32_t k = 0; k < w->jd_count; k++)
                 w->rows[w->jd_row[k]].direct = 1;
@@ -166,11 +172,13 @@ int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
     /* The block's arrays: offsets, pivots and their reciprocals (then the
      * solve's z), rows, firsts, each body's first row. */
     if (ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 3 * m + 3) ||
-        ph__array_reserve(w->jd_row, m + 1) || ph__array_reserve(w->jd_first, m + 1) ||
-        ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
+        ph__array_reserve(w->jd_lin, m + 1) || ph__array_reserve(w->jd_turn_row, m + 1) ||
+        ph__array_reserve(w->jd_body, w->sbody_count + 1) || ph__array_reserve(w->jd_row, m + 1) ||
+        ph__array_reserve(w->jd_first, m + 1) || ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
         return PH_ERR_NO_MEMORY;
     for (int32_t b = 0; b < w->sbody_count; b++)
         w->jd_bfirst[b] = -1;
+    w->jd_nturn = 0;
     /* Envelope: row k starts at the first row of D that touches one of its
      * moving bodies. */
     int64_t env = 0;
@@ -188,12 +196,26 @@ int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
             if (w->jd_bfirst[ib] < f) f = w->jd_bfirst[ib];
         }
         w->jd_row[k] = first + i;
+        /* A row whose linear part is neither zero nor a world axis (a
+         * distance joint's, along the line between its anchors) turns with
+         * the bodies' translation too: its direction is watched. */
+        const ph_vec3 l = rows[i].lin;
+        const int axis = (l.y == 0 && l.z == 0 && (l.x == 0 || fabs(l.x) == 1)) ||
+                         (l.x == 0 && l.z == 0 && fabs(l.y) == 1) || (l.x == 0 && l.y == 0 && fabs(l.z) == 1);
+        if (!axis) {
+            w->jd_turn_row[w->jd_nturn] = k;
+            w->jd_lin[w->jd_nturn++] = l;
+        }
         w->jd_first[k] = f;
         w->jd_off[k] = env - f; /* L[k][j] at jd_env[jd_off[k] + j], f <= j <= k */
         env += k - f + 1;
         k++;
     }
     if (env > PH_DIRECT_MAX_ENV) return no_block(w, rows, n);
+    /* The block's moving bodies, whose turning is watched. */
+    w->jd_nbody = 0;
+    for (int32_t b = 1; b < w->sbody_count; b++)
+        if (w->jd_bfirst[b] >= 0) w->jd_body[w->jd_nbody++] = b;
     if (ph__array_reserve(w->jd_env, (int32_t)env + 1)) return PH_ERR_NO_MEMORY;
     double *L = w->jd_env, *d = w->jd_d, *dinv = w->jd_d + m + 1;
     /* Fill and factor row by row (the row's entries are final once the rows

@@ -150,6 +150,11 @@ struct ph__world {
     int32_t *jd_row, *jd_first, *jd_bfirst, *jd_sig;
     int64_t *jd_off;
     double *jd_env, *jd_d;
+    int32_t jd_nbody, jd_nturn;
+    int32_t *jd_body;     /* the block's moving solver bodies (their turning is watched) */
+    int32_t *jd_turn_row; /* block rows whose direction also turns with translation (distance
+                             joints'), and */
+    ph_vec3 *jd_lin;      /* their linear Jacobians when factored */
 
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;
