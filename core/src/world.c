@@ -200,7 +200,7 @@ static const size_t world_arrays[] = {
 
 void ph__world_free(ph__world *w) {
     for (int32_t k = 0; k < ph__array_cap(w->islands); k++)
-        ph__array_free(w->islands[k].m);
+        ph__free(w->islands[k].m);
     ph__array_free(w->islands);
     ph__free(w->bodies);
     ph__free(w->shapes);
@@ -263,6 +263,11 @@ uint64_t ph_world_get_step_count(ph_world_id id) {
 int ph_world_body_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     return w ? w->body_pool.count : PH_ERR_INVALID_HANDLE;
+}
+
+int ph_world_awake_count(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    return w ? w->awake_count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_joint_count(ph_world_id id) {
@@ -338,6 +343,7 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (!out) return PH_ERR_INVALID_ARGUMENT;
     ph__settle_merits(w);
+    if (w->stats_idle) ph__idle_stats_fill(w);
     *out = w->stats;
     return PH_OK;
 }
@@ -345,8 +351,9 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
 int ph_world_get_work(ph_world_id id, uint64_t *row_updates, int *budget_exhausted) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    if (row_updates) *row_updates = w->stats.row_updates;
-    if (budget_exhausted) *budget_exhausted = w->stats.budget_exhausted;
+    const int idle = w->stats_idle; /* (a step with nothing awake did no work: one cache line read) */
+    if (row_updates) *row_updates = idle ? 0 : w->stats.row_updates;
+    if (budget_exhausted) *budget_exhausted = idle ? 0 : w->stats.budget_exhausted;
     return PH_OK;
 }
 

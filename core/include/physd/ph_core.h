@@ -436,6 +436,12 @@ int ph_world_get_fault(ph_world_id w, ph_fault *out);
 /* Number of steps taken since creation. */
 uint64_t ph_world_get_step_count(ph_world_id w);
 int ph_world_body_count(ph_world_id w);
+/* Bodies the next step may move (the awake list: kinematic and dynamic
+ * bodies not asleep; it may still count bodies destroyed or put to sleep
+ * since the last step), or PH_ERR_INVALID_HANDLE. 0: the next step is idle
+ * (docs/core.md, "Islands and sleeping"): it collides, solves and moves
+ * nothing and costs well under a microsecond, whatever sleeps. */
+int ph_world_awake_count(ph_world_id w);
 int ph_world_joint_count(ph_world_id w);
 
 /* Fills out with up to cap live body ids in slot order; returns the number
