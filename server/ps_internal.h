@@ -369,6 +369,8 @@ struct ps_server {
     int wheel_count;
     uint64_t wheel_ms;       /* slots up to this ms (since start_ns) are done */
     uint64_t wheel_armed_ms; /* the ms the wheel timer fires at (0: not armed) */
+    int trim_wanted;         /* a world fell asleep (its core released its step's arrays) */
+    uint64_t trim_last_ns;   /* the last malloc_trim (world_host.c) */
 };
 
 /* Marks c to be flushed in the next prepare phase. */

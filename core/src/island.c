@@ -538,7 +538,7 @@ int ph__islands_end(ph__world *w) {
         of[i] = -1;
         if (r == i && rest[r] >= 0 && rest[r] >= s->sleep_time) sleeping++;
     }
-    w->stats.islands = islands;
+    w->stats.islands = islands - sleeping; /* (ph__islands_commit adds every sleeping island) */
     if (sleeping == 0) return PH_OK;
     /* The islands at rest sleep: a record each (numbered in slot order of
      * their first body), their bodies still, then their manifolds. */
