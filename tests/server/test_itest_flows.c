@@ -753,6 +753,71 @@ static void test_sleeping_world(void **state) {
     itest_client_close(&c);
 }
 
+/* An asleep world with nobody watching ticks on time with idle ticks
+ * (stepped on the loop thread: WorldCounters.idle_ticks grows with the
+ * tick, no tick is skipped); an edit wakes it and its ticks are stepped on
+ * the workers again until it sleeps. */
+static void test_idle_ticks(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "idle");
+    uint64_t w = itest_create_world(&c, "idle", "stack20", 60, NULL);
+    assert_true(w > 0);
+    itest_sleep(2.0); /* (stack20 sleeps after about 0.55 s) */
+    smsg *a = itest_counters(&c, w);
+    itest_sleep(1.0);
+    smsg *b = itest_counters(&c, w);
+    const Physd__V1__WorldCounters *ca = a->reply->counters, *cb = b->reply->counters;
+    const uint64_t ticks = cb->tick - ca->tick, idle = cb->idle_ticks - ca->idle_ticks;
+    printf("asleep: %llu ticks in 1 s, %llu of them idle; awake bodies %u\n", (unsigned long long)ticks,
+           (unsigned long long)idle, cb->awake_bodies);
+    assert_int_equal(cb->awake_bodies, 0);
+    assert_true(ticks >= 50 && ticks <= 70);
+    assert_true(idle == ticks);
+    assert_true(cb->overrun_ticks == ca->overrun_ticks);
+    physd__v1__server_message__free_unpacked(a, NULL);
+    /* An impulse on the top box wakes the stack. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    iw.include_bodies = 1;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    assert_int_equal(r->reply->world->n_body_ids, 21);
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = r->reply->world->body_ids[20];
+    physd__v1__server_message__free_unpacked(r, NULL);
+    Physd__V1__Vec3 imp = PHYSD__V1__VEC3__INIT;
+    imp.x = 2000;
+    Physd__V1__ApplyImpulse ai = PHYSD__V1__APPLY_IMPULSE__INIT;
+    ai.body = &ref;
+    ai.impulse = &imp;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_IMPULSE;
+    op.apply_impulse = &ai;
+    Physd__V1__EditOp *ops[1] = {&op};
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    physd__v1__client_message__init(&m);
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    itest_sleep(0.3);
+    smsg *d = itest_counters(&c, w);
+    const Physd__V1__WorldCounters *cd = d->reply->counters;
+    printf("woken: %llu ticks in 0.3 s, %llu idle; awake bodies %u\n", (unsigned long long)(cd->tick - cb->tick),
+           (unsigned long long)(cd->idle_ticks - cb->idle_ticks), cd->awake_bodies);
+    assert_int_equal(cd->awake_bodies, 20); /* (the whole island) */
+    assert_true(cd->tick - cb->tick > cd->idle_ticks - cb->idle_ticks);
+    physd__v1__server_message__free_unpacked(b, NULL);
+    physd__v1__server_message__free_unpacked(d, NULL);
+    itest_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sphere_falls_and_rests, setup, teardown),
@@ -765,6 +830,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_counters_contacts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_ticks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
