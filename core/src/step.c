@@ -46,7 +46,6 @@
  * was undone (PH_ERR_NONFINITE: they are part of the state it restores);
  * a step that stands leaves every awake dynamic body inside the envelope.
  */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -704,54 +703,8 @@ void ph__idle_stats_fill(ph__world *w) {
  * need: released when such a run of steps begins (a sleeping world keeps
  * its bodies, shapes, islands and resting tree, not a step's scratch), and
  * grown again by the step after the next wake. */
-static const size_t step_arrays[] = {
-    offsetof(ph__world, pairs),
-    offsetof(ph__world, sap_keys),
-    offsetof(ph__world, sap_boxes),
-    offsetof(ph__world, bp_ints),
-    offsetof(ph__world, bp_pairs),
-    offsetof(ph__world, fat_pairs),
-    offsetof(ph__world, jpairs),
-    offsetof(ph__world, prev_manifolds),
-    offsetof(ph__world, spare_manifolds),
-    offsetof(ph__world, rows),
-    offsetof(ph__world, blocks),
-    offsetof(ph__world, order),
-    offsetof(ph__world, sbodies),
-    offsetof(ph__world, body_to_sbody),
-    offsetof(ph__world, sbody_body),
-    offsetof(ph__world, vw0),
-    offsetof(ph__world, vws),
-    offsetof(ph__world, dvc),
-    offsetof(ph__world, sforce),
-    offsetof(ph__world, events),
-    offsetof(ph__world, island_parent),
-    offsetof(ph__world, island_rest),
-    offsetof(ph__world, island_of),
-    offsetof(ph__world, wbatches),
-    offsetof(ph__world, wpts),
-    offsetof(ph__world, wgroups),
-    offsetof(ph__world, wmask),
-    offsetof(ph__world, wlevel),
-    offsetof(ph__world, wpoint),
-    offsetof(ph__world, wkeys),
-    offsetof(ph__world, wgap),
-    offsetof(ph__world, saved_pose),
-    offsetof(ph__world, saved_sleep),
-    offsetof(ph__world, saved_jl),
-    offsetof(ph__world, saved_awake),
-    offsetof(ph__world, woken),
-    offsetof(ph__world, fresh),
-    offsetof(ph__world, wake_log),
-    offsetof(ph__world, mlist),
-};
-
 static void release_step_arrays(ph__world *w) {
-    for (size_t k = 0; k < sizeof step_arrays / sizeof step_arrays[0]; k++) {
-        void **a = (void **)((char *)w + step_arrays[k]);
-        ph__array_free(*a);
-        *a = NULL;
-    }
+    ph__world_release_step_arrays(w);
     if (w->manifold_count == 0) { /* (all in the islands' records) */
         ph__array_free(w->manifolds);
         w->manifolds = NULL;

@@ -214,6 +214,9 @@ ph__world *ph__world_new(const ph_world_def *def, int *err);
 int ph__world_register(ph__world *w, ph_world_id *out);
 /* Frees a record and everything it owns (not its registry slot). */
 void ph__world_free(ph__world *w);
+/* Frees the step's working arrays (world.c's table marks them; step.c
+ * calls it when the world falls asleep and resets their counts). */
+void ph__world_release_step_arrays(ph__world *w);
 
 /* XXH64 of len bytes (seed 0): the snapshots' checksum (snapshot.c). */
 uint64_t ph__xxh64(const void *data, size_t len);
