@@ -4,7 +4,8 @@
 # physload (no edits, queries or subscribers), let them settle, then read
 # physd's CPU time from /proc/PID/stat over SECONDS and the worlds' ticks
 # and overrun ticks from /metrics before and after. Prints one JSON line:
-# cpu_percent (of one core), ticks_per_s, overrun_ticks (during the window),
+# cpu_percent (of one core), ticks_per_s (all worlds' ticks between the two
+# /metrics reads over the time between them), overrun_ticks (in between),
 # rss_kib and rss_per_world_kib (VmRSS with the worlds, minus physd's own
 # before any world, divided by the worlds), the load and the machine's
 # loadavg.
@@ -56,14 +57,18 @@ print(int(t), int(o), n)
 EOF
 }
 cpu() { awk '{print $14 + $15}' /proc/$PID/stat; }
+M0A=$(date +%s.%N)
 set -- $(metrics)
+M0B=$(date +%s.%N)
 T0=$1 O0=$2 N=$3
 C0=$(cpu)
 S0=$(date +%s.%N)
 sleep "$SECONDS_"
 C1=$(cpu)
 S1=$(date +%s.%N)
+M1A=$(date +%s.%N)
 set -- $(metrics)
+M1B=$(date +%s.%N)
 T1=$1 O1=$2
 RSS1=$(rss)
 HZ=$(getconf CLK_TCK)
@@ -73,7 +78,8 @@ wall = $S1 - $S0
 print(json.dumps({
     "worlds": $N, "preset": "$PRESET", "tick_rate": $RATE, "window_s": round(wall, 3),
     "cpu_percent": round(100.0 * ($C1 - $C0) / $HZ / wall, 2),
-    "ticks_per_s": round(($T1 - $T0) / wall, 1), "overrun_ticks": $O1 - $O0,
+    # (ticks between the two /metrics reads, over the time between their midpoints)
+    "ticks_per_s": round(($T1 - $T0) / (($M1A + $M1B) / 2 - ($M0A + $M0B) / 2), 1), "overrun_ticks": $O1 - $O0,
     "rss_kib": $RSS1, "rss_per_world_kib": round(($RSS1 - $RSS0) / max($N, 1), 1),
     "cpus": os.cpu_count(), "loadavg": open("/proc/loadavg").read().split()[:3],
 }))

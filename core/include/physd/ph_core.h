@@ -330,10 +330,13 @@ typedef struct ph_settings {
                                          one after the other (plain PGS). See docs/core.md; {0, 1} */
     int sleep;                        /* islands of bodies at rest go to sleep, default 0 (the server
                                          turns it on for its worlds); {0, 1} */
-    double sleep_linear;              /* m/s: a body moving slower than this ... default 0.05 */
-    double sleep_angular;             /* rad/s: ... and turning slower than this ... default 0.05 */
-    double sleep_time;                /* s: ... for this long is at rest; an island whose bodies are all
-                                         at rest sleeps, default 0.5 */
+    double sleep_linear;              /* m/s: a body that stays within sleep_linear x sleep_time of where
+                                         its rest began ... default 0.05 */
+    double sleep_angular;             /* rad/s: ... and turns by at most sleep_angular x sleep_time ...
+                                         default 0.05 */
+    double sleep_time;                /* s: ... for this long is at rest (its mean speeds over the window
+                                         below the thresholds); an island whose bodies are all at rest
+                                         sleeps, default 0.5 (docs/core.md "Islands and sleeping") */
 
     /* Solver family (docs/solvers.md). For every method, iterations is the
      * budget in units of one PGS sweep over all rows ("work"), and tolerance
