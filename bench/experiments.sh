@@ -1,16 +1,23 @@
 #!/bin/sh
-# experiments.sh — the solver experiments of docs/solvers.md in one command:
-# builds the core (Release, build/solver-rel or $BUILD) and bench/experiments.c, runs
-# them into OUTDIR (default build/experiments) as CSV files, and plots them
-# with gnuplot as PNG files.
+# experiments.sh — every figure and table of docs/solvers.md from the current
+# code in one command: builds the core (Release, build/solver-rel or $BUILD)
+# and bench/experiments.c, runs them into OUTDIR (default docs/solvers) as
+# CSV files, plots them with gnuplot as PNG files and, when OUTDIR is
+# docs/solvers, writes the tables into docs/solvers.md between their
+# markers (bench/solvers_tables.py --update). The per-iteration traces of
+# Figure 3 (fig3.csv, about 7 MB) are left in the build directory.
 #
 #   bench/experiments.sh [OUTDIR]
 #
-# Needs cmake, a C compiler and gnuplot. Takes about 45 s on this machine (the
-# 362 880 orders of the three-sphere body take most of it).
+# Needs cmake, a C compiler, python3 and gnuplot (Debian: gnuplot-nox).
+# Takes about a minute and a half of CPU on this machine (Figure 3 about
+# 25 s, the ordering study about 40 s: the 362 880 orders of the
+# three-sphere body, nine times for the scan). The ctest
+# solvers_tables runs a fast subset and compares it with the committed
+# tables.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${1:-$ROOT/build/experiments}
+OUT=${1:-$ROOT/docs/solvers}
 BUILD=${BUILD:-$ROOT/build/solver-rel}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -22,25 +29,27 @@ ${CC:-cc} -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wpedantic -Wshad
 "$BUILD/physd-experiments" "$OUT"
 
 cd "$OUT"
-# Figure 3 of seeds/000: psi against work, PGS and PGS-SM, eight scenes, per set-up.
+# Figure 3 of seeds/000: psi against work, every method, eight scenes, per
+# set-up; physd's default game step (10 substeps x 1 sweep) as a point at
+# its work per step and the merit of its last substep.
 for setup in A B; do
     gnuplot <<GP
-set terminal pngcairo size 1600,800 font ",10"
+set terminal pngcairo size 1800,900 font ",10"
 set output "fig3_$setup.png"
 set datafile separator ","
-set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: PGS and PGS-SM (k-pgs = 25, k-sm = 5), exact and inexact subspace solves, diagonal and IC(0) preconditioner"
+set multiplot layout 2,4 title "Fischer merit psi against work (PGS sweeps), set-up $setup: every method (PGS-SM: k-pgs = 25, k-sm = 5); the star: physd's default step (10 x 1 sweep, its own formulation), psi of its last substep"
 set logscale y
 set format y "10^{%L}"
-set xlabel "work (PGS iterations)"
+set xlabel "work (PGS sweeps)"
 set ylabel "psi"
-set key top right
+set key top right font ",8" opaque box
+set linetype 10 lc rgb "gray50" dt 2
 set xrange [0:1500]
+set yrange [1e-32:*]
 do for [s in "arched_snake snake_heavy_box large_stack heavy_on_light incline_boxes gears_small gears_medium friction_structure"] {
     set title s noenhanced
-    plot "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw 2 title "PGS", \
-         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM-exact\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, exact CG (seeds/000)", \
-         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03, diagonal", \
-         "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"PGS-SM-IC\" {p=\$6; if (p < 1e-40) p = 1e-40; print \$5\",\"p}' fig3.csv" using 1:2 with linespoints pt 7 ps 0.3 lw 1 title "PGS-SM, forcing 0.03, IC(0)"
+    plot for [m in "PGS PGS-SM-exact PGS-SM PGS-SM-IC PGS-SM-IC-prox NNCG APGD block-PGS Jacobi"] "< awk -F, '\$1==\"".s."\" && \$2==\"$setup\" && \$3==\"".m."\" {p=\$6; if (p < 1e-32) p = 1e-32; print \$5\",\"p}' fig3.csv" using 1:2 with lines lw (m eq "PGS" ? 2.5 : 1.2) title m noenhanced, \
+         "< awk -F, '\$1==\"".s."\" {print \$4\",\"\$5}' fig3_default.csv" using 1:2 with points pt 3 ps 2.5 lc rgb "black" title "default step"
 }
 unset multiplot
 GP
@@ -80,18 +89,25 @@ plot for [o in "default best worst"] "< awk -F, '\$1==\"".o."\" {e=\$3; if (e < 
 GP
 done
 
-# Iterations to a tolerance against the mass ratio.
+# Work to a tolerance against the mass ratio.
 for setup in A B; do
     gnuplot <<GP
-set terminal pngcairo size 800,500 font ",10"
+set terminal pngcairo size 900,550 font ",10"
 set output "massratio_$setup.png"
 set datafile separator ","
 set title "heavy_on_light, set-up $setup: work to LCP error < 1e-5 m/s from a cold start (3000 max)" noenhanced
 set xlabel "mass ratio (slab / light cube)"
 set ylabel "work (PGS sweeps)"
 set logscale xy
-set key top left
-plot for [m in "PGS block-PGS PGS-SM-exact PGS-SM PGS-SM-IC"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m
+set key top left font ",8"
+plot for [m in "PGS block-PGS PGS-SM-exact PGS-SM PGS-SM-IC PGS-SM-IC-prox NNCG APGD"] "< awk -F, '\$1==\"$setup\" && \$4==\"".m."\" && \$6 > 0 {print \$2\",\"\$6}' massratio.csv" using 1:2 with linespoints lw 2 title m noenhanced
 GP
 done
-echo "experiments: CSV and PNG files in $OUT"
+rm -f perm_labels_*.csv
+mv fig3.csv "$BUILD/fig3.csv"
+if [ "$OUT" = "$ROOT/docs/solvers" ]; then
+    python3 "$ROOT/bench/solvers_tables.py" --update "$ROOT/docs/solvers.md" "$OUT"
+    echo "experiments: CSV and PNG files in $OUT, tables written into docs/solvers.md, traces in $BUILD/fig3.csv"
+else
+    echo "experiments: CSV and PNG files in $OUT (tables: python3 bench/solvers_tables.py $OUT), traces in $BUILD/fig3.csv"
+fi

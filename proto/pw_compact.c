@@ -2,6 +2,7 @@
  * pw_compact.c — see pw_compact.h; the bit layout is docs/streams.md.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,57 @@ static double get_double(bitr *r) {
     return x;
 }
 
+/* ------------------------------------------------------------ prediction */
+
+int pw_cpredict_check(const pw_cpredict *pr) {
+    return pr->ahead >= 1 && pr->span >= 1 && (uint64_t)pr->ahead + pr->span <= PW_PREDICT_MAX_TICKS ? 0 : -1;
+}
+
+/* round(n / d) with halves away from zero, d >= 1. */
+static int64_t div_round(int64_t n, int64_t d) {
+    const uint64_t a = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n;
+    const int64_t q = (int64_t)((2 * a + (uint64_t)d) / (2 * (uint64_t)d));
+    return n < 0 ? -q : q;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+ptrdiff_t pw_cstate_find(const pw_cstate *s, uint64_t id) {
+    if (!s) return -1;
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->b[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n && s->b[lo].id == id ? (ptrdiff_t)lo : -1;
+}
+
+/* What a changed body's deltas are taken against (docs/streams.md,
+ * "Prediction"): the baseline's value o, or, with a prediction and the
+ * body in the older state too, o extrapolated along o - older: a position
+ * when both are in bound, the three rotation integers when both have o's
+ * largest index; clamped to their ranges. */
+static void predicted(const pw_cparams *p, const pw_cpredict *pr, const pw_cbody *o, int64_t pos[3], int64_t rot[3]) {
+    const pw_cbody *o0 = NULL;
+    if (pr && pr->older) {
+        ptrdiff_t i = pw_cstate_find(pr->older, o->id);
+        if (i >= 0) o0 = &pr->older->b[i];
+    }
+    const int64_t m = pw_cparams_pos_max(p), rmax = pw_cparams_rot_max(p);
+    for (int k = 0; k < 3; k++) {
+        pos[k] = o->p[k];
+        rot[k] = o->r[k];
+        if (o0 && !o->oob && !o0->oob)
+            pos[k] = clamp64(o->p[k] + div_round((o->p[k] - o0->p[k]) * (int64_t)pr->ahead, pr->span), -m, m);
+        if (o0 && o0->largest == o->largest)
+            rot[k] =
+                clamp64(o->r[k] + div_round(((int64_t)o->r[k] - o0->r[k]) * (int64_t)pr->ahead, pr->span), -rmax, rmax);
+    }
+}
+
 /* ---------------------------------------------------------------- encode */
 
 static void put_pos_full(bitw *w, const pw_cparams *p, const pw_cbody *b) {
@@ -261,7 +313,13 @@ static void put_rot_full(bitw *w, const pw_cparams *p, const pw_cbody *b) {
 }
 
 int pw_compact_encode(const pw_cparams *p, const pw_cstate *base, const pw_cstate *cur, uint8_t **out, size_t *len) {
+    return pw_compact_encode_predicted(p, base, NULL, cur, out, len);
+}
+
+int pw_compact_encode_predicted(const pw_cparams *p, const pw_cstate *base, const pw_cpredict *pr, const pw_cstate *cur,
+                                uint8_t **out, size_t *len) {
     *out = NULL;
+    if (pr && (!base || pw_cpredict_check(pr) != 0)) pr = NULL;
     *len = 0;
     bitw w = {NULL, 0, 0, 0};
     const size_t nb = base ? base->n : 0, nc = cur->n;
@@ -326,6 +384,8 @@ int pw_compact_encode(const pw_cparams *p, const pw_cstate *base, const pw_cstat
             int pos_changed = o->oob != b->oob ||
                               (b->oob ? memcmp(o->raw, b->raw, sizeof b->raw) : memcmp(o->p, b->p, sizeof b->p)) != 0;
             int rot_changed = o->largest != b->largest || memcmp(o->r, b->r, sizeof b->r) != 0;
+            int64_t ppos[3], prot[3];
+            predicted(p, pr, o, ppos, prot);
             put(&w, (uint64_t)pos_changed, 1);
             put(&w, (uint64_t)rot_changed, 1);
             if (pos_changed) {
@@ -334,14 +394,14 @@ int pw_compact_encode(const pw_cparams *p, const pw_cstate *base, const pw_cstat
                 } else {
                     put(&w, 0, 1);
                     for (int c = 0; c < 3; c++)
-                        put_sgamma(&w, b->p[c] - o->p[c]);
+                        put_sgamma(&w, b->p[c] - ppos[c]);
                 }
             }
             if (rot_changed) {
                 put(&w, b->largest, 2);
                 if (b->largest == o->largest) {
                     for (int c = 0; c < 3; c++)
-                        put_sgamma(&w, (int64_t)b->r[c] - o->r[c]);
+                        put_sgamma(&w, (int64_t)b->r[c] - prot[c]);
                 } else {
                     put_rot_full(&w, p, b);
                 }
@@ -395,7 +455,13 @@ static void get_rot_full(bitr *r, const pw_cparams *p, pw_cbody *b) {
 
 int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t *data, size_t len, uint32_t body_count,
                       size_t max_bodies, pw_cstate *out) {
+    return pw_compact_decode_predicted(p, base, NULL, data, len, body_count, max_bodies, out);
+}
+
+int pw_compact_decode_predicted(const pw_cparams *p, const pw_cstate *base, const pw_cpredict *pr, const uint8_t *data,
+                                size_t len, uint32_t body_count, size_t max_bodies, pw_cstate *out) {
     if (body_count > max_bodies || len > SIZE_MAX / 8) return PW_CMALFORMED;
+    if (pr && (!base || !pr->older || pw_cpredict_check(pr) != 0)) return PW_CMALFORMED;
     bitr r = {data, len * 8, 0, 0};
     const size_t nb = base ? base->n : 0;
     uint8_t *removed = calloc(nb ? nb : 1, 1);
@@ -454,6 +520,8 @@ int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t 
         for (size_t k = 0; k < nch; k++) {
             pw_cbody *b = &s.b[changed[k]];
             const pw_cbody o = *b;
+            int64_t ppos[3], prot[3];
+            predicted(p, pr, &o, ppos, prot);
             int pos_changed = (int)get(&r, 1), rot_changed = (int)get(&r, 1);
             if (r.err || (!pos_changed && !rot_changed)) goto done;
             if (pos_changed) {
@@ -469,7 +537,7 @@ int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t 
                         for (int c = 0; c < 3; c++) {
                             int64_t d = get_sgamma(&r);
                             if (r.err || d < -2 * m || d > 2 * m) goto done;
-                            b->p[c] = o.p[c] + d;
+                            b->p[c] = ppos[c] + d;
                             if (b->p[c] < -m || b->p[c] > m) goto done;
                         }
                     }
@@ -481,7 +549,7 @@ int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t 
                     for (int c = 0; c < 3; c++) {
                         int64_t d = get_sgamma(&r);
                         if (r.err || d < -2 * (int64_t)rmax || d > 2 * (int64_t)rmax) goto done;
-                        int64_t v = o.r[c] + d;
+                        int64_t v = prot[c] + d;
                         if (v < -rmax || v > rmax) goto done;
                         b->r[c] = (int32_t)v;
                     }

@@ -77,6 +77,8 @@ void pw_cstate_free(pw_cstate *s);
 int pw_cstate_reserve(pw_cstate *s, size_t n);
 /* Sorts s->b by id (encoders that fill states in another order). */
 void pw_cstate_sort(pw_cstate *s);
+/* The index of the body id in s (ascending by id), or -1 (also for s NULL). */
+ptrdiff_t pw_cstate_find(const pw_cstate *s, uint64_t id);
 
 /* Quantizes one pose (position x y z, orientation x y z w, finite, the
  * quaternion of any non-zero length) into out. */
@@ -94,6 +96,27 @@ int pw_compact_encode(const pw_cparams *p, const pw_cstate *base, const pw_cstat
  * 0, PW_CMALFORMED or PW_ENOMEM. */
 int pw_compact_decode(const pw_cparams *p, const pw_cstate *base, const uint8_t *data, size_t len, uint32_t body_count,
                       size_t max_bodies, pw_cstate *out);
+
+/* Prediction (docs/streams.md, "Prediction"): a changed body's position
+ * and rotation deltas are taken against its baseline value extrapolated
+ * along its change since an older state the receiver also holds, instead
+ * of the baseline value itself. older is the state of tick t0, the
+ * baseline's tick is t1 and the frame's t: ahead = t - t1 >= 1, span =
+ * t1 - t0 >= 1, ahead + span <= PW_PREDICT_MAX_TICKS. */
+#define PW_PREDICT_MAX_TICKS 16
+typedef struct pw_cpredict {
+    const pw_cstate *older;
+    uint32_t ahead, span;
+} pw_cpredict;
+/* 0 when ahead and span are in range, else -1. */
+int pw_cpredict_check(const pw_cpredict *pr);
+/* As pw_compact_encode and pw_compact_decode with a prediction (pr NULL:
+ * none, the same bytes). The encoder ignores a prediction out of range or
+ * without a baseline; the decoder refuses one (PW_CMALFORMED). */
+int pw_compact_encode_predicted(const pw_cparams *p, const pw_cstate *base, const pw_cpredict *pr, const pw_cstate *cur,
+                                uint8_t **out, size_t *len);
+int pw_compact_decode_predicted(const pw_cparams *p, const pw_cstate *base, const pw_cpredict *pr, const uint8_t *data,
+                                size_t len, uint32_t body_count, size_t max_bodies, pw_cstate *out);
 
 /* Bits of one body's part of a section (docs/streams.md): a changed-body
  * against o, or an added-body when o is NULL; without its index or id gap.

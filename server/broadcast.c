@@ -4,11 +4,14 @@
  *
  * Normal path: before a step job is queued, the world host records which
  * shared products the tick needs (an all-bodies frame, statistics with or
- * without per-iteration merits, contact events). The worker that ran the
- * step encodes each product once into a ps_buf (ps_broadcast_encode). Back
- * on the loop thread, ps_broadcast_deliver queues the same buffer to every
- * due subscriber (one reference each) and encodes the frames of
- * subscriptions to a chosen set of bodies, which differ per subscriber.
+ * without per-iteration merits, contact events, the compact streams' plan).
+ * The worker that ran the step encodes each product once into a ps_buf
+ * (ps_broadcast_encode; compact.c's sections too). Back on the loop thread,
+ * ps_broadcast_deliver queues the same buffer to every due subscriber (one
+ * reference each) and encodes the frames of subscriptions to a chosen set
+ * of bodies, which differ per subscriber: first to the connections whose
+ * edit this tick is the first to show, each written at once, then to the
+ * others, written in the prepare phase.
  *
  * Failure modes: an allocation failure while encoding leaves that product
  * NULL for the tick (nothing is pushed, the tick is not repeated). A queue
@@ -165,6 +168,9 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     s.fischer_final = st->fischer_final;
     s.minmap_final = st->minmap_final;
     s.rel_residual = st->rel_residual;
+    s.fischer_scaled_final = st->fischer_scaled_final;
+    s.merit_scale = st->merit_scale;
+    s.restarts = (uint32_t)(st->restarts > 0 ? st->restarts : 0);
     s.max_penetration = st->max_penetration;
     s.budget_exhausted = st->budget_exhausted != 0;
     s.row_updates = st->row_updates;
@@ -290,6 +296,7 @@ void ps_broadcast_encode(ps_host *h, ps_job *job) {
         free(st);
     }
     if (job->want_events) encode_events(h, job->tick, &job->events);
+    ps_compact_prepare(h, job);
 }
 
 /* ------------------------------------------------------------- loop side */
@@ -313,48 +320,74 @@ static void push_parts(ps_host *h, ps_sub *sub, const ps_parts *p, int kind) {
         push(h, sub, p->bufs[k], kind, k);
 }
 
+void ps_broadcast_edited(ps_conn *c, const ps_host *h) {
+    c->edit_world = h->id;
+    c->edit_tick = h->tick;
+}
+
+/* Queues the tick's push to one due subscriber. */
+static void deliver_one(ps_host *h, ps_job *job, ps_sub *sub, ps_ctick *ct, uint64_t now) {
+    const uint64_t tick = job->tick;
+    switch (sub->kind) {
+    case PS_SUB_TRANSFORMS:
+        if (!sub->bodies) {
+            push_parts(h, sub, &job->frame, PS_OUT_FRAME);
+        } else {
+            ph_body_id *ids = malloc(sub->nbodies * sizeof *ids);
+            if (!ids) break;
+            for (size_t k = 0; k < sub->nbodies; k++)
+                ids[k] = ps_core_body(h, sub->bodies[k]);
+            ps_parts parts = {NULL, 0};
+            if (encode_frame(h, tick, sub->id, ids, sub->nbodies, sub->with_hash ? job->state_hash : 0, &parts) == 0)
+                h->frames_encoded++;
+            free(ids);
+            push_parts(h, sub, &parts, PS_OUT_FRAME);
+            ps_parts_free(&parts);
+        }
+        break;
+    case PS_SUB_STATS:
+        push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME, 0);
+        break;
+    case PS_SUB_CONTACTS:
+        push_parts(h, sub, &job->events, PS_OUT_EVENT);
+        break;
+    case PS_SUB_COMPACT:
+        ps_compact_push(h, sub, tick, ct);
+        break;
+    default:
+        break;
+    }
+    if (sub->conn) ps_conn_report_drops(sub->conn, now);
+}
+
+/* Two passes (docs/streams.md, "Edit-to-frame latency"): first the
+ * subscribers on connections whose edit this tick is the first to show,
+ * each written at once; then everyone else, written by the server's
+ * prepare phase. So the client that acted does not wait for a thousand
+ * other subscribers' frames before it sees its edit. */
 void ps_broadcast_deliver(ps_host *h, ps_job *job) {
-    uint64_t tick = job->tick;
-    uint64_t now = ps_now_ns();
+    const uint64_t tick = job->tick, now = ps_now_ns();
     if (job->frame.n) h->frames_encoded++;
-    ps_ctick ct; /* compact subscriptions' shared work of this tick */
+    ps_ctick ct; /* compact subscriptions' shared work of this tick (the worker's) */
     ps_compact_tick_init(&ct);
+    ps_compact_tick_take(h, job, &ct);
+    int any_first = 0;
     for (int i = 0; i < h->nsubs; i++) {
         ps_sub *sub = h->subs[i];
         if (!sub->conn || tick % sub->every != 0) continue;
-        switch (sub->kind) {
-        case PS_SUB_TRANSFORMS:
-            if (!sub->bodies) {
-                push_parts(h, sub, &job->frame, PS_OUT_FRAME);
-            } else {
-                ph_body_id *ids = malloc(sub->nbodies * sizeof *ids);
-                if (!ids) break;
-                for (size_t k = 0; k < sub->nbodies; k++)
-                    ids[k] = ps_core_body(h, sub->bodies[k]);
-                ps_parts parts = {NULL, 0};
-                if (encode_frame(h, tick, sub->id, ids, sub->nbodies, sub->with_hash ? job->state_hash : 0, &parts) ==
-                    0)
-                    h->frames_encoded++;
-                free(ids);
-                push_parts(h, sub, &parts, PS_OUT_FRAME);
-                ps_parts_free(&parts);
-            }
-            break;
-        case PS_SUB_STATS:
-            push(h, sub, sub->per_iteration ? job->stats_iters : job->stats, PS_OUT_FRAME, 0);
-            break;
-        case PS_SUB_CONTACTS:
-            push_parts(h, sub, &job->events, PS_OUT_EVENT);
-            break;
-        case PS_SUB_COMPACT:
-            ps_compact_push(h, sub, tick, &ct);
-            break;
-        default:
-            break;
-        }
-        if (sub->conn) ps_conn_report_drops(sub->conn, now);
+        if (sub->conn->edit_world != h->id || sub->conn->edit_tick + 1 != tick) continue;
+        any_first = 1;
+        deliver_one(h, job, sub, &ct, now);
+        if (sub->conn) ps_conn_flush(sub->conn);
+    }
+    for (int i = 0; i < h->nsubs; i++) {
+        ps_sub *sub = h->subs[i];
+        if (!sub->conn || tick % sub->every != 0) continue;
+        if (any_first && sub->conn->edit_world == h->id && sub->conn->edit_tick + 1 == tick) continue;
+        deliver_one(h, job, sub, &ct, now);
     }
     ps_compact_tick_done(&ct);
+    ps_compact_work_free(job);
     ps_parts_free(&job->frame);
     ps_buf_unref(job->stats);
     ps_buf_unref(job->stats_iters);

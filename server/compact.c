@@ -1,28 +1,36 @@
 /*
  * compact.c — compact transform subscriptions (docs/streams.md): per tick,
- * one quantized state per distinct encoding (parameters and body set), one
- * encoded body section per distinct (state, baseline) shared by every
- * subscriber that has that baseline, and per subscriber a small head
- * (CompactFrame's own fields) written before the shared section.
+ * one quantized state per distinct encoding (parameters, region and body
+ * set), one encoded body section per distinct (state, baseline, prediction
+ * state) shared by every subscriber that has that baseline, and per
+ * subscriber a small head (CompactFrame's own fields) written before the
+ * shared section.
  *
- * Normal path: ps_broadcast_deliver calls ps_compact_push for each due
- * compact subscription with a per-tick cache (ps_ctick). The subscription
- * remembers the states it was sent and not yet acknowledged (pending);
- * when the connection's write callback reports a compact frame written
- * whole (ps_compact_written, from conn.c), or the subscriber acknowledges a
- * tick with StreamControl, that frame's state becomes the baseline and the
- * older pending ones are released. A frame replaced in the output queue is
- * never written, so it never becomes a baseline.
+ * Normal path: when a step is queued, ps_compact_plan notes each due
+ * subscription's group and baseline (holding references); the worker,
+ * after the step, makes the states and sections (ps_compact_prepare); then
+ * ps_broadcast_deliver takes them as the tick's cache (ps_ctick) and calls
+ * ps_compact_push for each due subscription, which finds its state and
+ * section there (or makes them on the loop when its region or baseline
+ * changed meanwhile) and queues its head and the section, in parts when
+ * over max_frame. The subscription remembers the states it was sent and not
+ * yet acknowledged (pending); when the connection's write callback reports
+ * a compact frame written whole (ps_compact_written, from conn.c; a frame
+ * in parts when all its parts were, in order), or the subscriber
+ * acknowledges a tick with StreamControl, that frame's state becomes the
+ * baseline (the previous one is kept for prediction) and the older pending
+ * ones are released. A frame replaced in the output queue is never
+ * written, so it never becomes a baseline.
  *
  * Failure modes: an allocation failure skips the subscriber's frame for
- * the tick (its baseline is unchanged, so the next frame still decodes); a
- * frame over max_frame is skipped and logged once per subscription. A
- * reset of the world (a new id epoch) drops every baseline: the next frame
- * is a key frame.
+ * the tick (its baseline is unchanged, so the next frame still decodes); so
+ * does a frame in parts that could not all be queued. A reset of the world
+ * (a new id epoch) drops every baseline: the next frame is a key frame.
  *
- * Invariants: everything here runs on the loop thread while the world is
- * idle (deliver) or between ticks (acks); states are immutable once made
- * and reference-counted.
+ * Invariants: the plan and the deliveries run on the loop thread while the
+ * world is idle, acks between ticks; the worker only reads the world, the
+ * plan and the referenced baselines, and writes the plan's cache; states
+ * are immutable once made and reference-counted on the loop thread only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,12 @@
 /* Sent frames awaiting acknowledgement per subscription: over TCP at most a
  * few (one in flight, one queued); with explicit acks, the acks' delay. */
 #define PS_CPENDING 64
+
+/* A frame in parts (docs/streams.md, "Frames in parts"): the head's mark
+ * holds the tick, and the id epoch with the part's index and count. */
+#define MARK_EPOCH(m) ((m)&0xffffu)
+#define MARK_PART(m) (((m) >> 16) & 0xffffffu)
+#define MARK_PARTS(m) ((m) >> 40)
 
 /* Subscribe.budget_bytes: 0 (none) or [min, max] bytes per second. */
 #define PS_BUDGET_MIN 1024
@@ -52,16 +66,18 @@ typedef struct ps_cacc {
 
 struct ps_csub {
     ps_csnap *base; /* NULL: the next frame is a key frame */
+    ps_csnap *prev; /* the baseline before base (prediction), or NULL */
     ps_csnap *pending[PS_CPENDING];
     int npending;
     uint64_t epoch;
-    int too_big_logged;
     ps_cacc *acc; /* budgets: the waiting bodies, ascending id */
     size_t nacc, acc_cap;
     double tokens;   /* budgets: bytes the next frame may take (pacing) */
     uint64_t *wtick; /* budgets: the frames sent in the last second, a ring */
     uint32_t *wbytes;
     size_t wn, whead, wcap;
+    uint64_t wp_tick; /* a frame in parts being written: its tick */
+    uint32_t wp_next; /* and the part expected next (0: none) */
 };
 
 static void snap_unref(ps_csnap *s) {
@@ -73,7 +89,8 @@ static void snap_unref(ps_csnap *s) {
 
 static void csub_reset(struct ps_csub *cs) {
     snap_unref(cs->base);
-    cs->base = NULL;
+    snap_unref(cs->prev);
+    cs->base = cs->prev = NULL;
     for (int k = 0; k < cs->npending; k++)
         snap_unref(cs->pending[k]);
     cs->npending = 0;
@@ -95,7 +112,8 @@ void ps_compact_sub_free(ps_sub *sub) {
 static int acknowledge(struct ps_csub *cs, uint64_t tick) {
     for (int k = 0; k < cs->npending; k++) {
         if (cs->pending[k]->tick != tick) continue;
-        snap_unref(cs->base);
+        snap_unref(cs->prev);
+        cs->prev = cs->base;
         cs->base = cs->pending[k];
         for (int j = 0; j < k; j++)
             snap_unref(cs->pending[j]);
@@ -112,11 +130,47 @@ static ps_sub *conn_sub(ps_conn *c, uint64_t id) {
     return NULL;
 }
 
+/* A frame in parts is written whole when each of its parts was, in
+ * order, with no other part of the subscription between them (a part
+ * replaced in the queue by a newer tick's breaks the sequence: the
+ * receiver cannot reassemble that frame either). */
 void ps_compact_written(ps_conn *c, const ps_out_entry *e) {
     ps_sub *sub = conn_sub(c, e->stream >> 20);
     if (!sub || sub->kind != PS_SUB_COMPACT || !sub->cstate || sub->explicit_ack) return;
-    if (e->buf->mark[1] != sub->cstate->epoch) return; /* a frame from before a reset */
-    acknowledge(sub->cstate, e->buf->mark[0]);
+    struct ps_csub *cs = sub->cstate;
+    const uint64_t mark = e->buf->mark[1], tick = e->buf->mark[0];
+    if (MARK_EPOCH(mark) != cs->epoch) return; /* a frame from before a reset */
+    const uint64_t part = MARK_PART(mark), parts = MARK_PARTS(mark);
+    if (parts <= 1) {
+        cs->wp_next = 0;
+        acknowledge(cs, tick);
+        return;
+    }
+    if (part == 0) {
+        cs->wp_tick = tick;
+        cs->wp_next = 1;
+    } else if (cs->wp_next == part && cs->wp_tick == tick) {
+        cs->wp_next++;
+    } else {
+        cs->wp_next = 0;
+        return;
+    }
+    if (cs->wp_next == parts) {
+        cs->wp_next = 0;
+        acknowledge(cs, tick);
+    }
+}
+
+/* The older state a frame of tick predicts from (docs/streams.md,
+ * "Prediction"): the baseline before the baseline, when the subscription
+ * asked for prediction, both are there and the ticks are close enough;
+ * else NULL. Budgeted frames never predict. */
+static ps_csnap *older_of(const ps_sub *sub, uint64_t tick) {
+    const struct ps_csub *cs = sub->cstate;
+    if (!sub->predict || sub->budget || !cs || !cs->base || !cs->prev) return NULL;
+    const uint64_t t1 = cs->base->tick, t0 = cs->prev->tick;
+    if (!(t0 < t1 && t1 < tick && tick - t0 <= PW_PREDICT_MAX_TICKS)) return NULL;
+    return cs->prev;
 }
 
 /* ------------------------------------------------------------ the request */
@@ -157,15 +211,17 @@ int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st)
     sub->explicit_ack = 0;
     memset(&sub->region, 0, sizeof sub->region);
     sub->budget = 0;
+    sub->predict = 0;
     const int compact = s->encoding == PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
     if (s->encoding != PHYSD__V1__TRANSFORM_ENCODING__ENCODING_RAW && !compact)
         return bad(st, "encoding: unknown value");
     if (compact && s->kind != PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS)
         return bad(st, "encoding is only for transform subscriptions");
     if (!compact) {
-        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack || s->region || s->budget_bytes)
-            return bad(st, "resolution, bound, rotation_bits, explicit_ack, region and budget_bytes are only for "
-                           "ENCODING_COMPACT");
+        if (s->resolution || s->bound || s->rotation_bits || s->explicit_ack || s->region || s->budget_bytes ||
+            s->predict)
+            return bad(st, "resolution, bound, rotation_bits, explicit_ack, region, budget_bytes and predict are only "
+                           "for ENCODING_COMPACT");
         return 0;
     }
     if (s->resolution) p->resolution = s->resolution->value;
@@ -176,6 +232,7 @@ int ps_compact_params(const Physd__V1__Subscribe *s, ps_sub *sub, ps_status *st)
     if (s->region && region_from(s->region, &sub->region, st) != 0) return -1;
     if (budget_from(s->budget_bytes, &sub->budget, st) != 0) return -1;
     sub->explicit_ack = s->explicit_ack;
+    sub->predict = s->predict;
     return 1;
 }
 
@@ -231,8 +288,12 @@ void ps_compact_tick_init(ps_ctick *t) { memset(t, 0, sizeof *t); }
 void ps_compact_tick_done(ps_ctick *t) {
     for (int k = 0; k < t->ngroups; k++)
         snap_unref(t->groups[k].snap);
-    for (int k = 0; k < t->nencs; k++)
+    for (int k = 0; k < t->nencs; k++) {
         ps_buf_unref(t->encs[k].body);
+        for (int j = 0; j < t->encs[k].nparts; j++)
+            ps_buf_unref(t->encs[k].parts[j]);
+        free(t->encs[k].parts);
+    }
     free(t->groups);
     free(t->encs);
     free(t->ids);
@@ -244,14 +305,38 @@ static int region_eq(const pw_region *a, const pw_region *b) {
            memcmp(&a->r, &b->r, sizeof a->r) == 0;
 }
 
-/* The quantized state of the subscription's bodies this tick: computed
- * once per (parameters, body set); NULL on allocation failure. */
-static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ctick *t) {
-    const uint64_t key = sub->bodies ? sub->id : 0;
+/* What makes a quantized state: the parameters, the region and the body
+ * set (key 0: all bodies; else the subscription whose set it is). */
+typedef struct cgroup {
+    uint64_t key;
+    pw_cparams p;
+    pw_region region;
+    const uint64_t *bodies;
+    size_t nbodies;
+} cgroup;
+
+static cgroup group_of(const ps_sub *sub) {
+    cgroup g = {sub->bodies ? sub->id : 0, sub->cparams, sub->region, sub->bodies, sub->nbodies};
+    return g;
+}
+
+/* Field by field: the structs' padding bytes are not values. */
+static int cparams_eq(const pw_cparams *a, const pw_cparams *b) {
+    return a->resolution == b->resolution && a->bound == b->bound && a->rot_bits == b->rot_bits;
+}
+
+static ps_csnap *find_group(const ps_ctick *t, const cgroup *g) {
     for (int k = 0; k < t->ngroups; k++)
-        if (t->groups[k].key == key && memcmp(&t->groups[k].p, &sub->cparams, sizeof sub->cparams) == 0 &&
-            region_eq(&t->groups[k].region, &sub->region))
+        if (t->groups[k].key == g->key && cparams_eq(&t->groups[k].p, &g->p) &&
+            region_eq(&t->groups[k].region, &g->region))
             return t->groups[k].snap;
+    return NULL;
+}
+
+/* The quantized state of g's bodies this tick, kept in t; NULL on
+ * allocation failure. Reads the world: on the worker that stepped it, or
+ * on the loop while it is idle. */
+static ps_csnap *make_state(ps_host *h, const cgroup *g, uint64_t tick, ps_ctick *t) {
     if (t->ngroups == t->groups_cap) {
         int ncap = t->groups_cap ? 2 * t->groups_cap : 4;
         void *ng = realloc(t->groups, (size_t)ncap * sizeof *t->groups);
@@ -260,8 +345,8 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
         t->groups_cap = ncap;
     }
     size_t n;
-    if (sub->bodies) {
-        n = sub->nbodies;
+    if (g->bodies) {
+        n = g->nbodies;
     } else {
         int count = ph_world_body_count(h->world);
         n = count > 0 ? (size_t)count : 0;
@@ -272,9 +357,9 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
         t->ids = ni;
         t->ids_cap = n;
     }
-    if (sub->bodies) {
+    if (g->bodies) {
         for (size_t k = 0; k < n; k++)
-            t->ids[k] = ps_core_body(h, sub->bodies[k]);
+            t->ids[k] = ps_core_body(h, g->bodies[k]);
     } else if (n > 0) {
         int got = ph_world_get_bodies(h->world, t->ids, (int)n);
         n = got < 0 ? 0 : (size_t)got < n ? (size_t)got : n;
@@ -290,9 +375,9 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
         ph_transform tr;
         if (ph_body_get_transform(t->ids[k], &tr) != PH_OK) continue; /* removed since subscribing */
         const double at[3] = {tr.p.x, tr.p.y, tr.p.z};
-        if (!pw_region_contains(&sub->region, at)) continue;
+        if (!pw_region_contains(&g->region, at)) continue;
         const double pose[7] = {tr.p.x, tr.p.y, tr.p.z, tr.q.x, tr.q.y, tr.q.z, tr.q.w};
-        pw_compact_quantize(&sub->cparams, ps_wire_body(h, t->ids[k]), pose, &s->st.b[s->st.n++]);
+        pw_compact_quantize(&g->p, ps_wire_body(h, t->ids[k]), pose, &s->st.b[s->st.n++]);
     }
     pw_cstate_sort(&s->st);
     /* a body set may name a body twice: keep it once */
@@ -300,18 +385,35 @@ static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ct
     for (size_t k = 0; k < s->st.n; k++)
         if (w == 0 || s->st.b[k].id != s->st.b[w - 1].id) s->st.b[w++] = s->st.b[k];
     s->st.n = w;
-    t->groups[t->ngroups].key = key;
-    t->groups[t->ngroups].p = sub->cparams;
-    t->groups[t->ngroups].region = sub->region;
+    t->groups[t->ngroups].key = g->key;
+    t->groups[t->ngroups].p = g->p;
+    t->groups[t->ngroups].region = g->region;
     t->groups[t->ngroups].snap = s;
     t->ngroups++;
     return s;
 }
 
-/* The body section of cur against base: encoded once per pair. */
-static ps_buf *section(ps_host *h, const ps_sub *sub, ps_csnap *cur, ps_csnap *base, ps_ctick *t) {
+/* The quantized state of the subscription's bodies this tick: made once
+ * per (parameters, region, body set), by the worker when it was planned. */
+static ps_csnap *group_state(ps_host *h, const ps_sub *sub, uint64_t tick, ps_ctick *t) {
+    const cgroup g = group_of(sub);
+    ps_csnap *s = find_group(t, &g);
+    return s ? s : make_state(h, &g, tick, t);
+}
+
+static struct ps_ctick_enc *find_enc(ps_ctick *t, const ps_csnap *cur, const ps_csnap *base, const ps_csnap *older) {
     for (int k = 0; k < t->nencs; k++)
-        if (t->encs[k].cur == cur && t->encs[k].base == base) return t->encs[k].body;
+        if (t->encs[k].cur == cur && t->encs[k].base == base && t->encs[k].older == older) return &t->encs[k];
+    return NULL;
+}
+
+/* Encodes the body section of cur against base into t; NULL on
+ * allocation failure. With older (a subscription that predicts), the
+ * section is made both ways and the prediction kept only when it is
+ * smaller by more than the bytes predict_tick adds to the head (at rest,
+ * where nothing changed, it never is). */
+static struct ps_ctick_enc *encode_section(const pw_cparams *p, ps_csnap *cur, ps_csnap *base, ps_csnap *older,
+                                           ps_ctick *t) {
     if (t->nencs == t->encs_cap) {
         int ncap = t->encs_cap ? 2 * t->encs_cap : 4;
         void *ne = realloc(t->encs, (size_t)ncap * sizeof *t->encs);
@@ -321,24 +423,171 @@ static ps_buf *section(ps_host *h, const ps_sub *sub, ps_csnap *cur, ps_csnap *b
     }
     uint8_t *d;
     size_t len;
-    if (pw_compact_encode(&sub->cparams, base ? &base->st : NULL, &cur->st, &d, &len) != 0) return NULL;
+    if (pw_compact_encode(p, base ? &base->st : NULL, &cur->st, &d, &len) != 0) return NULL;
+    int predicted = 0;
+    if (base && older) {
+        const pw_cpredict pr = {&older->st, (uint32_t)(cur->tick - base->tick), (uint32_t)(base->tick - older->tick)};
+        uint8_t *dp, tmp[PW_VARINT_MAX];
+        size_t lp;
+        if (pw_compact_encode_predicted(p, &base->st, &pr, &cur->st, &dp, &lp) == 0) {
+            if (lp + 1 + pw_varint_put(tmp, older->tick) < len) { /* CompactFrame field 10's tag and value */
+                free(d);
+                d = dp, len = lp;
+                predicted = 1;
+            } else {
+                free(dp);
+            }
+        }
+    }
     ps_buf *b = ps_buf_new(len);
     if (b) memcpy(b->data, d, len);
     free(d);
     if (!b) return NULL;
-    h->frames_encoded++;
-    t->encs[t->nencs].cur = cur;
-    t->encs[t->nencs].base = base;
-    t->encs[t->nencs].body = b;
-    t->nencs++;
-    return b;
+    struct ps_ctick_enc *e = &t->encs[t->nencs++];
+    memset(e, 0, sizeof *e);
+    e->cur = cur;
+    e->base = base;
+    e->older = older;
+    e->predicted = predicted;
+    e->body = b;
+    return e;
 }
+
+/* The body section of cur against base: encoded once per pair (by the
+ * worker when it was planned). */
+static struct ps_ctick_enc *section(ps_host *h, const ps_sub *sub, ps_csnap *cur, ps_csnap *base, ps_csnap *older,
+                                    ps_ctick *t) {
+    struct ps_ctick_enc *e = find_enc(t, cur, base, older);
+    if (e) return e;
+    e = encode_section(&sub->cparams, cur, base, older, t);
+    if (e) h->frames_encoded++;
+    return e;
+}
+
+/* ------------------------------------------------------ the worker's share */
+
+/* A tick's compact work, planned on the loop as the step is queued: the
+ * distinct groups of the due subscriptions, each with the distinct
+ * baselines its subscribers had then (referenced, so the loop may drop
+ * them meanwhile); the worker fills t after the step. A subscription whose
+ * region or baseline changed by delivery time finds nothing here and is
+ * served on the loop as before. */
+struct ps_cwork {
+    struct cw_group {
+        cgroup g;
+        uint64_t *bodies;  /* g's body set, copied (the subscription may go) */
+        ps_csnap **bases;  /* NULL: a key frame */
+        ps_csnap **olders; /* each base's prediction state, or NULL */
+        int nbases, bases_cap;
+    } * groups;
+    int ngroups, groups_cap;
+    ps_ctick t;
+    uint64_t encoded; /* sections the worker encoded */
+};
+
+static int same_group(const cgroup *a, const cgroup *b) {
+    return a->key == b->key && cparams_eq(&a->p, &b->p) && region_eq(&a->region, &b->region);
+}
+
+void ps_compact_plan(ps_host *h, ps_job *job, const ps_sub *sub) {
+    if (!sub->conn) return;
+    struct ps_cwork *w = job->cwork;
+    if (!w && !(w = job->cwork = calloc(1, sizeof *w))) return;
+    const cgroup g = group_of(sub);
+    struct cw_group *cg = NULL;
+    for (int k = 0; k < w->ngroups && !cg; k++)
+        if (same_group(&w->groups[k].g, &g)) cg = &w->groups[k];
+    if (!cg) {
+        if (w->ngroups == w->groups_cap) {
+            int ncap = w->groups_cap ? 2 * w->groups_cap : 4;
+            void *ng = realloc(w->groups, (size_t)ncap * sizeof *w->groups);
+            if (!ng) return;
+            w->groups = ng;
+            w->groups_cap = ncap;
+        }
+        cg = &w->groups[w->ngroups];
+        memset(cg, 0, sizeof *cg);
+        cg->g = g;
+        if (g.bodies) {
+            if (!(cg->bodies = malloc((g.nbodies ? g.nbodies : 1) * sizeof *cg->bodies))) return;
+            memcpy(cg->bodies, g.bodies, g.nbodies * sizeof *cg->bodies);
+            cg->g.bodies = cg->bodies;
+        }
+        w->ngroups++;
+    }
+    if (sub->budget) return; /* its frames are its own: the state only */
+    const struct ps_csub *cs = sub->cstate;
+    const int fresh = cs && cs->epoch == h->epoch;
+    ps_csnap *base = fresh ? cs->base : NULL, *older = fresh ? older_of(sub, h->tick + 1) : NULL;
+    for (int k = 0; k < cg->nbases; k++)
+        if (cg->bases[k] == base && cg->olders[k] == older) return;
+    if (cg->nbases == cg->bases_cap) {
+        int ncap = cg->bases_cap ? 2 * cg->bases_cap : 4;
+        void *nb = realloc(cg->bases, (size_t)ncap * sizeof *cg->bases);
+        if (nb) cg->bases = nb;
+        void *no = realloc(cg->olders, (size_t)ncap * sizeof *cg->olders);
+        if (no) cg->olders = no;
+        if (!nb || !no) return;
+        cg->bases_cap = ncap;
+    }
+    if (base) base->refs++;
+    if (older) older->refs++;
+    cg->bases[cg->nbases] = base;
+    cg->olders[cg->nbases++] = older;
+}
+
+void ps_compact_prepare(ps_host *h, ps_job *job) {
+    struct ps_cwork *w = job->cwork;
+    if (!w) return;
+    for (int k = 0; k < w->ngroups; k++) {
+        struct cw_group *cg = &w->groups[k];
+        ps_csnap *cur = make_state(h, &cg->g, job->tick, &w->t);
+        if (!cur) continue;
+        for (int j = 0; j < cg->nbases; j++)
+            if (encode_section(&cg->g.p, cur, cg->bases[j], cg->olders[j], &w->t)) w->encoded++;
+    }
+}
+
+void ps_compact_tick_take(ps_host *h, ps_job *job, ps_ctick *t) {
+    struct ps_cwork *w = job->cwork;
+    if (!w) return;
+    ps_compact_tick_done(t);
+    *t = w->t;
+    memset(&w->t, 0, sizeof w->t);
+    h->frames_encoded += w->encoded;
+    w->encoded = 0;
+}
+
+void ps_compact_work_free(ps_job *job) {
+    struct ps_cwork *w = job->cwork;
+    if (!w) return;
+    for (int k = 0; k < w->ngroups; k++) {
+        for (int j = 0; j < w->groups[k].nbases; j++) {
+            snap_unref(w->groups[k].bases[j]);
+            snap_unref(w->groups[k].olders[j]);
+        }
+        free(w->groups[k].bases);
+        free(w->groups[k].olders);
+        free(w->groups[k].bodies);
+    }
+    free(w->groups);
+    ps_compact_tick_done(&w->t);
+    free(w);
+    job->cwork = NULL;
+}
+
+/* ------------------------------------------------------------- frames */
+
+/* Room for a part's head and framing: CompactFrame's fields 1-6 and 8-9
+ * (at most 64 bytes), the bodies tag and length, ServerMessage's tag and
+ * length, the frame's length. */
+#define PART_HEAD_MAX 128u
 
 /* The subscriber's own head: the frame's length, ServerMessage field 6
  * and CompactFrame's fields up to the length of its bodies field, whose
- * bytes are the shared section. */
+ * bytes are the shared section (or part of it). */
 static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap *cur, const ps_csnap *base,
-                    size_t body_len) {
+                    const ps_csnap *older, size_t body_len, uint32_t part, uint32_t parts) {
     Physd__V1__CompactFrame f = PHYSD__V1__COMPACT_FRAME__INIT;
     f.world_id = h->id;
     f.tick = tick;
@@ -346,7 +595,12 @@ static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap
     f.baseline_tick = base ? base->tick : 0;
     f.key = base == NULL;
     f.body_count = (uint32_t)cur->st.n;
-    uint8_t fields[64];
+    f.predict_tick = base && older ? older->tick : 0;
+    if (parts > 1) {
+        f.part = part;
+        f.parts = parts;
+    }
+    uint8_t fields[80];
     const size_t nf = physd__v1__compact_frame__pack(&f, fields);
     uint8_t tmp[PW_VARINT_MAX];
     const size_t inner = nf + 1 + pw_varint_put(tmp, body_len) + body_len;
@@ -363,38 +617,94 @@ static ps_buf *head(ps_host *h, const ps_sub *sub, uint64_t tick, const ps_csnap
     *p++ = (7 << 3) | 2; /* CompactFrame.bodies */
     p += pw_varint_put(p, body_len);
     b->mark[0] = tick;
-    b->mark[1] = h->epoch;
+    b->mark[1] = h->epoch | (uint64_t)(parts > 1 ? part : 0) << 16 | (uint64_t)(parts > 1 ? parts : 1) << 40;
     return b;
 }
 
-/* Queues the frame of state cur (its section body against the baseline)
- * and keeps cur awaiting acknowledgement. */
-static int send_frame(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur, ps_buf *body) {
-    struct ps_csub *cs = sub->cstate;
-    ps_buf *hb = head(h, sub, tick, cur, cs->base, body->len);
-    if (!hb) return -1;
-    if (hb->len + body->len > h->srv->cfg.max_frame) {
-        if (!cs->too_big_logged)
-            ps_log("world %llu: compact frame of subscription %llu over max_frame (%zu bytes): skipped",
-                   (unsigned long long)h->id, (unsigned long long)sub->id, hb->len + body->len);
-        cs->too_big_logged = 1;
-        ps_buf_unref(hb);
-        return -1;
+/* The section cut into parts of at most per bytes (kept in e when e is
+ * given, so subscribers that share the section share its parts). 0 or -1. */
+static int cut_parts(const ps_buf *body, size_t per, ps_buf ***out, int *nout) {
+    const size_t n = (body->len + per - 1) / per;
+    ps_buf **v = calloc(n ? n : 1, sizeof *v);
+    if (!v) return -1;
+    for (size_t k = 0; k < n; k++) {
+        const size_t at = k * per, len = body->len - at < per ? body->len - at : per;
+        if (!(v[k] = ps_buf_new(len))) {
+            for (size_t j = 0; j < k; j++)
+                ps_buf_unref(v[j]);
+            free(v);
+            return -1;
+        }
+        memcpy(v[k]->data, body->data + at, len);
     }
-    int dropped = 0, r = ps_conn_send2(sub->conn, hb, body, PS_OUT_FRAME, sub->id << 20, &dropped);
-    if (r == 0) {
+    *out = v;
+    *nout = (int)n;
+    return 0;
+}
+
+/* Keeps cur awaiting acknowledgement (its frame was queued whole). */
+static void keep_pending(struct ps_csub *cs, ps_csnap *cur) {
+    if (cs->npending == PS_CPENDING) {
+        snap_unref(cs->pending[0]);
+        memmove(cs->pending, cs->pending + 1, (PS_CPENDING - 1) * sizeof *cs->pending);
+        cs->npending--;
+    }
+    cur->refs++;
+    cs->pending[cs->npending++] = cur;
+}
+
+/* Queues the frame of state cur (its section body against the baseline;
+ * e: the shared section's entry, or NULL) and keeps cur awaiting
+ * acknowledgement. A frame over max_frame goes in parts. Returns the
+ * bytes queued, or 0. */
+static size_t send_frame(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur, ps_buf *body, struct ps_ctick_enc *e) {
+    struct ps_csub *cs = sub->cstate;
+    const ps_csnap *older = e && e->predicted ? e->older : NULL;
+    const uint64_t max_frame = h->srv->cfg.max_frame;
+    ps_buf *hb = NULL;
+    if (body->len + PART_HEAD_MAX <= max_frame) {
+        if (!(hb = head(h, sub, tick, cur, cs->base, older, body->len, 0, 1))) return 0;
+        int dropped = 0, r = ps_conn_send2(sub->conn, hb, body, PS_OUT_FRAME, sub->id << 20, &dropped);
+        const size_t bytes = hb->len + body->len;
+        ps_buf_unref(hb);
+        if (r != 0) return 0;
         h->pushes_queued++;
         if (dropped) h->pushes_dropped++;
-        if (cs->npending == PS_CPENDING) {
-            snap_unref(cs->pending[0]);
-            memmove(cs->pending, cs->pending + 1, (PS_CPENDING - 1) * sizeof *cs->pending);
-            cs->npending--;
-        }
-        cur->refs++;
-        cs->pending[cs->npending++] = cur;
+        keep_pending(cs, cur);
+        return bytes;
     }
-    ps_buf_unref(hb);
-    return r == 0 ? 0 : -1;
+    /* in parts: the section's bytes in order, each part with its own head */
+    ps_buf **parts = NULL, **own = NULL;
+    int nparts = 0;
+    if (e && e->parts) {
+        parts = e->parts, nparts = e->nparts;
+    } else if (cut_parts(body, max_frame - PART_HEAD_MAX, e ? &e->parts : &own, e ? &e->nparts : &nparts) != 0) {
+        return 0;
+    } else if (e) {
+        parts = e->parts, nparts = e->nparts;
+    } else {
+        parts = own;
+    }
+    size_t bytes = 0;
+    int k = 0;
+    for (; k < nparts && sub->conn; k++) {
+        if (!(hb = head(h, sub, tick, cur, cs->base, older, parts[k]->len, (uint32_t)k, (uint32_t)nparts))) break;
+        int dropped = 0,
+            r = ps_conn_send2(sub->conn, hb, parts[k], PS_OUT_FRAME, (sub->id << 20) | (uint64_t)k, &dropped);
+        bytes += hb->len + parts[k]->len;
+        ps_buf_unref(hb);
+        if (r != 0) break;
+        h->pushes_queued++;
+        if (dropped) h->pushes_dropped++;
+    }
+    if (own) {
+        for (int j = 0; j < nparts; j++)
+            ps_buf_unref(own[j]);
+        free(own);
+    }
+    if (k < nparts) return 0; /* not all queued: never a baseline (its later parts are missing) */
+    keep_pending(cs, cur);
+    return bytes;
 }
 
 static int by_acc_id(const void *a, const void *b) {
@@ -404,10 +714,10 @@ static int by_acc_id(const void *a, const void *b) {
 
 /* ------------------------------------------------------------- budgets */
 
-/* The bytes of a frame's head (as head() writes it) for a section of
- * body_len bytes. */
-static size_t head_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint64_t btick, size_t count,
-                       size_t body_len) {
+/* The bytes of one head (as head() writes it) for body_len bytes of
+ * section. */
+static size_t head_len1(const ps_host *h, const ps_sub *sub, uint64_t tick, uint64_t btick, size_t count,
+                        size_t body_len, uint32_t part, uint32_t parts) {
     Physd__V1__CompactFrame f = PHYSD__V1__COMPACT_FRAME__INIT;
     f.world_id = h->id;
     f.tick = tick;
@@ -415,6 +725,10 @@ static size_t head_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint6
     f.baseline_tick = btick;
     f.key = btick == 0;
     f.body_count = (uint32_t)count;
+    if (parts > 1) {
+        f.part = part;
+        f.parts = parts;
+    }
     const size_t nf = physd__v1__compact_frame__get_packed_size(&f);
     uint8_t tmp[PW_VARINT_MAX];
     const size_t inner = nf + 1 + pw_varint_put(tmp, body_len) + body_len;
@@ -422,17 +736,18 @@ static size_t head_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint6
     return pw_varint_put(tmp, msg) + msg - body_len;
 }
 
-/* The index of id in s, or -1 (s ascending by id). */
-static ptrdiff_t find_body(const pw_cstate *s, uint64_t id) {
-    size_t lo = 0, hi = s ? s->n : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->b[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return s && lo < s->n && s->b[lo].id == id ? (ptrdiff_t)lo : -1;
+/* The bytes on the wire of a frame whose section has body_len bytes,
+ * heads and framing included (in parts when send_frame would cut it). */
+static size_t wire_len(const ps_host *h, const ps_sub *sub, uint64_t tick, uint64_t btick, size_t count,
+                       size_t body_len) {
+    const uint64_t max_frame = h->srv->cfg.max_frame;
+    if (body_len + PART_HEAD_MAX <= max_frame) return head_len1(h, sub, tick, btick, count, body_len, 0, 1) + body_len;
+    const size_t per = max_frame - PART_HEAD_MAX, n = (body_len + per - 1) / per;
+    size_t total = body_len;
+    for (size_t k = 0; k < n; k++)
+        total += head_len1(h, sub, tick, btick, count, body_len - k * per < per ? body_len - k * per : per, (uint32_t)k,
+                           (uint32_t)n);
+    return total;
 }
 
 /* A waiting body's priority this frame, in [1, 4]: 1, plus its speed
@@ -526,7 +841,7 @@ static int by_acc(const void *a, const void *b) {
 /* The bits a body value costs in a section against base: 0 when base
  * has it unchanged, else its part and a bound on its gap or id code. */
 static size_t cost_vs_base(const pw_cparams *p, const pw_cstate *base, const pw_cbody *b) {
-    ptrdiff_t i = find_body(base, b->id);
+    ptrdiff_t i = pw_cstate_find(base, b->id);
     if (i >= 0) {
         if (pw_cbody_same(&base->b[i], b)) return 0;
         return pw_compact_body_bits(p, &base->b[i], b) + (size_t)pw_gamma_bits(base->n + 1);
@@ -563,7 +878,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     size_t ncand = 0, fixed = 0, nkept_view = 0;
     for (size_t j = 0, a = 0; j < nc; j++) {
         const pw_cbody *b = &cur->st.b[j];
-        ptrdiff_t v = find_body(view, b->id);
+        ptrdiff_t v = pw_cstate_find(view, b->id);
         if (v >= 0) {
             nkept_view++;
             fixed += cost_vs_base(p, base, &view->b[v]);
@@ -581,7 +896,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     /* removals against the baseline: at most its bodies not in the view's kept set */
     size_t nremoved = 0;
     for (size_t i = 0; base && i < base->n; i++)
-        if (find_body(&cur->st, base->b[i].id) < 0 || find_body(view, base->b[i].id) < 0) nremoved++;
+        if (pw_cstate_find(&cur->st, base->b[i].id) < 0 || pw_cstate_find(view, base->b[i].id) < 0) nremoved++;
     if (base)
         fixed += (size_t)pw_gamma_bits(nremoved + 1) + nremoved * (size_t)pw_gamma_bits(base->n + 1) +
                  (size_t)pw_gamma_bits(nc + 1);
@@ -593,7 +908,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     for (; nsel < ncand; nsel++) {
         ptrdiff_t nb = bits + cands[nsel].dcost;
         size_t bytes = (size_t)(nb < 0 ? 0 : nb) / 8;
-        if (head_len(h, sub, tick, btick, nc, bytes) + bytes > share) break; /* in priority order: no skipping */
+        if (wire_len(h, sub, tick, btick, nc, bytes) > share) break; /* in priority order: no skipping */
         bits = nb;
     }
     /* build, encode, check; drop the lowest selected while over the share */
@@ -605,7 +920,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
             sel[cands[k].j] = 1;
         sent->st.n = 0;
         for (size_t j = 0; j < nc; j++) {
-            ptrdiff_t v = find_body(view, cur->st.b[j].id);
+            ptrdiff_t v = pw_cstate_find(view, cur->st.b[j].id);
             if (sel[j])
                 sent->st.b[sent->st.n++] = cur->st.b[j];
             else if (v >= 0)
@@ -614,7 +929,7 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
         free(d);
         d = NULL;
         if (pw_compact_encode(p, base, &sent->st, &d, &len) != 0) break;
-        if (head_len(h, sub, tick, btick, sent->st.n, len) + len <= share) break;
+        if (wire_len(h, sub, tick, btick, sent->st.n, len) <= share) break;
         if (nsel == 0) { /* the mandatory part alone is over the share: no frame */
             free(d);
             d = NULL;
@@ -647,8 +962,8 @@ static void budget_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_csnap *cur) {
     sent->refs = 1;
     sent->tick = tick;
     if (body) {
-        const size_t bytes = head_len(h, sub, tick, btick, sent->st.n, len) + len;
-        if (send_frame(h, sub, tick, sent, body) == 0) budget_spent(cs, tick, bytes);
+        const size_t bytes = send_frame(h, sub, tick, sent, body, NULL);
+        if (bytes) budget_spent(cs, tick, bytes);
     }
     ps_buf_unref(body);
     snap_unref(sent);
@@ -672,6 +987,6 @@ void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t) {
         budget_push(h, sub, tick, cur);
         return;
     }
-    ps_buf *body = section(h, sub, cur, cs->base, t);
-    if (body) send_frame(h, sub, tick, cur, body);
+    struct ps_ctick_enc *e = section(h, sub, cur, cs->base, older_of(sub, tick), t);
+    if (e) send_frame(h, sub, tick, cur, e->body, e);
 }

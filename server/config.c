@@ -135,6 +135,34 @@ static const entry table[] = {
     {"http_listen", T_STR, F(http_listen), sizeof(((ps_config *)0)->http_listen), 0, 0, "127.0.0.1",
      "address of the HTTP side (beyond loopback: access control or --insecure, as for listen)"},
     {"http_port", T_INT, F(http_port), 0, 0, 65535, "7448", "HTTP port (0: any free port)"},
+    {"http_tls", T_BOOL, F(http_tls), 0, 0, 1, "on",
+     "when a certificate is configured (http_tls_cert, else tls_cert), the HTTP side speaks only https and wss; "
+     "off: plain HTTP even so (behind a TLS proxy)"},
+    {"http_tls_cert", T_STR, F(http_tls_cert), sizeof(((ps_config *)0)->http_tls_cert), 0, 0, "",
+     "PEM certificate (chain) of the HTTP side, with http_tls_key (default: tls_cert and tls_key)"},
+    {"http_tls_key", T_STR, F(http_tls_key), sizeof(((ps_config *)0)->http_tls_key), 0, 0, "",
+     "PEM private key of http_tls_cert"},
+    /* Service managers (notify.c, agones.c, docs/deploy.md). */
+    {"step_stall_timeout", T_DBL, F(step_stall_timeout), 0, 0.01, 86400, "10",
+     "a step in flight longer than this makes physd unhealthy: systemd's watchdog and Agones' health pings stop, s"},
+    {"test_stall_signal", T_DBL, F(test_stall_signal), 0, 0, 60, "0",
+     "tests only: SIGUSR2 blocks the event loop for this many seconds (0: SIGUSR2 is not handled)"},
+    {"agones_sdk_port", T_INT, F(agones_sdk_port), 0, 0, 65535, "0",
+     "port of the Agones SDK's REST API on agones_sdk_host (0: off; physd sets it from AGONES_SDK_HTTP_PORT)"},
+    {"agones_sdk_host", T_STR, F(agones_sdk_host), sizeof(((ps_config *)0)->agones_sdk_host), 0, 0, "localhost",
+     "host of the Agones SDK server (the sidecar in the same Pod)"},
+    {"agones_health_period", T_DBL, F(agones_health_period), 0, 0.1, 3600, "2",
+     "seconds between Agones health pings (sent only while healthy)"},
+    {"agones_counter", T_STR, F(agones_counter), sizeof(((ps_config *)0)->agones_counter), 0, 0, "worlds",
+     "the GameServer counter that holds the number of worlds (capacity max_worlds)"},
+    {"agones_port_name", T_STR, F(agones_port_name), sizeof(((ps_config *)0)->agones_port_name), 0, 0, "physd",
+     "the GameServer port that is the protocol port (its address and port become a label and an annotation)"},
+    /* Worlds that move (migrate.c, docs/fleet.md). */
+    {"world_id_base", T_U64, F(world_id_base), 0, 0, 1e15, "0",
+     "new world ids start above this; give each instance of a fleet its own range so worlds can move between them"},
+    {"drain_to", T_STR, F(drain_to), sizeof(((ps_config *)0)->drain_to), 0, 0, "",
+     "HOST:PORT: a drain (SIGTERM under Agones, the GameServer's Shutdown) first moves every world there, with this "
+     "server's admin token (empty: the drain only stops)"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -278,6 +278,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     const Physd__V1__CreateWorld *cw = m->create_world;
     ps_server *s = c->srv;
     ps_status st;
+    if (ps_migrate_refuse_new(c, m->request_id)) return; /* draining (migrate.c) */
     if (strlen(cw->name) > 64) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "name is longer than 64 bytes");
         return;
@@ -384,7 +385,7 @@ static void h_list_worlds(ps_conn *c, ps_msg *m) {
     }
     size_t n = 0;
     for (int i = 0; i < s->nhosts; i++) {
-        if (s->hosts[i]->destroying) continue;
+        if (s->hosts[i]->destroying || s->hosts[i]->frozen == PS_FROZEN_IMPORT) continue;
         const int role = ps_conn_role(c, s->hosts[i]->id);
         if (role < PS_ROLE_VIEWER) continue; /* only the worlds the caller may see */
         world_info(s->hosts[i], &infos[n]);
@@ -476,6 +477,7 @@ static void w_edit(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     } else {
         ps_journal_log_edit(h, m->edit);
         ps_history_log_edit(h, m->edit, ids, b->n);
+        ps_broadcast_edited(c, h);
         Physd__V1__EditResult er = PHYSD__V1__EDIT_RESULT__INIT;
         er.n_new_ids = b->n;
         er.new_ids = ids;
@@ -951,8 +953,7 @@ static void w_raycast(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     reply_ok(c, m->request_id, h->tick, &rep);
 }
 
-static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
-    (void)decoded;
+void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
     Physd__V1__WorldCounters wc = PHYSD__V1__WORLD_COUNTERS__INIT;
     wc.tick = h->tick;
     wc.ticks_total = h->ticks_total;
@@ -984,6 +985,18 @@ static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
         wc.journal_ms = (double)h->journal->busy_ns / 1e6;
     }
     ps_history_counters(h, &wc);
+    if (h->timed_ticks) {
+        wc.tick_late_ms = h->sum_late_ms / (double)h->timed_ticks;
+        wc.handoff_ms = h->sum_handoff_ms / (double)h->timed_ticks;
+        wc.deliver_ms = h->sum_deliver_ms / (double)h->timed_ticks;
+    }
+    *out = wc;
+}
+
+static void w_counters(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    Physd__V1__WorldCounters wc;
+    ps_host_counters(h, &wc);
     ps_reply_msg r = PHYSD__V1__REPLY__INIT;
     r.payload_case = PHYSD__V1__REPLY__PAYLOAD_COUNTERS;
     r.counters = &wc;
@@ -1121,6 +1134,7 @@ static void h_restore_world(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "name is longer than 64 bytes");
         return;
     }
+    if (ps_migrate_refuse_new(c, m->request_id)) return; /* draining (migrate.c) */
     const uint8_t *data = NULL;
     size_t len = 0;
     int done = 0;
@@ -1150,6 +1164,13 @@ static void h_restore_world(ps_conn *c, ps_msg *m) {
     snprintf(detail, sizeof detail, "from a snapshot of %zu bytes at tick %llu", len, (unsigned long long)h->tick);
     new_world_reply(c, m, h, NULL, 1, "restore_world", detail, 0, NULL);
     ps_upload_end(c);
+}
+
+/* ------------------------------------------------- worlds that move */
+
+static void w_migrate(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
+    (void)decoded;
+    ps_migrate_start(h, c, m); /* migrate.c: replies when the move is done or failed */
 }
 
 /* ---------------------------------------------------------------- table */
@@ -1192,6 +1213,10 @@ static const ps_handler table[TABLE_SIZE] = {
     [REQ(RESTORE_WORLD)] = {"restore_world", 0, PS_ROLE_ADMIN, NULL, NULL, h_restore_world},
     /* compact streams (compact.c): the connection's own subscription, as unsubscribe */
     [REQ(STREAM_CONTROL)] = {"stream_control", 0, PS_NEED_AUTH, NULL, NULL, ps_compact_control},
+    /* worlds that move (migrate.c, docs/fleet.md): operators and other physd instances */
+    [REQ(MIGRATE_WORLD)] = {"migrate_world", H_WORLD, PS_ROLE_ADMIN, NULL, w_migrate, NULL},
+    [REQ(DRAIN)] = {"drain", 0, PS_ROLE_ADMIN, NULL, NULL, ps_migrate_drain_request},
+    [REQ(IMPORT_WORLD)] = {"import_world", 0, PS_ROLE_ADMIN, NULL, NULL, ps_migrate_import},
 };
 #undef V
 #undef E
@@ -1241,6 +1266,8 @@ static uint64_t world_id_of(const ps_msg *m) {
         return m->list_tokens->world_id;
     case REQ(TAKE_SNAPSHOT):
         return m->take_snapshot->world_id;
+    case REQ(MIGRATE_WORLD):
+        return m->migrate_world->world_id;
     default:
         return 0;
     }
@@ -1366,6 +1393,11 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         void *decoded = NULL;
         void (*free_fn)(void *) = NULL;
         if (!host || host->destroying) {
+            /* A world that moved away: where it went (migrate.c). */
+            if (ps_migrate_redirect(c, m->request_id, wid)) {
+                physd__v1__client_message__free_unpacked(m, NULL);
+                return 0;
+            }
             ps_fail(&st, PS_ST_NOT_FOUND, "no such world %llu", (unsigned long long)wid);
             ps_reply_status(c, m->request_id, &st, 0);
             physd__v1__client_message__free_unpacked(m, NULL);
@@ -1374,6 +1406,10 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         if (h->need >= PS_ROLE_EDITOR && host->journal && host->journal->broken) {
             ps_reply_error(c, m->request_id, PS_ST_UNAVAILABLE,
                            "the world's journal cannot be written (see the server's log): it refuses changes");
+            physd__v1__client_message__free_unpacked(m, NULL);
+            return 0;
+        }
+        if (ps_migrate_refuse(host, c, m->request_id)) { /* its move is in doubt */
             physd__v1__client_message__free_unpacked(m, NULL);
             return 0;
         }

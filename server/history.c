@@ -227,6 +227,12 @@ void ps_history_free(ps_host *h) {
     if (!hh) return;
     char msg[96];
     snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
+    while (h->moved && hh->sched) { /* it moved away: the batches go there (migrate.c) */
+        hist_sched *s = hh->sched;
+        hh->sched = s->next;
+        ps_migrate_reply_moved(s->conn, s->request_id, h->id);
+        sched_free(s);
+    }
     sched_abort(h, PS_ST_NOT_FOUND, msg);
     drop_all(hh);
     if (hh->scratch.index1) ph_world_destroy(hh->scratch);

@@ -2,9 +2,10 @@
  * http.c — the HTTP side: libwebsockets (Debian's libwebsockets-dev with
  * its libuv event-lib plugin, libwebsockets-evlib-uv) joined to the
  * server's own libuv loop as a foreign loop, on its own port. It serves
- * `/` (a placeholder page until the viewer), `/ws` (the physd.v1 protocol
- * over WebSocket), `/metrics` (metrics.c), `/healthz` and `/readyz`
- * (docs/http.md).
+ * `/` (the viewer's files built into physd, clients/viewer and
+ * docs/viewer.md; a placeholder page when built with PHYSD_VIEWER=OFF),
+ * `/ws` (the physd.v1 protocol over WebSocket), `/metrics` (metrics.c),
+ * `/healthz` and `/readyz` (docs/http.md).
  *
  * Normal path, /ws: each WebSocket session is a ps_conn opened with
  * ps_conn_open_async, so framing limits, access control, rate limits and
@@ -26,6 +27,19 @@
  * is a malformed frame. libwebsockets' own errors close the session, which
  * closes the ps_conn.
  *
+ * TLS (docs/security.md): with a certificate (http_tls_cert and
+ * http_tls_key, else the protocol port's tls_cert and tls_key) and http_tls
+ * on, the port speaks https and wss only, through libwebsockets' OpenSSL
+ * support: TLS 1.2 at least, handshakes bounded by tls_handshake_timeout,
+ * and with tls_client_ca a client certificate it signed required (checked
+ * by OpenSSL; LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION passes
+ * its verdict on, since libwebsockets accepts any certificate when the
+ * callback returns 0). The pair is loaded once with OpenSSL before
+ * libwebsockets sees it, so a bad file stops the start with a clear reason.
+ * The viewer's files are looked up by exact path in a table compiled into
+ * physd (viewer_assets.h): no file system access, so no path traversal; any
+ * other path is 404.
+ *
  * Invariants: the loop thread only. A session and its ps_conn point at
  * each other until either closes: ps_conn_close calls ws_closed (the
  * session then closes its WebSocket), and a WebSocket that closes first
@@ -33,12 +47,17 @@
  */
 #include <arpa/inet.h>
 #include <libwebsockets.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/ssl.h>
+
 #include "http.h"
 #include "ps_internal.h"
+#include "tls.h"
+#include "viewer_assets.h"
 
 typedef struct ps_http {
     ps_server *srv;
@@ -46,6 +65,7 @@ typedef struct ps_http {
     struct lws_vhost *vh;
     int port;
     int stopped;
+    int tls; /* https and wss only */
 } ps_http;
 
 /* One libwebsockets connection: an HTTP transaction or a WebSocket. */
@@ -71,7 +91,8 @@ static ps_http *http_of(struct lws *wsi) { return lws_context_user(lws_get_conte
 
 static const char index_page[] =
     "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>physd</title></head>\n<body>\n"
-    "<h1>physd</h1>\n<p>The browser viewer comes next (issue #19). This port already serves:</p>\n<ul>\n"
+    "<h1>physd</h1>\n<p>This physd was built without the browser viewer (PHYSD_VIEWER=OFF, docs/viewer.md). "
+    "This port serves:</p>\n<ul>\n"
     "<li><a href=\"/metrics\">/metrics</a> &mdash; Prometheus text exposition</li>\n"
     "<li><a href=\"/healthz\">/healthz</a> &mdash; 200 when the event loop answers</li>\n"
     "<li><a href=\"/readyz\">/readyz</a> &mdash; 200 when listening and every world is recovered and ticking</li>\n"
@@ -120,7 +141,9 @@ static int metrics_allowed(ps_server *s, struct lws *wsi) {
     return t && t->world_id == 0 && t->role == PS_ROLE_ADMIN;
 }
 
-static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const char *data, size_t len) {
+/* An answer with its cache-control and, when not NULL, content-encoding. */
+static int respond_with(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const void *data, size_t len,
+                        const char *cache, const char *encoding) {
     free(ss->body);
     ss->body = malloc(LWS_PRE + len + 1);
     if (!ss->body) return -1;
@@ -132,12 +155,57 @@ static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype
     if (status == 401 &&
         lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_WWW_AUTHENTICATE, (const unsigned char *)"Bearer", 6, &p, end))
         return -1;
-    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)"no-store", 8,
-                                    &p, end))
+    if (lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:", (const unsigned char *)cache,
+                                    (int)strlen(cache), &p, end))
+        return -1;
+    if (encoding &&
+        (lws_add_http_header_by_name(wsi, (const unsigned char *)"content-encoding:", (const unsigned char *)encoding,
+                                     (int)strlen(encoding), &p, end) ||
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"vary:", (const unsigned char *)"accept-encoding", 15,
+                                     &p, end)))
+        return -1;
+    if (lws_add_http_header_by_name(
+            wsi, (const unsigned char *)"x-content-type-options:", (const unsigned char *)"nosniff", 7, &p, end))
         return -1;
     if (lws_finalize_write_http_header(wsi, start, &p, end)) return -1;
     lws_callback_on_writable(wsi);
     return 0;
+}
+
+static int respond(struct lws *wsi, sess *ss, unsigned status, const char *ctype, const char *data, size_t len) {
+    return respond_with(wsi, ss, status, ctype, data, len, "no-store", NULL);
+}
+
+/* A file of the viewer by exact path (the table has no "..", no
+ * directories, no file system behind it). */
+static const ps_viewer_asset *viewer_asset(const char *uri) {
+    for (size_t i = 0; i < ps_viewer_nassets; i++)
+        if (strcmp(ps_viewer_assets[i].path, uri) == 0) return &ps_viewer_assets[i];
+    return NULL;
+}
+
+/* gzip when the request's Accept-Encoding names it with a q above 0 (every
+ * browser does). */
+static int accepts_gzip(struct lws *wsi) {
+    char ae[256], *save = NULL;
+    if (lws_hdr_copy(wsi, ae, sizeof ae, WSI_TOKEN_HTTP_ACCEPT_ENCODING) <= 0) return 0;
+    for (char *t = strtok_r(ae, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ' || *t == '\t')
+            t++;
+        size_t n = strcspn(t, " \t;");
+        if (n != 4 || strncmp(t, "gzip", 4) != 0) continue;
+        const char *q = strstr(t + n, "q=");
+        return !q || strtod(q + 2, NULL) > 0;
+    }
+    return 0;
+}
+
+/* Hashed names never change: a year, immutable; the page itself is
+ * revalidated on every load so a new physd's page is seen at once. */
+static int serve_asset(struct lws *wsi, sess *ss, const ps_viewer_asset *a) {
+    const char *cache = a->immutable ? "public, max-age=31536000, immutable" : "no-cache";
+    if (accepts_gzip(wsi)) return respond_with(wsi, ss, 200, a->content_type, a->gz, a->gz_len, cache, "gzip");
+    return respond_with(wsi, ss, 200, a->content_type, a->data, a->len, cache, NULL);
 }
 
 static int on_http(struct lws *wsi, sess *ss, const char *uri) {
@@ -167,6 +235,8 @@ static int on_http(struct lws *wsi, sess *ss, const char *uri) {
         return r;
     }
     s->metrics.http_requests[3]++;
+    const ps_viewer_asset *asset = viewer_asset(uri);
+    if (asset) return serve_asset(wsi, ss, asset);
     if (!strcmp(uri, "/") || !strcmp(uri, "/index.html"))
         return respond(wsi, ss, 200, "text/html; charset=utf-8", index_page, sizeof index_page - 1);
     if (!strcmp(uri, "/ws")) {
@@ -366,7 +436,7 @@ static int ws_established(struct lws *wsi, sess *ss) {
     char ip[48] = "?";
     lws_get_peer_simple(wsi, ip, sizeof ip);
     snprintf(c->addr, sizeof c->addr, "%s", ip);
-    snprintf(c->peer, sizeof c->peer, "ws:%s", ip);
+    snprintf(c->peer, sizeof c->peer, "%s:%s", http_of(wsi)->tls ? "wss" : "ws", ip);
     ps_log("conn %llu (%s) WebSocket accepted", (unsigned long long)c->id, c->peer);
     /* The connection limits of the protocol port (docs/limits.md). */
     if (s->nconns > s->cfg.max_connections) {
@@ -394,6 +464,9 @@ static int ws_established(struct lws *wsi, sess *ss) {
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
     sess *ss = user;
     switch (reason) {
+    case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
+        /* user is the X509_STORE_CTX, len OpenSSL's preverify_ok: 0 accepts. */
+        return len ? 0 : 1;
     case LWS_CALLBACK_HTTP:
         ss->wsi = wsi;
         return on_http(wsi, ss, in ? (const char *)in : "/") ? -1 : 0;
@@ -453,9 +526,53 @@ static void lws_emit(int level, const char *line) {
 
 /* ------------------------------------------------------------------ life */
 
+/* The HTTP side's certificate and key (NULL, NULL: plain HTTP), checked by
+ * loading them once with OpenSSL. 0, or UV_EINVAL with the reason on
+ * stderr. */
+static int tls_files(const ps_config *cfg, const char **cert, const char **key) {
+    *cert = *key = NULL;
+    const int has_cert = cfg->http_tls_cert[0] != 0, has_key = cfg->http_tls_key[0] != 0;
+    if (has_cert != has_key) {
+        fprintf(stderr, "physd: HTTPS needs both http_tls_cert and http_tls_key (only %s is set)\n",
+                has_cert ? "http_tls_cert" : "http_tls_key");
+        return UV_EINVAL;
+    }
+    if (!cfg->http_tls) {
+        if (has_cert) {
+            fprintf(stderr, "physd: http_tls_cert is set but http_tls is off\n");
+            return UV_EINVAL;
+        }
+        return 0;
+    }
+    if (!has_cert) {
+        /* The protocol port's pair, already loaded by ps_tls_ctx_create. */
+        if (cfg->tls_cert[0] && cfg->tls_key[0]) *cert = cfg->tls_cert, *key = cfg->tls_key;
+        return 0;
+    }
+    ps_config *tmp = malloc(sizeof *tmp);
+    if (!tmp) return UV_ENOMEM;
+    *tmp = *cfg;
+    snprintf(tmp->tls_cert, sizeof tmp->tls_cert, "%s", cfg->http_tls_cert);
+    snprintf(tmp->tls_key, sizeof tmp->tls_key, "%s", cfg->http_tls_key);
+    ps_tls_ctx *x = NULL;
+    char err[512];
+    int r = ps_tls_ctx_create(tmp, &x, err, sizeof err);
+    ps_tls_ctx_free(x);
+    free(tmp);
+    if (r < 0) {
+        fprintf(stderr, "physd: HTTPS (http_tls_cert, http_tls_key): %s\n", err);
+        return r;
+    }
+    *cert = cfg->http_tls_cert, *key = cfg->http_tls_key;
+    return 0;
+}
+
 int ps_http_start(ps_server *s) {
     const ps_config *cfg = &s->cfg;
     if (!cfg->http || cfg->no_listen) return 0;
+    const char *cert = NULL, *key = NULL;
+    int tr = tls_files(cfg, &cert, &key);
+    if (tr < 0) return tr;
     if (!s->auth && !is_loopback(cfg->http_listen) && !cfg->insecure) {
         fprintf(stderr,
                 "physd: refusing to serve HTTP on %s without access control (protected mode): /ws would accept any "
@@ -473,6 +590,14 @@ int ps_http_start(ps_server *s) {
     void *loops[1] = {&s->loop};
     info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
                    LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN | LWS_SERVER_OPTION_VALIDATE_UTF8;
+    if (cert) {
+        hp->tls = 1;
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        /* libwebsockets' bounds on a connection that has not finished its
+         * handshake: the TLS accept, and a silent new socket. */
+        info.timeout_secs = (unsigned)ceil(cfg->tls_handshake_timeout);
+        info.timeout_secs_ah_idle = info.timeout_secs;
+    }
     info.foreign_loops = loops;
     info.pcontext = &hp->ctx;
     info.user = hp;
@@ -490,6 +615,15 @@ int ps_http_start(ps_server *s) {
     if (!strchr(cfg->http_listen, ':')) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.protocols = protocols;
     info.vhost_name = "physd";
+    if (cert) {
+        info.ssl_cert_filepath = cert;
+        info.ssl_private_key_filepath = key;
+        info.ssl_options_set = (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1); /* TLS 1.2 at least */
+        if (cfg->tls_client_ca[0]) {
+            info.ssl_ca_filepath = cfg->tls_client_ca;
+            info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+        }
+    }
     hp->vh = lws_create_vhost(hp->ctx, &info);
     if (!hp->vh) {
         fprintf(stderr, "physd: cannot listen for HTTP on %s:%d\n", cfg->http_listen, info.port);
@@ -504,7 +638,8 @@ int ps_http_start(ps_server *s) {
     }
     hp->port = lws_get_vhost_listen_port(hp->vh);
     s->http = hp;
-    ps_log("HTTP on http://%s:%d/ (/ws, /metrics, /healthz, /readyz)", cfg->http_listen, hp->port);
+    ps_log("HTTP on %s://%s:%d/ (/ws, /metrics, /healthz, /readyz)%s", hp->tls ? "https" : "http", cfg->http_listen,
+           hp->port, hp->tls && cfg->tls_client_ca[0] ? " with client certificates" : "");
     return 0;
 }
 

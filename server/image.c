@@ -179,6 +179,27 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
     return rc;
 }
 
+int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t *tick, int *paused,
+                  uint64_t *state_hash, char *name, size_t name_len, ps_status *st) {
+    if (len < IMAGE_HEADER || memcmp(data, IMAGE_MAGIC, 8) != 0)
+        return ps_fail(st, PS_ST_INVALID, "not a physd world image (magic PHYSDW01 missing)");
+    const uint32_t n = get_le32(data + 8);
+    if ((uint64_t)n + IMAGE_HEADER != len || ps_crc32c(0, data + IMAGE_HEADER, n) != get_le32(data + 12))
+        return ps_fail(st, PS_ST_INVALID, "the world image's length or checksum (CRC-32C) does not match");
+    Physd__Journal__V1__WorldImage *im = physd__journal__v1__world_image__unpack(NULL, n, data + IMAGE_HEADER);
+    if (!im || !im->meta) {
+        if (im) physd__journal__v1__world_image__free_unpacked(im, NULL);
+        return ps_fail(st, PS_ST_INVALID, "the world image does not parse");
+    }
+    *world_id = im->meta->world_id;
+    *tick = im->tick;
+    *paused = im->paused;
+    *state_hash = im->state_hash;
+    snprintf(name, name_len, "%s", im->meta->name);
+    physd__journal__v1__world_image__free_unpacked(im, NULL);
+    return 0;
+}
+
 int ps_host_keep_scene_msg(ps_host *h, Physd__V1__EditOp *const *ops, size_t n) {
     free(h->scene_pb);
     h->scene_pb = NULL;

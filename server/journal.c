@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "physd/ph_snapshot.h"
 #include "ps_internal.h"
 
 #define JOURNAL_MAGIC "PHYSDJ01"
@@ -459,6 +460,30 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY:
         if (!r->history || ps_history_enable(h, r->history->ticks, &st)) return -1;
         break;
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_OUT: {
+        /* A move away (docs/fleet.md): COMMITTING leaves it in doubt until
+         * DONE (the world left: the replay ends here) or ABORTED. */
+        const Physd__Journal__V1__MigrateOut *mo = r->migrate_out;
+        if (!mo) return -1;
+        res->in_doubt = mo->phase == PS_MIG_OUT_COMMITTING;
+        res->migration_id = mo->migration_id;
+        snprintf(res->peer, sizeof res->peer, "%s", mo->target);
+        if (mo->phase == PS_MIG_OUT_DONE) {
+            res->moved_tick = h->tick;
+            res->moved_hash = mo->state_hash;
+            return 2;
+        }
+        break;
+    }
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_IN: {
+        const Physd__Journal__V1__MigrateIn *mi = r->migrate_in;
+        if (!mi) return -1;
+        res->import_pending = mi->phase == PS_MIG_IN_PREPARED;
+        if (mi->phase == PS_MIG_IN_COMMITTED) h->mig_in_id = mi->migration_id;
+        snprintf(res->peer, sizeof res->peer, "%s", mi->source);
+        res->migration_id = mi->migration_id;
+        break;
+    }
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
         if (r->token_add) ps_token_from_journal(s, r->token_add, r->token_add->world_id);
         break;
@@ -482,16 +507,49 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     return 0;
 }
 
-static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base);
+static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
+                       int chain);
 
 int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host) {
-    return replay_file(s, path, cut, out, host, NULL);
+    return replay_file(s, path, cut, out, host, NULL, 0);
 }
 
-/* base: a host already rebuilt from the previous journal (.prev): the
- * first record of this one (its image, which did not restore) is skipped
- * and the rest applied on top of base. */
-static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base) {
+/* A chain (a world that moved): the image that starts the next journal
+ * must be the world base was replayed to, byte for byte (the core's
+ * snapshot; equal worlds give equal bytes). Counted as a hash checked, or
+ * as a mismatch. */
+static void chain_check(ps_host *base, const uint8_t *rec, size_t len, const char *path, ps_replay_result *out) {
+    Physd__Journal__V1__Record *r = physd__journal__v1__record__unpack(NULL, len, rec);
+    int same = 0;
+    uint64_t tick = 0;
+    if (r && r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE && r->image.len > 16) {
+        Physd__Journal__V1__WorldImage *im =
+            physd__journal__v1__world_image__unpack(NULL, r->image.len - 16, r->image.data + 16);
+        uint8_t *snap = NULL;
+        size_t snap_len = 0;
+        if (im && ph_world_snapshot(base->world, &snap, &snap_len) == PH_OK) {
+            tick = im->tick;
+            same = im->tick == base->tick && im->core.len == snap_len && memcmp(im->core.data, snap, snap_len) == 0;
+        }
+        if (snap) ph_snapshot_free(snap);
+        if (im) physd__journal__v1__world_image__free_unpacked(im, NULL);
+    }
+    if (r) physd__journal__v1__record__free_unpacked(r, NULL);
+    out->hashes_checked++;
+    if (!same) {
+        if (out->mismatches++ == 0) out->first_mismatch_tick = base->tick;
+        ps_log("world %llu: the image that starts %s (tick %llu) is not the world the journals before it replay to "
+               "(tick %llu)",
+               (unsigned long long)base->id, path, (unsigned long long)tick, (unsigned long long)base->tick);
+    }
+}
+
+/* base: a host already rebuilt from the previous journal (.prev, or the
+ * journals of a chain before this one): the first record of this one
+ * (its image) is skipped (chain: compared with base first) and the rest
+ * applied on top of base. */
+static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
+                       int chain) {
     memset(out, 0, sizeof *out);
     if (host) *host = NULL;
     int fd = open(path, (cut ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -506,7 +564,22 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
     const uint64_t max_record = 2 * s->cfg.max_frame + (1u << 20);
     uint64_t off = HEADER_BYTES;
     ps_host *h = base;
-    if (base) {
+    if (base && chain) {
+        /* The image the world arrived with, against the world replayed so far. */
+        uint8_t fr[8];
+        const uint32_t n = read_all(fd, fr, sizeof fr) == 0 ? get_le32(fr) : 0;
+        uint8_t *rec = n > 0 && n <= max_record ? malloc(n) : NULL;
+        if (!rec || read_all(fd, rec, n) != 0 || ps_crc32c(0, rec, n) != get_le32(fr + 4) ||
+            out->world_id != base->id) {
+            free(rec);
+            close(fd);
+            if (host) *host = base;
+            return -EINVAL;
+        }
+        chain_check(base, rec, n, path, out);
+        free(rec);
+        off += 8 + n;
+    } else if (base) {
         /* Skip the first record by its length, whatever its contents. */
         uint8_t fr[8];
         if (read_all(fd, fr, sizeof fr) != 0 || get_le32(fr) == 0 || lseek(fd, (off_t)get_le32(fr), SEEK_CUR) < 0) {
@@ -583,6 +656,10 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
             out->destroyed = 1;
             break;
         }
+        if (applied == 2) { /* the world moved to another instance (docs/fleet.md) */
+            out->moved = 1;
+            break;
+        }
     }
     free(buf);
     if (out->cut_at && cut && !out->destroyed && h) { /* (no world: the caller may fall back; nothing cut) */
@@ -605,6 +682,9 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
     return rc;
 }
 
+static int write_moved(ps_server *s, uint64_t world, const char *address, uint64_t tick, uint64_t hash, uint64_t id,
+                       uint64_t arrived);
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -622,6 +702,20 @@ int ps_recover_all(ps_server *s) {
         char *end = NULL;
         unsigned long long id = strtoull(e->d_name, &end, 10);
         if (!end || id == 0) continue;
+        if (strcmp(end, ".moved") == 0) {
+            /* A world that moved to another instance: its tombstone
+             * (requests on it get a redirect; docs/fleet.md). */
+            char mp[800], addr[300] = "";
+            snprintf(mp, sizeof mp, "%s/%s", dir, e->d_name);
+            FILE *f = fopen(mp, "r");
+            unsigned long long tick = 0, hash = 0, mid = 0, arrived = 0;
+            if (f && fscanf(f, "moved_to %299s tick %llu state_hash %llx migration %llx arrived %llx", addr, &tick,
+                            &hash, &mid, &arrived) == 5)
+                ps_migrate_tomb_add(s, id, addr, tick, hash, arrived);
+            if (f) fclose(f);
+            if (id > s->next_world_id) s->next_world_id = id;
+            continue;
+        }
         if (strcmp(end, ".journal.tmp") == 0) {
             /* A rotation cut short: finished if the old journal was already
              * renamed (the .tmp was complete and synced by then), else dropped. */
@@ -664,7 +758,7 @@ int ps_recover_all(ps_server *s) {
             ps_replay_result pres;
             ps_host *ph = NULL;
             if (access(prev, F_OK) == 0 && ps_replay_file(s, prev, 0, &pres, &ph) == 0 && ph) {
-                rc = replay_file(s, path, 1, &res, &h, ph);
+                rc = replay_file(s, path, 1, &res, &h, ph, 0);
                 res.records += pres.records;
                 res.hashes_checked += pres.hashes_checked;
                 res.mismatches += pres.mismatches;
@@ -683,6 +777,35 @@ int ps_recover_all(ps_server *s) {
         }
         if (res.destroyed) {
             unlink(path);
+            continue;
+        }
+        if (res.moved) {
+            /* The world left (docs/fleet.md): finish what the move did not
+             * (the tombstone file, the journal's new name) and keep it
+             * gone. */
+            h->journal = NULL;
+            char mp[530], moved[530];
+            snprintf(mp, sizeof mp, "%s/worlds/%llu.moved", s->cfg.data_dir, (unsigned long long)h->id);
+            snprintf(moved, sizeof moved, "%s.moved", path);
+            if (access(mp, F_OK) != 0) {
+                write_moved(s, h->id, res.peer, res.moved_tick, res.moved_hash, res.migration_id, h->mig_in_id);
+            } else if (rename(path, moved) != 0) {
+                ps_log("cannot rename %s: %s", path, strerror(errno));
+            }
+            ps_migrate_tomb_add(s, h->id, res.peer, res.moved_tick, res.moved_hash, h->mig_in_id);
+            ps_log("world %llu moved to %s at tick %llu (its journal says so): not recovered here",
+                   (unsigned long long)h->id, res.peer, (unsigned long long)res.moved_tick);
+            ps_host_destroy(h, "it moved to another instance");
+            continue;
+        }
+        if (res.import_pending) {
+            /* An import that never committed: the world ticks at its source. */
+            char aside[530];
+            snprintf(aside, sizeof aside, "%s.aborted", path);
+            rename(path, aside);
+            ps_log("world %llu: its import from %s never committed (migration %016llx); set aside as %s",
+                   (unsigned long long)h->id, res.peer, res.migration_id, aside);
+            ps_host_destroy(h, "its import never committed");
             continue;
         }
         struct stat stt;
@@ -717,6 +840,7 @@ int ps_recover_all(ps_server *s) {
             h->base_ns = ps_now_ns();
             h->ticks_since_base = 0;
         }
+        if (res.in_doubt) ps_migrate_recover_in_doubt(h, res.peer, res.migration_id, res.state_hash);
         ps_host_kick(h);
         recovered++;
     }
@@ -838,7 +962,34 @@ int ps_journal_log_hash(ps_host *h) {
 
 int ps_server_replay(ps_server *s, const char *path, ps_replay_result *out) {
     ps_host *h = NULL;
-    int rc = ps_replay_file(s, path, 0, out, &h);
+    if (!strchr(path, ',')) {
+        int rc = ps_replay_file(s, path, 0, out, &h);
+        return rc == -EINVAL ? UV_EINVAL : rc < 0 ? uv_translate_sys_error(-rc) : 0;
+    }
+    /* A chain of journals of a world that moved (docs/fleet.md). */
+    char list[4096];
+    if (strlen(path) >= sizeof list) return UV_EINVAL;
+    snprintf(list, sizeof list, "%s", path);
+    ps_replay_result acc;
+    memset(&acc, 0, sizeof acc);
+    int rc = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(list, ",", &save); p && rc == 0; p = strtok_r(NULL, ",", &save)) {
+        ps_replay_result one;
+        rc = h ? replay_file(s, p, 0, &one, &h, h, 1) : ps_replay_file(s, p, 0, &one, &h);
+        if (rc == 0 && !h) rc = -EINVAL;
+        if (acc.records == 0 && acc.mismatches == 0) acc.first_mismatch_tick = one.first_mismatch_tick;
+        if (acc.mismatches == 0 && one.mismatches) acc.first_mismatch_tick = one.first_mismatch_tick;
+        acc.records += one.records;
+        acc.hashes_checked += one.hashes_checked;
+        acc.mismatches += one.mismatches;
+        one.records = acc.records;
+        one.hashes_checked = acc.hashes_checked;
+        one.mismatches = acc.mismatches;
+        one.first_mismatch_tick = acc.first_mismatch_tick;
+        acc = one;
+    }
+    *out = acc;
     return rc == -EINVAL ? UV_EINVAL : rc < 0 ? uv_translate_sys_error(-rc) : 0;
 }
 
@@ -915,4 +1066,99 @@ int ps_journal_log_history(ps_host *h) {
     r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_HISTORY;
     r.history = &x;
     return ps_journal_append(h, &r);
+}
+
+/* ------------------------------------------------- worlds that move */
+
+int ps_journal_sync_world(ps_host *h) {
+    ps_journal *j = h->journal;
+    if (!j) return 0;
+    if (j->broken) return -1;
+    dirty_unlink(h->srv, j);
+    const uint64_t t0 = ps_now_ns();
+    if (fdatasync(j->fd) != 0) {
+        j->broken = 1;
+        ps_log("world %llu: fsync of its journal failed (%s): the world refuses changes from now on",
+               (unsigned long long)h->id, strerror(errno));
+        return -1;
+    }
+    j->dirty = 0;
+    j->busy_ns += ps_now_ns() - t0;
+    return 0;
+}
+
+int ps_journal_log_migrate_out(ps_host *h, const char *target, uint64_t id, int phase, uint64_t hash) {
+    if (!h->journal) return 0;
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__MigrateOut x = PHYSD__JOURNAL__V1__MIGRATE_OUT__INIT;
+    x.target = (char *)target;
+    x.migration_id = id;
+    x.phase = (uint32_t)phase;
+    x.state_hash = hash;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_OUT;
+    r.migrate_out = &x;
+    if (ps_journal_append(h, &r) != 0) return -1;
+    /* COMMITTING must be on disk before the commit leaves; DONE and ABORTED
+     * need not be (lost, COMMITTING is the last record: recovery asks the
+     * target, which gives the same outcome). */
+    return phase == PS_MIG_OUT_COMMITTING ? ps_journal_sync_world(h) : 0;
+}
+
+int ps_journal_log_migrate_in(ps_host *h, const char *source, uint64_t id, int phase, uint64_t hash) {
+    if (!h->journal) return 0;
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__MigrateIn x = PHYSD__JOURNAL__V1__MIGRATE_IN__INIT;
+    x.source = (char *)source;
+    x.migration_id = id;
+    x.phase = (uint32_t)phase;
+    x.state_hash = hash;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_MIGRATE_IN;
+    r.migrate_in = &x;
+    if (ps_journal_append(h, &r) != 0) return -1;
+    if (phase != PS_MIG_IN_COMMITTED) return 0; /* (PREPARED lost: the import never was; the source asks) */
+    /* The commit point: the journal (image included) and its new file's
+     * name on disk before the world ticks here. */
+    if (ps_journal_sync_world(h) != 0) return -1;
+    return fsync_dir(h->srv->worlds_dir_fd) == 0 ? 0 : -1;
+}
+
+/* DIR/worlds/<id>.moved (where the world went), then the journal renamed
+ * <id>.journal.moved; each step synced. */
+static int write_moved(ps_server *s, uint64_t world, const char *address, uint64_t tick, uint64_t hash, uint64_t id,
+                       uint64_t arrived) {
+    char path[512], mp[530], tmp[540], moved[530];
+    world_path(s, world, path, sizeof path);
+    snprintf(mp, sizeof mp, "%s/worlds/%llu.moved", s->cfg.data_dir, (unsigned long long)world);
+    snprintf(tmp, sizeof tmp, "%s.tmp", mp);
+    snprintf(moved, sizeof moved, "%s.moved", path);
+    char text[512];
+    const int n = snprintf(
+        text, sizeof text, "moved_to %s tick %llu state_hash %016llx migration %016llx arrived %016llx\n", address,
+        (unsigned long long)tick, (unsigned long long)hash, (unsigned long long)id, (unsigned long long)arrived);
+    /* Not synced: lost in a crash, the journal still ends COMMITTING (or
+     * DONE) and recovery asks the target or finishes this again. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -errno : write_all(fd, (const uint8_t *)text, (size_t)n);
+    if (fd >= 0) close(fd);
+    if (rc == 0 && rename(tmp, mp) != 0) rc = -errno;
+    /* The journal (ending with the move's DONE) is kept for replay. */
+    if (rc == 0 && rename(path, moved) != 0) rc = -errno;
+    if (rc) ps_log("world %llu: cannot record its move in %s (%s)", (unsigned long long)world, mp, strerror(-rc));
+    return rc;
+}
+
+int ps_journal_moved_away(ps_host *h, const char *address, uint64_t tick, uint64_t hash, uint64_t id,
+                          uint64_t arrived) {
+    ps_journal *j = h->journal;
+    if (!j) return 0;
+    h->journal = NULL;
+    journal_detach(h->srv, j);
+    return write_moved(h->srv, h->id, address, tick, hash, id, arrived);
+}
+
+void ps_journal_forget_moved(ps_server *s, uint64_t world_id) {
+    if (!s->cfg.data_dir[0]) return;
+    char mp[530];
+    snprintf(mp, sizeof mp, "%s/worlds/%llu.moved", s->cfg.data_dir, (unsigned long long)world_id);
+    if (unlink(mp) == 0) fsync_dir(s->worlds_dir_fd);
 }

@@ -88,6 +88,24 @@ int ps_journal_rotate(struct ps_host *h);
 /* The world's history window (CreateWorld.history_ticks), after create. */
 int ps_journal_log_history(struct ps_host *h);
 
+/* Worlds that move (migrate.c, docs/fleet.md): the records of a move.
+ * The source's COMMITTING and the target's COMMITTED are synced at once
+ * whatever the fsync mode (the outcome must not be lost on either side);
+ * the others follow the fsync mode (if lost, recovery ends in the same
+ * outcome). */
+enum { PS_MIG_OUT_COMMITTING = 1, PS_MIG_OUT_DONE = 2, PS_MIG_OUT_ABORTED = 3 };
+enum { PS_MIG_IN_PREPARED = 1, PS_MIG_IN_COMMITTED = 2 };
+int ps_journal_log_migrate_out(struct ps_host *h, const char *target, uint64_t id, int phase, uint64_t hash);
+int ps_journal_log_migrate_in(struct ps_host *h, const char *source, uint64_t id, int phase, uint64_t hash);
+/* fdatasync the world's journal now (no-op without one); 0 or -1 (broken). */
+int ps_journal_sync_world(struct ps_host *h);
+/* The world left: DIR/worlds/<id>.moved (where it went) is written, its
+ * journal closed and renamed <id>.journal.moved (kept for replay). */
+int ps_journal_moved_away(struct ps_host *h, const char *address, uint64_t tick, uint64_t hash, uint64_t id,
+                          uint64_t arrived);
+/* A world that had left came back: its <id>.moved goes. */
+void ps_journal_forget_moved(struct ps_server *s, uint64_t world_id);
+
 /* fsync every dirty journal (fsync always: before a connection writes). */
 void ps_journal_sync_dirty(struct ps_server *s);
 /* Starts the fsync timer of --fsync everysec. */

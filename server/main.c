@@ -125,6 +125,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "physd: PHYSD_SIMD=%s ignored: %s\n", simd, simd_why);
     cfg.demo = 1;
     cfg.handle_signals = 1;
+    /* Agones sets AGONES_SDK_HTTP_PORT in a GameServer's containers: speak
+     * its SDK (docs/deploy.md); agones_sdk_port in the config or a flag wins. */
+    const char *agones = getenv("AGONES_SDK_HTTP_PORT");
+    if (agones && *agones && ps_config_set(&cfg, "agones_sdk_port", agones, NULL) != 0) {
+        fprintf(stderr, "physd: AGONES_SDK_HTTP_PORT=%s is not a port\n", agones);
+        return 2;
+    }
     /* The config file first, so that flags override it. */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config")) {

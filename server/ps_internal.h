@@ -19,6 +19,7 @@
 #include "physd/v1/physd.pb-c.h"
 #include "pw_frame.h"
 #include "pw_compact.h"
+#include "ticker.h"
 #include "auth.h"
 #include "journal.h"
 #include "metrics.h"
@@ -235,6 +236,7 @@ typedef struct ps_conn {
      * with ps_conn_sink_done; sink_closed hears of the connection's close. */
     int sink_async;
     void (*sink_closed)(void *arg, struct ps_conn *c);
+    uint64_t edit_world, edit_tick; /* the last edit batch applied: its world and tick boundary */
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
@@ -371,7 +373,40 @@ struct ps_server {
     uint64_t wheel_armed_ms; /* the ms the wheel timer fires at (0: not armed) */
     int trim_wanted;         /* a world fell asleep (its core released its step's arrays) */
     uint64_t trim_last_ns;   /* the last malloc_trim (world_host.c) */
+    /* service managers (docs/deploy.md): systemd's notifications (notify.c),
+     * the Agones SDK (agones.c), the drain hook and the test-only stall */
+    uv_timer_t notify_timer;
+    int notify_on, notify_failed;
+    uint64_t watchdog_usec; /* WATCHDOG_USEC (0: no watchdog) */
+    char notify_status[320];
+    struct ps_agones *agones;
+    ps_drain_fn drain;
+    int drain_begun;
+    uv_signal_t sigstall; /* SIGUSR2 when test_stall_signal > 0 */
+    /* worlds that move (migrate.c, docs/fleet.md): moves in progress,
+     * tombstones of worlds that left, pending imports, a drain */
+    struct ps_migrate_state *mig;
 };
+
+/* 1 when the server is healthy: no world's step has been in flight longer
+ * than step_stall_timeout; else 0 with the reason in why (notify.c and
+ * agones.c ping only while it is 1; a blocked loop pings not at all). */
+int ps_server_health(struct ps_server *s, char *why, size_t n);
+/* systemd (notify.c): READY=1 and the status/watchdog timer (run start),
+ * STOPPING=1 (shutdown begins), the timer closed (shutdown ends). */
+void ps_notify_start(struct ps_server *s);
+void ps_notify_stopping(struct ps_server *s);
+void ps_notify_close(struct ps_server *s);
+/* Agones (agones.c), when agones_sdk_port is set: Ready, Health, the
+ * world counter, labels and the GameServer watch start with the loop;
+ * ps_agones_worlds_changed after a world is added or removed;
+ * ps_agones_finish once every connection and world is gone: 1 while its
+ * POST /shutdown is in flight (it calls ps_server_maybe_finish again when
+ * done), 0 when there is nothing left to do (its handles are closing). */
+int ps_agones_start(struct ps_server *s);
+void ps_agones_worlds_changed(struct ps_server *s);
+int ps_agones_finish(struct ps_server *s);
+void ps_agones_free(struct ps_server *s);
 
 /* Marks c to be flushed in the next prepare phase. */
 void ps_server_mark_dirty(struct ps_server *s, ps_conn *c);
@@ -417,6 +452,7 @@ typedef struct ps_sub {
     struct ps_csub *cstate; /* baselines; NULL until the first frame */
     pw_region region;       /* compact: the interest region (kind NONE: everything) */
     uint32_t budget;        /* compact: bytes per second, 0: no budget */
+    int predict;            /* compact: frames may predict from the baseline before the baseline */
 } ps_sub;
 
 typedef struct ps_edit ps_edit;
@@ -460,6 +496,8 @@ typedef struct ps_job {
     size_t image_len;
     uint8_t *hist_snap; /* history (history.c): the snapshot after the step, handed to the ring */
     size_t hist_len;
+    uint64_t due_ns, start_ns, end_ns; /* the tick's due time (0: a manual step), the worker's start and end */
+    struct ps_cwork *cwork;            /* compact streams' work for the worker (compact.c), or NULL */
 } ps_job;
 
 struct ps_host {
@@ -500,8 +538,10 @@ struct ps_host {
     int draining;
     int delivering; /* ps_broadcast_deliver is iterating subs: removal leaves tombstones */
     uv_timer_t timer;
+    ps_ticker fine; /* the clock's precise wake-up (ticker.h); the timer where it is inactive */
     uv_work_t work;
     ps_job job;
+    uint64_t job_start_ns; /* the step in flight was queued at (ps_server_health) */
     /* step N while paused */
     uint32_t steps_pending;
     uint32_t steps_requested;
@@ -523,6 +563,9 @@ struct ps_host {
     uint64_t overrun_ticks, edits_applied, batches_applied, batches_rejected;
     uint64_t frames_encoded, pushes_queued, pushes_dropped;
     uint64_t budget_steps, nonfinite_steps;
+    uint64_t next_due_ns; /* the due time of the tick the clock dispatches next */
+    uint64_t timed_ticks; /* clocked ticks: the sums below are over them */
+    double sum_late_ms, sum_handoff_ms, sum_deliver_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
@@ -531,7 +574,58 @@ struct ps_host {
     size_t scene_pb_len;
     struct ps_history *hist; /* CreateWorld.history_ticks > 0: the recent past (history.c), else NULL */
     ps_world_metrics wm;     /* step-time histogram and sampled solver values (metrics.h) */
+    /* worlds that move (migrate.c, docs/fleet.md) */
+    struct ps_mig *mig; /* this world's move to another instance, in progress, else NULL */
+    int mig_boundary;   /* the move waits for the next tick boundary to freeze the world */
+    int frozen;         /* PS_FROZEN_*: no steps; requests wait (MOVING, IMPORT) or are refused (IN_DOUBT) */
+    int moved;          /* it moved away: its end answers with redirects and NOTICE_WORLD_MOVED */
+    int import_paused;  /* an import not yet committed: the paused flag it takes at the commit */
+    uint64_t mig_in_id; /* the migration it arrived by (0: none), for IMPORT_STATUS */
 };
+
+/* ------------------------------------------------------------ migrate */
+
+/* Worlds that move between instances (migrate.c, docs/fleet.md). */
+enum { PS_FROZEN_NONE = 0, PS_FROZEN_MOVING = 1, PS_FROZEN_IMPORT = 2, PS_FROZEN_IN_DOUBT = 3 };
+/* MigrateWorld at the world's tick boundary: starts the move (replies later). */
+void ps_migrate_start(ps_host *h, ps_conn *c, ps_msg *m);
+/* Called by ps_host_kick at a tick boundary when h->mig_boundary is set:
+ * freezes the world and starts the upload. */
+void ps_migrate_boundary(ps_host *h);
+/* The world is being finalized while its move is in progress, or while it
+ * is a prepared import (a shutdown). */
+void ps_migrate_host_gone(ps_host *h);
+/* Answers request_id with a redirect to where world went (UNAVAILABLE +
+ * Reply.moved), or NOT_FOUND when the server has no tombstone of it. */
+void ps_migrate_reply_moved(ps_conn *c, uint64_t request_id, uint64_t world);
+/* 1 (and the redirect sent) when world moved away from this server. */
+int ps_migrate_redirect(ps_conn *c, uint64_t request_id, uint64_t world);
+/* NOTICE_WORLD_MOVED to every connection subscribed to h (once each). */
+void ps_migrate_notify_moved(ps_host *h);
+/* The connection is closing: its prepared imports are dropped. */
+void ps_migrate_conn_closed(ps_conn *c);
+/* ImportWorld and Drain (no world of their own). */
+void ps_migrate_import(ps_conn *c, ps_msg *m);
+void ps_migrate_drain_request(ps_conn *c, ps_msg *m);
+/* 1 (and UNAVAILABLE sent) while the server drains: no new worlds. */
+int ps_migrate_refuse_new(ps_conn *c, uint64_t request_id);
+/* 1 (and UNAVAILABLE sent) when requests on h cannot run now (the outcome
+ * of its move is in doubt). */
+int ps_migrate_refuse(ps_host *h, ps_conn *c, uint64_t request_id);
+/* A tombstone: world moved to address (recovery, and a finished move). */
+int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address, uint64_t tick, uint64_t hash,
+                        uint64_t arrived);
+/* Recovery: h's journal ends in doubt (COMMITTING without an outcome):
+ * the world stays frozen and the target is asked until it is known. */
+void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migration_id, uint64_t hash);
+void ps_migrate_free(struct ps_server *s);
+/* The drain hook with drain_to set (ps_server_set_drain): every world
+ * moves to drain_to, then the server stops. */
+void ps_migrate_drain_hook(struct ps_server *s, const char *why);
+/* The world's counters as QueryCounters answers them (dispatch.c; world idle). */
+void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out);
+/* Answers every request waiting for h's tick boundary with code and msg. */
+void ps_host_refuse_deferred(ps_host *h, int code, const char *msg);
 
 /* ------------------------------------------------------------ images */
 
@@ -543,6 +637,11 @@ int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len);
  * image's; paused -1: the image's). Fails with st filled. */
 int ps_image_restore(struct ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
                      int with_tokens, ps_host **out, ps_status *st);
+/* What an image says of its world (its checksum checked): the world id
+ * it was made from, its tick, paused flag, state hash and name; 0 or
+ * INVALID. */
+int ps_image_peek(const uint8_t *data, size_t len, uint64_t *world_id, uint64_t *tick, int *paused,
+                  uint64_t *state_hash, char *name, size_t name_len, ps_status *st);
 /* Snapshots over the wire (image.c): a transfer of data (taken over) in
  * SnapshotPart pushes as the connection drains, then the reply; uploads
  * of RestoreWorld in parts (charged to max_input_memory). */
@@ -674,6 +773,9 @@ void ps_broadcast_encode(ps_host *h, ps_job *job);
 /* Loop side: queues the job's buffers (and per-subscriber frames) to every
  * due subscriber, then releases the job's references. */
 void ps_broadcast_deliver(ps_host *h, ps_job *job);
+/* c's edit batch was applied to h at its present tick boundary: the frames
+ * of the next tick go to c first (ps_broadcast_deliver). */
+void ps_broadcast_edited(ps_conn *c, const ps_host *h);
 
 /* -------------------------------------------------------------- compact */
 
@@ -689,8 +791,11 @@ typedef struct ps_ctick {
     } * groups;
     int ngroups, groups_cap;
     struct ps_ctick_enc {
-        struct ps_csnap *cur, *base;
+        struct ps_csnap *cur, *base, *older; /* older: the prediction's state asked for, or NULL */
+        int predicted;                       /* body was predicted from older (it was smaller) */
         ps_buf *body;
+        ps_buf **parts; /* body cut into parts (a frame over max_frame), or NULL */
+        int nparts;
     } * encs;
     int nencs, encs_cap;
     ph_body_id *ids;
@@ -698,6 +803,16 @@ typedef struct ps_ctick {
 } ps_ctick;
 void ps_compact_tick_init(ps_ctick *t);
 void ps_compact_tick_done(ps_ctick *t);
+/* The worker's share of a tick's compact work (docs/streams.md, "Encode
+ * once, send many"): ps_compact_plan (loop, as the step is queued) notes
+ * each due compact subscription's state and baseline; ps_compact_prepare
+ * (the worker, after the step) quantizes the states and encodes the
+ * sections; ps_compact_tick_take (loop, delivering) hands them over as the
+ * tick's cache; ps_compact_work_free releases what is left. */
+void ps_compact_plan(ps_host *h, ps_job *job, const ps_sub *sub);
+void ps_compact_prepare(ps_host *h, ps_job *job);
+void ps_compact_tick_take(ps_host *h, ps_job *job, ps_ctick *t);
+void ps_compact_work_free(ps_job *job);
 /* Queues the tick's compact frame to sub. */
 void ps_compact_push(ps_host *h, ps_sub *sub, uint64_t tick, ps_ctick *t);
 /* The write callback wrote e (a compact frame's head) whole. */

@@ -82,6 +82,7 @@ int ps_server_add_world(ps_server *s, ps_host *h) {
         s->hosts_cap = ncap;
     }
     s->hosts[s->nhosts++] = h;
+    ps_agones_worlds_changed(s);
     return 0;
 }
 
@@ -90,6 +91,7 @@ void ps_server_remove_world(ps_server *s, ps_host *h) {
         if (s->hosts[i] == h) {
             memmove(&s->hosts[i], &s->hosts[i + 1], (size_t)(s->nhosts - i - 1) * sizeof *s->hosts);
             s->nhosts--;
+            ps_agones_worlds_changed(s);
             return;
         }
     }
@@ -200,6 +202,9 @@ static void close_if_open(uv_handle_t *h) {
 
 void ps_server_maybe_finish(ps_server *s) {
     if (!s->stopping || s->nconns > 0 || s->nhosts > 0) return;
+    /* Under Agones: POST /shutdown first; it calls this again when done. */
+    if (ps_agones_finish(s)) return;
+    ps_notify_close(s);
     ps_http_stop(s); /* libwebsockets closes its handles on the loop */
     uv_timer_stop(&s->shutdown_timer);
     close_if_open((uv_handle_t *)&s->shutdown_timer);
@@ -216,6 +221,7 @@ void ps_server_maybe_finish(ps_server *s) {
         close_if_open((uv_handle_t *)&s->sigint);
         close_if_open((uv_handle_t *)&s->sigterm);
     }
+    if (s->cfg.test_stall_signal > 0) close_if_open((uv_handle_t *)&s->sigstall);
 }
 
 static void on_shutdown_timeout(uv_timer_t *t) {
@@ -229,6 +235,7 @@ static void begin_shutdown(ps_server *s, const char *why) {
     if (s->stopping) return;
     s->stopping = 1;
     ps_log("shutting down (%s): %d connections, %d worlds", why, s->nconns, s->nhosts);
+    ps_notify_stopping(s);
     if (s->listener_open) {
         s->listener_open = 0;
         uv_close((uv_handle_t *)&s->listener, NULL);
@@ -255,10 +262,60 @@ static void begin_shutdown(ps_server *s, const char *why) {
 static void on_stop_async(uv_async_t *a) { begin_shutdown(a->data, "stop requested"); }
 
 static void on_signal(uv_signal_t *sig, int signum) {
-    begin_shutdown(sig->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+    ps_server *s = sig->data;
+    /* Under Agones, SIGTERM means the Pod is terminating: drain first. */
+    if (signum == SIGTERM && s->agones)
+        ps_server_drain(s, "SIGTERM");
+    else
+        begin_shutdown(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 void ps_server_stop(ps_server *s) { uv_async_send(&s->stop_async); }
+
+void ps_server_set_drain(ps_server *s, ps_drain_fn fn) { s->drain = fn; }
+
+void ps_server_drain(ps_server *s, const char *why) {
+    /* Once: a second SIGTERM, or the GameServer's Shutdown after it, does
+     * not start the drain again. */
+    if (s->stopping || s->drain_begun) return;
+    s->drain_begun = 1;
+    if (s->drain) {
+        ps_log("draining (%s)", why);
+        s->drain(s, why);
+    } else {
+        begin_shutdown(s, why);
+    }
+}
+
+/* ---------------------------------------------------------------- health */
+
+int ps_server_health(ps_server *s, char *why, size_t n) {
+    const uint64_t now = ps_now_ns();
+    const double limit = s->cfg.step_stall_timeout;
+    for (int i = 0; i < s->nhosts; i++) {
+        const ps_host *h = s->hosts[i];
+        if (!h->busy) continue;
+        const double age = (double)(now - h->job_start_ns) / 1e9;
+        if (age > limit) {
+            snprintf(why, n, "unhealthy: world %llu's step has been in flight for %.1f s (step_stall_timeout %.3g s)",
+                     (unsigned long long)h->id, age, limit);
+            return 0;
+        }
+    }
+    snprintf(why, n, "healthy");
+    return 1;
+}
+
+/* test_stall_signal (tests only, off by default): SIGUSR2 blocks the loop
+ * for that many seconds, so the watchdog test can see the pings stop. Only
+ * a local process allowed to signal physd can trigger it. */
+static void on_stall_signal(uv_signal_t *sig, int signum) {
+    ps_server *s = sig->data;
+    (void)signum;
+    ps_log("SIGUSR2: blocking the loop for %.3g s (test_stall_signal)", s->cfg.test_stall_signal);
+    uv_sleep((unsigned)(s->cfg.test_stall_signal * 1000.0));
+    ps_log("SIGUSR2: the loop runs again");
+}
 
 /* ------------------------------------------------------------- lifecycle */
 
@@ -416,6 +473,12 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         uv_signal_start(&s->sigint, on_signal, SIGINT);
         uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     }
+    if (cfg->test_stall_signal > 0) {
+        uv_signal_init(&s->loop, &s->sigstall);
+        s->sigstall.data = s;
+        uv_signal_start(&s->sigstall, on_stall_signal, SIGUSR2);
+        ps_log("test_stall_signal: SIGUSR2 blocks the loop for %.3g s (a test setting)", cfg->test_stall_signal);
+    }
     r = 0;
     if (cfg->data_dir[0]) {
         /* Every world of the data directory, before clients can reach it. */
@@ -483,6 +546,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
         ps_log("listening on %s:%d%s (physd %s, protocol %d, max_frame %llu, max_connections %d, max_worlds %d)",
                cfg->listen, s->port, s->tls ? " with TLS" : "", PS_VERSION, PS_PROTOCOL_VERSION,
                (unsigned long long)cfg->max_frame, cfg->max_connections, cfg->max_worlds);
+    if (cfg->drain_to[0]) ps_server_set_drain(s, ps_migrate_drain_hook); /* worlds move first (migrate.c) */
     *out = s;
     return 0;
 }
@@ -490,6 +554,9 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
 int ps_server_port(const ps_server *s) { return s->port; }
 
 int ps_server_run(ps_server *s) {
+    /* Listening and recovered (ps_server_create): tell the service manager. */
+    ps_notify_start(s);
+    if (ps_agones_start(s) < 0) ps_server_stop(s);
     int r = uv_run(&s->loop, UV_RUN_DEFAULT);
     (void)r;
     r = uv_loop_close(&s->loop);
@@ -507,11 +574,13 @@ int ps_server_run(ps_server *s) {
 void ps_server_destroy(ps_server *s) {
     if (!s) return;
     ps_journal_sync_dirty(s);
+    ps_migrate_free(s); /* tombstones of worlds that moved (migrate.c) */
     if (s->worlds_dir_fd >= 0) close(s->worlds_dir_fd);
     if (s->lock_fd >= 0) close(s->lock_fd);
     ps_tokens_free(&s->tokens);
     ps_tls_ctx_free(s->tls);
     ps_http_free(s);
+    ps_agones_free(s);
     free(s->hosts);
     free(s);
 }

@@ -97,6 +97,24 @@ typedef struct ps_config {
     int http;             /* serve it, default 1 (the integration tests turn it off) */
     char http_listen[64]; /* default 127.0.0.1 */
     int http_port;        /* default 7448; 0 = ephemeral */
+    /* HTTPS and WSS on the HTTP side (docs/security.md): http_tls_cert and
+     * http_tls_key, else tls_cert and tls_key; http_tls = 0 keeps it plain. */
+    int http_tls;             /* default 1: TLS whenever a certificate is configured */
+    char http_tls_cert[1024]; /* PEM certificate chain of the HTTP side, default "" (tls_cert) */
+    char http_tls_key[1024];  /* PEM private key of http_tls_cert, default "" */
+    /* Service managers (docs/deploy.md) */
+    double step_stall_timeout;   /* s a step may be in flight before physd counts as unhealthy (systemd's
+                                    watchdog and Agones' health pings stop), default 10 */
+    double test_stall_signal;    /* s the loop sleeps on SIGUSR2, for the watchdog tests; default 0 (off) */
+    int agones_sdk_port;         /* the Agones SDK's REST port (main: AGONES_SDK_HTTP_PORT); 0 = off */
+    char agones_sdk_host[64];    /* its host, default "localhost" */
+    double agones_health_period; /* s between health pings, default 2 */
+    char agones_counter[64];     /* the GameServer counter of worlds, default "worlds" */
+    char agones_port_name[64];   /* the GameServer port that is physd's protocol port, default "physd" */
+    /* Worlds that move (docs/fleet.md) */
+    uint64_t world_id_base; /* new world ids start above this (give each instance of a fleet its own range) */
+    char drain_to[300];     /* "HOST:PORT": a drain (SIGTERM under Agones, Shutdown) moves every world there first */
+    int no_outgoing;        /* migrations refused without connecting (the fuzz target; not an option) */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);
@@ -111,10 +129,21 @@ typedef struct ps_replay_result {
     unsigned long long cut_at;              /* offset of a torn or corrupt tail (0: none) */
     int destroyed;                          /* the journal ends with the world's destruction */
     int paused;
+    /* Worlds that move (docs/fleet.md): the journal ends with the world
+     * gone to another instance (moved), with its move in doubt (a commit
+     * sent, no outcome), or with an import that never committed. */
+    int moved, in_doubt, import_pending;
+    unsigned long long migration_id, moved_tick, moved_hash;
+    char peer[300]; /* the move's target (or the import's source) */
 } ps_replay_result;
 struct ps_server;
 /* Rebuilds the world of one journal file into s (offline: nothing is cut
- * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code. */
+ * or written); 0, or UV_EINVAL (not a journal), or a libuv/errno code.
+ * A comma-separated list is the chain of journals of a world that moved
+ * (docs/fleet.md): the source's <id>.journal.moved, then the target's
+ * journal, whose first record (the image the world arrived with) must be
+ * byte for byte the world the journals before it replay to; its records
+ * are then applied to that replayed world, as if it had never moved. */
 int ps_server_replay(struct ps_server *s, const char *path, ps_replay_result *out);
 /* Sets one entry by name from text ("max_frame", "4194304"); returns 0 or
  * UV_EINVAL and, when err is not NULL, a static description. Names may use
@@ -148,6 +177,27 @@ int ps_server_http_port(const ps_server *s);
 int ps_server_run(ps_server *s);
 /* Thread-safe request to shut down gracefully. */
 void ps_server_stop(ps_server *s);
+/* Drain (loop thread): called on SIGTERM under Agones and when the
+ * GameServer turns Shutdown. The default stops accepting and shuts down
+ * cleanly, as ps_server_stop does. A drain that first moves every world to
+ * another instance (issue #20's migration) plugs in here with
+ * ps_server_set_drain: it must end by calling ps_server_stop; Agones'
+ * POST /shutdown follows once every connection and world is gone. */
+typedef void (*ps_drain_fn)(ps_server *s, const char *why);
+void ps_server_set_drain(ps_server *s, ps_drain_fn fn);
+void ps_server_drain(ps_server *s, const char *why);
 void ps_server_destroy(ps_server *s);
+
+/* A drain that moves (docs/fleet.md): every world of s to target
+ * ("HOST:PORT"), one after another, refusing new worlds meanwhile;
+ * credentials are the target's tokens (NULL: the server's own admin token).
+ * Loop thread only. cb (may be NULL) is called once when every world was
+ * tried, with how many moved and how many stay here (still ticking); it
+ * does not stop the server. Returns 0, UV_EINVAL (bad target), UV_EBUSY (a
+ * drain is running) or UV_ECANCELED (the server is stopping). With the
+ * drain_to option set, ps_server_create installs the drain hook above
+ * (ps_server_set_drain) as: move every world to drain_to, then stop. */
+typedef void (*ps_drain_cb)(ps_server *s, int moved, int failed, void *arg);
+int ps_server_drain_to(ps_server *s, const char *target, const char *credentials, ps_drain_cb cb, void *arg);
 
 #endif /* PHYSD_SERVER_H */

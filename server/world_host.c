@@ -230,6 +230,7 @@ static int heavy_guess(const ph_settings *s) { return (int64_t)s->substeps * s->
 /* ------------------------------------------------------------ creation */
 
 static void on_timer(uv_timer_t *t) { ps_host_kick(t->data); }
+static void on_fine(ps_ticker *t) { ps_host_kick(t->data); }
 
 /* A host around the core world w (not yet on the server's list). */
 static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *name, const char *preset) {
@@ -241,6 +242,9 @@ static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *n
         h->id = id; /* recovered: its own id; never handed out again */
         if (id > s->next_world_id) s->next_world_id = id;
     } else {
+        /* A fleet's instances hand out ids from ranges of their own
+         * (world_id_base), so a world keeps its id when it moves. */
+        if (s->next_world_id < s->cfg.world_id_base) s->next_world_id = s->cfg.world_id_base;
         h->id = ++s->next_world_id;
     }
     snprintf(h->name, sizeof h->name, "%s", name ? name : "");
@@ -259,6 +263,7 @@ static int host_add(ps_server *s, ps_host *h, ps_status *st) {
     if (ps_server_add_world(s, h) != 0) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     uv_timer_init(&s->loop, &h->timer);
     h->timer.data = h;
+    ps_ticker_init(&s->loop, &h->fine, on_fine, h);
     ps_log("world %llu \"%s\" created (preset \"%s\"%s, %d bodies, %.4g Hz%s)", (unsigned long long)h->id, h->name,
            h->preset, h->scene ? " and a scene" : "", h->body_count, h->tick_rate, h->paused ? ", paused" : "");
     ps_host_kick(h);
@@ -356,6 +361,8 @@ static void work_cb(uv_work_t *req) {
         ps_broadcast_encode(h, &h->job);
     }
     ps_history_capture(h, &h->job);
+    h->job.start_ns = t0;
+    h->job.end_ns = ps_now_ns();
 }
 
 static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value, uint64_t body_id) {
@@ -523,6 +530,7 @@ static void journal_marks(ps_host *h, int request_ends) {
 static void after_work_cb(uv_work_t *req, int status) {
     ps_host *h = req->data;
     ps_job *job = &h->job;
+    const uint64_t loop_ns = ps_now_ns();
     h->busy = 0;
     (void)status;
     count_step(h, job->step_ms);
@@ -560,10 +568,18 @@ static void after_work_cb(uv_work_t *req, int status) {
             job->image = NULL;
         }
         h->delivering = 1;
+        const uint64_t d0 = ps_now_ns();
         ps_broadcast_deliver(h, job);
         h->delivering = 0;
         compact_subs(h);
+        if (job->due_ns && job->start_ns >= job->due_ns) { /* the tick's timing (docs/streams.md) */
+            h->timed_ticks++;
+            h->sum_late_ms += (double)(job->start_ns - job->due_ns) / 1e6;
+            h->sum_handoff_ms += (double)(loop_ns - job->end_ns) / 1e6;
+            h->sum_deliver_ms += (double)(ps_now_ns() - d0) / 1e6;
+        }
     }
+    ps_compact_work_free(job); /* a tick not delivered (a failed or cancelled step) */
     if (job->manual && h->steps_pending > 0 && --h->steps_pending == 0 && h->step_conn)
         step_reply(h, PS_ST_OK, "ok", 0);
     ps_host_kick(h);
@@ -624,6 +640,7 @@ static void dispatch_step(ps_host *h, int manual) {
     const int was_idle = job->idle;
     memset(job, 0, sizeof *job);
     job->manual = manual;
+    job->due_ns = manual ? 0 : h->next_due_ns;
     job->want_image = h->snap_waiters != NULL;
     uint64_t next = h->tick + 1;
     for (int i = 0; i < h->nsubs; i++) {
@@ -638,6 +655,7 @@ static void dispatch_step(ps_host *h, int manual) {
                 job->want_stats = 1;
         }
         if (sub->kind == PS_SUB_CONTACTS) job->want_events = 1;
+        if (sub->kind == PS_SUB_COMPACT) ps_compact_plan(h, job, sub);
     }
     h->work.data = h;
     if (idle_tick(h, job)) {
@@ -656,11 +674,13 @@ static void dispatch_step(ps_host *h, int manual) {
         return;
     }
     h->busy = 1;
+    h->job_start_ns = ps_now_ns();
     h->job_heavy = h->heavy;
     if (h->job_heavy) h->srv->heavy_inflight++;
     int r = uv_queue_work(&h->srv->loop, &h->work, work_cb, after_work_cb);
     if (r < 0) {
         h->busy = 0;
+        ps_compact_work_free(job);
         if (h->job_heavy) h->srv->heavy_inflight--;
         h->job_heavy = 0;
         ps_log("world %llu: cannot queue a step: %s", (unsigned long long)h->id, uv_strerror(r));
@@ -676,6 +696,12 @@ static void free_deferred(ps_deferred *d) {
 
 void ps_host_kick(ps_host *h) {
     if (h->busy || h->finalized || h->draining) return;
+    if (h->frozen && !h->destroying) {
+        /* Moving to or from another instance (migrate.c): no steps, and
+         * requests wait until the move is done or undone. */
+        host_timer_stop(h);
+        return;
+    }
     /* The tick boundary: run what waited for it, in arrival order. */
     h->draining = 1;
     ps_history_run_due(h); /* edit batches stamped with this tick first (history.c) */
@@ -698,6 +724,15 @@ void ps_host_kick(ps_host *h) {
     if (h->destroying) {
         host_finalize(h);
         return;
+    }
+    if (h->mig_boundary) {
+        /* A move waits for this boundary: the world freezes here, after
+         * the requests that came before it (migrate.c). */
+        ps_migrate_boundary(h);
+        if (h->frozen || h->finalized) {
+            host_timer_stop(h);
+            return;
+        }
     }
     if (h->paused) {
         host_timer_stop(h);
@@ -729,6 +764,7 @@ void ps_host_kick(ps_host *h) {
             }
         }
         h->ticks_since_base++;
+        h->next_due_ns = h->base_ns + (uint64_t)((double)h->ticks_since_base / h->tick_rate * 1e9);
         host_timer_stop(h);
         dispatch_step(h, 0);
         return;
@@ -736,18 +772,25 @@ void ps_host_kick(ps_host *h) {
     const uint64_t delay_ms = next_delay_ms(h, now);
     if (h->job.idle && h->nsubs == 0 && !h->hist && !h->snap_waiters && ph_world_awake_count(h->world) == 0) {
         /* Its next tick is idle too (unless something happens first, which
-         * kicks it out of the wheel): one slot of the wheel, no timer. */
+         * kicks it out of the wheel): one slot of the wheel, no timer of
+         * its own (nobody watches its ticks' timing: no subscriber). */
         uv_timer_stop(&h->timer);
         const uint64_t ms = wheel_now_ms(h->srv);
         wheel_insert(h, ms + delay_ms, ms);
         return;
     }
     wheel_remove(h);
-    uv_timer_start(&h->timer, on_timer, delay_ms, 0);
+    /* Precisely at the due time (1 us past it, so the floor above counts
+     * it) where a ticker exists; a wake-up the world no longer wants only
+     * runs this function again. */
+    const double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
+    const double due_ns = ceil(next_s * 1e9) + 1e3;
+    if (!(due_ns < 1.8e19) || ps_ticker_at(&h->fine, h->base_ns + (uint64_t)due_ns) != 0)
+        uv_timer_start(&h->timer, on_timer, delay_ms, 0);
 }
 
 void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn) {
-    if (!h->busy && !h->draining && !h->dq_head) {
+    if (!h->busy && !h->draining && !h->dq_head && !h->frozen) {
         fn(h, c, m, decoded);
         if (free_decoded && decoded) free_decoded(decoded);
         physd__v1__client_message__free_unpacked(m, NULL);
@@ -777,6 +820,17 @@ void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free
         h->dq_head = d;
     h->dq_tail = d;
     h->dq_len++;
+}
+
+void ps_host_refuse_deferred(ps_host *h, int code, const char *msg) {
+    while (h->dq_head) {
+        ps_deferred *d = h->dq_head;
+        h->dq_head = d->next;
+        ps_reply_error(d->conn, d->msg->request_id, code, msg);
+        free_deferred(d);
+    }
+    h->dq_tail = NULL;
+    h->dq_len = 0;
 }
 
 /* ------------------------------------------------------------- control */
@@ -942,6 +996,9 @@ int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id) {
 }
 
 void ps_conn_drop_subs(ps_conn *c) {
+    /* (The connection is closing: an import it prepared and did not
+     * commit goes too; migrate.c.) */
+    ps_migrate_conn_closed(c);
     while (c->subs) {
         ps_host *h = c->subs->host;
         sub_remove(c->subs);
@@ -963,23 +1020,37 @@ static void on_host_timer_close(uv_handle_t *t) {
     ps_server_maybe_finish(s);
 }
 
+static void on_fine_closed(ps_ticker *t) {
+    ps_host *h = t->data;
+    uv_close((uv_handle_t *)&h->timer, on_host_timer_close);
+}
+
 static void host_finalize(ps_host *h) {
     if (h->finalized) return;
     h->finalized = 1;
     lane_remove(h);
+    if (h->mig || h->frozen == PS_FROZEN_IMPORT) ps_migrate_host_gone(h);
+    /* A world that moved tells its subscribers first: on each connection the
+     * notice comes before the redirects of the requests that waited. */
+    if (h->moved) ps_migrate_notify_moved(h);
     char msg[96];
-    snprintf(msg, sizeof msg, "world %llu was destroyed", (unsigned long long)h->id);
+    snprintf(msg, sizeof msg, "world %llu was %s", (unsigned long long)h->id,
+             h->moved ? "moved to another instance" : "destroyed");
     while (h->dq_head) {
         ps_deferred *d = h->dq_head;
         h->dq_head = d->next;
-        ps_reply_error(d->conn, d->msg->request_id, PS_ST_NOT_FOUND, msg);
+        /* A world that moved: what waited gets where it went (migrate.c). */
+        if (h->moved)
+            ps_migrate_reply_moved(d->conn, d->msg->request_id, h->id);
+        else
+            ps_reply_error(d->conn, d->msg->request_id, PS_ST_NOT_FOUND, msg);
         free_deferred(d);
     }
     h->dq_tail = NULL;
     h->dq_len = 0;
     if (h->step_conn) ps_host_end_step_request(h, "the world's destruction");
     ps_snap_drop(h, msg);
-    notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
+    if (!h->moved) notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_WORLD_DESTROYED, msg, 0, 0);
     for (int i = 0; i < h->nsubs; i++) {
         sub_remove(h->subs[i]);
         sub_free(h->subs[i]);
@@ -1002,7 +1073,7 @@ static void host_finalize(ps_host *h) {
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);
     host_timer_stop(h);
-    uv_close((uv_handle_t *)&h->timer, on_host_timer_close);
+    ps_ticker_close(&h->fine, on_fine_closed);
 }
 
 void ps_host_destroy(ps_host *h, const char *why) {

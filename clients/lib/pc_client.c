@@ -560,12 +560,18 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
     case PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME: {
         /* decoded into a Frame for on_frame (pc_compact.c) */
         c->k.frames++;
+        if (m->compact_frame->parts > 1) c->k.parts++;
         const uint64_t sub = m->compact_frame->subscription_id, tick = m->compact_frame->tick;
         Physd__V1__ServerMessage *fm = NULL;
         int ack = 0;
         int r = pc_ctable_decode(c->ctab, m->compact_frame, &fm, &ack);
         if (r == PC_CT_UNKNOWN) { /* unsubscribed, or not to be decoded here */
             if (c->on_compact) c->on_compact(c, m->compact_frame, c->h.data);
+            break;
+        }
+        if (r == PC_CT_PARTIAL) break; /* a part: the frame is decoded with its last part */
+        if (r == PC_CT_BROKEN) {
+            c->k.parts_discarded += (uint64_t)ack;
             break;
         }
         if (r != 0) {
@@ -609,6 +615,8 @@ static void dispatch(pc_client *c, Physd__V1__ServerMessage *m) {
         if (n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_DISCONNECT || n->kind == PHYSD__V1__NOTICE_KIND__NOTICE_SHUTDOWN)
             snprintf(c->errmsg, sizeof c->errmsg, "%s", n->message && n->message[0] ? n->message : "server shutdown");
         if (c->h.on_notice) c->h.on_notice(c, n, c->h.data);
+        pc_world_moved mv;
+        if (c->h.on_world_moved && !c->closing && pc_notice_moved(n, &mv)) c->h.on_world_moved(c, &mv, c->h.data);
         break;
     }
     case PHYSD__V1__SERVER_MESSAGE__MSG_SNAPSHOT_PART:

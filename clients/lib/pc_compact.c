@@ -35,7 +35,15 @@ typedef struct pc_cstream {
     int n, next;              /* states kept, ring position of the next */
     uint64_t *entered, *left; /* against the frame decoded before the last */
     size_t nentered, nleft, changes_cap;
+    uint8_t *pbuf; /* a frame in parts: its section so far */
+    size_t plen, pcap;
+    uint64_t ptick;
+    uint32_t pnext, pparts; /* the part expected next (0: none), of how many */
+    uint32_t pdropped;      /* parts the last break dropped */
 } pc_cstream;
+
+/* The largest body section reassembled from parts (256 MiB). */
+#define PC_MAX_SECTION (1u << 28)
 
 struct pc_ctable {
     pc_cstream *s;
@@ -49,6 +57,7 @@ void pc_compact_params_default(pc_compact_params *p) {
     p->explicit_ack = 0;
     memset(&p->region, 0, sizeof p->region);
     p->budget_bytes = 0;
+    p->predict = 0;
 }
 
 static pc_cstream *find(pc_ctable *t, uint64_t sub);
@@ -63,8 +72,55 @@ static void stream_free(pc_cstream *s) {
     stream_clear(s);
     free(s->entered);
     free(s->left);
+    free(s->pbuf);
     s->entered = s->left = NULL;
+    s->pbuf = NULL;
     s->nentered = s->nleft = s->changes_cap = 0;
+    s->plen = s->pcap = 0;
+    s->pnext = 0;
+}
+
+/* A part of a frame in parts (docs/streams.md, "Frames in parts"): kept
+ * while the parts come in order; 1 when it completes the frame (its
+ * section is then s->pbuf, s->plen), 0 while more must come, -1 when the
+ * sequence broke (a part of another tick, or out of order: the frame is
+ * dropped, as the server never takes it for a baseline) or memory ran
+ * out. */
+static int add_part(pc_cstream *s, const Physd__V1__CompactFrame *f) {
+    if (f->part >= f->parts || (f->part > 0 && (f->tick != s->ptick || f->part != s->pnext || f->parts != s->pparts))) {
+        s->pdropped = s->pnext + 1u; /* the parts kept and this one */
+        s->pnext = 0;
+        return -1;
+    }
+    if (f->part == 0) {
+        s->plen = 0;
+        s->ptick = f->tick;
+        s->pparts = f->parts;
+    }
+    if (f->bodies.len > PC_MAX_SECTION - s->plen) {
+        s->pdropped = f->part + 1u;
+        s->pnext = 0;
+        return -1;
+    }
+    if (s->plen + f->bodies.len > s->pcap) {
+        size_t ncap = s->pcap ? s->pcap : 4096;
+        while (ncap < s->plen + f->bodies.len)
+            ncap *= 2;
+        uint8_t *nb = realloc(s->pbuf, ncap);
+        if (!nb) {
+            s->pdropped = f->part + 1u;
+            s->pnext = 0;
+            return -1;
+        }
+        s->pbuf = nb;
+        s->pcap = ncap;
+    }
+    if (f->bodies.len) memcpy(s->pbuf + s->plen, f->bodies.data, f->bodies.len);
+    s->plen += f->bodies.len;
+    s->pnext = f->part + 1;
+    if (s->pnext < s->pparts) return 0;
+    s->pnext = 0;
+    return 1;
 }
 
 /* entered and left between the states a (NULL: none) and b. 0 or -1. */
@@ -226,6 +282,7 @@ int pc_subscribe_compact(pc_client *c, uint64_t world, uint32_t every, const uin
     Physd__V1__DoubleValue radius = PHYSD__V1__DOUBLE_VALUE__INIT;
     if (pc__region_msg(&p->region, &rg, &centre, &half, &radius)) s.region = &rg;
     s.budget_bytes = p->budget_bytes;
+    s.predict = p->predict != 0;
     m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_SUBSCRIBE;
     m.subscribe = &s;
     int r = pc_request(c, &m, on_subscribed, x);
@@ -269,20 +326,47 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
     *ack = 0;
     pc_cstream *s = find(t, f->subscription_id);
     if (!s) return PC_CT_UNKNOWN;
-    const pw_cstate *base = NULL;
+    Physd__V1__CompactFrame whole;
+    if (f->parts > 1) {
+        int r = add_part(s, f);
+        if (r < 0) *ack = (int)s->pdropped;
+        if (r <= 0) return r == 0 ? PC_CT_PARTIAL : PC_CT_BROKEN;
+        whole = *f;
+        whole.bodies.data = s->pbuf;
+        whole.bodies.len = s->plen;
+        whole.part = whole.parts = 0;
+        f = &whole;
+    }
+    const pw_cstate *base = NULL, *older = NULL;
+    if (f->key && f->predict_tick) return PC_CT_FAILED; /* never in a key frame */
     if (f->key) {
         s->key_asked = 0; /* the kept states are forgotten once it decodes */
     } else {
-        for (int k = 0; k < s->n && !base; k++)
+        for (int k = 0; k < s->n; k++) {
             if (s->ticks[k] == f->baseline_tick) base = &s->st[k];
-        if (!base) {
+            if (f->predict_tick && s->ticks[k] == f->predict_tick) older = &s->st[k];
+        }
+        if (!base || (f->predict_tick && !older)) {
             if (s->key_asked) return PC_CT_FAILED;
             s->key_asked = 1;
             return PC_CT_ASK_KEY;
         }
     }
+    /* a prediction (docs/streams.md): its ticks in order and close */
+    pw_cpredict pr = {older, 0, 0};
+    if (older) {
+        if (!(f->predict_tick < f->baseline_tick && f->baseline_tick < f->tick &&
+              f->tick - f->predict_tick <= PW_PREDICT_MAX_TICKS)) {
+            if (s->key_asked) return PC_CT_FAILED;
+            s->key_asked = 1;
+            return PC_CT_ASK_KEY;
+        }
+        pr.ahead = (uint32_t)(f->tick - f->baseline_tick);
+        pr.span = (uint32_t)(f->baseline_tick - f->predict_tick);
+    }
     pw_cstate st = {0, 0, NULL};
-    int r = pw_compact_decode(&s->p, base, f->bodies.data, f->bodies.len, f->body_count, 1000000, &st);
+    int r = pw_compact_decode_predicted(&s->p, base, older ? &pr : NULL, f->bodies.data, f->bodies.len, f->body_count,
+                                        1000000, &st);
     if (r != 0) {
         pw_cstate_free(&st);
         if (r != PW_CMALFORMED || s->key_asked) return PC_CT_FAILED;

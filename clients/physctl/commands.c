@@ -80,6 +80,7 @@ static int simple_world_request(ctl *x, int argc, char **argv, Physd__V1__Client
 
 static int cmd_worlds(ctl *x, int argc, char **argv) {
     if (argc > 1) return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s'", argv[1]);
+    if (x->servers && !x->chosen) return physctl_worlds_fleet(x); /* every server's (fleet.c) */
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListWorlds l = PHYSD__V1__LIST_WORLDS__INIT;
     m.request_case = REQ(LIST_WORLDS);
@@ -876,8 +877,10 @@ static void print_stats_text(const Physd__V1__Stats *s) {
            (unsigned long long)s->tick, pbj_enum_name(&physd__v1__method__descriptor, s->method, name, sizeof name),
            pbj_enum_name(&physd__v1__method__descriptor, s->method_setting, name + 16, 16), s->iterations,
            s->max_iterations, s->rows, s->contacts, s->joints, s->bodies);
-    printf("merits: fischer %.3e  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration %.3e m\n",
-           s->fischer_final, s->minmap_final, s->rel_residual, s->lcp_error_final, s->max_penetration);
+    printf("merits: fischer %.3e (scaled %.3e)  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration "
+           "%.3e m\n",
+           s->fischer_final, s->fischer_scaled_final, s->minmap_final, s->rel_residual, s->lcp_error_final,
+           s->max_penetration);
     printf("collision: pairs %u  manifolds %u (%u reused by the contact cache)  awake bodies %u  islands %u\n",
            s->pairs, s->manifolds, s->manifolds_reused, s->awake_bodies, s->islands);
     if (s->n_stage_ms >= 5)
@@ -1555,6 +1558,7 @@ static int cmd_ping(ctl *x, int argc, char **argv) {
 /* --------------------------------------------------------------- table */
 
 const command physctl_commands[] = {
+    /* (several servers and worlds that move: fleet.c, docs/fleet.md) */
     {"worlds", "", "list the worlds", "Prints id, name, preset, state, tick and counts of every world.\n", cmd_worlds,
      0},
     {"presets", "", "list the built-in scenes (for create --scene)",
@@ -1690,5 +1694,22 @@ const command physctl_commands[] = {
      "mass and inertia) and every joint in the format of docs/clients.md; physctl load FILE makes a copy.\n",
      cmd_save, 0},
     {"ping", "[N]", "round-trip time to the server", "", cmd_ping, 0},
+    {"migrate", "WORLD --to HOST:PORT [--to-token-file F]", "move a world to another physd (admin)",
+     "The world goes on at HOST:PORT with the same id, body and joint ids, tokens and tick: its state hash\n"
+     "sequence continues as if it had not moved. Its subscribers are told (NOTICE_WORLD_MOVED) and requests\n"
+     "sent here afterwards are redirected. --to-token-file gives the target's token for the server's hello\n"
+     "(default: the server's own admin token, for a fleet that shares one). Prints where it went, its tick,\n"
+     "state hash, image size and how long it did not tick; if the move fails it stays here and ticks on.\n"
+     "Example: physctl migrate 3 --to 10.0.0.7:7447\n",
+     physctl_migrate, 0},
+    {"drain", "--to HOST:PORT [--to-token-file F] [--exit]", "move every world of the server to another (admin)",
+     "One world after another (as migrate); meanwhile the server refuses new worlds and tells every\n"
+     "connection (NOTICE_DRAINING). Prints each world's outcome; exit 1 if some stay. With --exit the server\n"
+     "shuts down once every world moved.\n",
+     physctl_drain, 0},
+    {"fleet", "", "the load of each server of --servers and where a new world goes",
+     "Needs --servers HOST:PORT,... (or PHYSD_SERVERS). Prints each server's worlds, bodies and awake bodies;\n"
+     "a new world goes to the one with the fewest awake bodies, then the fewest worlds (docs/fleet.md).\n",
+     physctl_fleet, 0},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };

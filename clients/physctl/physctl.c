@@ -45,6 +45,9 @@ static void usage(FILE *f) {
             "\noptions:\n"
             "  --host H        server address or name (default 127.0.0.1)\n"
             "  --port P        server port (default %d)\n"
+            "  --servers LIST  several servers, HOST:PORT,... (PHYSD_SERVERS): create places the world on the least\n"
+            "                  loaded, a WORLD argument finds its server, worlds lists them all (docs/fleet.md);\n"
+            "                  --host or --port names one server instead\n"
             "  --json          print results as JSON (for scripts)\n"
             "  --timeout MS    connect and reply timeout in ms (default 10000; 0 = none)\n"
             "  --token-file F  credentials: the token(s) in file F (else PHYSD_TOKEN; docs/security.md)\n"
@@ -106,18 +109,30 @@ int ctl_parse_u64(const char *s, uint64_t *v) {
     return 0;
 }
 
+void ctl_client_options(ctl *x, pc_options *o, pc_tls_options *tls) {
+    pc_options_default(o);
+    o->client_name = "physctl";
+    o->credentials = x->token[0] ? x->token : NULL;
+    pc_tls_options_default(tls);
+    tls->ca_file = x->ca;
+    tls->cert_file = x->cert;
+    tls->key_file = x->key;
+    if (x->tls) o->tls = tls;
+}
+
 int ctl_connect(ctl *x) {
     if (x->c) return 0;
+    if (x->servers && !x->chosen) {
+        /* Several servers (fleet.c): a new world goes to the least loaded;
+         * anything else without a world asks the first. */
+        int pr = !strcmp(x->cmd, "create") || !strcmp(x->cmd, "load") || !strcmp(x->cmd, "restore")
+                     ? ctl_fleet_place(x)
+                     : ctl_fleet_locate(x, 0);
+        if (pr) return pr;
+    }
     pc_options o;
-    pc_options_default(&o);
-    o.client_name = "physctl";
-    o.credentials = x->token[0] ? x->token : NULL;
     pc_tls_options tls;
-    pc_tls_options_default(&tls);
-    tls.ca_file = x->ca;
-    tls.cert_file = x->cert;
-    tls.key_file = x->key;
-    if (x->tls) o.tls = &tls;
+    ctl_client_options(x, &o, &tls);
     char why[512];
     int r = pc_connect_sync_msg(&x->c, &x->loop, x->host, x->port, x->timeout_ms, &o, why, sizeof why);
     if (r < 0) {
@@ -133,10 +148,19 @@ int ctl_call_any(ctl *x, Physd__V1__ClientMessage *m, Physd__V1__ServerMessage *
     int r = ctl_connect(x);
     if (r) return r;
     Physd__V1__ServerMessage *rep = NULL;
-    r = pc_call(x->c, m, x->timeout_ms, &rep);
-    if (r < 0) {
-        const char *why = pc_client_error_message(x->c);
-        return ctl_fail(x, EXIT_LOST, "%s (%s)%s%s", pc_strerror(r), pc_err_name(r), why[0] ? ": " : "", why);
+    for (int hops = 0;; hops++) {
+        r = pc_call(x->c, m, x->timeout_ms, &rep);
+        if (r < 0) {
+            const char *why = pc_client_error_message(x->c);
+            return ctl_fail(x, EXIT_LOST, "%s (%s)%s%s", pc_strerror(r), pc_err_name(r), why[0] ? ": " : "", why);
+        }
+        /* The world moved to another server: follow it (a few hops at most). */
+        if (hops >= 4) break;
+        int f = ctl_follow_redirect(x, rep);
+        if (f == 0) break;
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        rep = NULL;
+        if (f < 0) return -f;
     }
     *out = rep;
     return 0;
@@ -212,6 +236,8 @@ void ctl_free(Physd__V1__ServerMessage *m) {
 int ctl_world_arg(ctl *x, int argc, char **argv, int idx, uint64_t *w) {
     if (idx >= argc) return ctl_fail(x, EXIT_USAGE, "missing WORLD (see physctl %s --help)", x->cmd);
     if (ctl_parse_u64(argv[idx], w) || *w == 0) return ctl_fail(x, EXIT_USAGE, "bad world id '%s'", argv[idx]);
+    /* Several servers: the one that has it (fleet.c). */
+    if (x->servers && !x->chosen && !x->c) return ctl_fleet_locate(x, *w);
     return 0;
 }
 
@@ -412,7 +438,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
         return 0;
     }
     if (strcmp(name, "--host") && strcmp(name, "--port") && strcmp(name, "--timeout") && strcmp(name, "--token-file") &&
-        strcmp(name, "--at-tick"))
+        strcmp(name, "--at-tick") && strcmp(name, "--servers"))
         return 0;
     *matched = 1;
     const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
@@ -429,12 +455,17 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
         x->has_tick = 1;
         return 0;
     }
+    if (!strcmp(name, "--servers")) {
+        x->servers = val[0] ? val : NULL;
+        return 0;
+    }
     if (!strcmp(name, "--host")) {
         if (!val[0]) {
             ctl_fail(x, EXIT_USAGE, "--host needs a value");
             return -1;
         }
         x->host = val;
+        x->chosen = 1; /* one server named: it wins over --servers / PHYSD_SERVERS */
         return 0;
     }
     char *end;
@@ -445,6 +476,7 @@ static int global_option(ctl *x, int argc, char **argv, int *i, int *matched) {
     }
     if (!strcmp(name, "--port")) {
         x->port = (int)v;
+        x->chosen = 1;
     } else {
         x->timeout_ms = (int)v;
         x->timeout_given = 1;
@@ -461,6 +493,7 @@ int main(int argc, char **argv) {
     if (getenv("PHYSD_TOKEN")) snprintf(x.token, sizeof x.token, "%s", getenv("PHYSD_TOKEN"));
     if (getenv("PHYSD_TLS") && getenv("PHYSD_TLS")[0] && strcmp(getenv("PHYSD_TLS"), "0")) x.tls = 1;
     if (getenv("PHYSD_CA") && getenv("PHYSD_CA")[0]) x.ca = getenv("PHYSD_CA");
+    if (getenv("PHYSD_SERVERS") && getenv("PHYSD_SERVERS")[0]) x.servers = getenv("PHYSD_SERVERS");
     const char *env_port = getenv("PHYSD_PORT");
     if (env_port && env_port[0]) {
         char *end;

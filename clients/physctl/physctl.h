@@ -42,6 +42,10 @@ typedef struct ctl {
     char token[4097];            /* credentials: PHYSD_TOKEN or --token-file (docs/security.md); "" none */
     int tls;                     /* --tls or PHYSD_TLS=1 */
     const char *ca, *cert, *key; /* --ca (or PHYSD_CA), --cert, --key */
+    /* Several servers (fleet.c, docs/fleet.md) */
+    const char *servers; /* --servers or PHYSD_SERVERS: "HOST:PORT,..." */
+    int chosen;          /* host and port were chosen among them (placement, a world's server) */
+    char host_buf[256];  /* host after a placement, a lookup or a redirect */
 } ctl;
 
 typedef struct command {
@@ -111,6 +115,21 @@ typedef enum { WS_RUNNING, WS_PAUSED, WS_BEHIND, WS_ASLEEP } world_state;
 world_state ctl_world_state(uint64_t world, const Physd__V1__WorldCounters *k, const Physd__V1__WorldCounters *prev,
                             char *buf, size_t n);
 const char *ctl_world_state_name(world_state s);
+
+/* fleet.c: several servers and worlds that move (docs/fleet.md). */
+/* --servers: the server that has world (host and port set); an exit code. */
+int ctl_fleet_locate(ctl *x, uint64_t world);
+/* --servers: the least loaded server for a new world (host and port set). */
+int ctl_fleet_place(ctl *x);
+/* The options of ctl_connect's hello (credentials, TLS) into o and tls. */
+void ctl_client_options(ctl *x, pc_options *o, pc_tls_options *tls);
+/* A redirect (the world moved): reconnects to where it went; 1 when it
+ * did (send again), 0 when rep is no redirect, else an exit code < 0. */
+int ctl_follow_redirect(ctl *x, const Physd__V1__ServerMessage *rep);
+int physctl_worlds_fleet(ctl *x);
+int physctl_migrate(ctl *x, int argc, char **argv);
+int physctl_drain(ctl *x, int argc, char **argv);
+int physctl_fleet(ctl *x, int argc, char **argv);
 
 int physctl_watch(ctl *x, int argc, char **argv);
 int physctl_events(ctl *x, int argc, char **argv);

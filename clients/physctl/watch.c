@@ -18,6 +18,11 @@
  * --json each update is one line of JSON, and a change of the world's
  * state one line {"world_id", "state", "tick", "message"}.
  *
+ * A world that moves to another server (NOTICE_WORLD_MOVED, docs/fleet.md)
+ * is followed: the connection is closed, a new one made to the address in
+ * the notice and the subscription made again there; a line (or a JSON
+ * state "moved") says so.
+ *
  * Failure modes: a refused subscription exits 1; a lost connection exits 4;
  * the world being destroyed ends the watch with exit 0 and a message.
  *
@@ -65,7 +70,10 @@ typedef struct watch {
     int state_known; /* a counters reply arrived */
     world_state state;
     char status[320]; /* ctl_world_state's sentence */
-    char notice[256]; /* the last notice worth showing */
+    char notice[400]; /* the last notice worth showing */
+    int move_pending; /* the world moved: follow it (after the callback) */
+    pc_world_moved moved;
+    int moves;
 } watch;
 
 static void out_printf(watch *v, const char *fmt, ...) {
@@ -169,8 +177,11 @@ static void render_stats(watch *v, const Physd__V1__Stats *s) {
                (unsigned long long)s->world_id, (unsigned long long)s->tick, m1, m2, s->iterations, s->max_iterations,
                s->rows, s->contacts, s->joints);
     out_eol(v);
-    out_printf(v, "final: fischer %.3e  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration %.2e m",
-               s->fischer_final, s->minmap_final, s->rel_residual, s->lcp_error_final, s->max_penetration);
+    out_printf(v,
+               "final: fischer %.3e (scaled %.2e)  minmap %.3e  rel_residual %.3e  lcp_error %.3e m/s  max_penetration "
+               "%.2e m",
+               s->fischer_final, s->fischer_scaled_final, s->minmap_final, s->rel_residual, s->lcp_error_final,
+               s->max_penetration);
     out_eol(v);
     if (s->n_stage_ms >= 5) {
         out_printf(v, "ms: broadphase %.3f  narrowphase %.3f  rows %.3f  solve %.3f  integrate %.3f  total %.3f",
@@ -393,6 +404,14 @@ static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data) {
     }
 }
 
+static void on_world_moved(pc_client *c, const pc_world_moved *m, void *data) {
+    (void)c;
+    watch *v = data;
+    if (m->world_id != v->world || !m->port || v->done) return;
+    v->moved = *m;
+    v->move_pending = 1;
+}
+
 static void on_disconnect(pc_client *c, int err, void *data) {
     watch *v = data;
     const char *why = pc_client_error_message(c);
@@ -414,6 +433,50 @@ static void on_end(uv_timer_t *t) { ((watch *)t->data)->done = 1; }
 static void on_sigint(uv_signal_t *s, int sig) {
     (void)sig;
     ((watch *)s->data)->done = 1;
+}
+
+static void set_handlers(watch *v) {
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, v, NULL, NULL, on_world_moved};
+    pc_client_set_handlers(v->x->c, &h);
+}
+
+/* The world moved: a new connection to where it went, the same
+ * subscription there. An exit code, or 0. */
+static int follow(watch *v, Physd__V1__ClientMessage *sub) {
+    ctl *x = v->x;
+    v->move_pending = 0;
+    v->moves++;
+    if (v->dirty && v->latest) { /* the old server's last update first */
+        v->dirty = 0;
+        draw(v);
+        count_update(v);
+    }
+    pc_client_set_handlers(x->c, NULL);
+    pc_close_sync(x->c); /* (a counters request in flight gets its error: polling ends) */
+    x->c = NULL;
+    v->polling = 0;
+    snprintf(x->host_buf, sizeof x->host_buf, "%s", v->moved.host);
+    x->host = x->host_buf;
+    x->port = v->moved.port;
+    x->chosen = 1;
+    if (x->json) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "world %llu moved to %s after tick %llu: following", (unsigned long long)v->world,
+                 v->moved.address, (unsigned long long)v->moved.tick);
+        json_state(v, "moved", v->moved.tick, msg);
+    } else {
+        snprintf(v->notice, sizeof v->notice, "tick %llu: the world moved to %s; following it there",
+                 (unsigned long long)v->moved.tick, v->moved.address);
+        if (v->mode == M_CONTACTS) log_line("notice: %s\n", v->notice);
+        v->dirty = 1;
+    }
+    int r = ctl_connect(x);
+    if (r) return r;
+    set_handlers(v);
+    Physd__V1__ServerMessage *rep;
+    if ((r = ctl_call(x, sub, &rep))) return r;
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    return 0;
 }
 
 static int watch_run(ctl *x, int argc, char **argv, int mode) {
@@ -449,9 +512,9 @@ static int watch_run(ctl *x, int argc, char **argv, int mode) {
         }
     }
     v.tty = isatty(STDOUT_FILENO) && !x->json && v.mode != M_CONTACTS;
+    if (x->servers && !x->chosen && (r = ctl_fleet_locate(x, v.world))) return r;
     if ((r = ctl_connect(x))) return r;
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, &v, NULL, NULL};
-    pc_client_set_handlers(x->c, &h);
+    set_handlers(&v);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
     sub.world_id = v.world;
@@ -479,8 +542,13 @@ static int watch_run(ctl *x, int argc, char **argv, int mode) {
     uv_timer_start(&v.poll, on_poll, 0, 1000);
     if (seconds > 0) uv_timer_start(&v.end, on_end, (uint64_t)(seconds * 1000), 0);
     uv_signal_start(&v.sigint, on_sigint, SIGINT);
-    while (!v.done)
+    while (!v.done) {
         uv_run(&x->loop, UV_RUN_ONCE);
+        if (v.move_pending && !v.done && (r = follow(&v, &m)) != 0) {
+            v.exit_code = r;
+            break;
+        }
+    }
     /* A last update that arrived after the final redraw. */
     if (v.dirty && v.mode != M_CONTACTS && !(v.max_updates > 0 && v.updates >= v.max_updates) &&
         !(x->json && !v.latest)) {

@@ -11,7 +11,10 @@
  * subscribes to transform frames (if it is one of the subscribers), sends
  * edit batches at edit_rate (add a small sphere, later remove one of the
  * spheres it added, so worlds stay bounded) and body queries at query_rate,
- * each on its own repeating timer with a random phase. A 100 ms timer
+ * each on its own repeating timer with a random phase. With --drive
+ * (cubes901) a world's creator also subscribes to the large cube's raw
+ * frames and pushes it through the grid with one apply_force a tick
+ * (clients/common/cube_drive.c, as physd-streambench). A 100 ms timer
  * prints the progress line and moves through the phases: RUN until the
  * duration has passed; DRAIN (timers stopped, subscriptions cancelled,
  * waiting for every outstanding reply); CHECK (query_counters of every
@@ -19,6 +22,16 @@
  * edits applied, pushes received = pushes queued - pushes dropped);
  * CLEANUP (destroy the worlds unless --keep); then every client and handle
  * is closed and the loop ends.
+ *
+ * Several servers (--servers, docs/fleet.md): before the run each server's
+ * load is probed and each world placed by the rule of
+ * clients/common/placement.h; a world's clients connect to its server.
+ * Worlds may move during the run: a subscriber's NOTICE_WORLD_MOVED, a
+ * reply that redirects, or the end of a server that announced a drain
+ * (NOTICE_DRAINING) moves the client to the world's new server, where it
+ * subscribes again and sends the redirected requests again; the old
+ * connection is closed once its requests are answered. The report says
+ * where the worlds went and how many ticks the subscribers missed.
  *
  * Failure modes: when the first connection fails before any client has
  * connected, nothing is there to load: physload says once which address it
@@ -40,25 +53,49 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cube_drive.h"
 #include "physload.h"
+#include "placement.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define MAX_OWNED 16
 #define MAX_QUERY_IDS 10
 
-enum { K_CREATE, K_INSPECT, K_SUBSCRIBE, K_UNSUBSCRIBE, K_EDIT_ADD, K_EDIT_REMOVE, K_QUERY, K_COUNTERS, K_DESTROY };
-enum { C_IDLE, C_CONNECTING, C_WAITING, C_ACTIVE, C_DEAD };
+enum {
+    K_CREATE,
+    K_INSPECT,
+    K_SUBSCRIBE,
+    K_UNSUBSCRIBE,
+    K_EDIT_ADD,
+    K_EDIT_REMOVE,
+    K_QUERY,
+    K_COUNTERS,
+    K_DESTROY,
+    K_DRIVE_SUB, /* --drive: the large cube's raw frames */
+    K_DRIVE,     /* --drive: an apply_force */
+};
+enum { C_IDLE, C_CONNECTING, C_WAITING, C_ACTIVE, C_DEAD, C_MOVING };
 enum { P_RUN, P_DRAIN, P_CHECK, P_CLEANUP, P_CLOSING };
 
 typedef struct load load;
 
 typedef struct lworld {
     uint64_t id;
+    char host[256]; /* its server now (placement, then moves) */
+    int port;
+    int server; /* the index of the server it was placed on */
+    int moved;
     int ready, failed, checked;
     uint64_t ids[MAX_QUERY_IDS];
     size_t n_ids;
     uint64_t edits_acked, pushes;
     uint64_t edits_applied, pushes_queued, pushes_dropped, tick;
+    /* --drive: the large cube (the world's last body), its frames' subscription and the controller */
+    uint64_t big, drive_sub;
+    cube_drive drive;
+    uv_timer_t t_drive;
+    uint64_t drive_t0;
+    struct lclient *driver;
 } lworld;
 
 /* A frame kept by a checker until the other encoding's frame of its tick
@@ -97,12 +134,27 @@ typedef struct lclient {
     uint64_t t_active, t_stop; /* uv_hrtime */
     uint64_t e2f_t0[MAX_E2F], e2f_tick[MAX_E2F];
     int n_e2f;
+    /* worlds that move (docs/fleet.md) */
+    char host[256]; /* the server of cl->c */
+    int port;
+    pc_client *old;      /* the connection before a move, closed once its requests are answered */
+    int resume_state;    /* the state to go back to after a move (C_ACTIVE or C_WAITING) */
+    uint64_t moved_tick; /* the world's last tick at its old server: the first frame after it measures the gap */
+    struct retry {
+        int kind;
+        uint64_t arg;
+    } retry[MAX_OWNED + 8];
+    int nretry;
+    char drain_host[256]; /* the server announced a drain to here (NOTICE_DRAINING) */
+    int drain_port;
+    uint64_t retired_in, retired_out, retired_compact_errors, retired_frames;
 } lclient;
 
 typedef struct lreq {
     lclient *cl;
     int kind;
     uint64_t t0;
+    uint64_t arg; /* the body an edit removes */
 } lreq;
 
 struct load {
@@ -120,6 +172,8 @@ struct load {
     int interrupted;
     int tty;
     int no_server; /* the first connection failed with this error: exit 3 */
+    pl_server servers[PL_MAX_SERVERS];
+    int nservers;
 };
 
 static double now_s(const load *L) { return (double)(uv_hrtime() - L->t0) / 1e9; }
@@ -138,7 +192,7 @@ static double rnd01(lclient *cl) { return (double)(rnd(cl) >> 11) / 900719925474
 
 static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data);
 
-static int send_req(lclient *cl, int kind, Physd__V1__ClientMessage *m) {
+static int send_req_arg(lclient *cl, int kind, Physd__V1__ClientMessage *m, uint64_t arg) {
     load *L = cl->L;
     lreq *q = malloc(sizeof *q);
     if (!q) {
@@ -148,6 +202,7 @@ static int send_req(lclient *cl, int kind, Physd__V1__ClientMessage *m) {
     q->cl = cl;
     q->kind = kind;
     q->t0 = uv_hrtime();
+    q->arg = arg;
     int e = pc_request(cl->c, m, on_reply, q);
     if (e) {
         free(q);
@@ -166,6 +221,8 @@ static int send_req(lclient *cl, int kind, Physd__V1__ClientMessage *m) {
     return 0;
 }
 
+static int send_req(lclient *cl, int kind, Physd__V1__ClientMessage *m) { return send_req_arg(cl, kind, m, 0); }
+
 static void activate(lclient *cl);
 
 static void world_ready(load *L, lworld *w) {
@@ -175,19 +232,88 @@ static void world_ready(load *L, lworld *w) {
         if (L->cl[i].w == w && L->cl[i].state == C_WAITING) activate(&L->cl[i]);
 }
 
+static void world_moved(lworld *w, const pc_world_moved *mv);
+static void client_move(lclient *cl);
+static void queue_retry(lclient *cl, int kind, uint64_t arg);
+static void maybe_close_old(lclient *cl, pc_client *c);
+static void retire_counters(lclient *cl, pc_client *c);
+
+/* --drive: one apply_force a tick on the large cube (clients/common/cube_drive.c). */
+static void on_drive_timer(uv_timer_t *t) {
+    lworld *w = t->data;
+    lclient *cl = w->driver;
+    double f[3];
+    if (!cl || cl->L->phase != P_RUN || !cl->c || !pc_client_connected(cl->c) ||
+        !cube_drive_force(&w->drive, (double)(uv_hrtime() - w->drive_t0) / 1e9, f))
+        return;
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
+    Physd__V1__ApplyForce af = PHYSD__V1__APPLY_FORCE__INIT;
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    Physd__V1__Vec3 force = PHYSD__V1__VEC3__INIT;
+    force.x = f[0], force.y = f[1], force.z = f[2];
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = w->big;
+    af.body = &ref;
+    af.force = &force;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_FORCE;
+    op.apply_force = &af;
+    eb.world_id = w->id;
+    eb.n_ops = 1;
+    eb.ops = &ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    send_req(cl, K_DRIVE, &m);
+}
+
+static void start_drive(lclient *cl, uint64_t big) {
+    load *L = cl->L;
+    lworld *w = cl->w;
+    w->big = big;
+    w->driver = cl;
+    cube_drive_init(&w->drive, L->s.tick_rate);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe sub = PHYSD__V1__SUBSCRIBE__INIT;
+    sub.world_id = w->id;
+    sub.kind = PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS;
+    sub.n_body_ids = 1;
+    sub.body_ids = &w->big;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &sub;
+    if (send_req(cl, K_DRIVE_SUB, &m) != 0) return;
+    w->drive_t0 = uv_hrtime();
+    const uint64_t period = (uint64_t)(1000.0 / L->s.tick_rate + 0.5);
+    uv_timer_start(&w->t_drive, on_drive_timer, period, period > 0 ? period : 1);
+}
+
 static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
-    (void)c;
     lreq *q = data;
     lclient *cl = q->cl;
     load *L = cl->L;
     lworld *w = cl->w;
     int kind = q->kind;
-    uint64_t t0 = q->t0;
+    uint64_t t0 = q->t0, arg = q->arg;
     free(q);
     L->pending--;
-    if (!err && kind == K_EDIT_ADD && cl->subscriber && cl->n_e2f < MAX_E2F && r->tick > 0) {
+    pc_world_moved mv;
+    if (!err && pc_reply_moved(r, &mv) && mv.port && mv.world_id == w->id) {
+        /* The world moved: the request goes again to its new server. */
+        L->t.all_replies++;
+        if (kind == K_EDIT_ADD || kind == K_EDIT_REMOVE || kind == K_QUERY) L->t.replies++;
+        L->t.redirects++;
+        if (cl->subscriber && !cl->moved_tick && strcmp(w->host, mv.host) != 0) cl->moved_tick = mv.tick;
+        world_moved(w, &mv);
+        if (kind != K_SUBSCRIBE && kind != K_UNSUBSCRIBE) queue_retry(cl, kind, arg);
+        client_move(cl);
+        maybe_close_old(cl, c);
+        return;
+    }
+    maybe_close_old(cl, c);
+    if (!err && kind == K_EDIT_ADD && cl->subscriber && cl->n_e2f < MAX_E2F &&
+        r->payload_case == PHYSD__V1__REPLY__PAYLOAD_EDIT && r->edit->applied_tick > 0) {
         cl->e2f_t0[cl->n_e2f] = t0;
-        cl->e2f_tick[cl->n_e2f] = r->tick;
+        cl->e2f_tick[cl->n_e2f] = r->edit->applied_tick; /* the frame of the next tick is the first to show it */
         cl->n_e2f++;
     }
     if (err) {
@@ -225,7 +351,14 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
         /* Query the last bodies: the first is usually the ground plane. */
         for (size_t i = 0; i < r->world->n_body_ids && w->n_ids < MAX_QUERY_IDS; i++)
             w->ids[w->n_ids++] = r->world->body_ids[r->world->n_body_ids - 1 - i];
+        if (L->s.drive && r->world->n_body_ids > 0) start_drive(cl, r->world->body_ids[r->world->n_body_ids - 1]);
         world_ready(L, w);
+        break;
+    case K_DRIVE_SUB:
+        w->drive_sub = r->subscription->subscription_id;
+        break;
+    case K_DRIVE:
+        w->edits_acked++;
         break;
     case K_SUBSCRIBE:
         if (cl->sub_id == 0)
@@ -257,9 +390,16 @@ static void on_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *dat
 
 /* --------------------------------------------------------------- load */
 
+/* An edit of cl's world: remove body `removed` (non-zero), else add a sphere. */
+static void send_edit(lclient *cl, uint64_t removed);
+
 static void on_edit_timer(uv_timer_t *t) {
     lclient *cl = t->data;
     if (cl->state != C_ACTIVE) return;
+    send_edit(cl, 0);
+}
+
+static void send_edit(lclient *cl, uint64_t removed) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
     Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
@@ -272,7 +412,14 @@ static void on_edit_timer(uv_timer_t *t) {
     Physd__V1__RemoveBody rb = PHYSD__V1__REMOVE_BODY__INIT;
     Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
     int kind;
-    if (cl->n_owned > 0 && (cl->n_owned == MAX_OWNED || (rnd(cl) & 1))) {
+    if (removed) {
+        ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        ref.id = removed;
+        rb.body = &ref;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
+        op.remove_body = &rb;
+        kind = K_EDIT_REMOVE;
+    } else if (cl->n_owned > 0 && (cl->n_owned == MAX_OWNED || (rnd(cl) & 1))) {
         /* Remove the oldest sphere this client added. */
         ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
         ref.id = cl->owned[0];
@@ -282,6 +429,7 @@ static void on_edit_timer(uv_timer_t *t) {
         op.op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
         op.remove_body = &rb;
         kind = K_EDIT_REMOVE;
+        removed = ref.id;
     } else {
         rad.value = 0.1;
         sd.type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
@@ -303,12 +451,18 @@ static void on_edit_timer(uv_timer_t *t) {
     eb.n_ops = 1;
     m.request_case = REQ(EDIT);
     m.edit = &eb;
-    send_req(cl, kind, &m);
+    send_req_arg(cl, kind, &m, kind == K_EDIT_REMOVE ? removed : 0);
 }
+
+static void send_query(lclient *cl);
 
 static void on_query_timer(uv_timer_t *t) {
     lclient *cl = t->data;
     if (cl->state != C_ACTIVE) return;
+    send_query(cl);
+}
+
+static void send_query(lclient *cl) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__QueryBodies qb = PHYSD__V1__QUERY_BODIES__INIT;
     qb.world_id = cl->w->id;
@@ -331,6 +485,8 @@ static void compact_subscribed(pc_client *c, int err, const Physd__V1__Reply *r,
     on_reply(c, err, r, data);
 }
 
+static void subscribe_streams(lclient *cl);
+
 static void activate(lclient *cl) {
     load *L = cl->L;
     if (L->phase != P_RUN) return;
@@ -339,6 +495,14 @@ static void activate(lclient *cl) {
     pc_client_counters(cl->c, &k);
     cl->bytes0 = k.bytes_received;
     cl->t_active = uv_hrtime();
+    subscribe_streams(cl);
+    if (cl->idx < L->s.editors) start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
+    start_rate(cl, &cl->t_query, L->s.query_rate, on_query_timer);
+}
+
+/* The client's subscriptions (again, after a move). */
+static void subscribe_streams(lclient *cl) {
+    load *L = cl->L;
     if (cl->subscriber && L->s.compact && !cl->decoder) {
         /* reads and counts its frames without decoding them (--decoders) */
         Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -360,6 +524,7 @@ static void activate(lclient *cl) {
         sub.bound = &bound;
         sub.rotation_bits = &bits;
         sub.budget_bytes = (uint32_t)L->s.budget;
+        sub.predict = L->s.predict != 0;
         if (g->kind != PC_REGION_NONE) {
             centre.x = g->center[0], centre.y = g->center[1], centre.z = g->center[2];
             rg.center = &centre;
@@ -383,6 +548,7 @@ static void activate(lclient *cl) {
         p.rotation_bits = L->s.rotation_bits;
         p.region = L->s.region_parsed;
         p.budget_bytes = (uint32_t)L->s.budget;
+        p.predict = L->s.predict;
         lreq *q = malloc(sizeof *q);
         if (!q) {
             errors_add(&L->t.errors, "ENOMEM");
@@ -411,8 +577,6 @@ static void activate(lclient *cl) {
         m.subscribe = &sub;
         send_req(cl, K_SUBSCRIBE, &m);
     }
-    if (cl->idx < L->s.editors) start_rate(cl, &cl->t_edit, L->s.edit_rate, on_edit_timer);
-    start_rate(cl, &cl->t_query, L->s.query_rate, on_query_timer);
 }
 
 /* ----------------------------------------------------- compact checks */
@@ -524,10 +688,15 @@ static void edit_latency(lclient *cl, uint64_t tick) {
 /* A push of the client's own stream; a whole frame when last. */
 static void count_frame(lclient *cl, uint64_t world, uint64_t tick, int last) {
     load *L = cl->L;
-    L->t.pushes_received++;
-    if (world == cl->w->id) cl->w->pushes++;
     if (!last) return;
     L->t.frames++;
+    if (cl->moved_tick && tick > cl->moved_tick && world == cl->w->id) {
+        /* The first frame from the world's new server. */
+        const uint64_t gap = tick - cl->moved_tick - 1;
+        L->t.move_gap_ticks += gap;
+        if (gap > L->t.move_gap_max) L->t.move_gap_max = gap;
+        cl->moved_tick = 0;
+    }
     uint64_t every = (uint64_t)(L->s.subscribe_every > 0 ? L->s.subscribe_every : 1);
     if (cl->last_tick && tick > cl->last_tick + every) L->t.frame_gaps += (tick - cl->last_tick) / every - 1;
     if (tick > cl->last_tick) cl->last_tick = tick;
@@ -537,13 +706,14 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     lclient *cl = data;
     load *L = cl->L;
-    const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
-    if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
-    if (is_raw) { /* the checker's second stream: counted as a push, not as this client's frames */
-        L->t.pushes_received++;
-        if (f->world_id == cl->w->id) cl->w->pushes++;
+    if (cl->w->driver == cl && f->subscription_id && f->subscription_id == cl->w->drive_sub) {
+        for (size_t i = 0; i < f->n_body_ids; i++) /* --drive: the large cube's pose */
+            if (f->body_ids[i] == cl->w->big) cube_drive_observe(&cl->w->drive, f->tick, &f->poses[7 * i]);
         return;
     }
+    const int is_raw = L->s.compact && f->subscription_id != cl->sub_id;
+    if (L->s.compact && cl->checker && L->phase == P_RUN) check_frame(cl, f, is_raw);
+    if (is_raw) return; /* the checker's second stream: a push (pc_counters.frames), not this client's frames */
     edit_latency(cl, f->tick);
     /* Every message is a push the server counted (parts included); a
      * frame in parts counts as one frame, at its last part. */
@@ -556,13 +726,37 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
 static void on_compact_frame(pc_client *c, const Physd__V1__CompactFrame *f, void *data) {
     (void)c;
     lclient *cl = data;
-    edit_latency(cl, f->tick);
-    count_frame(cl, f->world_id, f->tick, 1);
+    const int last = f->parts <= 1 || f->part + 1 == f->parts;
+    if (last) edit_latency(cl, f->tick);
+    if (f->parts > 1) cl->L->t.frame_parts++;
+    count_frame(cl, f->world_id, f->tick, last);
 }
 
 static void on_disconnect(pc_client *c, int err, void *data) {
-    (void)c;
     lclient *cl = data;
+    if (c != cl->c) { /* a connection left behind by a move */
+        if (c == cl->old) {
+            cl->old = NULL;
+            retire_counters(cl, c);
+            pc_client_close(c, NULL, NULL);
+        }
+        return;
+    }
+    lworld *w = cl->w;
+    if (cl->drain_port && w->id && cl->L->phase != P_CLOSING && strcmp(w->host, cl->host) == 0 && w->port == cl->port) {
+        /* The server drained to drain_host and stopped: the world is there. */
+        pc_world_moved mv;
+        memset(&mv, 0, sizeof mv);
+        mv.world_id = w->id;
+        snprintf(mv.host, sizeof mv.host, "%s", cl->drain_host);
+        mv.port = cl->drain_port;
+        world_moved(w, &mv);
+    }
+    if ((strcmp(w->host, cl->host) != 0 || w->port != cl->port) && cl->L->phase != P_CLOSING) {
+        /* Its world moved and this connection ended first: follow it. */
+        client_move(cl);
+        return;
+    }
     cl->L->t.disconnected++;
     errors_add(&cl->L->t.errors, pc_err_name(err));
     if (!cl->L->s.quiet)
@@ -571,6 +765,186 @@ static void on_disconnect(pc_client *c, int err, void *data) {
     cl->state = C_DEAD;
     uv_timer_stop(&cl->t_edit);
     uv_timer_stop(&cl->t_query);
+}
+
+/* ------------------------------------------------------ worlds that move */
+
+static void world_moved(lworld *w, const pc_world_moved *mv) {
+    if (!mv->port || (strcmp(w->host, mv->host) == 0 && w->port == mv->port)) return;
+    snprintf(w->host, sizeof w->host, "%s", mv->host);
+    w->port = mv->port;
+    w->moved = 1;
+}
+
+static void queue_retry(lclient *cl, int kind, uint64_t arg) {
+    if (cl->nretry < (int)(sizeof cl->retry / sizeof cl->retry[0])) {
+        cl->retry[cl->nretry].kind = kind;
+        cl->retry[cl->nretry].arg = arg;
+        cl->nretry++;
+    } else {
+        errors_add(&cl->L->t.errors, "RETRY_QUEUE_FULL");
+    }
+}
+
+static void send_world_request(lclient *cl, int kind);
+
+/* Sends the requests a redirect sent back (cl connected to the world's server). */
+static void flush_retries(lclient *cl) {
+    const int n = cl->nretry;
+    cl->nretry = 0;
+    for (int i = 0; i < n; i++) {
+        switch (cl->retry[i].kind) {
+        case K_EDIT_ADD:
+            send_edit(cl, 0);
+            break;
+        case K_EDIT_REMOVE:
+            send_edit(cl, cl->retry[i].arg);
+            break;
+        case K_QUERY:
+            send_query(cl);
+            break;
+        case K_COUNTERS:
+        case K_DESTROY:
+            send_world_request(cl, cl->retry[i].kind);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void retire_counters(lclient *cl, pc_client *c) {
+    pc_counters k;
+    pc_client_counters(c, &k);
+    cl->retired_in += k.bytes_received;
+    cl->retired_out += k.bytes_sent;
+    cl->retired_compact_errors += k.compact_errors;
+    cl->retired_frames += k.frames;
+}
+
+/* The old connection goes once nothing is pending on it. */
+static void maybe_close_old(lclient *cl, pc_client *c) {
+    if (!c || c != cl->old) return;
+    pc_counters k;
+    pc_client_counters(c, &k);
+    if (k.pending > 0) return;
+    cl->old = NULL;
+    retire_counters(cl, c);
+    pc_client_close(c, NULL, NULL);
+}
+
+static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data);
+static void on_compact_frame(pc_client *c, const Physd__V1__CompactFrame *f, void *data);
+static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data);
+static void on_world_moved(pc_client *c, const pc_world_moved *m, void *data);
+
+static void set_handlers(lclient *cl) {
+    pc_handlers h = {0};
+    h.on_frame = on_frame;
+    h.on_disconnect = on_disconnect;
+    h.on_notice = on_notice;
+    h.on_world_moved = on_world_moved;
+    h.data = cl;
+    pc_client_set_handlers(cl->c, &h);
+    pc_client_set_compact_handler(cl->c, on_compact_frame);
+}
+
+static void connect_options(load *L, lclient *cl, pc_options *o, pc_tls_options *tls, char *name, size_t n) {
+    pc_options_default(o);
+    snprintf(name, n, "physload-%d", cl->idx);
+    o->client_name = name;
+    /* Every part of a frame is a push of the server's count. */
+    o->reassemble = 0;
+    /* Credentials for a server with access control (docs/security.md):
+     * creating worlds needs the admin token. */
+    o->credentials = getenv("PHYSD_TOKEN");
+    pc_tls_options_default(tls);
+    tls->ca_file = L->s.ca;
+    tls->cert_file = L->s.cert;
+    tls->key_file = L->s.key;
+    if (L->s.tls) o->tls = tls;
+}
+
+static void on_moved_connect(pc_client *c, int status, void *data) {
+    lclient *cl = data;
+    load *L = cl->L;
+    if (L->phase == P_CLOSING || c != cl->c) return;
+    if (status < 0) {
+        errors_add(&L->t.errors, pc_err_name(status));
+        fprintf(stderr, "%sphysload: client %d: cannot reach world %llu at %s:%d: %s %s\n", L->tty ? "\n" : "", cl->idx,
+                (unsigned long long)cl->w->id, cl->host, cl->port, pc_strerror(status), pc_client_error_message(c));
+        cl->state = C_DEAD;
+        uv_timer_stop(&cl->t_edit);
+        uv_timer_stop(&cl->t_query);
+        return;
+    }
+    set_handlers(cl);
+    cl->state = cl->resume_state == C_ACTIVE && L->phase == P_RUN ? C_ACTIVE : C_WAITING;
+    if (cl->state == C_ACTIVE && cl->subscriber) {
+        subscribe_streams(cl);
+        L->t.resubscribed++;
+    }
+    flush_retries(cl);
+}
+
+/* Connects cl to its world's server (after the world moved). */
+static void client_move(lclient *cl) {
+    load *L = cl->L;
+    lworld *w = cl->w;
+    if (L->phase == P_CLOSING) return;
+    if (strcmp(cl->host, w->host) == 0 && cl->port == w->port) {
+        if (cl->state != C_MOVING && pc_client_connected(cl->c)) flush_retries(cl);
+        return; /* there already (or on the way) */
+    }
+    if (cl->c) {
+        if (cl->old) { /* a second move before the first old one drained */
+            pc_client *o = cl->old;
+            cl->old = NULL;
+            retire_counters(cl, o);
+            pc_client_close(o, NULL, NULL);
+        }
+        cl->old = cl->c;
+        pc_client_set_handlers(cl->old, NULL);
+        pc_handlers h = {0};
+        h.on_frame = on_frame; /* frames still in flight from the old server count */
+        h.on_disconnect = on_disconnect;
+        h.on_world_moved = on_world_moved;
+        h.data = cl;
+        pc_client_set_handlers(cl->old, &h);
+        cl->c = NULL;
+        maybe_close_old(cl, cl->old);
+    }
+    if (cl->state != C_MOVING) cl->resume_state = cl->state == C_ACTIVE ? C_ACTIVE : C_WAITING;
+    cl->state = C_MOVING;
+    cl->sub_id = cl->raw_sub = 0;
+    snprintf(cl->host, sizeof cl->host, "%s", w->host);
+    cl->port = w->port;
+    L->t.reconnects++;
+    pc_options o;
+    pc_tls_options tls;
+    char name[32];
+    connect_options(L, cl, &o, &tls, name, sizeof name);
+    int r = pc_client_connect(&cl->c, &L->loop, cl->host, cl->port, L->s.timeout_ms, &o, on_moved_connect, cl);
+    if (r) {
+        errors_add(&L->t.errors, pc_err_name(r));
+        cl->state = C_DEAD;
+    }
+}
+
+static void on_world_moved(pc_client *c, const pc_world_moved *m, void *data) {
+    lclient *cl = data;
+    if (m->world_id != cl->w->id) return;
+    cl->L->t.moves_seen++; /* (also on a connection a redirect already made the client leave) */
+    if (c != cl->c) return;
+    world_moved(cl->w, m);
+    cl->moved_tick = m->tick;
+    client_move(cl);
+}
+
+static void on_notice(pc_client *c, const Physd__V1__Notice *n, void *data) {
+    lclient *cl = data;
+    if (c != cl->c || n->kind != PHYSD__V1__NOTICE_KIND__NOTICE_DRAINING) return;
+    if (pc_parse_address(n->address, cl->drain_host, sizeof cl->drain_host, &cl->drain_port) != 0) cl->drain_port = 0;
 }
 
 static void close_all(load *L);
@@ -586,24 +960,19 @@ static void on_connect(pc_client *c, int status, void *data) {
         if (L->t.connected == 0) {
             /* Nobody got through: no server there. Say so once, stop. */
             const char *why = pc_client_error_message(c);
-            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)%s%s\n", L->s.host, L->s.port,
-                    pc_strerror(status), pc_err_name(status), why[0] ? ": " : "", why);
+            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)%s%s\n", cl->host, cl->port, pc_strerror(status),
+                    pc_err_name(status), why[0] ? ": " : "", why);
             L->no_server = status;
             close_all(L);
             return;
         }
         if (L->t.connect_failed <= 3)
             fprintf(stderr, "%sphysload: client %d: cannot connect to %s:%d: %s %s\n", L->tty ? "\n" : "", cl->idx,
-                    L->s.host, L->s.port, pc_strerror(status), pc_client_error_message(c));
+                    cl->host, cl->port, pc_strerror(status), pc_client_error_message(c));
         return;
     }
     L->t.connected++;
-    pc_handlers h = {0};
-    h.on_frame = on_frame;
-    h.on_disconnect = on_disconnect;
-    h.data = cl;
-    pc_client_set_handlers(c, &h);
-    pc_client_set_compact_handler(c, on_compact_frame);
+    set_handlers(cl);
     if (L->phase != P_RUN) {
         cl->state = C_WAITING;
         return;
@@ -636,29 +1005,20 @@ static void on_start_timer(uv_timer_t *t) {
     load *L = cl->L;
     if (L->phase != P_RUN) return;
     pc_options o;
-    pc_options_default(&o);
-    char name[32];
-    snprintf(name, sizeof name, "physload-%d", cl->idx);
-    o.client_name = name;
-    /* Every part of a frame is a push of the server's count. */
-    o.reassemble = 0;
-    /* Credentials for a server with access control (docs/security.md):
-     * creating worlds needs the admin token. */
-    o.credentials = getenv("PHYSD_TOKEN");
     pc_tls_options tls;
-    pc_tls_options_default(&tls);
-    tls.ca_file = L->s.ca;
-    tls.cert_file = L->s.cert;
-    tls.key_file = L->s.key;
-    if (L->s.tls) o.tls = &tls;
+    char name[32];
+    connect_options(L, cl, &o, &tls, name, sizeof name);
+    /* The world's server (several servers: where it was placed or went). */
+    snprintf(cl->host, sizeof cl->host, "%s", cl->w->host);
+    cl->port = cl->w->port;
     cl->state = C_CONNECTING;
-    int r = pc_client_connect(&cl->c, &L->loop, L->s.host, L->s.port, L->s.timeout_ms, &o, on_connect, cl);
+    int r = pc_client_connect(&cl->c, &L->loop, cl->host, cl->port, L->s.timeout_ms, &o, on_connect, cl);
     if (r) {
         L->t.connect_failed++;
         errors_add(&L->t.errors, pc_err_name(r));
         cl->state = C_DEAD;
         if (L->t.connected == 0) {
-            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)\n", L->s.host, L->s.port, pc_strerror(r),
+            fprintf(stderr, "physload: cannot connect to %s:%d: %s (%s)\n", cl->host, cl->port, pc_strerror(r),
                     pc_err_name(r));
             L->no_server = r;
             close_all(L);
@@ -673,8 +1033,8 @@ static void sum_counters(load *L, uint64_t *bytes_in, uint64_t *bytes_out, uint6
     for (int i = 0; i < L->s.clients; i++) {
         pc_counters k = L->cl[i].final;
         if (L->cl[i].c) pc_client_counters(L->cl[i].c, &k);
-        *bytes_in += k.bytes_received;
-        *bytes_out += k.bytes_sent;
+        *bytes_in += k.bytes_received + L->cl[i].retired_in;
+        *bytes_out += k.bytes_sent + L->cl[i].retired_out;
         *dropped += k.dropped_notified;
     }
 }
@@ -757,13 +1117,45 @@ static void begin_drain(load *L) {
         }
         if (cl->state == C_ACTIVE) cl->state = C_WAITING;
     }
+    for (int k = 0; k < L->s.worlds; k++) { /* --drive */
+        lworld *w = &L->w[k];
+        uv_timer_stop(&w->t_drive);
+        if (!w->driver || !w->drive_sub || !w->driver->c || !pc_client_connected(w->driver->c)) continue;
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Unsubscribe u = PHYSD__V1__UNSUBSCRIBE__INIT;
+        u.subscription_id = w->drive_sub;
+        m.request_case = REQ(UNSUBSCRIBE);
+        m.unsubscribe = &u;
+        send_req(w->driver, K_UNSUBSCRIBE, &m);
+    }
 }
 
 /* A connected client of world w, preferring its creator. */
 static lclient *client_of(load *L, lworld *w) {
     for (int i = 0; i < L->s.clients; i++)
+        if (L->cl[i].w == w && L->cl[i].c && pc_client_connected(L->cl[i].c) && L->cl[i].port == w->port &&
+            !strcmp(L->cl[i].host, w->host))
+            return &L->cl[i];
+    for (int i = 0; i < L->s.clients; i++) /* (a redirect will take it there) */
         if (L->cl[i].w == w && L->cl[i].c && pc_client_connected(L->cl[i].c)) return &L->cl[i];
     return NULL;
+}
+
+/* query_counters or destroy_world of cl's world. */
+static void send_world_request(lclient *cl, int kind) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
+    Physd__V1__DestroyWorld dw = PHYSD__V1__DESTROY_WORLD__INIT;
+    if (kind == K_COUNTERS) {
+        qc.world_id = cl->w->id;
+        m.request_case = REQ(QUERY_COUNTERS);
+        m.query_counters = &qc;
+    } else {
+        dw.world_id = cl->w->id;
+        m.request_case = REQ(DESTROY_WORLD);
+        m.destroy_world = &dw;
+    }
+    send_req(cl, kind, &m);
 }
 
 static void begin_world_requests(load *L, int kind) {
@@ -772,34 +1164,27 @@ static void begin_world_requests(load *L, int kind) {
         if (!w->id) continue;
         lclient *cl = client_of(L, w);
         if (!cl) continue;
-        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-        Physd__V1__QueryCounters qc = PHYSD__V1__QUERY_COUNTERS__INIT;
-        Physd__V1__DestroyWorld dw = PHYSD__V1__DESTROY_WORLD__INIT;
-        if (kind == K_COUNTERS) {
-            qc.world_id = w->id;
-            m.request_case = REQ(QUERY_COUNTERS);
-            m.query_counters = &qc;
-        } else {
-            dw.world_id = w->id;
-            m.request_case = REQ(DESTROY_WORLD);
-            m.destroy_world = &dw;
-        }
-        send_req(cl, kind, &m);
+        send_world_request(cl, kind);
     }
 }
 
 static void finish_check(load *L) {
     totals *t = &L->t;
     int all = 1, any = 0;
-    /* compact frames that could not be decoded were received all the same */
+    /* Pushes received: every transform message the library read (frames,
+     * compact frames, each part of either, the undecodable ones too). */
     for (int i = 0; i < L->s.clients; i++) {
         lclient *cl = &L->cl[i];
         pc_counters k = cl->final;
         if (cl->c) pc_client_counters(cl->c, &k);
+        k.compact_errors += cl->retired_compact_errors;
+        k.frames += cl->retired_frames;
         t->undecodable += k.compact_errors;
-        cl->w->pushes += k.compact_errors;
-        t->pushes_received += k.compact_errors;
+        cl->w->pushes += k.frames;
+        t->pushes_received += k.frames;
     }
+    for (int k = 0; k < L->s.worlds; k++)
+        t->worlds_moved += L->w[k].id && L->w[k].moved;
     for (int k = 0; k < L->s.worlds; k++) {
         lworld *w = &L->w[k];
         if (!w->id) continue;
@@ -843,6 +1228,12 @@ static void close_all(load *L) {
             pc_client_close(cl->c, on_client_closed, cl);
             cl->c = NULL;
         }
+        if (cl->old) {
+            pc_client *o = cl->old;
+            cl->old = NULL;
+            retire_counters(cl, o);
+            pc_client_close(o, NULL, NULL);
+        }
         uv_close((uv_handle_t *)&cl->t_start, NULL);
         uv_close((uv_handle_t *)&cl->t_edit, NULL);
         uv_close((uv_handle_t *)&cl->t_query, NULL);
@@ -852,6 +1243,8 @@ static void close_all(load *L) {
             memset(&cl->cmp[k], 0, sizeof cl->cmp[k]);
         }
     }
+    for (int k = 0; k < L->s.worlds; k++)
+        uv_close((uv_handle_t *)&L->w[k].t_drive, NULL);
     uv_close((uv_handle_t *)&L->tick, NULL);
     uv_close((uv_handle_t *)&L->sigint, NULL);
 }
@@ -894,6 +1287,86 @@ static void on_sigint(uv_signal_t *s, int sig) {
     L->interrupted = 1;
 }
 
+/* Bodies of the preset (ListPresets of the first server that answers), for
+ * the placement of worlds not stepped yet; 1 when unknown. */
+static uint64_t preset_bodies(load *L, const pc_options *o) {
+    uint64_t bodies = 1;
+    for (int i = 0; i < L->nservers && bodies == 1; i++) {
+        if (!L->servers[i].up) continue;
+        uv_loop_t loop;
+        if (uv_loop_init(&loop) != 0) break;
+        pc_client *c = NULL;
+        if (pc_connect_sync(&c, &loop, L->servers[i].host, L->servers[i].port, L->s.timeout_ms, o) == 0) {
+            Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+            Physd__V1__ListPresets lp = PHYSD__V1__LIST_PRESETS__INIT;
+            m.request_case = REQ(LIST_PRESETS);
+            m.list_presets = &lp;
+            Physd__V1__ServerMessage *rep = NULL;
+            if (pc_call(c, &m, L->s.timeout_ms, &rep) == 0 && rep->reply->presets)
+                for (size_t k = 0; k < rep->reply->presets->n_presets; k++)
+                    if (!strcmp(rep->reply->presets->presets[k]->name, L->s.preset) &&
+                        rep->reply->presets->presets[k]->bodies > 0)
+                        bodies = rep->reply->presets->presets[k]->bodies;
+            if (rep) physd__v1__server_message__free_unpacked(rep, NULL);
+            pc_close_sync(c);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+    }
+    return bodies;
+}
+
+/* Where each world goes: host:port, or with --servers the least loaded
+ * server at its turn (clients/common/placement.h). 0, or -1 (printed). */
+static int place_worlds(load *L) {
+    if (!L->s.servers[0]) {
+        for (int k = 0; k < L->s.worlds; k++) {
+            snprintf(L->w[k].host, sizeof L->w[k].host, "%s", L->s.host);
+            L->w[k].port = L->s.port;
+        }
+        return 0;
+    }
+    char err[256];
+    if (pl_parse_servers(L->s.servers, L->servers, PL_MAX_SERVERS, &L->nservers, err, sizeof err)) {
+        fprintf(stderr, "physload: --servers: %s\n", err);
+        return -1;
+    }
+    pc_options o;
+    pc_tls_options tls;
+    char name[32];
+    lclient probe;
+    memset(&probe, 0, sizeof probe);
+    connect_options(L, &probe, &o, &tls, name, sizeof name);
+    o.client_name = "physload-probe";
+    if (pl_probe(L->servers, L->nservers, &o, L->s.timeout_ms) == 0) {
+        fprintf(stderr, "physload: no server of --servers answered (the first, %s: %s)\n", L->servers[0].address,
+                L->servers[0].error);
+        return -1;
+    }
+    const uint64_t bodies = preset_bodies(L, &o);
+    L->t.nservers = L->nservers < 64 ? L->nservers : 64;
+    for (int i = 0; i < L->t.nservers; i++) {
+        snprintf(L->t.server_addr[i], sizeof L->t.server_addr[i], "%s", L->servers[i].address);
+        L->t.server_load[i] = pl_load(&L->servers[i]);
+        if (!L->servers[i].up)
+            fprintf(stderr, "physload: server %s does not answer (%s): no worlds there\n", L->servers[i].address,
+                    L->servers[i].error);
+    }
+    for (int k = 0; k < L->s.worlds; k++) {
+        const int i = pl_choose(L->servers, L->nservers);
+        if (i < 0) {
+            fprintf(stderr, "physload: no server can take world %d (all full or down)\n", k);
+            return -1;
+        }
+        pl_place(L->servers, i, bodies);
+        L->w[k].server = i;
+        snprintf(L->w[k].host, sizeof L->w[k].host, "%s", L->servers[i].host);
+        L->w[k].port = L->servers[i].port;
+        if (i < 64) L->t.server_worlds[i]++;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static load L;
     char err[400];
@@ -912,6 +1385,12 @@ int main(int argc, char **argv) {
     if (!L.cl || !L.w || uv_loop_init(&L.loop) != 0) {
         fprintf(stderr, "physload: out of memory\n");
         return 1;
+    }
+    if (place_worlds(&L) != 0) {
+        free(L.cl);
+        free(L.w);
+        uv_loop_close(&L.loop);
+        return 3;
     }
     L.t0 = uv_hrtime();
     L.last_progress = L.t0;
@@ -938,6 +1417,10 @@ int main(int argc, char **argv) {
     /* The first --decoders compact subscribers decode (the checkers always). */
     for (int i = 0, n = 0; L.s.compact && i < L.s.clients; i++)
         if (L.cl[i].subscriber && (L.cl[i].checker || n < L.s.decoders)) L.cl[i].decoder = 1, n++;
+    for (int k = 0; k < L.s.worlds; k++) {
+        uv_timer_init(&L.loop, &L.w[k].t_drive);
+        L.w[k].t_drive.data = &L.w[k];
+    }
     uv_timer_init(&L.loop, &L.tick);
     L.tick.data = &L;
     uv_timer_start(&L.tick, on_tick, 100, 100);

@@ -15,6 +15,7 @@
 typedef struct scenario {
     char host[256];
     int port;
+    char servers[1024];  /* several servers "HOST:PORT,...": worlds placed by load (docs/fleet.md); "": host:port */
     int clients;         /* connections, default 10 */
     double duration;     /* s, default 10 (ramp-up included) */
     double ramp;         /* s over which the clients connect, default 1 */
@@ -43,6 +44,8 @@ typedef struct scenario {
     int budget;        /* bytes per second per compact subscriber, 0: none */
     int raw_checkers;  /* compact subscribers that also take raw frames and compare, default 2 */
     int decoders;      /* compact subscribers that decode every frame, default all (100000) */
+    int predict;       /* compact subscribers ask for prediction, default 0 */
+    int drive;         /* cubes901: each world's first client drives the large cube, default 0 */
     pc_region region_parsed;
 } scenario;
 
@@ -104,14 +107,26 @@ typedef struct totals {
     int agree;
     /* Compact streams: bits per second per compact subscriber (not the
      * checkers), the checkers' comparison with raw frames, decode failures,
-     * and edit-to-frame latency (an edit's send to the first frame of a
-     * later tick than its reply's, on the editing subscriber's stream). */
+     * and edit-to-frame latency (an edit's send to the first frame after
+     * its EditResult.applied_tick, on the editing subscriber's stream). */
     int compact_subs;
     double kbps_min, kbps_median, kbps_max;
     uint64_t compared_frames, compared_bodies, region_mismatches;
     double max_pos_err, max_rot_err_deg;
     uint64_t undecodable;
     histogram e2f;
+    /* Several servers and worlds that move (docs/fleet.md). */
+    int nservers;
+    char server_addr[64][300];
+    int server_worlds[64];    /* worlds placed on each */
+    uint64_t server_load[64]; /* its load when probed (awake bodies) */
+    uint64_t moves_seen;      /* NOTICE_WORLD_MOVED received (by subscribers) */
+    uint64_t redirects;       /* replies that said the world moved (the request was sent again there) */
+    uint64_t reconnects;      /* clients that reconnected to a world's new server */
+    uint64_t resubscribed;    /* subscriptions made again there */
+    uint64_t move_gap_ticks;  /* ticks between the last frame at the old server and the first at the new */
+    uint64_t move_gap_max;
+    int worlds_moved; /* worlds whose server changed during the run */
 } totals;
 
 void report_text(const scenario *s, const totals *t, FILE *f);

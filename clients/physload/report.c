@@ -120,6 +120,20 @@ void report_text(const scenario *s, const totals *t, FILE *f) {
         fprintf(f, "edit->frame  p50 %.3f ms  p99 %.3f ms  max %.3f ms  (%llu edits)\n",
                 hist_quantile(&t->e2f, 0.5) / 1e6, hist_quantile(&t->e2f, 0.99) / 1e6, (double)t->e2f.max_ns / 1e6,
                 (unsigned long long)t->e2f.n);
+    if (t->nservers > 0) {
+        fprintf(f, "servers     ");
+        for (int i = 0; i < t->nservers; i++)
+            fprintf(f, "%s %s: %d worlds (load %llu)", i ? "," : "", t->server_addr[i], t->server_worlds[i],
+                    (unsigned long long)t->server_load[i]);
+        fprintf(f, "\n");
+    }
+    if (t->moves_seen || t->redirects || t->worlds_moved)
+        fprintf(f,
+                "moves        %d worlds moved; %llu notices, %llu redirected requests sent again, %llu reconnects, "
+                "%llu subscriptions made again; %llu ticks missed across moves (at most %llu for one subscriber)\n",
+                t->worlds_moved, (unsigned long long)t->moves_seen, (unsigned long long)t->redirects,
+                (unsigned long long)t->reconnects, (unsigned long long)t->resubscribed,
+                (unsigned long long)t->move_gap_ticks, (unsigned long long)t->move_gap_max);
     fprintf(f, "errors       %llu", (unsigned long long)t->errors.total);
     for (int i = 0; i < t->errors.n; i++)
         fprintf(f, "%s%s %llu", i ? ", " : " (", t->errors.name[i], (unsigned long long)t->errors.count[i]);
@@ -255,6 +269,36 @@ void report_json(const scenario *s, const totals *t, FILE *f) {
     jw_double(&w, (double)t->e2f.max_ns / 1e6);
     jw_key(&w, "samples");
     jw_uint(&w, t->e2f.n);
+    jw_object_end(&w);
+    jw_key(&w, "servers");
+    jw_array(&w);
+    for (int i = 0; i < t->nservers; i++) {
+        jw_object(&w);
+        jw_key(&w, "address");
+        jw_string(&w, t->server_addr[i]);
+        jw_key(&w, "worlds_placed");
+        jw_int(&w, t->server_worlds[i]);
+        jw_key(&w, "load_at_start");
+        jw_uint(&w, t->server_load[i]);
+        jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_key(&w, "moves");
+    jw_object(&w);
+    jw_key(&w, "worlds_moved");
+    jw_int(&w, t->worlds_moved);
+    jw_key(&w, "notices");
+    jw_uint(&w, t->moves_seen);
+    jw_key(&w, "redirects");
+    jw_uint(&w, t->redirects);
+    jw_key(&w, "reconnects");
+    jw_uint(&w, t->reconnects);
+    jw_key(&w, "resubscribed");
+    jw_uint(&w, t->resubscribed);
+    jw_key(&w, "gap_ticks");
+    jw_uint(&w, t->move_gap_ticks);
+    jw_key(&w, "gap_max");
+    jw_uint(&w, t->move_gap_max);
     jw_object_end(&w);
     jw_key(&w, "server_check");
     jw_object(&w);

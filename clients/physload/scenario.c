@@ -87,6 +87,14 @@ int scenario_from_env(scenario *s, char *err, size_t n) {
         }
         s->port = (int)v;
     }
+    const char *servers = getenv("PHYSD_SERVERS");
+    if (servers && servers[0]) {
+        if (strlen(servers) >= sizeof s->servers) {
+            snprintf(err, n, "PHYSD_SERVERS is too long");
+            return -1;
+        }
+        snprintf(s->servers, sizeof s->servers, "%s", servers);
+    }
     const char *tls = getenv("PHYSD_TLS"), *ca = getenv("PHYSD_CA");
     if (tls && tls[0] && strcmp(tls, "0")) s->tls = 1;
     if (ca && ca[0]) snprintf(s->ca, sizeof s->ca, "%s", ca);
@@ -104,6 +112,8 @@ static const struct key {
 } keys[] = {
     {"host", K_STRING, offsetof(scenario, host), 0, 0, "server address (default 127.0.0.1, or PHYSD_HOST)"},
     {"port", K_INT, offsetof(scenario, port), 1, 65535, "server port (default 7447, or PHYSD_PORT)"},
+    {"servers", K_STRING, offsetof(scenario, servers), 0, 0,
+     "several servers HOST:PORT,... (or PHYSD_SERVERS): each world goes to the least loaded (docs/fleet.md)"},
     {"clients", K_INT, offsetof(scenario, clients), 1, 100000, "connections (default 10)"},
     {"duration", K_DOUBLE, offsetof(scenario, duration), 0.1, 86400, "seconds of load, ramp-up included (default 10)"},
     {"ramp", K_DOUBLE, offsetof(scenario, ramp), 0, 86400, "seconds over which the clients connect (default 1)"},
@@ -142,6 +152,10 @@ static const struct key {
      "compact: subscribers that also take raw frames and compare them with the decoded ones (default 2)"},
     {"decoders", K_INT, offsetof(scenario, decoders), 0, 100000,
      "compact: subscribers that decode every frame (the checkers always); the others read and count (default all)"},
+    {"predict", K_BOOL, offsetof(scenario, predict), 0, 0,
+     "compact: frames predict changed bodies from the two newest baselines (docs/streams.md)"},
+    {"drive", K_BOOL, offsetof(scenario, drive), 0, 0,
+     "cubes901: each world's first client pushes the large cube through the grid (one apply_force a tick)"},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -180,7 +194,9 @@ static int set_number(scenario *s, const struct key *k, double v, char *err, siz
 static int set_text(scenario *s, const struct key *k, const char *text, char *err, size_t n) {
     if (k->kind == K_STRING) {
         char *dst = (char *)s + k->off;
-        size_t cap = k->off == offsetof(scenario, preset) ? sizeof s->preset : sizeof s->host; /* 64 or 256 */
+        size_t cap = k->off == offsetof(scenario, preset)    ? sizeof s->preset
+                     : k->off == offsetof(scenario, servers) ? sizeof s->servers
+                                                             : sizeof s->host; /* 64, 1024 or 256 */
         if (strlen(text) >= cap) {
             snprintf(err, n, "%s is too long", k->name);
             return -1;
@@ -316,6 +332,14 @@ int scenario_from_args(scenario *s, int argc, char **argv, int *help, char *err,
     if (scenario_parse_region(s->region, &s->region_parsed) != 0) {
         snprintf(err, n, "region '%s': expected sphere:x,y,z,r or box:x,y,z,hx,hy,hz (finite, |x| <= 1e7, sizes >= 0)",
                  s->region);
+        return -1;
+    }
+    if (s->predict && !s->compact) {
+        snprintf(err, n, "predict is for compact subscribers (--compact)");
+        return -1;
+    }
+    if (s->drive && strcmp(s->preset, "cubes901") != 0) {
+        snprintf(err, n, "drive is for the cubes901 preset (its large cube)");
         return -1;
     }
     if (s->budget > 0 && s->budget < 1024) {

@@ -3,10 +3,13 @@
  * subscriber, compact against raw, on the cubes901 preset (docs/streams.md).
  *
  * One round: a world of cubes901 at 60 Hz; a driver connection pushes the
- * large cube through the grid with a scripted force (a PD controller on a
- * target moving along x and weaving in y, one ApplyForce per tick, from the
- * cube's pose in the driver's raw frames); a second connection subscribes
- * compact (default precision) and a third raw, and each counts the bytes it
+ * large cube through the grid with a scripted force (clients/common/
+ * cube_drive.c: a PD controller on a target moving along x and weaving in
+ * y, one ApplyForce per tick, from the cube's pose in the driver's raw
+ * frames); a second connection subscribes compact (default precision), a
+ * third raw and a fourth compact with prediction (Subscribe.predict,
+ * docs/streams.md "Prediction": the same scene, so the two compact figures
+ * compare the encodings alone), and each counts the bytes it
  * receives. Phases: moving (--move s, default 30), then the force stops,
  * settling (5 s) and rest (--rest s, default 10). Prints kbit/s per
  * subscriber for each phase and round, then the medians.
@@ -18,15 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cube_drive.h"
 #include "physd/pc_client.h"
 
 typedef struct bench {
     uv_loop_t loop;
     uv_timer_t timer;
-    pc_client *drv, *cmp, *raw;
+    pc_client *drv, *cmp, *raw, *prd;
     uint64_t world, big;
-    double big_p[3], big_v[3], last_t;
-    int have_big;
+    cube_drive drive;
     double t0;
     uint64_t frames_cmp;
 } bench;
@@ -39,16 +42,8 @@ static double now_s(uv_loop_t *l) {
 static void on_drv_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
     bench *b = data;
-    for (size_t i = 0; i < f->n_body_ids; i++) {
-        if (f->body_ids[i] != b->big) continue;
-        double t = (double)f->tick / 60.0;
-        for (int k = 0; k < 3; k++) {
-            if (b->have_big && t > b->last_t) b->big_v[k] = (f->poses[7 * i + k] - b->big_p[k]) / (t - b->last_t);
-            b->big_p[k] = f->poses[7 * i + k];
-        }
-        b->last_t = t;
-        b->have_big = 1;
-    }
+    for (size_t i = 0; i < f->n_body_ids; i++)
+        if (f->body_ids[i] == b->big) cube_drive_observe(&b->drive, f->tick, &f->poses[7 * i]);
 }
 
 static void on_cmp_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
@@ -60,17 +55,11 @@ static int drive_on;
 
 static void on_tick(uv_timer_t *t) {
     bench *b = t->data;
-    if (!drive_on || !b->have_big) return;
-    double s = now_s(&b->loop) - b->t0;
-    const double m = 8000; /* kg: a cube of edge 2 m at 1000 kg/m^3 */
-    double target[3] = {-18 + 1.5 * s, 8 * sin(0.25 * s), 1};
-    if (target[0] > 18) target[0] = 18 - (target[0] - 18); /* and back */
+    double f[3];
+    if (!drive_on || !cube_drive_force(&b->drive, now_s(&b->loop) - b->t0, f)) return;
     Physd__V1__Vec3 force = PHYSD__V1__VEC3__INIT;
-    double fx = m * (4 * (target[0] - b->big_p[0]) - 4 * b->big_v[0]);
-    double fy = m * (4 * (target[1] - b->big_p[1]) - 4 * b->big_v[1]);
-    double lim = m * 30;
-    force.x = fx > lim ? lim : fx < -lim ? -lim : fx;
-    force.y = fy > lim ? lim : fy < -lim ? -lim : fy;
+    force.x = f[0];
+    force.y = f[1];
     Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
     ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
     ref.id = b->big;
@@ -130,7 +119,7 @@ int main(int argc, char **argv) {
         }
     }
     if (rounds < 1 || rounds > 100 || !(move > 0) || !(rest > 0)) return 2;
-    double res[4][100];
+    double res[6][100]; /* moving: compact, raw; at rest: compact, raw; predicted moving, at rest */
     static bench benches[100];
     for (int r = 0; r < rounds; r++) {
         bench *bp = &benches[r];
@@ -138,7 +127,8 @@ int main(int argc, char **argv) {
         uv_loop_init(&bp->loop);
         if (pc_connect_sync(&bp->drv, &bp->loop, host, port, 5000, NULL) ||
             pc_connect_sync(&bp->cmp, &bp->loop, host, port, 5000, NULL) ||
-            pc_connect_sync(&bp->raw, &bp->loop, host, port, 5000, NULL)) {
+            pc_connect_sync(&bp->raw, &bp->loop, host, port, 5000, NULL) ||
+            pc_connect_sync(&bp->prd, &bp->loop, host, port, 5000, NULL)) {
             fprintf(stderr, "physd-streambench: cannot connect to %s:%d\n", host, port);
             return 3;
         }
@@ -171,9 +161,14 @@ int main(int argc, char **argv) {
             return 1;
         }
         bp->big = rep->reply->world->body_ids[901];
+        cube_drive_init(&bp->drive, 60);
         physd__v1__server_message__free_unpacked(rep, NULL);
         pc_subscribe(bp->drv, bp->world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, &bp->big, 1, 0, NULL, NULL);
         pc_subscribe_compact(bp->cmp, bp->world, 1, NULL, 0, NULL, NULL, NULL);
+        pc_compact_params pp;
+        pc_compact_params_default(&pp);
+        pp.predict = 1;
+        pc_subscribe_compact(bp->prd, bp->world, 1, NULL, 0, &pp, NULL, NULL);
         pc_subscribe(bp->raw, bp->world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, NULL, NULL);
         uv_timer_init(&bp->loop, &bp->timer);
         bp->timer.data = bp;
@@ -181,21 +176,27 @@ int main(int argc, char **argv) {
         run_for(bp, 1.0); /* key frames, sleep of the resting grid */
         bp->t0 = now_s(&bp->loop);
         drive_on = 1;
-        uint64_t c0 = received(bp->cmp), r0 = received(bp->raw);
+        uint64_t c0 = received(bp->cmp), r0 = received(bp->raw), p0 = received(bp->prd);
         run_for(bp, move);
-        uint64_t c1 = received(bp->cmp), r1 = received(bp->raw);
+        uint64_t c1 = received(bp->cmp), r1 = received(bp->raw), p1 = received(bp->prd);
         drive_on = 0;
         run_for(bp, 5.0);
-        uint64_t c2 = received(bp->cmp), r2 = received(bp->raw);
+        uint64_t c2 = received(bp->cmp), r2 = received(bp->raw), p2 = received(bp->prd);
         run_for(bp, rest);
-        uint64_t c3 = received(bp->cmp), r3 = received(bp->raw);
+        uint64_t c3 = received(bp->cmp), r3 = received(bp->raw), p3 = received(bp->prd);
         res[0][r] = (double)(c1 - c0) * 8 / move / 1000;
         res[1][r] = (double)(r1 - r0) * 8 / move / 1000;
         res[2][r] = (double)(c3 - c2) * 8 / rest / 1000;
         res[3][r] = (double)(r3 - r2) * 8 / rest / 1000;
-        printf("round %d: moving %.0f s: compact %.1f kbit/s, raw %.1f kbit/s; at rest %.0f s: compact %.1f kbit/s, "
-               "raw %.1f kbit/s (%llu compact frames)\n",
-               r + 1, move, res[0][r], res[1][r], rest, res[2][r], res[3][r], (unsigned long long)bp->frames_cmp);
+        res[4][r] = (double)(p1 - p0) * 8 / move / 1000;
+        res[5][r] = (double)(p3 - p2) * 8 / rest / 1000;
+        pc_counters kp;
+        pc_client_counters(bp->prd, &kp);
+        printf("round %d: moving %.0f s: compact %.1f kbit/s, predicted %.1f kbit/s, raw %.1f kbit/s; at rest %.0f s: "
+               "compact %.1f kbit/s, predicted %.1f kbit/s, raw %.1f kbit/s (%llu compact frames; %llu undecodable "
+               "predicted frames)\n",
+               r + 1, move, res[0][r], res[4][r], res[1][r], rest, res[2][r], res[5][r], res[3][r],
+               (unsigned long long)bp->frames_cmp, (unsigned long long)kp.compact_errors);
         fflush(stdout);
         uv_timer_stop(&bp->timer);
         uv_close((uv_handle_t *)&bp->timer, NULL);
@@ -203,11 +204,12 @@ int main(int argc, char **argv) {
         run_for(bp, 0.2);
         /* the connections close with the process (a measuring tool) */
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         qsort(res[k], (size_t)rounds, sizeof res[k][0], cmp_double);
-    printf("median of %d: moving: compact %.1f kbit/s, raw %.1f kbit/s (%.1fx); at rest: compact %.1f kbit/s, raw %.1f "
-           "kbit/s (%.1fx)\n",
-           rounds, res[0][rounds / 2], res[1][rounds / 2], res[1][rounds / 2] / res[0][rounds / 2], res[2][rounds / 2],
-           res[3][rounds / 2], res[3][rounds / 2] / res[2][rounds / 2]);
+    printf(
+        "median of %d: moving: compact %.1f kbit/s, predicted %.1f kbit/s, raw %.1f kbit/s (%.1fx); at rest: compact "
+        "%.1f kbit/s, predicted %.1f kbit/s, raw %.1f kbit/s (%.1fx)\n",
+        rounds, res[0][rounds / 2], res[4][rounds / 2], res[1][rounds / 2], res[1][rounds / 2] / res[0][rounds / 2],
+        res[2][rounds / 2], res[5][rounds / 2], res[3][rounds / 2], res[3][rounds / 2] / res[2][rounds / 2]);
     return 0;
 }

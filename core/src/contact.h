@@ -65,6 +65,12 @@ int ph__init_gaps(ph__world *w);
  * NONE). */
 int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h);
 int ph__contact_rows(ph__world *w, double h);
+/* The relaxation pass (settings.contact_relax) over the contact rows among
+ * order[0..n), in that order: each point's normal solved as a rigid row
+ * (J_n v = 0 when touching, the gap w->wgap closed within the substep of
+ * length h when apart; lambda_n >= 0), its friction impulses clamped to
+ * the new bounds; the velocities follow. */
+void ph__contact_relax_rows(ph__world *w, const int32_t *order, int32_t n, double h);
 
 /* What the rows of one substep's contact points share. */
 typedef struct ph__contact_ctx {

@@ -28,6 +28,7 @@
  * (ph_arith.h, shared with the wide fill and refresh). */
 PH__DEFINE_SPOOK_RHS(spook_rhs, double, PH__SELECT)
 PH__DEFINE_CLAMP(clamp_d, double, PH__SELECT)
+PH__DEFINE_RELAX_TARGET(relax_target, double, PH__SELECT)
 
 /* Fills the Jacobian of a row along direction d at arms ra, rb. */
 static void set_linear_row(ph__row *r, ph_vec3 d, ph_vec3 ra, ph_vec3 rb) {
@@ -185,4 +186,57 @@ int ph__refresh_contact_rows(ph__world *w, const ph__plan *p, double h) {
         }
     }
     return PH_OK;
+}
+
+/* The rigid diagonal J M^-1 J^T of a row (ph__finish_row's sum before
+ * eps; the row-mode batches compute it with the same operations). */
+static double rigid_diag(const ph__row *r) {
+    const double lin = ph_len2(r->lin) * (r->ima + r->imb);
+    const double ang = ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b);
+    return lin + ang;
+}
+
+/* The friction rows' bounds at the current normal impulse (NCP), or their
+ * scaled box. */
+static void friction_bounds(const ph__row *rows, const ph__row *r, double *lo, double *hi) {
+    if (r->normal >= 0) {
+        const double b = r->mu * rows[r->normal].lambda;
+        *lo = -b;
+        *hi = b;
+    } else {
+        *lo = r->lo;
+        *hi = r->hi;
+    }
+}
+
+void ph__contact_relax_rows(ph__world *w, const int32_t *order, int32_t n, double h) {
+    ph__row *rows = w->rows;
+    ph__sbody *sb = w->sbodies;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t ri = order[k];
+        if (ri >= w->contact_row_count || ri % 3 != 0) continue;
+        ph__row *r = &rows[ri];
+        /* The normal as a rigid row: J_n v = 0 when touching, the gap
+         * closed within the substep when apart; lambda_n >= 0. */
+        const double gap = w->wgap[ri / 3];
+        const double t = relax_target(gap, h, 0.0);
+        const double s = rigid_diag(r);
+        const double inv = s > 1e-300 ? 1.0 / s : 0.0;
+        double nl = r->lambda - (ph__row_jv(sb, r) - t) * inv;
+        nl = clamp_d(nl, 0.0, INFINITY);
+        double dl = nl - r->lambda;
+        r->lambda = nl;
+        ph__row_apply(sb, r, dl);
+        /* The friction impulses into the new cone (no update of their
+         * own). */
+        for (int q = 1; q <= 2; q++) {
+            double lo, hi;
+            friction_bounds(rows, &r[q], &lo, &hi);
+            nl = clamp_d(r[q].lambda, lo, hi);
+            dl = nl - r[q].lambda;
+            r[q].lambda = nl;
+            ph__row_apply(sb, &r[q], dl);
+        }
+    }
+    sb[0].v = sb[0].w = ph_v3(0, 0, 0);
 }

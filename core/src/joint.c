@@ -52,6 +52,7 @@ typedef struct jctx {
     int32_t ia, ib;
     ph__spook_coef coef;
     double a, b, h, wsf;
+    int need_b; /* the rows' B (merits) are read in this substep */
 } jctx;
 
 /* Adds a bilateral (or bounded) row with position error g: linear part lin
@@ -66,7 +67,7 @@ static ph__row *add(jctx *c, int slot, ph_vec3 lin, ph_vec3 aa, ph_vec3 ab, doub
     r->ang_b = ab;
     ph__finish_row(c->w, r, &c->coef);
     r->rhs = -c->a * g + (1.0 - c->b) * jv0(c->w, r);
-    r->B = r->rhs - jv(c->w, r);
+    r->B = c->need_b ? r->rhs - jv(c->w, r) : 0.0;
     r->lambda = c->j->lambda[slot] * c->wsf;
     c->j->row_slot[c->j->nrows++] = (int8_t)slot;
     return r;
@@ -82,11 +83,58 @@ static int blocks_used(const ph__world *w) {
              (s->ordering == PH_ORDER_DEFAULT || s->ordering == PH_ORDER_GRAVITY));
 }
 
+/* M^-1 J^T's angular part of a row on one solver body: I^-1 x (a scale
+ * for equal principal moments), as ph__finish_row computes it. */
+static inline ph_vec3 inv_i_mul(const ph__sbody *s, ph_vec3 x) {
+    return s->iso ? ph_scale(x, s->inv_i.m[0][0]) : ph_mat3_mulv(&s->inv_i, x);
+}
+
+/* The three rows of a ball joint along the world axes e_k: J = [-e_k,
+ * -(ra x e_k); e_k, rb x e_k] on the anchor separation sep, written at once
+ * (the joints' rows are rebuilt in every substep, and a chain is mostly
+ * these): the same numbers as add() with ph__finish_row, without the
+ * generic row's zeroing and per-row lookups. */
 static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-    int32_t first = c->w->row_count;
+    ph__world *w = c->w;
+    int32_t first = w->row_count;
+    if (ph__array_reserve(w->rows, first + 3)) return PH_ERR_NO_MEMORY;
+    const ph__sbody *sa = &w->sbodies[c->ia], *sb = &w->sbodies[c->ib];
+    const ph__vw *a0 = &w->vw0[c->ia], *b0 = &w->vw0[c->ib];
+    /* ph__finish_row with the pair's mass: lin = |e_k|^2 (1/m_a + 1/m_b). */
+    const double ima = sa->inv_mass, imb = sb->inv_mass, lin = 1.0 * (ima + imb);
+    const double eps = c->coef.eps_abs + c->coef.eps_rel * lin;
     for (int k = 0; k < 3; k++) {
-        if (!add(c, k, e[k], ph_neg(ph_cross(ra, e[k])), ph_cross(rb, e[k]), ph_vget(sep, k))) return PH_ERR_NO_MEMORY;
+        ph__row *r = &w->rows[first + k];
+        r->ia = c->ia;
+        r->ib = c->ib;
+        r->lin = e[k];
+        r->ang_a = ph_neg(ph_cross(ra, e[k]));
+        r->ang_b = ph_cross(rb, e[k]);
+        r->mang_a = inv_i_mul(sa, r->ang_a);
+        r->mang_b = inv_i_mul(sb, r->ang_b);
+        r->ima = ima;
+        r->imb = imb;
+        const double s = (lin + (ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b))) + eps;
+        r->eps = eps;
+        r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
+        const double v0 = ph__row_jv_of(r, a0->v, a0->w, b0->v, b0->w);
+        r->rhs = -c->a * ph_vget(sep, k) + (1.0 - c->b) * v0;
+        r->B = 0.0;
+        r->lo = -INFINITY;
+        r->hi = INFINITY;
+        r->mu = 0;
+        r->normal = -1;
+        r->direct = 0;
+        r->lambda = c->j->lambda[k] * c->wsf;
+        r->block = -1;
+        r->height = 0;
+        c->j->row_slot[c->j->nrows++] = (int8_t)k;
+    }
+    w->row_count = first + 3;
+    for (int k = 0; k < 3 && c->need_b; k++) {
+        ph__row *r = &w->rows[first + k];
+        r->B = r->rhs - ph__row_jv_of(r, sa->v, sa->w, sb->v, sb->w);
     }
     /* The three rows share a long lever arm when the anchor is far from the
      * centre of mass, which makes their 3x3 block badly conditioned for
@@ -94,11 +142,12 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     return blocks_used(c->w) ? ph__make_block(c->w, first) : PH_OK;
 }
 
-int ph__joint_rows(ph__world *w, double h) {
+int ph__joint_rows(ph__world *w, double h, int need_b) {
     jctx c;
     memset(&c, 0, sizeof c);
     c.w = w;
     c.h = h;
+    c.need_b = need_b;
     c.coef = ph__spook(w->settings.joint, h);
     c.coef.pair_mass = 1;
     c.a = c.coef.a;
@@ -149,7 +198,7 @@ int ph__joint_rows(ph__world *w, double h) {
                     if (!r) return PH_ERR_NO_MEMORY;
                     double g = ang - j->lower;
                     if (g > 0) r->rhs = -g / h;
-                    r->B = r->rhs - jv(w, r);
+                    r->B = c.need_b ? r->rhs - jv(w, r) : 0.0;
                     r->lo = 0;
                     if (r->lambda < 0) r->lambda = 0;
                 }
@@ -158,7 +207,7 @@ int ph__joint_rows(ph__world *w, double h) {
                     if (!r) return PH_ERR_NO_MEMORY;
                     double g = j->upper - ang;
                     if (g > 0) r->rhs = -g / h;
-                    r->B = r->rhs - jv(w, r);
+                    r->B = c.need_b ? r->rhs - jv(w, r) : 0.0;
                     r->lo = 0;
                     if (r->lambda < 0) r->lambda = 0;
                 }
@@ -168,7 +217,7 @@ int ph__joint_rows(ph__world *w, double h) {
                 if (!r) return PH_ERR_NO_MEMORY;
                 ph__finish_row(w, r, NULL); /* a motor is a hard velocity target */
                 r->rhs = j->motor_speed;
-                r->B = r->rhs - jv(w, r);
+                r->B = c.need_b ? r->rhs - jv(w, r) : 0.0;
                 double bound = j->max_motor_torque * h;
                 r->lo = -bound;
                 r->hi = bound;

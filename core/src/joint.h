@@ -12,16 +12,19 @@
 
 typedef struct ph__world ph__world;
 
-int ph__joint_rows(ph__world *w, double h);
+/* The joint rows of a substep of length h, appended to rows[] (their B,
+ * for the merits, only when need_b; else 0). */
+int ph__joint_rows(ph__world *w, double h, int need_b);
 
-/* The bilateral joint rows as one exactly solved block (joint_direct.c):
- * factor once per substep (PH_ERR_NO_MEMORY or PH_OK; a factorization that
- * fails leaves the rows to the scalar loop), solve at each sweep. */
-int ph__joint_direct_factor(ph__world *w);
+/* The bilateral joint rows as one directly solved block (joint_direct.c):
+ * factored when fresh (the substep collided), when the joint rows' layout
+ * changed or when the block's bodies may have turned more than
+ * settings.joint_refactor_angle since the last factorization (h: the
+ * substep), else the last factor is kept (PH_ERR_NO_MEMORY or PH_OK; a
+ * factorization that fails leaves the rows to the scalar loop); solved at
+ * each sweep. */
+int ph__joint_direct_factor(ph__world *w, int fresh, double h);
 void ph__joint_direct_solve(ph__world *w);
-/* Gives the factor's arena pieces back (a no-op when none are held); the
- * end of every solve that factored. */
-void ph__joint_direct_release(ph__world *w);
 
 double ph__hinge_angle(const ph__world *w, const ph__joint *j);
 /* Positional correction of the joints' anchors after a step. */

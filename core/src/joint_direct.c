@@ -1,6 +1,6 @@
 /*
  * joint_direct.c — the bilateral joint rows of a substep (and the hinge
- * limits that are pushing) solved together, exactly, as one block of the
+ * limits that are pushing) solved together as one block of the
  * Gauss–Seidel sweep (settings.joint_solver = PH_JOINT_SOLVER_DIRECT).
  *
  * Why: a chain's tension has to cross every joint within the sweeps of one
@@ -9,24 +9,37 @@
  * at 10 sweeps per step (docs/core.md). The joint rows' block of
  * S = J M^-1 J^T + Sigma is sparse — rows couple only through a shared body
  * — and for chains and trees numbered along the chain its Cholesky factor
- * has no fill outside the rows' envelope, so it is cheap to factor once per
- * substep and to solve in every sweep (the blockwise Gauss–Seidel of
- * seeds/001 with the whole joint set as one block).
+ * has no fill outside the rows' envelope, so it is cheap to factor and to
+ * solve in every sweep (the blockwise Gauss–Seidel of seeds/001 with the
+ * whole joint set as one block).
+ *
+ * Once per step: the block is factored when the step collides (its first
+ * substep; every substep with collide_substeps), as the contacts' rows are
+ * built then, and the later substeps solve their own joint rows — rebuilt
+ * in every substep, since a whipping chain turns too far within a step for
+ * fixed joint Jacobians (docs/core.md) — with that factor. Their block has
+ * moved with the bodies' turning since, so the solve is no longer exact
+ * there: it is one step of a Newton-like iteration whose matrix lags by at
+ * most a step, and the warm start and the next sweeps carry what it leaves
+ * (chain30's worst gap 0.46 cm either way; docs/profile.md has the cost).
  *
  * Normal path:
- *   ph__joint_direct_factor (once per substep, after the joint rows are
- *   built, from ph__solve for the core's PGS): D = the joint rows with no
- *   bounds (lo = -inf, hi = inf: the linear and angular rows of ball,
- *   hinge, fixed and distance joints) and the hinge limit rows that were
- *   pushing at the end of the last substep (warm start lambda > 0); motor
- *   rows and idle limit rows keep their scalar projected updates. For each
- *   row of D its envelope starts at the first row of D sharing one of its
- *   moving bodies. S_DD is filled in the envelope and factored as
- *   L diag(d) L^T (the envelope holds L exactly: the profile of a matrix is
- *   preserved by its factorization). S_DD is symmetric positive definite
- *   whenever every row has SPOOK regularization (eps > 0); a pivot below
- *   1e-12 of its diagonal, or an envelope larger than PH_DIRECT_MAX_ENV
- *   entries, leaves the joints to the scalar loop for this substep.
+ *   ph__joint_direct_factor(w, fresh) (from ph__solve for the core's PGS,
+ *   every substep, after the joint rows are built): with fresh = 0 and a
+ *   factor made for the same layout of joint rows (the same joints and
+ *   row slots in the same places, jd_sig), the rows of the block are
+ *   flagged again and nothing else is done. Otherwise D = the joint rows
+ *   with no bounds (lo = -inf, hi = inf: the linear and angular rows of
+ *   ball, hinge, fixed and distance joints) and the hinge limit rows that
+ *   were pushing at the end of the last substep (warm start lambda > 0);
+ *   motor rows and idle limit rows keep their scalar projected updates.
+ *   For each row of D its envelope starts at the first row of D sharing one
+ *   of its moving bodies. S_DD is filled in the envelope and factored as
+ *   L diag(d) L^T (the envelope holds L exactly: the profile of a matrix
+ *   is preserved by its factorization). S_DD is symmetric positive
+ *   definite whenever every row has SPOOK regularization (eps > 0); a pivot
+ *   below 1e-12 of its diagonal, or an envelope larger than
+ *   PH_DIRECT_MAX_ENV entries, leaves the joints to the scalar loop.
  *   ph__joint_direct_solve (in every sweep, after the scalar joint rows and
  *   before the contacts): with y = S lambda - B of the current iterate
  *   (J v + eps lambda - rhs by the velocity bookkeeping), solve
@@ -35,15 +48,17 @@
  *   v += M^-1 J_D^T (the applied change). The rows of D are flagged
  *   (row.direct = 1) so the scalar loop skips them.
  *
- * Failure modes: PH_ERR_NO_MEMORY from the scratch (the step's arena; nothing
- * changed and nothing held; the caller fails the step). A failed
- * factorization is not an error.
+ * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (nothing
+ * changed; the caller fails the step, and the next one factors afresh).
+ * A failed factorization is not an error.
  *
  * Invariants: joint rows are rows [contact_row_count, row_count) of the
- * world; the factor describes this substep's rows only (w->jd_count = 0
- * when there is none) and lives in two arena pieces from the factorization
- * to ph__joint_direct_release, which the solve calls before it returns.
+ * world, a joint's rows consecutive in the order of its row slots; the
+ * factor (the world's arrays jd_*) stays valid while jd_ok = 1 and the
+ * joint rows keep the layout jd_sig; w->jd_count = 0 when there is no
+ * block.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,41 +71,114 @@
  * joints numbered badly) is left to Gauss–Seidel. */
 #define PH_DIRECT_MAX_ENV (1 << 22)
 
-int ph__joint_direct_factor(ph__world *w) {
+/* Leaves every joint row to the scalar loop (no block) for this layout. */
+static int no_block(ph__world *w, ph__row *rows, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        rows[i].direct = 0;
     w->jd_count = 0;
+    w->jd_ok = 1;
+    return PH_OK;
+}
+
+/* Whether a joint row belongs to the block: every bilateral row (lo =
+ * -inf, hi = inf: the linear and angular rows of ball, hinge, fixed and
+ * distance joints), and a limit row (lambda >= 0) that was pushing at the
+ * end of the last substep (its warm start is positive): it is probably
+ * active again, and a stiff limit left to scalar updates lets a loaded
+ * structure sag (the heavy box on the arched snake). Its impulse is
+ * projected back onto lambda >= 0 after each solve. Motor rows and idle
+ * limit rows keep their scalar projected updates. */
+static int in_block(const ph__row *r) {
+    const int bilateral = isinf(r->lo) && isinf(r->hi) && r->lo < 0 && r->hi > 0;
+    const int active_limit = r->lo == 0 && isinf(r->hi) && r->hi > 0 && r->lambda > 0;
+    return bilateral || active_limit;
+}
+
+/* The layout of the joint rows now in rows[]: for each, its joint, its row
+ * slot and whether it belongs to the block. */
+static int32_t layout_of(const ph__world *w, const ph__joint *j, int32_t i, int r) {
+    return 2 * (8 * i + j->row_slot[r]) + in_block(&w->rows[j->row0 + r]);
+}
+
+/* 1 when the joint rows have the layout the factor was made for. */
+static int same_layout(const ph__world *w, int32_t n) {
+    if (n != w->jd_nsig) return 0;
+    const int32_t first = w->contact_row_count;
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue;
+        for (int r = 0; r < j->nrows; r++)
+            if (w->jd_sig[j->row0 - first + r] != layout_of(w, j, i, r)) return 0;
+    }
+    return 1;
+}
+
+static void store_layout(ph__world *w, int32_t n) {
+    const int32_t first = w->contact_row_count;
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue;
+        for (int r = 0; r < j->nrows; r++)
+            w->jd_sig[j->row0 - first + r] = layout_of(w, j, i, r);
+    }
+    w->jd_nsig = n;
+}
+
+int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
     const int32_t first = w->contact_row_count, n = w->row_count - first;
-    if (w->settings.joint_solver != PH_JOINT_SOLVER_DIRECT || n <= 0) return PH_OK;
+    if (w->settings.joint_solver != PH_JOINT_SOLVER_DIRECT || n <= 0) {
+        w->jd_count = 0;
+        w->jd_ok = 0;
+        return PH_OK;
+    }
     ph__row *rows = w->rows + first;
+    if (!fresh && w->jd_ok && w->jd_count > 0 && same_layout(w, n)) {
+        /* How far the block's rows may have turned since the factor: its
+         * bodies by the sum over the substeps since of h max |w| (the
+         * velocities this substep starts from, those of the last
+         * integration), which turns their arms, their axes and their world
+         * inertias; a distance joint's row also along with the line between
+         * its anchors, which translation turns too: the change of its
+         * (unit) direction, in radians. S_DD has changed by about as
+         * much. */
+        double wmax2 = 0, lin2 = 0;
+        for (int32_t q = 0; q < w->jd_nbody; q++) {
+            const double a2 = ph_len2(w->sbodies[w->jd_body[q]].w);
+            wmax2 = a2 > wmax2 ? a2 : wmax2;
+        }
+        for (int32_t q = 0; q < w->jd_nturn; q++) {
+            const double l2 = ph_len2(ph_sub(w->rows[w->jd_row[w->jd_turn_row[q]]].lin, w->jd_lin[q]));
+            lin2 = l2 > lin2 ? l2 : lin2;
+        }
+        w->jd_turn += h * sqrt(wmax2);
+        if (w->jd_turn + sqrt(lin2) <= w->settings.joint_refactor_angle) {
+            /* The factor of an earlier substep, for rows built as then. */
+            for (int32_t k = 0; k < w->jd_count; k++)
+                w->rows[w->jd_row[k]].direct = 1;
+            return PH_OK;
+        }
+    }
+    w->jd_ok = 0;
+    w->jd_count = 0;
+    w->jd_turn = 0;
+    if (ph__array_reserve(w->jd_sig, n + 1)) return PH_ERR_NO_MEMORY;
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
-        const ph__row *r = &rows[i];
-        const int bilateral = isinf(r->lo) && isinf(r->hi) && r->lo < 0 && r->hi > 0;
-        /* A limit row (lambda >= 0) that was pushing at the end of the last
-         * substep (its warm start is positive) joins the block: it is
-         * probably active again, and a stiff limit left to scalar updates
-         * lets a loaded structure sag (the heavy box on the arched snake).
-         * Its impulse is projected back onto lambda >= 0 after each solve. */
-        const int active_limit = r->lo == 0 && isinf(r->hi) && r->hi > 0 && r->lambda > 0;
-        rows[i].direct = bilateral || active_limit;
+        rows[i].direct = in_block(&rows[i]);
         m += rows[i].direct;
     }
-    if (m == 0) return PH_OK;
-    /* One piece by alignment: offsets, pivots (and the solve's z), rows,
-     * firsts, each body's first row. */
-    const size_t m1 = (size_t)m + 1;
-    char *piece = ph__arena_alloc(&w->arena,
-                                  m1 * sizeof *w->jd_off + 2 * m1 * sizeof *w->jd_d +
-                                      (2 * m1 + (size_t)w->sbody_count + 1) * sizeof *w->jd_row,
-                                  "joint block");
-    if (!piece) return PH_ERR_NO_MEMORY;
-    w->jd_piece = piece;
-    w->jd_off = (int64_t *)(void *)piece;
-    w->jd_d = (double *)(void *)(w->jd_off + m1);
-    w->jd_row = (int32_t *)(void *)(w->jd_d + 2 * m1);
-    w->jd_first = w->jd_row + m1;
-    w->jd_bfirst = w->jd_first + m1;
+    store_layout(w, n);
+    if (m == 0) return no_block(w, rows, n);
+    /* The block's arrays: offsets, pivots and their reciprocals (then the
+     * solve's z), rows, firsts, each body's first row. */
+    if (ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 3 * m + 3) ||
+        ph__array_reserve(w->jd_lin, m + 1) || ph__array_reserve(w->jd_turn_row, m + 1) ||
+        ph__array_reserve(w->jd_body, w->sbody_count + 1) || ph__array_reserve(w->jd_row, m + 1) ||
+        ph__array_reserve(w->jd_first, m + 1) || ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
+        return PH_ERR_NO_MEMORY;
     for (int32_t b = 0; b < w->sbody_count; b++)
         w->jd_bfirst[b] = -1;
+    w->jd_nturn = 0;
     /* Envelope: row k starts at the first row of D that touches one of its
      * moving bodies. */
     int64_t env = 0;
@@ -108,85 +196,146 @@ int ph__joint_direct_factor(ph__world *w) {
             if (w->jd_bfirst[ib] < f) f = w->jd_bfirst[ib];
         }
         w->jd_row[k] = first + i;
+        /* A row whose linear part is neither zero nor a world axis (a
+         * distance joint's, along the line between its anchors) turns with
+         * the bodies' translation too: its direction is watched. */
+        const ph_vec3 l = rows[i].lin;
+        const int axis = (l.y == 0 && l.z == 0 && (l.x == 0 || fabs(l.x) == 1)) ||
+                         (l.x == 0 && l.z == 0 && fabs(l.y) == 1) || (l.x == 0 && l.y == 0 && fabs(l.z) == 1);
+        if (!axis) {
+            w->jd_turn_row[w->jd_nturn] = k;
+            w->jd_lin[w->jd_nturn++] = l;
+        }
         w->jd_first[k] = f;
         w->jd_off[k] = env - f; /* L[k][j] at jd_env[jd_off[k] + j], f <= j <= k */
         env += k - f + 1;
         k++;
     }
-    if (env > PH_DIRECT_MAX_ENV) {
-        for (int32_t i = 0; i < n; i++)
-            rows[i].direct = 0;
-        return PH_OK;
-    }
-    w->jd_env = ph__arena_alloc(&w->arena, ((size_t)env + 1) * sizeof *w->jd_env, "joint block factor");
-    if (!w->jd_env) {
-        ph__joint_direct_release(w);
-        return PH_ERR_NO_MEMORY;
-    }
-    double *L = w->jd_env, *d = w->jd_d;
+    if (env > PH_DIRECT_MAX_ENV) return no_block(w, rows, n);
+    /* The block's moving bodies, whose turning is watched. */
+    w->jd_nbody = 0;
+    for (int32_t b = 1; b < w->sbody_count; b++)
+        if (w->jd_bfirst[b] >= 0) w->jd_body[w->jd_nbody++] = b;
+    if (ph__array_reserve(w->jd_env, (int32_t)env + 1)) return PH_ERR_NO_MEMORY;
+    double *L = w->jd_env, *d = w->jd_d, *dinv = w->jd_d + m + 1;
     /* Fill and factor row by row (the row's entries are final once the rows
-     * above are done). */
+     * above are done). Row k is first filled with S_kj; then, left to
+     * right, its entry j becomes t_j = (L d)_kj = S_kj - sum_q t_q L_jq
+     * over the columns q both rows reach, kept there while the rest of the
+     * row needs it, and L_kj = t_j / d_j at the end. */
     for (k = 0; k < m; k++) {
         const ph__row *rk = &w->rows[w->jd_row[k]];
         const int32_t fk = w->jd_first[k];
         double *Lk = L + w->jd_off[k];
-        for (int32_t j = fk; j <= k; j++)
-            Lk[j] = ph__rows_entry(rk, &w->rows[w->jd_row[j]], j == k);
+        for (int32_t j = fk; j < k; j++)
+            Lk[j] = ph__row_couple(rk, &w->rows[w->jd_row[j]]);
+        double s = ph__row_couple(rk, rk) + rk->eps;
+        const double skk = s;
         for (int32_t j = fk; j < k; j++) {
             const int32_t fj = w->jd_first[j];
             const double *Lj = L + w->jd_off[j];
-            double s = Lk[j];
+            double t = Lk[j];
             for (int32_t q = fk > fj ? fk : fj; q < j; q++)
-                s -= Lk[q] * d[q] * Lj[q];
-            Lk[j] = s / d[j];
+                t -= Lk[q] * Lj[q];
+            Lk[j] = t;
         }
-        double s = Lk[k];
-        for (int32_t q = fk; q < k; q++)
-            s -= Lk[q] * Lk[q] * d[q];
-        if (!(s > 1e-12 * Lk[k])) {
-            for (int32_t i = 0; i < n; i++)
-                rows[i].direct = 0;
-            return PH_OK;
+        for (int32_t j = fk; j < k; j++) {
+            const double t = Lk[j], l = t * dinv[j];
+            s -= t * l;
+            Lk[j] = l;
         }
+        if (!(s > 1e-12 * skk)) return no_block(w, rows, n);
         d[k] = s;
+        dinv[k] = 1.0 / s;
         Lk[k] = 1.0;
     }
     w->jd_count = m;
+    w->jd_ok = 1;
     return PH_OK;
 }
 
-void ph__joint_direct_release(ph__world *w) {
-    if (!w->jd_piece) return;
-    if (w->jd_env) ph__arena_free(&w->arena, w->jd_env);
-    ph__arena_free(&w->arena, w->jd_piece);
-    w->jd_piece = NULL;
-    w->jd_env = NULL;
-    w->jd_count = 0;
+/* The substitutions' inner loops over row k's envelope entries a[0..n)
+ * (columns f..k-1, n = k - f) against x[f..k): a dot product (forward) and
+ * an update (backward). An envelope is mostly two or three joints wide (for
+ * a chain of ball joints 3 to 5 entries); these loops of a few iterations
+ * cost more in loop control than in arithmetic, so the usual widths are
+ * written out at a fixed length (the same operations in the same order). */
+#define PH_DOT_N(N)                                                                                                    \
+    {                                                                                                                  \
+        double s = 0;                                                                                                  \
+        for (int q = 0; q < (N); q++)                                                                                  \
+            s += a[q] * x[q];                                                                                          \
+        return s;                                                                                                      \
+    }
+static inline double env_dot(const double *a, const double *x, int32_t n) {
+    switch (n) {
+    case 0:
+        return 0.0;
+    case 1:
+        PH_DOT_N(1)
+    case 2:
+        PH_DOT_N(2)
+    case 3:
+        PH_DOT_N(3)
+    case 4:
+        PH_DOT_N(4)
+    case 5:
+        PH_DOT_N(5)
+    case 6:
+        PH_DOT_N(6)
+    default:
+        PH_DOT_N(n)
+    }
 }
+#undef PH_DOT_N
+
+#define PH_AXPY_N(N)                                                                                                   \
+    {                                                                                                                  \
+        for (int q = 0; q < (N); q++)                                                                                  \
+            x[q] -= a[q] * c;                                                                                          \
+        return;                                                                                                        \
+    }
+static inline void env_axpy(const double *a, double *x, double c, int32_t n) {
+    switch (n) {
+    case 0:
+        return;
+    case 1:
+        PH_AXPY_N(1)
+    case 2:
+        PH_AXPY_N(2)
+    case 3:
+        PH_AXPY_N(3)
+    case 4:
+        PH_AXPY_N(4)
+    case 5:
+        PH_AXPY_N(5)
+    case 6:
+        PH_AXPY_N(6)
+    default:
+        PH_AXPY_N(n)
+    }
+}
+#undef PH_AXPY_N
 
 void ph__joint_direct_solve(ph__world *w) {
     const int32_t m = w->jd_count;
     if (m == 0) return;
     ph__sbody *sb = w->sbodies;
-    const double *L = w->jd_env, *d = w->jd_d;
-    double *z = w->jd_d + m + 1;
+    const double *L = w->jd_env, *dinv = w->jd_d + m + 1;
+    const int32_t *first = w->jd_first;
+    const int64_t *off = w->jd_off;
+    double *z = w->jd_d + 2 * m + 2;
     /* z = -y; forward L z' = z; z'' = z' / d; backward L^T delta = z''. */
     for (int32_t k = 0; k < m; k++) {
         const ph__row *r = &w->rows[w->jd_row[k]];
-        double s = -(ph__row_jv(sb, r) + r->eps * r->lambda - r->rhs);
-        const double *Lk = L + w->jd_off[k];
-        for (int32_t q = w->jd_first[k]; q < k; q++)
-            s -= Lk[q] * z[q];
-        z[k] = s;
+        const double y = ph__row_jv(sb, r) + r->eps * r->lambda - r->rhs;
+        const int32_t f = first[k];
+        z[k] = -y - env_dot(L + off[k] + f, z + f, k - f);
     }
     for (int32_t k = 0; k < m; k++)
-        z[k] /= d[k];
-    for (int32_t k = m - 1; k >= 0; k--) {
-        const double *Lk = L + w->jd_off[k];
-        const double zk = z[k];
-        for (int32_t q = w->jd_first[k]; q < k; q++)
-            z[q] -= Lk[q] * zk;
-    }
+        z[k] *= dinv[k];
+    for (int32_t k = m - 1; k >= 0; k--)
+        env_axpy(L + off[k] + first[k], z + first[k], z[k], k - first[k]);
     for (int32_t k = 0; k < m; k++) {
         ph__row *r = &w->rows[w->jd_row[k]];
         /* Projection onto the row's bounds (a no-op for bilateral rows). */

@@ -303,7 +303,19 @@ static int32_t d_neighbours(const ph__sys *s, int32_t i, int32_t *out) {
     return k;
 }
 
-static const ph__sys_ops dense_ops = {d_row_y, d_add, d_sweep, d_matvec, d_entry, d_save, d_restore, d_neighbours};
+/* No bookkeeping: y is computed from lambda. */
+static void d_get_vel(const ph__sys *s, double *out) {
+    (void)s;
+    (void)out;
+}
+
+static void d_set_vel(ph__sys *s, const double *in) {
+    (void)s;
+    (void)in;
+}
+
+static const ph__sys_ops dense_ops = {d_row_y, d_add,     d_sweep,      d_matvec,  d_entry,
+                                      d_save,  d_restore, d_neighbours, d_get_vel, d_set_vel};
 
 /* ------------------------------------------------------------- solving */
 

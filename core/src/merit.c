@@ -14,7 +14,11 @@
  *     docs/solvers.md); it is zero exactly at a solution, has velocity
  *     units whatever the masses, and for a free row equals |y_i|;
  *   - the relative residual ||r|| / ||B||, r the part of y that the
- *     conditions forbid (ph__merit_row): zero at an exact solution.
+ *     conditions forbid (ph__merit_row): zero at an exact solution;
+ *   - the scaled Fischer merit psi / (1/2 ||B||^2) = ||phi||^2 / ||B||^2:
+ *     dimensionless (phi and B are both velocities), the merit relative to
+ *     that of lambda = 0 on free rows, so that scenes of any size, mass and
+ *     speed compare (the role of MuJoCo's scaled solver statistics).
  *
  * Normal path: one pass over the rows (one residual each). No failure
  * modes. Invariant: the merits are computed, never estimated.
@@ -63,4 +67,6 @@ void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__m
     st->minmap_final = m->minmap;
     st->lcp_error_final = m->lcp_error;
     st->rel_residual = m->b2 > 0 ? sqrt(m->res2 / m->b2) : 0.0;
+    st->merit_scale = 0.5 * m->b2;
+    st->fischer_scaled_final = m->b2 > 0 ? m->fischer / st->merit_scale : 0.0;
 }

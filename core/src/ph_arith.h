@@ -61,6 +61,15 @@
         return SELECT(x < lo, lo, SELECT(x > hi, hi, x));                                                              \
     }
 
+/* The target of a contact normal in the relaxation pass (docs/core.md
+ * "Contact relaxation"): J_n v = 0 for a touching or penetrating point,
+ * the gap closed within the substep for a separated (speculative) one, as
+ * the SPOOK right-hand side of a separated point. */
+#define PH__DEFINE_RELAX_TARGET(name, T, SELECT)                                                                       \
+    static inline __attribute__((always_inline)) T name(T gap, T h, T zero) {                                          \
+        return SELECT(gap > zero, -gap / h, zero);                                                                     \
+    }
+
 /* name(gap, jv0, a, omb, h, zero): a contact normal's SPOOK right-hand side
  * from its gap g and J v0: -a g + (1 - b) J v0 when touching (g <= 0),
  * else -g / h, the gap closed within the step (omb = 1 - b; contact_rows.c

@@ -177,19 +177,24 @@ static void build_stack20(scene_ctx *c) {
         add_cube(c, ph_v3(0, 0, 0.5 + i), ph_quat_identity());
 }
 
-/* pyramid20: a wall in the x-z plane; row r holds 20 - r cubes at
- * x = i - (20 - r - 1)/2, z = 0.5 + r, so each row sits half a cube in and
+/* The wall pyramids (pyramid20, pyramid30, pyramid40): a wall in the x-z
+ * plane with a base row of `base` cubes; row r holds base - r cubes at
+ * x = i - (base - r - 1)/2, z = 0.5 + r, so each row sits half a cube in and
  * exactly on the one below. Rows are created bottom-up, left to right. */
-static void build_pyramid20(scene_ctx *c) {
+static void build_pyramid(scene_ctx *c, int base) {
     add_ground(c);
-    for (int r = 0; r < 20; r++) {
-        int n = 20 - r;
+    for (int r = 0; r < base; r++) {
+        int n = base - r;
         for (int i = 0; i < n; i++) {
             double x = (double)i - 0.5 * (double)(n - 1);
             add_cube(c, ph_v3(x, 0, 0.5 + r), ph_quat_identity());
         }
     }
 }
+
+static void build_pyramid20(scene_ctx *c) { build_pyramid(c, 20); }
+static void build_pyramid30(scene_ctx *c) { build_pyramid(c, 30); }
+static void build_pyramid40(scene_ctx *c) { build_pyramid(c, 40); }
 
 /* The 10x10x10 grid of grid1000 and spheres1000: spacing 1.1 (0.1 m gaps
  * between unit bodies), centred on x = y = 0, bottom layer at z = 0.6.
@@ -206,25 +211,11 @@ static void build_grid1000(scene_ctx *c) {
                 add_cube(c, grid_position(i, j, k), ph_quat_identity());
 }
 
-/* The larger scenes of shared/SCENES.md: pyramid30 and pyramid40 are the
- * pyramid20 recipe with a base of 30 and 40 cubes; grid4000, grid16000 and
- * grid64000 the grid1000 recipe (spacing 1.1, centred on x = y = 0, bottom
- * layer at z = 0.6, created layer by layer, then by y, then by x) with
- * 20 x 20, 40 x 40 and 80 x 80 cubes in each of 10 layers. */
-static void build_pyramid(scene_ctx *c, int base) {
-    add_ground(c);
-    for (int r = 0; r < base; r++) {
-        int n = base - r;
-        for (int i = 0; i < n; i++) {
-            double x = (double)i - 0.5 * (double)(n - 1);
-            add_cube(c, ph_v3(x, 0, 0.5 + r), ph_quat_identity());
-        }
-    }
-}
-
-static void build_pyramid30(scene_ctx *c) { build_pyramid(c, 30); }
-static void build_pyramid40(scene_ctx *c) { build_pyramid(c, 40); }
-
+/* The larger grids of shared/SCENES.md (pyramid30 and pyramid40 are above):
+ * grid4000, grid16000 and grid64000 are the grid1000 recipe (spacing 1.1,
+ * centred on x = y = 0, bottom layer at z = 0.6, created layer by layer, then
+ * by y, then by x) with 20 x 20, 40 x 40 and 80 x 80 cubes in each of 10
+ * layers. */
 static void build_grid(scene_ctx *c, int side) {
     add_ground(c);
     const double mid = 0.5 * (double)(side - 1);
@@ -672,6 +663,10 @@ static const scene_entry scene_table[] = {
       "offset by half a cube.",
       600, 210},
      build_pyramid20},
+    {{"pyramid30", "The pyramid20 recipe with a base row of 30 cubes: 465 unit cubes in 30 rows.", 600, 465},
+     build_pyramid30},
+    {{"pyramid40", "The pyramid20 recipe with a base row of 40 cubes: 820 unit cubes in 40 rows.", 600, 820},
+     build_pyramid40},
     {{"grid1000", "A 10x10x10 grid of unit cubes with 0.1 m gaps, bottom layer at z = 0.6, released at rest.", 600,
       1000},
      build_grid1000},
@@ -679,8 +674,6 @@ static const scene_entry scene_table[] = {
       "A 10x10x10 grid of spheres of radius 0.5 with 0.1 m gaps, bottom layer at z = 0.6, released at rest.", 600,
       1000},
      build_spheres1000},
-    {{"pyramid30", "The pyramid20 wall with a base row of 30 cubes: 465 unit cubes.", 600, 465}, build_pyramid30},
-    {{"pyramid40", "The pyramid20 wall with a base row of 40 cubes: 820 unit cubes.", 600, 820}, build_pyramid40},
     {{"grid4000", "The grid1000 recipe with 20x20x10 unit cubes (0.1 m gaps, bottom layer at z = 0.6).", 600, 4000},
      build_grid4000},
     {{"grid16000", "The grid1000 recipe with 40x40x10 unit cubes (0.1 m gaps, bottom layer at z = 0.6).", 600, 16000},

@@ -37,7 +37,7 @@ _Static_assert(sizeof(ph_friction_model) == sizeof(int) && sizeof(ph_method) == 
                    sizeof(ph_gamma_scope) == sizeof(int) && sizeof(ph_simd) == sizeof(int),
                "enum rows are stored as int");
 #if UINTPTR_MAX == 0xffffffffffffffffu
-_Static_assert(sizeof(ph_settings) == 320, "a new ph_settings field: give it a row in the table below");
+_Static_assert(sizeof(ph_settings) == 336, "a new ph_settings field: give it a row in the table below");
 #endif
 
 static const ph_setting_part vec3_parts[] = {{"x", 0, 0, ""}, {"y", 0, 0, ""}, {"z", 0, 0, ""}};
@@ -45,7 +45,7 @@ static const ph_setting_part spook_parts[] = {
     {"k", PH_MIN_SPOOK_K, PH_MAX_SPOOK_K, "N/m"}, {"d", 0, 1000, ""}, {"hertz", 0, 1e6, "Hz"}};
 
 static const char *const friction_models[] = {"ncp", "scaled_box"};
-static const char *const methods[] = {"pgs", "pgs_sm", "block_pgs", "jacobi", "direct"};
+static const char *const methods[] = {"pgs", "pgs_sm", "block_pgs", "jacobi", "direct", "nncg", "apgd"};
 static const char *const orderings[] = {"default", "gravity", "random", "complementarity", "effective_mass"};
 static const char *const joint_solvers[] = {"gs", "direct"};
 static const char *const gamma_scopes[] = {"all", "friction"};
@@ -107,8 +107,11 @@ static const ph_setting table[] = {
     INT(sm_preconditioner, 1, 0, 2, "", "PGS-SM: CG preconditioner, 0 none, 1 diagonal, 2 incomplete Cholesky IC(0)"),
     DBL(jacobi_relaxation, 0, 0, 2, 0, "", "Jacobi: one weight for all rows; 0 = per-row weights"),
     DBL(sm_forcing, 0.03, 0, 1, 0, "", "PGS-SM: eta_max of the forcing term of inexact subspace solves; 0 = solve to cg_tolerance"),
+    DBL(sm_proximal, 0, 0, 1, 0, "", "PGS-SM: proximal term of the subspace solve, relative to the diagonal (the solution unchanged); 0 = off"),
     U64(max_step_work, 0, "row updates", "compute budget of one step (rows x sweeps over the substeps); 0 = none"),
     ENUM(simd, PH_SIMD_AVX512, simds, PH_SETTING_NO_WAKE, "cap on the vector solver's instruction set (same numbers for every value)"),
+    INT(contact_relax, 5, 0, 64, "substeps", "PGS: a rigid relaxation pass over the contacts after the solve of every this many substeps (not the last); 0 = none"),
+    DBL(joint_refactor_angle, 0.1, 0, 10, 0, "rad", "direct joints: factor again within a step only once the block's bodies may have turned this far; 0 = every substep"),
 };
 /* clang-format on */
 

@@ -311,6 +311,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     st->subspace_steps = 0;
     st->cg_iterations = 0;
     st->sm_precond_fallbacks = 0;
+    st->restarts = 0;
     st->best_index = -1;
     st->direct_status = 0;
     int it = 0;
@@ -324,7 +325,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     const int32_t ncrow = native ? 0 : w->contact_row_count;
     const int32_t nscalar = wide ? n - w->contact_row_count : n;
     const int32_t total = n + (native ? w->native_rows : 0);
-    int e = ph__joint_direct_factor(w);
+    int e = ph__joint_direct_factor(w, p->collide == PH_COLLIDE_FULL, h);
     if (e) return e;
     /* The joint rows come first in the order: their scalar rows (hinge
      * limits and motors, or all of them with joint_solver = GS), then the
@@ -383,11 +384,22 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
             }
         }
     }
-    ph__joint_direct_release(w); /* (the factor is this loop's only) */
     /* A native later substep refreshes its batches in the first sweep:
      * without one, as a pass of its own. */
     if (it == 0 && wide && refresh) ph__wide_refresh_fast(w, h);
     ph__limit_count(&w->limit, (uint64_t)it * (uint64_t)total);
+    /* The contacts' relaxation pass (plan.relax, settings.contact_relax;
+     * docs/core.md): one row update per contact point, when the sweeps ran
+     * and it fits in the budget. */
+    const int32_t npoint = (native ? w->native_rows : w->contact_row_count) / 3;
+    if (p->relax && npoint > 0 && !w->limit.exhausted && !w->limit.cancelled &&
+        ph__limit_sweeps(&w->limit, 1, npoint) == 1) {
+        if (wide)
+            ph__wide_relax(w, h);
+        else
+            ph__contact_relax_rows(w, order, n, h);
+        ph__limit_count(&w->limit, (uint64_t)npoint);
+    }
     /* Without per-iteration merits the final ones are measured once per
      * step, after its last substep (they are what the statistics report).
      * On a native step they are measured when the statistics are read

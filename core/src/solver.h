@@ -90,12 +90,21 @@ typedef struct ph__sys_ops {
      * returns their count. Rows: the rows sharing a body with row i other
      * than the ground; dense: the j with A_ij or A_ji nonzero. */
     int32_t (*neighbours)(const ph__sys *s, int32_t i, int32_t *out);
+    /* The bookkeeping of the current iterate as s->nvel doubles (rows: the
+     * solver bodies' linear and angular velocities; dense: nothing), and
+     * back: it is affine in lambda, so the methods that combine iterates
+     * linearly (NNCG, APGD) combine it with them instead of scattering
+     * every row again. set_vel with the bookkeeping of lambda' and
+     * s->lambda = lambda' moves the iterate to lambda'. */
+    void (*get_vel)(const ph__sys *s, double *out);
+    void (*set_vel)(ph__sys *s, const double *in);
 } ph__sys_ops;
 
 struct ph__sys {
     const ph__sys_ops *ops;
     void *ctx; /* the back end's state */
     int32_t n;
+    int32_t nvel; /* doubles of bookkeeping (get_vel, set_vel) */
     double *lambda;
     double *lo, *hi, *mu; /* fixed bounds; mu for linked rows */
     int32_t *normal;      /* NCP link or -1 */
@@ -232,6 +241,12 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_block(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_jacobi(ph__sys *s, ph_step_stats *st, ph__rec *rec);
 int ph__solve_direct(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_nncg(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+int ph__solve_apgd(ph__sys *s, ph_step_stats *st, ph__rec *rec);
+
+/* Work of vector operations (NNCG, APGD): multiply-adds over
+ * PH__IC_OPS_PER_ROW sweep-rows, over n sweeps (docs/solvers.md). */
+static inline double ph__vec_work(double ops, int32_t n) { return n > 0 ? ops / (24.0 * (double)n) : 0.0; }
 
 /* Incomplete Cholesky IC(0) of a reduced matrix S_AA + diag(gamma_A)
  * (solver_ic.c), the sparse preconditioner of PGS–SM's subspace CG: an

@@ -12,6 +12,14 @@
  *       - index sets from lambda (eq. 19) with the bounds of the current
  *         iterate: L = {lambda_i = l_i}, U = {lambda_i = u_i}, A = the rest;
  *         rows of L and U are put exactly on their bounds;
+ *       - with the proximal term of sm_proximal = c (physd's, not the
+ *         paper's: a proximal point step, Rockafellar 1976, the damping of
+ *         Levenberg–Marquardt), (A_AA + c diag(A_AA)) d = -y_A: the
+ *         fixed point is still the problem's solution, the step is damped
+ *         along directions whose eigenvalue is below c S_ii (the near-
+ *         singular pairs of identical friction rows in set-up A, which an
+ *         exact solve amplifies into a wrong active set), and such a step
+ *         is never exact, so (26) does not end the phase;
  *       - the reduced system (eq. 22) A_AA lambda_A = -(b_A + A_AL l_L +
  *         A_AU u_U) in correction form: A_AA d = -y_A, y_A the residual of
  *         the current iterate, which already holds l_L and u_U; with the
@@ -168,7 +176,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
      * was taken). */
     ph__arena *ar = s->arena;
     ph__order_key *keys = ph__arena_alloc(ar, (size_t)(n + 1) * sizeof *keys, "order keys");
-    double *vec = keys ? ph__arena_alloc(ar, (size_t)(7 * n + 1) * sizeof *vec, "pgssm vectors") : NULL;
+    double *vec = keys ? ph__arena_alloc(ar, (size_t)(8 * n + 1) * sizeof *vec, "pgssm vectors") : NULL;
     int32_t *idx = vec ? ph__arena_alloc(ar, (size_t)(n + 1) * sizeof *idx, "pgssm active set") : NULL;
     uint8_t *cls = idx ? ph__arena_alloc(ar, (size_t)(2 * n + 1), "pgssm classes") : NULL;
     if (!cls) {
@@ -178,7 +186,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         return PH_ERR_NO_MEMORY;
     }
     double *r = vec, *p = vec + n, *ap = vec + 2 * n, *x = vec + 3 * n, *gam = vec + 4 * n, *z = vec + 5 * n,
-           *pinv = vec + 6 * n;
+           *pinv = vec + 6 * n, *shift = vec + 7 * n;
     uint8_t *cls2 = cls + n;
     ph__ic ic; /* the IC(0) factor of sm_preconditioner = 2, valid for ic.set when ic_ok */
     memset(&ic, 0, sizeof ic);
@@ -186,7 +194,9 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     for (int32_t i = 0; i < n; i++) {
         const int friction = s->normal[i] >= 0 || s->mu[i] > 0;
         gam[i] = (set->sm_gamma_scope == PH_GAMMA_ALL || friction) ? set->sm_gamma : 0.0;
+        shift[i] = gam[i] + set->sm_proximal * s->diag[i];
     }
+    const int proximal = set->sm_proximal > 0;
     sm_state bs;
     memset(&bs, 0, sizeof bs);
     bs.best_index = -1;
@@ -243,7 +253,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 const int32_t i = idx[k2];
                 r[k2] = -(s->ops->row_y(s, i) + gam[i] * s->lambda[i]);
                 x[k2] = 0;
-                const double d = s->diag[i] + gam[i];
+                const double d = s->diag[i] + shift[i];
                 pinv[k2] = (set->sm_preconditioner && d > 0) ? 1.0 / d : 1.0;
                 z[k2] = pinv[k2] * r[k2];
             }
@@ -259,7 +269,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 else {
                     ic_ok = 0;
                     ph__ic_result res;
-                    const int e = ph__ic_factor(&ic, s, idx, na, gam, (budget - work - 0.5 - frac) * (double)n, &res);
+                    const int e = ph__ic_factor(&ic, s, idx, na, shift, (budget - work - 0.5 - frac) * (double)n, &res);
                     /* (Out of memory: diagonally preconditioned, as over the budget.) */
                     if (e == PH_OK && res != PH__IC_OVER_BUDGET) work += ic.factor_cost / (double)n;
                     if (e == PH_OK && res == PH__IC_BREAKDOWN) {
@@ -295,7 +305,7 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
                 if (ph__limit_cancel(s->limit)) break;
                 s->ops->matvec(s, idx, na, p, ap);
                 for (int32_t k2 = 0; k2 < na; k2++)
-                    ap[k2] += gam[idx[k2]] * p[k2];
+                    ap[k2] += shift[idx[k2]] * p[k2];
                 work += frac;
                 st->cg_iterations++;
                 double pap = dot(p, ap, na);
@@ -338,8 +348,9 @@ int ph__solve_pgssm(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
              * inexact one (forcing term, or |A| iterations) the same active
              * set is worth another step from the new iterate. */
             classify(s, cls2);
-            if (rr <= conv2 && memcmp(cls, cls2, (size_t)n) == 0) break;           /* (26) */
-            if (fabs(psi_prev - m.fischer) < set->sm_stagnation * psi_prev) break; /* (27) */
+            /* (With a proximal term every step is inexact by design.) */
+            if (!proximal && rr <= conv2 && memcmp(cls, cls2, (size_t)n) == 0) break; /* (26) */
+            if (fabs(psi_prev - m.fischer) < set->sm_stagnation * psi_prev) break;    /* (27) */
             psi_prev = m.fischer;
         }
         /* A subspace phase that guessed a wrong active set can leave a far

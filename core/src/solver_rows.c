@@ -162,8 +162,27 @@ static void op_restore(ph__sys *s) {
     }
 }
 
-static const ph__sys_ops rows_ops = {op_row_y, op_add,  op_sweep,   op_matvec,
-                                     op_entry, op_save, op_restore, op_neighbours};
+static void op_get_vel(const ph__sys *s, double *out) {
+    const rows_ctx *c = s->ctx;
+    for (int32_t b = 0; b < c->nb; b++) {
+        const ph__sbody *q = &c->sb[b];
+        double *o = out + 6 * (size_t)b;
+        o[0] = q->v.x, o[1] = q->v.y, o[2] = q->v.z;
+        o[3] = q->w.x, o[4] = q->w.y, o[5] = q->w.z;
+    }
+}
+
+static void op_set_vel(ph__sys *s, const double *in) {
+    rows_ctx *c = s->ctx;
+    for (int32_t b = 1; b < c->nb; b++) { /* (the ground stays at rest) */
+        const double *o = in + 6 * (size_t)b;
+        c->sb[b].v = ph_v3(o[0], o[1], o[2]);
+        c->sb[b].w = ph_v3(o[3], o[4], o[5]);
+    }
+}
+
+static const ph__sys_ops rows_ops = {op_row_y, op_add,     op_sweep,      op_matvec,  op_entry,
+                                     op_save,  op_restore, op_neighbours, op_get_vel, op_set_vel};
 
 void ph__world_groups(const ph__world *w, int32_t *glen) {
     memset(glen, 0, (size_t)w->row_count * sizeof *glen);
@@ -207,6 +226,7 @@ int ph__rows_solve(const ph__rowset *rs, const ph_settings *set, uint64_t *rng, 
     s.ops = &rows_ops;
     s.ctx = &c;
     s.n = n;
+    s.nvel = 6 * nb;
     s.lambda = dbl;
     s.lo = dbl + N;
     s.hi = dbl + 2 * N;

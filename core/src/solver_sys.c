@@ -59,6 +59,7 @@ int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
     st->subspace_steps = 0;
     st->cg_iterations = 0;
     st->sm_precond_fallbacks = 0;
+    st->restarts = 0;
     st->best_index = -1;
     st->direct_status = 0;
     st->rows = s->n;
@@ -71,6 +72,10 @@ int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
         return ph__solve_jacobi(s, st, rec);
     case PH_METHOD_DIRECT:
         return ph__solve_direct(s, st, rec);
+    case PH_METHOD_NNCG:
+        return ph__solve_nncg(s, st, rec);
+    case PH_METHOD_APGD:
+        return ph__solve_apgd(s, st, rec);
     case PH_METHOD_PGS:
     case PH_METHOD_COUNT:
         break;

@@ -90,6 +90,7 @@ static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
     wb->imb[j] = r->imb;
     wb->mu[j] = r[1].mu;
     wb->box[j] = r[1].hi;
+    wb->gap[j] = w->wgap[p]; /* (the relaxation pass reads it) */
     for (int q = 0; q < 3; q++) {
         const ph__row *s = &r[q];
         ph__wrow *d = &wb->r[q];
@@ -125,7 +126,7 @@ static void clear_lane(ph__wbatch *wb, int j, int32_t ia, int32_t ib) {
     wb->pm[j] = 0;
     wb->ia[j] = ia;
     wb->ib[j] = ib;
-    wb->ima[j] = wb->imb[j] = wb->mu[j] = wb->box[j] = 0;
+    wb->ima[j] = wb->imb[j] = wb->mu[j] = wb->box[j] = wb->gap[j] = 0;
     for (int q = 0; q < 3; q++) {
         ph__wrow *d = &wb->r[q];
         for (int c = 0; c < 3; c++) {
@@ -353,6 +354,7 @@ void ph__wide_refresh(ph__world *w) {
         for (int j = 0; j < PH_LANES; j++) {
             const int32_t p = wb->point[j];
             if (p < 0) continue;
+            wb->gap[j] = w->wgap[p];
             for (int k = 0; k < 3; k++) {
                 wb->r[k].rhs[j] = w->rows[3 * p + k].rhs;
                 wb->r[k].lambda[j] = w->rows[3 * p + k].lambda;
@@ -394,6 +396,13 @@ static inline __attribute__((always_inline)) void any_refresh_body(ph__world *w,
         refresh_body(w, h);
 }
 
+static inline __attribute__((always_inline)) void any_relax_body(ph__world *w, double h) {
+    if (w->wpoint_mode)
+        point_relax_body(w, h);
+    else
+        relax_body(w, h);
+}
+
 static inline __attribute__((always_inline)) void any_merits_body(const ph__world *w, ph__merit *m) {
     if (w->wpoint_mode)
         point_merits_body(w, m);
@@ -419,6 +428,7 @@ static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *
 PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
 PH_VARIANTS(any_refresh, (ph__world * w, double h), (w, h))
 PH_VARIANTS(any_merits, (const ph__world *w, ph__merit *m), (w, m))
+PH_VARIANTS(any_relax, (ph__world * w, double h), (w, h))
 PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
 
 void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, any_warm_start, (w)); }
@@ -430,6 +440,8 @@ void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) { PH_DISPATCH(w,
 void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, any_refresh, (w, h)); }
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_merits, (w, m)); }
+
+void ph__wide_relax(ph__world *w, double h) { PH_DISPATCH(w, any_relax, (w, h)); }
 
 int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
     const int e = build(w, 0, 1);

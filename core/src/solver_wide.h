@@ -38,7 +38,8 @@ typedef struct ph__wbatch {
                                 the full inverse inertias kept in ph__wgroup.ia/ib) */
     int32_t ia[PH_LANES], ib[PH_LANES];
     ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
-    ph__vd gap;               /* native: the points' gaps (-depth), moved along each substep */
+    ph__vd gap;               /* the points' gaps (-depth), moved along each substep (natively here,
+                                 else copied from the rows' w->wgap) */
     ph__wrow r[3];            /* normal, t1, t2 */
 } ph__wbatch;
 
@@ -72,7 +73,12 @@ typedef struct ph__wgroup {
  * (solver_wide.c); ncontact = number of contact rows (triples first in
  * rows[]). Writes the contact part of w->order. */
 int ph__wide_build(ph__world *w, int32_t ncontact);
-void ph__wide_refresh(ph__world *w); /* rows' rhs and lambda into the batches */
+void ph__wide_refresh(ph__world *w); /* rows' rhs, lambda and gap into the batches */
+/* The contacts' relaxation pass (settings.contact_relax) over the batches,
+ * in their order: contact_rows.c's ph__contact_relax_rows in row mode (the
+ * same numbers), on the points' relative velocities in point mode (equal
+ * to rounding); h: the substep. */
+void ph__wide_relax(ph__world *w, double h);
 /* The wide solver's instruction set on this CPU: 2 AVX-512VL, 1 AVX2, 0
  * baseline, capped by cap (settings.simd, same numbering). */
 int ph__simd_level(ph_simd cap);

@@ -303,6 +303,43 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
         point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, &c);
 }
 
+/* The relaxation pass on the points (relax_body's arithmetic on the
+ * points' relative velocities): the normal's rigid diagonal is K_nn
+ * without its eps; the point's three changes applied together. */
+static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h) {
+    ph__sbody *sb = w->sbodies;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
+    const ph__wgroup *gr = w->wgroups;
+    for (int32_t b = 0; b < w->wbatch_count; gr++) {
+        ph__wbatch *g = &w->wbatches[b];
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
+        wvel u;
+        winert in;
+        gather(sb, g, &u);
+        gather_inert(sb, g, gr, g->aniso, &u, &in);
+        for (int32_t k = 0; k < g->glen; k++) {
+            const ph__wbatch *wb = &g[k];
+            ph__wpoint *p = &w->wpts[b + k];
+            ph__vd dv[3];
+            point_dv(p, &u, dv);
+            const ph__vd t = relax_target_vd(wb->gap, hv, zero);
+            const ph__vd s = p->kd[0] - p->eps[0];
+            const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
+            const ph__vd n0 = clamp_vd(p->lam[0] - (dot3_vd(dir[0], dv) - t) * inv, zero, inf);
+            const ph__vd bound = box ? wb->box : wb->mu * n0;
+            const ph__vd n1 = clamp_vd(p->lam[1], -bound, bound), n2 = clamp_vd(p->lam[2], -bound, bound);
+            const ph__vd d0 = n0 - p->lam[0], d1 = n1 - p->lam[1], d2 = n2 - p->lam[2];
+            p->lam[0] = n0;
+            p->lam[1] = n1;
+            p->lam[2] = n2;
+            point_apply(dir, p, d0, d1, d2, &in, g->aniso, &u);
+        }
+        scatter(sb, g, &u);
+        b += g->glen;
+    }
+}
+
 /* merits_body on the points. */
 static inline __attribute__((always_inline)) void point_merits_body(const ph__world *w, ph__merit *m) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;

@@ -178,6 +178,55 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w, const
     }
 }
 
+/* The relaxation pass (settings.contact_relax; contact_rows.c's
+ * ph__contact_relax_rows lane by lane, the same operations): each point's
+ * normal as a rigid row toward the relaxation target of its gap, then its
+ * friction impulses clamped to the new bounds, each row's change applied
+ * as it is made. */
+PH__DEFINE_RELAX_TARGET(relax_target_vd, ph__vd, select_vd)
+
+static inline __attribute__((always_inline)) ph__vd rigid_diag_vd(const ph__wrow *r, ph__vd ima, ph__vd imb) {
+    const ph__vd lin = ((r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1]) + r->lin[2] * r->lin[2]) * (ima + imb);
+    const ph__vd ang = ((r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1]) + r->ang_a[2] * r->mang_a[2]) +
+                       ((r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1]) + r->ang_b[2] * r->mang_b[2]);
+    return lin + ang;
+}
+
+static inline __attribute__((always_inline)) void relax_batch(ph__wbatch *wb, wvel *u, int box, ph__vd hv, ph__vd zero,
+                                                              ph__vd inf) {
+    ph__wrow *r = wb->r;
+    const ph__vd t = relax_target_vd(wb->gap, hv, zero);
+    const ph__vd s = rigid_diag_vd(&r[0], wb->ima, wb->imb);
+    const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
+    ph__vd nl = clamp_vd(r[0].lambda - (row_jv(&r[0], u) - t) * inv, zero, inf);
+    ph__vd dl = nl - r[0].lambda;
+    r[0].lambda = nl;
+    row_apply(&r[0], dl, wb->ima, wb->imb, u);
+    const ph__vd bound = box ? wb->box : wb->mu * r[0].lambda;
+    for (int q = 1; q <= 2; q++) {
+        nl = clamp_vd(r[q].lambda, -bound, bound);
+        dl = nl - r[q].lambda;
+        r[q].lambda = nl;
+        row_apply(&r[q], dl, wb->ima, wb->imb, u);
+    }
+}
+
+static inline __attribute__((always_inline)) void relax_body(ph__world *w, double h) {
+    ph__sbody *sb = w->sbodies;
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
+    for (int32_t b = 0; b < w->wbatch_count;) {
+        ph__wbatch *g = &w->wbatches[b];
+        const int32_t gl = g->glen;
+        wvel u;
+        gather(sb, g, &u);
+        for (int32_t k = 0; k < gl; k++)
+            relax_batch(&g[k], &u, box, hv, zero, inf);
+        scatter(sb, g, &u);
+        b += gl;
+    }
+}
+
 static inline __attribute__((always_inline)) ph__vd vsqrt(ph__vd x) {
     for (int j = 0; j < PH_LANES; j++)
         x[j] = __builtin_sqrt(x[j]);

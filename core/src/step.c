@@ -456,10 +456,10 @@ static int rows_stage(ph__world *w, const ph__plan *p, double h) {
         w->contact_row_count = w->row_count;
         if (p->rows == PH_ROWS_BUILD) e = ph__init_gaps(w);
         if (e) return e;
-        return ph__joint_rows(w, h);
+        return ph__joint_rows(w, h, p->merits != PH_MERITS_NONE);
     }
     w->row_count = w->contact_row_count;
-    e = ph__joint_rows(w, h);
+    e = ph__joint_rows(w, h, p->merits != PH_MERITS_NONE);
     if (e) return e;
     switch (p->rows) {
     case PH_ROWS_REFRESH_FAST:

@@ -54,6 +54,9 @@
  *   own); else FUSED_WARM when the next substep's warm would be
  *   WITH_FORCES, else FUSED.
  *
+ *   relax: contact_relax > 0, k % contact_relax == 0, not last and a PGS
+ *   solve (not FAMILY) -> 1, else 0.
+ *
  * Internal to the core (and its tests); not installed.
  */
 #ifndef PHYSD_STEP_H
@@ -146,7 +149,9 @@ typedef struct ph__plan {
     ph__merits_plan merits;
     ph__store_plan store;
     ph__next_plan next;
-    int last; /* 1: the last substep of the step */
+    int last;  /* 1: the last substep of the step */
+    int relax; /* 1: a relaxation pass over the contacts after the solve (core PGS,
+                  settings.contact_relax) */
 } ph__plan;
 
 /* What only the running step knows, each 0 or 1. A substep plans at its

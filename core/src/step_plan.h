@@ -81,6 +81,10 @@ static inline ph__plan ph__plan_substep(const ph_settings *s, const ph__facts *f
         p.solve = PH_SOLVE_PGS_BATCHES;
     else
         p.solve = PH_SOLVE_PGS_ROWS;
+    /* The contacts' relaxation pass: every contact_relax-th substep from
+     * the first, never in the last (whose solve the statistics and the
+     * impulses a client reads describe), core PGS only. */
+    p.relax = s->contact_relax > 0 && k % s->contact_relax == 0 && !p.last && p.solve != PH_SOLVE_FAMILY;
     p.merits = s->record_merits || s->tolerance > 0 ? PH_MERITS_SWEEP
                : p.last                             ? PH_MERITS_FINAL
                : f->capture                         ? PH_MERITS_B

@@ -142,15 +142,24 @@ struct ph__world {
                             velocity (native steps keep them in the batches) */
     int simd_level;      /* the wide solver's instruction set (ph__simd_level at creation) */
 
-    /* The joints' direct block of the current substep (joint_direct.c): two
-     * pieces of the arena (jd_piece: offsets, pivots, rows, firsts; jd_env:
-     * the factor), held from ph__joint_direct_factor to
-     * ph__joint_direct_release at the end of the substep's solve. */
-    int32_t jd_count; /* rows in it; 0: none */
-    void *jd_piece;   /* NULL: no pieces held */
-    int32_t *jd_row, *jd_first, *jd_bfirst;
+    /* The joints' direct block (joint_direct.c): the factor of the joint
+     * rows' bilateral block, made when the step collides (its first
+     * substep; every substep with collide_substeps) and used by the later
+     * substeps, whose joint rows are rebuilt with the same layout (jd_sig:
+     * joint and row slot of each joint row when it was made). World-owned
+     * arrays, grown as needed. */
+    int jd_ok;        /* 1: a factor (or the decision to use none) exists for jd_sig's rows */
+    int32_t jd_count; /* rows in the block; 0: none */
+    int32_t jd_nsig;  /* joint rows the factor was made for */
+    double jd_turn;   /* rad: how far the block's bodies may have turned since the factor */
+    int32_t *jd_row, *jd_first, *jd_bfirst, *jd_sig;
     int64_t *jd_off;
     double *jd_env, *jd_d;
+    int32_t jd_nbody, jd_nturn;
+    int32_t *jd_body;     /* the block's moving solver bodies (their turning is watched) */
+    int32_t *jd_turn_row; /* block rows whose direction also turns with translation (distance
+                             joints'), and */
+    ph_vec3 *jd_lin;      /* their linear Jacobians when factored */
 
     int32_t contact_row_count; /* contact rows come first in rows[], joint rows after */
     ph_step_stats stats;

@@ -300,7 +300,7 @@ static void test_subscriptions(void **state) {
     assert_int_equal(pc_connect_sync(&c, &loop, "localhost", port, 5000, NULL), 0);
     sub_state s;
     memset(&s, 0, sizeof s);
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, NULL, &s, NULL, NULL};
+    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, NULL, &s, NULL, NULL, NULL};
     pc_client_set_handlers(c, &h);
 
     Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
@@ -957,7 +957,7 @@ static void test_server_rejects(void **state) {
     sub_state s;
     memset(&s, 0, sizeof s);
     memset(&g_cs, 0, sizeof g_cs);
-    pc_handlers h = {NULL, NULL, NULL, on_notice, on_disc, &s, NULL, NULL};
+    pc_handlers h = {NULL, NULL, NULL, on_notice, on_disc, &s, NULL, NULL, NULL};
     pc_client_set_handlers(a, &h);
     itest_stop();
     run_until(&loop, &g_cs.disconnects, 5);

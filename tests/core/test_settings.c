@@ -124,7 +124,9 @@ static ph_settings old_defaults(void) {
     s.sm_preconditioner = 1;
     s.jacobi_relaxation = 0.0;
     s.sm_forcing = 0.03;
-    s.simd = PH_SIMD_AVX512; /* new: no cap, as without PHYSD_SIMD */
+    s.simd = PH_SIMD_AVX512;      /* new: no cap, as without PHYSD_SIMD */
+    s.contact_relax = 5;          /* new (issue #21): substeps 0 and 5 of the default 10 */
+    s.joint_refactor_angle = 0.1; /* new (issue #21): rad */
     return s;
 }
 
@@ -209,7 +211,7 @@ static void test_messages(void **state) {
     s = ph_default_settings();
     s.method = (ph_method)9;
     ph_settings_validate(&s, &msg);
-    assert_string_equal(msg, "unknown method 9 (one of pgs, pgs_sm, block_pgs, jacobi, direct)");
+    assert_string_equal(msg, "unknown method 9 (one of pgs, pgs_sm, block_pgs, jacobi, direct, nncg, apgd)");
     s = ph_default_settings();
     s.joint.d = -1;
     ph_settings_validate(&s, &msg);

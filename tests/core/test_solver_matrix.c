@@ -5,8 +5,8 @@
  * joints (ball, hinge, hinge with its limit, hinge with its motor,
  * distance, fixed, a chain mixing all of them) x a resting cube on the
  * ground or none x contact_block x vector_solver x joint_solver, 30 steps
- * each (5600 worlds). Every pose stays finite, the resting cube stays at
- * its rest height, and every joint keeps its anchors together.
+ * each (7840 worlds; APGD with 10 iterations per substep, the others 5). Every pose stays finite, the resting cube
+ * stays at its rest height, and every joint keeps its anchors together.
  *
  * The first test is the reproduction of issue #14's crash: a hinge whose
  * limit row appears in the middle of a step (its angle crosses the limit's
@@ -231,6 +231,12 @@ static void test_hinge_limit_contact_row_order(void **state) {
 #define JOINT_TOL 0.05
 #define MATRIX_SUBSTEPS 2
 #define MATRIX_ITERATIONS 5
+/* APGD gets 10 per substep: its start (a gather) and its trial points (a
+ * scatter and a gather each, with their vector operations) leave two or
+ * three projected-gradient steps in 5 units, and the hinge chains' anchors
+ * then drift 7.5 cm in 30 steps (measured); with 10 the worst joint error
+ * of its 1120 worlds is 9.8 mm. NNCG holds with 5. */
+#define MATRIX_ITERATIONS_APGD 10
 
 static void test_every_configuration(void **state) {
     (void)state;
@@ -247,7 +253,7 @@ static void test_every_configuration(void **state) {
                                 for (int js = 0; js < PH_JOINT_SOLVER_COUNT; js++) {
                                     ph_settings s = ph_default_settings();
                                     s.substeps = MATRIX_SUBSTEPS;
-                                    s.iterations = MATRIX_ITERATIONS;
+                                    s.iterations = m == PH_METHOD_APGD ? MATRIX_ITERATIONS_APGD : MATRIX_ITERATIONS;
                                     s.method = (ph_method)m;
                                     s.ordering = (ph_ordering)o;
                                     s.ordering_per_iteration = per_iter;

@@ -148,6 +148,10 @@ static void test_against_the_old_flags(void **state) {
                             assert_int_equal(p.next != PH_NEXT_NONE, dv);
                             assert_int_equal(p.next == PH_NEXT_FUSED, next == 1);
                             assert_int_equal(p.next == PH_NEXT_FUSED_WARM, next == 2);
+                            /* The contacts' relaxation pass (contact_relax 5
+                             * by default): substeps 0, 5, ... but not the
+                             * last, of the core's PGS. */
+                            assert_int_equal(p.relax, k % 5 == 0 && !last && !family);
                         }
                     }
     print_message("%ld plans\n", plans);

@@ -4,7 +4,7 @@
 # then fuzzes for a bounded time. docs/fuzzing.md has the details.
 #
 # Usage: tests/fuzz/fuzz.sh [--time SECONDS] [--build-dir DIR] [--cc CLANG]
-#                           [--ci] [--no-build] [-- LIBFUZZER FLAGS...]
+#                           [--ci] [--no-build] [--ws] [-- LIBFUZZER FLAGS...]
 #   --time S       fuzz for S seconds after the replay (default 600; 0: replay only)
 #   --build-dir D  the clang build directory (default build/fuzz)
 #   --cc C         the clang to use (default: clang)
@@ -13,6 +13,8 @@
 #                  touched), a missing libFuzzer is a skip (exit 77), and
 #                  PHYSD_FUZZ_CI_SECONDS overrides --time
 #   --no-build     use the binary already in the build directory
+#   --ws           the WebSocket target instead (physd_fuzz_ws: session
+#                  scripts for the connection behind /ws, seeds corpus_ws/)
 # Without --ci the new inputs go to D/work/corpus and crashes to
 # D/work/artifacts/ (crash-<sha1>, leak-..., timeout-..., oom-...).
 # Exit status: 0 clean, 1 a crash/leak/timeout (libFuzzer's message and the
@@ -26,6 +28,8 @@ build="$root/build/fuzz"
 cc=clang
 ci=0
 do_build=1
+target=physd_fuzz
+seeds=(corpus regress)
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --cc) cc="$2"; shift 2 ;;
     --ci) ci=1; shift ;;
     --no-build) do_build=0; shift ;;
+    --ws) target=physd_fuzz_ws; seeds=(corpus_ws); shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -60,12 +65,12 @@ if [ "$do_build" = 1 ]; then
   cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"} \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
         -DPHYSD_FUZZ=ON -DPHYSD_TESTS=OFF -DPHYSD_BENCH=OFF -DPHYSD_WERROR=OFF >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target physd_fuzz
+  cmake --build "$build" -j"$(nproc)" --target "$target"
 fi
-bin="$build/tests/fuzz/physd_fuzz"
+bin="$build/tests/fuzz/$target"
 [ -x "$bin" ] || { echo "fuzz.sh: $bin not built" >&2; exit 2; }
 
-work="$build/work"
+work="$build/work${target#physd_fuzz}"
 if [ "$ci" = 1 ]; then work="$probe/work"; fi
 mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
@@ -76,13 +81,15 @@ flags=(-dict="$here/physd.dict" -max_len=65546 -timeout=10 -rss_limit_mb=4096 -a
 # not luck. Long runs by hand take libFuzzer's random seed.
 if [ "$ci" = 1 ]; then flags+=(-seed="${PHYSD_FUZZ_CI_SEED:-1}"); fi
 
-echo "fuzz.sh: replaying $here/corpus and $here/regress"
-"$bin" "${flags[@]}" -runs=0 "$here/corpus" "$here/regress"
+seed_dirs=()
+for d in "${seeds[@]}"; do seed_dirs+=("$here/$d"); done
+echo "fuzz.sh: replaying ${seed_dirs[*]}"
+"$bin" "${flags[@]}" -runs=0 "${seed_dirs[@]}"
 
 if [ "$seconds" -gt 0 ]; then
   echo "fuzz.sh: fuzzing for $seconds s (new inputs: $work/corpus, crashes: $work/artifacts/)"
   if ! "$bin" "${flags[@]}" -max_total_time="$seconds" -print_final_stats=1 "${extra[@]}" \
-       "$work/corpus" "$here/corpus" "$here/regress"; then
+       "$work/corpus" "${seed_dirs[@]}"; then
     echo "fuzz.sh: FAILED: libFuzzer found a crash; artifacts:" >&2
     ls -l "$work/artifacts/" >&2 || true
     if [ "$ci" = 1 ]; then

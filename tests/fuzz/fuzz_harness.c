@@ -40,6 +40,17 @@
  *    (input_used) is left, and the connection's references are all
  *    released (its memory is freed by the harness's own last reference).
  *  The sanitizers (ASan, UBSan, LeakSanitizer) do the rest.
+ *
+ * Built with PHYSD_FUZZ_WS (physd_fuzz_ws, fuzz_ws_replay), an input is
+ * instead a WebSocket session script for the connection behind /ws
+ * (ps_conn_open_async, http.c): binary messages fed as http.c feeds a whole
+ * message (its varint length, then its bytes), "writable" events that hand
+ * the connection's in-flight entries to the browser one message at a time
+ * and complete the write after the batch's last, loop turns, and the
+ * browser closing; the output queue is small (hard limit 256 KiB) so a
+ * browser that stops reading meets frame replacement, the soft limit and
+ * the hard limit. See ws_run below for the script format and its extra
+ * invariants.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +67,9 @@
 #define PF_MAX_EDITS 2048
 #define PF_MAX_SUBS 16
 #define PF_MAX_PENDING 64
+/* The WebSocket target's output limits (PHYSD_FUZZ_WS). */
+#define PF_WS_SOFT 4096u
+#define PF_WS_HARD 262144u
 
 static ps_server *srv;
 static physd_fuzz_stats stats;
@@ -102,6 +116,14 @@ static void server_init(void) {
     cfg.max_edits_per_batch = PF_MAX_EDITS;
     cfg.max_subscriptions = PF_MAX_SUBS;
     cfg.max_pending_requests = PF_MAX_PENDING;
+    /* MigrateWorld and Drain are checked, then refused without connecting
+     * anywhere (an input must not make the fuzzer dial out). */
+    cfg.no_outgoing = 1;
+#ifdef PHYSD_FUZZ_WS
+    /* Within reach of a script that stops reading. */
+    cfg.output_soft_limit = PF_WS_SOFT;
+    cfg.output_hard_limit = PF_WS_HARD;
+#endif
     const char *e = getenv("PHYSD_FUZZ_SETTLE_MS");
     if (e && *e) settle_ns = (uint64_t)(atof(e) * 1e6);
     e = getenv("PHYSD_FUZZ_VERBOSE");
@@ -532,8 +554,15 @@ static void teardown(ps_conn *c, observer *O) {
     srv->next_conn_id = 0;
 }
 
+#ifdef PHYSD_FUZZ_WS
+static int ws_run(const uint8_t *data, size_t size, int mode, int verbose);
+#endif
+
 int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     server_init();
+#ifdef PHYSD_FUZZ_WS
+    return ws_run(data, size, mode, verbose);
+#endif
     const uint64_t h = hash_bytes(data, size);
     if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(h % PF_CHUNK_MODES);
     /* The observer: 0 none, 1 closed after the second piece, 2 closed after
@@ -613,6 +642,225 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     free(S.pending);
     return 0;
 }
+
+/* ------------------------------------------------------------ WebSocket */
+#ifdef PHYSD_FUZZ_WS
+
+/* A WebSocket session script (PHYSD_FUZZ_WS): records, each an op byte
+ * whose low two bits say what happens:
+ *   0  a binary message: a varint length L, then L bytes (fewer when the
+ *      input ends: the message is what is left); fed as http.c's
+ *      feed_message feeds a message that arrived whole;
+ *   1  (op >> 2) + 1 writable events: each hands the next in-flight entry
+ *      to the browser as one message (its bytes after the varint; a compact
+ *      frame's head and shared body joined), checked as a ServerMessage; the
+ *      batch's last completes the connection's write (ps_conn_sink_done);
+ *   2  (op >> 2) % 8 + 1 turns of the loop, each waiting for a step in
+ *      flight when there is one (steps finish and push, timers fire, the
+ *      prepare-phase flush starts writes);
+ *   3  the browser goes away: the WebSocket closed (op bit 2 clear) or a
+ *      write failed (set); the rest of the input is ignored.
+ * Chunk modes 2 and 3 also turn the loop once after every message. At the
+ * end the browser reads everything (writable events and settles until the
+ * worlds are idle and nothing is in flight), then closes.
+ *
+ * Invariants besides the TCP session's (replies, frames, teardown): every
+ * in-flight entry starts with the varint of exactly the bytes after it
+ * (http.c strips it by that rule), no message is larger than max_frame,
+ * and while the connection is open its backlog (queued + in flight +
+ * replaced since the last completed write) is within the hard limit. */
+
+typedef struct ws_peer {
+    session *S;
+    ps_conn *c;
+    size_t next, n; /* in-flight entries handed over, in the batch */
+    int sinks;      /* writes started */
+    uint8_t *msg;
+    size_t cap;
+} ws_peer;
+
+static void ws_sink(void *arg, ps_conn *c, const uv_buf_t *bufs, unsigned n) {
+    (void)bufs, (void)n;
+    ws_peer *P = arg;
+    if (!c->writing) fail("an async sink was called without a write in flight");
+    P->next = 0;
+    P->n = c->n_inflight;
+    P->sinks++;
+}
+
+static void ws_closed(void *arg, ps_conn *c) {
+    ws_peer *P = arg;
+    if (c->writing) fail("the connection closed with its async write still in flight");
+    P->next = P->n = 0;
+}
+
+/* One writable event; 1 when a message went to the browser. */
+static int ws_writable(ws_peer *P) {
+    ps_conn *c = P->c;
+    if (c->closing || !c->writing || P->next >= P->n) return 0;
+    const ps_out_entry *e = &c->inflight[P->next];
+    uint64_t len = 0;
+    size_t used = 0;
+    if (pw_frame_peek(e->buf->data, e->buf->len, (uint64_t)1 << 40, &used, &len) < 0 || used == 0)
+        fail("an in-flight entry does not start with a varint length");
+    const size_t head = e->buf->len - used, total = head + (e->tail ? e->tail->len : 0);
+    if (len != total) fail("an entry's varint says %llu bytes, %zu follow", (unsigned long long)len, total);
+    if (total > PF_MAX_FRAME) fail("a WebSocket message of %zu bytes, over max_frame (%u)", total, PF_MAX_FRAME);
+    if (total > P->cap) {
+        uint8_t *nm = realloc(P->msg, total);
+        if (!nm) abort();
+        P->msg = nm;
+        P->cap = total;
+    }
+    if (head) memcpy(P->msg, e->buf->data + used, head);
+    if (e->tail && e->tail->len) memcpy(P->msg + head, e->tail->data, e->tail->len);
+    check_server_message(P->S, P->msg, total);
+    if (++P->next == P->n) ps_conn_sink_done(c, 0);
+    return 1;
+}
+
+static void ws_feed_message(ps_conn *c, const uint8_t *p, size_t len) {
+    uint8_t v[PW_VARINT_MAX];
+    ps_conn_feed(c, v, pw_varint_put(v, len));
+    if (len > 0 && !c->closing && !c->close_after_flush) ps_conn_feed(c, p, len);
+}
+
+/* A record's message (its bytes and length); returns the offset after it.
+ * A malformed or cut length makes the rest of the input the message. */
+static size_t ws_message(const uint8_t *data, size_t size, size_t off, const uint8_t **p, size_t *len) {
+    uint64_t l = 0;
+    size_t used = 0;
+    if (pw_frame_peek(data + off, size - off, UINT64_MAX, &used, &l) < 0 || used == 0) {
+        *p = data + off;
+        *len = size - off;
+        return size;
+    }
+    off += used;
+    if (l > size - off) l = size - off;
+    *p = data + off;
+    *len = (size_t)l;
+    return off + (size_t)l;
+}
+
+/* The requests the server will dispatch: the messages as the TCP byte
+ * stream they are fed as, read by parse_input. */
+static void ws_parse(session *S, const uint8_t *data, size_t size) {
+    size_t n = 0, cap = size + PW_VARINT_MAX;
+    uint8_t *stream = malloc(cap);
+    if (!stream) abort();
+    size_t off = 0;
+    while (off < size) {
+        const uint8_t op = data[off++];
+        if ((op & 3) == 3) break;
+        if ((op & 3) != 0) continue;
+        const uint8_t *p;
+        size_t len;
+        off = ws_message(data, size, off, &p, &len);
+        if (n + PW_VARINT_MAX + len > cap) {
+            cap = 2 * cap + len;
+            uint8_t *ns = realloc(stream, cap);
+            if (!ns) abort();
+            stream = ns;
+        }
+        n += pw_varint_put(stream + n, len);
+        memcpy(stream + n, p, len);
+        n += len;
+    }
+    parse_input(S, stream, n);
+    free(stream);
+}
+
+static void ws_check_backlog(const ps_conn *c) {
+    if (!c->closing && ps_outq_backlog(&c->outq) > c->outq.hard)
+        fail("an open connection's backlog is %llu bytes, past the hard limit (%llu)",
+             (unsigned long long)ps_outq_backlog(&c->outq), (unsigned long long)c->outq.hard);
+}
+
+static int ws_run(const uint8_t *data, size_t size, int mode, int verbose) {
+    const uint64_t h = hash_bytes(data, size);
+    if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(h % PF_CHUNK_MODES);
+    session S;
+    memset(&S, 0, sizeof S);
+    S.verbose = verbose || env_verbose;
+    ws_parse(&S, data, size);
+    stats.sessions++;
+    stats.requests += S.nrequests;
+    ws_peer P;
+    memset(&P, 0, sizeof P);
+    P.S = &S;
+    ps_conn *c = ps_conn_open_async(srv, ws_sink, ws_closed, &P);
+    if (!c) fail("ps_conn_open_async failed");
+    ps_conn_ref(c);
+    P.c = c;
+    if (S.verbose)
+        fprintf(stderr, "ws session: %zu bytes, %llu requests%s, mode %d\n", size, (unsigned long long)S.nrequests,
+                S.input_error ? " then a message the server refuses" : "", mode);
+    size_t off = 0;
+    int gone = 0, closed_first = 0; /* the browser went away; the server had closed first */
+    while (off < size && !gone) {
+        const uint8_t op = data[off++];
+        switch (op & 3) {
+        case 0: {
+            const uint8_t *p;
+            size_t len;
+            off = ws_message(data, size, off, &p, &len);
+            if (!c->closing && !c->close_after_flush) ws_feed_message(c, p, len);
+            if (mode >= 2) uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
+            break;
+        }
+        case 1:
+            for (int k = 0; k <= op >> 2; k++)
+                ws_writable(&P);
+            break;
+        case 2:
+            for (int k = 0; k <= (op >> 2) % 8; k++)
+                uv_run(ps_server_loop(srv), any_busy() ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+            break;
+        default:
+            gone = 1;
+            closed_first = c->closing || c->close_after_flush;
+            if (!c->closing) ps_conn_close(c, op & 4 ? "WebSocket write failed" : "WebSocket closed");
+            break;
+        }
+        ws_check_backlog(c);
+    }
+    /* The browser reads everything now. */
+    int settled = 0;
+    const uint64_t give_up = uv_hrtime() + 4 * settle_ns + 50000000ull;
+    while (!c->closing) {
+        while (ws_writable(&P)) {
+        }
+        settled = settle(settle_ns);
+        ws_check_backlog(c);
+        if (c->closing || (settled && !c->writing && c->outq.count == 0 && !srv->dirty)) break;
+        if (uv_hrtime() > give_up) {
+            settled = 0;
+            break;
+        }
+    }
+    stats.settled += (uint64_t)settled;
+    const int server_closed = gone ? closed_first : c->closing || c->close_after_flush;
+    stats.server_closed += (uint64_t)server_closed;
+    if (settled && !c->closing && !c->close_after_flush) {
+        if (S.input_error) fail("the server kept a WebSocket connection open after a message it must refuse");
+        check_all_replied(&S, c, "WebSocket connection");
+    }
+    if (!c->closing) ps_conn_close(c, "WebSocket closed");
+    const uint64_t replaced = c->outq.dropped;
+    observer O;
+    memset(&O, 0, sizeof O);
+    teardown(c, &O);
+    if (S.verbose)
+        fprintf(stderr,
+                "ws session end: %llu replies, %llu pushes read, %d writes, %llu pushes replaced or dropped%s%s\n",
+                (unsigned long long)S.replies, (unsigned long long)S.pushes, P.sinks, (unsigned long long)replaced,
+                settled ? "" : ", not settled", server_closed ? ", closed by the server" : "");
+    free(P.msg);
+    free(S.ids);
+    free(S.pending);
+    return 0;
+}
+#endif /* PHYSD_FUZZ_WS */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 4 * PF_MAX_FRAME) return 0; /* -max_len guards this; replays of huge files do not help */

@@ -483,6 +483,54 @@ static void take_snapshot(uint64_t w) {
     frame(m);
 }
 
+/* Worlds that move (docs/fleet.md). The fuzzed server makes no outgoing
+ * connections (no_outgoing): MigrateWorld and Drain are checked and
+ * refused; ImportWorld runs in full. */
+static void migrate_world(uint64_t w, const char *target, const char *cred) {
+    cmsg *m = msg(REQ(MIGRATE_WORLD));
+    Physd__V1__MigrateWorld *x = alloc(sizeof *x);
+    physd__v1__migrate_world__init(x);
+    x->world_id = w;
+    x->target = (char *)target;
+    x->credentials.data = (uint8_t *)cred;
+    x->credentials.len = cred ? strlen(cred) : 0;
+    m->migrate_world = x;
+    frame(m);
+}
+
+static void drain(const char *target, int exit_after) {
+    cmsg *m = msg(REQ(DRAIN));
+    Physd__V1__Drain *x = alloc(sizeof *x);
+    physd__v1__drain__init(x);
+    x->target = (char *)target;
+    x->exit = exit_after;
+    m->drain = x;
+    frame(m);
+}
+
+static void import_world(uint64_t w, uint64_t mig, int phase, const void *data, size_t len, uint32_t part,
+                         uint32_t parts) {
+    cmsg *m = msg(REQ(IMPORT_WORLD));
+    Physd__V1__ImportWorld *x = alloc(sizeof *x);
+    Physd__V1__WorldCounters *wc = alloc(sizeof *wc);
+    physd__v1__import_world__init(x);
+    physd__v1__world_counters__init(wc);
+    wc->edits_applied = 5;
+    wc->uptime_s = 12.5;
+    x->world_id = w;
+    x->migration_id = mig;
+    x->phase = (Physd__V1__ImportPhase)phase;
+    x->data.data = (uint8_t *)data;
+    x->data.len = len;
+    x->part = part;
+    x->parts = parts;
+    x->source = "10.0.0.1:7447";
+    x->history_ticks = 4;
+    x->counters = wc;
+    m->import_world = x;
+    frame(m);
+}
+
 static void restore_world(const char *name, const void *data, size_t len, uint64_t upload, uint32_t part,
                           uint32_t parts) {
     cmsg *m = msg(REQ(RESTORE_WORLD));
@@ -877,6 +925,22 @@ static void gen(void) {
             restore_world("", bad_crc, 10, 6, 0, 3), restore_world("", bad_crc, 10, 6, 2, 3), end("snapshots");
     }
 
+    /* --- worlds that move: migrate and drain are refused (no outgoing
+     * connections here); imports in parts, out of order, committed,
+     * aborted, asked about */
+    {
+        static const uint8_t bad_crc[] = {'P', 'H', 'Y', 'S', 'D', 'W', '0', '1', 4, 0, 0, 0, 1, 2, 3, 4, 8, 1, 16, 2};
+        begin(), hello(), create("m", "stack20", 0, NULL, NULL, 0), migrate_world(1, "127.0.0.1:7447", NULL),
+            migrate_world(1, "nowhere", "phd_x"), migrate_world(1, "[::1]:7447", NULL), migrate_world(9, "h:1", NULL),
+            drain("127.0.0.1:1", 1), drain("", 0), counters(1), end("migrate_drain");
+        begin(), hello(), import_world(5, 1, 0, bad_crc, sizeof bad_crc, 0, 1),
+            import_world(5, 2, 0, bad_crc, 10, 0, 2), import_world(5, 2, 0, bad_crc + 10, 10, 1, 2),
+            import_world(5, 3, 0, bad_crc, 10, 1, 2), import_world(5, 3, 1, NULL, 0, 0, 0),
+            import_world(5, 3, 2, NULL, 0, 0, 0), import_world(5, 3, 3, NULL, 0, 0, 0),
+            import_world(0, 3, 0, "x", 1, 0, 1), import_world(5, 0, 0, "x", 1, 0, 1),
+            import_world(5, 4, 9, NULL, 0, 0, 0), end("import_world");
+    }
+
     /* --- worlds */
     begin(), hello(), create("", "", 1, NULL, NULL, 0), end("create_world_empty");
     begin(), hello(), create("running", "box_on_plane", 0, NULL, NULL, 0), list_worlds(), end("create_world_running");
@@ -1063,7 +1127,8 @@ static void gen(void) {
         raycast(1, 5, -1, 10), counters(1), query_joints(1, NULL, 0);
     edit(1, ops(1, remove_joint(JOINT(1))), 1);
     create_token(1, 1, "v"), list_tokens(1), revoke_token(1, "0000000000000000"), take_snapshot(1);
-    unsubscribe(2), resume(1), pause(1), reset(1), inspect(1, 0), destroy(1), list_worlds();
+    migrate_world(1, "127.0.0.1:1", NULL), import_world(1, 7, 3, NULL, 0, 0, 0);
+    unsubscribe(2), resume(1), pause(1), reset(1), inspect(1, 0), destroy(1), list_worlds(), drain("127.0.0.1:1", 0);
     end("session_every_request");
 
     /* --- malformed input: the server answers with request id 0 and closes */

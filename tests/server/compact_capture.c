@@ -6,14 +6,19 @@
  *
  * Usage: test_compact_capture DIR. An in-process server runs a world of 16
  * boxes without gravity (one flying out of a 50 m bound, one removed at
- * tick 100), stepped 300 times on a raw socket with three compact
+ * tick 100), stepped 300 times on a raw socket with four compact
  * subscriptions: the defaults; resolution 0.01 m, bound 50 m, 9 rotation
- * bits; and a sphere region with a 2048 bytes/s budget (moved at tick 200).
- * A key frame is asked for at tick 150. Writes DIR/capture.bin (every
- * CompactFrame as the ServerMessage frame it came in: a varint length and
- * the message), DIR/params.txt (each subscription's parameters) and
- * DIR/c.txt (every frame decoded: see print_state; compact_decode.py prints
- * the same text).
+ * bits; a sphere region with a 2048 bytes/s budget (moved at tick 200);
+ * the defaults with prediction (docs/streams.md, "Prediction"). A key
+ * frame is asked for at tick 150. The server's max_frame is 4096 bytes,
+ * and a fifth subscription (resolution 1e-6 m, 24 rotation bits) follows a
+ * second world, grid1000 falling and settling, for its first 40 ticks: its
+ * key frame and the deltas of its thousand moving cubes come in parts
+ * (docs/streams.md, "Frames in parts"), reassembled before decoding.
+ * Writes DIR/capture.bin (every CompactFrame as the ServerMessage frame it
+ * came in: a varint length and the message), DIR/params.txt (each
+ * subscription's parameters) and DIR/c.txt (every frame decoded: see
+ * print_state; compact_decode.py prints the same text).
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +33,9 @@
 #define MSG(x) PHYSD__V1__SERVER_MESSAGE__MSG_##x
 
 #define NBOX 16
-#define NSUB 3
+#define NSUB 5
 #define KEEP 32
+#define GRID_TICKS 40 /* ticks of the grid1000 world (subscription 3) */
 
 static const char *out_dir = ".";
 
@@ -109,8 +115,13 @@ typedef struct stream {
     pw_cstate st[KEEP];
     uint64_t tick[KEEP];
     int n, next, have_last;
-    pw_cstate last; /* the previous decoded state (for entered / left) */
+    pw_cstate last;    /* the previous decoded state (for entered / left) */
+    uint8_t *part_buf; /* a frame in parts: the section so far */
+    size_t part_len;
+    uint32_t part_next;
 } stream;
+
+static int parts_seen, frames_in_parts, predicted_frames;
 
 static stream subs[NSUB];
 
@@ -120,8 +131,9 @@ static stream subs[NSUB];
  * doubles, largest, three rotation integers) and the dequantized pose, all
  * doubles as %.17g. */
 static void print_state(FILE *f, const stream *s, const Physd__V1__CompactFrame *cf, const pw_cstate *st) {
-    fprintf(f, "frame sub=%llu tick=%llu key=%d baseline=%llu count=%u\n", (unsigned long long)cf->subscription_id,
-            (unsigned long long)cf->tick, cf->key ? 1 : 0, (unsigned long long)cf->baseline_tick, cf->body_count);
+    fprintf(f, "frame sub=%llu tick=%llu key=%d baseline=%llu predict=%llu count=%u\n",
+            (unsigned long long)cf->subscription_id, (unsigned long long)cf->tick, cf->key ? 1 : 0,
+            (unsigned long long)cf->baseline_tick, (unsigned long long)cf->predict_tick, cf->body_count);
     fprintf(f, "entered");
     for (size_t i = 0; i < st->n; i++) {
         int found = 0;
@@ -160,14 +172,43 @@ static void decode(FILE *f, const Physd__V1__CompactFrame *cf) {
     for (int k = 0; k < NSUB; k++)
         if (subs[k].id == cf->subscription_id) s = &subs[k];
     assert_non_null(s);
+    Physd__V1__CompactFrame whole;
+    if (cf->parts > 1) { /* parts come in order here (the reader keeps up): concatenate */
+        parts_seen++;
+        assert_true(cf->part < cf->parts);
+        assert_int_equal(cf->part, s->part_next);
+        s->part_buf = realloc(s->part_buf, s->part_len + cf->bodies.len + 1);
+        assert_non_null(s->part_buf);
+        memcpy(s->part_buf + s->part_len, cf->bodies.data, cf->bodies.len);
+        s->part_len += cf->bodies.len;
+        if (++s->part_next < cf->parts) return;
+        whole = *cf;
+        whole.bodies.data = s->part_buf;
+        whole.bodies.len = s->part_len;
+        cf = &whole;
+        s->part_len = 0;
+        s->part_next = 0;
+        frames_in_parts++;
+    }
     const pw_cstate *base = NULL;
+    pw_cpredict pr = {NULL, 0, 0};
     if (!cf->key) {
-        for (int k = 0; k < s->n && !base; k++)
+        for (int k = 0; k < s->n; k++) {
             if (s->tick[k] == cf->baseline_tick) base = &s->st[k];
+            if (cf->predict_tick && s->tick[k] == cf->predict_tick) pr.older = &s->st[k];
+        }
         assert_non_null(base);
     }
+    if (cf->predict_tick) {
+        assert_non_null(pr.older);
+        predicted_frames++;
+        pr.ahead = (uint32_t)(cf->tick - cf->baseline_tick);
+        pr.span = (uint32_t)(cf->baseline_tick - cf->predict_tick);
+    }
     pw_cstate out = {0, 0, NULL};
-    assert_int_equal(pw_compact_decode(&s->p, base, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out), 0);
+    assert_int_equal(pw_compact_decode_predicted(&s->p, base, pr.older ? &pr : NULL, cf->bodies.data, cf->bodies.len,
+                                                 cf->body_count, 100000, &out),
+                     0);
     print_state(f, s, cf, &out);
     pw_cstate_free(&s->last);
     assert_int_equal(pw_cstate_reserve(&s->last, out.n ? out.n : 1), 0);
@@ -185,11 +226,24 @@ static void test_capture(void **state) {
     (void)state;
     ps_config cfg;
     itest_config(&cfg);
+    cfg.max_frame = 4096;
     int port = itest_start(&cfg);
     itest_raw r;
     assert_int_equal(itest_raw_connect(&r, port, 0), 0);
     assert_int_equal(itest_raw_hello(&r, "capture"), ST(OK));
-    uint64_t w = make_world(&r);
+    uint64_t w = make_world(&r), w2;
+    {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+        cw.name = "grid";
+        cw.preset = "grid1000";
+        cw.start_paused = 1;
+        m.request_case = REQ(CREATE_WORLD);
+        m.create_world = &cw;
+        smsg *a = call(&r, &m);
+        w2 = a->reply->world->world_id;
+        physd__v1__server_message__free_unpacked(a, NULL);
+    }
     FILE *params = open_out("params.txt");
     for (int k = 0; k < NSUB; k++) {
         Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -200,7 +254,7 @@ static void test_capture(void **state) {
         Physd__V1__Region g = PHYSD__V1__REGION__INIT;
         Physd__V1__Vec3 c = PHYSD__V1__VEC3__INIT;
         pw_cparams_default(&subs[k].p);
-        s.world_id = w;
+        s.world_id = k == 4 ? w2 : w;
         s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
         if (k == 1) {
             res.value = subs[k].p.resolution = 0.01;
@@ -208,6 +262,12 @@ static void test_capture(void **state) {
             bits.value = subs[k].p.rot_bits = 9;
             s.resolution = &res, s.bound = &bound, s.rotation_bits = &bits;
         }
+        if (k == 4) { /* the finest values: the grid's sections are large */
+            res.value = subs[k].p.resolution = 1e-6;
+            bits.value = subs[k].p.rot_bits = 24;
+            s.resolution = &res, s.rotation_bits = &bits;
+        }
+        if (k == 3) s.predict = 1;
         if (k == 2) {
             c.x = 2;
             radius.value = 5;
@@ -266,30 +326,36 @@ static void test_capture(void **state) {
             m.stream_control = &sc;
             physd__v1__server_message__free_unpacked(call(&r, &m), NULL);
         }
-        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-        Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
-        Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
-        s.world_id = w;
-        s.steps = 1;
-        m.request_case = REQ(STEP);
-        m.step = &s;
-        m.request_id = r.next_id++;
-        assert_int_equal(itest_raw_send_msg(&r, &m), 0);
-        physd__v1__client_message__init(&m);
-        q.world_id = w;
-        m.request_case = REQ(QUERY_COUNTERS);
-        m.query_counters = &q;
-        m.request_id = r.next_id++;
-        const uint64_t last = m.request_id;
-        assert_int_equal(itest_raw_send_msg(&r, &m), 0);
-        for (;;) {
+        /* a step of each world and a query_counters behind it (its frames come
+         * before its counters) */
+        const int nworlds = t <= GRID_TICKS ? 2 : 1;
+        uint64_t last[2] = {0, 0};
+        for (int k = 0; k < nworlds; k++) {
+            Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+            Physd__V1__StepWorld s = PHYSD__V1__STEP_WORLD__INIT;
+            s.world_id = k ? w2 : w;
+            s.steps = 1;
+            m.request_case = REQ(STEP);
+            m.step = &s;
+            m.request_id = r.next_id++;
+            assert_int_equal(itest_raw_send_msg(&r, &m), 0);
+        }
+        for (int k = 0; k < nworlds; k++) {
+            Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+            Physd__V1__QueryCounters q = PHYSD__V1__QUERY_COUNTERS__INIT;
+            q.world_id = k ? w2 : w;
+            m.request_case = REQ(QUERY_COUNTERS);
+            m.query_counters = &q;
+            m.request_id = last[k] = r.next_id++;
+            assert_int_equal(itest_raw_send_msg(&r, &m), 0);
+        }
+        for (int waiting = nworlds; waiting > 0;) {
             smsg *a = itest_raw_recv(&r, 10000);
             assert_non_null(a);
             if (a->msg_case == MSG(REPLY)) {
                 assert_int_equal(a->reply->status, ST(OK));
-                const int done = a->reply->request_id == last;
+                waiting -= a->reply->request_id == last[0] || a->reply->request_id == last[1];
                 physd__v1__server_message__free_unpacked(a, NULL);
-                if (done) break;
                 continue;
             }
             if (a->msg_case == MSG(COMPACT_FRAME)) {
@@ -315,12 +381,20 @@ static void test_capture(void **state) {
     }
     fclose(cap);
     fclose(txt);
-    printf("compact_capture: %d frames of %d subscriptions in %s\n", frames, NSUB, out_dir);
+    printf("compact_capture: %d messages of %d subscriptions in %s, %d of them parts of %d frames in parts\n", frames,
+           NSUB, out_dir, parts_seen, frames_in_parts);
     assert_true(frames >= 2 * 300);
+    /* the grid's key frame (about 13 kB) and its deltas while it falls do not fit in 4096 bytes */
+    assert_true(frames_in_parts >= 2);
+    assert_true(parts_seen >= 3 * frames_in_parts / 2);
+    /* the fifth subscription's deltas predict (all but the key frames and the frame after each) */
+    printf("compact_capture: %d frames predicted\n", predicted_frames);
+    assert_true(predicted_frames >= 250);
     for (int k = 0; k < NSUB; k++) {
         for (int j = 0; j < KEEP; j++)
             pw_cstate_free(&subs[k].st[j]);
         pw_cstate_free(&subs[k].last);
+        free(subs[k].part_buf);
     }
     itest_raw_close(&r);
     itest_stop();

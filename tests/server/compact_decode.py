@@ -1,198 +1,28 @@
-"""compact_decode.py — a second decoder of compact transform streams.
+"""compact_decode.py — the Python decoder of compact transform streams held
+equal to the C decoder, byte for byte.
 
-Written from docs/streams.md ("The body section, bit by bit"), with Google's
-protobuf runtime (Debian's python3-protobuf: run with /usr/bin/python3) and
-physd_pb2.py generated here by protoc from proto/physd.proto; it shares no
-code with the C decoder (proto/pw_compact.c). Reads a captured stream (a
-sequence of ServerMessage frames, each a varint length and the message) and
-the subscriptions' parameters, decodes every CompactFrame against the state
-of its baseline tick, and prints each decoded state in the text format of
-tests/server/compact_capture.c (print_state). With --compare C_TXT it exits
-1 unless its text equals C_TXT byte for byte.
+The decoder is physd_client.compact (clients/python, Google's protobuf
+runtime: Debian's python3-protobuf), written from docs/streams.md ("The body
+section, bit by bit") and sharing no code with the C decoder
+(proto/pw_compact.c); run this with the Python of the environment the
+package is installed in (tests/python/install_venv.sh). Reads a captured
+stream (a sequence of ServerMessage frames, each a varint length and the
+message) and the subscriptions' parameters, decodes every CompactFrame with
+a physd_client.compact.Stream per subscription, and prints each decoded
+state in the text format of tests/server/compact_capture.c (print_state).
+Frames in parts and predicted frames (docs/streams.md) are decoded by the
+package. With --compare C_TXT it exits 1 unless its text equals C_TXT byte
+for byte.
 
-Usage: compact_decode.py PROTO_DIR WORK_DIR CAPTURE PARAMS OUT [--compare C_TXT]
+Usage: compact_decode.py CAPTURE PARAMS OUT [--compare C_TXT]
 """
-import math
-import os
-import struct
-import subprocess
 import sys
 
-proto_dir, work, capture, params_path, out_path = sys.argv[1:6]
-compare = sys.argv[7] if len(sys.argv) > 7 and sys.argv[6] == "--compare" else None
-os.makedirs(work, exist_ok=True)
-subprocess.run(["protoc", "--python_out=" + work, "-I", proto_dir, os.path.join(proto_dir, "physd.proto")],
-               check=True)
-sys.path.insert(0, work)
-import physd_pb2 as pb  # noqa: E402
+from physd_client import pb
+from physd_client.compact import Params, Stream, dequantize
 
-
-class Malformed(Exception):
-    pass
-
-
-class Bits:
-    """Bit i is bit 7 - i % 8 of byte i // 8 (most significant first)."""
-
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-
-    def u(self, n):
-        v = 0
-        for _ in range(n):
-            if self.pos >= 8 * len(self.data):
-                raise Malformed("past the end")
-            byte = self.data[self.pos >> 3]
-            v = (v << 1) | ((byte >> (7 - (self.pos & 7))) & 1)
-            self.pos += 1
-        return v
-
-    def gamma(self):
-        zeros = 0
-        while self.u(1) == 0:
-            zeros += 1
-            if zeros > 64:
-                raise Malformed("gamma too long")
-        return (1 << zeros) | self.u(zeros)
-
-    def sgamma(self):
-        z = self.gamma() - 1
-        return -(z >> 1) - 1 if z & 1 else z >> 1
-
-    def f64(self):
-        x = struct.unpack(">d", self.u(64).to_bytes(8, "big"))[0]
-        if not math.isfinite(x):
-            raise Malformed("non-finite double")
-        return x
-
-    def finish(self):
-        left = 8 * len(self.data) - self.pos
-        if left >= 8 or (left and self.u(left) != 0):
-            raise Malformed("bits left over")
-
-
-class Params:
-    def __init__(self, resolution, bound, bits):
-        self.resolution = resolution
-        self.bound = bound
-        self.bits = bits
-        self.m = int(math.ceil(bound / resolution))  # the largest quantized magnitude
-        self.p = (2 * self.m).bit_length()            # bits of a position component in full
-        self.r = (1 << (bits - 1)) - 1                # the largest smallest-three integer
-        self.step = (1.0 / math.sqrt(2.0)) / self.r
-
-
-class Body:
-    """A quantized value: oob, q (three ints) or raw (three doubles), largest, c."""
-
-    __slots__ = ("id", "oob", "q", "raw", "largest", "c")
-
-    def copy(self):
-        b = Body()
-        b.id, b.oob, b.q, b.raw, b.largest, b.c = self.id, self.oob, self.q, self.raw, self.largest, self.c
-        return b
-
-
-def full_position(r, p, b):
-    b.oob = r.u(1)
-    if b.oob:
-        b.raw = [r.f64() for _ in range(3)]
-        b.q = [0, 0, 0]
-    else:
-        b.q = [r.u(p.p) - p.m for _ in range(3)]
-        b.raw = [0.0, 0.0, 0.0]
-        if any(abs(v) > p.m for v in b.q):
-            raise Malformed("position out of range")
-
-
-def full_rotation(r, p):
-    c = [r.u(p.bits) - p.r for _ in range(3)]
-    if any(abs(v) > p.r for v in c):
-        raise Malformed("rotation out of range")
-    return c
-
-
-def decode(p, base, data, key, count):
-    r = Bits(data)
-    kept = list(base) if base is not None else []
-    if not key:
-        nremoved = r.gamma() - 1
-        if nremoved > len(kept):
-            raise Malformed("too many removed")
-        gone, idx = set(), -1
-        for _ in range(nremoved):
-            idx = idx + r.gamma()  # first: index; then index - previous - 1
-            if idx >= len(kept):
-                raise Malformed("removed index out of range")
-            gone.add(idx)
-        kept = [b.copy() for i, b in enumerate(kept) if i not in gone]
-    nadded = r.gamma() - 1
-    added, prev = [], 0
-    present = {b.id for b in kept}
-    for _ in range(nadded):
-        prev = prev + r.gamma()
-        if prev in present:
-            raise Malformed("added id already present")
-        b = Body()
-        b.id = prev
-        added.append(b)
-    if not key:
-        nchanged = r.gamma() - 1
-        if nchanged > len(kept):
-            raise Malformed("too many changed")
-        which, k = [], -1
-        for _ in range(nchanged):
-            k = k + r.gamma()
-            if k >= len(kept):
-                raise Malformed("changed index out of range")
-            which.append(k)
-        for k in which:
-            b = kept[k]
-            pos_changed, rot_changed = r.u(1), r.u(1)
-            if not pos_changed and not rot_changed:
-                raise Malformed("a changed body with nothing changed")
-            if pos_changed:
-                if b.oob:
-                    full_position(r, p, b)
-                else:
-                    if r.u(1):
-                        b.oob, b.raw, b.q = 1, [r.f64() for _ in range(3)], [0, 0, 0]
-                    else:
-                        b.q = [b.q[i] + r.sgamma() for i in range(3)]
-                        if any(abs(v) > p.m for v in b.q):
-                            raise Malformed("position out of range")
-            if rot_changed:
-                largest = r.u(2)
-                if largest == b.largest:
-                    b.c = [b.c[i] + r.sgamma() for i in range(3)]
-                    if any(abs(v) > p.r for v in b.c):
-                        raise Malformed("rotation out of range")
-                else:
-                    b.largest, b.c = largest, full_rotation(r, p)
-    for b in added:
-        full_position(r, p, b)
-        b.largest = r.u(2)
-        b.c = full_rotation(r, p)
-    r.finish()
-    state = sorted(kept + added, key=lambda b: b.id)
-    if len(state) != count:
-        raise Malformed("body count")
-    return state
-
-
-def dequantize(p, b):
-    pos = list(b.raw) if b.oob else [float(v) * p.resolution for v in b.q]
-    q, s, j = [0.0] * 4, 0.0, 0
-    for k in range(4):
-        if k == b.largest:
-            continue
-        q[k] = float(b.c[j]) * p.step
-        j += 1
-        s += q[k] * q[k]
-    q[b.largest] = math.sqrt(1 - s if s < 1 else 0.0)
-    n = math.sqrt(s + q[b.largest] * q[b.largest])
-    return pos + [v / n for v in q]
+capture, params_path, out_path = sys.argv[1:4]
+compare = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--compare" else None
 
 
 def g(x):
@@ -200,12 +30,12 @@ def g(x):
 
 
 def main():
-    params = {}
+    params, streams = {}, {}
     for line in open(params_path):
         w = line.split()
         params[int(w[1])] = Params(float(w[3]), float(w[5]), int(w[7]))
+        streams[int(w[1])] = Stream(params[int(w[1])])
     data = open(capture, "rb").read()
-    states = {s: {} for s in params}  # subscription -> tick -> state
     last = {}
     out, i, frames = [], 0, 0
     while i < len(data):
@@ -224,21 +54,15 @@ def main():
             continue
         f = m.compact_frame
         p = params[f.subscription_id]
-        base = None
-        if not f.key:
-            base = states[f.subscription_id].get(f.baseline_tick)
-            if base is None:
-                raise Malformed("unknown baseline %d" % f.baseline_tick)
-        st = decode(p, base, f.bodies, f.key, f.body_count)
+        st = streams[f.subscription_id].decode(f)  # Malformed ends the run: the capture must decode
+        if st is None:
+            continue  # a part of a frame in parts, not the last
         frames += 1
-        if f.key:
-            states[f.subscription_id] = {}
-        states[f.subscription_id][f.tick] = st
         prev = last.get(f.subscription_id)
         prev_ids = {b.id for b in prev} if prev is not None else set()
         now_ids = {b.id for b in st}
-        out.append("frame sub=%d tick=%d key=%d baseline=%d count=%d\n" %
-                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.body_count))
+        out.append("frame sub=%d tick=%d key=%d baseline=%d predict=%d count=%d\n" %
+                   (f.subscription_id, f.tick, 1 if f.key else 0, f.baseline_tick, f.predict_tick, f.body_count))
         out.append("entered" + "".join(" %d" % b.id for b in st if b.id not in prev_ids) + "\n")
         out.append("left" + "".join(" %d" % b.id for b in (prev or []) if b.id not in now_ids) + "\n")
         for b in st:

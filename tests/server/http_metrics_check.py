@@ -4,8 +4,10 @@ Starts physd (ephemeral protocol and HTTP ports), scrapes /metrics, runs
 physload for 3 s (6 clients, 2 worlds, edits and queries), scrapes again,
 and checks:
 - both scrapes pass `promtool check metrics` (Debian's prometheus package);
-- the counters moved as the load says: requests by type (hello per client,
-  edits at least physload's), frames and bytes both ways, TCP connections,
+- the counters moved as the load says: requests by type (a hello per
+  client, exactly physload's edits and body queries, every request it
+  sent), frames in (one per request) and out (replies and at least the
+  pushes physload received), edit ops applied, bytes both ways, TCP connections,
   the worlds' ticks, and every world's step-time histogram counts its ticks
   (_count == ticks, buckets cumulative, +Inf == _count);
 - no errors or limit hits for a well-behaved load.
@@ -94,14 +96,26 @@ try:
 
     sent = rep["requests"]["sent"]
     req_sum = sum(val - v(before, k) for k, val in after.items() if k.startswith("physd_requests_total{"))
-    print("python: physload sent %d requests; physd counted %d" % (sent, req_sum))
+    print("python: physload sent %d requests (%d with hellos and setup); physd counted %d" %
+          (sent, rep["requests"]["all_sent"] + 6, req_sum))
     assert delta('physd_requests_total{request="hello"}') >= 6
     assert delta('physd_requests_total{request="create_world"}') >= 2
     assert delta('physd_requests_total{request="subscribe"}') >= 1
     assert delta('physd_requests_total{request="edit"}') >= 5
-    assert req_sum >= sent, (req_sum, sent)
-    assert delta("physd_received_frames_total") >= req_sum
-    assert delta("physd_sent_frames_total") >= req_sum  # every request answered, plus pushes
+    # Exactly what physload says it sent: its edits and body queries, and
+    # every request (all_sent leaves out the hellos, one per client).
+    assert delta('physd_requests_total{request="edit"}') == rep["requests"]["edits"], rep["requests"]
+    assert delta('physd_requests_total{request="query_bodies"}') == rep["requests"]["queries"], rep["requests"]
+    assert delta('physd_requests_total{request="hello"}') == 6
+    assert req_sum == rep["requests"]["all_sent"] + 6, (req_sum, rep["requests"])
+    assert delta("physd_received_frames_total") == req_sum
+    # Every request answered, plus the pushes physload received (a few more
+    # may be on the way when it stops counting).
+    assert delta("physd_sent_frames_total") >= req_sum + rep["frames"]["received"], rep["frames"]
+    ops = sum(val - v(before, k) for k, val in after.items() if k.startswith("physd_world_edits_applied_total{"))
+    assert ops == rep["requests"]["edits"], (ops, rep["requests"])  # one op a batch, every batch applied
+    pushes = sum(val - v(before, k) for k, val in after.items() if k.startswith("physd_world_pushes_total{"))
+    assert pushes >= rep["frames"]["received"], (pushes, rep["frames"])
     assert delta("physd_received_bytes_total") > 0 and delta("physd_sent_bytes_total") > 0
     assert delta('physd_connections_total{kind="tcp"}') >= 6
     assert v(after, "physd_worlds") >= 2

@@ -465,7 +465,8 @@ int itest_client_connect_opts(itest_client *c, int port, const pc_options *opts,
         close_loop(c);
         return r;
     }
-    pc_handlers h = {on_frame, on_stats, on_contacts, on_notice, on_disconnect, c, on_error_reply, on_snapshot_part};
+    pc_handlers h = {on_frame, on_stats,       on_contacts,      on_notice, on_disconnect,
+                     c,        on_error_reply, on_snapshot_part, NULL};
     pc_client_set_handlers(c->pc, &h);
     return 0;
 }

@@ -5,12 +5,15 @@
  * component, the bound's edges), body sections that decode to exactly the
  * encoder's state (bodies added, removed, moved, leaving and entering the
  * bound), an unchanged state costs one byte, and malformed sections are
- * refused without reading past their end.
+ * refused without reading past their end; with prediction (docs/streams.md,
+ * "Prediction") the same, the rounding of halves away from zero bit for
+ * bit, and bodies at constant velocity cost 7 bits each.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -303,12 +306,146 @@ static void test_edges(void **state) {
     pw_cstate_free(&out);
 }
 
+/* ---------------------------------------------------------- prediction */
+
+static void roundtrip_predicted(const pw_cparams *p, const pw_cstate *base, const pw_cpredict *pr, const pw_cstate *cur,
+                                size_t *bytes) {
+    uint8_t *d;
+    size_t len;
+    assert_int_equal(pw_compact_encode_predicted(p, base, pr, cur, &d, &len), 0);
+    pw_cstate out = {0, 0, NULL};
+    assert_int_equal(pw_compact_decode_predicted(p, base, pr, d, len, (uint32_t)cur->n, 1000000, &out), 0);
+    assert_state_equal(&out, cur);
+    for (size_t cut = 0; cut < len; cut += 1 + len / 50)
+        assert_int_equal(pw_compact_decode_predicted(p, base, pr, d, cut, (uint32_t)cur->n, 1000000, &out),
+                         PW_CMALFORMED);
+    for (int f = 0; f < 64 && len > 0; f++) {
+        size_t bit = (size_t)(urand() * (double)len * 8);
+        d[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
+        (void)pw_compact_decode_predicted(p, base, pr, d, len, (uint32_t)cur->n, 1000000, &out);
+        d[bit / 8] ^= (uint8_t)(0x80u >> (bit % 8));
+    }
+    if (bytes) *bytes = len;
+    free(d);
+    pw_cstate_free(&out);
+}
+
+/* One body (id 1, identity rotation) at x = v quanta, y = z = 0. */
+static void one_body(pw_cstate *s, int64_t x) {
+    assert_int_equal(pw_cstate_reserve(s, 1), 0);
+    memset(&s->b[0], 0, sizeof s->b[0]);
+    s->b[0].id = 1;
+    s->b[0].largest = 3;
+    s->b[0].p[0] = x;
+    s->n = 1;
+}
+
+static void test_prediction(void **state) {
+    (void)state;
+    pw_cparams p;
+    pw_cparams_default(&p);
+    p.bound = 10;
+    /* random states: cur against base, predicted from older */
+    enum { N = 200 };
+    pw_cstate st[3];
+    memset(st, 0, sizeof st);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(pw_cstate_reserve(&st[k], 2 * N), 0);
+    for (size_t i = 0; i < N; i++)
+        random_body(&p, 1 + 3 * i, &st[0].b[st[0].n++]);
+    for (int round = 0; round < 300; round++) {
+        pw_cstate *o0 = &st[round % 3], *o1 = &st[(round + 1) % 3], *cur = &st[(round + 2) % 3];
+        if (round == 0) { /* the first baseline: a nudge of the first state */
+            o1->n = 0;
+            for (size_t i = 0; i < o0->n; i++) {
+                o1->b[o1->n] = o0->b[i];
+                nudge(&p, &o1->b[o1->n++]);
+            }
+        }
+        cur->n = 0;
+        for (size_t i = 0; i < o1->n; i++) {
+            if (urand() < 0.02) continue;
+            cur->b[cur->n] = o1->b[i];
+            nudge(&p, &cur->b[cur->n++]);
+            if (urand() < 0.02 && cur->n < cur->cap) random_body(&p, o1->b[i].id + 1 + (1ull << 32), &cur->b[cur->n++]);
+        }
+        pw_cstate_sort(cur);
+        size_t w = 0;
+        for (size_t i = 0; i < cur->n; i++)
+            if (w == 0 || cur->b[i].id != cur->b[w - 1].id) cur->b[w++] = cur->b[i];
+        cur->n = w;
+        const uint32_t ahead = 1 + (uint32_t)(urand() * 4), span = 1 + (uint32_t)(urand() * 8);
+        const pw_cpredict pr = {o0, ahead, span};
+        roundtrip_predicted(&p, o1, &pr, cur, NULL);
+    }
+    /* halves away from zero: x went 0 -> 1 in two ticks, one tick ahead
+     * predicts 1 + round(0.5) = 2; 0 -> -1 predicts -2; either way the
+     * section is: no removal (1), no addition (1), one changed (010) at
+     * gap 0 (1), position changed, rotation not (10), in bound (0), three
+     * zero residuals (111), padding: 1101 0110 0111 0000 */
+    pw_cstate a = {0, 0, NULL}, b = {0, 0, NULL}, c = {0, 0, NULL};
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        one_body(&a, 0);
+        one_body(&b, sign);
+        one_body(&c, 2 * sign);
+        const pw_cpredict half = {&a, 1, 2};
+        uint8_t *d;
+        size_t len;
+        assert_int_equal(pw_compact_encode_predicted(&p, &b, &half, &c, &d, &len), 0);
+        assert_int_equal(len, 2);
+        assert_int_equal(d[0], 0xD6);
+        assert_int_equal(d[1], 0x70);
+        free(d);
+        roundtrip_predicted(&p, &b, &half, &c, NULL);
+    }
+    /* the decoder refuses a prediction without its state or out of range */
+    uint8_t *d;
+    size_t len;
+    assert_int_equal(pw_compact_encode(&p, &b, &c, &d, &len), 0);
+    pw_cstate out = {0, 0, NULL};
+    const pw_cpredict none = {NULL, 1, 1}, zero = {&a, 0, 1}, far = {&a, 8, PW_PREDICT_MAX_TICKS - 7};
+    assert_int_equal(pw_compact_decode_predicted(&p, &b, &none, d, len, 1, 10, &out), PW_CMALFORMED);
+    assert_int_equal(pw_compact_decode_predicted(&p, &b, &zero, d, len, 1, 10, &out), PW_CMALFORMED);
+    assert_int_equal(pw_compact_decode_predicted(&p, &b, &far, d, len, 1, 10, &out), PW_CMALFORMED);
+    free(d);
+    /* constant velocity: 100 bodies, each x moving v quanta a tick (v up
+     * to 60: 3.6 m/s at 60 Hz and 1 mm): predicted, each costs its gap (1),
+     * the two flags (2), in bound (1) and three zero residuals (3): 7 bits */
+    pw_cstate v0 = {0, 0, NULL}, v1 = {0, 0, NULL}, v2 = {0, 0, NULL};
+    assert_int_equal(pw_cstate_reserve(&v0, 100), 0);
+    assert_int_equal(pw_cstate_reserve(&v1, 100), 0);
+    assert_int_equal(pw_cstate_reserve(&v2, 100), 0);
+    for (int i = 0; i < 100; i++) {
+        pw_cbody x;
+        memset(&x, 0, sizeof x);
+        x.id = (uint64_t)i + 1;
+        x.largest = 3;
+        const int64_t v = 1 + i * 59 / 99;
+        x.p[0] = -3000 + 40 * i, x.p[1] = 500 - 7 * i;
+        v0.b[v0.n++] = x;
+        x.p[0] += v, x.p[1] -= v / 2;
+        v1.b[v1.n++] = x;
+        x.p[0] += v, x.p[1] -= v / 2;
+        v2.b[v2.n++] = x;
+    }
+    size_t plain, pred;
+    const pw_cpredict pv = {&v0, 1, 1};
+    roundtrip(&p, &v1, &v2, &plain);
+    roundtrip_predicted(&p, &v1, &pv, &v2, &pred);
+    printf("100 bodies at constant velocity: %zu bytes as deltas, %zu predicted\n", plain, pred);
+    /* the counts' gamma codes (1, 1, and 13 bits for 101), 100 one-bit gaps, 100 x 6 bits, padding */
+    assert_int_equal(pred, (1 + 1 + 13 + 100 + 100 * 6 + 7) / 8);
+    assert_true(pred * 3 < plain);
+    pw_cstate_free(&v0), pw_cstate_free(&v1), pw_cstate_free(&v2);
+    pw_cstate_free(&a), pw_cstate_free(&b), pw_cstate_free(&c);
+    for (int k = 0; k < 3; k++)
+        pw_cstate_free(&st[k]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_positions),
-        cmocka_unit_test(test_smallest_three),
-        cmocka_unit_test(test_sections),
-        cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_positions), cmocka_unit_test(test_smallest_three), cmocka_unit_test(test_sections),
+        cmocka_unit_test(test_edges),     cmocka_unit_test(test_prediction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,6 +152,9 @@ typedef struct request_storage {
         Physd__V1__ListTokens lt;
         Physd__V1__TakeSnapshot ts;
         Physd__V1__RestoreWorld rsw;
+        Physd__V1__MigrateWorld mw;
+        Physd__V1__Drain dr;
+        Physd__V1__ImportWorld imp;
         Physd__V1__Hello h;
     } u;
     Physd__V1__Settings set;
@@ -333,6 +336,28 @@ static void build_request(request_storage *s, unsigned k, const world_fixture *f
         s->m.restore_world = &s->u.rsw;
         *ok_status = ST(INVALID_ARGUMENT);
         break;
+    /* Worlds that move (docs/fleet.md): an allowed caller passes the
+     * access check and gets the content's answer (nothing listens on port
+     * 1: the world stays; world 0 cannot be imported). */
+    case REQ(MIGRATE_WORLD):
+        physd__v1__migrate_world__init(&s->u.mw);
+        s->u.mw.world_id = w;
+        s->u.mw.target = "127.0.0.1:1";
+        s->m.migrate_world = &s->u.mw;
+        *ok_status = ST(UNAVAILABLE);
+        break;
+    case REQ(DRAIN):
+        physd__v1__drain__init(&s->u.dr);
+        s->u.dr.target = "127.0.0.1:1";
+        s->m.drain = &s->u.dr;
+        *ok_status = ST(UNAVAILABLE);
+        break;
+    case REQ(IMPORT_WORLD):
+        physd__v1__import_world__init(&s->u.imp);
+        s->u.imp.migration_id = 1;
+        s->m.import_world = &s->u.imp;
+        *ok_status = ST(INVALID_ARGUMENT);
+        break;
     default:
         fail_msg("request type %u has no builder in this test: add one", k);
     }
@@ -463,6 +488,11 @@ static void test_role_table(void **state) {
     for (unsigned k = 2; k <= REQ(RESTORE_WORLD); k++)
         assert_int_not_equal(ps_request_need(k, NULL), -3);
     assert_int_equal(ps_request_need(REQ(STREAM_CONTROL), NULL), PS_NEED_AUTH);
+    /* Moving worlds, draining and importing are the operators' (and other
+     * instances'): the admin token only (docs/fleet.md). */
+    assert_int_equal(ps_request_need(REQ(MIGRATE_WORLD), NULL), PS_ROLE_ADMIN);
+    assert_int_equal(ps_request_need(REQ(DRAIN), NULL), PS_ROLE_ADMIN);
+    assert_int_equal(ps_request_need(REQ(IMPORT_WORLD), NULL), PS_ROLE_ADMIN);
 }
 
 static smsg *wait_notice(itest_raw *r, int kind, int timeout_ms) {

@@ -8,16 +8,19 @@
  *                    library: at every tick the decoded compact frame has
  *                    the raw frame's bodies, positions within resolution / 2
  *                    and orientations within the rotation_bits bound; no
- *                    decode errors
+ *                    decode errors; a third subscription with prediction
+ *                    decodes to the same values at every tick
  *   wire             on a raw socket, the CompactFrame messages themselves:
  *                    the first frame is a key frame, the next is a delta
  *                    against the frame written before; bodies added and
  *                    removed come in the stream; once the bodies sleep a
  *                    frame's body section is one byte; a key frame on
  *                    request; explicit acks set the baseline
- *   params           invalid encoding parameters and stream_control misuse
+ *   params           invalid encoding parameters (predict only with
+ *                    ENCODING_COMPACT) and stream_control misuse
  *   slow_reader      a reader with a 4 KiB receive buffer that does not read
- *                    for 1.5 s beside raw frames of grid1000 at 120 Hz: frames
+ *                    for 1.5 s (and until the server replaced a push)
+ *                    beside raw frames of grid1000 at 120 Hz: frames
  *                    are replaced in its queue, and every compact frame it
  *                    gets names as baseline a frame it got (a replaced frame
  *                    never becomes a baseline) and decodes
@@ -25,6 +28,26 @@
  *                    section per tick while their baselines are equal, two
  *                    while they differ (socket-written against explicit
  *                    acks), one again after the ack; the same bytes
+ *
+ * With max_frame 4096 bytes (a second server; docs/streams.md, "Frames in
+ * parts"), 1000 boxes in free flight (every body changes every tick, so
+ * every frame is over max_frame):
+ *
+ *   parts_wire       on a raw socket: every frame of the subscription comes
+ *                    in parts, each message within max_frame, in order,
+ *                    fields 1-6 repeated; the concatenated sections decode;
+ *                    the next frame is a delta against the frame in parts
+ *                    (it became the baseline once all its parts were
+ *                    written)
+ *   parts_library    through the client library beside raw frames: every
+ *                    tick's reassembled and decoded frame has the raw
+ *                    frame's 1000 bodies within the bounds; no decode errors
+ *   parts_slow_reader  a reader with a 4 KiB receive buffer that does not
+ *                    read for 1 s at 120 Hz beside raw frames of the same
+ *                    world: parts are replaced in its
+ *                    queue; every frame whose parts come whole and in order
+ *                    names a baseline it got and decodes, broken ones are
+ *                    dropped, and it keeps decoding afterwards
  */
 #include <math.h>
 #include <stdlib.h>
@@ -243,16 +266,18 @@ static void test_tumbling_10000(void **state) {
     }
     uint64_t w = make_world(&c, "tumbling", boxes, 40);
     /* the box ids: from a raw frame after one step */
-    uint64_t raw_sub = 0, compact_sub = 0;
+    uint64_t raw_sub = 0, compact_sub = 0, predict_sub = 0;
     assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &raw_sub), 0);
     pc_compact_params cp;
     pc_compact_params_default(&cp);
     cp.bound = 50; /* bodies kicked far away leave it: sent as doubles */
     assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &compact_sub), 0);
-    while (compact_sub == 0)
+    cp.predict = 1; /* the same, predicted (docs/streams.md, "Prediction") */
+    assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &predict_sub), 0);
+    while (compact_sub == 0 || predict_sub == 0)
         physd__v1__server_message__free_unpacked(itest_client_recv(&c, 5000), NULL);
     const double rot_bound = 2 * asin(sqrt(3.0) * (1 / sqrt(2.0)) / (double)((1 << (cp.rotation_bits - 1)) - 1)) * DEG;
-    body_pose raw[64], dec[64];
+    body_pose raw[64], dec[64], pdec[64];
     uint64_t ids[64];
     size_t nids = 0, bodies_seen_max = 0;
     double worst_p = 0, worst_r = 0;
@@ -274,9 +299,9 @@ static void test_tumbling_10000(void **state) {
         Physd__V1__StepWorld s;
         build_step(&m, &s, w, 1);
         assert_int_equal(itest_client_send(&c, &m), 0);
-        int got_reply = 0, got_raw = 0, got_compact = 0;
-        size_t nraw = 0, ndec = 0;
-        while (!(got_reply && got_raw && got_compact)) {
+        int got_reply = 0, got_raw = 0, got_compact = 0, got_pred = 0;
+        size_t nraw = 0, ndec = 0, npred = 0;
+        while (!(got_reply && got_raw && got_compact && got_pred)) {
             smsg *r = itest_client_recv(&c, 10000);
             if (!r) fail_msg("tick %d: no message (reply %d raw %d compact %d)", t, got_reply, got_raw, got_compact);
             if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
@@ -288,6 +313,9 @@ static void test_tumbling_10000(void **state) {
                 if (f->subscription_id == compact_sub) {
                     ndec = frame_poses(f, dec);
                     got_compact = 1;
+                } else if (f->subscription_id == predict_sub) {
+                    npred = frame_poses(f, pdec);
+                    got_pred = 1;
                 } else {
                     nraw = frame_poses(f, raw);
                     got_raw = 1;
@@ -299,6 +327,9 @@ static void test_tumbling_10000(void **state) {
             physd__v1__server_message__free_unpacked(r, NULL);
         }
         assert_int_equal(ndec, nraw);
+        /* the predicted stream decodes to the very same values */
+        assert_int_equal(npred, ndec);
+        assert_memory_equal(pdec, dec, ndec * sizeof *dec);
         if (nraw > bodies_seen_max) bodies_seen_max = nraw;
         for (size_t i = 0; i < nraw; i++) {
             assert_int_equal(dec[i].id, raw[i].id);
@@ -552,6 +583,17 @@ static void test_params(void **state) {
     assert_int_equal(subscribe_with(&c, w, 2, 0, 0, 0, T), ST(INVALID_ARGUMENT));
     assert_int_equal(subscribe_with(&c, w, 1, 0, 0, 0, S), ST(INVALID_ARGUMENT));
     assert_int_equal(subscribe_with(&c, w, 0, 0.01, 0, 0, T), ST(INVALID_ARGUMENT));
+    { /* predict: compact only */
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+        s.world_id = w;
+        s.predict = 1;
+        m.request_case = REQ(SUBSCRIBE);
+        m.subscribe = &s;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(INVALID_ARGUMENT)), NULL);
+        s.encoding = PHYSD__V1__TRANSFORM_ENCODING__ENCODING_COMPACT;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    }
     uint64_t raw = 0;
     assert_int_equal(itest_subscribe(&c, w, T, 1, NULL, 0, 0, &raw), 0);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
@@ -572,6 +614,74 @@ static void test_params(void **state) {
  * own raw frames of grid1000 at 120 Hz: the server replaces its unsent
  * frames, and every compact frame it does get names as baseline a frame it
  * got (a replaced frame never becomes a baseline), and decodes. */
+/* Waits at least s seconds and until the world's pushes were replaced or
+ * dropped somewhere (a slow machine steps grid1000 at 120 Hz slower, so
+ * the kernel's buffers take longer to fill), at most 60 s. */
+static void wait_for_drops(itest_client *c, uint64_t w, double s) {
+    itest_sleep(s);
+    for (double end = itest_now() + 60; itest_now() < end; itest_sleep(0.25)) {
+        smsg *cnt = itest_counters(c, w);
+        const uint64_t dropped = cnt->reply->counters->pushes_dropped;
+        physd__v1__server_message__free_unpacked(cnt, NULL);
+        if (dropped > 0) return;
+    }
+}
+
+/* A slow reader's subscriptions on r: raw frames of w, then compact ones
+ * (the raw first: itest_raw_call discards the pushes that come before its
+ * reply, which must not be compact frames). Returns the compact one. */
+static uint64_t slow_subscribe(itest_raw *r, uint64_t w) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
+    s.world_id = w;
+    m.request_case = REQ(SUBSCRIBE);
+    m.subscribe = &s;
+    smsg *a = itest_raw_call(r, &m, 5000);
+    assert_non_null(a);
+    assert_int_equal(a->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(a, NULL);
+    uint64_t sub = 0;
+    assert_int_equal(raw_subscribe(r, w, 0, &sub), ST(OK));
+    return sub;
+}
+
+/* The states a reader decoded lately, by tick. */
+enum { RING = 64 };
+typedef struct ring {
+    pw_cstate st[RING];
+    uint64_t tick[RING];
+    int next, deltas;
+} ring;
+
+/* Decodes a whole compact frame (head f, section data) against the
+ * baseline it names, which must be a frame this reader decoded, and keeps
+ * its state; returns its body count. */
+static size_t ring_decode(ring *g, const Physd__V1__CompactFrame *f, const uint8_t *data, size_t len) {
+    pw_cparams p;
+    pw_cparams_default(&p);
+    const pw_cstate *base = NULL;
+    if (!f->key) {
+        for (int k = 0; k < RING && !base; k++)
+            if (g->tick[k] == f->baseline_tick) base = &g->st[k];
+        if (!base)
+            fail_msg("frame %llu names baseline %llu, a frame this reader never got whole", (unsigned long long)f->tick,
+                     (unsigned long long)f->baseline_tick);
+        g->deltas++;
+    }
+    pw_cstate out = {0, 0, NULL};
+    assert_int_equal(pw_compact_decode(&p, base, data, len, f->body_count, 100000, &out), 0);
+    pw_cstate_free(&g->st[g->next]);
+    g->st[g->next] = out;
+    g->tick[g->next] = f->tick;
+    g->next = (g->next + 1) % RING;
+    return out.n;
+}
+
+static void ring_free(ring *g) {
+    for (int k = 0; k < RING; k++)
+        pw_cstate_free(&g->st[k]);
+}
+
 static void test_slow_reader(void **state) {
     (void)state;
     itest_client c;
@@ -580,28 +690,12 @@ static void test_slow_reader(void **state) {
     itest_raw r;
     assert_int_equal(itest_raw_connect(&r, port, 4096), 0);
     assert_int_equal(itest_raw_hello(&r, "slow"), ST(OK));
-    uint64_t sub = 0, raw_sub = 0;
-    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__Subscribe s = PHYSD__V1__SUBSCRIBE__INIT;
-    s.world_id = w;
-    m.request_case = REQ(SUBSCRIBE);
-    m.subscribe = &s;
-    smsg *a = itest_raw_call(&r, &m, 5000);
-    assert_non_null(a);
-    raw_sub = a->reply->subscription->subscription_id;
-    physd__v1__server_message__free_unpacked(a, NULL);
-    (void)raw_sub;
-    itest_sleep(1.5); /* not reading: the queue fills, frames are replaced */
-    enum { RING = 64 };
-    pw_cstate ring[RING];
-    uint64_t ticks[RING];
-    memset(ring, 0, sizeof ring);
-    memset(ticks, 0, sizeof ticks);
-    int next = 0, got = 0, deltas = 0, gaps = 0;
+    slow_subscribe(&r, w);
+    wait_for_drops(&c, w, 1.5); /* not reading: the queue fills, frames are replaced */
+    static ring g;
+    memset(&g, 0, sizeof g);
+    int got = 0, gaps = 0;
     uint64_t last_tick = 0;
-    pw_cparams p;
-    pw_cparams_default(&p);
     double end = itest_now() + 3;
     while (itest_now() < end) {
         smsg *f = itest_raw_recv(&r, 2000);
@@ -611,23 +705,9 @@ static void test_slow_reader(void **state) {
             continue;
         }
         const Physd__V1__CompactFrame *cf = f->compact_frame;
-        const pw_cstate *base = NULL;
-        if (!cf->key) {
-            for (int k = 0; k < RING && !base; k++)
-                if (ticks[k] == cf->baseline_tick) base = &ring[k];
-            if (!base)
-                fail_msg("frame %llu names baseline %llu, a frame this reader never got", (unsigned long long)cf->tick,
-                         (unsigned long long)cf->baseline_tick);
-            deltas++;
-        }
-        pw_cstate out = {0, 0, NULL};
-        assert_int_equal(pw_compact_decode(&p, base, cf->bodies.data, cf->bodies.len, cf->body_count, 100000, &out), 0);
+        ring_decode(&g, cf, cf->bodies.data, cf->bodies.len);
         if (last_tick && cf->tick != last_tick + 1) gaps++;
         last_tick = cf->tick;
-        pw_cstate_free(&ring[next]);
-        ring[next] = out;
-        ticks[next] = cf->tick;
-        next = (next + 1) % RING;
         got++;
         physd__v1__server_message__free_unpacked(f, NULL);
     }
@@ -635,12 +715,11 @@ static void test_slow_reader(void **state) {
     const uint64_t dropped = cnt->reply->counters->pushes_dropped;
     physd__v1__server_message__free_unpacked(cnt, NULL);
     printf("slow_reader: %d compact frames (%d deltas), %d gaps in their ticks, %llu pushes replaced or dropped\n", got,
-           deltas, gaps, (unsigned long long)dropped);
+           g.deltas, gaps, (unsigned long long)dropped);
     assert_true(got > 10);
-    assert_true(deltas > 0);
+    assert_true(g.deltas > 0);
     assert_true(gaps > 0 && dropped > 0); /* frames were replaced */
-    for (int k = 0; k < RING; k++)
-        pw_cstate_free(&ring[k]);
+    ring_free(&g);
     itest_raw_close(&r);
     itest_client_close(&c);
 }
@@ -712,6 +791,310 @@ static void test_distinct_baselines(void **state) {
     itest_client_close(&c);
 }
 
+/* ----------------------------------------------------- frames in parts */
+
+#define PARTS_BOXES 1000
+#define PARTS_MAX_FRAME 4096
+
+static int setup_parts(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_tick_rate = 10000;
+    cfg.max_frame = PARTS_MAX_FRAME;
+    port = itest_start(&cfg);
+    return 0;
+}
+
+/* A world without gravity or sleep (paused when rate is 0) with
+ * PARTS_BOXES boxes in free flight, added 25 to an edit batch (a batch
+ * of all of them would be over max_frame). */
+static uint64_t flying_world(itest_client *c, const char *name, double rate) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__Vec3 grav = PHYSD__V1__VEC3__INIT;
+    Physd__V1__BoolValue no = PHYSD__V1__BOOL_VALUE__INIT;
+    Physd__V1__DoubleValue hz = PHYSD__V1__DOUBLE_VALUE__INIT;
+    set.gravity = &grav;
+    set.sleep = &no;
+    if (rate > 0) {
+        hz.value = rate;
+        set.tick_rate = &hz;
+    }
+    cw.settings = &set;
+    cw.name = (char *)name;
+    cw.start_paused = rate <= 0;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    const uint64_t w = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    enum { BATCH = 25 };
+    for (int k0 = 0; k0 < PARTS_BOXES; k0 += BATCH) {
+        Physd__V1__EditOp op[BATCH], *ops[BATCH];
+        Physd__V1__AddBody ab[BATCH];
+        Physd__V1__BodyDef bd[BATCH];
+        Physd__V1__ShapeDef sd[BATCH], *sp[BATCH];
+        Physd__V1__Pose pose[BATCH];
+        Physd__V1__Vec3 pos[BATCH], vel[BATCH], ang[BATCH], half = PHYSD__V1__VEC3__INIT;
+        half.x = half.y = half.z = 0.1;
+        for (int j = 0; j < BATCH; j++) {
+            const int k = k0 + j;
+            physd__v1__edit_op__init(&op[j]);
+            physd__v1__add_body__init(&ab[j]);
+            physd__v1__body_def__init(&bd[j]);
+            physd__v1__shape_def__init(&sd[j]);
+            physd__v1__pose__init(&pose[j]);
+            physd__v1__vec3__init(&pos[j]), physd__v1__vec3__init(&vel[j]), physd__v1__vec3__init(&ang[j]);
+            /* 1 m apart on a 10 x 10 x 10 lattice, all moving the same way:
+             * they never meet */
+            pos[j].x = k % 10, pos[j].y = (k / 10) % 10, pos[j].z = k / 100;
+            vel[j].x = 0.5 + 0.01 * (k % 7), vel[j].y = -0.3, vel[j].z = 0.2;
+            ang[j].x = 0.3 * (k % 5), ang[j].z = 1;
+            sd[j].type = PHYSD__V1__SHAPE_TYPE__SHAPE_BOX;
+            sd[j].half_extents = &half;
+            sp[j] = &sd[j];
+            pose[j].position = &pos[j];
+            bd[j].pose = &pose[j];
+            bd[j].linear_velocity = &vel[j];
+            bd[j].angular_velocity = &ang[j];
+            bd[j].n_shapes = 1;
+            bd[j].shapes = &sp[j];
+            ab[j].body = &bd[j];
+            op[j].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+            op[j].add_body = &ab[j];
+            ops[j] = &op[j];
+        }
+        Physd__V1__ClientMessage e = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+        eb.world_id = w;
+        eb.n_ops = BATCH;
+        eb.ops = ops;
+        e.request_case = REQ(EDIT);
+        e.edit = &eb;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(c, &e), ST(OK)), NULL);
+    }
+    return w;
+}
+
+/* A compact frame being reassembled from its parts on a raw socket. */
+typedef struct assembly {
+    uint8_t *buf;
+    size_t len;
+    uint64_t tick;
+    uint32_t next, parts;
+    Physd__V1__CompactFrame head; /* fields 1-6 of part 0 */
+} assembly;
+
+/* Adds a part: 1 when the frame is whole (asm->buf, asm->len), 0 while
+ * parts are missing, -1 when this part breaks the sequence. */
+static int assemble_part(assembly *a, const Physd__V1__CompactFrame *f) {
+    if (f->parts < 2 || f->part >= f->parts) return -1;
+    if (f->part == 0) {
+        a->len = 0;
+        a->tick = f->tick;
+        a->parts = f->parts;
+        a->head = *f;
+    } else if (f->part != a->next || f->tick != a->tick || f->parts != a->parts) {
+        a->next = 0;
+        return -1;
+    }
+    if (f->part > 0) { /* every part repeats fields 1-6 */
+        assert_int_equal(f->world_id, a->head.world_id);
+        assert_int_equal(f->subscription_id, a->head.subscription_id);
+        assert_int_equal(f->baseline_tick, a->head.baseline_tick);
+        assert_int_equal(f->key, a->head.key);
+        assert_int_equal(f->body_count, a->head.body_count);
+    }
+    a->buf = realloc(a->buf, a->len + f->bodies.len + 1);
+    assert_non_null(a->buf);
+    memcpy(a->buf + a->len, f->bodies.data, f->bodies.len);
+    a->len += f->bodies.len;
+    a->next = f->part + 1;
+    if (a->next < a->parts) return 0;
+    a->next = 0;
+    return 1;
+}
+
+static void test_parts_wire(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "parts-setup");
+    const uint64_t w = flying_world(&c, "parts-wire", 0);
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&r, "parts"), ST(OK));
+    uint64_t sub = 0;
+    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    pw_cparams p;
+    pw_cparams_default(&p);
+    pw_cstate prev = {0, 0, NULL};
+    uint64_t prev_tick = 0;
+    assembly a;
+    memset(&a, 0, sizeof a);
+    int max_parts = 0;
+    for (int t = 1; t <= 6; t++) {
+        Physd__V1__ClientMessage m;
+        Physd__V1__StepWorld st;
+        build_step(&m, &st, w, 1);
+        m.request_id = r.next_id++;
+        assert_int_equal(itest_raw_send_msg(&r, &m), 0);
+        int whole = 0, replied = 0;
+        while (!whole || !replied) {
+            smsg *x = itest_raw_recv(&r, 10000);
+            assert_non_null(x);
+            assert_true(physd__v1__server_message__get_packed_size(x) + PW_VARINT_MAX <= PARTS_MAX_FRAME);
+            if (x->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+                assert_int_equal(x->reply->status, ST(OK));
+                replied = 1;
+            } else if (x->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) {
+                const Physd__V1__CompactFrame *f = x->compact_frame;
+                assert_int_equal(f->subscription_id, sub);
+                assert_true(f->parts >= 2); /* every frame is over max_frame */
+                if ((int)f->parts > max_parts) max_parts = (int)f->parts;
+                const int done = assemble_part(&a, f);
+                assert_true(done >= 0);
+                if (done) {
+                    assert_int_equal(a.head.tick, (uint64_t)t);
+                    /* the first a key frame; then deltas against the frame before, itself in parts */
+                    assert_true(a.head.key == (t == 1));
+                    if (t > 1) assert_int_equal(a.head.baseline_tick, prev_tick);
+                    pw_cstate out = {0, 0, NULL};
+                    assert_int_equal(
+                        pw_compact_decode(&p, t > 1 ? &prev : NULL, a.buf, a.len, a.head.body_count, 100000, &out), 0);
+                    assert_int_equal(out.n, PARTS_BOXES);
+                    pw_cstate_free(&prev);
+                    prev = out;
+                    prev_tick = a.head.tick;
+                    whole = 1;
+                }
+            }
+            physd__v1__server_message__free_unpacked(x, NULL);
+        }
+    }
+    printf("parts_wire: up to %d parts a frame\n", max_parts);
+    assert_true(max_parts >= 3); /* the key frame: about 13 kB */
+    pw_cstate_free(&prev);
+    free(a.buf);
+    itest_raw_close(&r);
+    itest_client_close(&c);
+}
+
+static void test_parts_library(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "parts-library");
+    const uint64_t w = flying_world(&c, "parts-library", 0);
+    uint64_t raw_sub = 0, compact_sub = 0;
+    assert_int_equal(itest_subscribe(&c, w, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, &raw_sub), 0);
+    pc_compact_params cp;
+    pc_compact_params_default(&cp);
+    assert_int_equal(pc_subscribe_compact(c.pc, w, 1, NULL, 0, &cp, on_sub, &compact_sub), 0);
+    while (compact_sub == 0)
+        physd__v1__server_message__free_unpacked(itest_client_recv(&c, 5000), NULL);
+    const double rot_bound = 2 * asin(sqrt(3.0) * (1 / sqrt(2.0)) / (double)((1 << (cp.rotation_bits - 1)) - 1)) * DEG;
+    static body_pose raw[PARTS_BOXES], dec[PARTS_BOXES];
+    double worst_p = 0, worst_r = 0;
+    for (int t = 1; t <= 30; t++) {
+        Physd__V1__ClientMessage m;
+        Physd__V1__StepWorld s;
+        build_step(&m, &s, w, 1);
+        assert_int_equal(itest_client_send(&c, &m), 0);
+        int got_reply = 0, got_raw = 0, got_compact = 0;
+        size_t nraw = 0, ndec = 0;
+        while (!(got_reply && got_raw && got_compact)) {
+            smsg *r = itest_client_recv(&c, 10000);
+            if (!r) fail_msg("tick %d: no message", t);
+            if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+                assert_int_equal(r->reply->status, ST(OK));
+                got_reply = 1;
+            } else if (r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_FRAME) {
+                const Physd__V1__Frame *f = r->frame;
+                assert_int_equal(f->tick, (uint64_t)t);
+                if (f->subscription_id == compact_sub) {
+                    /* reassembled by the library even with reassemble = 0 (itest's clients) */
+                    assert_int_equal(f->parts, 0);
+                    ndec = frame_poses(f, dec);
+                    got_compact = 1;
+                } else { /* raw frames come in parts here: gathered */
+                    assert_true(f->parts > 1 && nraw + f->n_body_ids <= PARTS_BOXES);
+                    nraw += frame_poses(f, raw + nraw);
+                    if (pc_frame_is_last_part(f)) {
+                        qsort(raw, nraw, sizeof *raw, by_id);
+                        got_raw = 1;
+                    }
+                }
+            }
+            physd__v1__server_message__free_unpacked(r, NULL);
+        }
+        assert_int_equal(nraw, PARTS_BOXES);
+        assert_int_equal(ndec, nraw);
+        for (size_t i = 0; i < nraw; i++) {
+            assert_int_equal(dec[i].id, raw[i].id);
+            for (int k = 0; k < 3; k++)
+                worst_p = fmax(worst_p, fabs(dec[i].p[k] - raw[i].p[k]));
+            double d = fabs(dec[i].p[3] * raw[i].p[3] + dec[i].p[4] * raw[i].p[4] + dec[i].p[5] * raw[i].p[5] +
+                            dec[i].p[6] * raw[i].p[6]);
+            worst_r = fmax(worst_r, 2 * acos(d > 1 ? 1 : d) * DEG);
+        }
+    }
+    pc_counters k;
+    pc_client_counters(c.pc, &k);
+    printf("parts_library: %llu pushes were parts; worst position error %.3g m, angle %.4f deg\n",
+           (unsigned long long)k.parts, worst_p, worst_r);
+    assert_int_equal(k.compact_errors, 0);
+    assert_int_equal(k.parts_discarded, 0);
+    assert_true(k.parts >= 2 * 30 * 2); /* raw and compact frames, every tick in parts */
+    assert_true(worst_p <= 0.5 * cp.resolution * (1 + 1e-6));
+    assert_true(worst_r <= rot_bound);
+    itest_client_close(&c);
+}
+
+static void test_parts_slow_reader(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "parts-slow-setup");
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 4096), 0);
+    assert_int_equal(itest_raw_hello(&r, "parts-slow"), ST(OK));
+    const uint64_t w = flying_world(&c, "parts-slow", 120);
+    slow_subscribe(&r, w);      /* raw frames too (66 kB a tick): the kernel's buffers fill at once */
+    wait_for_drops(&c, w, 1.0); /* not reading: parts are replaced in the queue */
+    static ring g;
+    memset(&g, 0, sizeof g);
+    int whole = 0, broken = 0;
+    assembly a;
+    memset(&a, 0, sizeof a);
+    const double end = itest_now() + 2.5;
+    while (itest_now() < end) {
+        smsg *x = itest_raw_recv(&r, 2000);
+        assert_non_null(x);
+        if (x->msg_case != PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) {
+            physd__v1__server_message__free_unpacked(x, NULL);
+            continue;
+        }
+        const int done = assemble_part(&a, x->compact_frame);
+        physd__v1__server_message__free_unpacked(x, NULL);
+        if (done < 0) broken++;
+        if (done <= 0) continue;
+        assert_int_equal(ring_decode(&g, &a.head, a.buf, a.len), PARTS_BOXES);
+        whole++;
+    }
+    smsg *cnt = itest_counters(&c, w);
+    const uint64_t dropped = cnt->reply->counters->pushes_dropped;
+    physd__v1__server_message__free_unpacked(cnt, NULL);
+    printf("parts_slow_reader: %d frames whole (%d deltas), %d broken sequences, %llu pushes replaced or dropped\n",
+           whole, g.deltas, broken, (unsigned long long)dropped);
+    assert_true(dropped > 0); /* parts were replaced */
+    assert_true(whole > 10);
+    assert_true(g.deltas > 0);
+    ring_free(&g);
+    free(a.buf);
+    itest_raw_close(&r);
+    itest_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
@@ -720,5 +1103,12 @@ int main(void) {
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_distinct_baselines),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest parts[] = {
+        cmocka_unit_test(test_parts_wire),
+        cmocka_unit_test(test_parts_library),
+        cmocka_unit_test(test_parts_slow_reader),
+    };
+    int failed = cmocka_run_group_tests(tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("frames in parts", parts, setup_parts, teardown);
+    return failed;
 }

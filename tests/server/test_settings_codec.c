@@ -113,6 +113,8 @@ static void test_round_trip(void **state) {
     s.sm_forcing = 0.1;
     s.max_step_work = 12345;
     s.simd = PH_SIMD_AVX2;
+    s.contact_relax = 3;
+    s.joint_refactor_angle = 0.05;
     Physd__V1__Settings m;
     ps_settings_storage z;
     ps_codec_settings_out(&s, 42.0, &m, &z);

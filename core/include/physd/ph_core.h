@@ -209,6 +209,12 @@ typedef enum ph_method {
     PH_METHOD_DIRECT = 4,    /* exact reference solver: active-set enumeration, for at most
                                 PH_DIRECT_MAX_ROWS rows; larger problems fall back to PGS and
                                 report it in ph_step_stats.direct_status */
+    PH_METHOD_NNCG = 5,      /* nonsmooth nonlinear conjugate gradients (Silcowitz, Niebe and
+                                Erleben 2010): PGS sweeps as the preconditioned gradient,
+                                Fletcher-Reeves momentum, restart when the PGS step grows */
+    PH_METHOD_APGD = 6,      /* accelerated projected gradient descent (Mazhar, Heyn, Negrut and
+                                Tasora 2015): Nesterov momentum, adaptive restart, step size by
+                                backtracking, Jacobi-scaled; returns the best iterate by psi */
     PH_METHOD_COUNT
 } ph_method;
 
@@ -368,6 +374,12 @@ typedef struct ph_settings {
                                       CG also stops at ||r|| <= eta ||r_0||, eta = min(sm_forcing,
                                       sqrt(2 psi)) of the iterate the step starts from (inexact Newton);
                                       0 = solve to cg_tolerance as seeds/000; default 0.03, [0, 1] */
+    double sm_proximal;            /* PGS–SM: proximal regularization of the subspace solve, relative to
+                                      the diagonal: (A_AA + sm_proximal diag(A_AA)) d = -y_A, a damped step
+                                      towards the problem's own solution (unlike sm_gamma, which changes
+                                      the solution): near-singular directions (identical friction rows)
+                                      are not amplified; the steps are inexact by design, so an unchanged
+                                      active set does not end the subspace phase. Default 0 (off), [0, 1] */
     /* Compute budget of one step, in row updates: a sweep of a solve over
      * its n rows costs n, a method's other iterations their work in sweeps
      * times n (ph_step_stats.work; docs/core.md "Compute budget"), summed
@@ -377,8 +389,22 @@ typedef struct ph_settings {
      * start and integration as usual) and reports budget_exhausted. 0 = no
      * budget (default). */
     uint64_t max_step_work;
-    ph_simd simd; /* cap on the vector solver's instruction set (the CPU's widest when it has less),
-                     default PH_SIMD_AVX512; the numbers are the same for every value */
+    ph_simd simd;                /* cap on the vector solver's instruction set (the CPU's widest when it has less),
+                                    default PH_SIMD_AVX512; the numbers are the same for every value */
+    int contact_relax;           /* PGS (default and gravity orders): after the solve of every substep k with
+                                    k % contact_relax == 0, except the last, one relaxation pass over the
+                                    contacts: each normal row solved as a rigid row (no SPOOK bias or
+                                    regularization: J_n v = 0 when touching, the gap closed within the
+                                    substep when apart), the friction impulses clamped to the new cone. It
+                                    only takes kinetic energy out; it keeps tall structures from shaking
+                                    apart at one sweep per substep (docs/core.md "Contact relaxation").
+                                    0 = none; default 5 (substeps 0 and 5 of the default 10), [0, 64] */
+    double joint_refactor_angle; /* rad: with joint_solver = DIRECT the joints' block is factored when
+                                    the step collides and again only when its bodies may have turned
+                                    more than this since (the sum over the substeps of h max |w|); the
+                                    substeps between solve their rebuilt joint rows with that factor
+                                    (docs/core.md "The direct joint block"). 0 = factor every substep
+                                    (exact); default 0.1, [0, 10] */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -674,6 +700,13 @@ typedef struct ph_step_stats {
      * (docs/solvers.md). Zero at an exact solution; the plain equation
      * residual ||B - S lambda|| / ||B|| where every row is free (joints). */
     double rel_residual;
+    /* The scaled Fischer merit psi / merit_scale, dimensionless and
+     * comparable across scenes (docs/solvers.md): merit_scale = 1/2 ||B||^2,
+     * the merit psi of the impulses' zero when every row is free, so the
+     * scaled merit is ||phi||^2 / ||B||^2 (0 when B = 0). Per-iteration
+     * values are fischer[k] / merit_scale. */
+    double fischer_scaled_final;
+    double merit_scale;
     /* The LCP error of the reordering study (seeds/001), as physd defines it
      * (docs/solvers.md): || D (lambda - clamp(lambda - D^-1 y, lo, hi)) ||_2
      * with D = diag(S), in m/s: the velocity change one projected Gauss–Seidel
@@ -695,7 +728,9 @@ typedef struct ph_step_stats {
     int sm_precond_fallbacks; /* PGS–SM with sm_preconditioner 2: subspace steps whose incomplete
                                  Cholesky factorization broke down (a non-positive pivot), so CG
                                  ran with the diagonal preconditioner */
-    int best_index;           /* PGS–SM: index of the returned iterate in the per-iteration arrays
+    int restarts;             /* NNCG: momentum restarts (the PGS step grew); APGD: adaptive
+                                 restarts of the momentum */
+    int best_index;           /* PGS–SM, APGD: index of the returned iterate in the per-iteration arrays
                                  when it fell back to an earlier, better one; -1 otherwise */
     int direct_status;        /* direct method: 1 solved exactly, -1 too many rows (PGS ran instead),
                                  -2 no active set satisfied the conditions (PGS ran instead); 0 for

@@ -136,6 +136,18 @@ typedef void (*pc_reply_cb)(pc_client *c, int err, const Physd__V1__Reply *reply
 
 typedef void (*pc_close_cb)(void *data);
 
+/* A world that moved to another physd (docs/fleet.md): from a
+ * NOTICE_WORLD_MOVED (pc_handlers.on_world_moved, pc_notice_moved) or a
+ * redirect, a reply STATUS_UNAVAILABLE with Reply.moved (pc_reply_moved). */
+typedef struct pc_world_moved {
+    uint64_t world_id;
+    char address[300];   /* "HOST:PORT" as the server sent it */
+    char host[256];      /* parsed from address (IPv6 without brackets) */
+    int port;            /* 0 when address did not parse */
+    uint64_t tick;       /* the world's last tick at the old address */
+    uint64_t state_hash; /* its state hash at that tick */
+} pc_world_moved;
+
 /* Push handlers: each may be NULL (the push is counted and dropped).
  * frames, stats, contacts count messages as received (each part counts). */
 typedef struct pc_handlers {
@@ -155,6 +167,11 @@ typedef struct pc_handlers {
     /* A part of a snapshot (TakeSnapshot): parts come in order before the
      * request's reply (docs/durability.md). May be NULL. */
     void (*on_snapshot_part)(pc_client *c, const Physd__V1__SnapshotPart *p, void *data);
+    /* A world this connection subscribed to moved to another server
+     * (NOTICE_WORLD_MOVED, after on_notice): its subscriptions here are
+     * gone; connect to m->host:m->port and subscribe again
+     * (docs/fleet.md). May be NULL. */
+    void (*on_world_moved)(pc_client *c, const pc_world_moved *m, void *data);
 } pc_handlers;
 
 /* Counters of one client since it was created. */
@@ -279,7 +296,11 @@ int pc_raycast(pc_client *c, uint64_t world, const double origin[3], const doubl
  * ordinary Frame (subscription_id set, poses dequantized: positions within
  * resolution / 2, orientations within the rotation_bits bound). A frame
  * whose baseline it does not have is counted in pc_counters.compact_errors
- * and a key frame is requested. */
+ * and a key frame is requested. A compact frame in parts (over max_frame)
+ * is always reassembled before it is decoded, whatever
+ * pc_options.reassemble says; a frame whose parts broke off (a part of a
+ * newer tick replaced one of its parts at a slow reader) is dropped and
+ * its parts counted in parts_discarded. */
 /* An interest region (docs/streams.md, "Regions and budgets"). */
 enum { PC_REGION_NONE = 0, PC_REGION_BOX = 1, PC_REGION_SPHERE = 2 };
 typedef struct pc_region {
@@ -297,6 +318,8 @@ typedef struct pc_compact_params {
                               every frame it decodes (StreamControl), default 0 */
     pc_region region;      /* only the bodies inside (kind NONE, the default: all) */
     uint32_t budget_bytes; /* bytes per second at most, 0 (default): no budget */
+    int predict;           /* frames may predict changed bodies from the two newest
+                              baselines (docs/streams.md, "Prediction"), default 0 */
 } pc_compact_params;
 
 void pc_compact_params_default(pc_compact_params *p);
@@ -325,6 +348,29 @@ int pc_stream_interest(pc_client *c, uint64_t subscription, const pc_region *reg
  * subscription. */
 int pc_compact_changes(pc_client *c, uint64_t subscription, const uint64_t **entered, size_t *nentered,
                        const uint64_t **left, size_t *nleft);
+
+/* ------------------------------------------------ worlds that move
+ * docs/fleet.md: a world moves between physd instances with its id, ids,
+ * tokens and tick; its subscribers get NOTICE_WORLD_MOVED and requests
+ * sent to the old server a redirect. */
+
+/* Parses "HOST:PORT", "[IPv6]:PORT" or "HOST" (the default port 7447) into
+ * host (hostlen bytes) and port; 0, or UV_EINVAL. */
+int pc_parse_address(const char *text, char *host, size_t hostlen, int *port);
+/* 1 and *out filled when r is a redirect (the world moved: STATUS_UNAVAILABLE
+ * with Reply.moved), else 0. */
+int pc_reply_moved(const Physd__V1__Reply *r, pc_world_moved *out);
+/* 1 and *out filled when n is a NOTICE_WORLD_MOVED, else 0. */
+int pc_notice_moved(const Physd__V1__Notice *n, pc_world_moved *out);
+/* MigrateWorld (admin): moves world to target ("HOST:PORT"); credentials
+ * (NULL: none) are the target's token(s) for the source's hello (none: the
+ * source's own admin token). The reply (Reply.migrate) comes once the move
+ * is done or failed. */
+int pc_migrate_world(pc_client *c, uint64_t world, const char *target, const char *credentials, pc_reply_cb cb,
+                     void *data);
+/* Drain (admin): every world of the server to target, then, with
+ * exit_after, the server shuts down if all moved. */
+int pc_drain(pc_client *c, const char *target, const char *credentials, int exit_after, pc_reply_cb cb, void *data);
 
 /* ------------------------------------------------------ push helpers */
 

@@ -1,0 +1,422 @@
+/*
+ * latency.c — physd-latency: edit-to-frame latency as one subscriber of a
+ * running world sees it (docs/streams.md, "Edit-to-frame latency").
+ *
+ *   physd-latency [--host H] [--port P] [--world ID] [--seconds S]
+ *                 [--rate N] [--raw] [--json]
+ *
+ * One connection, a process of its own, so that its timings are not those
+ * of a load generator that reads thousands of frames beside it. It
+ * subscribes to every body of the world (compact at the default precision,
+ * decoded by the client library, or raw with --raw) and sends edit
+ * batches at about --rate a second, at random phases against the world's
+ * ticks (the gaps are uniform in [0.5, 1.5] / rate): alternately an
+ * add_body of a small sphere without gravity far from everything (it never
+ * moves or touches anything) and the remove_body of that sphere.
+ *
+ * The latency of an edit: from the time just before the batch is handed to
+ * the connection (uv_hrtime before pc_request writes it) to the receipt of
+ * the first frame whose tick is after EditResult.applied_tick (the tick
+ * boundary at which the batch was applied: the step that makes tick
+ * applied_tick + 1 is the first with the edit), taken in the frame
+ * callback after the library decoded it. That frame must show the edit
+ * (the sphere's id present after an add, absent after a remove); one that
+ * does not is counted in "wrong" and makes the exit status 1.
+ *
+ * Also reported: the reply latency (send to EditResult), and each frame's
+ * lateness against the world's clock as seen here: the receipt time of
+ * the frame of tick n minus n / tick_rate, less the smallest such value
+ * of the run (so the earliest frame is 0): how much later than its best
+ * a frame arrives (step time, delivery and scheduling jitter together).
+ *
+ * Failure modes: no server, no world, a refused subscription or edit: a
+ * message and exit 3 (nothing measured) or 1. A run without samples exits
+ * 1.
+ *
+ * Invariants: one loop, one thread; at most MAX_PENDING edits in flight
+ * (more are not sent until older ones are resolved).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/pc_client.h"
+
+#define MAX_PENDING 32
+#define MAX_SAMPLES 100000
+
+typedef struct edit {
+    int used;
+    int add;          /* 1: add_body, 0: remove_body */
+    uint64_t t_send;  /* ns */
+    int replied;      /* 0 until EditResult */
+    uint64_t applied; /* EditResult.applied_tick */
+    uint64_t body;    /* the sphere's id */
+} edit;
+
+typedef struct lat {
+    uv_loop_t loop;
+    uv_timer_t edit_timer, end_timer;
+    pc_client *c;
+    uint64_t world, sub;
+    double rate, tick_rate;
+    int raw;
+    uint64_t rng;
+    edit pending[MAX_PENDING];
+    uint64_t sphere;    /* the present sphere's id, 0: none (the next edit adds) */
+    int sphere_pending; /* an edit is on its way: wait before the next */
+    int measuring;
+    double *e2f, *reply;
+    size_t ne2f, nreply;
+    double *lateness;
+    size_t nlate;
+    double late_min;
+    uint64_t frames, gaps, last_tick, wrong, errors;
+    uint64_t acked; /* edit batches (one op each) the server applied */
+    uint64_t first_frame_tick;
+} lat;
+
+static uint64_t rnd(lat *L) {
+    L->rng ^= L->rng >> 12;
+    L->rng ^= L->rng << 25;
+    L->rng ^= L->rng >> 27;
+    return L->rng * 2685821657736338717ull;
+}
+
+static double rnd01(lat *L) { return (double)(rnd(L) >> 11) / 9007199254740992.0; }
+
+static void push_sample(double **v, size_t *n, double x) {
+    if (*n < MAX_SAMPLES) (*v)[(*n)++] = x;
+}
+
+static int has_id(const Physd__V1__Frame *f, uint64_t id) {
+    for (size_t i = 0; i < f->n_body_ids; i++)
+        if (f->body_ids[i] == id) return 1;
+    return 0;
+}
+
+static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
+    (void)c;
+    lat *L = data;
+    const uint64_t now = uv_hrtime();
+    if (f->world_id != L->world) return;
+    if (L->raw && !pc_frame_is_last_part(f)) return;
+    L->frames++;
+    if (L->last_tick && f->tick > L->last_tick + 1) L->gaps += f->tick - L->last_tick - 1;
+    if (f->tick > L->last_tick) L->last_tick = f->tick;
+    if (L->measuring) {
+        const double late = (double)now / 1e6 - (double)f->tick * 1e3 / L->tick_rate; /* ms */
+        if (L->nlate == 0 || late < L->late_min) L->late_min = late;
+        push_sample(&L->lateness, &L->nlate, late);
+    }
+    for (int k = 0; k < MAX_PENDING; k++) {
+        edit *e = &L->pending[k];
+        if (!e->used || !e->replied || f->tick <= e->applied) continue;
+        const int shows = has_id(f, e->body) == e->add;
+        if (!shows) {
+            L->wrong++;
+            fprintf(stderr,
+                    "physd-latency: the frame of tick %llu does not show the %s of body %llu applied at tick "
+                    "%llu\n",
+                    (unsigned long long)f->tick, e->add ? "addition" : "removal", (unsigned long long)e->body,
+                    (unsigned long long)e->applied);
+        }
+        if (L->measuring) push_sample(&L->e2f, &L->ne2f, (double)(now - e->t_send) / 1e6);
+        e->used = 0;
+    }
+}
+
+static void on_edit_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    edit *e = data;
+    lat *L = pc_client_get_data(c);
+    const uint64_t now = uv_hrtime();
+    L->sphere_pending = 0;
+    if (err || r->status != PHYSD__V1__STATUS__STATUS_OK || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_EDIT) {
+        fprintf(stderr, "physd-latency: edit failed: %s %s\n", err ? pc_strerror(err) : pc_status_name((int)r->status),
+                r && r->message ? r->message : "");
+        L->errors++;
+        e->used = 0;
+        if (e->add == 0) L->sphere = 0;
+        return;
+    }
+    if (L->measuring) push_sample(&L->reply, &L->nreply, (double)(now - e->t_send) / 1e6);
+    L->acked++;
+    e->replied = 1;
+    e->applied = r->edit->applied_tick;
+    if (e->add) {
+        e->body = r->edit->n_new_ids == 1 ? r->edit->new_ids[0] : 0;
+        L->sphere = e->body;
+    } else {
+        L->sphere = 0;
+    }
+}
+
+static void on_edit_timer(uv_timer_t *t);
+
+/* The next edit after a gap uniform in [0.5, 1.5] / rate. */
+static void arm(lat *L) {
+    const double gap = (0.5 + rnd01(L)) / L->rate; /* s */
+    uv_timer_start(&L->edit_timer, on_edit_timer, (uint64_t)(gap * 1000), 0);
+}
+
+static void on_edit_timer(uv_timer_t *t) {
+    lat *L = t->data;
+    arm(L);
+    if (L->sphere_pending) return; /* the previous edit's reply is not back yet */
+    edit *e = NULL;
+    for (int k = 0; k < MAX_PENDING && !e; k++)
+        if (!L->pending[k].used) e = &L->pending[k];
+    if (!e) return;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT, *ops = &op;
+    Physd__V1__AddBody ab = PHYSD__V1__ADD_BODY__INIT;
+    Physd__V1__BodyDef bd = PHYSD__V1__BODY_DEF__INIT;
+    Physd__V1__ShapeDef sd = PHYSD__V1__SHAPE_DEF__INIT, *sdp = &sd;
+    Physd__V1__DoubleValue rad = PHYSD__V1__DOUBLE_VALUE__INIT, gs = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__Pose pose = PHYSD__V1__POSE__INIT;
+    Physd__V1__Vec3 pos = PHYSD__V1__VEC3__INIT;
+    Physd__V1__RemoveBody rb = PHYSD__V1__REMOVE_BODY__INIT;
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    memset(e, 0, sizeof *e);
+    e->used = 1;
+    if (L->sphere) {
+        ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        ref.id = L->sphere;
+        rb.body = &ref;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
+        op.remove_body = &rb;
+        e->body = L->sphere;
+    } else {
+        /* far from every preset's bodies, without gravity: it stays put */
+        pos.x = 200, pos.y = 200, pos.z = 5;
+        pose.position = &pos;
+        rad.value = 0.2;
+        sd.type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+        sd.radius = &rad;
+        gs.value = 0;
+        bd.pose = &pose;
+        bd.gravity_scale = &gs;
+        bd.n_shapes = 1;
+        bd.shapes = &sdp;
+        ab.body = &bd;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op.add_body = &ab;
+        e->add = 1;
+    }
+    e->t_send = uv_hrtime();
+    if (pc_edit(L->c, L->world, &ops, 1, on_edit_reply, e) != 0) {
+        e->used = 0;
+        L->errors++;
+        return;
+    }
+    L->sphere_pending = 1;
+}
+
+static void on_end(uv_timer_t *t) { uv_stop(t->loop); }
+
+static void on_subscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    lat *L = data;
+    if (!err && r->status == PHYSD__V1__STATUS__STATUS_OK && r->payload_case == PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION)
+        L->sub = r->subscription->subscription_id;
+}
+
+static void on_unsubscribed(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c, (void)err, (void)r;
+    *(int *)data = 1;
+}
+
+/* The world's counters, for the server's side of the pipeline: the
+ * means of tick_late_ms, handoff_ms, deliver_ms and mean_step_ms over the
+ * measured window come from two readings (mean x ticks, differenced). */
+typedef struct wcount {
+    uint64_t ticks;
+    double late, handoff, deliver, step;
+    uint32_t awake, bodies;
+} wcount;
+
+static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    wcount *w = data;
+    if (err || r->status != 0 || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_COUNTERS) return;
+    const Physd__V1__WorldCounters *k = r->counters;
+    w->ticks = k->ticks_total;
+    w->late = k->tick_late_ms * (double)k->ticks_total;
+    w->handoff = k->handoff_ms * (double)k->ticks_total;
+    w->deliver = k->deliver_ms * (double)k->ticks_total;
+    w->step = k->mean_step_ms * (double)k->ticks_total;
+    w->awake = k->awake_bodies;
+    w->bodies = k->body_count;
+}
+
+static void read_counters(lat *L, wcount *w) {
+    memset(w, 0, sizeof *w);
+    if (pc_world_request(L->c, PHYSD__V1__CLIENT_MESSAGE__REQUEST_QUERY_COUNTERS, L->world, on_counters, w) != 0)
+        return;
+    const uint64_t t0 = uv_hrtime();
+    while (w->ticks == 0 && uv_hrtime() - t0 < 2000000000ull)
+        uv_run(&L->loop, UV_RUN_ONCE);
+}
+
+static int by_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile of v[0..n) sorted (nearest rank). */
+static double quantile(const double *v, size_t n, double q) {
+    if (n == 0) return NAN;
+    size_t k = (size_t)ceil(q * (double)n);
+    return v[k == 0 ? 0 : k - 1];
+}
+
+static void run(lat *L, double secs) {
+    uv_timer_start(&L->end_timer, on_end, (uint64_t)(secs * 1000), 0);
+    uv_run(&L->loop, UV_RUN_DEFAULT);
+}
+
+int main(int argc, char **argv) {
+    const char *host = "127.0.0.1";
+    int port = PC_DEFAULT_PORT, json = 0;
+    static lat L;
+    double seconds = 30, warmup = 2;
+    L.rate = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--raw")) {
+            L.raw = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (v && !strcmp(a, "--host")) {
+            host = v, i++;
+        } else if (v && !strcmp(a, "--port")) {
+            port = atoi(v), i++;
+        } else if (v && !strcmp(a, "--world")) {
+            L.world = strtoull(v, NULL, 10), i++;
+        } else if (v && !strcmp(a, "--seconds")) {
+            seconds = atof(v), i++;
+        } else if (v && !strcmp(a, "--warmup")) {
+            warmup = atof(v), i++;
+        } else if (v && !strcmp(a, "--rate")) {
+            L.rate = atof(v), i++;
+        } else {
+            fprintf(stderr, "usage: physd-latency [--host H] [--port P] [--world ID] [--seconds S] [--warmup S] "
+                            "[--rate N] [--raw] [--json]\n");
+            return 2;
+        }
+    }
+    if (!(seconds > 0 && seconds <= 86400) || !(warmup >= 0 && warmup <= 3600) || !(L.rate > 0 && L.rate <= 1000) ||
+        port <= 0 || port > 65535)
+        return 2;
+    L.e2f = malloc(MAX_SAMPLES * sizeof *L.e2f);
+    L.reply = malloc(MAX_SAMPLES * sizeof *L.reply);
+    L.lateness = malloc(MAX_SAMPLES * sizeof *L.lateness);
+    if (!L.e2f || !L.reply || !L.lateness || uv_loop_init(&L.loop) != 0) return 1;
+    L.rng = 0x9E3779B97F4A7C15ull ^ uv_hrtime();
+    pc_options o;
+    pc_options_default(&o);
+    o.client_name = "physd-latency";
+    o.credentials = getenv("PHYSD_TOKEN");
+    if (pc_connect_sync(&L.c, &L.loop, host, port, 5000, &o) != 0) {
+        fprintf(stderr, "physd-latency: cannot connect to %s:%d\n", host, port);
+        return 3;
+    }
+    pc_client_set_data(L.c, &L);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ServerMessage *rep = NULL;
+    if (!L.world) { /* the first world listed */
+        Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
+        m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_LIST_WORLDS;
+        m.list_worlds = &lw;
+        if (pc_call(L.c, &m, 10000, &rep) || rep->reply->status != 0 || !rep->reply->worlds ||
+            rep->reply->worlds->n_worlds == 0) {
+            fprintf(stderr, "physd-latency: no world to measure on %s:%d\n", host, port);
+            return 3;
+        }
+        L.world = rep->reply->worlds->worlds[0]->world_id;
+        physd__v1__server_message__free_unpacked(rep, NULL);
+    }
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = L.world;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_INSPECT_WORLD;
+    m.inspect_world = &iw;
+    if (pc_call(L.c, &m, 10000, &rep) || rep->reply->status != 0 || !rep->reply->world) {
+        fprintf(stderr, "physd-latency: world %llu: cannot inspect it\n", (unsigned long long)L.world);
+        return 3;
+    }
+    L.tick_rate = rep->reply->world->settings && rep->reply->world->settings->tick_rate
+                      ? rep->reply->world->settings->tick_rate->value
+                      : 60;
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    pc_handlers h = {0};
+    h.on_frame = on_frame;
+    h.data = &L;
+    pc_client_set_handlers(L.c, &h);
+    int e =
+        L.raw ? pc_subscribe(L.c, L.world, PHYSD__V1__STREAM_KIND__STREAM_TRANSFORMS, 1, NULL, 0, 0, on_subscribed, &L)
+              : pc_subscribe_compact(L.c, L.world, 1, NULL, 0, NULL, on_subscribed, &L);
+    if (e) {
+        fprintf(stderr, "physd-latency: cannot subscribe: %s\n", pc_strerror(e));
+        return 3;
+    }
+    uv_timer_init(&L.loop, &L.edit_timer);
+    uv_timer_init(&L.loop, &L.end_timer);
+    L.edit_timer.data = &L;
+    uv_timer_start(&L.edit_timer, on_edit_timer, 100, 0);
+    run(&L, warmup);
+    wcount k0, k1;
+    read_counters(&L, &k0);
+    L.measuring = 1;
+    const uint64_t f0 = L.frames, g0 = L.gaps;
+    run(&L, seconds);
+    L.measuring = 0;
+    uv_timer_stop(&L.edit_timer);
+    read_counters(&L, &k1);
+    /* unsubscribed before the end, so every push the server counted for
+     * this connection was read (a load generator's count plus this one's
+     * is the server's) */
+    int unsubscribed = 0;
+    if (L.sub && pc_unsubscribe(L.c, L.sub, on_unsubscribed, &unsubscribed) == 0)
+        for (const uint64_t u0 = uv_hrtime(); !unsubscribed && uv_hrtime() - u0 < 5000000000ull;)
+            uv_run(&L.loop, UV_RUN_ONCE);
+    pc_counters pk;
+    pc_client_counters(L.c, &pk);
+    const double dt = k1.ticks > k0.ticks ? (double)(k1.ticks - k0.ticks) : NAN;
+    const double s_late = (k1.late - k0.late) / dt, s_hand = (k1.handoff - k0.handoff) / dt,
+                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt;
+    qsort(L.e2f, L.ne2f, sizeof *L.e2f, by_double);
+    qsort(L.reply, L.nreply, sizeof *L.reply, by_double);
+    for (size_t k = 0; k < L.nlate; k++)
+        L.lateness[k] -= L.late_min;
+    qsort(L.lateness, L.nlate, sizeof *L.lateness, by_double);
+    const double e50 = quantile(L.e2f, L.ne2f, 0.5), e99 = quantile(L.e2f, L.ne2f, 0.99),
+                 emax = quantile(L.e2f, L.ne2f, 1), r50 = quantile(L.reply, L.nreply, 0.5),
+                 r99 = quantile(L.reply, L.nreply, 0.99), l50 = quantile(L.lateness, L.nlate, 0.5),
+                 l99 = quantile(L.lateness, L.nlate, 0.99), lmax = quantile(L.lateness, L.nlate, 1);
+    const double tick_ms = 1e3 / L.tick_rate;
+    if (json)
+        printf("{\"world\": %llu, \"encoding\": \"%s\", \"tick_rate\": %g, \"seconds\": %g, \"samples\": %zu, "
+               "\"e2f_p50_ms\": %.3f, \"e2f_p99_ms\": %.3f, \"e2f_max_ms\": %.3f, \"target_ms\": %.3f, "
+               "\"reply_p50_ms\": %.3f, \"reply_p99_ms\": %.3f, \"frame_lateness_p50_ms\": %.3f, "
+               "\"frame_lateness_p99_ms\": %.3f, \"frame_lateness_max_ms\": %.3f, \"frames\": %llu, "
+               "\"missing_ticks\": %llu, \"wrong\": %llu, \"errors\": %llu, \"server_tick_late_ms\": %.3f, "
+               "\"server_step_ms\": %.3f, \"server_handoff_ms\": %.3f, \"server_deliver_ms\": %.3f, "
+               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu}\n",
+               (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
+               tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
+               (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
+               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked);
+    else
+        printf("world %llu (%s frames, %g Hz), %g s, %zu edits: edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
+               "(target p99 <= %.2f ms); reply p50 %.2f ms, p99 %.2f ms; frame lateness p50 %.2f ms, p99 %.2f ms, "
+               "max %.2f ms; %llu frames, %llu ticks missing, %llu frames not showing their edit, %llu errors\n"
+               "server, means over the window: step start %.3f ms after the tick's due time, step %.3f ms, worker "
+               "to loop %.3f ms, delivery %.3f ms (%u bodies, %u awake at the end)\n",
+               (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
+               tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
+               (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
+               s_step, s_hand, s_del, k1.bodies, k1.awake);
+    /* the connection closes with the process (a measuring tool) */
+    return L.ne2f > 0 && L.wrong == 0 && L.errors == 0 ? 0 : 1;
+}
