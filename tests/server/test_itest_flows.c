@@ -741,10 +741,13 @@ static void test_sleeping_world(void **state) {
         smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
         assert_non_null(s);
         assert_int_equal(s->stats->islands, 1);
-        if (s->stats->awake_bodies == 0)
+        if (s->stats->awake_bodies == 0) {
             asleep_tick = s->stats->tick;
-        else
+            assert_int_equal(s->stats->sleeping_bodies, 1); /* (the ground is static) */
+            assert_int_equal(s->stats->sleeping_islands, 1);
+        } else {
             assert_int_equal(s->stats->awake_bodies, 1);
+        }
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     printf("box_on_plane asleep at tick %llu\n", (unsigned long long)asleep_tick);
