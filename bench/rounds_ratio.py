@@ -2,25 +2,56 @@
 """rounds_ratio.py < rounds.jsonl: for each scene of bench/rounds.sh, the
 median ms per step of each engine over the rounds, physd's time over the
 faster peer's (ratio of the medians), and the per-round ratios with their
-median."""
+median. Lines of the sleep mode (--sleep) are kept apart ("NAME (sleep)")
+and add each engine's median time to sleep over the rounds."""
 import json
 import statistics
 import sys
 
 runs = {}
+sleep_t = {}
 for line in sys.stdin:
     line = line.strip()
     if not line:
         continue
     j = json.loads(line)
-    runs.setdefault((j["scene"], j["engine"]), {})[j["repeat"]] = j["ms_per_step_median"]
+    scene = j["scene"] + (" (sleep)" if j.get("sleep") else "")
+    runs.setdefault((scene, j["engine"]), {})[j["repeat"]] = j["ms_per_step_median"]
+    if j.get("sleep"):
+        sleep_t.setdefault((scene, j["engine"]), []).append(j.get("time_to_sleep_s"))
+
+ORDER = ["pyramid20", "grid1000", "spheres1000"]
+
+
+def ratio(x):
+    """Two decimals, or two significant digits below 0.01 (sleeping worlds)."""
+    return f"{x:.2f}" if x >= 0.01 else f"{x:.2g}"
+
 
 print("| scene | rounds | physd ms | ode ms | bullet ms | physd / faster peer | per-round ratios (median, range) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-for scene in sorted({s for s, _ in runs}, key=["pyramid20", "grid1000", "spheres1000"].index):
+scenes = []
+for s, _ in runs:
+    if s not in scenes:
+        scenes.append(s)
+scenes.sort(key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER))
+for scene in scenes:
     p, o, b = runs[(scene, "physd")], runs[(scene, "ode")], runs[(scene, "bullet")]
     rounds = sorted(set(p) & set(o) & set(b))
     mp, mo, mb = (statistics.median(x[r] for r in rounds) for x in (p, o, b))
     rr = [p[r] / min(o[r], b[r]) for r in rounds]
-    print(f"| {scene} | {len(rounds)} | {mp:.3g} | {mo:.3g} | {mb:.3g} | {mp / min(mo, mb):.2f} | "
-          f"{statistics.median(rr):.2f} ({min(rr):.2f}–{max(rr):.2f}) |")
+    print(f"| {scene} | {len(rounds)} | {mp:.3g} | {mo:.3g} | {mb:.3g} | {ratio(mp / min(mo, mb))} | "
+          f"{ratio(statistics.median(rr))} ({ratio(min(rr))}–{ratio(max(rr))}) |")
+
+if sleep_t:
+    print()
+    print("| scene | engine | time to sleep (s, median over the rounds; never: -) |")
+    print("| --- | --- | ---: |")
+    for scene in scenes:
+        for e in ("physd", "ode", "bullet"):
+            ts = sleep_t.get((scene, e))
+            if ts is None:
+                continue
+            known = [t for t in ts if t is not None]
+            m = f"{statistics.median(known):.3g}" if len(known) == len(ts) else "-"
+            print(f"| {scene} | {e} | {m} |")

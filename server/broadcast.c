@@ -164,6 +164,8 @@ static ps_buf *encode_stats(ps_host *h, const ph_step_stats *st, const ph_settin
     s.impacts = (uint32_t)st->impacts;
     s.awake_bodies = (uint32_t)(st->awake_bodies > 0 ? st->awake_bodies : 0);
     s.islands = (uint32_t)(st->islands > 0 ? st->islands : 0);
+    s.sleeping_bodies = (uint32_t)(st->sleeping_bodies > 0 ? st->sleeping_bodies : 0);
+    s.sleeping_islands = (uint32_t)(st->sleeping_islands > 0 ? st->sleeping_islands : 0);
     s.manifolds_reused = (uint32_t)(st->manifolds_reused > 0 ? st->manifolds_reused : 0);
     s.fischer_final = st->fischer_final;
     s.minmap_final = st->minmap_final;

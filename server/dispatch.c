@@ -958,6 +958,7 @@ void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
     wc.tick = h->tick;
     wc.ticks_total = h->ticks_total;
     wc.overrun_ticks = h->overrun_ticks;
+    wc.idle_ticks = h->idle_ticks;
     wc.edits_applied = h->edits_applied;
     wc.batches_applied = h->batches_applied;
     wc.batches_rejected = h->batches_rejected;

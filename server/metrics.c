@@ -243,6 +243,9 @@ char *ps_metrics_render(ps_server *s, size_t *len) {
     per_world(&o, s, "physd_world_ticks_total", "counter", "Steps run.", offsetof(ps_host, ticks_total), W_U64);
     per_world(&o, s, "physd_world_overrun_ticks_total", "counter", "Ticks skipped because the world fell behind.",
               offsetof(ps_host, overrun_ticks), W_U64);
+    per_world(&o, s, "physd_world_idle_ticks_total", "counter",
+              "Ticks stepped on the loop thread because nothing was awake and nothing was wanted.",
+              offsetof(ps_host, idle_ticks), W_U64);
     per_world(&o, s, "physd_world_budget_steps_total", "counter", "Steps stopped by max_step_work.",
               offsetof(ps_host, budget_steps), W_U64);
     per_world(&o, s, "physd_world_nonfinite_steps_total", "counter", "Steps undone for leaving the finite envelope.",

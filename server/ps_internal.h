@@ -305,6 +305,8 @@ unsigned ps_request_table_size(void);
 
 /* ---------------------------------------------------------------- server */
 
+#define PS_WHEEL_SLOTS 256 /* ms; a world due later stays in its slot for more laps */
+
 struct ps_server {
     /* The read buffer of every connection (conn.c): libuv reads one stream
      * at a time on the loop thread and on_read consumes the bytes before it
@@ -360,6 +362,17 @@ struct ps_server {
     /* the HTTP side (http.c, docs/http.md) and the counters of /metrics (metrics.h) */
     struct ps_http *http;
     ps_metrics metrics;
+    /* The tick wheel (world_host.c): a world whose ticks are idle waits for
+     * its next one in a slot of 1 ms instead of on a libuv timer of its own
+     * (whose heap operations, with their cache misses, cost more than the
+     * idle step). One timer for the wheel, armed for its next busy slot. */
+    uv_timer_t wheel_timer;
+    struct ps_host *wheel[PS_WHEEL_SLOTS];
+    int wheel_count;
+    uint64_t wheel_ms;       /* slots up to this ms (since start_ns) are done */
+    uint64_t wheel_armed_ms; /* the ms the wheel timer fires at (0: not armed) */
+    int trim_wanted;         /* a world fell asleep (its core released its step's arrays) */
+    uint64_t trim_last_ns;   /* the last malloc_trim (world_host.c) */
     /* service managers (docs/deploy.md): systemd's notifications (notify.c),
      * the Agones SDK (agones.c), the drain hook and the test-only stall */
     uv_timer_t notify_timer;
@@ -407,6 +420,10 @@ ps_host *ps_server_find_world_by_name(struct ps_server *s, const char *name);
 int ps_server_add_world(struct ps_server *s, ps_host *h);
 void ps_server_remove_world(struct ps_server *s, ps_host *h);
 uint64_t ps_now_ns(void);
+/* The tick wheel's timer (world_host.c): ps_wheel_init once the loop runs,
+ * ps_wheel_close when the server finishes. */
+void ps_wheel_init(struct ps_server *s);
+void ps_wheel_close(struct ps_server *s);
 
 /* ------------------------------------------------------------- world host */
 
@@ -462,6 +479,7 @@ void ps_parts_free(ps_parts *p);
 /* What a worker produces for one tick. */
 typedef struct ps_job {
     int manual; /* a StepWorld step */
+    int idle;   /* an idle tick, stepped on the loop thread (world_host.c): counts cannot change */
     int want_frame, want_stats, want_stats_iters, want_events;
     int err;
     double step_ms;
@@ -484,22 +502,36 @@ typedef struct ps_job {
 
 struct ps_host {
     struct ps_server *srv;
+    /* What a tick of a sleeping world reads and writes (world_host.c's tick
+     * wheel), together at the front: a few cache lines per tick for
+     * thousands of worlds. */
+    struct ps_host *wheel_next, *wheel_prev; /* in the tick wheel */
+    uint64_t wheel_due_ms;
+    int in_wheel;
+    int busy; /* a step job is in flight */
+    int paused;
+    int heavy; /* step_ms_avg is over heavy_step_ms */
+    ph_world_id world;
+    double tick_rate;   /* Hz */
+    double step_ms_avg; /* moving average of the step time */
+    /* clock: tick due n is at base_ns + n / tick_rate */
+    uint64_t base_ns;
+    uint64_t ticks_since_base;
+    uint64_t tick; /* cached for the loop (read while busy) */
+    uint64_t ticks_total;
+    uint64_t idle_ticks; /* ticks stepped on the loop thread: nothing awake, nothing wanted */
+    double last_step_ms, sum_step_ms;
+    struct ps_journal *journal; /* --data-dir: this world's journal (journal.h) */
     uint64_t id;
     char name[65];
     char preset[64];
-    ph_world_id world;
     ph_settings settings;          /* current */
-    double tick_rate;              /* Hz */
     ph_settings creation_settings; /* for reset */
     double creation_tick_rate;
     struct ps_edit_batch *scene; /* CreateWorld.scene, applied again by reset (NULL: none) */
     uint64_t epoch;              /* resets since creation: bits 48-63 of the wire ids */
-    int paused;
-    int busy;           /* a step job is in flight */
-    int heavy;          /* step_ms_avg is over heavy_step_ms */
-    double step_ms_avg; /* moving average of the step time */
-    int job_heavy;      /* the job in flight holds a heavy lane */
-    int lane_wait;      /* on the server's heavy wait list */
+    int job_heavy;               /* the job in flight holds a heavy lane */
+    int lane_wait;               /* on the server's heavy wait list */
     ps_host *lane_next;
     int destroying; /* destroy requested; NOT_FOUND from now on */
     int finalized;
@@ -510,9 +542,6 @@ struct ps_host {
     uv_work_t work;
     ps_job job;
     uint64_t job_start_ns; /* the step in flight was queued at (ps_server_health) */
-    /* clock: tick due n is at base_ns + n / tick_rate */
-    uint64_t base_ns;
-    uint64_t ticks_since_base;
     /* step N while paused */
     uint32_t steps_pending;
     uint32_t steps_requested;
@@ -529,20 +558,17 @@ struct ps_host {
     ph_body_id *scratch_ids;
     int scratch_cap;
     /* cached for the loop (read while busy) */
-    uint64_t tick;
     int body_count, joint_count, contact_count;
     /* counters */
-    uint64_t ticks_total, overrun_ticks, edits_applied, batches_applied, batches_rejected;
+    uint64_t overrun_ticks, edits_applied, batches_applied, batches_rejected;
     uint64_t frames_encoded, pushes_queued, pushes_dropped;
     uint64_t budget_steps, nonfinite_steps;
-    double last_step_ms, sum_step_ms;
     uint64_t next_due_ns; /* the due time of the tick the clock dispatches next */
     uint64_t timed_ticks; /* clocked ticks: the sums below are over them */
     double sum_late_ms, sum_handoff_ms, sum_deliver_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;
-    struct ps_journal *journal;        /* --data-dir: this world's journal (journal.h) */
     struct ps_snap_wait *snap_waiters; /* take_snapshot requests of a running world (image.c) */
     uint8_t *scene_pb;                 /* the scene's ops as received (a packed EditBatch), for images */
     size_t scene_pb_len;

@@ -214,6 +214,7 @@ void ps_server_maybe_finish(ps_server *s) {
     close_if_open((uv_handle_t *)&s->house_timer);
     uv_timer_stop(&s->fsync_timer);
     close_if_open((uv_handle_t *)&s->fsync_timer);
+    ps_wheel_close(s);
     close_if_open((uv_handle_t *)&s->prepare);
     close_if_open((uv_handle_t *)&s->stop_async);
     if (s->cfg.handle_signals) {
@@ -464,6 +465,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     s->house_timer.data = s;
     s->drain_timer.data = s;
     s->shutdown_timer.data = s;
+    ps_wheel_init(s);
     if (cfg->handle_signals) {
         uv_signal_init(&s->loop, &s->sigint);
         uv_signal_init(&s->loop, &s->sigterm);

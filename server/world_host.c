@@ -11,6 +11,14 @@
  * waited for the tick boundary (edits, settings, queries, ...) in arrival
  * order, and re-evaluates the clock. At most one step per world is ever in
  * flight, so the loop thread never reads a world a worker is stepping.
+ * An idle tick — the core says no body is awake (ph_world_awake_count),
+ * and no subscriber, snapshot, history or step request wants anything of
+ * it — is stepped right there on the loop thread with the same two
+ * callbacks: the step is its bookkeeping (well under a microsecond), far
+ * less than a worker hop, so a server of many sleeping worlds neither
+ * loads its workers nor falls behind waiting for them (idle_ticks). Such a
+ * world then waits for its next tick in the server's tick wheel (slots of
+ * 1 ms, one timer for all) instead of on its own libuv timer.
  *
  * Failure modes: a world that falls more than max_catchup ticks behind
  * skips the excess ticks instead of spiralling (counted in overrun_ticks,
@@ -25,6 +33,9 @@
  * before any op is applied, so a rejected batch changes nothing.
  */
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +45,164 @@
 
 static void host_finalize(ps_host *h);
 static void lane_release(ps_server *s);
+
+/* ---------------------------------------------------------------- clock */
+
+/* Ticks due since base_ns at now, as a double first: the conversion to an
+ * integer is range-checked (the tick rate is bounded by min_tick_rate and
+ * max_tick_rate, but nothing here may rely on it). */
+static uint64_t due_ticks(const ps_host *h, uint64_t now) {
+    const double due_d = floor((double)(now - h->base_ns) / 1e9 * h->tick_rate);
+    return due_d >= 0 && due_d < 9e18 ? (uint64_t)due_d : h->ticks_since_base;
+}
+
+/* The delay to the next due tick, in ms, at least 1 (a timer never re-arms
+ * itself for "now" from its own callback) and at most a day (then the clock
+ * is evaluated again). */
+static uint64_t next_delay_ms(const ps_host *h, uint64_t now) {
+    const double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
+    const double delay_d = ceil((next_s - (double)(now - h->base_ns) / 1e9) * 1e3);
+    return !(delay_d >= 1) ? 1 : delay_d > 86400e3 ? (uint64_t)86400e3 : (uint64_t)delay_d;
+}
+
+/* ----------------------------------------------------------- tick wheel */
+
+static uint64_t wheel_now_ms(const ps_server *s) { return (ps_now_ns() - s->start_ns) / 1000000u; }
+
+static void wheel_remove(ps_host *h) {
+    if (!h->in_wheel) return;
+    ps_server *s = h->srv;
+    if (h->wheel_prev)
+        h->wheel_prev->wheel_next = h->wheel_next;
+    else
+        s->wheel[h->wheel_due_ms % PS_WHEEL_SLOTS] = h->wheel_next;
+    if (h->wheel_next) h->wheel_next->wheel_prev = h->wheel_prev;
+    h->wheel_next = h->wheel_prev = NULL;
+    h->in_wheel = 0;
+    s->wheel_count--;
+}
+
+static void on_wheel(uv_timer_t *t);
+static void wheel_insert(ps_host *h, uint64_t due, uint64_t now);
+static void count_step(ps_host *h, double step_ms);
+static void journal_marks(ps_host *h, int request_ends);
+
+/* The tick of a world that waits in the wheel, when it is due and idle:
+ * the world is there only while nothing but its clock wants it (any
+ * request, subscription, snapshot or step request kicks it out first), so
+ * this is after_work_cb's bookkeeping of one idle step (not timed: its
+ * time is 0), on the few fields at the front of the host, and it goes
+ * back into the wheel. 0: the general path (ps_host_kick) must run it (a
+ * body is awake, the tick is not due yet or it is behind, or the step
+ * failed). */
+static int wheel_tick(ps_host *h, uint64_t now_ns) {
+    if (h->busy || h->paused || ph_world_awake_count(h->world) != 0 ||
+        due_ticks(h, now_ns) != h->ticks_since_base + 1 || ph_world_step(h->world) != PH_OK)
+        return 0;
+    h->ticks_since_base++;
+    h->idle_ticks++;
+    h->tick = ph_world_get_step_count(h->world);
+    count_step(h, 0.0);
+    journal_marks(h, 0);
+    const uint64_t ms = (now_ns - h->srv->start_ns) / 1000000u;
+    wheel_insert(h, ms + next_delay_ms(h, now_ns), ms);
+    return 1;
+}
+
+/* Arms the wheel's timer for its first slot with a world in it (after
+ * from_ms), or stops it when the wheel is empty. */
+static void wheel_arm(ps_server *s, uint64_t now) {
+    if (s->wheel_count == 0) {
+        uv_timer_stop(&s->wheel_timer);
+        s->wheel_armed_ms = 0;
+        return;
+    }
+    uint64_t at = s->wheel_ms + 1;
+    for (int k = 0; k < PS_WHEEL_SLOTS && !s->wheel[at % PS_WHEEL_SLOTS]; k++)
+        at++;
+    if (s->wheel_armed_ms == at) return;
+    s->wheel_armed_ms = at;
+    uv_timer_start(&s->wheel_timer, on_wheel, at > now ? at - now : 0, 0);
+}
+
+/* h waits in the wheel for ms due (since start_ns). */
+static void wheel_insert(ps_host *h, uint64_t due, uint64_t now) {
+    ps_server *s = h->srv;
+    wheel_remove(h);
+    if (due <= s->wheel_ms) due = s->wheel_ms + 1;
+    ps_host **head = &s->wheel[due % PS_WHEEL_SLOTS];
+    h->wheel_due_ms = due;
+    h->wheel_prev = NULL;
+    h->wheel_next = *head;
+    if (*head) (*head)->wheel_prev = h;
+    *head = h;
+    h->in_wheel = 1;
+    s->wheel_count++;
+    if (s->wheel_armed_ms == 0 || due < s->wheel_armed_ms) {
+        s->wheel_armed_ms = due;
+        uv_timer_start(&s->wheel_timer, on_wheel, due > now ? due - now : 0, 0);
+    }
+}
+
+/* The slots up to now: every world due kicked (it steps its tick and goes
+ * back into the wheel, or to a timer of its own if it woke up); the others
+ * (due laps later) stay. Each slot's list is taken whole first, so a kick
+ * that destroys or moves another world never breaks the walk. */
+static void on_wheel(uv_timer_t *t) {
+    ps_server *s = t->data;
+    const uint64_t now_ns = ps_now_ns();
+    const uint64_t now = (now_ns - s->start_ns) / 1000000u;
+    s->wheel_armed_ms = 0;
+    uint64_t from = s->wheel_ms + 1;
+    if (now >= from + PS_WHEEL_SLOTS) from = now - PS_WHEEL_SLOTS + 1; /* (every slot once) */
+    for (uint64_t ms = from; ms <= now; ms++) {
+        ps_host *list = s->wheel[ms % PS_WHEEL_SLOTS];
+        s->wheel[ms % PS_WHEEL_SLOTS] = NULL;
+        for (ps_host *h = list; h; h = h->wheel_next) {
+            h->in_wheel = 0;
+            s->wheel_count--;
+        }
+        s->wheel_ms = ms; /* (a world put back now goes to a later slot) */
+        while (list) {
+            ps_host *h = list;
+            list = h->wheel_next;
+            h->wheel_next = h->wheel_prev = NULL;
+            if (h->wheel_due_ms > now)
+                wheel_insert(h, h->wheel_due_ms, now);
+            else if (!wheel_tick(h, now_ns))
+                ps_host_kick(h);
+        }
+    }
+    s->wheel_ms = now;
+    wheel_arm(s, now);
+#ifdef __GLIBC__
+    /* Worlds that fell asleep released their step's arrays to the heap; at
+     * most every 10 s the heap gives what it can back to the system (about
+     * 13 ms for 500 sleeping worlds: a stall well inside max_catchup). */
+    if (s->trim_wanted && now_ns - s->trim_last_ns >= 10000000000ull) {
+        s->trim_wanted = 0;
+        s->trim_last_ns = now_ns;
+        malloc_trim(0);
+    }
+#endif
+}
+
+void ps_wheel_init(ps_server *s) {
+    uv_timer_init(&s->loop, &s->wheel_timer);
+    s->wheel_timer.data = s;
+    s->wheel_ms = wheel_now_ms(s);
+}
+
+void ps_wheel_close(ps_server *s) {
+    uv_timer_stop(&s->wheel_timer);
+    if (!uv_is_closing((uv_handle_t *)&s->wheel_timer)) uv_close((uv_handle_t *)&s->wheel_timer, NULL);
+}
+
+/* Stops whatever waits for h's next tick (its timer, its wheel slot). */
+static void host_timer_stop(ps_host *h) {
+    uv_timer_stop(&h->timer);
+    wheel_remove(h);
+}
 
 /* ------------------------------------------------------------------ ids */
 
@@ -309,7 +478,7 @@ static void step_nonfinite(ps_host *h) {
     ph_world_get_fault(h->world, &f);
     h->nonfinite_steps++;
     h->paused = 1;
-    uv_timer_stop(&h->timer);
+    host_timer_stop(h);
     ps_journal_log_pause(h);
     const uint64_t body = ps_wire_body(h, f.body);
     char msg[256];
@@ -337,29 +506,44 @@ static void step_over_budget(ps_host *h, const ps_job *job) {
     notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_BUDGET, msg, h->budget_steps, 0);
 }
 
+/* A step's counts: ticks, step times, the heavy flag, the histogram. */
+static void count_step(ps_host *h, double step_ms) {
+    h->ticks_total++;
+    h->last_step_ms = step_ms;
+    /* Heavy by a moving average (weight 1/4 on the newest step), so one
+     * step that was preempted does not move a light world to the heavy
+     * lanes, while a world over the line is there within a few steps. */
+    h->step_ms_avg = h->ticks_total == 1 ? step_ms : 0.75 * h->step_ms_avg + 0.25 * step_ms;
+    h->heavy = h->step_ms_avg > h->srv->cfg.heavy_step_ms;
+    h->sum_step_ms += step_ms;
+    ps_world_metrics_step(&h->wm, step_ms / 1e3);
+}
+
+/* The journal's progress marks after a step that stood: the state hash
+ * every journal_hash_every ticks and at the end of a step request. */
+static void journal_marks(ps_host *h, int request_ends) {
+    if (!h->journal) return;
+    if (h->tick % (uint64_t)h->srv->cfg.journal_hash_every == 0 || request_ends) ps_journal_log_hash(h);
+    if (h->journal->bytes > h->srv->cfg.journal_max_bytes) ps_journal_rotate(h);
+}
+
 static void after_work_cb(uv_work_t *req, int status) {
     ps_host *h = req->data;
     ps_job *job = &h->job;
     const uint64_t loop_ns = ps_now_ns();
     h->busy = 0;
     (void)status;
-    h->ticks_total++;
-    h->last_step_ms = job->step_ms;
-    /* Heavy by a moving average (weight 1/4 on the newest step), so one
-     * step that was preempted does not move a light world to the heavy
-     * lanes, while a world over the line is there within a few steps. */
-    h->step_ms_avg = h->ticks_total == 1 ? job->step_ms : 0.75 * h->step_ms_avg + 0.25 * job->step_ms;
-    h->heavy = h->step_ms_avg > h->srv->cfg.heavy_step_ms;
+    count_step(h, job->step_ms);
     if (h->job_heavy) {
         h->job_heavy = 0;
         lane_release(h->srv);
     }
-    h->sum_step_ms += job->step_ms;
-    ps_world_metrics_step(&h->wm, job->step_ms / 1e3);
     ps_world_metrics_publish(h);
     h->tick = ph_world_get_step_count(h->world);
-    h->body_count = ph_world_body_count(h->world);
-    h->joint_count = ph_world_joint_count(h->world);
+    if (!job->idle) {
+        h->body_count = ph_world_body_count(h->world);
+        h->joint_count = ph_world_joint_count(h->world);
+    }
     ps_history_after_step(h, job);
     if (job->err == PH_ERR_CANCELLED) {
         /* Cancelled for destroy or shutdown: the core put the world back. */
@@ -368,21 +552,16 @@ static void after_work_cb(uv_work_t *req, int status) {
     } else if (job->err != PH_OK) {
         ps_log("world %llu: step failed (%s); paused", (unsigned long long)h->id, ph_strerror(job->err));
         h->paused = 1;
-        uv_timer_stop(&h->timer);
+        host_timer_stop(h);
         ps_journal_log_pause(h);
         notify_subscribers(h, PHYSD__V1__NOTICE_KIND__NOTICE_NONE, "step failed; world paused", 0, 0);
         if (h->steps_pending > 0) ps_host_end_step_request(h, "a failed step");
     } else {
-        /* The journal's progress marks: the state hash every
-         * journal_hash_every ticks and at the end of a step request. */
-        if (h->journal &&
-            (h->tick % (uint64_t)h->srv->cfg.journal_hash_every == 0 || (job->manual && h->steps_pending == 1)))
-            ps_journal_log_hash(h);
-        if (h->journal && h->journal->bytes > h->srv->cfg.journal_max_bytes) ps_journal_rotate(h);
+        journal_marks(h, job->manual && h->steps_pending == 1);
         if (job->budget_exhausted) step_over_budget(h, job);
         /* (The contact count alone: reading the statistics would measure
          * the step's final merits, which only stats subscribers need.) */
-        const int contacts = ph_world_get_contacts(h->world, NULL, 0);
+        const int contacts = job->idle ? h->contact_count : ph_world_get_contacts(h->world, NULL, 0);
         if (contacts >= 0) h->contact_count = contacts;
         if (job->image) {
             ps_snap_serve(h, job->image, job->image_len);
@@ -450,12 +629,15 @@ static void lane_release(ps_server *s) {
     }
 }
 
+/* An idle tick (see the header): nothing awake and nothing wanted. */
+static int idle_tick(const ps_host *h, const ps_job *job) {
+    return !job->manual && !job->want_frame && !job->want_hash && !job->want_stats && !job->want_stats_iters &&
+           !job->want_events && !job->want_image && h->nsubs == 0 && !h->hist && ph_world_awake_count(h->world) == 0;
+}
+
 static void dispatch_step(ps_host *h, int manual) {
     ps_job *job = &h->job;
-    if (h->heavy && !lane_free(h->srv)) {
-        lane_enqueue(h);
-        return;
-    }
+    const int was_idle = job->idle;
     memset(job, 0, sizeof *job);
     job->manual = manual;
     job->due_ns = manual ? 0 : h->next_due_ns;
@@ -476,6 +658,21 @@ static void dispatch_step(ps_host *h, int manual) {
         if (sub->kind == PS_SUB_COMPACT) ps_compact_plan(h, job, sub);
     }
     h->work.data = h;
+    if (idle_tick(h, job)) {
+        /* Stepped here; after_work_cb re-evaluates the clock (a world that
+         * is behind catches up through it, at most max_catchup ticks deep). */
+        h->busy = 1;
+        h->idle_ticks++;
+        job->idle = 1;
+        if (!was_idle) h->srv->trim_wanted = 1; /* (this step releases the core's step arrays) */
+        work_cb(&h->work);
+        after_work_cb(&h->work, 0);
+        return;
+    }
+    if (h->heavy && !lane_free(h->srv)) {
+        lane_enqueue(h);
+        return;
+    }
     h->busy = 1;
     h->job_start_ns = ps_now_ns();
     h->job_heavy = h->heavy;
@@ -502,7 +699,7 @@ void ps_host_kick(ps_host *h) {
     if (h->frozen && !h->destroying) {
         /* Moving to or from another instance (migrate.c): no steps, and
          * requests wait until the move is done or undone. */
-        uv_timer_stop(&h->timer);
+        host_timer_stop(h);
         return;
     }
     /* The tick boundary: run what waited for it, in arrival order. */
@@ -533,12 +730,12 @@ void ps_host_kick(ps_host *h) {
          * the requests that came before it (migrate.c). */
         ps_migrate_boundary(h);
         if (h->frozen || h->finalized) {
-            uv_timer_stop(&h->timer);
+            host_timer_stop(h);
             return;
         }
     }
     if (h->paused) {
-        uv_timer_stop(&h->timer);
+        host_timer_stop(h);
         if (h->snap_waiters) ps_snap_serve(h, NULL, 0); /* paused: no step will build it */
         if (h->steps_pending > 0) dispatch_step(h, 1);
         return;
@@ -546,16 +743,12 @@ void ps_host_kick(ps_host *h) {
     if (h->heavy && !lane_free(h->srv)) {
         /* Waits for a heavy lane; the clock catches up when it gets one
          * (ticks past max_catchup are counted as overruns). */
-        uv_timer_stop(&h->timer);
+        host_timer_stop(h);
         lane_enqueue(h);
         return;
     }
     uint64_t now = ps_now_ns();
-    /* Ticks due since base_ns, as a double first: the conversion to an
-     * integer is range-checked (the tick rate is bounded by min_tick_rate
-     * and max_tick_rate, but nothing here may rely on it). */
-    double due_d = floor((double)(now - h->base_ns) / 1e9 * h->tick_rate);
-    uint64_t target = due_d >= 0 && due_d < 9e18 ? (uint64_t)due_d : h->ticks_since_base;
+    uint64_t target = due_ticks(h, now);
     if (target > h->ticks_since_base) {
         uint64_t due = target - h->ticks_since_base;
         if (due > (uint64_t)h->srv->cfg.max_catchup) {
@@ -572,19 +765,25 @@ void ps_host_kick(ps_host *h) {
         }
         h->ticks_since_base++;
         h->next_due_ns = h->base_ns + (uint64_t)((double)h->ticks_since_base / h->tick_rate * 1e9);
-        uv_timer_stop(&h->timer);
+        host_timer_stop(h);
         dispatch_step(h, 0);
         return;
     }
-    /* The delay to the next due tick, in ms, at least 1 (the timer never
-     * re-arms itself for "now" from its own callback) and at most a day
-     * (then the clock is evaluated again). */
-    double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
-    double delay_d = ceil((next_s - (double)(now - h->base_ns) / 1e9) * 1e3);
-    uint64_t delay_ms = !(delay_d >= 1) ? 1 : delay_d > 86400e3 ? (uint64_t)86400e3 : (uint64_t)delay_d;
+    const uint64_t delay_ms = next_delay_ms(h, now);
+    if (h->job.idle && h->nsubs == 0 && !h->hist && !h->snap_waiters && ph_world_awake_count(h->world) == 0) {
+        /* Its next tick is idle too (unless something happens first, which
+         * kicks it out of the wheel): one slot of the wheel, no timer of
+         * its own (nobody watches its ticks' timing: no subscriber). */
+        uv_timer_stop(&h->timer);
+        const uint64_t ms = wheel_now_ms(h->srv);
+        wheel_insert(h, ms + delay_ms, ms);
+        return;
+    }
+    wheel_remove(h);
     /* Precisely at the due time (1 us past it, so the floor above counts
      * it) where a ticker exists; a wake-up the world no longer wants only
      * runs this function again. */
+    const double next_s = (double)(h->ticks_since_base + 1) / h->tick_rate;
     const double due_ns = ceil(next_s * 1e9) + 1e3;
     if (!(due_ns < 1.8e19) || ps_ticker_at(&h->fine, h->base_ns + (uint64_t)due_ns) != 0)
         uv_timer_start(&h->timer, on_timer, delay_ms, 0);
@@ -658,7 +857,7 @@ double ps_host_behind_s(const ps_host *h) {
 
 void ps_host_pause(ps_host *h) {
     h->paused = 1;
-    uv_timer_stop(&h->timer);
+    host_timer_stop(h);
 }
 
 void ps_host_resume(ps_host *h) {
@@ -873,7 +1072,7 @@ static void host_finalize(ps_host *h) {
     ps_server_remove_world(h->srv, h);
     ps_log("world %llu \"%s\" destroyed after %llu ticks", (unsigned long long)h->id, h->name,
            (unsigned long long)h->ticks_total);
-    uv_timer_stop(&h->timer);
+    host_timer_stop(h);
     ps_ticker_close(&h->fine, on_fine_closed);
 }
 

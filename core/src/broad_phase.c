@@ -176,10 +176,19 @@ static int overlap_boxes(const ph__sap_box *a, const ph__sap_box *b) {
 }
 
 /* Sorts w->pairs by (sa, sb): a counting sort by sb, then a stable one by
- * sa; keys are unique, so this is the order any sort by (sa, sb) gives. */
+ * sa (or qsort when the pairs are few against the shape slots); keys are
+ * unique, so this is the order any sort by (sa, sb) gives. */
 static int sort_pairs(ph__world *w) {
     const int32_t np = w->pair_count, ns = w->shape_pool.hwm;
     if (np < 2) return PH_OK;
+    /* Few pairs among many shape slots (a few awake bodies in a large
+     * sleeping world): a comparison sort, whose cost does not grow with
+     * the slots the counting sort would clear; the same order (the keys
+     * are unique). */
+    if ((int64_t)np * 16 < ns) {
+        qsort(w->pairs, (size_t)np, sizeof(ph__pair), pair_cmp);
+        return PH_OK;
+    }
     if (ph__array_reserve(w->bp_ints, ns + 1) || ph__array_reserve(w->bp_pairs, np)) return PH_ERR_NO_MEMORY;
     int32_t *cnt = w->bp_ints;
     ph__pair *src = w->pairs, *dst = w->bp_pairs;

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "aabb_tree.h"
+#include "alloc.h"
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"
@@ -86,8 +87,21 @@ static int32_t island_new(ph__world *w) {
     return k;
 }
 
+/* Room for exactly n manifolds in record r: PH_OK or PH_ERR_NO_MEMORY. */
+static int island_reserve_m(ph__island *r, int32_t n) {
+    if (n <= r->m_cap) return PH_OK;
+    ph__contact_manifold *m = ph__realloc(r->m, (size_t)n * sizeof *m);
+    if (!m) return PH_ERR_NO_MEMORY;
+    r->m = m;
+    r->m_cap = n;
+    return PH_OK;
+}
+
 static void island_release(ph__world *w, int32_t k) {
     ph__island *r = &w->islands[k];
+    ph__free(r->m); /* (a woken island's manifolds are back in the step's) */
+    r->m = NULL;
+    r->m_cap = 0;
     r->state = PH__ISLAND_FREE;
     r->first = -1;
     r->count = r->m_count = r->points = 0;
@@ -564,7 +578,7 @@ int ph__islands_end(ph__world *w) {
     }
     for (int32_t q = 0; q < w->fresh_count; q++) {
         ph__island *rec = &w->islands[w->fresh[q]];
-        if (ph__array_reserve(rec->m, rec->m_count + 1)) return PH_ERR_NO_MEMORY;
+        if (island_reserve_m(rec, rec->m_count)) return PH_ERR_NO_MEMORY;
         rec->m_count = 0;
     }
     if (ph__tree_reserve(&w->rest, shapes)) return PH_ERR_NO_MEMORY;
@@ -784,7 +798,7 @@ int ph__sleep_rebuild(ph__world *w) {
         for (int32_t k = 0; k < w->island_hwm; k++) {
             ph__island *rec = &w->islands[k];
             if (rec->state == PH__ISLAND_FREE) continue;
-            if (ph__array_reserve(rec->m, rec->m_count + 1)) return PH_ERR_NO_MEMORY;
+            if (island_reserve_m(rec, rec->m_count)) return PH_ERR_NO_MEMORY;
             rec->m_count = 0;
         }
     }

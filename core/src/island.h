@@ -30,8 +30,9 @@ typedef struct ph__island {
     int32_t count;           /* bodies */
     int32_t next_free;       /* free-list link */
     int32_t state;           /* PH__ISLAND_* */
-    ph__contact_manifold *m; /* its manifolds in pair order (array.h; kept when the record is freed) */
-    int32_t m_count;
+    ph__contact_manifold *m; /* its manifolds in pair order (ph__alloc'd, exactly m_cap of them:
+                                many small islands must not each hold a growable array's slack) */
+    int32_t m_count, m_cap;
     int32_t points; /* contact points in m */
 } ph__island;
 

@@ -667,8 +667,11 @@ static int check_envelope(ph__world *w, uint16_t world0) {
     return PH_OK;
 }
 
-/* The statistics of a step in which nothing is awake (no solver work, no
- * contacts evaluated); written once for a run of such steps. */
+/* The statistics of steps in which nothing is awake (no solver work, no
+ * contacts evaluated): the figures of the solve zeroed once when such a
+ * run of steps begins; the counts are filled in when they are read
+ * (ph__idle_stats_fill), so an idle step writes nothing but the step
+ * count. Idle steps are not timed (total_ms 0). */
 static void idle_stats(ph__world *w) {
     ph_step_stats *st = &w->stats;
     for (int k = 0; k < PH_STAGE_COUNT; k++)
@@ -681,38 +684,65 @@ static void idle_stats(ph__world *w) {
     st->max_penetration = 0;
     st->row_updates = 0;
     st->budget_exhausted = 0;
+    st->total_ms = 0;
 }
 
-/* A step with no awake body: nothing moves, nothing is collided or
- * solved, and it costs no more than its bookkeeping, whatever sleeps
- * (docs/core.md "Islands and sleeping"). */
-static int idle_step(ph__world *w, double t0) {
+void ph__idle_stats_fill(ph__world *w) {
     ph_step_stats *st = &w->stats;
-    if (atomic_load(&w->cancel)) { /* (a cancel request stops this step as any other) */
-        w->cancel_taken = 1;
-        return PH_ERR_CANCELLED;
-    }
-    if (!w->stats_idle) idle_stats(w);
-    w->stats_idle = 1;
-    w->event_count = 0;
-    w->merits_pending = 0;
-    w->steps++;
     st->step = w->steps;
     st->bodies = w->body_pool.count;
     st->joints = w->joint_pool.count;
     st->islands = st->sleeping_islands = w->island_count;
     st->sleeping_bodies = w->sleep_bodies;
     st->manifolds = w->manifold_count + w->sleep_manifolds;
-    st->contacts = (int)ph__contact_points(w);
-    st->total_ms = now_ms() - t0;
+    const int64_t c = ph__contact_points(w);
+    st->contacts = c > INT32_MAX ? INT32_MAX : (int)c;
+}
+
+/* The step's working arrays, which a world with nothing awake does not
+ * need: released when such a run of steps begins (a sleeping world keeps
+ * its bodies, shapes, islands and resting tree, not a step's scratch), and
+ * grown again by the step after the next wake. */
+static void release_step_arrays(ph__world *w) {
+    ph__world_release_step_arrays(w);
+    if (w->manifold_count == 0) { /* (all in the islands' records) */
+        ph__array_free(w->manifolds);
+        w->manifolds = NULL;
+    }
+    ph__arena_destroy(&w->arena);
+    w->pair_count = w->fat_pair_count = w->jpair_count = w->prev_count = 0;
+    w->fat_ok = 0;
+    w->row_count = w->contact_row_count = w->block_count = w->order_njoint = 0;
+    w->wbatch_count = w->native_rows = 0;
+    w->wide_ok = 0;
+    w->sbody_count = w->sbody_aniso = w->b2s_zeroed = 0;
+    w->saved_count = w->mlist_count = 0;
+    w->event_count = 0;
+}
+
+/* A step with no awake body: nothing moves, nothing is collided or
+ * solved, and it costs no more than its bookkeeping, whatever sleeps
+ * (docs/core.md "Islands and sleeping"): it touches one cache line of the
+ * world record. */
+static int idle_step(ph__world *w) {
+    if (atomic_load(&w->cancel)) { /* (a cancel request stops this step as any other) */
+        w->cancel_taken = 1;
+        return PH_ERR_CANCELLED;
+    }
+    if (!w->stats_idle) {
+        idle_stats(w);
+        release_step_arrays(w);
+    }
+    w->stats_idle = 1;
+    w->event_count = 0;
+    w->merits_pending = 0;
+    w->steps++;
     return PH_OK;
 }
 
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    double t0 = now_ms();
-    ph_step_stats *st = &w->stats;
     /* A cancel request that took effect in the last step is over. */
     if (w->cancel_taken) {
         atomic_store(&w->cancel, 0);
@@ -720,9 +750,11 @@ int ph_world_step(ph_world_id id) {
     }
     /* Islands woken by edits rejoin the step's manifolds first (not part of
      * the step: a failed step leaves them awake, as the edit did). */
-    int e = ph__islands_begin(w);
+    int e = w->pending > 0 || w->awake_dirty ? ph__islands_begin(w) : PH_OK;
     if (e) return e;
-    if (w->awake_count == 0) return idle_step(w, t0);
+    if (w->awake_count == 0) return idle_step(w);
+    double t0 = now_ms();
+    ph_step_stats *st = &w->stats;
     w->stats_idle = 0;
     for (int k = 0; k < PH_STAGE_COUNT; k++)
         st->stage_ms[k] = 0;

@@ -177,6 +177,10 @@ typedef struct ph__sforce {
 } ph__sforce;
 
 /* A body's pose before a step, and its sleep state (step.c's restore). */
+/* The statistics of a step with nothing awake, filled in when they are
+ * read (step.c; ph_world_get_stats). */
+void ph__idle_stats_fill(struct ph__world *w);
+
 typedef struct ph__saved_pose {
     ph_vec3 p;
     ph_quat q;

@@ -150,74 +150,89 @@ ph_world_id ph_world_create(const ph_world_def *def, int *err) {
 }
 
 /* Every growable array (array.h) a world owns, by its offset in the world
- * record: ph_world_destroy frees them all. A new array goes here. */
+ * record: ph_world_destroy frees them all. Those marked STEP are the step's
+ * working arrays, which ph__world_release_step_arrays frees when the world
+ * falls asleep (step.c: grown again by the next awake step). A new array
+ * goes here. */
+#define STEP_ARRAY ((size_t)1 << (sizeof(size_t) * 8 - 1))
+#define ARR(f) offsetof(ph__world, f)
+#define STEP(f) (offsetof(ph__world, f) | STEP_ARRAY)
 static const size_t world_arrays[] = {
-    offsetof(ph__world, pairs),
-    offsetof(ph__world, sap_order),
-    offsetof(ph__world, sap_keys),
-    offsetof(ph__world, sap_boxes),
-    offsetof(ph__world, bp_ints),
-    offsetof(ph__world, bp_pairs),
-    offsetof(ph__world, fat_pairs),
-    offsetof(ph__world, jpairs),
-    offsetof(ph__world, manifolds),
-    offsetof(ph__world, prev_manifolds),
-    offsetof(ph__world, spare_manifolds),
-    offsetof(ph__world, rows),
-    offsetof(ph__world, blocks),
-    offsetof(ph__world, order),
-    offsetof(ph__world, sbodies),
-    offsetof(ph__world, body_to_sbody),
-    offsetof(ph__world, sbody_body),
-    offsetof(ph__world, vw0),
-    offsetof(ph__world, vws),
-    offsetof(ph__world, dvc),
-    offsetof(ph__world, sforce),
-    offsetof(ph__world, events),
-    offsetof(ph__world, island_parent),
-    offsetof(ph__world, island_rest),
-    offsetof(ph__world, island_of),
-    offsetof(ph__world, awake),
-    offsetof(ph__world, woken),
-    offsetof(ph__world, fresh),
-    offsetof(ph__world, wake_log),
-    offsetof(ph__world, planes),
-    offsetof(ph__world, mlist),
-    offsetof(ph__world, saved_awake),
-    offsetof(ph__world, rest.nodes),
-    offsetof(ph__world, wbatches),
-    offsetof(ph__world, wpts),
-    offsetof(ph__world, wgroups),
-    offsetof(ph__world, wmask),
-    offsetof(ph__world, wlevel),
-    offsetof(ph__world, wpoint),
-    offsetof(ph__world, wkeys),
-    offsetof(ph__world, wgap),
-    offsetof(ph__world, jd_row),
-    offsetof(ph__world, jd_first),
-    offsetof(ph__world, jd_bfirst),
-    offsetof(ph__world, jd_sig),
-    offsetof(ph__world, jd_off),
-    offsetof(ph__world, jd_env),
-    offsetof(ph__world, jd_d),
-    offsetof(ph__world, jd_lin),
-    offsetof(ph__world, jd_body),
-    offsetof(ph__world, jd_turn_row),
-    offsetof(ph__world, saved_pose),
-    offsetof(ph__world, saved_sleep),
-    offsetof(ph__world, saved_jl),
+    STEP(pairs),
+    ARR(sap_order),
+    STEP(sap_keys),
+    STEP(sap_boxes),
+    STEP(bp_ints),
+    STEP(bp_pairs),
+    STEP(fat_pairs),
+    STEP(jpairs),
+    ARR(manifolds),
+    STEP(prev_manifolds),
+    STEP(spare_manifolds),
+    STEP(rows),
+    STEP(blocks),
+    STEP(order),
+    STEP(sbodies),
+    STEP(body_to_sbody),
+    STEP(sbody_body),
+    STEP(vw0),
+    STEP(vws),
+    STEP(dvc),
+    STEP(sforce),
+    STEP(events),
+    STEP(island_parent),
+    STEP(island_rest),
+    STEP(island_of),
+    ARR(awake),
+    STEP(woken),
+    STEP(fresh),
+    STEP(wake_log),
+    ARR(planes),
+    STEP(mlist),
+    STEP(saved_awake),
+    ARR(rest.nodes),
+    STEP(wbatches),
+    STEP(wpts),
+    STEP(wgroups),
+    STEP(wmask),
+    STEP(wlevel),
+    STEP(wpoint),
+    STEP(wkeys),
+    STEP(wgap),
+    ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
+    ARR(jd_first),
+    ARR(jd_bfirst),
+    ARR(jd_sig),
+    ARR(jd_off),
+    ARR(jd_env),
+    ARR(jd_d),
+    ARR(jd_lin),
+    ARR(jd_body),
+    ARR(jd_turn_row),
+    STEP(saved_pose),
+    STEP(saved_sleep),
+    STEP(saved_jl),
 };
+
+void ph__world_release_step_arrays(ph__world *w) {
+    for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++) {
+        if (!(world_arrays[k] & STEP_ARRAY)) continue;
+        void **a = (void **)((char *)w + (world_arrays[k] & ~STEP_ARRAY));
+        ph__array_free(*a);
+        *a = NULL;
+    }
+}
 
 void ph__world_free(ph__world *w) {
     for (int32_t k = 0; k < ph__array_cap(w->islands); k++)
-        ph__array_free(w->islands[k].m);
+        ph__free(w->islands[k].m);
     ph__array_free(w->islands);
     ph__free(w->bodies);
     ph__free(w->shapes);
     ph__free(w->joints);
     ph__arena_destroy(&w->arena);
     for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++)
-        ph__array_free(*(void **)((char *)w + world_arrays[k]));
+        ph__array_free(*(void **)((char *)w + (world_arrays[k] & ~STEP_ARRAY)));
     ph__free(w);
 }
 
@@ -273,6 +288,11 @@ uint64_t ph_world_get_step_count(ph_world_id id) {
 int ph_world_body_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     return w ? w->body_pool.count : PH_ERR_INVALID_HANDLE;
+}
+
+int ph_world_awake_count(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    return w ? w->awake_count : PH_ERR_INVALID_HANDLE;
 }
 
 int ph_world_joint_count(ph_world_id id) {
@@ -348,6 +368,7 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
     if (!w) return PH_ERR_INVALID_HANDLE;
     if (!out) return PH_ERR_INVALID_ARGUMENT;
     ph__settle_merits(w);
+    if (w->stats_idle) ph__idle_stats_fill(w);
     *out = w->stats;
     return PH_OK;
 }
@@ -355,8 +376,9 @@ int ph_world_get_stats(ph_world_id id, ph_step_stats *out) {
 int ph_world_get_work(ph_world_id id, uint64_t *row_updates, int *budget_exhausted) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
-    if (row_updates) *row_updates = w->stats.row_updates;
-    if (budget_exhausted) *budget_exhausted = w->stats.budget_exhausted;
+    const int idle = w->stats_idle; /* (a step with nothing awake did no work: one cache line read) */
+    if (row_updates) *row_updates = idle ? 0 : w->stats.row_updates;
+    if (budget_exhausted) *budget_exhausted = idle ? 0 : w->stats.budget_exhausted;
     return PH_OK;
 }
 

@@ -24,11 +24,22 @@
 #include "step.h"
 
 struct ph__world {
+    /* What a step with nothing awake reads and writes, together in the first
+     * cache line (a server steps thousands of sleeping worlds per second). */
     uint16_t gen;
     uint8_t alive;
+    int stats_idle; /* the statistics describe a step with nothing awake (filled in when read) */
+    uint64_t steps;
+    int32_t awake_count;
+    int awake_dirty; /* bodies created, destroyed or woken since the awake list was last sorted */
+    int32_t pending; /* islands woken by an edit, their manifolds not yet back in manifolds[] */
+    int32_t event_count;
+    int merits_pending; /* the last step's final merits are not measured yet (ph__settle_merits) */
+    atomic_int cancel;  /* set by ph_world_cancel_step (any thread) */
+    int cancel_taken;   /* a step was cancelled by it: cleared when the next starts */
+
     ph_settings settings;
     int max_bodies, max_joints;
-    uint64_t steps;
     uint64_t rng;
 
     /* Slot records, handed out by their pools (pool.h): [0, pool.hwm) used. */
@@ -84,23 +95,19 @@ struct ph__world {
     ph__sforce *sforce;  /* by solver body, per step */
 
     ph_contact_event *events; /* begin/end events of the current step */
-    int32_t event_count;
 
     /* Sleeping (island.c, docs/core.md "Islands and sleeping"). The step
      * works on the awake bodies only: a sleeping island's bodies leave the
      * awake list, its shapes go to the resting tree (not refreshed, swept or
      * collided), its manifolds to its own record. */
-    int32_t *awake; /* every live kinematic and dynamic body not asleep, in slot order
-                       (when awake_dirty is 0) */
-    int32_t awake_count;
-    int awake_dirty;            /* bodies created, destroyed or woken since the list was last sorted */
+    int32_t *awake;             /* every live kinematic and dynamic body not asleep, in slot order
+                                   (when awake_dirty is 0) */
     struct ph__island *islands; /* sleeping island records (island.h), [0, island_hwm) used */
     int32_t island_hwm, island_free;
     int32_t island_count; /* records in use (asleep or pending) */
     int32_t sleep_bodies; /* bodies in them */
     int32_t sleep_manifolds;
     int64_t sleep_points; /* contact points of their manifolds */
-    int32_t pending;      /* islands woken by an edit, their manifolds not yet back in manifolds[] */
     int32_t *woken;       /* islands a contact woke in the running step */
     int32_t woken_count;
     int32_t *fresh; /* islands put to sleep at the end of the running step */
@@ -115,7 +122,6 @@ struct ph__world {
     int32_t *island_of;                 /* per island root: its new record */
     const ph__contact_manifold **mlist; /* the step's manifolds and every island's, by pair (queries, snapshots) */
     int32_t mlist_count;
-    int stats_idle;         /* the statistics describe an all-asleep step already */
     int32_t b2s_zeroed;     /* body_to_sbody[0, b2s_zeroed) is zero outside the solver bodies */
     uint64_t jpair_version; /* bp_version when jpairs was built */
 
@@ -124,7 +130,6 @@ struct ph__world {
     int32_t wbatch_count;
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
-    int merits_pending;  /* the last step's final merits are not measured yet (ph__settle_merits) */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
@@ -179,8 +184,6 @@ struct ph__world {
 
     /* Budget and cancellation of the running step (ph__limit above). */
     ph__limit limit;
-    atomic_int cancel; /* set by ph_world_cancel_step (any thread) */
-    int cancel_taken;  /* a step was cancelled by it: cleared when the next starts */
 
     /* Set by ph_world_step_capture for the duration of one step: the
      * system of each substep is captured here when the solver starts. */
@@ -220,6 +223,9 @@ ph__world *ph__world_new(const ph_world_def *def, int *err);
 int ph__world_register(ph__world *w, ph_world_id *out);
 /* Frees a record and everything it owns (not its registry slot). */
 void ph__world_free(ph__world *w);
+/* Frees the step's working arrays (world.c's table marks them; step.c
+ * calls it when the world falls asleep and resets their counts). */
+void ph__world_release_step_arrays(ph__world *w);
 
 /* XXH64 of len bytes (seed 0): the snapshots' checksum (snapshot.c). */
 uint64_t ph__xxh64(const void *data, size_t len);

@@ -687,6 +687,45 @@ static void test_world_control(void **state) {
     itest_client_close(&c);
 }
 
+/* An edit batch of one impulse (x, y, z) on body `index` of world w, whose
+ * bodies must number `bodies` (InspectWorld); returns the reply's tick. */
+static uint64_t impulse_edit(itest_client *c, uint64_t w, size_t bodies, size_t index, double x, double y, double z) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    iw.include_bodies = 1;
+    m.request_case = REQ(INSPECT_WORLD);
+    m.inspect_world = &iw;
+    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
+    assert_int_equal(r->reply->world->n_body_ids, bodies);
+    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
+    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+    ref.id = r->reply->world->body_ids[index];
+    physd__v1__server_message__free_unpacked(r, NULL);
+    Physd__V1__Vec3 imp = PHYSD__V1__VEC3__INIT;
+    imp.x = x;
+    imp.y = y;
+    imp.z = z;
+    Physd__V1__ApplyImpulse ai = PHYSD__V1__APPLY_IMPULSE__INIT;
+    ai.body = &ref;
+    ai.impulse = &imp;
+    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
+    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_IMPULSE;
+    op.apply_impulse = &ai;
+    Physd__V1__EditOp *ops[1] = {&op};
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.n_ops = 1;
+    eb.ops = ops;
+    physd__v1__client_message__init(&m);
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    r = itest_expect(itest_call(c, &m), ST(OK));
+    const uint64_t tick = r->reply->tick;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return tick;
+}
+
 /* Server worlds sleep by default: a box resting on the plane is stepped for
  * sleep_time (0.5 s), then its island sleeps and the statistics say so; an
  * impulse edit wakes it. */
@@ -702,46 +741,19 @@ static void test_sleeping_world(void **state) {
         smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
         assert_non_null(s);
         assert_int_equal(s->stats->islands, 1);
-        if (s->stats->awake_bodies == 0)
+        if (s->stats->awake_bodies == 0) {
             asleep_tick = s->stats->tick;
-        else
+            assert_int_equal(s->stats->sleeping_bodies, 1); /* (the ground is static) */
+            assert_int_equal(s->stats->sleeping_islands, 1);
+        } else {
             assert_int_equal(s->stats->awake_bodies, 1);
+        }
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     printf("box_on_plane asleep at tick %llu\n", (unsigned long long)asleep_tick);
     assert_true(asleep_tick >= 29 && asleep_tick <= 40); /* 0.5 s of rest at 60 Hz */
     /* Wake it with an impulse on the box (the preset's second body). */
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
-    iw.world_id = w;
-    iw.include_bodies = 1;
-    m.request_case = REQ(INSPECT_WORLD);
-    m.inspect_world = &iw;
-    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
-    assert_int_equal(r->reply->world->n_body_ids, 2);
-    Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
-    ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
-    ref.id = r->reply->world->body_ids[1];
-    physd__v1__server_message__free_unpacked(r, NULL);
-    Physd__V1__Vec3 imp = PHYSD__V1__VEC3__INIT;
-    imp.z = 5000;
-    Physd__V1__ApplyImpulse ai = PHYSD__V1__APPLY_IMPULSE__INIT;
-    ai.body = &ref;
-    ai.impulse = &imp;
-    Physd__V1__EditOp op = PHYSD__V1__EDIT_OP__INIT;
-    op.op_case = PHYSD__V1__EDIT_OP__OP_APPLY_IMPULSE;
-    op.apply_impulse = &ai;
-    Physd__V1__EditOp *ops[1] = {&op};
-    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
-    eb.world_id = w;
-    eb.n_ops = 1;
-    eb.ops = ops;
-    physd__v1__client_message__init(&m);
-    m.request_case = REQ(EDIT);
-    m.edit = &eb;
-    r = itest_expect(itest_call(&c, &m), ST(OK));
-    uint64_t edit_tick = r->reply->tick;
-    physd__v1__server_message__free_unpacked(r, NULL);
+    const uint64_t edit_tick = impulse_edit(&c, w, 2, 1, 0, 0, 5000);
     int woke = 0;
     for (int k = 0; k < 100 && !woke; k++) {
         smsg *s = itest_next_push(&c, PHYSD__V1__SERVER_MESSAGE__MSG_STATS, 5000);
@@ -750,6 +762,43 @@ static void test_sleeping_world(void **state) {
         physd__v1__server_message__free_unpacked(s, NULL);
     }
     assert_true(woke);
+    itest_client_close(&c);
+}
+
+/* An asleep world with nobody watching ticks on time with idle ticks
+ * (stepped on the loop thread: WorldCounters.idle_ticks grows with the
+ * tick, no tick is skipped); an edit wakes it and its ticks are stepped on
+ * the workers again until it sleeps. */
+static void test_idle_ticks(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "idle");
+    uint64_t w = itest_create_world(&c, "idle", "stack20", 60, NULL);
+    assert_true(w > 0);
+    itest_sleep(2.0); /* (stack20 sleeps after about 0.55 s) */
+    smsg *a = itest_counters(&c, w);
+    itest_sleep(1.0);
+    smsg *b = itest_counters(&c, w);
+    const Physd__V1__WorldCounters *ca = a->reply->counters, *cb = b->reply->counters;
+    const uint64_t ticks = cb->tick - ca->tick, idle = cb->idle_ticks - ca->idle_ticks;
+    printf("asleep: %llu ticks in 1 s, %llu of them idle; awake bodies %u\n", (unsigned long long)ticks,
+           (unsigned long long)idle, cb->awake_bodies);
+    assert_int_equal(cb->awake_bodies, 0);
+    assert_true(ticks >= 50 && ticks <= 70);
+    assert_true(idle == ticks);
+    assert_true(cb->overrun_ticks == ca->overrun_ticks);
+    physd__v1__server_message__free_unpacked(a, NULL);
+    /* An impulse on the top box wakes the stack. */
+    impulse_edit(&c, w, 21, 20, 2000, 0, 0);
+    itest_sleep(0.3);
+    smsg *d = itest_counters(&c, w);
+    const Physd__V1__WorldCounters *cd = d->reply->counters;
+    printf("woken: %llu ticks in 0.3 s, %llu idle; awake bodies %u\n", (unsigned long long)(cd->tick - cb->tick),
+           (unsigned long long)(cd->idle_ticks - cb->idle_ticks), cd->awake_bodies);
+    assert_int_equal(cd->awake_bodies, 20); /* (the whole island) */
+    assert_true(cd->tick - cb->tick > cd->idle_ticks - cb->idle_ticks);
+    physd__v1__server_message__free_unpacked(b, NULL);
+    physd__v1__server_message__free_unpacked(d, NULL);
     itest_client_close(&c);
 }
 
@@ -765,6 +814,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_counters_contacts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_control, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleeping_world, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_ticks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

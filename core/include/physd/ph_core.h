@@ -336,10 +336,13 @@ typedef struct ph_settings {
                                          one after the other (plain PGS). See docs/core.md; {0, 1} */
     int sleep;                        /* islands of bodies at rest go to sleep, default 0 (the server
                                          turns it on for its worlds); {0, 1} */
-    double sleep_linear;              /* m/s: a body moving slower than this ... default 0.05 */
-    double sleep_angular;             /* rad/s: ... and turning slower than this ... default 0.05 */
-    double sleep_time;                /* s: ... for this long is at rest; an island whose bodies are all
-                                         at rest sleeps, default 0.5 */
+    double sleep_linear;              /* m/s: a body that stays within sleep_linear x sleep_time of where
+                                         its rest began ... default 0.05 */
+    double sleep_angular;             /* rad/s: ... and turns by at most sleep_angular x sleep_time ...
+                                         default 0.05 */
+    double sleep_time;                /* s: ... for this long is at rest (its mean speeds over the window
+                                         below the thresholds); an island whose bodies are all at rest
+                                         sleeps, default 0.5 (docs/core.md "Islands and sleeping") */
 
     /* Solver family (docs/solvers.md). For every method, iterations is the
      * budget in units of one PGS sweep over all rows ("work"), and tolerance
@@ -462,6 +465,12 @@ int ph_world_get_fault(ph_world_id w, ph_fault *out);
 /* Number of steps taken since creation. */
 uint64_t ph_world_get_step_count(ph_world_id w);
 int ph_world_body_count(ph_world_id w);
+/* Bodies the next step may move (the awake list: kinematic and dynamic
+ * bodies not asleep; it may still count bodies destroyed or put to sleep
+ * since the last step), or PH_ERR_INVALID_HANDLE. 0: the next step is idle
+ * (docs/core.md, "Islands and sleeping"): it collides, solves and moves
+ * nothing and costs well under a microsecond, whatever sleeps. */
+int ph_world_awake_count(ph_world_id w);
 int ph_world_joint_count(ph_world_id w);
 
 /* Fills out with up to cap live body ids in slot order; returns the number
