@@ -110,7 +110,8 @@ try:
                                                     "reply_p50_ms", "frame_lateness_p50_ms", "frame_lateness_p99_ms",
                                                     "missing_ticks", "wrong", "server_tick_late_ms", "server_step_ms",
                                                     "server_handoff_ms", "server_deliver_ms", "awake_bodies",
-                                                    "pushes_received", "edits_applied")}})
+                                                    "pushes_received", "edits_applied", "ticks_per_s",
+                                                    "overrun_ticks")}})
     if "server_check" in rep:
         # physload's own check counts only its clients: with physd-latency's
         # pushes and edits added the counts must be the server's

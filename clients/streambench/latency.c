@@ -231,7 +231,8 @@ static void on_unsubscribed(pc_client *c, int err, const Physd__V1__Reply *r, vo
  * means of tick_late_ms, handoff_ms, deliver_ms and mean_step_ms over the
  * measured window come from two readings (mean x ticks, differenced). */
 typedef struct wcount {
-    uint64_t ticks;
+    uint64_t ticks, overrun; /* steps, and ticks the world skipped because it fell behind */
+    uint64_t at_ns;
     double late, handoff, deliver, step;
     uint32_t awake, bodies;
 } wcount;
@@ -242,6 +243,8 @@ static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *
     if (err || r->status != 0 || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_COUNTERS) return;
     const Physd__V1__WorldCounters *k = r->counters;
     w->ticks = k->ticks_total;
+    w->overrun = k->overrun_ticks;
+    w->at_ns = uv_hrtime();
     w->late = k->tick_late_ms * (double)k->ticks_total;
     w->handoff = k->handoff_ms * (double)k->ticks_total;
     w->deliver = k->deliver_ms * (double)k->ticks_total;
@@ -384,7 +387,8 @@ int main(int argc, char **argv) {
     pc_client_counters(L.c, &pk);
     const double dt = k1.ticks > k0.ticks ? (double)(k1.ticks - k0.ticks) : NAN;
     const double s_late = (k1.late - k0.late) / dt, s_hand = (k1.handoff - k0.handoff) / dt,
-                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt;
+                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt,
+                 tps = k1.at_ns > k0.at_ns ? dt / ((double)(k1.at_ns - k0.at_ns) / 1e9) : NAN;
     qsort(L.e2f, L.ne2f, sizeof *L.e2f, by_double);
     qsort(L.reply, L.nreply, sizeof *L.reply, by_double);
     for (size_t k = 0; k < L.nlate; k++)
@@ -402,21 +406,24 @@ int main(int argc, char **argv) {
                "\"frame_lateness_p99_ms\": %.3f, \"frame_lateness_max_ms\": %.3f, \"frames\": %llu, "
                "\"missing_ticks\": %llu, \"wrong\": %llu, \"errors\": %llu, \"server_tick_late_ms\": %.3f, "
                "\"server_step_ms\": %.3f, \"server_handoff_ms\": %.3f, \"server_deliver_ms\": %.3f, "
-               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu}\n",
+               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu, "
+               "\"ticks_per_s\": %.2f, \"overrun_ticks\": %llu}\n",
                (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
                tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
                (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
-               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked);
+               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked,
+               tps, (unsigned long long)(k1.overrun - k0.overrun));
     else
         printf("world %llu (%s frames, %g Hz), %g s, %zu edits: edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
                "(target p99 <= %.2f ms); reply p50 %.2f ms, p99 %.2f ms; frame lateness p50 %.2f ms, p99 %.2f ms, "
                "max %.2f ms; %llu frames, %llu ticks missing, %llu frames not showing their edit, %llu errors\n"
                "server, means over the window: step start %.3f ms after the tick's due time, step %.3f ms, worker "
-               "to loop %.3f ms, delivery %.3f ms (%u bodies, %u awake at the end)\n",
+               "to loop %.3f ms, delivery %.3f ms (%u bodies, %u awake at the end); %.2f ticks a second, %llu "
+               "ticks skipped (the world fell behind)\n",
                (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
                tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
                (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
-               s_step, s_hand, s_del, k1.bodies, k1.awake);
+               s_step, s_hand, s_del, k1.bodies, k1.awake, tps, (unsigned long long)(k1.overrun - k0.overrun));
     /* the connection closes with the process (a measuring tool) */
     return L.ne2f > 0 && L.wrong == 0 && L.errors == 0 ? 0 : 1;
 }
