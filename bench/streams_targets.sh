@@ -17,7 +17,10 @@
 # physd-latency, a process of its own subscribed to the same world as the
 # 1001st subscriber (docs/streams.md, "Edit-to-frame latency"), over the
 # measured window; physload's own figure (its editors, reading 60 000
-# frames a second) is in the line too.
+# frames a second) is in the line too. ENCODINGS (default "compact raw")
+# chooses the runs of a round. PHYSD_NICE (default 0) runs physd
+# at that niceness (-10: ahead of other work on the machine, as a game
+# server's host would; the line says so).
 #
 #   bench/streams_targets.sh BUILD_DIR [ROUNDS] [DURATION] > runs.jsonl
 #
@@ -44,10 +47,10 @@ loop_ticks() { awk '{print $14 + $15}' "/proc/$pid/task/$pid/stat"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$pid/status"; }
 
 for r in $(seq 1 "$rounds"); do
-    for enc in compact raw; do
+    for enc in ${ENCODINGS:-compact raw}; do
         # a fresh physd per run: its RSS then says what this run's clients cost
         load0=$(cut -d' ' -f1 /proc/loadavg) # the machine's other work before the run
-        $physd --port "$port" --http-port 0 --no-demo --max-connections 2048 --max-connections-per-address 2048 \
+        nice -n "${PHYSD_NICE:-0}" $physd --port "$port" --http-port 0 --no-demo --max-connections 2048 --max-connections-per-address 2048 \
             --max-world-subscriptions 4096 >"$tmp/physd.log" 2>&1 &
         pid=$!
         sleep 1
@@ -74,7 +77,7 @@ for r in $(seq 1 "$rounds"); do
         wait "$pid" 2>/dev/null || true
         python3 - "$tmp/out.json" "$enc" "$r" "$rss0" "$rss1" "$t0" "$t1" "$w0" "$w1" "$clk" "$clients" "$tmp/lat.json" \
             "$load0" "$load" "$editors" <<'EOF'
-import json, sys
+import json, os, sys
 out, enc, r, rss0, rss1, t0, t1, w0, w1, clk, n, lat, load0, load, editors = sys.argv[1:]
 try:
     rep = json.load(open(out))
@@ -82,6 +85,7 @@ except Exception as e:
     rep = {"error": str(e)}
 loop = (int(t1) - int(t0)) / int(clk) / (float(w1) - float(w0))
 line = {"round": int(r), "encoding": enc, "editors": int(editors), "load_before": float(load0), "load_end": float(load),
+        "physd_nice": int(os.environ.get("PHYSD_NICE", "0")),
         "loop_cpu_cores": round(loop, 3),
         "rss_kb_100": int(rss0), "rss_kb_all": int(rss1),
         "kb_per_subscriber": round((int(rss1) - int(rss0)) / (int(n) - 100), 2)}
@@ -106,7 +110,8 @@ try:
                                                     "reply_p50_ms", "frame_lateness_p50_ms", "frame_lateness_p99_ms",
                                                     "missing_ticks", "wrong", "server_tick_late_ms", "server_step_ms",
                                                     "server_handoff_ms", "server_deliver_ms", "awake_bodies",
-                                                    "pushes_received", "edits_applied")}})
+                                                    "pushes_received", "edits_applied", "ticks_per_s",
+                                                    "overrun_ticks")}})
     if "server_check" in rep:
         # physload's own check counts only its clients: with physd-latency's
         # pushes and edits added the counts must be the server's

@@ -3,16 +3,19 @@
  * running world sees it (docs/streams.md, "Edit-to-frame latency").
  *
  *   physd-latency [--host H] [--port P] [--world ID] [--seconds S]
- *                 [--rate N] [--raw] [--json]
+ *                 [--rate N] [--op add|pose] [--raw] [--json]
  *
  * One connection, a process of its own, so that its timings are not those
  * of a load generator that reads thousands of frames beside it. It
  * subscribes to every body of the world (compact at the default precision,
  * decoded by the client library, or raw with --raw) and sends edit
  * batches at about --rate a second, at random phases against the world's
- * ticks (the gaps are uniform in [0.5, 1.5] / rate): alternately an
- * add_body of a small sphere without gravity far from everything (it never
- * moves or touches anything) and the remove_body of that sphere.
+ * ticks (the gaps are uniform in [0.5, 1.5] / rate): with --op add (the
+ * default) alternately an add_body of a small sphere without gravity far
+ * from everything (it never moves or touches anything) and the remove_body
+ * of that sphere; with --op pose a set_pose of one such sphere (added
+ * before measuring), alternately to x = 199.5 and 200.5 m, as a game moves
+ * a player's body (no body enters or leaves the world).
  *
  * The latency of an edit: from the time just before the batch is handed to
  * the connection (uv_hrtime before pc_request writes it) to the receipt of
@@ -21,7 +24,9 @@
  * applied_tick + 1 is the first with the edit), taken in the frame
  * callback after the library decoded it. That frame must show the edit
  * (the sphere's id present after an add, absent after a remove); one that
- * does not is counted in "wrong" and makes the exit status 1.
+ * does not is counted in "wrong" and makes the exit status 1. A pose
+ * shows when the sphere's x in the frame is the new one within half the
+ * compact resolution (1 mm; exactly in raw frames).
  *
  * Also reported: the reply latency (send to EditResult), and each frame's
  * lateness against the world's clock as seen here: the receipt time of
@@ -46,9 +51,12 @@
 #define MAX_PENDING 32
 #define MAX_SAMPLES 100000
 
+enum { OP_REMOVE, OP_ADD, OP_POSE };
+
 typedef struct edit {
     int used;
-    int add;          /* 1: add_body, 0: remove_body */
+    int op;           /* OP_* */
+    double x;         /* OP_POSE: the sphere's new x, m */
     uint64_t t_send;  /* ns */
     int replied;      /* 0 until EditResult */
     uint64_t applied; /* EditResult.applied_tick */
@@ -62,6 +70,8 @@ typedef struct lat {
     uint64_t world, sub;
     double rate, tick_rate;
     int raw;
+    int pose; /* --op pose */
+    double next_x;
     uint64_t rng;
     edit pending[MAX_PENDING];
     uint64_t sphere;    /* the present sphere's id, 0: none (the next edit adds) */
@@ -90,11 +100,21 @@ static void push_sample(double **v, size_t *n, double x) {
     if (*n < MAX_SAMPLES) (*v)[(*n)++] = x;
 }
 
-static int has_id(const Physd__V1__Frame *f, uint64_t id) {
+/* The index of body id in f, or -1. */
+static ptrdiff_t find_id(const Physd__V1__Frame *f, uint64_t id) {
     for (size_t i = 0; i < f->n_body_ids; i++)
-        if (f->body_ids[i] == id) return 1;
-    return 0;
+        if (f->body_ids[i] == id) return (ptrdiff_t)i;
+    return -1;
 }
+
+/* Whether frame f shows edit e. */
+static int shows(const Physd__V1__Frame *f, const edit *e) {
+    const ptrdiff_t i = find_id(f, e->body);
+    if (e->op == OP_POSE) return i >= 0 && fabs(f->poses[7 * i] - e->x) <= 0.0005 + 1e-9;
+    return (i >= 0) == (e->op == OP_ADD);
+}
+
+static const char *op_name(int op) { return op == OP_ADD ? "addition" : op == OP_POSE ? "move" : "removal"; }
 
 static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     (void)c;
@@ -113,13 +133,12 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
     for (int k = 0; k < MAX_PENDING; k++) {
         edit *e = &L->pending[k];
         if (!e->used || !e->replied || f->tick <= e->applied) continue;
-        const int shows = has_id(f, e->body) == e->add;
-        if (!shows) {
+        if (!shows(f, e)) {
             L->wrong++;
             fprintf(stderr,
                     "physd-latency: the frame of tick %llu does not show the %s of body %llu applied at tick "
                     "%llu\n",
-                    (unsigned long long)f->tick, e->add ? "addition" : "removal", (unsigned long long)e->body,
+                    (unsigned long long)f->tick, op_name(e->op), (unsigned long long)e->body,
                     (unsigned long long)e->applied);
         }
         if (L->measuring) push_sample(&L->e2f, &L->ne2f, (double)(now - e->t_send) / 1e6);
@@ -138,17 +157,17 @@ static void on_edit_reply(pc_client *c, int err, const Physd__V1__Reply *r, void
                 r && r->message ? r->message : "");
         L->errors++;
         e->used = 0;
-        if (e->add == 0) L->sphere = 0;
+        if (e->op == OP_REMOVE) L->sphere = 0;
         return;
     }
     if (L->measuring) push_sample(&L->reply, &L->nreply, (double)(now - e->t_send) / 1e6);
     L->acked++;
     e->replied = 1;
     e->applied = r->edit->applied_tick;
-    if (e->add) {
+    if (e->op == OP_ADD) {
         e->body = r->edit->n_new_ids == 1 ? r->edit->new_ids[0] : 0;
         L->sphere = e->body;
-    } else {
+    } else if (e->op == OP_REMOVE) {
         L->sphere = 0;
     }
 }
@@ -177,10 +196,24 @@ static void on_edit_timer(uv_timer_t *t) {
     Physd__V1__Pose pose = PHYSD__V1__POSE__INIT;
     Physd__V1__Vec3 pos = PHYSD__V1__VEC3__INIT;
     Physd__V1__RemoveBody rb = PHYSD__V1__REMOVE_BODY__INIT;
+    Physd__V1__SetPose sp = PHYSD__V1__SET_POSE__INIT;
     Physd__V1__BodyRef ref = PHYSD__V1__BODY_REF__INIT;
     memset(e, 0, sizeof *e);
     e->used = 1;
-    if (L->sphere) {
+    if (L->pose && L->sphere) {
+        ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        ref.id = L->sphere;
+        L->next_x = L->next_x == 199.5 ? 200.5 : 199.5;
+        pos.x = L->next_x, pos.y = 200, pos.z = 5;
+        pose.position = &pos;
+        sp.body = &ref;
+        sp.pose = &pose;
+        op.op_case = PHYSD__V1__EDIT_OP__OP_SET_POSE;
+        op.set_pose = &sp;
+        e->op = OP_POSE;
+        e->x = L->next_x;
+        e->body = L->sphere;
+    } else if (L->sphere) {
         ref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
         ref.id = L->sphere;
         rb.body = &ref;
@@ -202,7 +235,7 @@ static void on_edit_timer(uv_timer_t *t) {
         ab.body = &bd;
         op.op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
         op.add_body = &ab;
-        e->add = 1;
+        e->op = OP_ADD;
     }
     e->t_send = uv_hrtime();
     if (pc_edit(L->c, L->world, &ops, 1, on_edit_reply, e) != 0) {
@@ -231,7 +264,8 @@ static void on_unsubscribed(pc_client *c, int err, const Physd__V1__Reply *r, vo
  * means of tick_late_ms, handoff_ms, deliver_ms and mean_step_ms over the
  * measured window come from two readings (mean x ticks, differenced). */
 typedef struct wcount {
-    uint64_t ticks;
+    uint64_t ticks, overrun; /* steps, and ticks the world skipped because it fell behind */
+    uint64_t at_ns;
     double late, handoff, deliver, step;
     uint32_t awake, bodies;
 } wcount;
@@ -242,6 +276,8 @@ static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *
     if (err || r->status != 0 || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_COUNTERS) return;
     const Physd__V1__WorldCounters *k = r->counters;
     w->ticks = k->ticks_total;
+    w->overrun = k->overrun_ticks;
+    w->at_ns = uv_hrtime();
     w->late = k->tick_late_ms * (double)k->ticks_total;
     w->handoff = k->handoff_ms * (double)k->ticks_total;
     w->deliver = k->deliver_ms * (double)k->ticks_total;
@@ -288,6 +324,8 @@ int main(int argc, char **argv) {
             L.raw = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (v && !strcmp(a, "--op") && (!strcmp(v, "add") || !strcmp(v, "pose"))) {
+            L.pose = !strcmp(v, "pose"), i++;
         } else if (v && !strcmp(a, "--host")) {
             host = v, i++;
         } else if (v && !strcmp(a, "--port")) {
@@ -302,7 +340,7 @@ int main(int argc, char **argv) {
             L.rate = atof(v), i++;
         } else {
             fprintf(stderr, "usage: physd-latency [--host H] [--port P] [--world ID] [--seconds S] [--warmup S] "
-                            "[--rate N] [--raw] [--json]\n");
+                            "[--rate N] [--op add|pose] [--raw] [--json]\n");
             return 2;
         }
     }
@@ -384,7 +422,8 @@ int main(int argc, char **argv) {
     pc_client_counters(L.c, &pk);
     const double dt = k1.ticks > k0.ticks ? (double)(k1.ticks - k0.ticks) : NAN;
     const double s_late = (k1.late - k0.late) / dt, s_hand = (k1.handoff - k0.handoff) / dt,
-                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt;
+                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt,
+                 tps = k1.at_ns > k0.at_ns ? dt / ((double)(k1.at_ns - k0.at_ns) / 1e9) : NAN;
     qsort(L.e2f, L.ne2f, sizeof *L.e2f, by_double);
     qsort(L.reply, L.nreply, sizeof *L.reply, by_double);
     for (size_t k = 0; k < L.nlate; k++)
@@ -396,27 +435,33 @@ int main(int argc, char **argv) {
                  l99 = quantile(L.lateness, L.nlate, 0.99), lmax = quantile(L.lateness, L.nlate, 1);
     const double tick_ms = 1e3 / L.tick_rate;
     if (json)
-        printf("{\"world\": %llu, \"encoding\": \"%s\", \"tick_rate\": %g, \"seconds\": %g, \"samples\": %zu, "
+        printf("{\"world\": %llu, \"encoding\": \"%s\", \"op\": \"%s\", \"tick_rate\": %g, \"seconds\": %g, "
+               "\"samples\": %zu, "
                "\"e2f_p50_ms\": %.3f, \"e2f_p99_ms\": %.3f, \"e2f_max_ms\": %.3f, \"target_ms\": %.3f, "
                "\"reply_p50_ms\": %.3f, \"reply_p99_ms\": %.3f, \"frame_lateness_p50_ms\": %.3f, "
                "\"frame_lateness_p99_ms\": %.3f, \"frame_lateness_max_ms\": %.3f, \"frames\": %llu, "
                "\"missing_ticks\": %llu, \"wrong\": %llu, \"errors\": %llu, \"server_tick_late_ms\": %.3f, "
                "\"server_step_ms\": %.3f, \"server_handoff_ms\": %.3f, \"server_deliver_ms\": %.3f, "
-               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu}\n",
-               (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
-               tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
+               "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu, "
+               "\"ticks_per_s\": %.2f, \"overrun_ticks\": %llu}\n",
+               (unsigned long long)L.world, L.raw ? "raw" : "compact", L.pose ? "pose" : "add", L.tick_rate, seconds,
+               L.ne2f, e50, e99, emax, tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
                (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
-               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked);
+               s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked,
+               tps, (unsigned long long)(k1.overrun - k0.overrun));
     else
-        printf("world %llu (%s frames, %g Hz), %g s, %zu edits: edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
-               "(target p99 <= %.2f ms); reply p50 %.2f ms, p99 %.2f ms; frame lateness p50 %.2f ms, p99 %.2f ms, "
-               "max %.2f ms; %llu frames, %llu ticks missing, %llu frames not showing their edit, %llu errors\n"
-               "server, means over the window: step start %.3f ms after the tick's due time, step %.3f ms, worker "
-               "to loop %.3f ms, delivery %.3f ms (%u bodies, %u awake at the end)\n",
-               (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f, e50, e99, emax,
-               tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
-               (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
-               s_step, s_hand, s_del, k1.bodies, k1.awake);
+        printf(
+            "world %llu (%s frames, %g Hz), %g s, %zu edits (%s): edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
+            "(target p99 <= %.2f ms); reply p50 %.2f ms, p99 %.2f ms; frame lateness p50 %.2f ms, p99 %.2f ms, "
+            "max %.2f ms; %llu frames, %llu ticks missing, %llu frames not showing their edit, %llu errors\n"
+            "server, means over the window: step start %.3f ms after the tick's due time, step %.3f ms, worker "
+            "to loop %.3f ms, delivery %.3f ms (%u bodies, %u awake at the end); %.2f ticks a second, %llu "
+            "ticks skipped (the world fell behind)\n",
+            (unsigned long long)L.world, L.raw ? "raw" : "compact", L.tick_rate, seconds, L.ne2f,
+            L.pose ? "set_pose" : "add_body, remove_body", e50, e99, emax, tick_ms + 1, r50, r99, l50, l99, lmax,
+            (unsigned long long)(L.frames - f0), (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong,
+            (unsigned long long)L.errors, s_late, s_step, s_hand, s_del, k1.bodies, k1.awake, tps,
+            (unsigned long long)(k1.overrun - k0.overrun));
     /* the connection closes with the process (a measuring tool) */
     return L.ne2f > 0 && L.wrong == 0 && L.errors == 0 ? 0 : 1;
 }
