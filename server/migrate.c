@@ -334,29 +334,34 @@ static void op_close_pc(ps_mig *op) {
 
 static void drain_world_done(ps_drain *d, const ps_mig *op, int code, const char *msg);
 
+/* An OK reply carrying one world's MovedWorld (a MigrateReply). */
+static void reply_moved_ok(ps_conn *c, uint64_t request_id, Physd__V1__MovedWorld *mv, const char *msg) {
+    Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
+    mr.n_worlds = 1;
+    mr.worlds = &mv;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.request_id = request_id;
+    r.status = PHYSD__V1__STATUS__STATUS_OK;
+    r.message = (char *)msg;
+    r.tick = mv->tick;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
+    r.migrate = &mr;
+    ps_send_reply(c, &r);
+}
+
 /* The answer to a release (MigrateWorld.release) once the move is settled:
  * OK with the world at the target (MovedWorld OK) or here again (ABORTED);
  * the message says who decided. */
 static void release_reply(ps_mig *op, int moved) {
     if (!op->rel_req) return;
-    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
+    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
     mv.world_id = op->world_id;
     mv.address = op->address;
     mv.tick = op->tick;
     mv.state_hash = op->hash;
     mv.status = moved ? PHYSD__V1__STATUS__STATUS_OK : PHYSD__V1__STATUS__STATUS_ABORTED;
     mv.message = op->rel_msg;
-    Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
-    mr.n_worlds = 1;
-    mr.worlds = &mvp;
-    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-    r.request_id = op->rel_req_id;
-    r.status = PHYSD__V1__STATUS__STATUS_OK;
-    r.message = op->rel_msg;
-    r.tick = op->tick;
-    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
-    r.migrate = &mr;
-    ps_send_reply(op->rel_req, &r);
+    reply_moved_ok(op->rel_req, op->rel_req_id, &mv, op->rel_msg);
     ps_audit(op->rel_req, op->world_id, "release_in_doubt", PS_ST_OK, op->rel_msg);
     ps_conn_unref(op->rel_req);
     op->rel_req = NULL;
@@ -381,7 +386,7 @@ static void op_report(ps_mig *op, int code, const char *msg) {
     }
     if (op->req) {
         if (code == PS_ST_OK) {
-            Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
+            Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
             mv.world_id = op->world_id;
             mv.address = op->address;
             mv.tick = op->tick;
@@ -390,17 +395,7 @@ static void op_report(ps_mig *op, int code, const char *msg) {
             mv.message = (char *)msg;
             mv.bytes = op->len;
             mv.frozen_ms = op->frozen_ms;
-            Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
-            mr.n_worlds = 1;
-            mr.worlds = &mvp;
-            ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-            r.request_id = op->req_id;
-            r.status = (Physd__V1__Status)code;
-            r.message = (char *)msg;
-            r.tick = op->tick;
-            r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
-            r.migrate = &mr;
-            ps_send_reply(op->req, &r);
+            reply_moved_ok(op->req, op->req_id, &mv, msg);
         } else {
             ps_reply_error(op->req, op->req_id, code, msg);
         }
@@ -1335,7 +1330,7 @@ void ps_migrate_set_advertised(ps_server *s, const char *address) {
 
 static void reply_import(ps_conn *c, uint64_t request_id, const ps_host *h, uint64_t world, uint64_t hash,
                          uint64_t bytes, const char *address) {
-    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
+    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
     if (!address) address = advertised(c->srv);
     mv.world_id = world;
     mv.address = (char *)(address ? address : "");
@@ -1343,17 +1338,7 @@ static void reply_import(ps_conn *c, uint64_t request_id, const ps_host *h, uint
     mv.state_hash = hash;
     mv.bytes = bytes;
     mv.message = "ok";
-    Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
-    mr.n_worlds = 1;
-    mr.worlds = &mvp;
-    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-    r.request_id = request_id;
-    r.status = PHYSD__V1__STATUS__STATUS_OK;
-    r.message = "ok";
-    r.tick = mv.tick;
-    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
-    r.migrate = &mr;
-    ps_send_reply(c, &r);
+    reply_moved_ok(c, request_id, &mv, "ok");
 }
 
 /* The world's counters as the source had them. */

@@ -240,6 +240,21 @@ static void test_metrics_need_admin_token(void **state) {
     unlink(path);
 }
 
+/* A socket listening on 127.0.0.1 (its port in *port) that accepts nothing. */
+static int listen_loopback(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
 static void test_http_switches(void **state) {
     (void)state;
     ps_config cfg;
@@ -257,18 +272,11 @@ static void test_http_switches(void **state) {
     assert_null(s);
     /* An HTTP port in use: the server does not start, and libwebsockets'
      * handles are closed before the loop is (ASan: nothing leaks). */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(fd, 1), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    int port = 0;
+    const int fd = listen_loopback(&port);
     itest_config(&cfg);
     cfg.http = 1;
-    cfg.http_port = ntohs(a.sin_port);
+    cfg.http_port = port;
     assert_int_equal(ps_server_create(&s, &cfg), UV_EADDRINUSE);
     assert_null(s);
     close(fd);
@@ -315,17 +323,10 @@ static void test_draining_readyz_metrics(void **state) {
     free(m);
     /* A target that accepts the connection and never answers the hello:
      * the drain runs for the source's 5 s connect limit. */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(fd, 4), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    int sport = 0;
+    const int fd = listen_loopback(&sport);
     char silent[64], want[160];
-    snprintf(silent, sizeof silent, "127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(silent, sizeof silent, "127.0.0.1:%d", sport);
     itest_client c;
     itest_connect(&c, S.port, "admin");
     const uint64_t w = itest_create_world(&c, "w", "stack20", 0, NULL);

@@ -555,32 +555,46 @@ static int wait_settled(itest_client *a, uint64_t w, double timeout_s) {
     return -1;
 }
 
+/* A source S and a target T (physd processes with data directories), the
+ * relay between them armed with cut_mode, a client a of S. */
+static void cut_setup(mproc *S, mproc *T, relay *r, int cut_mode, itest_client *a) {
+    make_dir();
+    start(S, "s", "0", 1);
+    start(T, "t", "1000", 1);
+    relay_start(r, T->port, cut_mode, T->pid);
+    itest_connect(a, S->port, "admin");
+}
+
+/* Moves w through the relay, which kills the target at the commit: the
+ * move is in doubt, the target dead (reaped). */
+static void move_cut(itest_client *a, uint64_t w, relay *r, mproc *T) {
+    r->cut_done = 0;
+    r->victim = T->pid;
+    smsg *rep = mt_migrate(a, w, mt_addr(r->port), NULL);
+    printf("the target killed %s the commit: %s: %s\n", r->cut_mode == CUT_AFTER ? "after" : "before",
+           pc_status_name((int)rep->reply->status), rep->reply->message);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    assert_non_null(strstr(rep->reply->message, "in doubt"));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    assert_true(r->cut_done);
+    mproc_kill9(T);
+}
+
 /* The target dies after journaling the commit (its answer lost): the
  * source keeps the world frozen; the target restarted recovers it, says so
  * when asked, and the source lets it go. */
 static void test_target_dies_after_commit(void **state) {
     (void)state;
-    make_dir();
     mproc S, T;
-    start(&S, "s", "0", 1);
-    start(&T, "t", "1000", 1);
     relay r;
-    relay_start(&r, T.port, CUT_AFTER, T.pid);
     itest_client a;
-    itest_connect(&a, S.port, "admin");
+    cut_setup(&S, &T, &r, CUT_AFTER, &a);
     const uint64_t A = twin_world(&a), B = twin_world(&a);
     uint64_t P;
     const uint64_t h0 = itest_state_hash(&a, A, &P);
-    smsg *rep = mt_migrate(&a, A, mt_addr(r.port), NULL);
-    printf("the target killed after its commit: %s: %s\n", pc_status_name((int)rep->reply->status),
-           rep->reply->message);
-    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
-    assert_non_null(strstr(rep->reply->message, "in doubt"));
-    physd__v1__server_message__free_unpacked(rep, NULL);
-    assert_true(r.cut_done);
-    mproc_kill9(&T);
+    move_cut(&a, A, &r, &T);
     assert_true(exists("t", A, ".journal"));
-    rep = mt_counters(&a, A); /* frozen at the source, refusing */
+    smsg *rep = mt_counters(&a, A); /* frozen at the source, refusing */
     assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
     physd__v1__server_message__free_unpacked(rep, NULL);
     itest_sleep(1.5); /* the source asks (the target is down: no answer) */
@@ -619,23 +633,14 @@ static void test_target_dies_after_commit(void **state) {
  * it; gone for good, `physctl release` resumes it, journaled. */
 static void test_target_dies_before_commit(void **state) {
     (void)state;
-    make_dir();
     mproc S, T;
-    start(&S, "s", "0", 1);
-    start(&T, "t", "1000", 1);
     relay r;
-    relay_start(&r, T.port, CUT_BEFORE, T.pid);
     itest_client a;
-    itest_connect(&a, S.port, "admin");
+    cut_setup(&S, &T, &r, CUT_BEFORE, &a);
     const uint64_t A = twin_world(&a), B = twin_world(&a), C = twin_world(&a), D = twin_world(&a);
     uint64_t P;
     const uint64_t h0 = itest_state_hash(&a, A, &P);
-    smsg *rep = mt_migrate(&a, A, mt_addr(r.port), NULL);
-    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
-    assert_non_null(strstr(rep->reply->message, "in doubt"));
-    physd__v1__server_message__free_unpacked(rep, NULL);
-    assert_true(r.cut_done);
-    mproc_kill9(&T);
+    move_cut(&a, A, &r, &T);
     /* 1. The target comes back: it sets the prepared import aside and, asked, says no. */
     start(&T, "t", "1000", 2);
     r.to_port = T.port;
@@ -651,14 +656,8 @@ static void test_target_dies_before_commit(void **state) {
     printf("the target killed before the commit, restarted: it said no, the world steps on at the source\n");
     itest_client_close(&t);
     /* 2. Again with C, and the target never comes back: physctl release. */
-    r.cut_done = 0;
-    r.victim = T.pid;
     const uint64_t hc = itest_state_hash(&a, C, &P);
-    rep = mt_migrate(&a, C, mt_addr(r.port), NULL);
-    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
-    physd__v1__server_message__free_unpacked(rep, NULL);
-    assert_true(r.cut_done);
-    mproc_kill9(&T);
+    move_cut(&a, C, &r, &T);
     char cmd[512], out[2048] = "";
     snprintf(cmd, sizeof cmd, "%s --port %d release %llu 2>&1", PHYSCTL_BIN, S.port, (unsigned long long)C);
     FILE *f = popen(cmd, "r");
