@@ -751,11 +751,13 @@ static void on_connected(pc_client *c, int status, void *data) {
     if (c != op->pc) return;
     if (op->state == M_ASKING || op->state == M_IN_DOUBT) {
         if (status < 0) {
-            /* A refused hello is an answer: the target is there. */
+            /* A refused hello, a failed TLS handshake or an error from the
+             * server is an answer of sorts: something is there (maybe the
+             * target holding the world), so a release does not settle it. */
             char why[400];
             const char *m = pc_client_error_message(c);
             snprintf(why, sizeof why, "%s%s%s", pc_strerror(status), m[0] ? ": " : "", m);
-            ask_failed(op, status == PC_EAUTH, why);
+            ask_failed(op, status == PC_EAUTH || status == PC_ETLS || status == PC_EREJECTED, why);
             return;
         }
         op->state = M_ASKING;
