@@ -639,8 +639,9 @@ int ps_http_start(ps_server *s) {
     }
     hp->port = lws_get_vhost_listen_port(hp->vh);
     s->http = hp;
-    ps_log("HTTP on %s://%s:%d/ (/ws, /metrics, /healthz, /readyz)%s", hp->tls ? "https" : "http", cfg->http_listen,
-           hp->port, hp->tls && cfg->tls_client_ca[0] ? " with client certificates" : "");
+    ps_log("HTTP on %s://%s:%d/ (%s; /ws, /metrics, /healthz, /readyz)%s", hp->tls ? "https" : "http", cfg->http_listen,
+           hp->port, ps_viewer_nassets > 0 ? "the viewer" : "no viewer: built with PHYSD_VIEWER=OFF",
+           hp->tls && cfg->tls_client_ca[0] ? " with client certificates" : "");
     return 0;
 }
 

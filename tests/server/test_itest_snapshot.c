@@ -187,6 +187,21 @@ static void test_snapshots_skip_no_tick(void **state) {
     itest_connect(&c, port, "ticks");
     uint64_t big = create(&c, "grid1000", 0, 30);
     uint64_t small = create(&c, "stack20", 0, 60);
+    /* Sleeping off in both: grid1000 falls asleep within about a second,
+     * so the window without snapshots would time an asleep world against
+     * the snapshots' awake one. */
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings cs = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__BoolValue no_sleep = PHYSD__V1__BOOL_VALUE__INIT;
+    set.sleep = &no_sleep;
+    cs.settings = &set;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &cs;
+    for (int k = 0; k < 2; k++) {
+        cs.world_id = k ? small : big;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    }
     itest_sleep(0.5);
     uint64_t b0, s0, b1, s1, b2, s2;
     overruns(&c, big, small, &b0, &s0);
