@@ -491,6 +491,7 @@ static void process_line(ps_agones *ag, const char *line, size_t n) {
         else
             snprintf(hp, sizeof hp, "%s:%ld", addr, port);
         snprintf(ag->meta[M_ADDR_ANNOT].want, sizeof ag->meta[M_ADDR_ANNOT].want, "%s", hp);
+        ps_migrate_set_advertised(ag->s, hp); /* told to the sources of worlds that move here */
         char us[256];
         snprintf(us, sizeof us, "%s_%ld", addr, port);
         label_value(us, lv, sizeof lv);

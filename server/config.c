@@ -163,6 +163,21 @@ static const entry table[] = {
     {"drain_to", T_STR, F(drain_to), sizeof(((ps_config *)0)->drain_to), 0, 0, "",
      "HOST:PORT: a drain (SIGTERM under Agones, the GameServer's Shutdown) first moves every world there, with this "
      "server's admin token (empty: the drain only stops)"},
+    {"advertise_address", T_STR, F(advertise_address), sizeof(((ps_config *)0)->advertise_address), 0, 0, "",
+     "HOST:PORT clients should use for this server, told to a source that moves a world here (its notice and "
+     "redirects name it; under Agones the GameServer's address when empty; empty: the address the source dialled)"},
+    {"migrate_token_file", T_STR, F(migrate_token_file), sizeof(((ps_config *)0)->migrate_token_file), 0, 0, "",
+     "file holding the token this server presents to the targets of its moves (their access control) when the "
+     "request gives none; empty: this server's admin token (a fleet that shares one)"},
+    {"migrate_tls", T_BOOL, F(migrate_tls), 0, 0, 1, "off",
+     "connect to the targets of moves with TLS (on by itself when migrate_tls_ca is set; the target's certificate "
+     "is always verified)"},
+    {"migrate_tls_ca", T_STR, F(migrate_tls_ca), sizeof(((ps_config *)0)->migrate_tls_ca), 0, 0, "",
+     "PEM CA file that signed the targets' certificates (empty: the system's CAs)"},
+    {"migrate_tls_cert", T_STR, F(migrate_tls_cert), sizeof(((ps_config *)0)->migrate_tls_cert), 0, 0, "",
+     "PEM client certificate presented to targets that require one (their tls_client_ca)"},
+    {"migrate_tls_key", T_STR, F(migrate_tls_key), sizeof(((ps_config *)0)->migrate_tls_key), 0, 0, "",
+     "PEM private key of migrate_tls_cert (empty: in migrate_tls_cert)"},
 };
 
 #define NENTRIES (sizeof table / sizeof table[0])

@@ -1409,7 +1409,7 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
             physd__v1__client_message__free_unpacked(m, NULL);
             return 0;
         }
-        if (ps_migrate_refuse(host, c, m->request_id)) { /* its move is in doubt */
+        if (ps_migrate_refuse(host, c, m)) { /* its move is in doubt (or a release of it) */
             physd__v1__client_message__free_unpacked(m, NULL);
             return 0;
         }

@@ -114,6 +114,7 @@ static int is_loopback(const char *addr) {
 static int readiness(ps_server *s, char *why, size_t n) {
     if (s->stopping) return snprintf(why, n, "not ready: shutting down\n"), 0;
     if (!s->listener_open) return snprintf(why, n, "not ready: not listening\n"), 0;
+    if (ps_migrate_not_ready(s, why, n)) return 0; /* draining: a load balancer sends new clients elsewhere */
     for (int i = 0; i < s->nhosts; i++) {
         ps_host *h = s->hosts[i];
         if (h->destroying || h->paused) continue;

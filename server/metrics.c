@@ -227,6 +227,12 @@ char *ps_metrics_render(ps_server *s, size_t *len) {
     for (int k = 0; k < 4; k++)
         put(&o, "physd_http_requests_total{path=\"%s\"} %llu\n", paths[k], (unsigned long long)m->http_requests[k]);
 
+    /* Worlds that move (migrate.c). */
+    {
+        char mig[1536];
+        put(&o, "%s", ps_migrate_metrics(s, mig, sizeof mig) ? mig : "");
+    }
+
     /* Worlds. */
     int live = 0;
     for (int i = 0; i < s->nhosts; i++)

@@ -32,6 +32,16 @@
  * means moved (as above), not committed (the target drops a prepared copy
  * when asked) means the world ticks on here.
  *
+ * A release (MigrateWorld.release, physctl release) of a move in doubt
+ * asks the target at once; its answer decides, and only when it cannot be
+ * reached does the operator's choice apply (here: ABORTED journaled, the
+ * world unfrozen; moved: DONE, as a move). The source reaches targets with
+ * TLS when migrate_tls* say so and with migrate_token_file's token; a
+ * target answers with its advertise_address (or its GameServer's), which
+ * its clients are told instead of the address dialled. A drain retries a
+ * world that a target refused with UNAVAILABLE (one that drains itself) or
+ * whose connection failed at once, and /readyz and /metrics report it.
+ *
  * Invariants. A world ticks on at most one instance: the source stops it
  * before the target has it, the target starts it only on COMMIT, which the
  * source sends once, and the source never resumes it after that unless the
@@ -39,6 +49,7 @@
  * step (journal.c: MigrateOut, MigrateIn), so that holds across a crash of
  * either side. Everything here runs on the loop thread.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,6 +69,8 @@
 #define MIG_RETRY_MAX_MS 10000 /* ... doubled up to this */
 #define MIG_TOMBS_MAX 65536    /* tombstones kept in memory (the oldest go first) */
 #define MIG_PART_ROOM 4096     /* bytes of a part's request beside its data */
+#define MIG_DRAIN_TRIES 3      /* a drain tries a world this often when the target refuses it (UNAVAILABLE) */
+#define MIG_DRAIN_RETRY_MS 500 /* ... after this */
 /* The largest world id an import may have: ids handed out after it do not wrap. */
 #define PS_MAX_IMPORTED_WORLD_ID (UINT64_C(1) << 53)
 
@@ -88,6 +101,14 @@ typedef struct ps_mig {
     uv_timer_t timer;
     int retry_ms;
     int committing; /* COMMITTING was journaled (or sent without a journal) */
+    int refused;    /* the target answered a part with an error (it is there, and said no) */
+    /* A release of the move in doubt (MigrateWorld.release): the request
+     * to answer, the operator's choice when the target cannot be reached,
+     * and what decided (for the reply). */
+    int release;
+    ps_conn *rel_req;
+    uint64_t rel_req_id;
+    char rel_msg[600];
 } ps_mig;
 
 typedef struct tomb {
@@ -114,6 +135,9 @@ struct ps_drain {
     char (*addrs)[300];
     int moved, failed, running, exit;
     size_t done_upto; /* worlds whose move ended (drain_world_done) */
+    int *tries;       /* attempts per world */
+    int waiting;      /* a world is tried again when retry fires */
+    uv_timer_t retry;
     ps_conn *req;
     uint64_t req_id;
     ps_drain_cb cb;
@@ -126,6 +150,10 @@ struct ps_migrate_state {
     size_t ntombs, cap;
     import *imports;
     ps_drain *drain;
+    /* For /metrics: moves out that happened and that did not (the world
+     * stayed), worlds that arrived; moves in doubt are counted live. */
+    uint64_t moved, failed, imported;
+    char advertised[300]; /* the GameServer's address under Agones (agones.c) */
 };
 
 static struct ps_migrate_state *state(ps_server *s) {
@@ -252,8 +280,9 @@ void ps_migrate_notify_moved(ps_host *h) {
 
 /* ----------------------------------------------------------- helpers */
 
-/* The credentials of the source's hello: the request's, or the server's
- * own admin token (a fleet that shares one). NULL when there are none. */
+/* The credentials of the source's hello: the request's, else the token of
+ * migrate_token_file (the targets' access control), else the server's own
+ * admin token (a fleet that shares one). NULL when there are none. */
 static char *source_credentials(ps_server *s, const uint8_t *data, size_t len) {
     if (len > 0) {
         char *c = malloc(len + 1);
@@ -263,9 +292,13 @@ static char *source_credentials(ps_server *s, const uint8_t *data, size_t len) {
         }
         return c;
     }
-    if (!s->cfg.admin_token_file[0]) return NULL;
-    FILE *f = fopen(s->cfg.admin_token_file, "r");
-    if (!f) return NULL;
+    const char *path = s->cfg.migrate_token_file[0] ? s->cfg.migrate_token_file : s->cfg.admin_token_file;
+    if (!path[0]) return NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ps_log("the token for the move's target cannot be read from %s: %s", path, strerror(errno));
+        return NULL;
+    }
     char buf[4097];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -301,12 +334,59 @@ static void op_close_pc(ps_mig *op) {
 
 static void drain_world_done(ps_drain *d, const ps_mig *op, int code, const char *msg);
 
+/* An OK reply carrying one world's MovedWorld (a MigrateReply). */
+static void reply_moved_ok(ps_conn *c, uint64_t request_id, Physd__V1__MovedWorld *mv, const char *msg) {
+    Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
+    mr.n_worlds = 1;
+    mr.worlds = &mv;
+    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
+    r.request_id = request_id;
+    r.status = PHYSD__V1__STATUS__STATUS_OK;
+    r.message = (char *)msg;
+    r.tick = mv->tick;
+    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
+    r.migrate = &mr;
+    ps_send_reply(c, &r);
+}
+
+/* The answer to a release (MigrateWorld.release) once the move is settled:
+ * OK with the world at the target (MovedWorld OK) or here again (ABORTED);
+ * the message says who decided. */
+static void release_reply(ps_mig *op, int moved) {
+    if (!op->rel_req) return;
+    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
+    mv.world_id = op->world_id;
+    mv.address = op->address;
+    mv.tick = op->tick;
+    mv.state_hash = op->hash;
+    mv.status = moved ? PHYSD__V1__STATUS__STATUS_OK : PHYSD__V1__STATUS__STATUS_ABORTED;
+    mv.message = op->rel_msg;
+    reply_moved_ok(op->rel_req, op->rel_req_id, &mv, op->rel_msg);
+    ps_audit(op->rel_req, op->world_id, "release_in_doubt", PS_ST_OK, op->rel_msg);
+    ps_conn_unref(op->rel_req);
+    op->rel_req = NULL;
+}
+
+/* A release that cannot settle the move now: its error; the move stays in doubt. */
+static void release_refuse(ps_mig *op, int code, const char *msg) {
+    if (!op->rel_req) return;
+    ps_reply_error(op->rel_req, op->rel_req_id, code, msg);
+    ps_audit(op->rel_req, op->world_id, "release_in_doubt", code, msg);
+    ps_conn_unref(op->rel_req);
+    op->rel_req = NULL;
+    op->release = 0;
+}
+
 /* The outcome to whoever asked: the MigrateWorld request's reply (with the
  * move's MovedWorld on success), and the drain it belongs to. */
 static void op_report(ps_mig *op, int code, const char *msg) {
+    if (op->rel_req) {
+        if (!op->rel_msg[0]) snprintf(op->rel_msg, sizeof op->rel_msg, "%s", msg);
+        release_reply(op, code == PS_ST_OK);
+    }
     if (op->req) {
         if (code == PS_ST_OK) {
-            Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
+            Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
             mv.world_id = op->world_id;
             mv.address = op->address;
             mv.tick = op->tick;
@@ -315,17 +395,7 @@ static void op_report(ps_mig *op, int code, const char *msg) {
             mv.message = (char *)msg;
             mv.bytes = op->len;
             mv.frozen_ms = op->frozen_ms;
-            Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
-            mr.n_worlds = 1;
-            mr.worlds = &mvp;
-            ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-            r.request_id = op->req_id;
-            r.status = (Physd__V1__Status)code;
-            r.message = (char *)msg;
-            r.tick = op->tick;
-            r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
-            r.migrate = &mr;
-            ps_send_reply(op->req, &r);
+            reply_moved_ok(op->req, op->req_id, &mv, msg);
         } else {
             ps_reply_error(op->req, op->req_id, code, msg);
         }
@@ -407,6 +477,7 @@ static void op_fail(ps_mig *op, int kick, int code, const char *fmt, ...) {
     if (op->h)
         ps_log("world %llu stays here: its move to %s failed: %s", (unsigned long long)op->world_id, op->address, msg);
     ps_host *h = op->h;
+    if (h && op->s->mig) op->s->mig->failed++;
     op_end(op, code, msg);
     host_unfreeze(h, kick);
 }
@@ -416,6 +487,7 @@ static void op_done(ps_mig *op) {
     ps_host *h = op->h;
     ps_server *s = op->s;
     const double ms = op->frozen_ms;
+    if (h && s->mig) s->mig->moved++;
     if (h) {
         ps_journal_log_migrate_out(h, op->address, op->id, PS_MIG_OUT_DONE, op->hash);
         ps_journal_moved_away(h, op->address, op->tick, op->hash, op->id, h->mig_in_id);
@@ -456,18 +528,69 @@ static void op_in_doubt(ps_mig *op, const char *why) {
     uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
 }
 
+/* The address the target gave for its clients (advertise_address, or its
+ * GameServer's under Agones) replaces the one dialled: the notice, the
+ * redirects and the tombstone name it. Ignored unless it is HOST:PORT. */
+static void take_advertised(ps_mig *op, const Physd__V1__Reply *r) {
+    if (!r || r->payload_case != PHYSD__V1__REPLY__PAYLOAD_MIGRATE || !r->migrate || r->migrate->n_worlds != 1) return;
+    const char *a = r->migrate->worlds[0]->address;
+    char host[256];
+    int port = 0;
+    if (!a || !a[0] || strlen(a) >= sizeof op->address || !strrchr(a, ':') ||
+        pc_parse_address(a, host, sizeof host, &port) != 0 || !strcmp(a, op->address))
+        return;
+    ps_log("world %llu: the target %s gives its clients' address as %s", (unsigned long long)op->world_id, op->address,
+           a);
+    snprintf(op->address, sizeof op->address, "%s", a);
+}
+
+/* The target could not say whether it took the world (reachable 0: no
+ * connection or no answer; 1: it answered, but not about the world). A
+ * release waiting for the answer is settled by the operator's choice when
+ * the target is unreachable, refused when it answered otherwise; the move
+ * is asked about again later. */
+static void ask_failed(ps_mig *op, int reachable, const char *why) {
+    op_close_pc(op);
+    op->state = M_IN_DOUBT;
+    if (op->rel_req && !reachable) {
+        if (op->release == PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED) {
+            snprintf(op->rel_msg, sizeof op->rel_msg,
+                     "taken as moved to %s by the operator: the target could not be reached (%s); requests are "
+                     "redirected there",
+                     op->address, why);
+            ps_log("world %llu: %s", (unsigned long long)op->world_id, op->rel_msg);
+            op_done(op);
+        } else {
+            snprintf(op->rel_msg, sizeof op->rel_msg,
+                     "released here by the operator: the target %s could not be reached (%s); the world ticks here "
+                     "again (a copy the target may hold if it comes back must be destroyed there)",
+                     op->address, why);
+            op_fail(op, 1, PS_ST_ABORTED, "%s", op->rel_msg);
+        }
+        return;
+    }
+    if (op->rel_req) {
+        char msg[700];
+        snprintf(msg, sizeof msg,
+                 "the target %s answered but did not settle the move (%s): the world stays in doubt (the target's "
+                 "token: --to-token-file or migrate_token_file)",
+                 op->address, why);
+        release_refuse(op, PS_ST_PRECONDITION, msg);
+    }
+    op->retry_ms = op->retry_ms * 2 > MIG_RETRY_MAX_MS ? MIG_RETRY_MAX_MS : op->retry_ms * 2;
+    if (op->retry_ms < MIG_RETRY_MIN_MS) op->retry_ms = MIG_RETRY_MIN_MS;
+    uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
+}
+
 static void on_timer(uv_timer_t *t) {
     ps_mig *op = t->data;
     if (op->state == M_COMMIT)
         op_in_doubt(op, "no answer to the commit within 30 s");
     else if (op->state == M_IN_DOUBT)
         op_connect(op);
-    else if (op->state == M_ASKING) {
-        op_close_pc(op);
-        op->state = M_IN_DOUBT;
-        op->retry_ms = op->retry_ms * 2 > MIG_RETRY_MAX_MS ? MIG_RETRY_MAX_MS : op->retry_ms * 2;
-        uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
-    } else
+    else if (op->state == M_ASKING)
+        ask_failed(op, 0, "no answer within 5 s");
+    else
         op_fail(op, 1, PS_ST_UNAVAILABLE, "the move to %s did not finish within %d s", op->address,
                 MIG_TIMEOUT_MS / 1000);
 }
@@ -478,20 +601,27 @@ static void on_status_reply(pc_client *c, int err, const Physd__V1__Reply *r, vo
     if (!err && r->status == PHYSD__V1__STATUS__STATUS_OK) {
         ps_log("world %llu: the target %s says it took the world (migration %016llx)", (unsigned long long)op->world_id,
                op->address, (unsigned long long)op->id);
+        take_advertised(op, r);
+        snprintf(op->rel_msg, sizeof op->rel_msg, "the target %s has the world (migration %016llx): it moved there",
+                 op->address, (unsigned long long)op->id);
         op_done(op);
         return;
     }
     if (!err && r->status == PHYSD__V1__STATUS__STATUS_NOT_FOUND) {
         ps_log("world %llu: the target %s says it did not take the world (%s)", (unsigned long long)op->world_id,
                op->address, r->message);
+        snprintf(op->rel_msg, sizeof op->rel_msg,
+                 "the target %s says it did not take the world (%s): it ticks here again", op->address, r->message);
         op_fail(op, 1, PS_ST_UNAVAILABLE, "the target %s did not take the world: %s", op->address, r->message);
         return;
     }
     /* Anything else: ask again later. */
-    op_close_pc(op);
-    op->state = M_IN_DOUBT;
-    op->retry_ms = op->retry_ms * 2 > MIG_RETRY_MAX_MS ? MIG_RETRY_MAX_MS : op->retry_ms * 2;
-    uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
+    char why[400];
+    if (err)
+        snprintf(why, sizeof why, "%s", pc_strerror(err));
+    else
+        snprintf(why, sizeof why, "%s: %s", pc_status_name((int)r->status), r->message);
+    ask_failed(op, !err, why);
 }
 
 static void on_part_reply(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
@@ -504,6 +634,7 @@ static void on_part_reply(pc_client *c, int err, const Physd__V1__Reply *r, void
         return;
     }
     if (r->status != PHYSD__V1__STATUS__STATUS_OK) {
+        op->refused = 1;
         op_fail(op, 1, (int)r->status, "the target %s refused the world: %s: %s", op->address,
                 pc_status_name((int)r->status), r->message);
         return;
@@ -542,6 +673,7 @@ static void on_commit_reply(pc_client *c, int err, const Physd__V1__Reply *r, vo
                 pc_status_name((int)r->status), r->message);
         return;
     }
+    take_advertised(op, r);
     op_done(op);
 }
 
@@ -619,18 +751,19 @@ static void on_connected(pc_client *c, int status, void *data) {
     if (c != op->pc) return;
     if (op->state == M_ASKING || op->state == M_IN_DOUBT) {
         if (status < 0) {
-            op_close_pc(op);
-            op->state = M_IN_DOUBT;
-            op->retry_ms = op->retry_ms * 2 > MIG_RETRY_MAX_MS ? MIG_RETRY_MAX_MS : op->retry_ms * 2;
-            uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
+            /* A refused hello, a failed TLS handshake or an error from the
+             * server is an answer of sorts: something is there (maybe the
+             * target holding the world), so a release does not settle it. */
+            char why[400];
+            const char *m = pc_client_error_message(c);
+            snprintf(why, sizeof why, "%s%s%s", pc_strerror(status), m[0] ? ": " : "", m);
+            ask_failed(op, status == PC_EAUTH || status == PC_ETLS || status == PC_EREJECTED, why);
             return;
         }
         op->state = M_ASKING;
         uv_timer_start(&op->timer, on_timer, MIG_CONNECT_MS, 0);
-        if (send_phase(op, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, on_status_reply) != 0) {
-            op_close_pc(op);
-            op->state = M_IN_DOUBT;
-        }
+        if (send_phase(op, PHYSD__V1__IMPORT_PHASE__IMPORT_STATUS, on_status_reply) != 0)
+            ask_failed(op, 0, "the question could not be sent");
         return;
     }
     if (op->state != M_CONNECTING) return;
@@ -655,15 +788,25 @@ static void on_connected(pc_client *c, int status, void *data) {
 }
 
 static void op_connect(ps_mig *op) {
+    const ps_config *cfg = &op->s->cfg;
     pc_options o;
     pc_options_default(&o);
     o.client_name = "physd-migrate";
     o.credentials = op->cred;
+    /* TLS to the target (migrate_tls*): its certificate verified against
+     * migrate_tls_ca (else the system's CAs) and the host dialled. */
+    pc_tls_options tls;
+    if (cfg->migrate_tls || cfg->migrate_tls_ca[0]) {
+        pc_tls_options_default(&tls);
+        tls.ca_file = cfg->migrate_tls_ca[0] ? cfg->migrate_tls_ca : NULL;
+        tls.cert_file = cfg->migrate_tls_cert[0] ? cfg->migrate_tls_cert : NULL;
+        tls.key_file = cfg->migrate_tls_key[0] ? cfg->migrate_tls_key : NULL;
+        o.tls = &tls;
+    }
     if (op->state == M_IN_DOUBT) op->state = M_ASKING;
     int e = pc_client_connect(&op->pc, &op->s->loop, op->host, op->port, MIG_CONNECT_MS, &o, on_connected, op);
     if (e && op->state == M_ASKING) {
-        op->state = M_IN_DOUBT;
-        uv_timer_start(&op->timer, on_timer, (uint64_t)op->retry_ms, 0);
+        ask_failed(op, 0, pc_strerror(e));
     } else if (e) {
         op_fail(op, 1, PS_ST_UNAVAILABLE, "cannot connect to %s: %s", op->address, pc_strerror(e));
     }
@@ -741,6 +884,13 @@ static int op_start(ps_host *h, const char *target, const uint8_t *cred, size_t 
 void ps_migrate_start(ps_host *h, ps_conn *c, ps_msg *m) {
     const Physd__V1__MigrateWorld *mw = m->migrate_world;
     ps_status st;
+    if (mw->release != PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_NONE) { /* (one in doubt never gets here) */
+        ps_fail(&st, PS_ST_PRECONDITION, "world %llu's move is not in doubt: nothing to release",
+                (unsigned long long)h->id);
+        ps_audit(c, h->id, "release_in_doubt", st.code, st.msg);
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
     if (op_start(h, mw->target, mw->credentials.data, mw->credentials.len, c, m->request_id, NULL, &st)) {
         ps_audit(c, h->id, "migrate_world", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
@@ -759,6 +909,9 @@ void ps_migrate_host_gone(ps_host *h) {
     if (op->state == M_COMMIT || op->state == M_IN_DOUBT || op->state == M_ASKING) {
         /* The outcome is in doubt and stays so (the journal has COMMITTING:
          * a restart asks the target). */
+        release_refuse(op, PS_ST_UNAVAILABLE,
+                       "the server is stopping: the move stays in doubt (asked again at its "
+                       "restart)");
         op_end(op, PS_ST_UNAVAILABLE, "the server stopped while the world's move was in doubt");
         return;
     }
@@ -790,8 +943,59 @@ void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migrat
     uv_timer_start(&op->timer, on_timer, 10, 0);
 }
 
-int ps_migrate_refuse(ps_host *h, ps_conn *c, uint64_t request_id) {
+/* MigrateWorld.release on a world in doubt: ask the target now; its answer
+ * decides, else (unreachable) the operator's choice (ask_failed). */
+static void release_start(ps_host *h, ps_conn *c, ps_msg *m) {
+    const Physd__V1__MigrateWorld *mw = m->migrate_world;
+    ps_mig *op = h->mig;
+    if (mw->release != PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_HERE &&
+        mw->release != PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "release: unknown value %d", (int)mw->release);
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, msg);
+        return;
+    }
+    if (mw->credentials.len > 4096) {
+        ps_reply_error(c, m->request_id, PS_ST_INVALID, "credentials are longer than 4096 bytes");
+        return;
+    }
+    if (!op) { /* recovered in doubt with a target that does not parse */
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION,
+                       "the world's move is in doubt but its target is not known (see the server's log)");
+        return;
+    }
+    if (op->rel_req) {
+        ps_reply_error(c, m->request_id, PS_ST_PRECONDITION, "a release of this world's move is running");
+        return;
+    }
+    if (mw->credentials.len) {
+        free_cred(op->cred);
+        op->cred = source_credentials(h->srv, mw->credentials.data, mw->credentials.len);
+    }
+    op->release = (int)mw->release;
+    op->rel_req = c;
+    op->rel_req_id = m->request_id;
+    op->rel_msg[0] = 0;
+    ps_conn_ref(c);
+    ps_log("world %llu: release of its move in doubt asked (%s if %s cannot be reached): asking the target now",
+           (unsigned long long)h->id, op->release == PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED ? "moved" : "here",
+           op->address);
+    if (op->state == M_IN_DOUBT) {
+        uv_timer_stop(&op->timer);
+        op->retry_ms = MIG_RETRY_MIN_MS / 2; /* (doubled by a failure) */
+        op_connect(op);
+    } /* else M_ASKING: its answer, or its 5 s, settles the release */
+}
+
+int ps_migrate_refuse(ps_host *h, ps_conn *c, ps_msg *m) {
+    const uint64_t request_id = m->request_id;
+    const int release = m->request_case == PHYSD__V1__CLIENT_MESSAGE__REQUEST_MIGRATE_WORLD &&
+                        m->migrate_world->release != PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_NONE;
     if (h->frozen != PS_FROZEN_IN_DOUBT) return 0;
+    if (release) {
+        release_start(h, c, m);
+        return 1;
+    }
     char msg[800];
     snprintf(msg, sizeof msg,
              "world %llu is moving to %s and the outcome is not known yet: retry in a few seconds (it will be here "
@@ -804,6 +1008,22 @@ int ps_migrate_refuse(ps_host *h, ps_conn *c, uint64_t request_id) {
 /* ------------------------------------------------------------- drain */
 
 static void drain_next(ps_drain *d);
+
+static void drain_closed(uv_handle_t *t) {
+    ps_drain *d = t->data;
+    free(d->ids);
+    free(d->res);
+    free(d->msgs);
+    free(d->addrs);
+    free(d->tries);
+    free(d);
+}
+
+static void drain_retry(uv_timer_t *t) {
+    ps_drain *d = t->data;
+    d->waiting = 0;
+    if (!d->running) drain_next(d);
+}
 
 static void drain_finish(ps_drain *d) {
     ps_server *s = d->s;
@@ -837,15 +1057,27 @@ static void drain_finish(ps_drain *d) {
         ps_server_stop(s);
     }
     free_cred(d->cred);
-    free(d->ids);
-    free(d->res);
-    free(d->msgs);
-    free(d->addrs);
-    free(d);
+    d->cred = NULL;
+    uv_close((uv_handle_t *)&d->retry, drain_closed);
 }
 
 static void drain_world_done(ps_drain *d, const ps_mig *op, int code, const char *msg) {
     const size_t i = d->next - 1;
+    /* Refused by a target that is there (one draining itself: behind a
+     * Service, the next connection may reach another), or a connection that
+     * failed at once: tried again shortly, the world ticking here meanwhile. */
+    const int quick = ps_now_ns() - op->t0 < UINT64_C(1000000000);
+    if (code == PS_ST_UNAVAILABLE && !op->committing && (op->refused || quick) && d->tries[i] + 1 < MIG_DRAIN_TRIES &&
+        !d->s->stopping) {
+        d->tries[i]++;
+        d->next = i;
+        d->waiting = 1;
+        ps_log("world %llu: its move to %s failed (%s): trying again in %.1f s (attempt %d of %d)",
+               (unsigned long long)op->world_id, op->address, msg, MIG_DRAIN_RETRY_MS / 1000.0, d->tries[i] + 1,
+               MIG_DRAIN_TRIES);
+        uv_timer_start(&d->retry, drain_retry, MIG_DRAIN_RETRY_MS, 0);
+        return;
+    }
     Physd__V1__MovedWorld *r = &d->res[i];
     r->status = (Physd__V1__Status)code;
     snprintf(d->msgs[i], sizeof d->msgs[i], "%s", code == PS_ST_OK ? "ok" : msg);
@@ -877,6 +1109,7 @@ static void drain_next(ps_drain *d) {
         }
         if (op_start(h, d->address, (const uint8_t *)(d->cred ? d->cred : ""), d->cred ? strlen(d->cred) : 0, NULL, 0,
                      d, &st) == 0) {
+            if (d->waiting) break;                 /* it failed at once and is tried again (drain_retry) */
             if (d->done_upto == d->next) continue; /* it ended at once (drain_world_done counted it) */
             d->running = 0;
             return; /* drain_world_done goes on */
@@ -887,7 +1120,7 @@ static void drain_next(ps_drain *d) {
         d->failed++;
     }
     d->running = 0;
-    drain_finish(d);
+    if (!d->waiting) drain_finish(d);
 }
 
 static int drain_begin(ps_server *s, const char *target, const uint8_t *cred, size_t cred_len, int exit_after,
@@ -906,13 +1139,16 @@ static int drain_begin(ps_server *s, const char *target, const uint8_t *cred, si
         d->res = calloc(n + 1, sizeof *d->res);
         d->msgs = calloc(n + 1, sizeof *d->msgs);
         d->addrs = calloc(n + 1, sizeof *d->addrs);
+        d->tries = calloc(n + 1, sizeof *d->tries);
     }
-    if (!d || !d->ids || !d->res || !d->msgs || !d->addrs) {
-        if (d) free(d->ids), free(d->res), free(d->msgs), free(d->addrs);
+    if (!d || !d->ids || !d->res || !d->msgs || !d->addrs || !d->tries) {
+        if (d) free(d->ids), free(d->res), free(d->msgs), free(d->addrs), free(d->tries);
         free(d);
         return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     }
     d->s = s;
+    uv_timer_init(&s->loop, &d->retry);
+    d->retry.data = d;
     snprintf(d->address, sizeof d->address, "%s", target);
     d->cred = cred_len ? source_credentials(s, cred, cred_len) : NULL;
     for (int i = 0; i < s->nhosts; i++) {
@@ -998,6 +1234,39 @@ int ps_migrate_refuse_new(ps_conn *c, uint64_t request_id) {
     return 1;
 }
 
+/* ------------------------------------------------------- /readyz, /metrics */
+
+int ps_migrate_not_ready(ps_server *s, char *why, size_t n) {
+    const struct ps_migrate_state *m = s->mig;
+    if (!m || !m->drain) return 0;
+    const ps_drain *d = m->drain;
+    snprintf(why, n, "not ready: draining (worlds move to %s: %d of %zu moved, %d failed); no new worlds here\n",
+             d->address, d->moved, d->n, d->failed);
+    return 1;
+}
+
+size_t ps_migrate_metrics(ps_server *s, char *buf, size_t n) {
+    const struct ps_migrate_state *m = s->mig;
+    int doubt = 0;
+    for (int i = 0; i < s->nhosts; i++)
+        doubt += s->hosts[i]->frozen == PS_FROZEN_IN_DOUBT;
+    const int w =
+        snprintf(buf, n,
+                 "# HELP physd_draining 1 while a drain moves this server's worlds away (it takes no new ones).\n"
+                 "# TYPE physd_draining gauge\nphysd_draining %d\n"
+                 "# HELP physd_worlds_migrated_total Worlds moved from this server to another.\n"
+                 "# TYPE physd_worlds_migrated_total counter\nphysd_worlds_migrated_total %llu\n"
+                 "# HELP physd_worlds_migration_failed_total Moves that did not happen (the world stayed here).\n"
+                 "# TYPE physd_worlds_migration_failed_total counter\nphysd_worlds_migration_failed_total %llu\n"
+                 "# HELP physd_worlds_imported_total Worlds moved here from another server.\n"
+                 "# TYPE physd_worlds_imported_total counter\nphysd_worlds_imported_total %llu\n"
+                 "# HELP physd_worlds_in_doubt Worlds whose move is in doubt (frozen until the target answers).\n"
+                 "# TYPE physd_worlds_in_doubt gauge\nphysd_worlds_in_doubt %d\n",
+                 m && m->drain ? 1 : 0, (unsigned long long)(m ? m->moved : 0), (unsigned long long)(m ? m->failed : 0),
+                 (unsigned long long)(m ? m->imported : 0), doubt);
+    return w < 0 ? 0 : (size_t)w < n ? (size_t)w : n - 1;
+}
+
 /* ------------------------------------------------------- the target side */
 
 static import *import_find(ps_server *s, uint64_t migration_id, uint64_t world) {
@@ -1047,26 +1316,31 @@ void ps_migrate_conn_closed(ps_conn *c) {
     }
 }
 
+/* The address this server's clients use: advertise_address, else the
+ * GameServer's under Agones; NULL when neither is known. */
+static const char *advertised(ps_server *s) {
+    if (s->cfg.advertise_address[0]) return s->cfg.advertise_address;
+    if (s->mig && s->mig->advertised[0]) return s->mig->advertised;
+    return NULL;
+}
+
+void ps_migrate_set_advertised(ps_server *s, const char *address) {
+    struct ps_migrate_state *m = state(s);
+    if (m && address && strlen(address) < sizeof m->advertised)
+        snprintf(m->advertised, sizeof m->advertised, "%s", address);
+}
+
 static void reply_import(ps_conn *c, uint64_t request_id, const ps_host *h, uint64_t world, uint64_t hash,
                          uint64_t bytes, const char *address) {
-    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT, *mvp = &mv;
+    Physd__V1__MovedWorld mv = PHYSD__V1__MOVED_WORLD__INIT;
+    if (!address) address = advertised(c->srv);
     mv.world_id = world;
     mv.address = (char *)(address ? address : "");
     mv.tick = h ? h->tick : 0;
     mv.state_hash = hash;
     mv.bytes = bytes;
     mv.message = "ok";
-    Physd__V1__MigrateReply mr = PHYSD__V1__MIGRATE_REPLY__INIT;
-    mr.n_worlds = 1;
-    mr.worlds = &mvp;
-    ps_reply_msg r = PHYSD__V1__REPLY__INIT;
-    r.request_id = request_id;
-    r.status = PHYSD__V1__STATUS__STATUS_OK;
-    r.message = "ok";
-    r.tick = mv.tick;
-    r.payload_case = PHYSD__V1__REPLY__PAYLOAD_MIGRATE;
-    r.migrate = &mr;
-    ps_send_reply(c, &r);
+    reply_moved_ok(c, request_id, &mv, "ok");
 }
 
 /* The world's counters as the source had them. */
@@ -1204,6 +1478,7 @@ static void import_commit(ps_conn *c, const Physd__V1__ImportWorld *iw, uint64_t
             break;
         }
     h->mig_in_id = imp->id;
+    m->imported++;
     h->frozen = PS_FROZEN_NONE;
     h->paused = h->import_paused;
     h->base_ns = ps_now_ns();

@@ -610,8 +610,9 @@ void ps_migrate_drain_request(ps_conn *c, ps_msg *m);
 /* 1 (and UNAVAILABLE sent) while the server drains: no new worlds. */
 int ps_migrate_refuse_new(ps_conn *c, uint64_t request_id);
 /* 1 (and UNAVAILABLE sent) when requests on h cannot run now (the outcome
- * of its move is in doubt). */
-int ps_migrate_refuse(ps_host *h, ps_conn *c, uint64_t request_id);
+ * of its move is in doubt); 1 for a MigrateWorld.release of that move,
+ * answered once the move is settled. */
+int ps_migrate_refuse(ps_host *h, ps_conn *c, ps_msg *m);
 /* A tombstone: world moved to address (recovery, and a finished move). */
 int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address, uint64_t tick, uint64_t hash,
                         uint64_t arrived);
@@ -619,6 +620,14 @@ int ps_migrate_tomb_add(struct ps_server *s, uint64_t world, const char *address
  * the world stays frozen and the target is asked until it is known. */
 void ps_migrate_recover_in_doubt(ps_host *h, const char *target, uint64_t migration_id, uint64_t hash);
 void ps_migrate_free(struct ps_server *s);
+/* /readyz: 1 with the reason in why while a drain runs. */
+int ps_migrate_not_ready(struct ps_server *s, char *why, size_t n);
+/* /metrics: physd_draining, the moves' counters, worlds in doubt (text
+ * format 0.0.4) into buf; the bytes written. */
+size_t ps_migrate_metrics(struct ps_server *s, char *buf, size_t n);
+/* The address clients use for this server, learned under Agones (agones.c):
+ * told to the sources of moves here unless advertise_address is set. */
+void ps_migrate_set_advertised(struct ps_server *s, const char *address);
 /* The drain hook with drain_to set (ps_server_set_drain): every world
  * moves to drain_to, then the server stops. */
 void ps_migrate_drain_hook(struct ps_server *s, const char *why);

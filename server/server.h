@@ -115,6 +115,12 @@ typedef struct ps_config {
     uint64_t world_id_base; /* new world ids start above this (give each instance of a fleet its own range) */
     char drain_to[300];     /* "HOST:PORT": a drain (SIGTERM under Agones, Shutdown) moves every world there first */
     int no_outgoing;        /* migrations refused without connecting (the fuzz target; not an option) */
+    char advertise_address[300];  /* "HOST:PORT" told to sources that move worlds here, default "" */
+    char migrate_token_file[256]; /* the token presented to targets, default "" (the admin token) */
+    int migrate_tls;              /* TLS to targets, default 0 (1 when migrate_tls_ca is set) */
+    char migrate_tls_ca[1024];    /* PEM CA of the targets' certificates, default "" (system CAs) */
+    char migrate_tls_cert[1024];  /* PEM client certificate for targets, default "" (none) */
+    char migrate_tls_key[1024];   /* its key, default "" (in migrate_tls_cert) */
 } ps_config;
 
 void ps_config_defaults(ps_config *cfg);

@@ -1702,6 +1702,15 @@ const command physctl_commands[] = {
      "state hash, image size and how long it did not tick; if the move fails it stays here and ticks on.\n"
      "Example: physctl migrate 3 --to 10.0.0.7:7447\n",
      physctl_migrate, 0},
+    {"release", "WORLD [--moved] [--to-token-file F]", "settle a world whose move is in doubt (admin)",
+     "A move is in doubt when the commit went out and the target's answer never came: the world is frozen\n"
+     "here until the target says whether it took it. release asks the target now and its answer decides.\n"
+     "Only if the target cannot be reached (no connection or no answer in 5 s) does your choice apply,\n"
+     "journaled: the world ticks here again (default; the target is gone for good, and a copy it holds if\n"
+     "it comes back must be destroyed there), or with --moved it is taken as moved (requests redirected).\n"
+     "--to-token-file: the target's token, when it refuses the server's own.\n"
+     "Example: physctl release 3\n",
+     physctl_release, 0},
     {"drain", "--to HOST:PORT [--to-token-file F] [--exit]", "move every world of the server to another (admin)",
      "One world after another (as migrate); meanwhile the server refuses new worlds and tells every\n"
      "connection (NOTICE_DRAINING). Prints each world's outcome; exit 1 if some stay. With --exit the server\n"

@@ -2,8 +2,9 @@
  * fleet.c — physctl with several servers and worlds that move
  * (docs/fleet.md): `--servers LIST` (placement of new worlds by the rule
  * of clients/common/placement.h, the server of a world found by asking
- * each, `worlds` across all of them), the `fleet`, `migrate` and `drain`
- * commands, and following a redirect when a world moved.
+ * each, `worlds` across all of them), the `fleet`, `migrate`, `release`
+ * (a move in doubt) and `drain` commands, and following a redirect when a
+ * world moved.
  *
  * Normal path: with --servers, the first command that needs a connection
  * picks its server (a new world: the least loaded; a WORLD argument: the
@@ -272,6 +273,18 @@ typedef struct move_args {
     int exit_after;
 } move_args;
 
+/* --to-token-file F: the target's token into a->cred. */
+static int read_target_token(ctl *x, const char *path, move_args *a) {
+    FILE *f = fopen(path, "r");
+    if (!f) return ctl_fail(x, EXIT_FILE, "--to-token-file %s: %s", path, strerror(errno));
+    size_t n = fread(a->cred, 1, sizeof a->cred - 1, f);
+    fclose(f);
+    a->cred[n] = 0;
+    while (n > 0 && (a->cred[n - 1] == '\n' || a->cred[n - 1] == ' '))
+        a->cred[--n] = 0;
+    return 0;
+}
+
 static int parse_move_args(ctl *x, int argc, char **argv, int first, int allow_exit, move_args *a) {
     memset(a, 0, sizeof *a);
     for (int i = first; i < argc; i++) {
@@ -282,14 +295,8 @@ static int parse_move_args(ctl *x, int argc, char **argv, int first, int allow_e
                 a->to = argv[++i];
                 continue;
             }
-            const char *path = argv[++i];
-            FILE *f = fopen(path, "r");
-            if (!f) return ctl_fail(x, EXIT_FILE, "--to-token-file %s: %s", path, strerror(errno));
-            size_t n = fread(a->cred, 1, sizeof a->cred - 1, f);
-            fclose(f);
-            a->cred[n] = 0;
-            while (n > 0 && (a->cred[n - 1] == '\n' || a->cred[n - 1] == ' '))
-                a->cred[--n] = 0;
+            int r = read_target_token(x, argv[++i], a);
+            if (r) return r;
         } else {
             return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s' (see physctl %s --help)", argv[i], x->cmd);
         }
@@ -336,6 +343,48 @@ int physctl_migrate(ctl *x, int argc, char **argv) {
         ctl_print_message(mr ? &mr->base : &rep->reply->base);
     else if (mr && mr->n_worlds == 1)
         print_moved(mr->worlds[0]);
+    ctl_free(rep);
+    return 0;
+}
+
+int physctl_release(ctl *x, int argc, char **argv) {
+    uint64_t w;
+    int r = ctl_world_arg(x, argc, argv, 1, &w);
+    if (r) return r;
+    move_args a;
+    memset(&a, 0, sizeof a);
+    int moved = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--moved")) {
+            moved = 1;
+        } else if (!strcmp(argv[i], "--to-token-file") && i + 1 < argc) {
+            if ((r = read_target_token(x, argv[++i], &a))) return r;
+        } else {
+            return ctl_fail(x, EXIT_USAGE, "unexpected argument '%s' (see physctl %s --help)", argv[i], x->cmd);
+        }
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+    mw.world_id = w;
+    mw.release = moved ? PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED : PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_HERE;
+    mw.credentials.data = (uint8_t *)a.cred;
+    mw.credentials.len = strlen(a.cred);
+    m.request_case = REQ(MIGRATE_WORLD);
+    m.migrate_world = &mw;
+    if (!x->timeout_given) x->timeout_ms = 0; /* the target is asked first (5 s at most) */
+    smsg *rep;
+    r = ctl_call(x, &m, &rep);
+    memset(a.cred, 0, sizeof a.cred);
+    if (r) return r;
+    const Physd__V1__MigrateReply *mr = rep->reply->migrate;
+    if (x->json) {
+        ctl_print_message(mr ? &mr->base : &rep->reply->base);
+    } else if (mr && mr->n_worlds == 1) {
+        const Physd__V1__MovedWorld *mv = mr->worlds[0];
+        printf("world %llu %s at tick %llu (state hash %016llx): %s\n", (unsigned long long)mv->world_id,
+               mv->status == PHYSD__V1__STATUS__STATUS_OK ? "is at the target" : "ticks here",
+               (unsigned long long)mv->tick, (unsigned long long)mv->state_hash, mv->message);
+    }
     ctl_free(rep);
     return 0;
 }

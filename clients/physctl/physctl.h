@@ -129,6 +129,7 @@ int ctl_follow_redirect(ctl *x, const Physd__V1__ServerMessage *rep);
 int physctl_worlds_fleet(ctl *x);
 int physctl_migrate(ctl *x, int argc, char **argv);
 int physctl_drain(ctl *x, int argc, char **argv);
+int physctl_release(ctl *x, int argc, char **argv);
 int physctl_fleet(ctl *x, int argc, char **argv);
 
 int physctl_watch(ctl *x, int argc, char **argv);

@@ -24,7 +24,15 @@ Checks, over three physd lives:
      it, and physd exits 0.
   E. A second physd whose GameServer turns Shutdown (the watch): it drains
      by itself, POSTs /shutdown and exits 0.
+  F. Shutdown after a drain that moves worlds: a source physd with
+     drain_to (a name, as the manifests' Service is) and two worlds, a
+     target physd under its own stand-in whose GameServer has an address.
+     SIGTERM: both worlds move to the target (same ids, ticks and state
+     hashes; the target's counter goes to 2), told to clients at the
+     target's GameServer address; the source's counter goes 2, 1, 0, then
+     POST /shutdown, nothing after it, exit 0.
 """
+import json
 import os
 import signal
 import socket
@@ -44,12 +52,12 @@ H = Harness("agones_test", PHYSCTL, LOG)
 fail, physctl, procs = H.fail, H.physctl, H.procs
 
 
-def start_physd(sdk_port, port, http_port, extra=()):
+def start_physd(sdk_port, port, http_port, extra=(), log=LOG):
     env = dict(os.environ)
     env["AGONES_SDK_HTTP_PORT"] = str(sdk_port)
     args = [PHYSD, "--no-demo", "--port", str(port), "--http-port", str(http_port), "--agones-health-period", "0.5",
             "--step-stall-timeout", "1.5", "--max-step-work", "1e15"] + list(extra)
-    logf = open(LOG, "w")
+    logf = open(log, "w")
     p = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, env=env)
     procs.append(p)
     return p
@@ -216,4 +224,59 @@ if rc != 0 or len(sd) != 1 or "the GameServer is Shutdown" not in open(LOG).read
     fail("GameServer Shutdown: exit %s, %d POST /shutdown" % (rc, len(sd)))
 print("E. GameServer Shutdown seen on the watch: drained, POST /shutdown %.2f s later, exit 0" % (sd[0][0] - t_sd))
 si.close()
+
+# ------------------------------------ F. SIGTERM with drain_to: worlds move first
+T_LOG = os.path.join(WORK, "physd-target.log")
+t_sdk, t_port, t_http = free_port(), free_port(), free_port()
+si_t = StandIn(FLEET, t_sdk)
+pt = start_physd(t_sdk, t_port, t_http, ["--world-id-base", "1000"], log=T_LOG)
+si_t.wait_for(lambda c: c[2] == "/ready" and c[4] == 200, 15, "POST /ready (F, the target)")
+si_t.wait_for(lambda c: c[2] == "/watch/gameserver", 5, "the watch (F, the target)")
+si_t.set_address("127.0.0.1", t_port)  # the target's GameServer address: what clients must be told
+wait(lambda: si_t.annotations.get("agones.dev/sdk-physd-address") == "127.0.0.1:%d" % t_port, 5,
+     "the target's address annotation")
+sdk_port, port, http_port = free_port(), free_port(), free_port()
+si = StandIn(FLEET, sdk_port)
+p = start_physd(sdk_port, port, http_port, ["--drain-to", "localhost:%d" % t_port])
+si.wait_for(lambda c: c[2] == "/ready" and c[4] == 200, 15, "POST /ready (F, the source)")
+worlds = {}
+for name in ("f1", "f2"):
+    w = physctl(port, "create", "--scene", "stack20", "--name", name, "--paused")
+    physctl(port, "step", w, "17")
+    k = json.loads(physctl(port, "--json", "counters", w))
+    worlds[w] = (int(k["tick"]), str(k["state_hash"]))
+wait(lambda: si.counters["worlds"]["count"] == 2, 5, "the source's counter at 2")
+t_term = time.monotonic()
+p.send_signal(signal.SIGTERM)
+try:
+    rc = p.wait(timeout=30)
+except subprocess.TimeoutExpired:
+    fail("the source did not exit after SIGTERM with drain_to")
+sd = calls(si, "POST", "/shutdown", t_term)
+counts = [v[0] for v in counter_values(si, t_term)]
+after = [c for c in si.snapshot() if sd and c[0] > sd[0][0] and c[2] != "/watch/gameserver"]
+log = open(LOG).read()
+falling = counts and counts[-1] == "0" and all(int(a) > int(b) for a, b in zip(counts, counts[1:]))
+zero = [c for c in calls(si, "PATCH", "/v1beta1/counters/*", t_term) if c[3].get("count") == "0"]
+if rc != 0 or len(sd) != 1 or after or not falling or zero[-1][0] > sd[0][0]:
+    fail("SIGTERM with drain_to: exit %s, %d POST /shutdown, counts %s, calls after it %s" %
+         (rc, len(sd), counts, [c[1:3] for c in after]))
+if "drain to localhost:%d: 2 worlds moved, 0 could not be" % t_port not in log:
+    fail("the source's log does not say both worlds moved")
+for w in worlds:
+    if "world %s moved to 127.0.0.1:%d" % (w, t_port) not in log:
+        fail("world %s was not told to clients at the target's GameServer address 127.0.0.1:%d" % (w, t_port))
+    k = json.loads(physctl(t_port, "--json", "counters", w))
+    if (int(k["tick"]), str(k["state_hash"])) != worlds[w]:
+        fail("world %s at the target: tick %s hash %s, left at %s" % (w, k["tick"], k["state_hash"], worlds[w]))
+wait(lambda: si_t.counters["worlds"]["count"] == 2, 5, "the target's counter at 2")
+print("F. SIGTERM with drain_to localhost:%d: worlds %s moved (same ticks and state hashes there), told at the "
+      "target's GameServer address 127.0.0.1:%d; the source's counter %s, then POST /shutdown %.2f s after the "
+      "signal, exit 0; the target's counter 2" %
+      (t_port, ", ".join(sorted(worlds)), t_port, " -> ".join(counts), sd[0][0] - t_term))
+pt.send_signal(signal.SIGTERM)  # (the target has no drain_to: it stops, journals nothing here)
+if pt.wait(timeout=30) != 0:
+    fail("the target did not stop cleanly")
+si.close()
+si_t.close()
 print("agones_test: all checks passed (against the stand-in, not the real Agones SDK server)")

@@ -16,7 +16,9 @@ http_port, the data volume is mounted at the --data-dir of the container's
 arguments, the FleetAutoscaler's buffer is consistent (Agones: bufferSize >
 0, minCapacity >= bufferSize, maxCapacity >= minCapacity) and names the
 Fleet and its counter, the metrics Service selects the Pods and their HTTP
-port, and physd accepts the container's arguments with the image's config.
+port, the drain Service selects the Pods and their protocol port and is
+the container's --drain-to (NAME:PORT), and physd accepts the container's
+arguments with the image's config.
 """
 import os
 import re
@@ -44,6 +46,7 @@ def get(d, path, default=None):
 
 
 docs = {}
+services = {}  # by name: the metrics Service and the drain Service
 for name in sorted(os.listdir(K8S)):
     if not name.endswith(".yaml"):
         continue
@@ -58,6 +61,8 @@ for name in sorted(os.listdir(K8S)):
             check(isinstance(d.get(k), str), "%s: no %s" % (name, k))
         check(isinstance(get(d, "metadata.name"), str), "%s: no metadata.name" % name)
         docs[d.get("kind")] = d
+        if d.get("kind") == "Service":
+            services[get(d, "metadata.name")] = d
 
 # physd's defaults and the image's config.
 helptext = subprocess.run([PHYSD, "--help"], capture_output=True, text=True).stdout
@@ -69,10 +74,10 @@ for line in open(CONF):
         k, v = (x.strip() for x in line.split("=", 1))
         conf[k.replace("_", "-")] = v
 
-fleet, fas, svc = docs.get("Fleet"), docs.get("FleetAutoscaler"), docs.get("Service")
+fleet, fas, svc = docs.get("Fleet"), docs.get("FleetAutoscaler"), services.get("physd-metrics")
 check(fleet and get(fleet, "apiVersion") == "agones.dev/v1", "no Fleet of agones.dev/v1")
 check(fas and get(fas, "apiVersion") == "autoscaling.agones.dev/v1", "no FleetAutoscaler of autoscaling.agones.dev/v1")
-check(svc and get(svc, "apiVersion") == "v1", "no Service of v1")
+check(svc and get(svc, "apiVersion") == "v1", "no Service physd-metrics of v1")
 if errors:
     print("\n".join("check_manifests: " + e for e in errors), file=sys.stderr)
     sys.exit(1)
@@ -132,6 +137,19 @@ if check(len(cont) == 1, "Fleet: the port's container is not in the Pod"):
         a[a.index("--config") + 1] = CONF
     r = subprocess.run([PHYSD] + a + ["--version"], capture_output=True, text=True)
     check(r.returncode == 0, "Fleet: physd refuses the container's arguments %s: %s" % (args, r.stderr.strip()))
+    # The drain target: a Service of these manifests over the protocol port.
+    drain_to = args[args.index("--drain-to") + 1] if "--drain-to" in args else ""
+    dname, _, dport = drain_to.rpartition(":")
+    dsvc = services.get(dname)
+    if check(dsvc is not None, "Fleet: --drain-to %r is not NAME:PORT of a Service here" % drain_to):
+        dsel = get(dsvc, "spec.selector", {})
+        check(dsel and all(get(gs, "template.metadata.labels", {}).get(k) == v for k, v in dsel.items()),
+              "drain Service %s: its selector does not match the Pods" % dname)
+        check(get(dsvc, "spec.clusterIP") != "None", "drain Service %s: headless (a name per Pod, not one)" % dname)
+        dp = [x for x in get(dsvc, "spec.ports", []) if str(x.get("port")) == dport]
+        check(len(dp) == 1 and str(dp[0].get("targetPort")) in (conf["port"], defaults["agones-port-name"]) and
+              dp[0].get("protocol", "TCP") == "TCP",
+              "drain Service %s: port %s must lead to the protocol port %s" % (dname, dport, conf["port"]))
 
 # -------------------------------------------------------- FleetAutoscaler
 check(get(fas, "spec.fleetName") == get(fleet, "metadata.name"), "FleetAutoscaler: fleetName is not the Fleet")
@@ -160,6 +178,6 @@ if errors:
     print("\n".join("check_manifests: " + e for e in errors), file=sys.stderr)
     sys.exit(1)
 print("check_manifests: %s parse; Fleet (port %s -> %s, counter %s of %s, probes /healthz /readyz on %s), "
-      "FleetAutoscaler (buffer %s of %s..%s), Service: consistent with physd" %
+      "FleetAutoscaler (buffer %s of %s..%s), Services %s (drain_to %s): consistent with physd" %
       (", ".join(sorted(k for k in docs)), defaults["agones-port-name"], conf["port"], defaults["agones-counter"],
-       conf["max-worlds"], conf["http-port"], buf, mn, mx))
+       conf["max-worlds"], conf["http-port"], buf, mn, mx, ", ".join(sorted(services)), drain_to))

@@ -10,8 +10,12 @@
  * with access control on, /metrics needs the admin token as a bearer
  * token while /healthz does not; http = off leaves no HTTP port; a
  * non-loopback http_listen without access control is refused (protected
- * mode), and an HTTP port in use stops the start cleanly. The HTTP side
- * runs on port 0 here: many servers share a process.
+ * mode), and an HTTP port in use stops the start cleanly. While a drain
+ * runs, /readyz answers 503 with the reason (a load balancer sends new
+ * clients elsewhere) and physd_draining is 1; the moves' counters
+ * (physd_worlds_migrated_total, _migration_failed_total, _imported_total)
+ * count what happened. The HTTP side runs on port 0 here: many servers
+ * share a process.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "mtest.h"
 #include "ps_internal.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
@@ -235,6 +240,21 @@ static void test_metrics_need_admin_token(void **state) {
     unlink(path);
 }
 
+/* A socket listening on 127.0.0.1 (its port in *port) that accepts nothing. */
+static int listen_loopback(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
 static void test_http_switches(void **state) {
     (void)state;
     ps_config cfg;
@@ -252,29 +272,124 @@ static void test_http_switches(void **state) {
     assert_null(s);
     /* An HTTP port in use: the server does not start, and libwebsockets'
      * handles are closed before the loop is (ASan: nothing leaks). */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t alen = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(fd, 1), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    int port = 0;
+    const int fd = listen_loopback(&port);
     itest_config(&cfg);
     cfg.http = 1;
-    cfg.http_port = ntohs(a.sin_port);
+    cfg.http_port = port;
     assert_int_equal(ps_server_create(&s, &cfg), UV_EADDRINUSE);
     assert_null(s);
     close(fd);
 }
 
+/* Drain{target} sent without waiting for its reply. */
+static void send_drain(itest_client *c, const char *target) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Drain d = PHYSD__V1__DRAIN__INIT;
+    d.target = (char *)target;
+    m.request_case = REQ(DRAIN);
+    m.drain = &d;
+    assert_int_equal(itest_client_send(c, &m), 0);
+}
+
+static smsg *wait_reply(itest_client *c, int timeout_ms) {
+    const double end = itest_now() + timeout_ms / 1000.0;
+    while (itest_now() < end) {
+        smsg *r = itest_client_recv(c, 200);
+        if (r && r->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) return r;
+        if (r) physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    return NULL;
+}
+
+static void test_draining_readyz_metrics(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    itest_config(&cs);
+    cs.http = 1;
+    cs.http_port = 0;
+    itest_config(&ct);
+    ct.http = 1;
+    ct.http_port = 0;
+    ct.world_id_base = 1000;
+    mserver S, T;
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    const int hs = ps_server_http_port(S.srv), ht = ps_server_http_port(T.srv);
+    char *m = metrics(hs);
+    assert_true(sample(m, "physd_draining") == 0 && sample(m, "physd_worlds_migrated_total") == 0 &&
+                sample(m, "physd_worlds_migration_failed_total") == 0 &&
+                sample(m, "physd_worlds_imported_total") == 0 && sample(m, "physd_worlds_in_doubt") == 0);
+    free(m);
+    /* A target that accepts the connection and never answers the hello:
+     * the drain runs for the source's 5 s connect limit. */
+    int sport = 0;
+    const int fd = listen_loopback(&sport);
+    char silent[64], want[160];
+    snprintf(silent, sizeof silent, "127.0.0.1:%d", sport);
+    itest_client c;
+    itest_connect(&c, S.port, "admin");
+    const uint64_t w = itest_create_world(&c, "w", "stack20", 0, NULL);
+    const double t0 = itest_now();
+    send_drain(&c, silent);
+    itest_sleep(0.3);
+    char *body = NULL;
+    assert_int_equal(http_get(hs, "/readyz", NULL, &body), 503);
+    snprintf(want, sizeof want, "not ready: draining (worlds move to %s: 0 of 1 moved, 0 failed); no new worlds here\n",
+             silent);
+    printf("/readyz while draining: 503 %s", body);
+    assert_string_equal(body, want);
+    free(body);
+    m = metrics(hs);
+    assert_true(sample(m, "physd_draining") == 1);
+    free(m);
+    int st = 0;
+    assert_int_equal(itest_create_world(&c, "new", "box_drop", 0, &st), 0);
+    assert_int_equal(st, ST(UNAVAILABLE));
+    smsg *r = wait_reply(&c, 15000);
+    assert_non_null(r);
+    printf("drain to a silent target: %s after %.1f s: %s\n", pc_status_name((int)r->reply->status), itest_now() - t0,
+           r->reply->message);
+    assert_int_equal(r->reply->status, ST(UNAVAILABLE));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    close(fd);
+    /* Over: ready again, one move failed. */
+    assert_int_equal(http_get(hs, "/readyz", NULL, &body), 200);
+    assert_string_equal(body, "ready: 1 worlds\n");
+    free(body);
+    m = metrics(hs);
+    assert_true(sample(m, "physd_draining") == 0 && sample(m, "physd_worlds_migration_failed_total") == 1 &&
+                sample(m, "physd_worlds_migrated_total") == 0);
+    free(m);
+    /* A drain to a real target: the world moves and is counted on both sides. */
+    itest_create_world(&c, "second", "box_drop", 0, NULL);
+    send_drain(&c, mt_addr(T.port));
+    r = wait_reply(&c, 15000);
+    assert_non_null(r);
+    assert_int_equal(r->reply->status, ST(OK));
+    assert_int_equal(r->reply->migrate->n_worlds, 2);
+    assert_int_equal(r->reply->migrate->worlds[0]->world_id, w);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    m = metrics(hs);
+    printf("after a drain of 2 worlds: physd_worlds_migrated_total %g, _migration_failed_total %g, physd_worlds %g\n",
+           sample(m, "physd_worlds_migrated_total"), sample(m, "physd_worlds_migration_failed_total"),
+           sample(m, "physd_worlds"));
+    assert_true(sample(m, "physd_draining") == 0 && sample(m, "physd_worlds_migrated_total") == 2 &&
+                sample(m, "physd_worlds_migration_failed_total") == 1 && sample(m, "physd_worlds") == 0);
+    free(m);
+    m = metrics(ht);
+    assert_true(sample(m, "physd_worlds_imported_total") == 2 && sample(m, "physd_worlds") == 2);
+    free(m);
+    itest_client_close(&c);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_health_ready_index),
-        cmocka_unit_test(test_metrics_counters_move),
-        cmocka_unit_test(test_metrics_need_admin_token),
-        cmocka_unit_test(test_http_switches),
+        cmocka_unit_test(test_health_ready_index),       cmocka_unit_test(test_metrics_counters_move),
+        cmocka_unit_test(test_metrics_need_admin_token), cmocka_unit_test(test_http_switches),
+        cmocka_unit_test(test_draining_readyz_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

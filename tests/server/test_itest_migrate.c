@@ -19,7 +19,15 @@
  *  - a drain moves every world and stops the server; new worlds are
  *    refused while it runs;
  *  - the ImportWorld protocol itself (prepared imports, commit, abort,
- *    status, its errors).
+ *    status, its errors);
+ *  - a target that speaks TLS only, asks for a client certificate and
+ *    takes only its own admin token: the source verifies it against
+ *    migrate_tls_ca, presents migrate_tls_cert and migrate_token_file's
+ *    token; a source trusting another CA (or speaking plain TCP, or
+ *    without a certificate) is refused and its world ticks on, unchanged;
+ *  - a release of a move in doubt (MigrateWorld.release): the target's
+ *    answer decides; an unreachable target leaves the operator's choice;
+ *  - a target's advertise_address is what the source's clients are told.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -1028,6 +1036,259 @@ static void test_drain_from_c(void **state) {
 }
 
 /* The client library's address parser (pc_parse_address). */
+/* ------------------------------------------------ TLS targets (migrate_tls) */
+
+static char cert_buf[8][512];
+static int cert_k;
+
+static const char *cert(const char *name) {
+    char *p = cert_buf[cert_k++ % 8];
+    snprintf(p, 512, "%s/%s", TLS_CERT_DIR, name);
+    return p;
+}
+
+/* A source whose moves use TLS with the CA ca (NULL: plain TCP), the
+ * client certificate (or none) and the token file tok (or none). */
+static void tls_source(mserver *S, uint64_t base, const char *ca, int client_cert, const char *tok) {
+    ps_config c;
+    cfg_base(&c, base);
+    if (ca) snprintf(c.migrate_tls_ca, sizeof c.migrate_tls_ca, "%s", cert(ca));
+    if (client_cert) {
+        snprintf(c.migrate_tls_cert, sizeof c.migrate_tls_cert, "%s", cert("client.pem"));
+        snprintf(c.migrate_tls_key, sizeof c.migrate_tls_key, "%s", cert("client.key"));
+    }
+    if (tok) snprintf(c.migrate_token_file, sizeof c.migrate_token_file, "%s", tok);
+    mserver_start(S, &c);
+}
+
+static void test_tls_target(void **state) {
+    (void)state;
+    char tokfile[128], admin[256];
+    snprintf(tokfile, sizeof tokfile, "/tmp/physd_mig_tls_%d.token", (int)getpid());
+    unlink(tokfile);
+    /* The target: TLS only, client certificates signed by ca.pem, its own admin token. */
+    ps_config ct;
+    cfg_base(&ct, 1000);
+    snprintf(ct.tls_cert, sizeof ct.tls_cert, "%s", cert("server.pem"));
+    snprintf(ct.tls_key, sizeof ct.tls_key, "%s", cert("server.key"));
+    snprintf(ct.tls_client_ca, sizeof ct.tls_client_ca, "%s", cert("ca.pem"));
+    snprintf(ct.admin_token_file, sizeof ct.admin_token_file, "%s", tokfile);
+    mserver T;
+    mserver_start(&T, &ct);
+    read_token(tokfile, admin, sizeof admin);
+    mserver good, wrong_ca, plain, no_cert, no_token;
+    tls_source(&good, 0, "ca.pem", 1, tokfile);
+    tls_source(&wrong_ca, 2000, "wrong_ca.pem", 1, tokfile);
+    tls_source(&plain, 3000, NULL, 0, tokfile);
+    tls_source(&no_cert, 4000, "ca.pem", 0, tokfile);
+    tls_source(&no_token, 5000, "ca.pem", 1, NULL);
+    const char *target = mt_addr(T.port);
+    struct {
+        const char *what;
+        mserver *src;
+        int want;
+        const char *says;
+    } cases[] = {
+        {"a source trusting another CA", &wrong_ca, ST(UNAVAILABLE), "certificate verify failed"},
+        {"a source speaking plain TCP", &plain, ST(UNAVAILABLE), "cannot reach the target"},
+        {"a source without a client certificate", &no_cert, ST(UNAVAILABLE), "cannot reach the target"},
+        {"a source without the target's token", &no_token, ST(PERMISSION_DENIED), "credentials"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        itest_client a;
+        itest_connect(&a, cases[k].src->port, "admin");
+        const uint64_t run = mt_create(&a, "box_drop", 0, 60);
+        const uint64_t A = mt_create(&a, "stack20", 1, 0), R = mt_create(&a, "stack20", 1, 0);
+        step(&a, A, 4);
+        step(&a, R, 4);
+        uint64_t t0;
+        hash_of(&a, run, &t0);
+        smsg *rep = mt_migrate(&a, A, target, NULL);
+        printf("%-40s -> %s: %s\n", cases[k].what, pc_status_name((int)rep->reply->status), rep->reply->message);
+        assert_int_equal(rep->reply->status, cases[k].want);
+        assert_non_null(strstr(rep->reply->message, cases[k].says));
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        rep = mt_migrate(&a, run, target, NULL);
+        assert_int_equal(rep->reply->status, cases[k].want);
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        /* Both stay: the paused one as its twin, the running one ticking. */
+        assert_twins(&a, A, R, 3);
+        itest_sleep(0.2);
+        uint64_t t1;
+        hash_of(&a, run, &t1);
+        assert_true(t1 >= t0 + 3);
+        itest_client_close(&a);
+    }
+    /* The right CA, a client certificate and the target's token: it moves. */
+    itest_client a;
+    itest_connect(&a, good.port, "admin");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0);
+    const uint64_t run = mt_create(&a, "box_drop", 0, 60);
+    step(&a, A, 7);
+    uint64_t tick;
+    const uint64_t h = hash_of(&a, A, &tick);
+    smsg *rep = mt_migrate(&a, A, target, NULL);
+    printf("%-40s -> %s: %s\n", "the right CA, certificate and token", pc_status_name((int)rep->reply->status),
+           rep->reply->message);
+    assert_int_equal(rep->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    rep = mt_migrate(&a, run, target, NULL);
+    assert_int_equal(rep->reply->status, ST(OK));
+    const uint64_t run_tick = rep->reply->migrate->worlds[0]->tick;
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    pc_tls_options tls;
+    pc_tls_options_default(&tls);
+    tls.ca_file = cert("ca.pem");
+    tls.cert_file = cert("client.pem");
+    tls.key_file = cert("client.key");
+    pc_options o;
+    pc_options_default(&o);
+    o.client_name = "tls-test";
+    o.credentials = admin;
+    o.tls = &tls;
+    itest_client t;
+    char why[256];
+    assert_int_equal(itest_client_connect_opts(&t, T.port, &o, why, sizeof why), 0);
+    uint64_t tick_t;
+    assert_int_equal(hash_of(&t, A, &tick_t), h);
+    assert_int_equal(tick_t, tick);
+    itest_sleep(0.2);
+    hash_of(&t, run, &tick_t);
+    assert_true(tick_t > run_tick); /* the running one ticks on there */
+    itest_client_close(&t);
+    itest_client_close(&a);
+    mserver_stop(&good);
+    mserver_stop(&wrong_ca);
+    mserver_stop(&plain);
+    mserver_stop(&no_cert);
+    mserver_stop(&no_token);
+    mserver_stop(&T);
+    unlink(tokfile);
+}
+
+/* ------------------------------------------- releasing a move in doubt */
+
+static smsg *mt_release(itest_client *c, uint64_t w, int how) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+    mw.world_id = w;
+    mw.release = (Physd__V1__DoubtRelease)how;
+    m.request_case = REQ(MIGRATE_WORLD);
+    m.migrate_world = &mw;
+    smsg *r = itest_client_call(c, &m, 30000);
+    assert_non_null(r);
+    return r;
+}
+
+/* A world in doubt with the stand-in: the release asks the target at
+ * once, and its answer wins over the operator's choice; with the target
+ * gone, the operator's choice applies (here, or moved). */
+static void test_release_in_doubt(void **state) {
+    (void)state;
+    ps_config cs;
+    cfg_base(&cs, 0);
+    mserver S;
+    mserver_start(&S, &cs);
+    itest_client a;
+    itest_connect(&a, S.port, "admin");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0), R = mt_create(&a, "stack20", 1, 0);
+    /* Not in doubt: nothing to release. */
+    smsg *rep = mt_release(&a, A, PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_HERE);
+    assert_int_equal(rep->reply->status, ST(FAILED_PRECONDITION));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    for (int round = 0; round < 3; round++) {
+        ftarget ft;
+        memset(&ft, 0, sizeof ft);
+        ft.close_after_parts = -1;
+        ft.commit_mode = 1; /* the commit's answer never comes */
+        ft.status_mode = 0; /* asked: "I have it" */
+        ftarget_start(&ft);
+        const uint64_t W = round == 0 ? A : mt_create(&a, "stack20", 1, 0);
+        uint64_t tick;
+        const uint64_t h = hash_of(&a, W, &tick);
+        rep = mt_migrate(&a, W, mt_addr(ft.port), NULL);
+        assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        const int fport = ft.port;
+        if (round > 0) ftarget_stop(&ft); /* gone for good: the release cannot ask it */
+        const int how =
+            round == 2 ? PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED : PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_HERE;
+        const double t0 = itest_now();
+        rep = mt_release(&a, W, how);
+        assert_int_equal(rep->reply->status, ST(OK));
+        const Physd__V1__MovedWorld *mv = rep->reply->migrate->worlds[0];
+        printf("release (%s), the target %s: %s after %.2f s: %s\n",
+               how == PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_MOVED ? "moved" : "here",
+               round == 0 ? "answers it has the world" : "is gone", pc_status_name((int)mv->status), itest_now() - t0,
+               mv->message);
+        assert_int_equal(mv->tick, tick);
+        assert_int_equal(mv->state_hash, h);
+        smsg *c = mt_counters(&a, W);
+        if (round == 1) { /* here again: it steps as a twin would */
+            assert_int_equal(mv->status, ST(ABORTED));
+            assert_non_null(strstr(mv->message, "released here by the operator"));
+            assert_int_equal(c->reply->status, ST(OK));
+            assert_int_equal(c->reply->counters->state_hash, h);
+            step(&a, W, 2);
+        } else { /* at the target: redirected */
+            assert_int_equal(mv->status, ST(OK));
+            assert_non_null(strstr(mv->message, round == 0 ? "the target 127.0.0.1" : "taken as moved"));
+            pc_world_moved m;
+            assert_int_equal(pc_reply_moved(c->reply, &m), 1);
+            assert_int_equal(m.port, fport);
+        }
+        physd__v1__server_message__free_unpacked(c, NULL);
+        physd__v1__server_message__free_unpacked(rep, NULL);
+        if (round == 0) {
+            assert_true(ft.statuses >= 1);
+            ftarget_stop(&ft);
+        }
+    }
+    step(&a, R, 1); /* (the server still steps its other worlds) */
+    itest_client_close(&a);
+    mserver_stop(&S);
+}
+
+/* The target's advertise_address, not the address the source dialled, is
+ * what the world's subscribers and later requests are told. */
+static void test_advertised_address(void **state) {
+    (void)state;
+    ps_config cs, ct;
+    cfg_base(&cs, 0);
+    cfg_base(&ct, 1000);
+    mserver S, T;
+    ct.port = free_port();
+    snprintf(ct.advertise_address, sizeof ct.advertise_address, "127.0.0.1:%d", ct.port);
+    mserver_start(&S, &cs);
+    mserver_start(&T, &ct);
+    itest_client a, sub;
+    itest_connect(&a, S.port, "admin");
+    itest_connect(&sub, S.port, "sub");
+    const uint64_t A = mt_create(&a, "stack20", 1, 0);
+    uint64_t sid;
+    assert_int_equal(itest_subscribe(&sub, A, PHYSD__V1__STREAM_KIND__STREAM_STATS, 1, NULL, 0, 0, &sid), ST(OK));
+    char dialled[64];
+    snprintf(dialled, sizeof dialled, "localhost:%d", T.port); /* as a Service name would be */
+    smsg *rep = mt_migrate(&a, A, dialled, NULL);
+    assert_int_equal(rep->reply->status, ST(OK));
+    printf("dialled %s, told %s\n", dialled, rep->reply->migrate->worlds[0]->address);
+    assert_string_equal(rep->reply->migrate->worlds[0]->address, ct.advertise_address);
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    smsg *n = mt_wait_notice(&sub, NK(WORLD_MOVED), 5000);
+    assert_non_null(n);
+    assert_string_equal(n->notice->address, ct.advertise_address);
+    physd__v1__server_message__free_unpacked(n, NULL);
+    rep = mt_counters(&a, A);
+    pc_world_moved mv;
+    assert_int_equal(pc_reply_moved(rep->reply, &mv), 1);
+    assert_string_equal(mv.host, "127.0.0.1");
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    itest_client_close(&sub);
+    itest_client_close(&a);
+    mserver_stop(&S);
+    mserver_stop(&T);
+}
+
 static void test_parse_address(void **state) {
     (void)state;
     char host[64];
@@ -1065,6 +1326,9 @@ int main(void) {
         cmocka_unit_test(test_drain_refuses_new_worlds),
         cmocka_unit_test(test_drain_from_c),
         cmocka_unit_test(test_import_protocol),
+        cmocka_unit_test(test_tls_target),
+        cmocka_unit_test(test_release_in_doubt),
+        cmocka_unit_test(test_advertised_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
