@@ -26,7 +26,9 @@
  * wake-ups (the worker's, then the loop's), 0.1-0.4 ms on an idle machine
  * and many milliseconds on a busy one, more than such a step
  * (loop_ticks; docs/streams.md, "Edit-to-frame latency"). A world whose
- * jobs grow past the line goes back to the workers at its next tick.
+ * jobs grow past the line goes back to the workers within a few ticks
+ * (one sudden heavy step, say after an edit that added many bodies, may
+ * still run on the loop once: the average moves after it).
  *
  * Failure modes: a world that falls more than max_catchup ticks behind
  * skips the excess ticks instead of spiralling (counted in overrun_ticks,
