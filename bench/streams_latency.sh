@@ -6,7 +6,9 @@
 # 20-client physload whose 10 editors add and remove spheres; each time
 # physd-latency measures for 30 s from a process of its own. One JSON line
 # per run: the mode, the load average before and after, and
-# physd-latency's report.
+# physd-latency's report. PHYSD_BINS (default: BUILD_DIR's physd) runs
+# each of several physd binaries in turn within every round and mode (a
+# before/after comparison under the same conditions; the line names it).
 #
 #   bench/streams_latency.sh BUILD_DIR [ROUNDS] > runs.jsonl
 set -eu
@@ -16,9 +18,10 @@ port=${PORT:-17930}
 pid=0
 trap '[ "$pid" -gt 0 ] && kill "$pid" 2>/dev/null; true' EXIT INT TERM
 for r in $(seq 1 "$rounds"); do
-    for mode in rest moving; do
+    for mode in ${MODES:-rest moving}; do
+      for bin in ${PHYSD_BINS:-$build/server/physd}; do
         load0=$(cut -d' ' -f1 /proc/loadavg)
-        "$build/server/physd" --port "$port" --http-port 0 --no-demo >/dev/null 2>&1 &
+        "$bin" --port "$port" --http-port 0 --no-demo >/dev/null 2>&1 &
         pid=$!
         sleep 0.5
         if [ "$mode" = rest ]; then
@@ -34,8 +37,9 @@ for r in $(seq 1 "$rounds"); do
         kill "$pid"
         wait "$pid" 2>/dev/null || true
         pid=0
-        echo "{\"round\": $r, \"mode\": \"$mode\", \"load_before\": $load0, \"load_end\": $load1, \"latency\": ${lat:-null}}"
+        echo "{\"round\": $r, \"mode\": \"$mode\", \"physd\": \"$bin\", \"load_before\": $load0, \"load_end\": $load1, \"latency\": ${lat:-null}}"
         port=$((port + 1))
         sleep 1
+      done
     done
 done

@@ -8,9 +8,11 @@
  * the bytes that arrive), fills it and hands the complete frame to
  * dispatch. While the body's buffer has room for bytes still expected,
  * reads go straight into it (the decoder's window) without the copy. Replies and pushes are queued on the output
- * queue as refcounted buffers; the server's prepare phase starts one
- * gathered write per connection (at most PS_WRITE_BATCH buffers), and the
- * write callback starts the next.
+ * queue as refcounted buffers; the server's prepare phase flushes each
+ * connection with gathered writes (at most PS_WRITE_BATCH buffers each):
+ * on a plain socket first written at once (uv_try_write, usually the whole
+ * queue in one writev), what the socket does not take through uv_write,
+ * whose callback starts the next.
  *
  * Failure modes: a malformed varint (more than 10 bytes) or a length above
  * max_frame gets an error reply with request id 0 and the connection is
@@ -254,8 +256,10 @@ static void start_drain(ps_conn *c) {
 
 /* ---------------------------------------------------------------- writes */
 
-static void on_write(uv_write_t *req, int status) {
-    ps_conn *c = req->data;
+/* The in-flight entries were written (status 0) or not (< 0): releases
+ * them; a compact frame written whole becomes a baseline. 0 when the
+ * connection may write on, else it is closing. */
+static int write_done(ps_conn *c, int status) {
     uint64_t bytes = 0;
     for (size_t k = 0; k < c->n_inflight; k++) {
         bytes += ps_out_entry_len(&c->inflight[k]);
@@ -271,65 +275,109 @@ static void on_write(uv_write_t *req, int status) {
     c->n_inflight = 0;
     c->writing = 0;
     ps_outq_written(&c->outq, bytes);
-    if (c->closing) return;
+    if (c->closing) return -1;
     if (status < 0) {
         ps_conn_close(c, uv_strerror(status));
-        return;
+        return -1;
     }
-    ps_conn_flush(c);
+    return 0;
 }
 
+static void on_write(uv_write_t *req, int status) {
+    ps_conn *c = req->data;
+    if (write_done(c, status) == 0) ps_conn_flush(c);
+}
+
+/* Gathered writes tried at once per flush before one goes through libuv's
+ * queue: a few, so a large snapshot (image.c pumps its next chunk into the
+ * queue as it drains) does not hold the loop. */
+#define PS_TRY_WRITES 4
+
+/* One flush: what the queue holds goes out as gathered writes. A plain TCP
+ * socket is first written at once (uv_try_write): a subscriber that keeps
+ * up takes its tick's frames in that one writev, with no write request,
+ * no completion callback in the next loop iteration and no epoll change
+ * (libuv re-arms the socket's watcher after each queued write: about half
+ * a system call more per subscriber and tick, docs/streams.md). What the
+ * socket does not take goes through uv_write, whose callback continues. */
 void ps_conn_flush(ps_conn *c) {
-    if (c->closing || c->writing) return;
-    /* fsync always: what a reply acknowledges is on disk before any byte
-     * of it leaves (group commit: one fsync per dirty journal). */
-    if (c->bulk) ps_bulk_pump(c);
-    if (c->srv->jdirty && c->srv->cfg.fsync_mode == PS_FSYNC_ALWAYS) ps_journal_sync_dirty(c->srv);
-    size_t n = c->tls ? ps_tls_take(c) : ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
-    if (n == 0) {
-        if (c->close_after_flush == 1 && !c->srv->stopping)
-            start_drain(c);
-        else if (c->close_after_flush)
-            ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
-        return;
-    }
-    size_t nb = 0;
-    for (size_t k = 0; k < n; k++) {
-        c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
-        if (c->inflight[k].tail)
-            c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].tail->data, (unsigned)c->inflight[k].tail->len);
-    }
-    c->n_inflight = n;
-    c->wreq.data = c;
-    if (c->sink) {
-        /* A connection without a socket (tests, fuzzing): the sink takes
-         * the bytes and the write completes at once. */
-        if (c->sink_async) {
-            c->writing = 1; /* until ps_conn_sink_done */
-            c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
+    for (int tries = 0;; tries++) {
+        if (c->closing || c->writing) return;
+        /* fsync always: what a reply acknowledges is on disk before any byte
+         * of it leaves (group commit: one fsync per dirty journal). */
+        if (c->bulk) ps_bulk_pump(c);
+        if (c->srv->jdirty && c->srv->cfg.fsync_mode == PS_FSYNC_ALWAYS) ps_journal_sync_dirty(c->srv);
+        size_t n = c->tls ? ps_tls_take(c) : ps_outq_take(&c->outq, c->inflight, PS_WRITE_BATCH);
+        if (n == 0) {
+            if (c->close_after_flush == 1 && !c->srv->stopping)
+                start_drain(c);
+            else if (c->close_after_flush)
+                ps_conn_close(c, c->close_after_flush == 2 ? "shutdown" : "after error reply");
             return;
         }
-        c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
-        c->writing = 1;
-        on_write(&c->wreq, 0);
-        return;
-    }
-    int r = c->tls ? ps_tls_write(c, (unsigned)nb, on_write)
-                   : uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->wbufs, (unsigned)nb, on_write);
-    if (r < 0) {
-        /* The callback will not run: release the buffers here. */
-        uint64_t bytes = 0;
+        size_t nb = 0, total = 0;
         for (size_t k = 0; k < n; k++) {
-            bytes += ps_out_entry_len(&c->inflight[k]);
-            ps_buf_unref(c->inflight[k].buf);
-            ps_buf_unref(c->inflight[k].tail);
+            c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].buf->data, (unsigned)c->inflight[k].buf->len);
+            if (c->inflight[k].tail)
+                c->wbufs[nb++] = uv_buf_init((char *)c->inflight[k].tail->data, (unsigned)c->inflight[k].tail->len);
+            total += ps_out_entry_len(&c->inflight[k]);
         }
-        c->n_inflight = 0;
-        ps_outq_written(&c->outq, bytes);
-        ps_conn_close(c, uv_strerror(r));
+        c->n_inflight = n;
+        c->wreq.data = c;
+        if (c->sink) {
+            /* A connection without a socket (tests, fuzzing): the sink takes
+             * the bytes and the write completes at once. */
+            if (c->sink_async) {
+                c->writing = 1; /* until ps_conn_sink_done */
+                c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
+                return;
+            }
+            c->sink(c->sink_arg, c, c->wbufs, (unsigned)nb);
+            c->writing = 1;
+            on_write(&c->wreq, 0);
+            return;
+        }
+        uv_buf_t *bufs = c->wbufs;
+        int r = 0;
+        if (!c->tls && tries < PS_TRY_WRITES) {
+            r = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)nb);
+            if (r >= 0 && (size_t)r == total) {
+                if (write_done(c, 0) < 0) return;
+                continue;
+            }
+            /* Part of it (the rest waits for the socket) or nothing. */
+            for (size_t w = r > 0 ? (size_t)r : 0; w > 0;) {
+                if (w >= bufs->len) {
+                    w -= bufs->len;
+                    bufs++;
+                    nb--;
+                } else {
+                    bufs->base += w;
+                    bufs->len -= (unsigned)w;
+                    w = 0;
+                }
+            }
+            r = r == UV_EAGAIN || r >= 0 ? 0 : r;
+        }
+        if (r == 0)
+            r = c->tls ? ps_tls_write(c, (unsigned)nb, on_write)
+                       : uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, (unsigned)nb, on_write);
+        if (r < 0) {
+            /* The callback will not run: release the buffers here. */
+            uint64_t bytes = 0;
+            for (size_t k = 0; k < n; k++) {
+                bytes += ps_out_entry_len(&c->inflight[k]);
+                ps_buf_unref(c->inflight[k].buf);
+                ps_buf_unref(c->inflight[k].tail);
+            }
+            c->n_inflight = 0;
+            ps_outq_written(&c->outq, bytes);
+            ps_conn_close(c, uv_strerror(r));
+            return;
+        }
+        c->writing = 1;
         return;
     }
-    c->writing = 1;
 }
 
 int ps_conn_send(ps_conn *c, ps_buf *b, int kind, uint64_t stream, int *dropped) {

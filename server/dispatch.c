@@ -959,6 +959,8 @@ void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
     wc.ticks_total = h->ticks_total;
     wc.overrun_ticks = h->overrun_ticks;
     wc.idle_ticks = h->idle_ticks;
+    wc.loop_ticks = h->loop_ticks;
+    wc.timed_ticks = h->timed_ticks;
     wc.edits_applied = h->edits_applied;
     wc.batches_applied = h->batches_applied;
     wc.batches_rejected = h->batches_rejected;

@@ -371,6 +371,8 @@ struct ps_server {
     int wheel_count;
     uint64_t wheel_ms;       /* slots up to this ms (since start_ns) are done */
     uint64_t wheel_armed_ms; /* the ms the wheel timer fires at (0: not armed) */
+    uint64_t loop_step_ns;   /* light ticks stepped on the loop in this loop iteration (world_host.c) */
+    uint64_t loop_iter;      /* loop iterations (prepare phases) so far */
     int trim_wanted;         /* a world fell asleep (its core released its step's arrays) */
     uint64_t trim_last_ns;   /* the last malloc_trim (world_host.c) */
     /* service managers (docs/deploy.md): systemd's notifications (notify.c),
@@ -566,6 +568,9 @@ struct ps_host {
     uint64_t next_due_ns; /* the due time of the tick the clock dispatches next */
     uint64_t timed_ticks; /* clocked ticks: the sums below are over them */
     double sum_late_ms, sum_handoff_ms, sum_deliver_ms;
+    double job_ms_avg;     /* moving average of a step job's time (step and encoding), ms */
+    uint64_t loop_ticks;   /* light ticks stepped on the loop thread (world_host.c) */
+    uint64_t deliver_iter; /* the loop iteration of its last delivery (light ticks) */
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;

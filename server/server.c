@@ -108,6 +108,8 @@ void ps_server_mark_dirty(ps_server *s, ps_conn *c) {
 
 static void on_prepare(uv_prepare_t *p) {
     ps_server *s = p->data;
+    s->loop_step_ns = 0; /* a new loop iteration: light ticks' budget (world_host.c) */
+    s->loop_iter++;
     while (s->dirty) {
         ps_conn *c = s->dirty;
         s->dirty = c->dirty_next;

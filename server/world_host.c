@@ -19,6 +19,16 @@
  * loads its workers nor falls behind waiting for them (idle_ticks). Such a
  * world then waits for its next tick in the server's tick wheel (slots of
  * 1 ms, one timer for all) instead of on its own libuv timer.
+ * A light tick — a world whose step jobs (step and encoding, a moving
+ * average measured on the worker first) take under PS_LIGHT_JOB_MS — is
+ * stepped on the loop thread too, within a budget of loop time per loop
+ * iteration (PS_LOOP_STEP_BUDGET_NS): the worker hop costs two thread
+ * wake-ups (the worker's, then the loop's), 0.1-0.4 ms on an idle machine
+ * and many milliseconds on a busy one, more than such a step
+ * (loop_ticks; docs/streams.md, "Edit-to-frame latency"). A world whose
+ * jobs grow past the line goes back to the workers within a few ticks
+ * (one sudden heavy step, say after an edit that added many bodies, may
+ * still run on the loop once: the average moves after it).
  *
  * Failure modes: a world that falls more than max_catchup ticks behind
  * skips the excess ticks instead of spiralling (counted in overrun_ticks,
@@ -534,6 +544,10 @@ static void after_work_cb(uv_work_t *req, int status) {
     h->busy = 0;
     (void)status;
     count_step(h, job->step_ms);
+    if (!job->idle) {
+        const double job_ms = (double)(job->end_ns - job->start_ns) / 1e6;
+        h->job_ms_avg = h->job_ms_avg > 0 ? 0.75 * h->job_ms_avg + 0.25 * job_ms : job_ms;
+    }
     if (h->job_heavy) {
         h->job_heavy = 0;
         lane_release(h->srv);
@@ -568,6 +582,7 @@ static void after_work_cb(uv_work_t *req, int status) {
             job->image = NULL;
         }
         h->delivering = 1;
+        h->deliver_iter = h->srv->loop_iter;
         const uint64_t d0 = ps_now_ns();
         ps_broadcast_deliver(h, job);
         h->delivering = 0;
@@ -629,6 +644,24 @@ static void lane_release(ps_server *s) {
     }
 }
 
+/* A light tick (see the header): a clocked tick of a world whose step
+ * jobs take well under a worker hop's cost in wake-ups (the job's moving
+ * average, measured on the worker first), while the loop iteration's
+ * light ticks stay within their budget; nothing that may take long (a
+ * snapshot image, the rollback history's captures). Never in the loop
+ * iteration in which the world delivered a tick: that tick's frames are
+ * written by the prepare phase that follows, so a world catching up steps
+ * its next tick on a worker meanwhile (stepped here at once, the next
+ * tick's frames would replace the unwritten ones in every subscriber's
+ * queue). */
+#define PS_LIGHT_JOB_MS 0.3
+#define PS_LOOP_STEP_BUDGET_NS 1000000u
+
+static int light_tick(const ps_host *h, const ps_job *job) {
+    return !job->manual && !job->want_image && !h->hist && h->job_ms_avg > 0 && h->job_ms_avg < PS_LIGHT_JOB_MS &&
+           h->srv->loop_step_ns < PS_LOOP_STEP_BUDGET_NS && h->deliver_iter != h->srv->loop_iter;
+}
+
 /* An idle tick (see the header): nothing awake and nothing wanted. */
 static int idle_tick(const ps_host *h, const ps_job *job) {
     return !job->manual && !job->want_frame && !job->want_hash && !job->want_stats && !job->want_stats_iters &&
@@ -671,6 +704,18 @@ static void dispatch_step(ps_host *h, int manual) {
     }
     if (h->heavy && !lane_free(h->srv)) {
         lane_enqueue(h);
+        return;
+    }
+    if (light_tick(h, job)) {
+        /* Stepped here, as an idle tick is: no worker wake-up before the
+         * step and no loop wake-up after it (docs/streams.md, "Edit-to-frame
+         * latency"). */
+        h->busy = 1;
+        h->loop_ticks++;
+        h->job_start_ns = ps_now_ns();
+        work_cb(&h->work);
+        h->srv->loop_step_ns += job->end_ns - job->start_ns;
+        after_work_cb(&h->work, 0);
         return;
     }
     h->busy = 1;

@@ -265,6 +265,7 @@ static void on_unsubscribed(pc_client *c, int err, const Physd__V1__Reply *r, vo
  * measured window come from two readings (mean x ticks, differenced). */
 typedef struct wcount {
     uint64_t ticks, overrun; /* steps, and ticks the world skipped because it fell behind */
+    uint64_t timed;          /* the clocked ticks the server's three timing means are over */
     uint64_t at_ns;
     double late, handoff, deliver, step;
     uint32_t awake, bodies;
@@ -278,9 +279,11 @@ static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *
     w->ticks = k->ticks_total;
     w->overrun = k->overrun_ticks;
     w->at_ns = uv_hrtime();
-    w->late = k->tick_late_ms * (double)k->ticks_total;
-    w->handoff = k->handoff_ms * (double)k->ticks_total;
-    w->deliver = k->deliver_ms * (double)k->ticks_total;
+    /* (a server from before WorldCounters.timed_ticks: its tick count) */
+    w->timed = k->timed_ticks ? k->timed_ticks : k->ticks_total;
+    w->late = k->tick_late_ms * (double)w->timed;
+    w->handoff = k->handoff_ms * (double)w->timed;
+    w->deliver = k->deliver_ms * (double)w->timed;
     w->step = k->mean_step_ms * (double)k->ticks_total;
     w->awake = k->awake_bodies;
     w->bodies = k->body_count;
@@ -421,8 +424,9 @@ int main(int argc, char **argv) {
     pc_counters pk;
     pc_client_counters(L.c, &pk);
     const double dt = k1.ticks > k0.ticks ? (double)(k1.ticks - k0.ticks) : NAN;
-    const double s_late = (k1.late - k0.late) / dt, s_hand = (k1.handoff - k0.handoff) / dt,
-                 s_del = (k1.deliver - k0.deliver) / dt, s_step = (k1.step - k0.step) / dt,
+    const double dtt = k1.timed > k0.timed ? (double)(k1.timed - k0.timed) : NAN;
+    const double s_late = (k1.late - k0.late) / dtt, s_hand = (k1.handoff - k0.handoff) / dtt,
+                 s_del = (k1.deliver - k0.deliver) / dtt, s_step = (k1.step - k0.step) / dt,
                  tps = k1.at_ns > k0.at_ns ? dt / ((double)(k1.at_ns - k0.at_ns) / 1e9) : NAN;
     qsort(L.e2f, L.ne2f, sizeof *L.e2f, by_double);
     qsort(L.reply, L.nreply, sizeof *L.reply, by_double);

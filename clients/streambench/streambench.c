@@ -15,6 +15,9 @@
  * subscriber for each phase and round, then the medians.
  *
  *   physd-streambench [--host H] [--port P] [--rounds N] [--move S] [--rest S]
+ *
+ * With --subscribers N it is instead the lean reader of the 1000-subscriber
+ * target (fanout.c): N subscribers of a running world, read and counted.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "cube_drive.h"
+#include "fanout.h"
 #include "physd/pc_client.h"
 
 typedef struct bench {
@@ -99,6 +103,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--subscribers")) return fanout_main(argc, argv);
     const char *host = "127.0.0.1";
     int port = PC_DEFAULT_PORT, rounds = 3;
     double move = 30, rest = 10;

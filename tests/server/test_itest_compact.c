@@ -28,6 +28,12 @@
  *                    section per tick while their baselines are equal, two
  *                    while they differ (socket-written against explicit
  *                    acks), one again after the ack; the same bytes
+ *   light_ticks      a world whose step jobs are light (box_drop) is
+ *                    stepped on the loop thread (WorldCounters.loop_ticks)
+ *                    after its first jobs measured it on a worker, and its
+ *                    compact subscriber gets every tick, each decoding
+ *                    against a frame it got; grid1000 while its 1000
+ *                    cubes are awake stays on the workers (loop_ticks 0)
  *
  * With max_frame 4096 bytes (a second server; docs/streams.md, "Frames in
  * parts"), 1000 boxes in free flight (every body changes every tick, so
@@ -1095,6 +1101,65 @@ static void test_parts_slow_reader(void **state) {
     itest_client_close(&c);
 }
 
+/* ------------------------------------------------------------ light ticks */
+
+static void counters_of(itest_client *c, uint64_t w, uint64_t *ticks, uint64_t *loop, uint32_t *awake) {
+    smsg *cnt = itest_counters(c, w);
+    *ticks = cnt->reply->counters->ticks_total;
+    *loop = cnt->reply->counters->loop_ticks;
+    if (awake) *awake = cnt->reply->counters->awake_bodies;
+    physd__v1__server_message__free_unpacked(cnt, NULL);
+}
+
+static void test_light_ticks(void **state) {
+    (void)state;
+    itest_client c;
+    itest_connect(&c, port, "light");
+    const uint64_t w = itest_create_world(&c, "light", "box_drop", 60, NULL);
+    itest_raw r;
+    assert_int_equal(itest_raw_connect(&r, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&r, "light"), ST(OK));
+    uint64_t sub = 0;
+    assert_int_equal(raw_subscribe(&r, w, 0, &sub), ST(OK));
+    static ring g;
+    memset(&g, 0, sizeof g);
+    int got = 0, gaps = 0;
+    uint64_t last_tick = 0;
+    for (const double end = itest_now() + 2; itest_now() < end;) {
+        smsg *f = itest_raw_recv(&r, 2000);
+        assert_non_null(f);
+        if (f->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME) {
+            const Physd__V1__CompactFrame *cf = f->compact_frame;
+            assert_true(ring_decode(&g, cf, cf->bodies.data, cf->bodies.len) >= 1); /* the cube (and the ground) */
+            if (last_tick && cf->tick != last_tick + 1) gaps++;
+            last_tick = cf->tick;
+            got++;
+        }
+        physd__v1__server_message__free_unpacked(f, NULL);
+    }
+    uint64_t ticks = 0, loop = 0;
+    counters_of(&c, w, &ticks, &loop, NULL);
+    printf("light_ticks: box_drop %llu ticks, %llu on the loop; the subscriber got %d frames, %d gaps\n",
+           (unsigned long long)ticks, (unsigned long long)loop, got, gaps);
+    assert_true(got > 30);
+    assert_int_equal(gaps, 0);
+    assert_true(loop > 0 && loop < ticks); /* the first job ran on a worker */
+    ring_free(&g);
+    itest_raw_close(&r);
+
+    /* 1000 cubes awake: a step takes milliseconds, never on the loop. */
+    const uint64_t h = itest_create_world(&c, "heavy", "grid1000", 60, NULL);
+    itest_sleep(1.0);
+    uint32_t awake = 0;
+    counters_of(&c, h, &ticks, &loop, &awake);
+    printf("light_ticks: grid1000 %llu ticks, %llu on the loop, %u bodies awake\n", (unsigned long long)ticks,
+           (unsigned long long)loop, awake);
+    assert_true(ticks > 0);
+    assert_true(awake > 0);
+    assert_int_equal(loop, 0);
+    itest_client_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params),
@@ -1102,6 +1167,7 @@ int main(void) {
         cmocka_unit_test(test_tumbling_10000),
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_distinct_baselines),
+        cmocka_unit_test(test_light_ticks),
     };
     const struct CMUnitTest parts[] = {
         cmocka_unit_test(test_parts_wire),
