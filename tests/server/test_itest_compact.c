@@ -33,7 +33,11 @@
  *                    after its first jobs measured it on a worker, and its
  *                    compact subscriber gets every tick, each decoding
  *                    against a frame it got; grid1000 while its 1000
- *                    cubes are awake stays on the workers (loop_ticks 0)
+ *                    cubes are awake stays on the workers (loop_ticks 0),
+ *                    as do 600 static spheres with one dynamic sphere
+ *                    falling beside them (more than 512 bodies and one
+ *                    awake: a touch could wake a pile into the step), while
+ *                    the statics alone (nothing awake) step on the loop
  *
  * With max_frame 4096 bytes (a second server; docs/streams.md, "Frames in
  * parts"), 1000 boxes in free flight (every body changes every tick, so
@@ -1149,7 +1153,7 @@ static void test_light_ticks(void **state) {
 
     /* 1000 cubes awake: a step takes milliseconds, never on the loop. */
     const uint64_t h = itest_create_world(&c, "heavy", "grid1000", 60, NULL);
-    itest_sleep(1.0);
+    itest_sleep(0.5); /* it falls asleep at its 58th tick (0.97 s) */
     uint32_t awake = 0;
     counters_of(&c, h, &ticks, &loop, &awake);
     printf("light_ticks: grid1000 %llu ticks, %llu on the loop, %u bodies awake\n", (unsigned long long)ticks,
@@ -1157,6 +1161,74 @@ static void test_light_ticks(void **state) {
     assert_true(ticks > 0);
     assert_true(awake > 0);
     assert_int_equal(loop, 0);
+
+    /* A world of 600 static spheres and one dynamic sphere falling far from
+     * them: a step moves one body (the average says light), but a world of
+     * more than 512 bodies with something awake never steps on the loop,
+     * since a body that touches a sleeping pile wakes the pile into that
+     * very step; once nothing is awake, its ticks are light again. */
+    const uint64_t st = itest_create_world(&c, "statics", NULL, 60, NULL);
+    enum { NSTATIC = 600 };
+    static Physd__V1__EditOp op[NSTATIC], *ops[NSTATIC];
+    static Physd__V1__AddBody ab[NSTATIC];
+    static Physd__V1__BodyDef bd[NSTATIC];
+    static Physd__V1__ShapeDef sd[NSTATIC], *sp[NSTATIC];
+    static Physd__V1__Pose pose[NSTATIC];
+    static Physd__V1__Vec3 pos[NSTATIC];
+    for (int k = 0; k < NSTATIC; k++) {
+        physd__v1__edit_op__init(&op[k]);
+        physd__v1__add_body__init(&ab[k]);
+        physd__v1__body_def__init(&bd[k]);
+        physd__v1__shape_def__init(&sd[k]);
+        physd__v1__pose__init(&pose[k]);
+        physd__v1__vec3__init(&pos[k]);
+        pos[k].x = 3.0 * (k % 30), pos[k].y = 3.0 * (k / 30), pos[k].z = 0.5;
+        pose[k].position = &pos[k];
+        sd[k].type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+        sp[k] = &sd[k];
+        bd[k].type = PHYSD__V1__BODY_TYPE__BODY_STATIC;
+        bd[k].pose = &pose[k];
+        bd[k].n_shapes = 1;
+        bd[k].shapes = &sp[k];
+        ab[k].body = &bd[k];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[k].add_body = &ab[k];
+        ops[k] = &op[k];
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = st;
+    eb.n_ops = NSTATIC;
+    eb.ops = ops;
+    m.request_case = REQ(EDIT);
+    m.edit = &eb;
+    physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    itest_raw r2;
+    assert_int_equal(itest_raw_connect(&r2, port, 0), 0);
+    assert_int_equal(itest_raw_hello(&r2, "light2"), ST(OK));
+    assert_int_equal(raw_subscribe(&r2, st, 0, &sub), ST(OK));
+    uint64_t t0 = 0, l0 = 0, t1 = 0, l1 = 0;
+    itest_sleep(1.0);
+    counters_of(&c, st, &t0, &l0, &awake);
+    itest_sleep(0.5);
+    counters_of(&c, st, &t1, &l1, NULL);
+    printf("light_ticks: 600 static spheres: %llu ticks, %llu on the loop, %u awake\n", (unsigned long long)(t1 - t0),
+           (unsigned long long)(l1 - l0), awake);
+    assert_int_equal(awake, 0);
+    assert_true(l1 > l0);                                        /* light: nothing awake */
+    const box_spec ball = {{-100, 0, 60}, {0, 0, 0}, {0, 0, 0}}; /* falls 3.5 s, far from the statics */
+    add_box(&c, st, &ball);
+    itest_sleep(0.2); /* a tick or two in flight with the old rule's view */
+    counters_of(&c, st, &t0, &l0, &awake);
+    assert_int_equal(awake, 1);
+    itest_sleep(1.0);
+    counters_of(&c, st, &t1, &l1, &awake);
+    printf("light_ticks: one sphere falling beside them: %llu ticks, %llu on the loop, %u awake\n",
+           (unsigned long long)(t1 - t0), (unsigned long long)(l1 - l0), awake);
+    assert_int_equal(awake, 1);
+    assert_true(t1 - t0 >= 10);
+    assert_int_equal(l1, l0);
+    itest_raw_close(&r2);
     itest_client_close(&c);
 }
 
