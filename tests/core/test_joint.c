@@ -352,6 +352,21 @@ static void test_loaded_arch_holds(void **state) {
     ph_world_destroy(w);
 }
 
+/* Steps w 30 times, each with no contact and `rows` rows (joint rows only),
+ * and returns the worst relative residual ||B - S lambda|| / ||B||. */
+static double worst_residual(ph_world_id w, int rows) {
+    double worst = 0;
+    for (int s = 0; s < 30; s++) {
+        assert_int_equal(ph_world_step(w), PH_OK);
+        ph_step_stats st;
+        ph_world_get_stats(w, &st);
+        assert_int_equal(st.contacts, 0);
+        assert_int_equal(st.rows, rows);
+        if (st.rel_residual > worst) worst = st.rel_residual;
+    }
+    return worst;
+}
+
 /* One sweep of the direct joint block solves the joints' rows exactly: on
  * the falling chain before any contact (joint rows only), one iteration per
  * substep leaves a relative residual ||B - S lambda|| / ||B|| at rounding
@@ -366,15 +381,7 @@ static void test_direct_joint_block_exact(void **state) {
         int err;
         ph_world_id w = ph_world_create(&d, &err);
         assert_int_equal(ph_scene_build(w, "chain30"), PH_OK);
-        double worst = 0;
-        for (int s = 0; s < 30; s++) {
-            assert_int_equal(ph_world_step(w), PH_OK);
-            ph_step_stats st;
-            ph_world_get_stats(w, &st);
-            assert_int_equal(st.contacts, 0);
-            assert_int_equal(st.rows, 90);
-            if (st.rel_residual > worst) worst = st.rel_residual;
-        }
+        const double worst = worst_residual(w, 90);
         print_message("chain30, 1 sweep per step, %s joints: worst relative residual %.3e\n", js ? "direct" : "GS",
                       worst);
         if (js)
@@ -436,15 +443,7 @@ static double tree_loop_residual(ph_joint_solver js) {
     jd.body_b = tip[1];
     ph_joint_create(w, &jd, &err);
     assert_int_equal(err, PH_OK);
-    double worst = 0;
-    for (int s = 0; s < 30; s++) {
-        assert_int_equal(ph_world_step(w), PH_OK);
-        ph_step_stats st;
-        ph_world_get_stats(w, &st);
-        assert_int_equal(st.contacts, 0);
-        assert_int_equal(st.rows, 3 + 4 * 3 + 4 * 5 + (6 + 3 * 3) + 1);
-        if (st.rel_residual > worst) worst = st.rel_residual;
-    }
+    const double worst = worst_residual(w, 3 + 4 * 3 + 4 * 5 + (6 + 3 * 3) + 1);
     ph_world_destroy(w);
     return worst;
 }
