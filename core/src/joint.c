@@ -103,12 +103,11 @@ static inline ph_vec3 inv_i_mul2(const ph__sbody *s, ph_vec3 x, int zero) {
 /* The three rows of a ball joint along the world axes e_k: J = [-e_k,
  * -(ra x e_k); e_k, rb x e_k] on the anchor separation sep, written at once
  * (the joints' rows are rebuilt in every substep, and a chain is mostly
- * these): the numbers of add() with ph__finish_row up to rounding, without
- * the generic row's zeroing and per-row lookups. The cross products with
- * e_k are written out, I^-1 skips their zero component, and the rows' J v0
- * are the components of the anchors' relative velocity (vb + wb x rb) -
- * (va + wa x ra), computed once (issue #21, target 4: a third fewer
- * instructions for chain30's rows). */
+ * these): the numbers of add() with ph__finish_row, without the generic
+ * row's zeroing and per-row lookups. The cross products with e_k are
+ * written out and I^-1 skips their zero component (issue #21, target 4):
+ * the products left out are exact zeros, so the rows are the same to the
+ * bit but for the sign of a zero entry. */
 static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     ph__world *w = c->w;
     int32_t first = w->row_count;
@@ -122,7 +121,6 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     const ph_vec3 aa[3] = {{0, -ra.z, ra.y}, {ra.z, 0, -ra.x}, {-ra.y, ra.x, 0}};
     const ph_vec3 ab[3] = {{0, rb.z, -rb.y}, {-rb.z, 0, rb.x}, {rb.y, -rb.x, 0}};
     static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-    const ph_vec3 v0 = ph_sub(ph_add(b0->v, ph_cross(b0->w, rb)), ph_add(a0->v, ph_cross(a0->w, ra)));
     const double keep = 1.0 - c->b, wsf = c->wsf;
     for (int k = 0; k < 3; k++) {
         ph__row *r = &w->rows[first + k];
@@ -138,7 +136,7 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
         const double s = (lin + (ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b))) + eps;
         r->eps = eps;
         r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
-        r->rhs = -c->a * ph_vget(sep, k) + keep * ph_vget(v0, k);
+        r->rhs = -c->a * ph_vget(sep, k) + keep * ph__row_jv_of(r, a0->v, a0->w, b0->v, b0->w);
         r->B = 0.0;
         r->lo = -INFINITY;
         r->hi = INFINITY;
