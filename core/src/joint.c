@@ -83,19 +83,32 @@ static int blocks_used(const ph__world *w) {
              (s->ordering == PH_ORDER_DEFAULT || s->ordering == PH_ORDER_GRAVITY));
 }
 
-/* M^-1 J^T's angular part of a row on one solver body: I^-1 x (a scale
- * for equal principal moments), as ph__finish_row computes it. */
-static inline ph_vec3 inv_i_mul(const ph__sbody *s, ph_vec3 x) {
-    return s->iso ? ph_scale(x, s->inv_i.m[0][0]) : ph_mat3_mulv(&s->inv_i, x);
+/* M^-1 J^T's angular part of a row on one solver body, I^-1 x (a scale
+ * for equal principal moments), as ph__finish_row computes it, for x with
+ * a zero component `zero` (a ball joint's angular rows -(r x e_k) and
+ * r x e_k have their k-th): the products with the zero are left out. */
+static inline ph_vec3 inv_i_mul2(const ph__sbody *s, ph_vec3 x, int zero) {
+    if (s->iso) return ph_scale(x, s->inv_i.m[0][0]);
+    const double(*m)[3] = s->inv_i.m;
+    switch (zero) {
+    case 0:
+        return ph_v3(m[0][1] * x.y + m[0][2] * x.z, m[1][1] * x.y + m[1][2] * x.z, m[2][1] * x.y + m[2][2] * x.z);
+    case 1:
+        return ph_v3(m[0][0] * x.x + m[0][2] * x.z, m[1][0] * x.x + m[1][2] * x.z, m[2][0] * x.x + m[2][2] * x.z);
+    default:
+        return ph_v3(m[0][0] * x.x + m[0][1] * x.y, m[1][0] * x.x + m[1][1] * x.y, m[2][0] * x.x + m[2][1] * x.y);
+    }
 }
 
 /* The three rows of a ball joint along the world axes e_k: J = [-e_k,
  * -(ra x e_k); e_k, rb x e_k] on the anchor separation sep, written at once
  * (the joints' rows are rebuilt in every substep, and a chain is mostly
- * these): the same numbers as add() with ph__finish_row, without the
- * generic row's zeroing and per-row lookups. */
+ * these): the numbers of add() with ph__finish_row, without the generic
+ * row's zeroing and per-row lookups. The cross products with e_k are
+ * written out and I^-1 skips their zero component (issue #21, target 4):
+ * the products left out are exact zeros, so the rows are the same to the
+ * bit but for the sign of a zero entry. */
 static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
-    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
     ph__world *w = c->w;
     int32_t first = w->row_count;
     if (ph__array_reserve(w->rows, first + 3)) return PH_ERR_NO_MEMORY;
@@ -104,29 +117,33 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     /* ph__finish_row with the pair's mass: lin = |e_k|^2 (1/m_a + 1/m_b). */
     const double ima = sa->inv_mass, imb = sb->inv_mass, lin = 1.0 * (ima + imb);
     const double eps = c->coef.eps_abs + c->coef.eps_rel * lin;
+    /* -(ra x e_k) and rb x e_k. */
+    const ph_vec3 aa[3] = {{0, -ra.z, ra.y}, {ra.z, 0, -ra.x}, {-ra.y, ra.x, 0}};
+    const ph_vec3 ab[3] = {{0, rb.z, -rb.y}, {-rb.z, 0, rb.x}, {rb.y, -rb.x, 0}};
+    static const ph_vec3 e[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    const double keep = 1.0 - c->b, wsf = c->wsf;
     for (int k = 0; k < 3; k++) {
         ph__row *r = &w->rows[first + k];
         r->ia = c->ia;
         r->ib = c->ib;
         r->lin = e[k];
-        r->ang_a = ph_neg(ph_cross(ra, e[k]));
-        r->ang_b = ph_cross(rb, e[k]);
-        r->mang_a = inv_i_mul(sa, r->ang_a);
-        r->mang_b = inv_i_mul(sb, r->ang_b);
+        r->ang_a = aa[k];
+        r->ang_b = ab[k];
+        r->mang_a = inv_i_mul2(sa, aa[k], k);
+        r->mang_b = inv_i_mul2(sb, ab[k], k);
         r->ima = ima;
         r->imb = imb;
         const double s = (lin + (ph_dot(r->ang_a, r->mang_a) + ph_dot(r->ang_b, r->mang_b))) + eps;
         r->eps = eps;
         r->inv_diag = s > 1e-300 ? 1.0 / s : 0.0;
-        const double v0 = ph__row_jv_of(r, a0->v, a0->w, b0->v, b0->w);
-        r->rhs = -c->a * ph_vget(sep, k) + (1.0 - c->b) * v0;
+        r->rhs = -c->a * ph_vget(sep, k) + keep * ph__row_jv_of(r, a0->v, a0->w, b0->v, b0->w);
         r->B = 0.0;
         r->lo = -INFINITY;
         r->hi = INFINITY;
         r->mu = 0;
         r->normal = -1;
         r->direct = 0;
-        r->lambda = c->j->lambda[k] * c->wsf;
+        r->lambda = c->j->lambda[k] * wsf;
         r->block = -1;
         r->height = 0;
         c->j->row_slot[c->j->nrows++] = (int8_t)k;

@@ -45,8 +45,11 @@
  *   (J v + eps lambda - rhs by the velocity bookkeeping), solve
  *   S_DD delta = -y_D by the factor; lambda_D += delta, projected onto each
  *   row's bounds (a no-op for bilateral rows, lambda >= 0 for a limit);
- *   v += M^-1 J_D^T (the applied change). The rows of D are flagged
- *   (row.direct = 1) so the scalar loop skips them.
+ *   v += M^-1 J_D^T (the applied change), group by group (jd_grp:
+ *   consecutive rows of D on the same two bodies, a joint's rows, whose
+ *   velocities are read and written once; the same operations in the same
+ *   order as row by row). The rows of D are flagged (row.direct = 1) so
+ *   the scalar loop skips them.
  *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (nothing
  * changed; the caller fails the step, and the next one factors afresh).
@@ -89,8 +92,10 @@ static int no_block(ph__world *w, ph__row *rows, int32_t n) {
  * projected back onto lambda >= 0 after each solve. Motor rows and idle
  * limit rows keep their scalar projected updates. */
 static int in_block(const ph__row *r) {
-    const int bilateral = isinf(r->lo) && isinf(r->hi) && r->lo < 0 && r->hi > 0;
-    const int active_limit = r->lo == 0 && isinf(r->hi) && r->hi > 0 && r->lambda > 0;
+    /* (Compared with the infinities directly: this runs for every joint row
+     * in every substep, in the layout check.) */
+    const int bilateral = r->lo == -INFINITY && r->hi == INFINITY;
+    const int active_limit = r->lo == 0 && r->hi == INFINITY && r->lambda > 0;
     return bilateral || active_limit;
 }
 
@@ -170,11 +175,12 @@ int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
     store_layout(w, n);
     if (m == 0) return no_block(w, rows, n);
     /* The block's arrays: offsets, pivots and their reciprocals (then the
-     * solve's z), rows, firsts, each body's first row. */
-    if (ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 3 * m + 3) ||
+     * solve's two vectors), rows, firsts, each body's first row. */
+    if (ph__array_reserve(w->jd_off, m + 1) || ph__array_reserve(w->jd_d, 4 * m + 4) ||
         ph__array_reserve(w->jd_lin, m + 1) || ph__array_reserve(w->jd_turn_row, m + 1) ||
         ph__array_reserve(w->jd_body, w->sbody_count + 1) || ph__array_reserve(w->jd_row, m + 1) ||
-        ph__array_reserve(w->jd_first, m + 1) || ph__array_reserve(w->jd_bfirst, w->sbody_count + 1))
+        ph__array_reserve(w->jd_first, m + 1) || ph__array_reserve(w->jd_bfirst, w->sbody_count + 1) ||
+        ph__array_reserve(w->jd_grp, m + 1))
         return PH_ERR_NO_MEMORY;
     for (int32_t b = 0; b < w->sbody_count; b++)
         w->jd_bfirst[b] = -1;
@@ -212,6 +218,15 @@ int ph__joint_direct_factor(ph__world *w, int fresh, double h) {
         k++;
     }
     if (env > PH_DIRECT_MAX_ENV) return no_block(w, rows, n);
+    /* The groups of the solve: consecutive rows on the same two bodies (a
+     * row's two bodies differ: a joint joins two bodies, and one whose
+     * sides are both fixed has no rows). */
+    w->jd_ngrp = 0;
+    for (k = 0; k < m; k++) {
+        const ph__row *r = &w->rows[w->jd_row[k]], *p = k > 0 ? &w->rows[w->jd_row[k - 1]] : NULL;
+        if (!p || p->ia != r->ia || p->ib != r->ib) w->jd_grp[w->jd_ngrp++] = k;
+    }
+    w->jd_grp[w->jd_ngrp] = m;
     /* The block's moving bodies, whose turning is watched. */
     w->jd_nbody = 0;
     for (int32_t b = 1; b < w->sbody_count; b++)
@@ -321,28 +336,51 @@ void ph__joint_direct_solve(ph__world *w) {
     const int32_t m = w->jd_count;
     if (m == 0) return;
     ph__sbody *sb = w->sbodies;
+    ph__row *rows = w->rows;
+    const int32_t *row = w->jd_row, *grp = w->jd_grp;
     const double *L = w->jd_env, *dinv = w->jd_d + m + 1;
     const int32_t *first = w->jd_first;
     const int64_t *off = w->jd_off;
-    double *z = w->jd_d + 2 * m + 2;
-    /* z = -y; forward L z' = z; z'' = z' / d; backward L^T delta = z''. */
-    for (int32_t k = 0; k < m; k++) {
-        const ph__row *r = &w->rows[w->jd_row[k]];
-        const double y = ph__row_jv(sb, r) + r->eps * r->lambda - r->rhs;
-        const int32_t f = first[k];
-        z[k] = -y - env_dot(L + off[k] + f, z + f, k - f);
+    double *zf = w->jd_d + 2 * m + 2, *z = w->jd_d + 3 * m + 3;
+    /* -y; forward L zf = -y; z = zf / d (in the same pass: zf stays for the
+     * later rows' dot products); backward L^T delta = z, in place. Group by
+     * group (a joint's rows), whose two bodies' velocities are read once
+     * and written once: the same operations in the same order as row by
+     * row with ph__row_jv and ph__row_apply. */
+    for (int32_t g = 0; g < w->jd_ngrp; g++) {
+        const ph__row *r0 = &rows[row[grp[g]]];
+        const ph__sbody *a = &sb[r0->ia], *b = &sb[r0->ib];
+        const ph_vec3 va = a->v, wa = a->w, vb = b->v, wb = b->w;
+        for (int32_t k = grp[g]; k < grp[g + 1]; k++) {
+            const ph__row *r = &rows[row[k]];
+            const double y = ph__row_jv_of(r, va, wa, vb, wb) + r->eps * r->lambda - r->rhs;
+            const int32_t f = first[k];
+            const double t = -y - env_dot(L + off[k] + f, zf + f, k - f);
+            zf[k] = t;
+            z[k] = t * dinv[k];
+        }
     }
-    for (int32_t k = 0; k < m; k++)
-        z[k] *= dinv[k];
     for (int32_t k = m - 1; k >= 0; k--)
         env_axpy(L + off[k] + first[k], z + first[k], z[k], k - first[k]);
-    for (int32_t k = 0; k < m; k++) {
-        ph__row *r = &w->rows[w->jd_row[k]];
-        /* Projection onto the row's bounds (a no-op for bilateral rows). */
-        double nl = r->lambda + z[k];
-        nl = nl < r->lo ? r->lo : (nl > r->hi ? r->hi : nl);
-        const double dl = nl - r->lambda;
-        r->lambda = nl;
-        ph__row_apply(sb, r, dl);
+    for (int32_t g = 0; g < w->jd_ngrp; g++) {
+        const ph__row *r0 = &rows[row[grp[g]]];
+        ph__sbody *a = &sb[r0->ia], *b = &sb[r0->ib];
+        ph_vec3 va = a->v, wa = a->w, vb = b->v, wb = b->w;
+        for (int32_t k = grp[g]; k < grp[g + 1]; k++) {
+            ph__row *r = &rows[row[k]];
+            /* Projection onto the row's bounds (a no-op for bilateral rows). */
+            double nl = r->lambda + z[k];
+            nl = nl < r->lo ? r->lo : (nl > r->hi ? r->hi : nl);
+            const double dl = nl - r->lambda;
+            r->lambda = nl;
+            va = ph_mul_add(va, -dl * r->ima, r->lin);
+            wa = ph_mul_add(wa, dl, r->mang_a);
+            vb = ph_mul_add(vb, dl * r->imb, r->lin);
+            wb = ph_mul_add(wb, dl, r->mang_b);
+        }
+        a->v = va;
+        a->w = wa;
+        b->v = vb;
+        b->w = wb;
     }
 }

@@ -209,6 +209,7 @@ static const size_t world_arrays[] = {
     ARR(jd_lin),
     ARR(jd_body),
     ARR(jd_turn_row),
+    ARR(jd_grp),
     STEP(saved_pose),
     STEP(saved_sleep),
     STEP(saved_jl),

@@ -156,6 +156,8 @@ struct ph__world {
     int64_t *jd_off;
     double *jd_env, *jd_d;
     int32_t jd_nbody, jd_nturn;
+    int32_t jd_ngrp;      /* groups of consecutive block rows on the same two bodies (a joint's) */
+    int32_t *jd_grp;      /* their first block rows, jd_ngrp + 1 entries (the last = jd_count) */
     int32_t *jd_body;     /* the block's moving solver bodies (their turning is watched) */
     int32_t *jd_turn_row; /* block rows whose direction also turns with translation (distance
                              joints'), and */
