@@ -52,8 +52,8 @@
 #include <unistd.h>
 #endif
 
-#define MAX_WORKERS 8
-#define SPIN 4000 /* polls before sleeping (each a pause: a few microseconds in all) */
+#define MAX_WORKERS PH__MAX_WORKERS
+#define SPIN 1000 /* polls before sleeping (each a pause: some tens of microseconds in all) */
 
 typedef struct {
     _Alignas(64) atomic_uint gen; /* bumped when everyone has arrived */

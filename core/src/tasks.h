@@ -17,6 +17,7 @@ typedef struct ph__world ph__world;
  * would cost more than it saves. */
 #define PH_TASKS_MIN_BODIES 256
 #define PH_TASKS_MIN_GROUPS 64
+#define PH__MAX_WORKERS 8 /* settings.threads at most */
 typedef struct ph__tasks ph__tasks;
 
 /* One pass: called once by each of the nworkers workers (worker 0 is the
