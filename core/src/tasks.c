@@ -123,9 +123,12 @@ static void bump(atomic_uint *a, atomic_int *sleepers) {
 }
 
 static void barrier_wait(barrier *b) {
-    if (b->n <= 1) return;
+    /* (n read before arriving: once everyone has arrived, the stepping
+     * thread may set it for the next pass.) */
+    const int n = b->n;
+    if (n <= 1) return;
     const unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
         atomic_store_explicit(&b->count, 0, memory_order_relaxed);
         bump(&b->gen, &b->sleepers);
     } else {
