@@ -45,8 +45,9 @@ typedef struct options {
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
-    int physd_simd; /* settings.simd */
-    int sleep;      /* sleeping on in every engine */
+    int physd_simd;    /* settings.simd */
+    int physd_threads; /* settings.threads */
+    int sleep;         /* sleeping on in every engine */
 } options;
 
 static void usage(FILE *out) {
@@ -74,6 +75,8 @@ static void usage(FILE *out) {
                  "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
                  "  --simd L              cap physd's vector solver: baseline, avx2 or avx512 (settings.simd;\n"
                  "                        default: $PHYSD_SIMD, else avx512)\n"
+                 "  --threads N           physd's world stepped by N threads (settings.threads, [1, 8];\n"
+                 "                        default 1); ODE and Bullet stay single-threaded\n"
                  "  --list                list physd's presets on stdout and exit\n"
                  "  --help                this text\n");
 }
@@ -104,6 +107,7 @@ static int parse_args(int argc, char **argv, options *o) {
     o->physd_split = 0; /* physd's default step: N substeps x 1 */
     const ph_setting *simd = ph_setting_find("simd");
     o->physd_simd = PH_SIMD_AVX512;
+    o->physd_threads = 1;
     const char *env = getenv("PHYSD_SIMD"); /* the documented way before --simd */
     if (env && *env && ph_setting_enum_parse(simd, env, &o->physd_simd) != PH_OK)
         fprintf(stderr, "physd-bench: PHYSD_SIMD=%s ignored (baseline, avx2 or avx512)\n", env);
@@ -178,6 +182,9 @@ static int parse_args(int argc, char **argv, options *o) {
             i++;
         } else if (strcmp(a, "--substeps") == 0) {
             if (parse_int(a, v, 1, 64, &o->substeps)) return -1;
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (parse_int(a, v, 1, 8, &o->physd_threads)) return -1;
             i++;
         } else if (strcmp(a, "--physd-split") == 0) {
             if (parse_int(a, v, 1, 64, &o->physd_split)) return -1;
@@ -256,6 +263,7 @@ int main(int argc, char **argv) {
                     .physd_from_desc = o.physd_from_desc,
                     .physd_record_merits = o.physd_record_merits,
                     .physd_simd = o.physd_simd,
+                    .physd_threads = o.physd_threads,
                     .sleep = o.sleep,
                 };
                 /* The same budget of sweeps per step in every engine; physd

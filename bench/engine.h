@@ -32,6 +32,7 @@ typedef struct engine_config {
     int physd_from_desc;     /* physd only: build from the description instead of the preset */
     int physd_record_merits; /* physd only: settings.record_merits */
     int physd_simd;          /* physd only: settings.simd (a ph_simd) */
+    int physd_threads;       /* physd only: settings.threads (the others run on one thread) */
     int sleep;               /* sleeping on in every engine (physd settings.sleep, ODE auto-disable,
                                 Bullet deactivation), each with its own default criterion */
 } engine_config;

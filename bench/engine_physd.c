@@ -153,6 +153,7 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.gravity = cfg->gravity;
     s.record_merits = cfg->physd_record_merits;
     s.simd = (ph_simd)cfg->physd_simd;
+    s.threads = cfg->physd_threads > 0 ? cfg->physd_threads : 1;
     s.sleep = cfg->sleep;
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);

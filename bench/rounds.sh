@@ -8,17 +8,28 @@
 # "repeat" field is the round); bench/table.py then takes the medians over
 # the rounds, and bench/rounds_ratio.py the per-round ratios.
 # SCENES (default "pyramid20 grid1000 spheres1000") and BENCH_ARGS (extra
-# options of every run, e.g. --sleep) change what is run.
+# options of every run, e.g. --sleep) change what is run; ENGINES (default
+# "physd ode bullet") the engines, THREADS (default 1) the thread counts
+# physd runs with in each round (e.g. THREADS="1 2": --threads 1, then 2;
+# the peers run once, on one thread). Each line gets the load average
+# (load1, /proc/loadavg) at its start.
 bench=${1:-./build/release/bench/physd-bench}
 rounds=${2:-7}
 scenes=${SCENES:-pyramid20 grid1000 spheres1000}
+engines=${ENGINES:-physd ode bullet}
+threads=${THREADS:-1}
 r=0
 while [ "$r" -lt "$rounds" ]; do
     for scene in $scenes; do
-        for engine in physd ode bullet; do
-            # shellcheck disable=SC2086
-            "$bench" --engine "$engine" --scene "$scene" --iterations 10 ${BENCH_ARGS:-} 2>/dev/null |
-                sed "s/\"repeat\":0/\"repeat\":$r/" || exit 1
+        for engine in $engines; do
+            tl=1
+            [ "$engine" = physd ] && tl=$threads
+            for t in $tl; do
+                load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
+                # shellcheck disable=SC2086
+                "$bench" --engine "$engine" --scene "$scene" --iterations 10 --threads "$t" ${BENCH_ARGS:-} 2>/dev/null |
+                    sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load/" || exit 1
+            done
         done
     done
     r=$((r + 1))

@@ -211,6 +211,8 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
     put_num(out, "h", cfg->time_step);
     put_num(out, "mu", mu);
     fprintf(out, ",\"repeat\":%d", repeat_index);
+    /* (ODE and Bullet step on one thread whatever --threads says.) */
+    fprintf(out, ",\"threads\":%d", strcmp(ev->name, "physd") == 0 && cfg->physd_threads > 1 ? cfg->physd_threads : 1);
     put_num(out, "ms_per_step_median", r->ms_median);
     put_num(out, "ms_per_step_mean", r->ms_mean);
     put_num(out, "ms_per_step_min", r->ms_min);

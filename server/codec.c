@@ -234,6 +234,9 @@ int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick
                            (unsigned long long)cfg->max_step_work);
         n.max_step_work = v ? v : cfg->max_step_work;
     }
+    if (m->threads && m->threads->value > cfg->max_world_threads)
+        return ps_fail(st, PS_ST_INVALID, "settings.threads must be at most the server's max_world_threads (%d)",
+                       cfg->max_world_threads);
     if (m->tick_rate) {
         double v = m->tick_rate->value;
         if (!isfinite(v) || v < cfg->min_tick_rate || v > cfg->max_tick_rate)

@@ -75,6 +75,9 @@ static const entry table[] = {
      "subscriptions to one world, all connections together"},
     {"max_step_work", T_U64, F(max_step_work), 0, 1000, 1e15, "50000000",
      "row updates one step may make (rows x sweeps); the world setting's default and upper bound"},
+    {"max_world_threads", T_INT, F(max_world_threads), 0, 1, 8, "2",
+     "threads one world's step may use (the world setting threads is at most this; each world's extra threads "
+     "are its own, beside the step workers)"},
     {"heavy_step_ms", T_DBL, F(heavy_step_ms), 0, 0, 1e6, "20",
      "a world whose last step took longer shares at most workers - 1 threads with other heavy worlds, ms"},
     {"shutdown_timeout", T_DBL, F(shutdown_timeout), 0, 0, 3600, "2", "seconds to flush connections at shutdown"},

@@ -57,6 +57,8 @@ typedef struct ps_config {
     int max_world_subscriptions;     /* subscriptions to one world, all connections together, default 16384 */
     uint64_t max_step_work;          /* row updates one step may make (default and upper bound of the
                                         world setting), default 50 000 000 */
+    int max_world_threads;           /* settings.threads a world may ask for (its step's threads: the
+                                        worker's and those of the world's own pool), default 2 */
     double heavy_step_ms;            /* a world whose last step took longer is "heavy": heavy worlds share
                                         at most workers - 1 threads, default 20 ms */
     double shutdown_timeout;         /* s, flushing at shutdown, default 2 */

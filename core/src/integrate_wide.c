@@ -159,10 +159,11 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
         store4(ps + j * sbs + 4, r[j]);
 }
 
-static inline __attribute__((always_inline)) void integrate_body(ph__world *w, double h, int dv, int next, double wf) {
+static inline __attribute__((always_inline)) void integrate_body(ph__world *w, int32_t s0, int32_t s1, double h, int dv,
+                                                                 int next, double wf) {
     const int warm = next == 2 && wf != 0;
-    int32_t s = 1;
-    for (; s + 4 <= w->sbody_count; s += 4) {
+    int32_t s = s0;
+    for (; s + 4 <= s1; s += 4) {
         int ok = 1;
         for (int j = 0; j < 4 && next; j++)
             ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
@@ -173,12 +174,13 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, d
                 ph__integrate_body(w, s + j, h, dv, next, wf);
         }
     }
-    for (; s < w->sbody_count; s++)
+    for (; s < s1; s++)
         ph__integrate_body(w, s, h, dv, next, wf);
 }
 
-PH_VARIANTS(integrate, (ph__world * w, double h, int dv, int next, double wf), (w, h, dv, next, wf))
+PH_VARIANTS(integrate, (ph__world * w, int32_t s0, int32_t s1, double h, int dv, int next, double wf),
+            (w, s0, s1, h, dv, next, wf))
 
-void ph__wide_integrate(ph__world *w, double h, int dv, int next, double wf) {
-    PH_DISPATCH(w, integrate, (w, h, dv, next, wf));
+void ph__wide_integrate(ph__world *w, int32_t s0, int32_t s1, double h, int dv, int next, double wf) {
+    PH_DISPATCH(w, integrate, (w, s0, s1, h, dv, next, wf));
 }

@@ -27,6 +27,7 @@
 #include "broad_phase.h"
 #include "collide.h"
 #include "contact.h"
+#include "tasks.h"
 #include "world.h"
 #include "ph_simd.h"
 
@@ -208,30 +209,36 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
     return maxpen;
 }
 
-int ph__narrowphase(ph__world *w) {
-    /* The current manifolds become the previous ones. */
-    ph__contact_manifold *t = w->prev_manifolds;
-    if (w->narrowphases == 2) { /* (t holds the step's first manifolds: kept for restore_state) */
-        ph__contact_manifold *s = w->spare_manifolds;
-        w->spare_manifolds = t;
-        t = s;
-    }
-    w->prev_manifolds = w->manifolds;
-    w->prev_count = w->manifold_count;
-    w->manifolds = t;
-    w->manifold_count = 0;
-    if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
+/* The pairs [i0, i1), their manifolds written from w->manifolds[out] on
+ * (at most one per pair); returns how many, with the deepest penetration
+ * and the cache's reuses. The previous step's manifolds are walked from
+ * the first one not before pair i0. */
+static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, double *maxpen_out,
+                             int32_t *reused_out) {
     const double margin = w->settings.contact_margin;
     const double tol = w->settings.contact_cache_tolerance;
     const int warm = w->settings.warm_start;
     const double match_dist = 0.01; /* m */
     double maxpen = 0;
-    int32_t reused = 0;
+    int32_t reused = 0, n = 0;
     int32_t prev_at = 0; /* find_prev's cursor */
-    for (int32_t i = 0; i < w->pair_count; i++) {
+    if (i0 > 0 && i0 < w->pair_count) {
+        const int32_t sa = w->pairs[i0].sa, sb = w->pairs[i0].sb;
+        int32_t lo = 0, hi = w->prev_count;
+        while (lo < hi) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            const ph__contact_manifold *m = &w->prev_manifolds[mid];
+            if (m->sa < sa || (m->sa == sa && m->sb < sb))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        prev_at = lo;
+    }
+    for (int32_t i = i0; i < i1; i++) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
-        ph__contact_manifold *cm = &w->manifolds[w->manifold_count];
+        ph__contact_manifold *cm = &w->manifolds[out + n];
         const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
         const int still = (ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC);
         const int cacheable = tol > 0 && (costly(a) || costly(b));
@@ -244,7 +251,7 @@ int ph__narrowphase(ph__world *w) {
             if (prev && prev->m.count > 0) {
                 *cm = *prev;
                 cm->row0 = -1;
-                w->manifold_count++;
+                n++;
             }
             continue;
         }
@@ -256,7 +263,7 @@ int ph__narrowphase(ph__world *w) {
             double pen = cache_reuse(w, cm, prev, ba, bb, warm);
             if (pen > maxpen) maxpen = pen;
             reused++;
-            w->manifold_count++;
+            n++;
             continue;
         }
         if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec,
@@ -324,7 +331,59 @@ int ph__narrowphase(ph__world *w) {
                 carry_friction(cm, k, old, match);
             }
         }
-        w->manifold_count++;
+        n++;
+    }
+    *maxpen_out = maxpen;
+    *reused_out = reused;
+    return n;
+}
+
+typedef struct np_ctx {
+    int32_t n[PH__MAX_WORKERS], reused[PH__MAX_WORKERS];
+    double maxpen[PH__MAX_WORKERS];
+} np_ctx;
+
+/* One worker's share of the pairs, its manifolds from its first pair's
+ * index on (compacted after the pass). */
+static void collide_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    np_ctx *c = ctx;
+    int32_t i0, i1;
+    ph__tasks_split(w->pair_count, worker, nworkers, &i0, &i1);
+    c->n[worker] = collide_pairs(w, i0, i1, i0, &c->maxpen[worker], &c->reused[worker]);
+}
+
+int ph__narrowphase(ph__world *w) {
+    /* The current manifolds become the previous ones. */
+    ph__contact_manifold *t = w->prev_manifolds;
+    if (w->narrowphases == 2) { /* (t holds the step's first manifolds: kept for restore_state) */
+        ph__contact_manifold *s = w->spare_manifolds;
+        w->spare_manifolds = t;
+        t = s;
+    }
+    w->prev_manifolds = w->manifolds;
+    w->prev_count = w->manifold_count;
+    w->manifolds = t;
+    w->manifold_count = 0;
+    if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
+    double maxpen = 0;
+    int32_t reused = 0;
+    if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES) {
+        /* Split among the step's workers (tasks.c): each pair's manifold
+         * is what one thread makes, and the blocks are joined in pair
+         * order, so the manifolds are the same; max and sum are exact. */
+        np_ctx c;
+        ph__tasks_run(w, collide_pass, &c);
+        for (int k = 0; k < w->task_workers; k++) {
+            int32_t i0, i1;
+            ph__tasks_split(w->pair_count, k, w->task_workers, &i0, &i1);
+            if (w->manifold_count != i0 && c.n[k] > 0)
+                memmove(&w->manifolds[w->manifold_count], &w->manifolds[i0], (size_t)c.n[k] * sizeof *w->manifolds);
+            w->manifold_count += c.n[k];
+            if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
+            reused += c.reused[k];
+        }
+    } else {
+        w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused);
     }
     w->stats.max_penetration = maxpen;
     w->stats.manifolds_reused = reused;

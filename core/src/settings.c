@@ -37,7 +37,7 @@ _Static_assert(sizeof(ph_friction_model) == sizeof(int) && sizeof(ph_method) == 
                    sizeof(ph_gamma_scope) == sizeof(int) && sizeof(ph_simd) == sizeof(int),
                "enum rows are stored as int");
 #if UINTPTR_MAX == 0xffffffffffffffffu
-_Static_assert(sizeof(ph_settings) == 336, "a new ph_settings field: give it a row in the table below");
+_Static_assert(sizeof(ph_settings) == 344, "a new ph_settings field: give it a row in the table below");
 #endif
 
 static const ph_setting_part vec3_parts[] = {{"x", 0, 0, ""}, {"y", 0, 0, ""}, {"z", 0, 0, ""}};
@@ -112,6 +112,8 @@ static const ph_setting table[] = {
     ENUM(simd, PH_SIMD_AVX512, simds, PH_SETTING_NO_WAKE, "cap on the vector solver's instruction set (same numbers for every value)"),
     INT(contact_relax, 5, 0, 64, "substeps", "PGS: a rigid relaxation pass over the contacts after the solve of every this many substeps (not the last); 0 = none"),
     DBL(joint_refactor_angle, 0.1, 0, 10, 0, "rad", "direct joints: factor again within a step only once the block's bodies may have turned this far; 0 = every substep"),
+    {ROW(threads, PH_SETTING_INT), .def = 1, .min = 1, .max = 8, .flags = PH_SETTING_NO_WAKE, .unit = "",
+     .doc = "threads that step the world (the caller's and a pool's); the same numbers for every value"},
 };
 /* clang-format on */
 

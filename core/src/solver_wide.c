@@ -72,6 +72,7 @@
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"
+#include "tasks.h"
 #include "world.h"
 #include "ph_simd.h"
 #include "solver_wide_lanes.h"
@@ -183,6 +184,7 @@ static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
  * numbers are fill's, solver_wide_rows.h). */
 static int build(ph__world *w, int32_t ncontact, int native) {
     w->wide_ok = 0;
+    w->wsched_ok = 0;
     w->wpoint_mode = 0;
     const int32_t nm = w->manifold_count;
     const int32_t nsb = w->sbody_count;
@@ -327,27 +329,6 @@ static int build(ph__world *w, int32_t ncontact, int native) {
 
 int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, 0); }
 
-void ph__wide_store_impulses(ph__world *w) {
-    for (int32_t bi = 0; bi < w->wbatch_count; bi++) {
-        const ph__wbatch *wb = &w->wbatches[bi];
-        for (int j = 0; j < PH_LANES; j++) {
-            if (wb->point[j] < 0) continue;
-            ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
-            const int k = wb->pm[j] & 3;
-            if (w->wpoint_mode) {
-                const ph__wpoint *p = &w->wpts[bi];
-                cm->ln[k] = p->lam[0][j];
-                cm->lt1[k] = p->lam[1][j];
-                cm->lt2[k] = p->lam[2][j];
-            } else {
-                cm->ln[k] = wb->r[0].lambda[j];
-                cm->lt1[k] = wb->r[1].lambda[j];
-                cm->lt2[k] = wb->r[2].lambda[j];
-            }
-        }
-    }
-}
-
 void ph__wide_refresh(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         ph__wbatch *wb = &w->wbatches[b];
@@ -375,30 +356,34 @@ void ph__wide_store(ph__world *w) {
     }
 }
 
-static inline __attribute__((always_inline)) void any_warm_start_body(ph__world *w) {
+static inline __attribute__((always_inline)) void any_warm_start_body(ph__world *w, int32_t b0, int32_t b1,
+                                                                      int32_t g0) {
     if (w->wpoint_mode)
-        point_warm_start_body(w);
+        point_warm_start_body(w, b0, b1, g0);
     else
         warm_start_body(w);
 }
 
-static inline __attribute__((always_inline)) void any_sweep_body(ph__world *w, const refresh_k *rk) {
+static inline __attribute__((always_inline)) void any_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
+                                                                 int32_t b1, int32_t g0) {
     if (w->wpoint_mode)
-        point_sweep_body(w, rk);
+        point_sweep_body(w, rk, b0, b1, g0);
     else
         sweep_body(w, rk);
 }
 
-static inline __attribute__((always_inline)) void any_refresh_body(ph__world *w, double h) {
+static inline __attribute__((always_inline)) void any_refresh_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                   int32_t g0) {
     if (w->wpoint_mode)
-        point_refresh_body(w, h);
+        point_refresh_body(w, h, b0, b1, g0);
     else
         refresh_body(w, h);
 }
 
-static inline __attribute__((always_inline)) void any_relax_body(ph__world *w, double h) {
+static inline __attribute__((always_inline)) void any_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                 int32_t g0) {
     if (w->wpoint_mode)
-        point_relax_body(w, h);
+        point_relax_body(w, h, b0, b1, g0);
     else
         relax_body(w, h);
 }
@@ -410,38 +395,196 @@ static inline __attribute__((always_inline)) void any_merits_body(const ph__worl
         merits_body(w, m);
 }
 
-static inline __attribute__((always_inline)) void any_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+static inline __attribute__((always_inline)) void any_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b,
+                                                                int32_t b0, int32_t b1, int32_t g0) {
     if (w->wpoint_mode)
-        point_fill_body(w, c, need_b);
+        point_fill_body(w, c, need_b, b0, b1, g0);
     else
         fill_body(w, c, need_b);
 }
 
-/* Three builds of each pass (ph_simd.h). */
-PH_VARIANTS(any_warm_start, (ph__world * w), (w))
-PH_VARIANTS(any_sweep, (ph__world * w), (w, NULL))
-static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b) {
+/* Three builds of each pass (ph_simd.h). Row mode's passes always take
+ * every batch; point mode's the groups of batches [b0, b1), from group g0. */
+PH_VARIANTS(any_warm_start, (ph__world * w, int32_t b0, int32_t b1, int32_t g0), (w, b0, b1, g0))
+PH_VARIANTS(any_sweep, (ph__world * w, int32_t b0, int32_t b1, int32_t g0), (w, NULL, b0, b1, g0))
+static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b, int32_t b0,
+                                                                     int32_t b1, int32_t g0) {
     refresh_k c = refresh_consts(w, h);
     c.need_b = need_b;
-    any_sweep_body(w, &c);
+    any_sweep_body(w, &c, b0, b1, g0);
 }
-PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b), (w, h, need_b))
-PH_VARIANTS(any_refresh, (ph__world * w, double h), (w, h))
+PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b, int32_t b0, int32_t b1, int32_t g0),
+            (w, h, need_b, b0, b1, g0))
+PH_VARIANTS(any_refresh, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t g0), (w, h, b0, b1, g0))
 PH_VARIANTS(any_merits, (const ph__world *w, ph__merit *m), (w, m))
-PH_VARIANTS(any_relax, (ph__world * w, double h), (w, h))
-PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b), (w, c, need_b))
+PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t g0), (w, h, b0, b1, g0))
+PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int32_t b0, int32_t b1, int32_t g0),
+            (w, c, need_b, b0, b1, g0))
 
-void ph__wide_warm_start(ph__world *w) { PH_DISPATCH(w, any_warm_start, (w)); }
+/* Threads (tasks.c). The groups of one level touch disjoint moving bodies
+ * (and the ground, which the passes never store), so the workers may solve
+ * them side by side: each takes a contiguous share of the level's groups
+ * and solves them with the same operations as one thread, then all wait at
+ * a barrier before the next level. Levels of fewer than LEVEL_MIN groups
+ * (a pyramid's: a row's side contacts form a chain of levels) run on
+ * worker 0 alone, consecutive ones as one serial segment. The passes over
+ * independent records (the native build's fill, the refresh, storing the
+ * impulses) split all groups at once. Which worker computes what never
+ * changes what is computed: the results are those of one thread bit for
+ * bit. The schedule (w->wgfirst: each group's first batch; w->wsegs:
+ * segments g0, g1, parallel) is made with the batches, point mode only. */
+#define LEVEL_MIN 8
 
-void ph__wide_sweep(ph__world *w) { PH_DISPATCH(w, any_sweep, (w)); }
+static int make_schedule(ph__world *w, int32_t ng) {
+    w->wsched_ok = 0;
+    if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
+    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 3 * ng + 3)) return PH_ERR_NO_MEMORY;
+    int32_t g = 0;
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
+        w->wgfirst[g++] = b;
+    w->wgfirst[ng] = w->wbatch_count;
+    int32_t nseg = 0, l0 = 0;
+    for (g = 1; g <= ng; g++) {
+        if (g < ng && w->wbatches[w->wgfirst[g]].indep) continue;
+        /* Level [l0, g). */
+        const int par = g - l0 >= LEVEL_MIN;
+        if (!par && nseg > 0 && !w->wsegs[3 * nseg - 1]) {
+            w->wsegs[3 * nseg - 2] = g;
+        } else {
+            w->wsegs[3 * nseg] = l0;
+            w->wsegs[3 * nseg + 1] = g;
+            w->wsegs[3 * nseg + 2] = par;
+            nseg++;
+        }
+        l0 = g;
+    }
+    w->wgroup_count = ng;
+    w->wseg_count = nseg;
+    w->wsched_ok = 1;
+    return PH_OK;
+}
 
-void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) { PH_DISPATCH(w, sweep_refresh, (w, h, need_b)); }
+typedef enum { PASS_WARM, PASS_SWEEP, PASS_SWEEP_REFRESH, PASS_REFRESH, PASS_RELAX, PASS_FILL, PASS_STORE } pass_kind;
 
-void ph__wide_refresh_fast(ph__world *w, double h) { PH_DISPATCH(w, any_refresh, (w, h)); }
+typedef struct wpass {
+    pass_kind kind;
+    int need_b;
+    double h;
+    const ph__contact_ctx *c;
+} wpass;
+
+static void store_impulses(ph__world *w, int32_t b0, int32_t b1);
+
+/* The pass on the groups of batches [b0, b1), the first of them group g0. */
+static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int32_t g0) {
+    switch (p->kind) {
+    case PASS_WARM:
+        PH_DISPATCH(w, any_warm_start, (w, b0, b1, g0));
+        break;
+    case PASS_SWEEP:
+        PH_DISPATCH(w, any_sweep, (w, b0, b1, g0));
+        break;
+    case PASS_SWEEP_REFRESH:
+        PH_DISPATCH(w, sweep_refresh, (w, p->h, p->need_b, b0, b1, g0));
+        break;
+    case PASS_REFRESH:
+        PH_DISPATCH(w, any_refresh, (w, p->h, b0, b1, g0));
+        break;
+    case PASS_RELAX:
+        PH_DISPATCH(w, any_relax, (w, p->h, b0, b1, g0));
+        break;
+    case PASS_FILL:
+        PH_DISPATCH(w, any_fill, (w, p->c, p->need_b, b0, b1, g0));
+        break;
+    case PASS_STORE:
+        store_impulses(w, b0, b1);
+        break;
+    }
+}
+
+static void share(ph__world *w, const wpass *p, int32_t g0, int32_t g1, int worker, int nworkers) {
+    int32_t a, e;
+    ph__tasks_split(g1 - g0, worker, nworkers, &a, &e);
+    if (a < e) run_range(w, p, w->wgfirst[g0 + a], w->wgfirst[g0 + e], g0 + a);
+}
+
+/* A pass in level order: segment after segment, a barrier between. */
+static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const wpass *p = ctx;
+    for (int32_t k = 0; k < w->wseg_count; k++) {
+        const int32_t *sg = &w->wsegs[3 * k];
+        if (sg[2])
+            share(w, p, sg[0], sg[1], worker, nworkers);
+        else if (worker == 0)
+            run_range(w, p, w->wgfirst[sg[0]], w->wgfirst[sg[1]], sg[0]);
+        if (k + 1 < w->wseg_count) ph__tasks_barrier(w);
+    }
+}
+
+/* A pass over independent groups: all of them split at once. */
+static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    share(w, ctx, 0, w->wgroup_count, worker, nworkers);
+}
+
+static void run_pass(ph__world *w, const wpass *p, int ordered) {
+    if (w->wsched_ok && w->task_workers > 1)
+        ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
+    else
+        run_range(w, p, 0, w->wbatch_count, 0);
+}
+
+static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {
+    for (int32_t bi = b0; bi < b1; bi++) {
+        const ph__wbatch *wb = &w->wbatches[bi];
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            ph__contact_manifold *cm = &w->manifolds[wb->pm[j] >> 2];
+            const int k = wb->pm[j] & 3;
+            if (w->wpoint_mode) {
+                const ph__wpoint *p = &w->wpts[bi];
+                cm->ln[k] = p->lam[0][j];
+                cm->lt1[k] = p->lam[1][j];
+                cm->lt2[k] = p->lam[2][j];
+            } else {
+                cm->ln[k] = wb->r[0].lambda[j];
+                cm->lt1[k] = wb->r[1].lambda[j];
+                cm->lt2[k] = wb->r[2].lambda[j];
+            }
+        }
+    }
+}
+
+void ph__wide_store_impulses(ph__world *w) {
+    const wpass p = {.kind = PASS_STORE};
+    run_pass(w, &p, 0);
+}
+
+void ph__wide_warm_start(ph__world *w) {
+    const wpass p = {.kind = PASS_WARM};
+    run_pass(w, &p, 1);
+}
+
+void ph__wide_sweep(ph__world *w) {
+    const wpass p = {.kind = PASS_SWEEP};
+    run_pass(w, &p, 1);
+}
+
+void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) {
+    const wpass p = {.kind = PASS_SWEEP_REFRESH, .need_b = need_b, .h = h};
+    run_pass(w, &p, 1);
+}
+
+void ph__wide_refresh_fast(ph__world *w, double h) {
+    const wpass p = {.kind = PASS_REFRESH, .h = h};
+    run_pass(w, &p, 0);
+}
 
 void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_merits, (w, m)); }
 
-void ph__wide_relax(ph__world *w, double h) { PH_DISPATCH(w, any_relax, (w, h)); }
+void ph__wide_relax(ph__world *w, double h) {
+    const wpass p = {.kind = PASS_RELAX, .h = h};
+    run_pass(w, &p, 1);
+}
 
 int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
     const int e = build(w, 0, 1);
@@ -451,12 +594,14 @@ int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
         int32_t ng = 0;
         for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
             ng++;
-        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1))
+        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
+            make_schedule(w, ng))
             return PH_ERR_NO_MEMORY;
     }
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
-    PH_DISPATCH(w, any_fill, (w, &c, p->last)); /* (B: the last substep's merits) */
+    const wpass f = {.kind = PASS_FILL, .need_b = p->last, .c = &c}; /* (B: the last substep's merits) */
+    run_pass(w, &f, 0);
     return PH_OK;
 }
 

@@ -79,18 +79,17 @@ _Static_assert(sizeof(ph__sbody) % sizeof(double) == 0 && sizeof(ph__vw) == 8 * 
 
 static inline __attribute__((always_inline)) void scatter_side(ph__sbody *sb, const int32_t *idx, const ph__vd *v,
                                                                const ph__vd *om, const ph__vd *k) {
+    /* The ground (solver body 0) is never stored: its values stay the
+     * loaded ones (zero; its inverse mass is zero), and the groups that
+     * workers solve side by side (tasks.c) share no other body. */
     double *p0 = &sb[idx[0]].v.x, *p1 = &sb[idx[1]].v.x, *p2 = &sb[idx[2]].v.x, *p3 = &sb[idx[3]].v.x;
-    ph__vd r0, r1, r2, r3;
+    ph__vd r0, r1, r2, r3, q0, q1, q2, q3;
     transpose4(v[0], v[1], v[2], om[0], &r0, &r1, &r2, &r3);
-    store4(p0, r0);
-    store4(p1, r1);
-    store4(p2, r2);
-    store4(p3, r3);
-    transpose4(om[1], om[2], k[0], k[1], &r0, &r1, &r2, &r3);
-    store4(p0 + 4, r0);
-    store4(p1 + 4, r1);
-    store4(p2 + 4, r2);
-    store4(p3 + 4, r3);
+    transpose4(om[1], om[2], k[0], k[1], &q0, &q1, &q2, &q3);
+    if (idx[0]) store4(p0, r0), store4(p0 + 4, q0);
+    if (idx[1]) store4(p1, r1), store4(p1 + 4, q1);
+    if (idx[2]) store4(p2, r2), store4(p2 + 4, q2);
+    if (idx[3]) store4(p3, r3), store4(p3 + 4, q3);
 }
 
 static inline __attribute__((always_inline)) void gather(const ph__sbody *sb, const ph__wbatch *wb, wvel *u) {
@@ -156,12 +155,16 @@ static inline __attribute__((always_inline)) void gather_arrays(const ph__vw *a,
 }
 
 static inline __attribute__((always_inline)) void scatter(ph__sbody *sb, const ph__wbatch *wb, const wvel *u) {
-    for (int j = 0; j < PH_LANES; j++) {
+    for (int j = 0; j < PH_LANES; j++) { /* (not the ground: as above) */
         ph__sbody *a = &sb[wb->ia[j]], *c = &sb[wb->ib[j]];
-        a->v = ph_v3(u->va[0][j], u->va[1][j], u->va[2][j]);
-        a->w = ph_v3(u->wa[0][j], u->wa[1][j], u->wa[2][j]);
-        c->v = ph_v3(u->vb[0][j], u->vb[1][j], u->vb[2][j]);
-        c->w = ph_v3(u->wb[0][j], u->wb[1][j], u->wb[2][j]);
+        if (wb->ia[j]) {
+            a->v = ph_v3(u->va[0][j], u->va[1][j], u->va[2][j]);
+            a->w = ph_v3(u->wa[0][j], u->wa[1][j], u->wa[2][j]);
+        }
+        if (wb->ib[j]) {
+            c->v = ph_v3(u->vb[0][j], u->vb[1][j], u->vb[2][j]);
+            c->w = ph_v3(u->wb[0][j], u->wb[1][j], u->wb[2][j]);
+        }
     }
 }
 #endif

@@ -266,20 +266,24 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
     scatter(sb, g, &u);
 }
 
-static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk) {
+/* The passes below visit the groups whose batches are [b0, b1), the
+ * first of them group g0 (all of them, or one worker's share: tasks.c). */
+static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
+                                                                   int32_t b1, int32_t g0) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen, gr++) {
+    const ph__wgroup *gr = w->wgroups + g0;
+    for (int32_t b = b0; b < b1; b += w->wbatches[b].glen, gr++) {
         if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, rk);
         point_group(w, b, gr, box, zero);
     }
 }
 
-static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w) {
+static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w, int32_t b0, int32_t b1,
+                                                                        int32_t g0) {
     ph__sbody *sb = w->sbodies;
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; gr++) {
+    const ph__wgroup *gr = w->wgroups + g0;
+    for (int32_t b = b0; b < b1; gr++) {
         const ph__wbatch *g = &w->wbatches[b];
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         wvel u;
@@ -295,23 +299,25 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
     }
 }
 
-static inline __attribute__((always_inline)) void point_refresh_body(ph__world *w, double h) {
+static inline __attribute__((always_inline)) void point_refresh_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                     int32_t g0) {
     refresh_k c = refresh_consts(w, h);
     c.need_b = 1;
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen, gr++)
+    const ph__wgroup *gr = w->wgroups + g0;
+    for (int32_t b = b0; b < b1; b += w->wbatches[b].glen, gr++)
         point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, &c);
 }
 
 /* The relaxation pass on the points (relax_body's arithmetic on the
  * points' relative velocities): the normal's rigid diagonal is K_nn
  * without its eps; the point's three changes applied together. */
-static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h) {
+static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                   int32_t g0) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; gr++) {
+    const ph__wgroup *gr = w->wgroups + g0;
+    for (int32_t b = b0; b < b1; gr++) {
         ph__wbatch *g = &w->wbatches[b];
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         wvel u;
@@ -373,12 +379,13 @@ static inline __attribute__((always_inline)) void point_merits_body(const ph__wo
 /* The points of the native build (fill_body's inputs): the three rows of
  * make_row give eps, 1 / K_ii and the parts of K; K^-1 by its adjugate
  * (K is symmetric positive definite: eps > 0 on its diagonal). */
-static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b) {
+static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, const ph__contact_ctx *c, int need_b,
+                                                                  int32_t b0, int32_t b1, int32_t g0) {
     const ph__vd zero = splat(0.0), a = splat(c->cn.a), omb = splat(1.0 - c->cn.b), hv = splat(c->h);
     const ph__vd wsf = splat(c->wsf);
     const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
-    ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; gr++) {
+    ph__wgroup *gr = w->wgroups + g0;
+    for (int32_t b = b0; b < b1; gr++) {
         ph__wbatch *g = &w->wbatches[b];
         ph__wpoint *pg = &w->wpts[b];
         const int32_t gl = g->glen;

@@ -58,6 +58,7 @@
 #include "ph_arith.h"
 #include "rows.h"
 #include "solver.h"
+#include "tasks.h"
 #include "solver_wide.h"
 #include "step.h"
 #include "step_plan.h"
@@ -347,19 +348,39 @@ void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, dou
     }
 }
 
+typedef struct integrate_ctx {
+    double h, wf;
+    int dv, next;
+} integrate_ctx;
+
+/* One worker's share of the solver bodies: whole runs of four (the runs
+ * integrate_wide.c makes with one worker), so every body is computed as
+ * with one. */
+static void integrate_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const integrate_ctx *c = ctx;
+    int32_t r0, r1;
+    ph__tasks_split((w->sbody_count - 1 + 3) / 4, worker, nworkers, &r0, &r1);
+    const int32_t s0 = 1 + 4 * r0, s1 = 1 + 4 * r1 < w->sbody_count ? 1 + 4 * r1 : w->sbody_count;
+    if (w->settings.vector_solver) {
+        ph__wide_integrate(w, s0, s1, c->h, c->dv, c->next, c->wf);
+    } else {
+        for (int32_t s = s0; s < s1; s++)
+            ph__integrate_body(w, s, c->h, c->dv, c->next, c->wf);
+    }
+}
+
 /* Every solver body: four at a time (integrate_wide.c, the same numbers)
  * unless vector_solver is off; with the plan's next (step.h) also dvc and
- * the next substep's start. */
+ * the next substep's start. Split among the step's workers (tasks.c) when
+ * there are enough bodies. */
 static void integrate(ph__world *w, const ph__plan *p, double h) {
     const int dv = p->next != PH_NEXT_NONE;
     const int next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
-    const double wf = ph__warm_factor(w);
-    if (w->settings.vector_solver) {
-        ph__wide_integrate(w, h, dv, next, wf);
-    } else {
-        for (int32_t s = 1; s < w->sbody_count; s++)
-            ph__integrate_body(w, s, h, dv, next, wf);
-    }
+    integrate_ctx c = {h, ph__warm_factor(w), dv, next};
+    if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES)
+        ph__tasks_run(w, integrate_pass, &c);
+    else
+        integrate_pass(w, &c, 0, 1);
     if (next) forces_ground(w);
     if (dv) contact_dv(w);
 }
@@ -753,6 +774,7 @@ int ph_world_step(ph_world_id id) {
     int e = w->pending > 0 || w->awake_dirty ? ph__islands_begin(w) : PH_OK;
     if (e) return e;
     if (w->awake_count == 0) return idle_step(w);
+    ph__tasks_begin(w); /* (the workers of this step's passes) */
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
     w->stats_idle = 0;

@@ -199,9 +199,9 @@ typedef struct ph__saved_sleep {
 } ph__saved_sleep;
 
 /* step.c's integration of solver body s (and with next > 0 the start of
- * the next substep), and integrate_wide.c's of all of them, four at a time
- * where they are plain and isotropic: the same numbers. */
+ * the next substep), and integrate_wide.c's of bodies [s0, s1), four at a
+ * time from s0 where they are plain and isotropic: the same numbers. */
 void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, double wf);
-void ph__wide_integrate(ph__world *w, double h, int dv, int next, double wf);
+void ph__wide_integrate(ph__world *w, int32_t s0, int32_t s1, double h, int dv, int next, double wf);
 
 #endif /* PHYSD_STEP_H */

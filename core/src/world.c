@@ -34,6 +34,7 @@
 #include "solver.h"
 #include "solver_wide.h"
 #include "world.h"
+#include "tasks.h"
 
 /* The registry: a world slot is NULL (free), a live or dying world, or the
  * retired mark. Read without the lock by the handle lookups (world.h). */
@@ -193,6 +194,8 @@ static const size_t world_arrays[] = {
     ARR(rest.nodes),
     STEP(wbatches),
     STEP(wpts),
+    STEP(wgfirst),
+    STEP(wsegs),
     STEP(wgroups),
     STEP(wmask),
     STEP(wlevel),
@@ -225,6 +228,7 @@ void ph__world_release_step_arrays(ph__world *w) {
 }
 
 void ph__world_free(ph__world *w) {
+    ph__tasks_free(w);
     for (int32_t k = 0; k < ph__array_cap(w->islands); k++)
         ph__free(w->islands[k].m);
     ph__array_free(w->islands);
@@ -278,6 +282,14 @@ int ph_world_set_settings(ph_world_id id, const ph_settings *s) {
     if (margin)
         for (int32_t i = 0; i < w->body_pool.hwm; i++)
             if (w->bodies[i].alive && w->bodies[i].type == PH_BODY_STATIC) ph__body_moved(w, i);
+    return PH_OK;
+}
+
+int ph_world_set_task_runner(ph_world_id id, ph_task_runner *run, void *user) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    w->task_runner = run;
+    w->task_runner_user = run ? user : NULL;
     return PH_OK;
 }
 

@@ -40,6 +40,12 @@ struct ph__world {
 
     ph_settings settings;
     int max_bodies, max_joints;
+    /* Threads (tasks.c): the pool (NULL until threads > 1 or a runner),
+     * the workers of this step's passes, the host's runner. */
+    struct ph__tasks *tasks;
+    int task_workers;
+    ph_task_runner *task_runner;
+    void *task_runner_user;
     uint64_t rng;
 
     /* Slot records, handed out by their pools (pool.h): [0, pool.hwm) used. */
@@ -131,6 +137,11 @@ struct ph__world {
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
+    /* Threads' schedule of the batches (solver_wide.c, point mode): each
+     * group's first batch, segments (g0, g1, parallel); valid with wsched_ok. */
+    int32_t *wgfirst, *wsegs;
+    int32_t wgroup_count, wseg_count;
+    int wsched_ok;
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */

@@ -379,11 +379,12 @@ static void test_generation_wrap(void **state) {
  * states, and the state hash is pinned, with the default contact cache and
  * with it off (contact_cache_tolerance = 0: the step as it was before the
  * cache, bit for bit). */
-static uint64_t run_scene(double cache_tolerance) {
+static uint64_t run_scene_threads(double cache_tolerance, int threads) {
     ph_world_id w = new_world(ph_v3(0, 0, -9.81));
     ph_settings s;
     ph_world_get_settings(w, &s);
     s.contact_cache_tolerance = cache_tolerance;
+    s.threads = threads;
     assert_int_equal(ph_world_set_settings(w, &s), PH_OK);
     assert_int_equal(ph_scene_build(w, "box_drop"), PH_OK);
     ph_body_id extra = add_box(w, ph_v3(0.3, 0.2, 5), ph_v3(0.4, 0.3, 0.2));
@@ -395,6 +396,8 @@ static uint64_t run_scene(double cache_tolerance) {
     ph_world_destroy(w);
     return h;
 }
+
+static uint64_t run_scene(double cache_tolerance) { return run_scene_threads(cache_tolerance, 1); }
 
 static void test_determinism_hash(void **state) {
     (void)state;
@@ -408,6 +411,10 @@ static void test_determinism_hash(void **state) {
      * intended change of the physics, and say so in the commit. */
     assert_true(a == 0xec35f4580ff584d0ull);
     assert_true(off == 0x0c729dd8235fca8cull);
+    /* The same with 2 and 4 threads (settings.threads; the large scenes
+     * are in test_threads.c). */
+    assert_true(run_scene_threads(tol, 2) == a);
+    assert_true(run_scene_threads(tol, 4) == a);
 }
 
 /* The next n bodies w hands out (each a sphere at a distinct height). */

@@ -405,6 +405,11 @@ typedef struct ph_settings {
                                     substeps between solve their rebuilt joint rows with that factor
                                     (docs/core.md "The direct joint block"). 0 = factor every substep
                                     (exact); default 0.1, [0, 10] */
+    int threads;                 /* threads that step this world (the caller's and threads - 1 of the
+                                    world's pool, or the host's task runner): the contact solver's
+                                    passes, the integration and the batches' build split among them.
+                                    The results are bit for bit the same for every value
+                                    (docs/core.md "Threads"); default 1, [1, 8] */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
@@ -438,6 +443,22 @@ int ph_world_get_settings(ph_world_id w, ph_settings *out);
  * rest timer restarts): a sleeping island is not stepped, so it would not
  * see a new gravity, step or solver until something touched it. */
 int ph_world_set_settings(ph_world_id w, const ph_settings *s);
+
+/* Threads (docs/core.md "Threads"). With settings.threads = n > 1 a step
+ * runs its parallel passes on n workers: the stepping thread and, by
+ * default, n - 1 threads of a small pool the world owns (started by the
+ * first such step, stopped by ph_world_destroy or when n goes down). A host
+ * that has threads of its own gives a runner instead: run(user, task, ctx,
+ * count) must call task(ctx, i) for every i in [0, count), all of them at
+ * the same time (each on its own thread; the calling thread may take one,
+ * the tasks wait for each other at barriers), and return when all have
+ * returned. The results are bit for bit the same for every n and runner. */
+typedef void ph_task_fn(void *ctx, int task);
+typedef void ph_task_runner(void *user, ph_task_fn *task, void *ctx, int count);
+
+/* Sets (run != NULL) or clears the host's runner of w's parallel passes
+ * (the world's own pool is then stopped). */
+int ph_world_set_task_runner(ph_world_id w, ph_task_runner *run, void *user);
 
 /* Advances the world by settings.time_step. Returns PH_ERR_NONFINITE when
  * the step left a body outside the envelope, and PH_ERR_CANCELLED when

@@ -1,0 +1,228 @@
+/*
+ * tasks.c — the threads that step one world: settings.threads workers run
+ * each parallel pass of the step together (the stepping thread is worker
+ * 0), with a barrier among them between the pass's dependent parts.
+ *
+ * Normal path: ph__tasks_begin, at the start of an awake step, makes the
+ * world's pool match settings.threads (threads - 1 pthreads, started on
+ * first need and kept, stopped when the setting goes down), or, when the
+ * host gave a runner (ph_world_set_task_runner), uses none of its own.
+ * ph__tasks_run publishes the pass (function, context) by bumping the
+ * pool's job generation; the workers, spinning briefly and then asleep on
+ * a futex, see it, run the pass with their index, and meet the stepping
+ * thread at the closing barrier. ph__tasks_barrier is a counting barrier
+ * with a generation: the last to arrive resets the count and bumps the
+ * generation; the others spin on it for a while (a pass's parts are a few
+ * microseconds apart) and then sleep on a futex, so a worker descheduled
+ * on a busy machine costs the others CPU only for the spin.
+ *
+ * What a pass computes never depends on the number of workers or on
+ * their timing: the passes split their items into ranges whose work is
+ * independent (disjoint bodies, disjoint records), and every item is
+ * computed with the same operations as by one thread (docs/core.md
+ * "Threads"). So a thread that cannot be started (pthread_create fails)
+ * only makes the step use fewer workers.
+ *
+ * Failure modes: none reported; a pool thread that cannot be started
+ * leaves the pool smaller. A host runner that does not run its tasks at
+ * the same time deadlocks at the first barrier (its contract says so).
+ *
+ * Invariants: the pool's threads run nothing but passes of their world's
+ * step, which is on one thread at a time (the world is not thread-safe);
+ * between passes they only wait. ph__tasks_free stops and joins them.
+ */
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* syscall (the futex) */
+#endif
+#include "tasks.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "world.h"
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#define MAX_WORKERS PH__MAX_WORKERS
+#define SPIN 1000 /* polls before sleeping (each a pause: some tens of microseconds in all) */
+
+typedef struct {
+    _Alignas(64) atomic_uint gen; /* bumped when everyone has arrived */
+    atomic_int sleepers;          /* waiters asleep on gen (the last one wakes them) */
+    _Alignas(64) atomic_int count;
+    int n;
+} barrier;
+
+struct ph__tasks {
+    ph__world *w;
+    int nthreads; /* pool threads started (workers 1..nthreads) */
+    pthread_t th[MAX_WORKERS];
+    struct worker_arg {
+        ph__tasks *t;
+        int i;
+    } arg[MAX_WORKERS];
+    _Alignas(64) atomic_uint job; /* generation of the published pass */
+    atomic_int job_sleepers;
+    atomic_int stop;
+    ph__pass_fn *fn;
+    void *ctx;
+    int nworkers; /* workers of the running pass */
+    barrier bar;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void sleep_on(atomic_uint *a, unsigned seen) {
+#if defined(__linux__)
+    syscall(SYS_futex, (unsigned *)a, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+#else
+    (void)a;
+    (void)seen;
+    sched_yield();
+#endif
+}
+
+static void wake_all(atomic_uint *a) {
+#if defined(__linux__)
+    syscall(SYS_futex, (unsigned *)a, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)a;
+#endif
+}
+
+/* Returns once *a != seen: spinning, then asleep (sleepers counts us so
+ * that the one who changes it knows to wake us). */
+static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers) {
+    for (int i = 0; i < SPIN; i++) {
+        if (atomic_load_explicit(a, memory_order_acquire) != seen) return;
+        cpu_relax();
+    }
+    while (atomic_load_explicit(a, memory_order_acquire) == seen) {
+        atomic_fetch_add(sleepers, 1);
+        sleep_on(a, seen);
+        atomic_fetch_sub(sleepers, 1);
+    }
+}
+
+static void bump(atomic_uint *a, atomic_int *sleepers) {
+    atomic_fetch_add(a, 1); /* (sequentially consistent, as the sleepers' count) */
+    if (atomic_load(sleepers) > 0) wake_all(a);
+}
+
+static void barrier_wait(barrier *b) {
+    /* (n read before arriving: once everyone has arrived, the stepping
+     * thread may set it for the next pass.) */
+    const int n = b->n;
+    if (n <= 1) return;
+    const unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        bump(&b->gen, &b->sleepers);
+    } else {
+        wait_change(&b->gen, g, &b->sleepers);
+    }
+}
+
+static void *worker_main(void *arg) {
+    const struct worker_arg *a = arg;
+    ph__tasks *t = a->t;
+    const int me = a->i;
+    unsigned seen = 0;
+    for (;;) {
+        wait_change(&t->job, seen, &t->job_sleepers);
+        seen = atomic_load_explicit(&t->job, memory_order_acquire);
+        if (atomic_load(&t->stop)) return NULL;
+        if (me < t->nworkers) {
+            t->fn(t->w, t->ctx, me, t->nworkers);
+            barrier_wait(&t->bar);
+        }
+    }
+}
+
+static void stop_threads(ph__tasks *t) {
+    if (!t->nthreads) return;
+    atomic_store(&t->stop, 1);
+    bump(&t->job, &t->job_sleepers);
+    for (int i = 1; i <= t->nthreads; i++)
+        pthread_join(t->th[i], NULL);
+    atomic_store(&t->stop, 0);
+    t->nthreads = 0;
+}
+
+/* A host's runner: each of its tasks is one worker of the pass. */
+static void host_task(void *ctx, int task) {
+    ph__tasks *t = ctx;
+    t->fn(t->w, t->ctx, task, t->nworkers);
+}
+
+int ph__tasks_begin(ph__world *w) {
+    int want = w->settings.threads;
+    if (want < 1) want = 1;
+    if (want > MAX_WORKERS) want = MAX_WORKERS;
+    if (want == 1 && !w->tasks) return w->task_workers = 1;
+    if (!w->tasks) {
+        w->tasks = ph__calloc(1, sizeof *w->tasks);
+        if (!w->tasks) return w->task_workers = 1; /* (one worker: the same results) */
+        w->tasks->w = w;
+    }
+    ph__tasks *t = w->tasks;
+    if (w->task_runner) {
+        stop_threads(t);
+        return w->task_workers = want;
+    }
+    if (t->nthreads != want - 1) {
+        stop_threads(t);
+        atomic_store(&t->job, 0);
+        for (int i = 1; i < want; i++) {
+            t->arg[i].t = t;
+            t->arg[i].i = i;
+            if (pthread_create(&t->th[i], NULL, worker_main, &t->arg[i])) break;
+            t->nthreads = i;
+        }
+    }
+    return w->task_workers = t->nthreads + 1;
+}
+
+void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx) {
+    const int n = w->task_workers;
+    ph__tasks *t = w->tasks;
+    if (n <= 1 || !t) {
+        fn(w, ctx, 0, 1);
+        return;
+    }
+    t->fn = fn;
+    t->ctx = ctx;
+    t->nworkers = n;
+    t->bar.n = n;
+    if (w->task_runner) {
+        w->task_runner(w->task_runner_user, host_task, t, n);
+        return;
+    }
+    bump(&t->job, &t->job_sleepers); /* (publishes fn, ctx, n: sequentially consistent) */
+    fn(w, ctx, 0, n);
+    barrier_wait(&t->bar);
+}
+
+void ph__tasks_barrier(ph__world *w) {
+    if (w->task_workers > 1) barrier_wait(&w->tasks->bar);
+}
+
+void ph__tasks_free(ph__world *w) {
+    if (!w->tasks) return;
+    stop_threads(w->tasks);
+    ph__free(w->tasks);
+    w->tasks = NULL;
+}

@@ -1,0 +1,48 @@
+/*
+ * tasks.h — the threads that step one world (tasks.c): a pass of the step
+ * run by settings.threads workers at once, with a barrier among them.
+ *
+ * Internal to the core (and its tests); not installed. The public side is
+ * the setting `threads` and ph_world_set_task_runner (ph_core.h).
+ */
+#ifndef PHYSD_TASKS_H
+#define PHYSD_TASKS_H
+
+#include <stdint.h>
+
+typedef struct ph__world ph__world;
+
+/* Below this many solver bodies (groups of contact points for the solver's
+ * passes) a pass runs on the stepping thread alone: waking the others
+ * would cost more than it saves. */
+#define PH_TASKS_MIN_BODIES 256
+#define PH_TASKS_MIN_GROUPS 64
+#define PH__MAX_WORKERS 8 /* settings.threads at most */
+typedef struct ph__tasks ph__tasks;
+
+/* One pass: called once by each of the nworkers workers (worker 0 is the
+ * stepping thread), all at the same time; ph__tasks_barrier inside it
+ * waits for all of them. */
+typedef void ph__pass_fn(ph__world *w, void *ctx, int worker, int nworkers);
+
+/* Made ready at the start of an awake step: the world's pool grown or
+ * shrunk to settings.threads - 1 threads (none with a host runner).
+ * Returns the workers the step's passes get: settings.threads, or fewer
+ * when a thread could not be started (the results do not depend on it). */
+int ph__tasks_begin(ph__world *w);
+/* Runs fn on the workers ph__tasks_begin gave (directly on this thread
+ * when that is one) and returns when every worker has returned. */
+void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
+/* Inside a pass: returns once every worker of the pass has called it. */
+void ph__tasks_barrier(ph__world *w);
+/* The pool's threads stopped and joined, its record freed (world destroy). */
+void ph__tasks_free(ph__world *w);
+
+/* [*b, *e): worker i's share of n items cut into nworkers contiguous
+ * ranges (the cut depends on n and nworkers only). */
+static inline void ph__tasks_split(int32_t n, int worker, int nworkers, int32_t *b, int32_t *e) {
+    *b = (int32_t)((int64_t)n * worker / nworkers);
+    *e = (int32_t)((int64_t)n * (worker + 1) / nworkers);
+}
+
+#endif /* PHYSD_TASKS_H */

@@ -1,0 +1,266 @@
+/*
+ * test_threads.c — a world stepped by 1, 2 and 4 threads (settings.threads,
+ * tasks.c) gives bit-identical states after every step.
+ *
+ * Each case builds the same scene in three worlds that differ only in
+ * `threads`, steps them side by side and compares ph_world_state_hash
+ * (positions, orientations, velocities, impulses of every body, joint and
+ * manifold) after each step: the grid presets (grid4000 and a few steps of
+ * grid16000, whose levels of 400 groups are solved by the workers side by
+ * side), pyramid40 (a chain of small levels: mostly worker 0, the fill,
+ * refresh and integration split), a grid with ball joints between
+ * neighbouring boxes (the joints' direct block among the contacts),
+ * sleeping on (islands put to sleep and woken by an impulse), the row
+ * back end (contact_block off: its passes stay on one thread) and a host
+ * task runner (ph_world_set_task_runner) instead of the world's pool.
+ * The statistics that count work (rows, manifolds, row updates) agree too.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "physd/ph_core.h"
+#include "physd/ph_scenes.h"
+
+enum { NW = 3 };
+static const int thread_counts[NW] = {1, 2, 4};
+
+typedef void (*edit_fn)(ph_world_id w, int step);
+
+static ph_world_id make_world(const char *scene, int threads, int sleep, int contact_block) {
+    int err = 0;
+    ph_world_def d = ph_default_world_def();
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(err, PH_OK);
+    assert_int_equal(ph_scene_build(w, scene), PH_OK);
+    ph_settings s;
+    assert_int_equal(ph_world_get_settings(w, &s), PH_OK);
+    s.threads = threads;
+    s.sleep = sleep;
+    s.contact_block = contact_block;
+    assert_int_equal(ph_world_set_settings(w, &s), PH_OK);
+    return w;
+}
+
+/* Steps the three worlds `steps` times, edit(w, k) before step k, and
+ * checks after each step that their states and work counts agree. */
+static void run_case(ph_world_id *w, int steps, edit_fn edit) {
+    for (int k = 0; k < steps; k++) {
+        uint64_t h[NW];
+        ph_step_stats st[NW];
+        for (int i = 0; i < NW; i++) {
+            if (edit) edit(w[i], k);
+            assert_int_equal(ph_world_step(w[i]), PH_OK);
+            h[i] = ph_world_state_hash(w[i]);
+            assert_int_equal(ph_world_get_stats(w[i], &st[i]), PH_OK);
+        }
+        for (int i = 1; i < NW; i++) {
+            if (h[i] != h[0])
+                fail_msg("step %d: threads %d hash %016llx, threads 1 %016llx", k, thread_counts[i],
+                         (unsigned long long)h[i], (unsigned long long)h[0]);
+            assert_int_equal(st[i].rows, st[0].rows);
+            assert_int_equal(st[i].manifolds, st[0].manifolds);
+            assert_true(st[i].row_updates == st[0].row_updates);
+            assert_memory_equal(&st[i].fischer_final, &st[0].fischer_final, sizeof(double));
+        }
+    }
+}
+
+static void scene_case(const char *scene, int steps, int sleep, int contact_block, edit_fn edit) {
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world(scene, thread_counts[i], sleep, contact_block);
+    run_case(w, steps, edit);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
+static void test_grid4000(void **state) {
+    (void)state;
+    scene_case("grid4000", 30, 0, 1, NULL);
+}
+
+static void test_grid16000(void **state) {
+    (void)state;
+    scene_case("grid16000", 4, 0, 1, NULL);
+}
+
+static void test_pyramid40(void **state) {
+    (void)state;
+    scene_case("pyramid40", 40, 0, 1, NULL);
+}
+
+/* A push on one box at step 3 and a kick to another at step 20 (the
+ * islands touched wake; the others may sleep meanwhile). */
+static void poke(ph_world_id w, int k) {
+    if (k != 3 && k != 20 && k != 80) return;
+    ph_body_id b[4000];
+    const int n = ph_world_get_bodies(w, b, 4000);
+    assert_true(n > 100);
+    const ph_body_id t = b[k == 3 ? 17 : k == 20 ? n / 2 : n - 5];
+    ph_transform x;
+    assert_int_equal(ph_body_get_transform(t, &x), PH_OK);
+    assert_int_equal(ph_body_apply_impulse(t, ph_v3(3, 1, 0), x.p), PH_OK);
+}
+
+static void test_sleep_on(void **state) {
+    (void)state;
+    scene_case("grid4000", 90, 1, 1, poke);
+}
+
+/* contact_block off: row mode, whose passes run on one thread whatever
+ * the setting says. */
+static void test_row_mode(void **state) {
+    (void)state;
+    scene_case("grid1000", 20, 0, 0, NULL);
+}
+
+/* grid4000 with every column's boxes 0-1 and 2-3 joined by ball joints at
+ * their shared face (the direct joint block, solved before the contacts in
+ * each sweep, on worker 0) and one box pushed. */
+static void join_columns(ph_world_id w) {
+    ph_body_id b[4001];
+    const int n = ph_world_get_bodies(w, b, 4001);
+    assert_int_equal(n, 4001); /* the ground's body, then the boxes */
+    int joints = 0;
+    /* (The preset makes the grid layer by layer, 400 boxes a layer.) */
+    for (int i = 1; i + 400 < n && joints < 200; i += 2) {
+        ph_transform xa, xb;
+        assert_int_equal(ph_body_get_transform(b[i], &xa), PH_OK);
+        assert_int_equal(ph_body_get_transform(b[i + 400], &xb), PH_OK);
+        assert_float_equal(xa.p.x, xb.p.x, 1e-9);
+        assert_float_equal(xa.p.y, xb.p.y, 1e-9);
+        assert_float_equal(xb.p.z - xa.p.z, 1.1, 1e-9);
+        ph_joint_def d = ph_default_joint_def();
+        d.type = PH_JOINT_BALL;
+        d.body_a = b[i];
+        d.body_b = b[i + 400];
+        d.anchor_a = ph_v3(0, 0, 0.55);
+        d.anchor_b = ph_v3(0, 0, -0.55);
+        int err = 0;
+        ph_joint_create(w, &d, &err);
+        assert_int_equal(err, PH_OK);
+        joints++;
+    }
+    assert_int_equal(joints, 200);
+}
+
+static void push_first(ph_world_id w, int k) {
+    if (k != 5) return;
+    ph_body_id b[2];
+    assert_int_equal(ph_world_get_bodies(w, b, 2), 2);
+    ph_transform x;
+    assert_int_equal(ph_body_get_transform(b[1], &x), PH_OK);
+    assert_int_equal(ph_body_apply_impulse(b[1], ph_v3(0, 20, 0), x.p), PH_OK);
+}
+
+static void test_joints(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++) {
+        w[i] = make_world("grid4000", thread_counts[i], 0, 1);
+        join_columns(w[i]);
+    }
+    run_case(w, 25, push_first);
+    ph_step_stats st;
+    assert_int_equal(ph_world_get_stats(w[0], &st), PH_OK);
+    assert_int_equal(st.joints, 200);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
+/* A host runner: one thread per task beyond the first, started and joined
+ * on every call (slow, but all tasks run at the same time). */
+typedef struct host_arg {
+    ph_task_fn *task;
+    void *ctx;
+    int i;
+} host_arg;
+
+static int host_calls;
+
+static void *host_thread(void *p) {
+    host_arg *a = p;
+    a->task(a->ctx, a->i);
+    return NULL;
+}
+
+static void host_run(void *user, ph_task_fn *task, void *ctx, int count) {
+    (void)user;
+    host_calls++;
+    pthread_t th[8];
+    host_arg a[8];
+    assert_true(count >= 2 && count <= 8);
+    for (int i = 1; i < count; i++) {
+        a[i] = (host_arg){task, ctx, i};
+        assert_int_equal(pthread_create(&th[i], NULL, host_thread, &a[i]), 0);
+    }
+    task(ctx, 0);
+    for (int i = 1; i < count; i++)
+        pthread_join(th[i], NULL);
+}
+
+static void test_host_runner(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world("grid4000", thread_counts[i], 0, 1);
+    assert_int_equal(ph_world_set_task_runner(w[2], host_run, NULL), PH_OK);
+    host_calls = 0;
+    run_case(w, 16, NULL); /* (the boxes touch from step 9) */
+    print_message("host runner calls: %d\n", host_calls);
+    assert_true(host_calls > 16 * 10); /* (every substep's passes went through it) */
+    assert_int_equal(ph_world_set_task_runner(w[2], NULL, NULL), PH_OK);
+    run_case(w, 2, NULL); /* back on the world's own pool */
+    ph_world_id bad = {0};
+    assert_int_equal(ph_world_set_task_runner(bad, host_run, NULL), PH_ERR_INVALID_HANDLE);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
+/* The setting's range, and a change of thread count between steps. */
+static void test_setting(void **state) {
+    (void)state;
+    ph_settings s = ph_default_settings();
+    assert_int_equal(s.threads, 1);
+    s.threads = 0;
+    assert_int_equal(ph_settings_validate(&s, NULL), PH_ERR_INVALID_ARGUMENT);
+    s.threads = 9;
+    assert_int_equal(ph_settings_validate(&s, NULL), PH_ERR_INVALID_ARGUMENT);
+    s.threads = 8;
+    assert_int_equal(ph_settings_validate(&s, NULL), PH_OK);
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world("grid4000", 1, 0, 1);
+    run_case(w, 2, NULL);
+    for (int i = 0; i < NW; i++) { /* 1 -> 1, 2, 4 */
+        ph_settings t;
+        assert_int_equal(ph_world_get_settings(w[i], &t), PH_OK);
+        t.threads = thread_counts[i];
+        assert_int_equal(ph_world_set_settings(w[i], &t), PH_OK);
+    }
+    run_case(w, 3, NULL);
+    for (int i = 0; i < NW; i++) { /* -> 8, 3, 1 */
+        ph_settings t;
+        assert_int_equal(ph_world_get_settings(w[i], &t), PH_OK);
+        t.threads = i == 0 ? 8 : i == 1 ? 3 : 1;
+        assert_int_equal(ph_world_set_settings(w[i], &t), PH_OK);
+    }
+    run_case(w, 3, NULL);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_setting),     cmocka_unit_test(test_grid4000),  cmocka_unit_test(test_pyramid40),
+        cmocka_unit_test(test_joints),      cmocka_unit_test(test_sleep_on),  cmocka_unit_test(test_row_mode),
+        cmocka_unit_test(test_host_runner), cmocka_unit_test(test_grid16000),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
