@@ -78,6 +78,10 @@ static const entry table[] = {
     {"max_world_threads", T_INT, F(max_world_threads), 0, 1, 8, "2",
      "threads one world's step may use (the world setting threads is at most this; each world's extra threads "
      "are its own, beside the step workers)"},
+    {"max_extra_world_threads", T_INT, F(max_extra_world_threads), 0, 0, 1024, "4",
+     "pool threads all worlds together may start for their steps (the sum over worlds of threads - 1): a world "
+     "asking for more is refused RESOURCE_EXHAUSTED; a restored, imported or recovered one steps with fewer "
+     "(the same results)"},
     {"heavy_step_ms", T_DBL, F(heavy_step_ms), 0, 0, 1e6, "20",
      "a world whose last step took longer shares at most workers - 1 threads with other heavy worlds, ms"},
     {"shutdown_timeout", T_DBL, F(shutdown_timeout), 0, 0, 3600, "2", "seconds to flush connections at shutdown"},

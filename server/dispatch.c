@@ -297,7 +297,7 @@ static void h_create_world(ps_conn *c, ps_msg *m) {
     }
     ph_settings set = ps_default_world_settings(&s->cfg);
     double rate = s->cfg.default_tick_rate;
-    if (ps_codec_settings(cw->settings, &set, &rate, &s->cfg, &st)) {
+    if (ps_codec_settings(cw->settings, &set, &rate, &s->cfg, &st) || ps_threads_admit(s, NULL, set.threads, &st)) {
         ps_reply_status(c, m->request_id, &st, 0);
         return;
     }
@@ -498,7 +498,7 @@ static void w_change_settings(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) 
     ph_settings set = h->settings;
     double rate = h->tick_rate;
     if (ps_codec_settings(m->change_settings->settings, &set, &rate, &c->srv->cfg, &st) ||
-        ps_host_set_settings(h, &set, rate, &st)) {
+        ps_threads_admit(c->srv, h, set.threads, &st) || ps_host_set_settings(h, &set, rate, &st)) {
         ps_audit(c, h->id, "change_settings", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;

@@ -729,6 +729,9 @@ void ps_host_resume(ps_host *h);
 /* Rebuilds the world from its creation request (world idle). */
 int ps_host_reset(ps_host *h, ps_status *st);
 /* Installs settings and tick rate (world idle). */
+/* Whether host h (NULL: a new world) may step with `threads` threads within
+ * max_extra_world_threads; RESOURCE_EXHAUSTED when not. */
+int ps_threads_admit(const ps_server *s, const ps_host *h, int threads, ps_status *st);
 int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_status *st);
 int ps_host_subscribe(ps_host *h, ps_conn *c, const ps_sub *proto, uint64_t *id, ps_status *st);
 int ps_host_unsubscribe(ps_host *h, ps_conn *c, uint64_t sub_id);

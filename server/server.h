@@ -59,6 +59,8 @@ typedef struct ps_config {
                                         world setting), default 50 000 000 */
     int max_world_threads;           /* settings.threads a world may ask for (its step's threads: the
                                         worker's and those of the world's own pool), default 2 */
+    int max_extra_world_threads;     /* the sum over worlds of (threads - 1): pool threads all worlds may
+                                        start together */
     double heavy_step_ms;            /* a world whose last step took longer is "heavy": heavy worlds share
                                         at most workers - 1 threads, default 20 ms */
     double shutdown_timeout;         /* s, flushing at shutdown, default 2 */

@@ -269,8 +269,41 @@ static ps_host *host_new(ps_server *s, uint64_t id, ph_world_id w, const char *n
 }
 
 /* Puts h on the server's list and starts its clock. */
+/* Pool threads (threads - 1 each) of every world but `except`. */
+static int extra_threads(const ps_server *s, const ps_host *except) {
+    int n = 0;
+    for (int i = 0; i < s->nhosts; i++)
+        if (s->hosts[i] != except && s->hosts[i]->settings.threads > 1) n += s->hosts[i]->settings.threads - 1;
+    return n;
+}
+
+int ps_threads_admit(const ps_server *s, const ps_host *h, int threads, ps_status *st) {
+    const int others = extra_threads(s, h), spare = s->cfg.max_extra_world_threads - others;
+    if (threads <= 1 || threads - 1 <= spare) return 0;
+    return ps_fail(st, PS_ST_EXHAUSTED,
+                   "settings.threads %d: the worlds' pool threads would exceed max_extra_world_threads (%d; %d in "
+                   "use by other worlds)",
+                   threads, s->cfg.max_extra_world_threads, others);
+}
+
+/* A world that arrives with more threads than the budget leaves (a restored,
+ * imported or recovered one, whose owner was not asked) steps with fewer:
+ * the results do not depend on the thread count (docs/core.md "Threads"). */
+static void host_fit_threads(ps_host *h) {
+    const int spare = h->srv->cfg.max_extra_world_threads - extra_threads(h->srv, h);
+    if (h->settings.threads <= 1 || h->settings.threads - 1 <= spare) return;
+    const int was = h->settings.threads;
+    ph_settings s = h->settings;
+    s.threads = spare > 0 ? spare + 1 : 1;
+    if (ph_world_set_settings(h->world, &s) != PH_OK) return;
+    h->settings = s;
+    ps_log("world %llu steps with %d threads, not %d (max_extra_world_threads %d)", (unsigned long long)h->id,
+           s.threads, was, h->srv->cfg.max_extra_world_threads);
+}
+
 static int host_add(ps_server *s, ps_host *h, ps_status *st) {
     if (ps_server_add_world(s, h) != 0) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
+    host_fit_threads(h);
     uv_timer_init(&s->loop, &h->timer);
     h->timer.data = h;
     ps_ticker_init(&s->loop, &h->fine, on_fine, h);
@@ -932,6 +965,7 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
     if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations && heavy_guess(s))
         h->heavy = 1; /* until its steps say otherwise */
     h->settings = *s;
+    host_fit_threads(h);   /* (journal replays: a client's request was admitted before) */
     ps_history_restart(h); /* a rollback never crosses a settings change */
     if (tick_rate != h->tick_rate) {
         h->tick_rate = tick_rate;
@@ -981,6 +1015,7 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     }
     ph_world_destroy(old);
     h->settings = h->creation_settings;
+    host_fit_threads(h);
     h->tick_rate = h->creation_tick_rate;
     h->tick = 0;
     h->base_ns = ps_now_ns();

@@ -4,7 +4,8 @@
  * tick for tick, the state hash and statistics of the same world with
  * threads = 1; a request above the server's max_world_threads is refused
  * with INVALID_ARGUMENT and a message naming the option, and a running
- * world's threads may be changed by ChangeSettings.
+ * world's threads may be changed by ChangeSettings; the worlds' pool threads
+ * together stay within max_extra_world_threads (RESOURCE_EXHAUSTED).
  */
 #include <stdio.h>
 #include <string.h>
@@ -91,7 +92,68 @@ static void test_threads_same_hash(void **state) {
     itest_stop();
 }
 
+/* ChangeSettings of threads on world w; its status and message. */
+static int set_threads(itest_client *c, uint64_t w, int threads, char *msg, size_t msglen) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ChangeSettings u = PHYSD__V1__CHANGE_SETTINGS__INIT;
+    Physd__V1__Settings s = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__Int32Value t = PHYSD__V1__INT32_VALUE__INIT;
+    t.value = threads;
+    s.threads = &t;
+    u.world_id = w;
+    u.settings = &s;
+    m.request_case = REQ(CHANGE_SETTINGS);
+    m.change_settings = &u;
+    smsg *r = itest_call(c, &m);
+    assert_non_null(r);
+    const int st = (int)r->reply->status;
+    if (msg) snprintf(msg, msglen, "%s", r->reply->message ? r->reply->message : "");
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return st;
+}
+
+/* The server-wide budget of pool threads (max_extra_world_threads = 3):
+ * worlds of threads 2 take one each; the fourth is refused with
+ * RESOURCE_EXHAUSTED naming the option, as is raising a world of one
+ * thread; a world that goes back to one thread frees its share, and a
+ * destroyed world too. One client cannot start a thread per world. */
+static void test_threads_budget(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_extra_world_threads = 3;
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "budget");
+    char msg[256];
+    uint64_t w[5] = {0};
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(create(&c, "stack20", 2, &w[k], NULL, 0), ST(OK));
+    assert_int_equal(create(&c, "stack20", 2, &w[3], msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
+    printf("  the fourth world of 2 threads: %s\n", msg);
+    assert_non_null(strstr(msg, "max_extra_world_threads"));
+    assert_int_equal(create(&c, "stack20", 1, &w[3], NULL, 0), ST(OK));
+    assert_int_equal(set_threads(&c, w[3], 2, msg, sizeof msg), ST(RESOURCE_EXHAUSTED));
+    assert_non_null(strstr(msg, "max_extra_world_threads"));
+    assert_int_equal(set_threads(&c, w[0], 2, NULL, 0), ST(OK)); /* its own share counts once */
+    assert_int_equal(set_threads(&c, w[0], 1, NULL, 0), ST(OK));
+    assert_int_equal(set_threads(&c, w[3], 2, NULL, 0), ST(OK));
+    assert_int_equal(set_threads(&c, w[0], 2, NULL, 0), ST(RESOURCE_EXHAUSTED));
+    {
+        Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        Physd__V1__DestroyWorld d = PHYSD__V1__DESTROY_WORLD__INIT;
+        d.world_id = w[1];
+        m.request_case = REQ(DESTROY_WORLD);
+        m.destroy_world = &d;
+        physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    }
+    assert_int_equal(set_threads(&c, w[0], 2, NULL, 0), ST(OK));
+    assert_int_equal(create(&c, "stack20", 2, &w[4], NULL, 0), ST(RESOURCE_EXHAUSTED));
+    itest_client_close(&c);
+    itest_stop();
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads_same_hash)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_threads_same_hash), cmocka_unit_test(test_threads_budget)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
