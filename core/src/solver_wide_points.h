@@ -266,14 +266,20 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
     scatter(sb, g, &u);
 }
 
-static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk) {
+/* The sweep over the batches [b0, b1), whose first group is gr (a tile,
+ * or all of them). */
+static inline __attribute__((always_inline)) void point_sweep_range(ph__world *w, const refresh_k *rk, int32_t b0,
+                                                                    int32_t b1, const ph__wgroup *gr) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen, gr++) {
+    for (int32_t b = b0; b < b1; b += w->wbatches[b].glen, gr++) {
         if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, rk);
         point_group(w, b, gr, box, zero);
     }
+}
+
+static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk) {
+    point_sweep_range(w, rk, 0, w->wbatch_count, w->wgroups);
 }
 
 static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w) {
@@ -306,12 +312,12 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
 /* The relaxation pass on the points (relax_body's arithmetic on the
  * points' relative velocities): the normal's rigid diagonal is K_nn
  * without its eps; the point's three changes applied together. */
-static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h) {
+static inline __attribute__((always_inline)) void point_relax_range(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                    const ph__wgroup *gr) {
     ph__sbody *sb = w->sbodies;
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
-    const ph__wgroup *gr = w->wgroups;
-    for (int32_t b = 0; b < w->wbatch_count; gr++) {
+    for (int32_t b = b0; b < b1; gr++) {
         ph__wbatch *g = &w->wbatches[b];
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         wvel u;
@@ -338,6 +344,10 @@ static inline __attribute__((always_inline)) void point_relax_body(ph__world *w,
         scatter(sb, g, &u);
         b += g->glen;
     }
+}
+
+static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h) {
+    point_relax_range(w, h, 0, w->wbatch_count, w->wgroups);
 }
 
 /* merits_body on the points. */
