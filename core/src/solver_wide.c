@@ -183,13 +183,13 @@ static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
     return w->tile_of[a ? a : w->body_to_sbody[cm->bb]];
 }
 
-/* The end of the run of w->wpoint[pos, n) that shares the level (and with
- * tiles the tile) of its first manifold: the groups of a run are cut in
- * it, PH_LANES manifolds each. */
-static int32_t run_end(const ph__world *w, int32_t pos, int32_t n, int tiled) {
-    const int32_t m0 = w->wpoint[pos], lv = w->wlevel[m0], t = tiled ? manifold_tile(w, m0) : 0;
+/* The end of the run of w->wpoint[pos, n) that shares the level (and the
+ * tile: tile[q] of w->wpoint[q], or NULL for one tile) of its first
+ * manifold: the groups of a run are cut in it, PH_LANES manifolds each. */
+static int32_t run_end(const ph__world *w, int32_t pos, int32_t n, const int32_t *tile) {
+    const int32_t lv = w->wlevel[w->wpoint[pos]];
     int32_t e = pos + 1;
-    while (e < n && w->wlevel[w->wpoint[e]] == lv && (!tiled || manifold_tile(w, w->wpoint[e]) == t))
+    while (e < n && w->wlevel[w->wpoint[e]] == lv && (!tile || tile[e] == tile[pos]))
         e++;
     return e;
 }
@@ -238,14 +238,18 @@ static int make_tiles(ph__world *w, int32_t nmf) {
         cnt[par[a ? a : w->body_to_sbody[cm->bb]]] += cm->m.count;
     }
     /* Tiles in the order of the islands' roots; par[s] becomes s's tile. */
-    int32_t nt = 0, pts = 0;
+    /* A tile is closed at a multiple of PH_LANES islands when it can be
+     * (islands of the same shape, a grid's columns, then fill the groups of
+     * each of its levels), at twice the points regardless. */
+    int32_t nt = 0, pts = 0, nis = 0;
     for (int32_t s = 1; s < nsb; s++) {
         if (par[s] == s) {
-            if (nt == 0 || pts >= PH_TILE_POINTS) {
+            if (nt == 0 || (pts >= PH_TILE_POINTS && nis % PH_LANES == 0) || pts >= 2 * PH_TILE_POINTS) {
                 nt++;
-                pts = 0;
+                pts = nis = 0;
             }
             pts += cnt[s];
+            nis += cnt[s] > 0;
             par[s] = nt - 1;
         } else {
             par[s] = par[par[s]];
@@ -370,10 +374,16 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         const int e = make_tiles(w, nmf);
         if (e) return e;
     }
-    const int tiled = w->tile_count > 1;
+    int32_t *tile = NULL; /* the tile of each manifold in w->wpoint, with two or more */
+    if (w->tile_count > 1) {
+        tile = ph__arena_alloc(&w->arena, ((size_t)nmf + 1) * sizeof *tile, "manifold tiles");
+        if (!tile) return PH_ERR_NO_MEMORY;
+        for (int32_t q = 0; q < nmf; q++)
+            tile[q] = manifold_tile(w, w->wpoint[q]);
+    }
     int32_t nbatch = 0, pos = 0, end = 0;
     for (pos = 0; pos < nmf; pos = end) {
-        end = run_end(w, pos, nmf, tiled);
+        end = run_end(w, pos, nmf, tile);
         for (int32_t g = pos; g < end; g += PH_LANES) {
             int kmax = 0;
             for (int j = 0; j < PH_LANES && g + j < end; j++)
@@ -381,7 +391,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
             nbatch += kmax;
         }
     }
-    if (ph__array_reserve(w->wbatches, nbatch + 1)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
+        if (tile) ph__arena_free(&w->arena, tile);
+        return PH_ERR_NO_MEMORY;
+    }
     for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
         w->tile_batch[t] = w->tile_group[t] = -1;
     const int32_t njoint = w->row_count - ncontact;
@@ -398,9 +411,9 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * that keeps each manifold's points in order is the same sweep. */
     int32_t ngroup = 0;
     for (pos = 0; pos < nmf; pos = end) {
-        end = run_end(w, pos, nmf, tiled);
+        end = run_end(w, pos, nmf, tile);
         if (w->tile_count > 0) {
-            const int32_t t = tiled ? manifold_tile(w, w->wpoint[pos]) : 0;
+            const int32_t t = tile ? tile[pos] : 0;
             if (w->tile_batch[t] < 0) {
                 w->tile_batch[t] = b;
                 w->tile_group[t] = ngroup;
@@ -444,6 +457,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
             }
         }
     }
+    if (tile) ph__arena_free(&w->arena, tile);
     /* A tile without manifolds (bodies touching nothing) has no batches. */
     if (w->tile_count > 0) {
         w->tile_batch[w->tile_count] = nbatch;
