@@ -22,7 +22,12 @@
  *   batches' rows itself, a batch's PH_LANES points at once with the
  *   arithmetic of contact_rows.c's ph__contact_point_rows (fill, in
  *   solver_wide_rows.h), instead of copying them from the world's contact
- *   rows, which are then never built.
+ *   rows, which are then never built. A native build also cuts the
+ *   solver bodies' islands into tiles (make_tiles: runs of whole islands of
+ *   about PH_TILE_POINTS points) and lays the groups out tile by tile,
+ *   each tile's in level order, so that step.c can run the middle substeps
+ *   one tile at a time (ph__wide_tile_solve); with one tile the layout is
+ *   the level order alone.
  *   Refresh (later substeps, native): each point's gap moved by h J_n v0
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold

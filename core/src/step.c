@@ -15,6 +15,10 @@
  *     (no collision, impacts or joint rows) the next substep's solver
  *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
+ * The substeps between the first and the last run tile by tile (all of
+ * them for one tile of whole islands, then the next tile) when nothing in
+ * them couples two islands (tiles_fit, tiled_substeps): the same numbers,
+ * with a tile's data kept in cache.
  * What each substep does is its plan (ph__plan_substep, step_plan.h; the
  * truth table in step.h): made at its start from the settings and the
  * facts of the running step, made again after a collision and after the
