@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""rounds_ratio.py < rounds.jsonl: for each scene of bench/rounds.sh, the
-median ms per step of each engine over the rounds, physd's time over the
+"""rounds_ratio.py [--cpu] < rounds.jsonl: for each scene of bench/rounds.sh,
+the median ms per step of each engine over the rounds, physd's time over the
 faster peer's (ratio of the medians), and the per-round ratios with their
-median. Lines of the sleep mode (--sleep) are kept apart ("NAME (sleep)")
-and add each engine's median time to sleep over the rounds."""
+median; --cpu: the same from the step's CPU time (cpu_ms_per_step_median),
+which leaves out the time a busy shared machine takes the core away. Lines
+of the sleep mode (--sleep) are kept apart ("NAME (sleep)") and add each
+engine's median time to sleep over the rounds."""
 import json
 import statistics
 import sys
 
+KEY = "cpu_ms_per_step_median" if "--cpu" in sys.argv[1:] else "ms_per_step_median"
 runs = {}
 sleep_t = {}
 for line in sys.stdin:
@@ -16,7 +19,7 @@ for line in sys.stdin:
         continue
     j = json.loads(line)
     scene = j["scene"] + (" (sleep)" if j.get("sleep") else "")
-    runs.setdefault((scene, j["engine"]), {})[j["repeat"]] = j["ms_per_step_median"]
+    runs.setdefault((scene, j["engine"]), {})[j["repeat"]] = j[KEY]
     if j.get("sleep"):
         sleep_t.setdefault((scene, j["engine"]), []).append(j.get("time_to_sleep_s"))
 

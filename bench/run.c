@@ -37,6 +37,13 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* CPU time of the calling thread (every engine steps in it). */
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -89,12 +96,14 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     ph_quat *rot = calloc((size_t)n + 1, sizeof *rot);
     double *ms = calloc((size_t)steps + 1, sizeof *ms);
     double *idle = calloc((size_t)steps + 1, sizeof *idle); /* steps begun with everything asleep */
-    if (!start || !pos || !rot || !ms || !idle) {
+    double *cpu = calloc((size_t)steps + 1, sizeof *cpu);
+    if (!start || !pos || !rot || !ms || !idle || !cpu) {
         free(start);
         free(pos);
         free(rot);
         free(ms);
         free(idle);
+        free(cpu);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -106,6 +115,7 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         free(rot);
         free(ms);
         free(idle);
+        free(cpu);
         return -1;
     }
     const int count_awake = cfg->sleep && ev->awake_count;
@@ -125,10 +135,11 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
 
     int progress_every = steps >= 10 ? steps / 10 : 1;
     for (int s = 0; s < steps; s++) {
-        double t0 = now_ms();
+        double c0 = cpu_ms(), t0 = now_ms();
         ev->step(e);
-        double t1 = now_ms();
+        double t1 = now_ms(), c1 = cpu_ms();
         ms[s] = t1 - t0;
+        cpu[s] = c1 - c0;
         if (awake == 0) idle[nidle++] = ms[s];
         if (count_awake) {
             awake = ev->awake_count(e);
@@ -157,6 +168,8 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
         r->ms_min = ms[0];
         r->ms_max = ms[steps - 1];
         r->ms_median = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+        qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
+        r->cpu_ms_median = steps % 2 ? cpu[steps / 2] : 0.5 * (cpu[steps / 2 - 1] + cpu[steps / 2]);
     }
     r->awake_last = awake;
     if (nidle > 0) {
@@ -185,6 +198,7 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     free(rot);
     free(ms);
     free(idle);
+    free(cpu);
     return 0;
 }
 
@@ -219,6 +233,8 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
     put_num(out, "ms_per_step_max", r->ms_max);
     put_num(out, "total_s", r->total_s);
     put_num(out, "us_per_body_step", r->bodies > 0 ? 1e3 * r->ms_median / r->bodies : NAN);
+    put_num(out, "cpu_ms_per_step_median", r->cpu_ms_median);
+    put_num(out, "cpu_us_per_body_step", r->bodies > 0 ? 1e3 * r->cpu_ms_median / r->bodies : NAN);
     fprintf(out, ",\"sleep\":%s", cfg->sleep ? "true" : "false");
     put_num(out, "time_to_sleep_s", r->time_to_sleep_s);
     if (r->awake_last >= 0)

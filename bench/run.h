@@ -16,6 +16,8 @@ typedef struct run_result {
     int bodies; /* dynamic bodies */
     int steps;
     double ms_median, ms_mean, ms_min, ms_max, total_s;
+    double cpu_ms_median;     /* median CPU time of the calling thread in the step call (a shared machine's
+                                 descheduling left out) */
     double drift_max_m;       /* max horizontal distance of a dynamic body from its start, at the end */
     double top_loss_m;        /* start z - end z of the initially highest dynamic body */
     double penetration_max_m; /* engine-reported deepest contact of the last step */

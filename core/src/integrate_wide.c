@@ -181,6 +181,35 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, i
 PH_VARIANTS(integrate, (ph__world * w, int32_t s0, int32_t s1, double h, int dv, int next, double wf),
             (w, s0, s1, h, dv, next, wf))
 
+/* The same over the solver bodies idx[0, n) (ascending; a tile's, step.c):
+ * four at a time where four consecutive entries are four consecutive solver
+ * bodies, plain and isotropic. */
+static inline __attribute__((always_inline)) void integrate_list_body(ph__world *w, const int32_t *idx, int32_t n,
+                                                                      double h, int dv, int next, double wf) {
+    const int warm = next == 2 && wf != 0;
+    int32_t i = 0;
+    while (i < n) {
+        const int32_t s = idx[i];
+        int ok = i + 4 <= n && idx[i + 3] == s + 3;
+        for (int j = 0; j < 4 && ok && next; j++)
+            ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
+        if (ok) {
+            integrate4(w, s, h, dv, next, warm, wf);
+            i += 4;
+        } else {
+            ph__integrate_body(w, s, h, dv, next, wf);
+            i++;
+        }
+    }
+}
+
+PH_VARIANTS(integrate_list, (ph__world * w, const int32_t *idx, int32_t n, double h, int dv, int next, double wf),
+            (w, idx, n, h, dv, next, wf))
+
+void ph__wide_integrate_list(ph__world *w, const int32_t *idx, int32_t n, double h, int dv, int next, double wf) {
+    PH_DISPATCH(w, integrate_list, (w, idx, n, h, dv, next, wf));
+}
+
 void ph__wide_integrate(ph__world *w, int32_t s0, int32_t s1, double h, int dv, int next, double wf) {
     PH_DISPATCH(w, integrate, (w, s0, s1, h, dv, next, wf));
 }

@@ -22,7 +22,12 @@
  *   batches' rows itself, a batch's PH_LANES points at once with the
  *   arithmetic of contact_rows.c's ph__contact_point_rows (fill, in
  *   solver_wide_rows.h), instead of copying them from the world's contact
- *   rows, which are then never built.
+ *   rows, which are then never built. A native build also cuts the
+ *   solver bodies' islands into tiles (make_tiles: runs of whole islands of
+ *   about PH_TILE_POINTS points) and lays the groups out tile by tile,
+ *   each tile's in level order, so that step.c can run the middle substeps
+ *   one tile at a time (ph__wide_tile_solve); with one tile the layout is
+ *   the level order alone.
  *   Refresh (later substeps, native): each point's gap moved by h J_n v0
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
@@ -177,6 +182,120 @@ static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+/* The tile of manifold mi (of its moving body). */
+static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
+    const ph__contact_manifold *cm = &w->manifolds[mi];
+    const int32_t a = w->body_to_sbody[cm->ba];
+    return w->tile_of[a ? a : w->body_to_sbody[cm->bb]];
+}
+
+/* The end of the run of w->wpoint[pos, n) that shares the level (and the
+ * tile: tile[q] of w->wpoint[q], or NULL for one tile) of its first
+ * manifold: the groups of a run are cut in it, PH_LANES manifolds each. */
+static int32_t run_end(const ph__world *w, int32_t pos, int32_t n, const int32_t *tile) {
+    const int32_t lv = w->wlevel[w->wpoint[pos]];
+    int32_t e = pos + 1;
+    while (e < n && w->wlevel[w->wpoint[e]] == lv && (!tile || tile[e] == tile[pos]))
+        e++;
+    return e;
+}
+
+/* Contact points a tile gathers before it is closed (whole islands: a
+ * larger island is one tile of its own). About 1024 points keep a tile's
+ * batches, groups and bodies (some 400 kB) in a core's L2 cache through
+ * the later substeps (step.c, tiled_substeps; docs/profile.md). */
+#ifndef PH_TILE_POINTS
+#define PH_TILE_POINTS 1024
+#endif
+
+/* The tiles of a native build: union-find over the solver bodies through
+ * the manifolds with rows (nmf of them, in w->wpoint), each island's root
+ * its smallest solver body; the islands, in the order of those roots, cut
+ * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
+ * solver body s, w->tile_sb its bodies tile by tile (ascending), and
+ * w->wpoint stably reordered tile-major (each tile's manifolds keep their
+ * level order). tile_batch and tile_group are filled by the batch loop. */
+static int make_tiles(ph__world *w, int32_t nmf) {
+    const int32_t nsb = w->sbody_count;
+    if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
+    int32_t *par = w->tile_of;
+    for (int32_t s = 0; s < nsb; s++)
+        par[s] = s;
+    for (int32_t q = 0; q < nmf; q++) {
+        const ph__contact_manifold *cm = &w->manifolds[w->wpoint[q]];
+        int32_t a = w->body_to_sbody[cm->ba], b = w->body_to_sbody[cm->bb];
+        if (!a || !b) continue;
+        while (par[a] != a)
+            a = par[a] = par[par[a]];
+        while (par[b] != b)
+            b = par[b] = par[par[b]];
+        if (a < b) par[b] = a;
+        if (b < a) par[a] = b;
+    }
+    /* par[s] <= s: in ascending order each parent is already its root. */
+    for (int32_t s = 1; s < nsb; s++)
+        par[s] = par[par[s]];
+    int32_t *cnt = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *cnt, "tile counts");
+    if (!cnt) return PH_ERR_NO_MEMORY;
+    memset(cnt, 0, (size_t)nsb * sizeof *cnt);
+    for (int32_t q = 0; q < nmf; q++) {
+        const ph__contact_manifold *cm = &w->manifolds[w->wpoint[q]];
+        const int32_t a = w->body_to_sbody[cm->ba];
+        cnt[par[a ? a : w->body_to_sbody[cm->bb]]] += cm->m.count;
+    }
+    /* Tiles in the order of the islands' roots; par[s] becomes s's tile. */
+    /* A tile is closed at a multiple of PH_LANES islands when it can be
+     * (islands of the same shape, a grid's columns, then fill the groups of
+     * each of its levels), at twice the points regardless. */
+    int32_t nt = 0, pts = 0, nis = 0;
+    for (int32_t s = 1; s < nsb; s++) {
+        if (par[s] == s) {
+            if (nt == 0 || (pts >= PH_TILE_POINTS && nis % PH_LANES == 0) || pts >= 2 * PH_TILE_POINTS) {
+                nt++;
+                pts = nis = 0;
+            }
+            pts += cnt[s];
+            nis += cnt[s] > 0;
+            par[s] = nt - 1;
+        } else {
+            par[s] = par[par[s]];
+        }
+    }
+    par[0] = -1;
+    ph__arena_free(&w->arena, cnt);
+    if (ph__array_reserve(w->tile_sbody, nt + 2) || ph__array_reserve(w->tile_batch, nt + 2) ||
+        ph__array_reserve(w->tile_group, nt + 2))
+        return PH_ERR_NO_MEMORY;
+    /* Bodies by tile (counting sort, ascending within a tile). */
+    int32_t *ts = w->tile_sbody;
+    memset(ts, 0, ((size_t)nt + 2) * sizeof *ts);
+    for (int32_t s = 1; s < nsb; s++)
+        ts[par[s] + 1]++;
+    for (int32_t t = 0; t < nt; t++)
+        ts[t + 1] += ts[t];
+    for (int32_t s = 1; s < nsb; s++)
+        w->tile_sb[ts[par[s]]++] = s;
+    for (int32_t t = nt; t > 0; t--)
+        ts[t] = ts[t - 1];
+    ts[0] = 0;
+    w->tile_count = nt;
+    if (nt <= 1 || nmf == 0) return PH_OK;
+    /* The manifolds tile-major, stably (their level order within a tile). */
+    int32_t *tmp = ph__arena_alloc(&w->arena, ((size_t)nmf + (size_t)nt + 1) * sizeof *tmp, "tile sort");
+    if (!tmp) return PH_ERR_NO_MEMORY;
+    int32_t *tc = tmp + nmf;
+    memset(tc, 0, ((size_t)nt + 1) * sizeof *tc);
+    for (int32_t q = 0; q < nmf; q++)
+        tc[manifold_tile(w, w->wpoint[q]) + 1]++;
+    for (int32_t t = 0; t < nt; t++)
+        tc[t + 1] += tc[t];
+    for (int32_t q = 0; q < nmf; q++)
+        tmp[tc[manifold_tile(w, w->wpoint[q])]++] = w->wpoint[q];
+    memcpy(w->wpoint, tmp, (size_t)nmf * sizeof *tmp);
+    ph__arena_free(&w->arena, tmp);
+    return PH_OK;
+}
+
 /* native 0: from the world's contact rows (ncontact of them), writing the
  * contact part of w->order; else without contact rows: each manifold with
  * a moving body gets row0 = 3 x its first point (the rows it would have),
@@ -251,22 +370,43 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         start[c + 1] += start[c];
     for (int32_t i = 0; i < nm; i++)
         if (w->wlevel[i] >= 0) w->wpoint[start[w->wlevel[i]]++] = i;
-    /* start[c] is now the end of level c. Groups of PH_LANES manifolds of
-     * one level; batch k of a group holds point k of each. */
-    int32_t nbatch = 0, pos = 0;
-    for (int32_t c = 0; c < ncol; c++) {
-        for (; pos < start[c]; pos += PH_LANES) {
+    /* start[c] is now the end of level c. A native build puts the
+     * manifolds tile-major (make_tiles; each tile's in level order). Groups
+     * of PH_LANES manifolds of one run (one level of one tile); batch k of
+     * a group holds point k of each. */
+    const int32_t nmf = ncol > 0 ? start[ncol - 1] : 0;
+    ph__arena_free(&w->arena, start);
+    w->tile_count = 0;
+    /* No tiles when the step has workers: its passes split each level's
+     * groups among them (make_schedule), and tiles would cut every level
+     * into one run per tile (more barriers, the same numbers). */
+    if (native && w->task_workers <= 1) {
+        const int e = make_tiles(w, nmf);
+        if (e) return e;
+    }
+    int32_t *tile = NULL; /* the tile of each manifold in w->wpoint, with two or more */
+    if (w->tile_count > 1) {
+        tile = ph__arena_alloc(&w->arena, ((size_t)nmf + 1) * sizeof *tile, "manifold tiles");
+        if (!tile) return PH_ERR_NO_MEMORY;
+        for (int32_t q = 0; q < nmf; q++)
+            tile[q] = manifold_tile(w, w->wpoint[q]);
+    }
+    int32_t nbatch = 0, pos = 0, end = 0;
+    for (pos = 0; pos < nmf; pos = end) {
+        end = run_end(w, pos, nmf, tile);
+        for (int32_t g = pos; g < end; g += PH_LANES) {
             int kmax = 0;
-            for (int j = 0; j < PH_LANES && pos + j < start[c]; j++)
-                if (w->manifolds[w->wpoint[pos + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[pos + j]].m.count;
+            for (int j = 0; j < PH_LANES && g + j < end; j++)
+                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
             nbatch += kmax;
         }
-        pos = start[c];
     }
     if (ph__array_reserve(w->wbatches, nbatch + 1)) {
-        ph__arena_free(&w->arena, start);
+        if (tile) ph__arena_free(&w->arena, tile);
         return PH_ERR_NO_MEMORY;
     }
+    for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
+        w->tile_batch[t] = w->tile_group[t] = -1;
     const int32_t njoint = w->row_count - ncontact;
     int32_t *o = w->order + njoint;
     if (!native) w->order_njoint = njoint;
@@ -279,21 +419,29 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * keeps that manifold's bodies with all-zero rows (it changes nothing).
      * Manifolds of one level are independent, so any arrangement of a level
      * that keeps each manifold's points in order is the same sweep. */
-    int32_t c0 = 0, prev_c = -1;
-    for (int32_t c = 0; c < ncol; c++) {
-        for (pos = c0; pos < start[c]; pos += PH_LANES) {
-            const int lanes = start[c] - pos < PH_LANES ? (int)(start[c] - pos) : PH_LANES;
+    int32_t ngroup = 0;
+    for (pos = 0; pos < nmf; pos = end) {
+        end = run_end(w, pos, nmf, tile);
+        if (w->tile_count > 0) {
+            const int32_t t = tile ? tile[pos] : 0;
+            if (w->tile_batch[t] < 0) {
+                w->tile_batch[t] = b;
+                w->tile_group[t] = ngroup;
+            }
+        }
+        for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
+            const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
             int kmax = 0;
             for (int j = 0; j < lanes; j++)
-                if (w->manifolds[w->wpoint[pos + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[pos + j]].m.count;
+                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
             for (int k = 0; k < kmax; k++) {
                 ph__wbatch *wb = &w->wbatches[b++];
                 /* The group's first batch says how many it has and whether
-                 * the group is independent of the one before (same level). */
+                 * the group is independent of the one before (same run). */
                 wb->glen = k == 0 ? kmax : 0;
-                wb->indep = k == 0 && prev_c == c;
+                wb->indep = k == 0 && g != pos;
                 for (int j = 0; j < PH_LANES; j++) {
-                    const int32_t mi = j < lanes ? w->wpoint[pos + j] : -1;
+                    const int32_t mi = j < lanes ? w->wpoint[g + j] : -1;
                     if (mi < 0 || w->manifolds[mi].m.count <= k) {
                         const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
                         if (native) {
@@ -317,11 +465,19 @@ static int build(ph__world *w, int32_t ncontact, int native) {
                     }
                 }
             }
-            prev_c = c;
         }
-        c0 = start[c];
     }
-    ph__arena_free(&w->arena, start);
+    if (tile) ph__arena_free(&w->arena, tile);
+    /* A tile without manifolds (bodies touching nothing) has no batches. */
+    if (w->tile_count > 0) {
+        w->tile_batch[w->tile_count] = nbatch;
+        w->tile_group[w->tile_count] = ngroup;
+        for (int32_t t = w->tile_count - 1; t >= 0; t--)
+            if (w->tile_batch[t] < 0) {
+                w->tile_batch[t] = w->tile_batch[t + 1];
+                w->tile_group[t] = w->tile_group[t + 1];
+            }
+    }
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;
@@ -420,6 +576,19 @@ PH_VARIANTS(any_merits, (const ph__world *w, ph__merit *m), (w, m))
 PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t g0), (w, h, b0, b1, g0))
 PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int32_t b0, int32_t b1, int32_t g0),
             (w, c, need_b, b0, b1, g0))
+/* One tile's share of a later substep's solve (point mode): its first
+ * sweep with the refresh, the other sweeps, the relaxation pass. */
+static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, int32_t t, double h, int iters,
+                                                                  int relax) {
+    const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
+    const int32_t g0 = w->tile_group[t];
+    refresh_k c = refresh_consts(w, h);
+    c.need_b = 0;
+    for (int it = 0; it < iters; it++)
+        point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
+    if (relax) point_relax_body(w, h, b0, b1, g0);
+}
+PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
@@ -584,6 +753,10 @@ void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_meri
 void ph__wide_relax(ph__world *w, double h) {
     const wpass p = {.kind = PASS_RELAX, .h = h};
     run_pass(w, &p, 1);
+}
+
+void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
 }
 
 int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {

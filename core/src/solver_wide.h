@@ -96,7 +96,12 @@ void ph__wide_refresh_fast(ph__world *w, double h);
  * (plan.rows NATIVE_BUILD; their B in the last substep); same numbers as
  * building the rows first. */
 int ph__wide_build_native(ph__world *w, const ph__plan *p, double h);
-void ph__wide_warm_start(ph__world *w);     /* the batches' impulses onto the bodies */
+void ph__wide_warm_start(ph__world *w); /* the batches' impulses onto the bodies */
+/* Tile t's share of a later native substep in point mode (step.c's
+ * tiled_substeps): its batches' first sweep with the refresh (no B), iters
+ * - 1 more sweeps, and with relax the relaxation pass; the same numbers as
+ * the passes over all batches, whose other tiles touch other bodies. */
+void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax);
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 
 /* Adds the merit terms of the contact rows held in the batches (native

@@ -15,6 +15,10 @@
  *     (no collision, impacts or joint rows) the next substep's solver
  *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
+ * The substeps between the first and the last run tile by tile (all of
+ * them for one tile of whole islands, then the next tile) when nothing in
+ * them couples two islands (tiles_fit, tiled_substeps): the same numbers,
+ * with a tile's data kept in cache.
  * What each substep does is its plan (ph__plan_substep, step_plan.h; the
  * truth table in step.h): made at its start from the settings and the
  * facts of the running step, made again after a collision and after the
@@ -544,6 +548,72 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
     return PH_OK;
 }
 
+/* Tiles: the substeps between the first and the last of a native step in
+ * point mode (no joints, no capture, budget or per-iteration merits, no
+ * restitutive pairs) do the same thing in each: the first sweep with the
+ * batches' refresh, the other sweeps, the relaxation pass when planned,
+ * and the integration with the next substep's forces and warm start. No
+ * stage of them couples two islands, so they can run tile by tile (the
+ * tiles of solver_wide.c: runs of whole islands of about a thousand
+ * contact points), all the substeps of one tile before the next tile:
+ * each body and point gets the same operations in the same order, bit for
+ * bit, while a tile's batches and bodies stay in the cache from one
+ * substep to the next instead of being fetched from memory once per
+ * substep (docs/profile.md, "Issue #21, targets 3 and 6"). Returns 1 and
+ * the plans of substeps 1 .. n - 2 in plans[] when the step qualifies
+ * (p0: substep 0's plan). */
+enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
+
+static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans) {
+    if (n < 3 || w->tile_count < 2 || !w->wpoint_mode || !w->wide_ok || w->capture || w->joint_pool.count > 0 ||
+        w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM)
+        return 0;
+    for (int k = 1; k <= n - 2; k++) {
+        const ph__facts f = facts(w, p0->home, 1);
+        const ph__plan p = ph__plan_substep(&w->settings, &f, k, n);
+        if (p.collide != PH_COLLIDE_NONE || p.start != PH_START_FUSED || p.home != PH_HOME_BATCHES ||
+            p.rows != PH_ROWS_REFRESH_IN_SWEEP || p.warm != PH_WARM_WITH_FORCES || p.solve != PH_SOLVE_PGS_BATCHES ||
+            p.merits != PH_MERITS_NONE || p.store != PH_STORE_KEEP || p.next != PH_NEXT_FUSED_WARM)
+            return 0;
+        plans[k] = p;
+    }
+    return 1;
+}
+
+/* Substeps 1 .. n - 2 tile by tile (tiles_fit said they qualify): per
+ * tile and substep, ph__solve's sweeps and relaxation (ph__wide_tile_solve)
+ * and integrate's pass over the tile's bodies; then what those substeps do
+ * to the ground and the statistics. p: out, the plan of substep n - 2. */
+static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
+    const int iters = w->settings.iterations;
+    const double wf = ph__warm_factor(w);
+    double t = now_ms();
+    int nrelax = 0;
+    for (int k = 1; k <= n - 2; k++)
+        nrelax += plans[k].relax;
+    for (int32_t tile = 0; tile < w->tile_count; tile++) {
+        if (ph__limit_cancel(&w->limit)) return PH_ERR_CANCELLED; /* (the step is undone) */
+        const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
+        const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
+        for (int k = 1; k <= n - 2; k++) {
+            if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_solve(w, tile, h, iters, plans[k].relax);
+            w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+            t = lap(w, PH_STAGE_SOLVE, t);
+            ph__wide_integrate_list(w, idx, nb, h, 1, 2, wf);
+            t = lap(w, PH_STAGE_INTEGRATE, t);
+        }
+    }
+    /* The ground as each of those substeps leaves it (apply_forces,
+     * contact_dv), the rows they count. */
+    forces_ground(w);
+    w->dvc[0].v = w->dvc[0].w = ph_v3(0, 0, 0);
+    const int64_t total = w->row_count + w->native_rows;
+    ph__limit_count(&w->limit, (uint64_t)(n - 2) * (uint64_t)iters * (uint64_t)total);
+    ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
+    *p = plans[n - 2];
+    return PH_OK;
+}
+
 /* Saves what a step changes and the next step reads, beside the copy of
  * the velocities into v_step, w_step that the step makes anyway: the awake
  * list and its bodies' poses (nothing else moves), their sleep state (only
@@ -734,7 +804,7 @@ static void release_step_arrays(ph__world *w) {
     w->pair_count = w->fat_pair_count = w->jpair_count = w->prev_count = 0;
     w->fat_ok = 0;
     w->row_count = w->contact_row_count = w->block_count = w->order_njoint = 0;
-    w->wbatch_count = w->native_rows = 0;
+    w->wbatch_count = w->native_rows = w->tile_count = 0;
     w->wide_ok = 0;
     w->sbody_count = w->sbody_aniso = w->b2s_zeroed = 0;
     w->saved_count = w->mlist_count = 0;
@@ -793,9 +863,17 @@ int ph_world_step(ph_world_id id) {
     const double h = w->settings.time_step / n;
     ph__plan plan;
     memset(&plan, 0, sizeof plan);
-    for (int k = 0; k < n && e == PH_OK; k++)
+    ph__plan plans[TILED_SUBSTEPS];
+    for (int k = 0; k < n && e == PH_OK; k++) {
         /* (A cancel request is seen at every substep and sweep boundary.) */
         e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan);
+        /* The substeps between the first and the last tile by tile when
+         * nothing couples the tiles (tiles_fit). */
+        if (e == PH_OK && k == 0 && n <= TILED_SUBSTEPS && tiles_fit(w, &plan, n, plans)) {
+            e = tiled_substeps(w, h, n, plans, &plan);
+            k = n - 2;
+        }
+    }
     if (e == PH_OK && w->settings.joint_projection > 0) ph__joint_project(w, w->settings.joint_projection);
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
     /* The islands at rest go to sleep (timers from the step's end). */

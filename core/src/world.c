@@ -202,6 +202,11 @@ static const size_t world_arrays[] = {
     STEP(wpoint),
     STEP(wkeys),
     STEP(wgap),
+    STEP(tile_batch),
+    STEP(tile_group),
+    STEP(tile_sbody),
+    STEP(tile_sb),
+    STEP(tile_of),
     ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
     ARR(jd_first),
     ARR(jd_bfirst),

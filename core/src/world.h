@@ -153,6 +153,18 @@ struct ph__world {
                             velocity (native steps keep them in the batches) */
     int simd_level;      /* the wide solver's instruction set (ph__simd_level at creation) */
 
+    /* Tiles (solver_wide.c, native builds): the islands of the solver
+     * bodies (union-find through the manifolds) cut into runs of whole
+     * islands, each tile's groups of batches consecutive in wbatches (its
+     * levels in order), so that the later substeps can run tile by tile
+     * with the tile's data in cache (step.c, tiled_substeps). */
+    int32_t tile_count;
+    int32_t *tile_batch; /* tile t's batches: [tile_batch[t], tile_batch[t + 1]) */
+    int32_t *tile_group; /* its first group (wgroups) */
+    int32_t *tile_sbody; /* its solver bodies: tile_sb[tile_sbody[t] .. tile_sbody[t + 1]) */
+    int32_t *tile_sb;    /* solver bodies by tile, ascending within each */
+    int32_t *tile_of;    /* scratch, by solver body: union-find parent, then its tile */
+
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first
      * substep; every substep with collide_substeps) and used by the later

@@ -15,6 +15,7 @@
  * task runner (ph_world_set_task_runner) instead of the world's pool.
  * The statistics that count work (rows, manifolds, row updates) agree too.
  */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,7 +67,14 @@ static void run_case(ph_world_id *w, int steps, edit_fn edit) {
             assert_int_equal(st[i].rows, st[0].rows);
             assert_int_equal(st[i].manifolds, st[0].manifolds);
             assert_true(st[i].row_updates == st[0].row_updates);
-            assert_memory_equal(&st[i].fischer_final, &st[0].fischer_final, sizeof(double));
+            /* The final merit is a sum over the batches in their layout's
+             * order: one thread lays a large world out in tiles (the
+             * middle substeps run tile by tile, docs/core.md "Tiles"),
+             * several threads level by level, so the sums may differ in
+             * the last bits while the states are equal bit for bit. */
+            const double f0 = st[0].fischer_final, fi = st[i].fischer_final;
+            if (fabs(fi - f0) > 1e-12 * fabs(f0) + 1e-300)
+                fail_msg("step %d: threads %d fischer_final %.17g, threads 1 %.17g", k, thread_counts[i], fi, f0);
         }
     }
 }

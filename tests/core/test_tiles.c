@@ -1,0 +1,167 @@
+/*
+ * test_tiles.c — the tiles of a native step (solver_wide.c's make_tiles,
+ * step.c's tiled_substeps): the substeps between the first and the last
+ * run tile by tile, all of them for one tile before the next. Checked:
+ *
+ * - the layout: the tiles partition the solver bodies, their batches are
+ *   consecutive and cover all of them, and every lane of a tile's batches
+ *   touches only that tile's bodies (or the ground), so no stage of those
+ *   substeps couples two tiles;
+ * - the physics: a column of boxes stepped inside a world of 64 columns
+ *   (several tiles: the tiled substeps) ends bit for bit where the same
+ *   column stepped alone ends (one tile: the substeps over all batches),
+ *   with boxes of unequal extents, turned and spinning (groups whose
+ *   velocity updates use full inverse inertias).
+ *
+ * Normal path: build, step, compare. Failure modes: none beyond the
+ * assertions. Invariants: the worlds use the default settings (native
+ * point mode, 10 substeps of 1 sweep, the contacts' relaxation) without
+ * per-iteration merits, as the benchmark.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "ph_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "physd/ph_core.h"
+#include "world.h"
+
+enum { SIDE = 8, LAYERS = 6, STEPS = 60 };
+
+static ph_world_id new_world(void) {
+    ph_world_def d = ph_default_world_def();
+    d.settings.record_merits = 0; /* (per-iteration merits read every batch after every sweep: no tiles) */
+    int err = -99;
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(err, PH_OK);
+    ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
+    return w;
+}
+
+/* Column (i, j): LAYERS boxes of half extents 0.5 x 0.4 x 0.3, each
+ * turned about z by an angle of its own and spinning a little about a
+ * tilted axis, 0.02 m apart. */
+static void add_column(ph_world_id w, int i, int j, ph_body_id *out) {
+    for (int k = 0; k < LAYERS; k++) {
+        ph_body_def bd = ph_default_body_def();
+        bd.position = ph_v3(1.5 * i, 1.5 * j, 0.32 + 0.62 * k);
+        bd.orientation = ph_quat_axis_angle(ph_v3(0, 0, 1), 0.05 * (i + 2 * j + 3 * k));
+        bd.angular_velocity = ph_v3(0.01 * k, -0.02 * i, 0.3 + 0.01 * j);
+        int err;
+        out[k] = ph_body_create(w, &bd, &err);
+        assert_int_equal(err, PH_OK);
+        ph_shape_def sd = ph_default_shape_def();
+        sd.type = PH_SHAPE_BOX;
+        sd.half_extents = ph_v3(0.5, 0.4, 0.3);
+        ph_shape_create(out[k], &sd, &err);
+        assert_int_equal(err, PH_OK);
+    }
+}
+
+static ph__world *record(ph_world_id id) {
+    ph__world *w = ph__world_get(id);
+    assert_non_null(w);
+    return w;
+}
+
+/* The tiles partition the solver bodies, cover the batches in order, and
+ * a tile's lanes touch its own bodies or the ground only. */
+static void test_tiles_layout(void **state) {
+    (void)state;
+    ph_world_id id = new_world();
+    ph_body_id col[LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++)
+            add_column(id, i, j, col);
+    for (int s = 0; s < 3; s++)
+        assert_int_equal(ph_world_step(id), PH_OK);
+    const ph__world *w = record(id);
+    assert_true(w->wpoint_mode);
+    assert_true(w->tile_count >= 2); /* 64 x 6 x 4 points, about 1024 a tile */
+    const int32_t nsb = w->sbody_count;
+    assert_int_equal(nsb, 1 + SIDE * SIDE * LAYERS);
+    int *seen = calloc((size_t)nsb, sizeof *seen);
+    assert_non_null(seen);
+    assert_int_equal(w->tile_sbody[0], 0);
+    assert_int_equal(w->tile_batch[0], 0);
+    assert_int_equal(w->tile_batch[w->tile_count], w->wbatch_count);
+    for (int32_t t = 0; t < w->tile_count; t++) {
+        assert_true(w->tile_batch[t] <= w->tile_batch[t + 1]);
+        for (int32_t q = w->tile_sbody[t]; q < w->tile_sbody[t + 1]; q++) {
+            const int32_t s = w->tile_sb[q];
+            assert_true(s >= 1 && s < nsb);
+            assert_int_equal(seen[s], 0);
+            seen[s] = t + 1;
+            if (q > w->tile_sbody[t]) assert_true(s > w->tile_sb[q - 1]);
+        }
+    }
+    assert_int_equal(w->tile_sbody[w->tile_count], nsb - 1);
+    int32_t groups = 0;
+    for (int32_t t = 0; t < w->tile_count; t++) {
+        assert_int_equal(w->tile_group[t], groups);
+        for (int32_t b = w->tile_batch[t]; b < w->tile_batch[t + 1]; b++) {
+            const ph__wbatch *wb = &w->wbatches[b];
+            groups += wb->glen > 0;
+            for (int j = 0; j < PH_LANES; j++) {
+                assert_true(wb->ia[j] == 0 || seen[wb->ia[j]] == t + 1);
+                assert_true(wb->ib[j] == 0 || seen[wb->ib[j]] == t + 1);
+            }
+        }
+    }
+    free(seen);
+    ph_world_destroy(id);
+}
+
+/* Bit for bit: a column among 64 (tiled substeps) and the same column
+ * alone (one tile, the substeps over all batches). */
+static void test_tiles_same_physics(void **state) {
+    (void)state;
+    ph_world_id all = new_world();
+    ph_body_id cols[SIDE * SIDE][LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++)
+            add_column(all, i, j, cols[j * SIDE + i]);
+    for (int s = 0; s < STEPS; s++)
+        assert_int_equal(ph_world_step(all), PH_OK);
+    assert_true(record(all)->tile_count >= 2);
+    const int pick[][2] = {{0, 0}, {3, 4}, {7, 7}, {7, 0}};
+    for (size_t c = 0; c < sizeof pick / sizeof pick[0]; c++) {
+        const int i = pick[c][0], j = pick[c][1];
+        ph_world_id one = new_world();
+        ph_body_id col[LAYERS];
+        add_column(one, i, j, col);
+        for (int s = 0; s < STEPS; s++)
+            assert_int_equal(ph_world_step(one), PH_OK);
+        assert_int_equal(record(one)->tile_count, 1);
+        for (int k = 0; k < LAYERS; k++) {
+            ph_body_state a, b;
+            assert_int_equal(ph_body_get_state(cols[j * SIDE + i][k], &a), PH_OK);
+            assert_int_equal(ph_body_get_state(col[k], &b), PH_OK);
+            assert_memory_equal(&a.position, &b.position, sizeof a.position);
+            assert_memory_equal(&a.orientation, &b.orientation, sizeof a.orientation);
+            assert_memory_equal(&a.linear_velocity, &b.linear_velocity, sizeof a.linear_velocity);
+            assert_memory_equal(&a.angular_velocity, &b.angular_velocity, sizeof a.angular_velocity);
+        }
+        /* The column has settled onto the ground and turned (the test
+         * compares motion, not rest). */
+        ph_transform t;
+        assert_int_equal(ph_body_get_transform(col[0], &t), PH_OK);
+        assert_true(t.p.z > 0.25 && t.p.z < 0.32);
+        ph_world_destroy(one);
+    }
+    ph_world_destroy(all);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiles_layout),
+        cmocka_unit_test(test_tiles_same_physics),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
