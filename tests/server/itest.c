@@ -379,6 +379,45 @@ uint64_t itest_create_world(itest_client *c, const char *name, const char *prese
     return id;
 }
 
+void itest_add_spheres(itest_client *c, uint64_t w, int n, int is_static, int per_row, double spacing, double z) {
+    Physd__V1__EditOp *op = calloc((size_t)n, sizeof *op), **ops = calloc((size_t)n, sizeof *ops);
+    Physd__V1__AddBody *ab = calloc((size_t)n, sizeof *ab);
+    Physd__V1__BodyDef *bd = calloc((size_t)n, sizeof *bd);
+    Physd__V1__Pose *pose = calloc((size_t)n, sizeof *pose);
+    Physd__V1__Vec3 *pos = calloc((size_t)n, sizeof *pos);
+    assert_true(op && ops && ab && bd && pose && pos);
+    Physd__V1__ShapeDef sd = PHYSD__V1__SHAPE_DEF__INIT, *sp = &sd;
+    sd.type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+    for (int k = 0; k < n; k++) {
+        physd__v1__edit_op__init(&op[k]);
+        physd__v1__add_body__init(&ab[k]);
+        physd__v1__body_def__init(&bd[k]);
+        physd__v1__pose__init(&pose[k]);
+        physd__v1__vec3__init(&pos[k]);
+        pos[k].x = spacing * (k % per_row), pos[k].y = spacing * (k / per_row), pos[k].z = z;
+        pose[k].position = &pos[k];
+        if (is_static) bd[k].type = PHYSD__V1__BODY_TYPE__BODY_STATIC;
+        bd[k].pose = &pose[k];
+        bd[k].n_shapes = 1;
+        bd[k].shapes = &sp;
+        ab[k].body = &bd[k];
+        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        op[k].add_body = &ab[k];
+        ops[k] = &op[k];
+    }
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
+    eb.world_id = w;
+    eb.n_ops = (size_t)n;
+    eb.ops = ops;
+    m.request_case = PHYSD__V1__CLIENT_MESSAGE__REQUEST_EDIT;
+    m.edit = &eb;
+    smsg *r = itest_expect(itest_call(c, &m), PHYSD__V1__STATUS__STATUS_OK);
+    assert_int_equal(r->reply->edit->n_new_ids, n);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    free(op), free(ops), free(ab), free(bd), free(pose), free(pos);
+}
+
 int itest_subscribe(itest_client *c, uint64_t world, int kind, uint32_t every, const uint64_t *ids, size_t n,
                     int per_iter, uint64_t *sub) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;

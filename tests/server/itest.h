@@ -105,6 +105,10 @@ int itest_raw_hello(itest_raw *r, const char *name);
 /* Creates a world (tick_rate 0: server default); returns its id, or 0
  * with *status set when status is not NULL and the reply is an error. */
 uint64_t itest_create_world(itest_client *c, const char *name, const char *preset, double tick_rate, int *status);
+/* Adds n unit spheres to world w in one EditBatch (asserting OK and n new
+ * ids): static ones when is_static, at x = spacing * (k % per_row),
+ * y = spacing * (k / per_row), z. */
+void itest_add_spheres(itest_client *c, uint64_t w, int n, int is_static, int per_row, double spacing, double z);
 /* Subscribes; returns the status and the subscription id in *sub. */
 int itest_subscribe(itest_client *c, uint64_t world, int kind, uint32_t every, const uint64_t *ids, size_t n,
                     int per_iter, uint64_t *sub);

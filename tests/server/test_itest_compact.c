@@ -1168,41 +1168,7 @@ static void test_light_ticks(void **state) {
      * since a body that touches a sleeping pile wakes the pile into that
      * very step; once nothing is awake, its ticks are light again. */
     const uint64_t st = itest_create_world(&c, "statics", NULL, 60, NULL);
-    enum { NSTATIC = 600 };
-    static Physd__V1__EditOp op[NSTATIC], *ops[NSTATIC];
-    static Physd__V1__AddBody ab[NSTATIC];
-    static Physd__V1__BodyDef bd[NSTATIC];
-    static Physd__V1__ShapeDef sd[NSTATIC], *sp[NSTATIC];
-    static Physd__V1__Pose pose[NSTATIC];
-    static Physd__V1__Vec3 pos[NSTATIC];
-    for (int k = 0; k < NSTATIC; k++) {
-        physd__v1__edit_op__init(&op[k]);
-        physd__v1__add_body__init(&ab[k]);
-        physd__v1__body_def__init(&bd[k]);
-        physd__v1__shape_def__init(&sd[k]);
-        physd__v1__pose__init(&pose[k]);
-        physd__v1__vec3__init(&pos[k]);
-        pos[k].x = 3.0 * (k % 30), pos[k].y = 3.0 * (k / 30), pos[k].z = 0.5;
-        pose[k].position = &pos[k];
-        sd[k].type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
-        sp[k] = &sd[k];
-        bd[k].type = PHYSD__V1__BODY_TYPE__BODY_STATIC;
-        bd[k].pose = &pose[k];
-        bd[k].n_shapes = 1;
-        bd[k].shapes = &sp[k];
-        ab[k].body = &bd[k];
-        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
-        op[k].add_body = &ab[k];
-        ops[k] = &op[k];
-    }
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
-    eb.world_id = st;
-    eb.n_ops = NSTATIC;
-    eb.ops = ops;
-    m.request_case = REQ(EDIT);
-    m.edit = &eb;
-    physd__v1__server_message__free_unpacked(itest_expect(itest_call(&c, &m), ST(OK)), NULL);
+    itest_add_spheres(&c, st, 600, 1, 30, 3.0, 0.5);
     itest_raw r2;
     assert_int_equal(itest_raw_connect(&r2, port, 0), 0);
     assert_int_equal(itest_raw_hello(&r2, "light2"), ST(OK));

@@ -36,43 +36,7 @@ static int teardown(void **state) {
 /* NBODIES spheres 3 m apart in free fall (no ground, no contacts): cheap
  * steps, large frames (about 19 KB, 2.3 MB/s at 120 Hz). */
 #define NBODIES 300
-static void add_spheres(itest_client *c, uint64_t w) {
-    static Physd__V1__EditOp op[NBODIES];
-    static Physd__V1__EditOp *ops[NBODIES];
-    static Physd__V1__AddBody ab[NBODIES];
-    static Physd__V1__BodyDef bd[NBODIES];
-    static Physd__V1__ShapeDef sd;
-    static Physd__V1__ShapeDef *sp = &sd;
-    static Physd__V1__Pose pose[NBODIES];
-    static Physd__V1__Vec3 pos[NBODIES];
-    physd__v1__shape_def__init(&sd);
-    for (int k = 0; k < NBODIES; k++) {
-        physd__v1__edit_op__init(&op[k]);
-        physd__v1__add_body__init(&ab[k]);
-        physd__v1__body_def__init(&bd[k]);
-        physd__v1__pose__init(&pose[k]);
-        physd__v1__vec3__init(&pos[k]);
-        pos[k].x = 3.0 * (k % 20), pos[k].y = 3.0 * (k / 20), pos[k].z = 100;
-        pose[k].position = &pos[k];
-        bd[k].pose = &pose[k];
-        bd[k].n_shapes = 1;
-        bd[k].shapes = &sp;
-        ab[k].body = &bd[k];
-        op[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
-        op[k].add_body = &ab[k];
-        ops[k] = &op[k];
-    }
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__EditBatch eb = PHYSD__V1__EDIT_BATCH__INIT;
-    eb.world_id = w;
-    eb.n_ops = NBODIES;
-    eb.ops = ops;
-    m.request_case = REQ(EDIT);
-    m.edit = &eb;
-    smsg *r = itest_expect(itest_call(c, &m), ST(OK));
-    assert_int_equal(r->reply->edit->n_new_ids, NBODIES);
-    physd__v1__server_message__free_unpacked(r, NULL);
-}
+static void add_spheres(itest_client *c, uint64_t w) { itest_add_spheres(c, w, NBODIES, 0, 20, 3.0, 100); }
 
 static Physd__V1__WorldInfo *list_first(itest_client *c, smsg **holder) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
