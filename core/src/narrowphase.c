@@ -367,7 +367,9 @@ int ph__narrowphase(ph__world *w) {
     if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     double maxpen = 0;
     int32_t reused = 0;
-    if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES) {
+    /* (Split only when the solver's levels were split in the last step, as
+     * integrate's in step.c: else the workers' wake-ups cost more.) */
+    if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
         /* Split among the step's workers (tasks.c): each pair's manifold
          * is what one thread makes, and the blocks are joined in pair
          * order, so the manifolds are the same; max and sum are exact. */

@@ -612,11 +612,12 @@ static int make_schedule(ph__world *w, int32_t ng) {
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
         w->wgfirst[g++] = b;
     w->wgfirst[ng] = w->wbatch_count;
-    int32_t nseg = 0, l0 = 0;
+    int32_t nseg = 0, l0 = 0, npar = 0;
     for (g = 1; g <= ng; g++) {
         if (g < ng && w->wbatches[w->wgfirst[g]].indep) continue;
         /* Level [l0, g). */
         const int par = g - l0 >= LEVEL_MIN;
+        if (par) npar += g - l0;
         if (!par && nseg > 0 && !w->wsegs[3 * nseg - 1]) {
             w->wsegs[3 * nseg - 2] = g;
         } else {
@@ -627,6 +628,11 @@ static int make_schedule(ph__world *w, int32_t ng) {
         }
         l0 = g;
     }
+    /* Mostly small levels (a pyramid's chains of them): the workers would
+     * wait at a barrier per level for little shared work, slower than one
+     * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
+     * stepping thread alone (the same numbers). */
+    if (2 * npar < ng) return PH_OK;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;

@@ -381,7 +381,11 @@ static void integrate(ph__world *w, const ph__plan *p, double h) {
     const int dv = p->next != PH_NEXT_NONE;
     const int next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
     integrate_ctx c = {h, ph__warm_factor(w), dv, next};
-    if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES)
+    /* (Only when the solver's levels are split too, ph__wide's schedule: a
+     * world whose solve stays on one thread, a pyramid's chains of small
+     * levels, gains less from a split integration than the workers' wake-ups
+     * cost.) */
+    if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES && w->wsched_ok)
         ph__tasks_run(w, integrate_pass, &c);
     else
         integrate_pass(w, &c, 0, 1);
