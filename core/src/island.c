@@ -332,6 +332,20 @@ static void tree_out(ph__world *w, const ph__body *b) {
     }
 }
 
+/* Island record k's bodies leave its sleeping tree and the record (they
+ * are awake again or pending); the record is uncounted and freed. */
+static void island_dissolve(ph__world *w, int32_t k) {
+    const ph__island *r = &w->islands[k];
+    for (int32_t i = r->first, next; i >= 0; i = next) {
+        ph__body *b = &w->bodies[i];
+        next = b->island_next;
+        tree_out(w, b);
+        b->island = b->island_next = -1;
+    }
+    island_count_in(w, r, -1);
+    island_release(w, k);
+}
+
 /* Appends the manifolds of record r to manifolds[] (room reserved). */
 static void take_manifolds(ph__world *w, const ph__island *r) {
     for (int32_t j = 0; j < r->m_count; j++) {
@@ -353,14 +367,7 @@ int ph__islands_begin(ph__world *w) {
             ph__island *r = &w->islands[k];
             if (r->state != PH__ISLAND_PENDING) continue;
             take_manifolds(w, r);
-            for (int32_t i = r->first, next; i >= 0; i = next) {
-                ph__body *b = &w->bodies[i];
-                next = b->island_next;
-                tree_out(w, b);
-                b->island = b->island_next = -1;
-            }
-            island_count_in(w, r, -1);
-            island_release(w, k);
+            island_dissolve(w, k);
         }
         w->pending = 0;
         if (more > 0) qsort(w->manifolds, (size_t)w->manifold_count, sizeof *w->manifolds, manifold_cmp);
@@ -602,16 +609,7 @@ int ph__islands_end(ph__world *w) {
 void ph__islands_commit(ph__world *w) {
     int changed = w->woken_count > 0 || w->fresh_count > 0;
     for (int32_t q = 0; q < w->woken_count; q++) {
-        const int32_t k = w->woken[q];
-        ph__island *r = &w->islands[k];
-        for (int32_t i = r->first, next; i >= 0; i = next) {
-            ph__body *b = &w->bodies[i];
-            next = b->island_next;
-            tree_out(w, b);
-            b->island = b->island_next = -1;
-        }
-        island_count_in(w, r, -1);
-        island_release(w, k);
+        island_dissolve(w, w->woken[q]);
     }
     for (int32_t q = 0; q < w->fresh_count; q++) {
         ph__island *r = &w->islands[w->fresh[q]];
