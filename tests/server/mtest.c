@@ -341,6 +341,18 @@ smsg *mt_migrate(itest_client *c, uint64_t w, const char *target, const char *cr
     return r;
 }
 
+smsg *mt_release(itest_client *c, uint64_t w, int how) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
+    mw.world_id = w;
+    mw.release = (Physd__V1__DoubtRelease)how;
+    m.request_case = REQ(MIGRATE_WORLD);
+    m.migrate_world = &mw;
+    smsg *r = itest_client_call(c, &m, 30000);
+    assert_non_null(r);
+    return r;
+}
+
 void mt_migrate_send(itest_client *c, uint64_t w, const char *target) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;

@@ -70,6 +70,9 @@ uint64_t mt_create(itest_client *c, const char *preset, int paused, double rate)
 smsg *mt_migrate(itest_client *c, uint64_t w, const char *target, const char *cred);
 /* The same, sent without waiting for the reply. */
 void mt_migrate_send(itest_client *c, uint64_t w, const char *target);
+/* MigrateWorld with release set (a move in doubt; how: DoubtRelease): the
+ * reply (caller frees). */
+smsg *mt_release(itest_client *c, uint64_t w, int how);
 /* TakeSnapshot of world w: its image (malloc'd), length and state hash. */
 uint8_t *mt_snapshot(itest_client *c, uint64_t w, size_t *len, uint64_t *hash);
 /* ImportWorld by hand (source "the test"): the reply (caller frees). */

@@ -385,11 +385,63 @@ static void test_draining_readyz_metrics(void **state) {
     mserver_stop(&T);
 }
 
+/* physd_worlds_in_doubt counts the worlds whose move is in doubt: a
+ * stand-in target that takes the image and closes the connection instead
+ * of answering the commit leaves the world frozen in doubt (gauge 1, not
+ * ready to be counted as moved or failed); the operator's release, with the
+ * target saying it holds the world, settles it as moved (gauge 0, one
+ * world migrated). */
+static void test_in_doubt_gauge(void **state) {
+    (void)state;
+    ps_config cs;
+    itest_config(&cs);
+    cs.http = 1;
+    cs.http_port = 0;
+    mserver S;
+    mserver_start(&S, &cs);
+    const int hs = ps_server_http_port(S.srv);
+    itest_client a;
+    itest_connect(&a, S.port, "admin");
+    const uint64_t w = mt_create(&a, "stack20", 1, 0), other = mt_create(&a, "stack20", 1, 0);
+    ftarget ft;
+    memset(&ft, 0, sizeof ft);
+    ft.close_after_parts = -1;
+    ft.commit_mode = 1; /* the commit's answer never comes */
+    ft.status_mode = 0; /* asked later: "I have it" */
+    ftarget_start(&ft);
+    smsg *rep = mt_migrate(&a, w, mt_addr(ft.port), NULL);
+    assert_int_equal(rep->reply->status, ST(UNAVAILABLE));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    char *m = metrics(hs);
+    printf("after a commit without an answer: physd_worlds_in_doubt %g, migrated %g, failed %g\n",
+           sample(m, "physd_worlds_in_doubt"), sample(m, "physd_worlds_migrated_total"),
+           sample(m, "physd_worlds_migration_failed_total"));
+    assert_true(sample(m, "physd_worlds_in_doubt") == 1 && sample(m, "physd_worlds_migrated_total") == 0 &&
+                sample(m, "physd_worlds") == 2);
+    free(m);
+    rep = mt_release(&a, w, PHYSD__V1__DOUBT_RELEASE__DOUBT_RELEASE_HERE);
+    assert_int_equal(rep->reply->status, ST(OK));
+    assert_int_equal(rep->reply->migrate->worlds[0]->status, ST(OK)); /* the target's answer wins: moved */
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    m = metrics(hs);
+    printf("after the release: physd_worlds_in_doubt %g, migrated %g, physd_worlds %g\n",
+           sample(m, "physd_worlds_in_doubt"), sample(m, "physd_worlds_migrated_total"), sample(m, "physd_worlds"));
+    assert_true(sample(m, "physd_worlds_in_doubt") == 0 && sample(m, "physd_worlds_migrated_total") == 1 &&
+                sample(m, "physd_worlds") == 1);
+    free(m);
+    ftarget_stop(&ft);
+    rep = mt_counters(&a, other); /* the other world was never frozen */
+    assert_int_equal(rep->reply->status, ST(OK));
+    physd__v1__server_message__free_unpacked(rep, NULL);
+    itest_client_close(&a);
+    mserver_stop(&S);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_ready_index),       cmocka_unit_test(test_metrics_counters_move),
         cmocka_unit_test(test_metrics_need_admin_token), cmocka_unit_test(test_http_switches),
-        cmocka_unit_test(test_draining_readyz_metrics),
+        cmocka_unit_test(test_draining_readyz_metrics),  cmocka_unit_test(test_in_doubt_gauge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1168,18 +1168,6 @@ static void test_tls_target(void **state) {
 
 /* ------------------------------------------- releasing a move in doubt */
 
-static smsg *mt_release(itest_client *c, uint64_t w, int how) {
-    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__MigrateWorld mw = PHYSD__V1__MIGRATE_WORLD__INIT;
-    mw.world_id = w;
-    mw.release = (Physd__V1__DoubtRelease)how;
-    m.request_case = REQ(MIGRATE_WORLD);
-    m.migrate_world = &mw;
-    smsg *r = itest_client_call(c, &m, 30000);
-    assert_non_null(r);
-    return r;
-}
-
 /* A world in doubt with the stand-in: the release asks the target at
  * once, and its answer wins over the operator's choice; with the target
  * gone, the operator's choice applies (here, or moved). */
