@@ -8,14 +8,18 @@
  * Each CompactFrame is decoded by proto/pw_compact.c against the state of
  * its baseline tick, which this subscription decoded earlier (the last
  * PC_HISTORY states are kept); the new state is kept in turn. A key frame
- * forgets the older states (after a reset ticks start again).
+ * whose tick is not after the newest kept one forgets the older states
+ * (after a reset ticks start again); a later key frame keeps them (an
+ * explicitly acked baseline may be older than the key frames sent while
+ * its ack was on its way).
  *
  * Failure modes: a frame whose baseline is not kept, or that does not
  * decode, is dropped; the caller counts it and asks for a key frame once
  * until one arrives. Out of memory drops the frame.
  *
  * Invariants: a state is the server's quantized state exactly, so decoding
- * a later delta against it gives the server's state again.
+ * a later delta against it gives the server's state again; the kept
+ * states' ticks increase in ring order (one tick is never kept twice).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -340,7 +344,7 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
     const pw_cstate *base = NULL, *older = NULL;
     if (f->key && f->predict_tick) return PC_CT_FAILED; /* never in a key frame */
     if (f->key) {
-        s->key_asked = 0; /* the kept states are forgotten once it decodes */
+        s->key_asked = 0;
     } else {
         for (int k = 0; k < s->n; k++) {
             if (s->ticks[k] == f->baseline_tick) base = &s->st[k];
@@ -381,7 +385,12 @@ int pc_ctable_decode(pc_ctable *t, const Physd__V1__CompactFrame *f, Physd__V1__
     /* enter and leave against the frame decoded before (none after a key frame's clear) */
     const pw_cstate *prev = s->n ? &s->st[(s->next + PC_HISTORY - 1) % PC_HISTORY] : NULL;
     if (diff_ids(s, prev, &st) != 0) s->nentered = s->nleft = 0;
-    if (f->key) stream_clear(s); /* ticks may start again (a reset) */
+    /* A key frame after the newest kept tick keeps the older states: with
+     * explicit acks the server may still name one of them (acked before
+     * the key frames that followed it reached it). One at or before the
+     * newest kept tick means the ticks started again (a reset, whose
+     * baselines the server dropped): the older states are forgotten. */
+    if (f->key && s->n && f->tick <= s->ticks[(s->next + PC_HISTORY - 1) % PC_HISTORY]) stream_clear(s);
     pw_cstate_free(&s->st[s->next]);
     s->st[s->next] = st;
     s->ticks[s->next] = f->tick;

@@ -17,12 +17,14 @@
  * status; a failing function never calls its callback. Every test closes its loop (uv_loop_close
  * returns 0).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "itest.h"
 #include "physd/pc_client.h"
+#include "pw_compact.h"
 #include "pw_frame.h"
 #include "pw_status.h"
 
@@ -428,7 +430,7 @@ static void test_server_absent(void **state) {
 /* ------------------------------------------------ a scripted server */
 
 /* What the fake server does after the hello. */
-enum { FAKE_SILENT, FAKE_ANSWER_HALF_THEN_CLOSE, FAKE_REJECT, FAKE_GARBAGE, FAKE_HUGE, FAKE_PARTS };
+enum { FAKE_SILENT, FAKE_ANSWER_HALF_THEN_CLOSE, FAKE_REJECT, FAKE_GARBAGE, FAKE_HUGE, FAKE_PARTS, FAKE_COMPACT };
 
 typedef struct fake {
     uv_tcp_t listener, conn;
@@ -437,12 +439,15 @@ typedef struct fake {
     size_t len;
     int hello_done, requests;
     uint64_t ids[64];
-    size_t last_size; /* bytes of the last message sent (without its length) */
-    size_t max_ids;   /* body ids in the frame of exactly max_frame bytes */
-    size_t max_size;  /* its size as sent */
+    size_t last_size;  /* bytes of the last message sent (without its length) */
+    size_t max_ids;    /* body ids in the frame of exactly max_frame bytes */
+    size_t max_size;   /* its size as sent */
+    uint64_t acks[16]; /* FAKE_COMPACT: the ticks StreamControl acknowledged */
+    int nacks, keys;   /* ... and the key frames it asked for */
 } fake;
 
 static void fake_send_parts(fake *f);
+static void fake_send_compact(fake *f, uint64_t sub);
 
 static void fake_send(fake *f, const Physd__V1__ServerMessage *m) {
     size_t n = 0, total = 0;
@@ -514,6 +519,11 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
         assert_non_null(m);
         uint64_t id = m->request_id;
         int is_hello = m->request_case == REQ(HELLO);
+        const int is_subscribe = m->request_case == REQ(SUBSCRIBE);
+        if (m->request_case == REQ(STREAM_CONTROL)) {
+            if (m->stream_control->ack_tick && f->nacks < 16) f->acks[f->nacks++] = m->stream_control->ack_tick;
+            f->keys += m->stream_control->key_frame;
+        }
         physd__v1__client_message__free_unpacked(m, NULL);
         memmove(f->buf, f->buf + hl + len, f->len - hl - len);
         f->len -= hl + (size_t)len;
@@ -538,6 +548,22 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
         }
         if (f->requests < 64) f->ids[f->requests] = id;
         f->requests++;
+        if (f->mode == FAKE_COMPACT) {
+            if (is_subscribe) { /* the subscription's reply first, then its frames */
+                Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+                Physd__V1__Reply r = PHYSD__V1__REPLY__INIT;
+                Physd__V1__SubscribeReply sr = PHYSD__V1__SUBSCRIBE_REPLY__INIT;
+                r.request_id = id;
+                sr.subscription_id = 7;
+                r.payload_case = PHYSD__V1__REPLY__PAYLOAD_SUBSCRIPTION;
+                r.subscription = &sr;
+                sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_REPLY;
+                sm.reply = &r;
+                fake_send(f, &sm);
+                fake_send_compact(f, 7);
+            }
+            continue;
+        }
         if (f->mode == FAKE_PARTS) {
             /* Pushes first, then the reply: the test waits for the reply. */
             fake_send_parts(f);
@@ -799,6 +825,154 @@ static void test_parts(void **state) {
     close_loop(&loop);
 }
 
+/* ------------------------------------- compact frames with explicit acks */
+
+/* The state of tick t of the fake's compact stream (timeline 0, or 1 after
+ * its reset): bodies 1..3 at distinct, tick-dependent positions and
+ * rotations (quantized at the default precision). */
+static void fake_cstate(const pw_cparams *p, uint64_t t, int timeline, pw_cstate *st) {
+    assert_int_equal(pw_cstate_reserve(st, 3), 0);
+    st->n = 3;
+    for (int i = 0; i < 3; i++) {
+        const double a = 0.1 * (double)t + 0.7 * i + (timeline ? 1.0 : 0.0);
+        const double pose[7] = {0.25 * (double)t + i,
+                                -1.5 * i + (timeline ? 3.0 : 0.0),
+                                0.01 * (double)(t * t),
+                                cos(a / 2),
+                                sin(a / 2),
+                                0,
+                                0};
+        pw_compact_quantize(p, (uint64_t)i + 1, pose, &st->b[i]);
+    }
+}
+
+static void fake_cframe(fake *f, const pw_cparams *p, uint64_t sub, uint64_t tick, int timeline, uint64_t base_tick,
+                        int base_timeline) {
+    pw_cstate cur = {0, 0, NULL}, base = {0, 0, NULL};
+    fake_cstate(p, tick, timeline, &cur);
+    if (base_tick) fake_cstate(p, base_tick, base_timeline, &base);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(pw_compact_encode(p, base_tick ? &base : NULL, &cur, &bytes, &len), 0);
+    Physd__V1__ServerMessage sm = PHYSD__V1__SERVER_MESSAGE__INIT;
+    Physd__V1__CompactFrame cf = PHYSD__V1__COMPACT_FRAME__INIT;
+    cf.world_id = 1;
+    cf.tick = tick;
+    cf.subscription_id = sub;
+    cf.baseline_tick = base_tick;
+    cf.key = base_tick == 0;
+    cf.body_count = 3;
+    cf.bodies.data = bytes;
+    cf.bodies.len = len;
+    sm.msg_case = PHYSD__V1__SERVER_MESSAGE__MSG_COMPACT_FRAME;
+    sm.compact_frame = &cf;
+    fake_send(f, &sm);
+    free(bytes);
+    pw_cstate_free(&cur);
+    pw_cstate_free(&base);
+}
+
+/* The pushes of FAKE_COMPACT, as a server with explicit acks sends them
+ * when an ack takes longer than a tick to come back:
+ *   ticks 1, 2, 3 key frames (nothing acked yet)       -> 3 frames
+ *   tick 4 against tick 1 (the first ack to arrive)    -> decodes
+ *   tick 5 against tick 4                              -> decodes
+ *   a reset: tick 2 key frame of a new timeline        -> decodes, forgets 1..5
+ *   tick 3 against tick 1 of the old timeline          -> not decodable: a key asked
+ *   tick 4 against the new tick 2                      -> decodes */
+static void fake_send_compact(fake *f, uint64_t sub) {
+    pw_cparams p;
+    pw_cparams_default(&p);
+    fake_cframe(f, &p, sub, 1, 0, 0, 0);
+    fake_cframe(f, &p, sub, 2, 0, 0, 0);
+    fake_cframe(f, &p, sub, 3, 0, 0, 0);
+    fake_cframe(f, &p, sub, 4, 0, 1, 0);
+    fake_cframe(f, &p, sub, 5, 0, 4, 0);
+    fake_cframe(f, &p, sub, 2, 1, 0, 0);
+    fake_cframe(f, &p, sub, 3, 1, 1, 0);
+    fake_cframe(f, &p, sub, 4, 1, 2, 1);
+}
+
+typedef struct cstream_state {
+    int frames, replied, exact;
+    uint64_t ticks[16];
+} cstream_state;
+
+static void on_cframe(pc_client *c, const Physd__V1__Frame *f, void *data) {
+    (void)c;
+    cstream_state *s = data;
+    const int timeline = s->frames >= 5; /* the reset is the sixth frame */
+    if (s->frames < 16) s->ticks[s->frames] = f->tick;
+    s->frames++;
+    pw_cparams p;
+    pw_cparams_default(&p);
+    pw_cstate want = {0, 0, NULL};
+    fake_cstate(&p, f->tick, timeline, &want);
+    if (f->n_body_ids != 3 || f->n_poses != 21) s->exact = 0;
+    for (size_t i = 0; i < 3 && i < f->n_body_ids; i++) {
+        double pose[7];
+        pw_compact_dequantize(&p, &want.b[i], pose);
+        if (f->body_ids[i] != i + 1 || memcmp(pose, &f->poses[7 * i], sizeof pose) != 0) s->exact = 0;
+    }
+    pw_cstate_free(&want);
+}
+
+static void on_csub(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
+    (void)c;
+    (void)r;
+    cstream_state *s = data;
+    s->replied = err ? -1 : 1;
+}
+
+/* A compact subscription with explicit acks whose acks take longer than a
+ * tick: the key frames sent meanwhile keep the acked baseline (the server
+ * names it in the next delta); a key frame at an earlier tick (a reset)
+ * forgets the old timeline's states, so a delta against one of them is
+ * refused and a key frame asked for, not decoded against the wrong state. */
+static void test_compact_explicit_ack_keys(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fake f;
+    fake_start(&f, &loop, FAKE_COMPACT);
+    pc_client *c = NULL;
+    assert_int_equal(pc_connect_sync(&c, &loop, "127.0.0.1", f.port, 2000, NULL), 0);
+    cstream_state s;
+    memset(&s, 0, sizeof s);
+    s.exact = 1;
+    pc_handlers h = {0};
+    h.on_frame = on_cframe;
+    h.data = &s;
+    pc_client_set_handlers(c, &h);
+    pc_compact_params p;
+    pc_compact_params_default(&p);
+    p.explicit_ack = 1;
+    assert_int_equal(pc_subscribe_compact(c, 1, 1, NULL, 0, &p, on_csub, &s), 0);
+    const double end = now_s() + 5;
+    while ((s.frames < 7 || f.nacks < 7 || f.keys < 1) && now_s() < end)
+        uv_run(&loop, UV_RUN_NOWAIT), uv_sleep(1);
+    assert_int_equal(s.replied, 1);
+    pc_counters k;
+    pc_client_counters(c, &k);
+    printf("    %d frames decoded (ticks %llu %llu %llu %llu %llu | reset %llu %llu), %llu not decodable, "
+           "%d acks, %d key frames asked for\n",
+           s.frames, (unsigned long long)s.ticks[0], (unsigned long long)s.ticks[1], (unsigned long long)s.ticks[2],
+           (unsigned long long)s.ticks[3], (unsigned long long)s.ticks[4], (unsigned long long)s.ticks[5],
+           (unsigned long long)s.ticks[6], (unsigned long long)k.compact_errors, f.nacks, f.keys);
+    assert_int_equal(s.frames, 7);
+    const uint64_t want[7] = {1, 2, 3, 4, 5, 2, 4};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(s.ticks[i], want[i]);
+        assert_int_equal(f.acks[i], want[i]); /* each decoded frame acknowledged, in order */
+    }
+    assert_true(s.exact);                  /* every decoded pose is the server's quantized pose exactly */
+    assert_int_equal(k.compact_errors, 1); /* the delta against the old timeline */
+    assert_int_equal(f.keys, 1);
+    pc_close_sync(c);
+    fake_stop(&f);
+    close_loop(&loop);
+}
+
 static void test_connect_timeout(void **state) {
     (void)state;
     uv_loop_t loop;
@@ -975,7 +1149,7 @@ int main(void) {
         cmocka_unit_test(test_subscriptions),   cmocka_unit_test(test_server_absent),
         cmocka_unit_test(test_connect_timeout), cmocka_unit_test(test_server_closes),
         cmocka_unit_test(test_close_cancels),   cmocka_unit_test(test_server_rejects),
-        cmocka_unit_test(test_parts),
+        cmocka_unit_test(test_parts),           cmocka_unit_test(test_compact_explicit_ack_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

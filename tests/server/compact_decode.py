@@ -19,7 +19,7 @@ Usage: compact_decode.py CAPTURE PARAMS OUT [--compare C_TXT]
 import sys
 
 from physd_client import pb
-from physd_client.compact import Params, Stream, dequantize
+from physd_client.compact import Malformed, Params, Stream, dequantize
 
 capture, params_path, out_path = sys.argv[1:4]
 compare = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--compare" else None
@@ -27,6 +27,37 @@ compare = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--compare" else N
 
 def g(x):
     return "%.17g" % x
+
+
+def key_frame_rule(key_pair):
+    """docs/clients.md: key frames after the newest kept tick keep the older
+    states (key frames at ticks 1 and 2, then tick 3 against tick 1
+    decodes); a key frame at or before it (a reset) forgets them (a delta
+    against the old tick 1 is refused). Exits 1 otherwise."""
+    if key_pair is None or key_pair[3] is None:
+        sys.exit("no key frame with a delta against it in the capture")
+    _, p, key, delta, _ = key_pair
+
+    def frame(g_, tick, base):
+        x = pb.CompactFrame()
+        x.CopyFrom(g_)
+        x.tick, x.baseline_tick = tick, base
+        return x
+
+    s = Stream(p)
+    s.decode(frame(key, 1, 0))
+    s.decode(frame(key, 2, 0))
+    kept = s.decode(frame(delta, 3, 1))
+    s.decode(frame(key, 2, 0))  # a reset: tick 2 again
+    try:
+        s.decode(frame(delta, 4, 1))
+        refused = False
+    except Malformed:
+        refused = True
+    print("key-frame rule: tick 3 against tick 1 after key frames 1 and 2: %d bodies; after a reset to tick 2, "
+          "against the old tick 1: %s" % (len(kept), "refused" if refused else "DECODED"))
+    if not refused:
+        sys.exit(1)
 
 
 def main():
@@ -37,6 +68,7 @@ def main():
         streams[int(w[1])] = Stream(params[int(w[1])])
     data = open(capture, "rb").read()
     last = {}
+    key_pair = None
     out, i, frames = [], 0, 0
     while i < len(data):
         n, shift = 0, 0
@@ -71,6 +103,15 @@ def main():
             out.append("%d %d %s %d %d %d %d | %s\n" % (b.id, b.oob, " ".join(vals), b.largest, b.c[0], b.c[1],
                                                         b.c[2], " ".join(g(v) for v in pose)))
         last[f.subscription_id] = st
+        if f.parts <= 1 and not f.predict_tick:  # for the key-frame rule below
+            if f.key and key_pair is None:
+                key_pair = [f.subscription_id, p, pb.CompactFrame(), None, f.tick]
+                key_pair[2].CopyFrom(f)
+            elif (not f.key and key_pair and key_pair[3] is None and f.subscription_id == key_pair[0]
+                  and f.baseline_tick == key_pair[4]):
+                key_pair[3] = pb.CompactFrame()
+                key_pair[3].CopyFrom(f)
+    key_frame_rule(key_pair)
     text = "".join(out)
     with open(out_path, "w") as fo:
         fo.write(text)

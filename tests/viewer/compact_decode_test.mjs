@@ -156,6 +156,7 @@ function mangle(p, base, f) {
 }
 
 const data = readFileSync(join(dir, 'capture.bin'));
+let keyPair = { sub: null, p: null, key: null, delta: null, tick: 0 };
 const decoders = new Map();
 const last = new Map();
 const out = [];
@@ -196,6 +197,13 @@ while (i < data.length) {
   });
   if (st === null) continue; // a part of a frame in parts, not the last
   frames++;
+  // For the key-frame rule below: a whole key frame, and a plain delta
+  // against it, of one subscription.
+  if (!(f.parts > 1) && !predict) {
+    if (f.key && !keyPair.key) keyPair = { sub, p, key: f, tick };
+    else if (!f.key && keyPair.key && !keyPair.delta && sub === keyPair.sub && baseline === keyPair.tick)
+      keyPair.delta = f;
+  }
   const prev = last.get(sub);
   const prevIds = new Set(prev ? prev.ids : []);
   const nowIds = new Set(st.ids);
@@ -214,6 +222,29 @@ while (i < data.length) {
     );
   }
   last.set(sub, st);
+}
+// The key-frame rule (docs/clients.md): key frames after the newest kept
+// tick keep the older states (key frames at ticks 1 and 2, then tick 3
+// against tick 1 decodes, as the server sends while an older frame's write
+// or ack is on its way); a key frame at or before the newest kept tick (a
+// reset) forgets them (a delta against the old tick 1 is refused).
+{
+  if (!keyPair.delta) throw new Error('no key frame with a delta against it in the capture');
+  const d = new compact.CompactDecoder(keyPair.p, 32);
+  const frame = (g, t, b) => ({ tick: t, baselineTick: b, key: g.key, bodyCount: g.body_count, bodies: g.bodies });
+  d.decode(frame(keyPair.key, 1, 0));
+  d.decode(frame(keyPair.key, 2, 0));
+  const kept = d.decode(frame(keyPair.delta, 3, 1));
+  d.decode(frame(keyPair.key, 2, 0)); // a reset: tick 2 again
+  let refused = false;
+  try {
+    d.decode(frame(keyPair.delta, 4, 1));
+  } catch (e) {
+    if (!(e instanceof compact.Malformed)) throw e;
+    refused = true;
+  }
+  console.log(`key-frame rule: tick 3 against tick 1 after key frames 1 and 2: ${kept.n} bodies; after a reset to tick 2, against the old tick 1: ${refused ? 'refused' : 'DECODED'}`);
+  if (!refused) process.exit(1);
 }
 const text = out.join('');
 writeFileSync(join(dir, 'js.txt'), text);

@@ -298,14 +298,14 @@ class Stream:
                 raise Malformed("prediction ticks out of range")
             pred = ({b.id: b for b in older}, frame.tick - frame.baseline_tick, frame.baseline_tick - predict_tick)
         st = decode(self.params, base, bodies, frame.key, frame.body_count, pred)
-        if frame.key:
-            # Ticks only grow, except after a reset: kept states at this tick
-            # or later are from before a reset and never baselines again. The
-            # earlier ones stay: the server may send a key frame while an
-            # older frame's write is still completing, and then use that
-            # older frame as the next baseline (seen over WebSocket).
-            self.order = [t for t in self.order if t < frame.tick]
-            self.states = {t: self.states[t] for t in self.order}
+        if frame.key and self.order and frame.tick <= self.order[-1]:
+            # Ticks only grow, except after a reset, whose baselines the
+            # server dropped: a key frame at or before the newest kept tick
+            # forgets every kept state. A later key frame keeps them: the
+            # server may name an older frame as the next baseline (acked, or
+            # written, while the key frames that followed were on their way;
+            # seen over WebSocket). Same rule as clients/lib/pc_compact.c.
+            self.order, self.states = [], {}
         if frame.tick not in self.states:
             self.order.append(frame.tick)
         self.states[frame.tick] = st

@@ -388,7 +388,16 @@ export class CompactDecoder {
       pred = { older, index, ahead: frame.tick - frame.baselineTick, span: frame.baselineTick - pt };
     }
     const st = decodeSection(this.p, base, bytes, frame.key, frame.bodyCount, pred);
-    if (frame.key) this.states.clear();
+    // A key frame at or before the newest kept tick: the ticks started
+    // again (a reset, whose baselines the server dropped), so every kept
+    // state goes. A later key frame keeps them: the server may still name
+    // an older frame, written while the key frames were on their way, as
+    // the next baseline (the rule of the C and Python decoders).
+    if (frame.key && this.states.size > 0) {
+      let newest = 0;
+      for (const t of this.states.keys()) newest = t;
+      if (frame.tick <= newest) this.states.clear();
+    }
     this.states.delete(frame.tick);
     this.states.set(frame.tick, st);
     while (this.states.size > this.keep) this.states.delete(this.states.keys().next().value);
