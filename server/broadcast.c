@@ -380,7 +380,19 @@ void ps_broadcast_deliver(ps_host *h, ps_job *job) {
         if (sub->conn->edit_world != h->id || sub->conn->edit_tick + 1 != tick) continue;
         any_first = 1;
         deliver_one(h, job, sub, &ct, now);
-        if (sub->conn) ps_conn_flush(sub->conn);
+        if (!sub->conn) continue;
+        ps_conn *c = sub->conn;
+        ps_conn_flush(c);
+        /* Counted (WorldCounters 53-55): written whole, before any other
+         * subscriber's frame of this tick is even queued, or not (a
+         * socket that did not take it all, a write in flight). */
+        h->edit_frames++;
+        if (c->closing || c->writing || c->outq.count > 0) h->edit_frames_not_first++;
+        if (job->due_ns) {
+            const uint64_t t = ps_now_ns();
+            h->edit_frames_timed++;
+            h->sum_edit_frame_ms += t > job->due_ns ? (double)(t - job->due_ns) / 1e6 : 0;
+        }
     }
     for (int i = 0; i < h->nsubs; i++) {
         ps_sub *sub = h->subs[i];

@@ -960,6 +960,9 @@ void ps_host_counters(ps_host *h, Physd__V1__WorldCounters *out) {
     wc.overrun_ticks = h->overrun_ticks;
     wc.idle_ticks = h->idle_ticks;
     wc.loop_ticks = h->loop_ticks;
+    wc.edit_frames = h->edit_frames;
+    wc.edit_frames_not_first = h->edit_frames_not_first;
+    if (h->edit_frames_timed) wc.edit_frame_ms = h->sum_edit_frame_ms / (double)h->edit_frames_timed;
     wc.timed_ticks = h->timed_ticks;
     wc.edits_applied = h->edits_applied;
     wc.batches_applied = h->batches_applied;

@@ -571,6 +571,11 @@ struct ps_host {
     double job_ms_avg;     /* moving average of a step job's time (step and encoding), ms */
     uint64_t loop_ticks;   /* light ticks stepped on the loop thread (world_host.c) */
     uint64_t deliver_iter; /* the loop iteration of its last delivery (light ticks) */
+    /* edit-first delivery (broadcast.c): frames written first, those not
+     * wholly in the socket at once, and the sum of their times from the
+     * tick's due time (over edit_frames_timed of them) */
+    uint64_t edit_frames, edit_frames_not_first, edit_frames_timed;
+    double sum_edit_frame_ms;
     uint64_t created_ns;
     uint64_t last_overrun_notice_ns, overrun_reported;
     uint64_t last_budget_notice_ns;

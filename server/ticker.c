@@ -5,7 +5,9 @@
  *
  * Normal path: ps_ticker_at arms the timerfd (TFD_TIMER_ABSTIME) and starts
  * the poll for readability; when it fires, the expiration count is read
- * (clearing the fd), the poll stops and the owner's callback runs.
+ * (clearing the fd), the poll stops and a check handle runs the owner's
+ * callback after the rest of that poll phase (ticker.h: an edit the same
+ * poll found is applied before the tick's step).
  *
  * Failure modes: timerfd_create failing leaves the ticker inactive;
  * timerfd_settime or uv_poll_start failing makes ps_ticker_at return -1
@@ -25,13 +27,20 @@
 #endif
 
 #ifdef __linux__
+static void on_check(uv_check_t *c) {
+    ps_ticker *t = c->data;
+    uv_check_stop(c);
+    t->cb(t);
+}
+
 static void on_poll(uv_poll_t *p, int status, int events) {
     (void)events;
     ps_ticker *t = p->data;
     uint64_t n;
     if (status == 0 && read(t->fd, &n, sizeof n) < 0) return; /* re-armed since it was ready: wait on */
     uv_poll_stop(p);
-    t->cb(t); /* also on a poll error: the owner re-evaluates and re-arms */
+    /* also on a poll error: the owner re-evaluates and re-arms */
+    if (uv_check_start(&t->check, on_check) != 0) t->cb(t);
 }
 #endif
 
@@ -48,6 +57,8 @@ void ps_ticker_init(uv_loop_t *loop, ps_ticker *t, ps_ticker_cb cb, void *data) 
         return;
     }
     t->poll.data = t;
+    uv_check_init(loop, &t->check);
+    t->check.data = t;
     t->fd = fd;
 #else
     (void)loop;
@@ -69,11 +80,16 @@ int ps_ticker_at(ps_ticker *t, uint64_t due_ns) {
 }
 
 #ifdef __linux__
+static void on_check_closed(uv_handle_t *h) {
+    ps_ticker *t = h->data;
+    t->closed(t);
+}
+
 static void on_poll_closed(uv_handle_t *h) {
     ps_ticker *t = h->data;
     close(t->fd);
     t->fd = -1;
-    t->closed(t);
+    uv_close((uv_handle_t *)&t->check, on_check_closed);
 }
 #endif
 

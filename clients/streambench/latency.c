@@ -34,19 +34,122 @@
  * of the run (so the earliest frame is 0): how much later than its best
  * a frame arrives (step time, delivery and scheduling jitter together).
  *
+ * Where an edit's time goes (docs/streams.md, "Edit-to-frame latency",
+ * "The decomposition"): the connection's socket has SO_TIMESTAMPNS on, so
+ * the kernel stamps every segment when it reaches the socket (on loopback
+ * that is inside the server's write); this file's read() takes the place
+ * of the C library's for that one socket (libuv reads a TCP stream with
+ * read(); here it is recvmsg() with the stamp in a control message) and
+ * keeps the stamp of the last segment of each read. Per edit, beside the
+ * latency as read (user space, the measure above, unchanged):
+ *   e2f_kernel  send to the frame's arrival in the socket (the same
+ *               latency as the kernel saw it: without this process's
+ *               wait for a core, its read and its decoding);
+ *   read_delay  the frame's arrival in the socket to its callback here;
+ *   wait        send to the due time of the tick the frame is of (that
+ *               tick's number over the world's clock, placed by the
+ *               earliest frames: every frame arrives at or after
+ *               due(n) = n / rate + min of (arrival - tick / rate) over
+ *               the frames of the 60 ticks up to n, so due(n) is early by
+ *               the fastest frame's pipeline, tens of microseconds; valid
+ *               while the world keeps its clock: a world that skipped
+ *               ticks moved its clock against the tick numbers, and one
+ *               that is behind has no frame on time, so the JSON says
+ *               "decomposition_valid": false when ticks were skipped);
+ *               at most one tick unless the edit missed a tick boundary
+ *               ("missed_boundary": wait over one tick + 0.25 ms;
+ *               "missed_boundary_sent_before": of those, the edits whose
+ *               bytes were written to the socket, by the time pc_edit
+ *               returned, before the due time of the boundary they
+ *               missed: the server read them late, not this process);
+ *   server      the tick's due time to the frame's arrival (the server's
+ *               whole pipeline: timer, step, delivery, the write);
+ *   reply       send to the EditResult's arrival in the socket (the edit
+ *               read and applied by the server, its reply written).
+ * So e2f = wait + server + read_delay, each with its own p50 and p99.
+ *
  * Failure modes: no server, no world, a refused subscription or edit: a
  * message and exit 3 (nothing measured) or 1. A run without samples exits
- * 1.
+ * 1. A kernel that gives no stamps: the kernel figures are null in the
+ * JSON ("kernel_stamps": 0).
  *
  * Invariants: one loop, one thread; at most MAX_PENDING edits in flight
- * (more are not sent until older ones are resolved).
+ * (more are not sent until older ones are resolved). The read() here
+ * changes nothing but for the one socket, which it reads exactly as
+ * read() would (recvmsg with the same buffer and no flags).
  */
+#define _GNU_SOURCE /* syscall() */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "physd/pc_client.h"
+
+/* ------------------------------------------- kernel receive timestamps */
+
+static int g_ts_fd = -1;          /* the measured connection's socket */
+static int64_t g_real_minus_mono; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns (the stamps are real time) */
+static uint64_t g_rx_ns;          /* the last read's last segment's arrival, CLOCK_MONOTONIC ns; 0: none */
+static uint64_t g_stamps;         /* reads that carried a stamp */
+
+ssize_t read(int fd, void *buf, size_t n) {
+    if (fd < 0 || fd != g_ts_fd) return (ssize_t)syscall(SYS_read, fd, buf, n);
+    struct iovec iov = {buf, n};
+    union {
+        char b[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    const ssize_t r = recvmsg(fd, &m, 0);
+    if (r > 0)
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                const int64_t real = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+                g_rx_ns = (uint64_t)(real - g_real_minus_mono);
+                g_stamps++;
+            }
+    return r;
+}
+
+static int64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void find_tcp(uv_handle_t *h, void *arg) {
+    uv_os_fd_t fd;
+    if (h->type == UV_TCP && uv_fileno(h, &fd) == 0) *(int *)arg = fd;
+}
+
+/* Stamps on for the loop's one TCP socket (the client's connection). */
+static void stamps_on(uv_loop_t *loop) {
+    int fd = -1, one = 1;
+    uv_walk(loop, find_tcp, &fd);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) {
+        fprintf(stderr, "physd-latency: no kernel receive timestamps on this socket\n");
+        return;
+    }
+    /* the offset between the clocks, from the closest of a few readings */
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < 5; k++) {
+        const int64_t m0 = clock_ns(CLOCK_MONOTONIC), r = clock_ns(CLOCK_REALTIME), m1 = clock_ns(CLOCK_MONOTONIC);
+        if (m1 - m0 < best) best = m1 - m0, g_real_minus_mono = r - (m0 + m1) / 2;
+    }
+    g_ts_fd = fd;
+}
 
 #define MAX_PENDING 32
 #define MAX_SAMPLES 100000
@@ -55,13 +158,21 @@ enum { OP_REMOVE, OP_ADD, OP_POSE };
 
 typedef struct edit {
     int used;
-    int op;           /* OP_* */
-    double x;         /* OP_POSE: the sphere's new x, m */
-    uint64_t t_send;  /* ns */
-    int replied;      /* 0 until EditResult */
-    uint64_t applied; /* EditResult.applied_tick */
-    uint64_t body;    /* the sphere's id */
+    int op;            /* OP_* */
+    double x;          /* OP_POSE: the sphere's new x, m */
+    uint64_t t_send;   /* ns */
+    int replied;       /* 0 until EditResult */
+    uint64_t applied;  /* EditResult.applied_tick */
+    uint64_t body;     /* the sphere's id */
+    uint64_t reply_rx; /* the EditResult's arrival in the socket (ns), 0: no stamp */
+    uint64_t t_sent;   /* ns, when pc_edit returned (libuv wrote the batch to the socket inside it) */
 } edit;
+
+/* One measured edit, for the decomposition (header). */
+typedef struct esample {
+    uint64_t send, sent, rx, user, reply_rx; /* CLOCK_MONOTONIC ns; rx, reply_rx 0: no stamp */
+    uint64_t tick;                           /* the tick of the frame that showed the edit */
+} esample;
 
 typedef struct lat {
     uv_loop_t loop;
@@ -82,6 +193,13 @@ typedef struct lat {
     double *lateness;
     size_t nlate;
     double late_min;
+    esample *es; /* per edit */
+    size_t nes;
+    double *rdelay; /* every frame's arrival in the socket to its callback, ms */
+    size_t nrdelay;
+    double *klate;   /* per frame: arrival in the socket - tick / rate, ms */
+    uint64_t *ktick; /* and its tick (ascending) */
+    size_t nklate;
     uint64_t frames, gaps, last_tick, wrong, errors;
     uint64_t acked; /* edit batches (one op each) the server applied */
     uint64_t first_frame_tick;
@@ -129,6 +247,13 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
         const double late = (double)now / 1e6 - (double)f->tick * 1e3 / L->tick_rate; /* ms */
         if (L->nlate == 0 || late < L->late_min) L->late_min = late;
         push_sample(&L->lateness, &L->nlate, late);
+        if (g_rx_ns) {
+            if (L->nklate < MAX_SAMPLES) {
+                L->klate[L->nklate] = (double)g_rx_ns / 1e6 - (double)f->tick * 1e3 / L->tick_rate;
+                L->ktick[L->nklate++] = f->tick;
+            }
+            push_sample(&L->rdelay, &L->nrdelay, (double)(int64_t)(now - g_rx_ns) / 1e6);
+        }
     }
     for (int k = 0; k < MAX_PENDING; k++) {
         edit *e = &L->pending[k];
@@ -141,7 +266,11 @@ static void on_frame(pc_client *c, const Physd__V1__Frame *f, void *data) {
                     (unsigned long long)f->tick, op_name(e->op), (unsigned long long)e->body,
                     (unsigned long long)e->applied);
         }
-        if (L->measuring) push_sample(&L->e2f, &L->ne2f, (double)(now - e->t_send) / 1e6);
+        if (L->measuring) {
+            push_sample(&L->e2f, &L->ne2f, (double)(now - e->t_send) / 1e6);
+            if (L->nes < MAX_SAMPLES)
+                L->es[L->nes++] = (esample){e->t_send, e->t_sent, g_rx_ns, now, e->reply_rx, f->tick};
+        }
         e->used = 0;
     }
 }
@@ -161,6 +290,7 @@ static void on_edit_reply(pc_client *c, int err, const Physd__V1__Reply *r, void
         return;
     }
     if (L->measuring) push_sample(&L->reply, &L->nreply, (double)(now - e->t_send) / 1e6);
+    e->reply_rx = g_rx_ns;
     L->acked++;
     e->replied = 1;
     e->applied = r->edit->applied_tick;
@@ -243,6 +373,7 @@ static void on_edit_timer(uv_timer_t *t) {
         L->errors++;
         return;
     }
+    e->t_sent = uv_hrtime();
     L->sphere_pending = 1;
 }
 
@@ -269,6 +400,8 @@ typedef struct wcount {
     uint64_t at_ns;
     double late, handoff, deliver, step;
     uint32_t awake, bodies;
+    uint64_t edit_frames, edit_not_first; /* edit-first delivery (WorldCounters 53-55) */
+    double edit_frame;                    /* edit_frame_ms x edit_frames */
 } wcount;
 
 static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *data) {
@@ -286,6 +419,9 @@ static void on_counters(pc_client *c, int err, const Physd__V1__Reply *r, void *
     w->deliver = k->deliver_ms * (double)w->timed;
     w->step = k->mean_step_ms * (double)k->ticks_total;
     w->awake = k->awake_bodies;
+    w->edit_frames = k->edit_frames;
+    w->edit_not_first = k->edit_frames_not_first;
+    w->edit_frame = k->edit_frame_ms * (double)k->edit_frames;
     w->bodies = k->body_count;
 }
 
@@ -308,6 +444,85 @@ static double quantile(const double *v, size_t n, double q) {
     if (n == 0) return NAN;
     size_t k = (size_t)ceil(q * (double)n);
     return v[k == 0 ? 0 : k - 1];
+}
+
+/* The decomposition of the measured edits (header), as a JSON fragment
+ * and a line of text. */
+typedef struct decomp {
+    size_t n;
+    char json[1024], text[1024];
+} decomp;
+
+/* Where the world's clock puts tick 0, as this process's clock reads it
+ * (ms): the least (arrival - tick / rate) over the frames of the
+ * CLOCK_WINDOW ticks up to tick (a window, not the whole run: a world that
+ * fell behind and skipped ticks moved its clock against the tick
+ * numbers). NAN: no frame there. */
+#define CLOCK_WINDOW 60
+static double clock_offset(const lat *L, uint64_t tick) {
+    double m = NAN;
+    for (size_t i = 0; i < L->nklate; i++)
+        if (L->ktick[i] + CLOCK_WINDOW >= tick && L->ktick[i] <= tick && !(L->klate[i] >= m)) m = L->klate[i];
+    return m;
+}
+
+static void decompose(lat *L, double tick_ms, int valid, decomp *D) {
+    memset(D, 0, sizeof *D);
+    double *v[6];
+    size_t n = 0;
+    uint64_t missed = 0, missed_srv = 0;
+    for (int k = 0; k < 6; k++)
+        v[k] = malloc((L->nes + 1) * sizeof *v[k]);
+    for (size_t i = 0; i < L->nes && v[5]; i++) {
+        const esample *e = &L->es[i];
+        const double off = clock_offset(L, e->tick);
+        if (!e->rx || !e->reply_rx || isnan(off)) continue;
+        const double send = (double)e->send / 1e6, due = (double)e->tick * tick_ms + off;
+        v[0][n] = (double)e->rx / 1e6 - send;               /* e2f at the socket */
+        v[1][n] = (double)(int64_t)(e->user - e->rx) / 1e6; /* read delay */
+        v[2][n] = due - send;                               /* wait */
+        v[3][n] = (double)e->rx / 1e6 - due;                /* server */
+        v[4][n] = (double)e->reply_rx / 1e6 - send;         /* reply at the socket */
+        if (v[2][n] > tick_ms + 0.25) missed++;
+        /* in the socket before the previous boundary's due time, yet not in its step */
+        if ((double)e->sent / 1e6 < due - tick_ms - 0.05) missed_srv++;
+        n++;
+    }
+    D->n = n;
+    if (!v[5] || n == 0) {
+        snprintf(D->json, sizeof D->json, "\"decomposed\": 0");
+        snprintf(D->text, sizeof D->text, "no kernel receive timestamps: no decomposition");
+    } else {
+        static const char *names[5] = {"e2f_kernel", "read_delay", "wait", "server", "reply_kernel"};
+        double q[5][2];
+        for (int k = 0; k < 5; k++) {
+            qsort(v[k], n, sizeof *v[k], by_double);
+            q[k][0] = quantile(v[k], n, 0.5), q[k][1] = quantile(v[k], n, 0.99);
+        }
+        qsort(L->rdelay, L->nrdelay, sizeof *L->rdelay, by_double);
+        int o = snprintf(D->json, sizeof D->json,
+                         "\"decomposed\": %zu, \"decomposition_valid\": %s, \"missed_boundary\": %llu, "
+                         "\"missed_boundary_sent_before\": %llu",
+                         n, valid ? "true" : "false", (unsigned long long)missed, (unsigned long long)missed_srv);
+        for (int k = 0; k < 5 && o > 0 && (size_t)o < sizeof D->json; k++)
+            o += snprintf(D->json + o, sizeof D->json - (size_t)o, ", \"%s_p50_ms\": %.3f, \"%s_p99_ms\": %.3f",
+                          names[k], q[k][0], names[k], q[k][1]);
+        if (o > 0 && (size_t)o < sizeof D->json)
+            snprintf(D->json + o, sizeof D->json - (size_t)o,
+                     ", \"frame_read_delay_p50_ms\": %.3f, \"frame_read_delay_p99_ms\": %.3f",
+                     quantile(L->rdelay, L->nrdelay, 0.5), quantile(L->rdelay, L->nrdelay, 0.99));
+        snprintf(D->text, sizeof D->text,
+                 "decomposition of %zu edits (p50 / p99, ms): at the socket %.2f / %.2f = wait for the tick %.2f / "
+                 "%.2f (%llu missed a tick boundary, %llu of them written to the socket before it) + server %.2f / "
+                 "%.2f; then the read here %.2f / %.2f (every "
+                 "frame: %.2f / %.2f); reply at the socket %.2f / %.2f%s",
+                 n, q[0][0], q[0][1], q[2][0], q[2][1], (unsigned long long)missed, (unsigned long long)missed_srv,
+                 q[3][0], q[3][1], q[1][0], q[1][1], quantile(L->rdelay, L->nrdelay, 0.5),
+                 quantile(L->rdelay, L->nrdelay, 0.99), q[4][0], q[4][1],
+                 valid ? "" : " (the world skipped ticks: wait and server are not reliable)");
+    }
+    for (int k = 0; k < 6; k++)
+        free(v[k]);
 }
 
 static void run(lat *L, double secs) {
@@ -353,7 +568,12 @@ int main(int argc, char **argv) {
     L.e2f = malloc(MAX_SAMPLES * sizeof *L.e2f);
     L.reply = malloc(MAX_SAMPLES * sizeof *L.reply);
     L.lateness = malloc(MAX_SAMPLES * sizeof *L.lateness);
-    if (!L.e2f || !L.reply || !L.lateness || uv_loop_init(&L.loop) != 0) return 1;
+    L.es = malloc(MAX_SAMPLES * sizeof *L.es);
+    L.rdelay = malloc(MAX_SAMPLES * sizeof *L.rdelay);
+    L.klate = malloc(MAX_SAMPLES * sizeof *L.klate);
+    L.ktick = malloc(MAX_SAMPLES * sizeof *L.ktick);
+    if (!L.e2f || !L.reply || !L.lateness || !L.es || !L.rdelay || !L.klate || !L.ktick || uv_loop_init(&L.loop) != 0)
+        return 1;
     L.rng = 0x9E3779B97F4A7C15ull ^ uv_hrtime();
     pc_options o;
     pc_options_default(&o);
@@ -364,6 +584,7 @@ int main(int argc, char **argv) {
         return 3;
     }
     pc_client_set_data(L.c, &L);
+    stamps_on(&L.loop);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ServerMessage *rep = NULL;
     if (!L.world) { /* the first world listed */
@@ -427,7 +648,10 @@ int main(int argc, char **argv) {
     const double dtt = k1.timed > k0.timed ? (double)(k1.timed - k0.timed) : NAN;
     const double s_late = (k1.late - k0.late) / dtt, s_hand = (k1.handoff - k0.handoff) / dtt,
                  s_del = (k1.deliver - k0.deliver) / dtt, s_step = (k1.step - k0.step) / dt,
-                 tps = k1.at_ns > k0.at_ns ? dt / ((double)(k1.at_ns - k0.at_ns) / 1e9) : NAN;
+                 tps = k1.at_ns > k0.at_ns ? dt / ((double)(k1.at_ns - k0.at_ns) / 1e9) : NAN,
+                 s_edit = k1.edit_frames > k0.edit_frames
+                              ? (k1.edit_frame - k0.edit_frame) / (double)(k1.edit_frames - k0.edit_frames)
+                              : 0; /* none */
     qsort(L.e2f, L.ne2f, sizeof *L.e2f, by_double);
     qsort(L.reply, L.nreply, sizeof *L.reply, by_double);
     for (size_t k = 0; k < L.nlate; k++)
@@ -438,6 +662,8 @@ int main(int argc, char **argv) {
                  r99 = quantile(L.reply, L.nreply, 0.99), l50 = quantile(L.lateness, L.nlate, 0.5),
                  l99 = quantile(L.lateness, L.nlate, 0.99), lmax = quantile(L.lateness, L.nlate, 1);
     const double tick_ms = 1e3 / L.tick_rate;
+    decomp D;
+    decompose(&L, tick_ms, k1.overrun == k0.overrun, &D);
     if (json)
         printf("{\"world\": %llu, \"encoding\": \"%s\", \"op\": \"%s\", \"tick_rate\": %g, \"seconds\": %g, "
                "\"samples\": %zu, "
@@ -447,12 +673,15 @@ int main(int argc, char **argv) {
                "\"missing_ticks\": %llu, \"wrong\": %llu, \"errors\": %llu, \"server_tick_late_ms\": %.3f, "
                "\"server_step_ms\": %.3f, \"server_handoff_ms\": %.3f, \"server_deliver_ms\": %.3f, "
                "\"bodies\": %u, \"awake_bodies\": %u, \"pushes_received\": %llu, \"edits_applied\": %llu, "
-               "\"ticks_per_s\": %.2f, \"overrun_ticks\": %llu}\n",
+               "\"ticks_per_s\": %.2f, \"overrun_ticks\": %llu, \"server_edit_frames\": %llu, "
+               "\"server_edit_frames_not_first\": %llu, \"server_edit_frame_ms\": %.3f, \"kernel_stamps\": %d, %s}\n",
                (unsigned long long)L.world, L.raw ? "raw" : "compact", L.pose ? "pose" : "add", L.tick_rate, seconds,
                L.ne2f, e50, e99, emax, tick_ms + 1, r50, r99, l50, l99, lmax, (unsigned long long)(L.frames - f0),
                (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong, (unsigned long long)L.errors, s_late,
                s_step, s_hand, s_del, k1.bodies, k1.awake, (unsigned long long)pk.frames, (unsigned long long)L.acked,
-               tps, (unsigned long long)(k1.overrun - k0.overrun));
+               tps, (unsigned long long)(k1.overrun - k0.overrun),
+               (unsigned long long)(k1.edit_frames - k0.edit_frames),
+               (unsigned long long)(k1.edit_not_first - k0.edit_not_first), s_edit, D.n > 0, D.json);
     else
         printf(
             "world %llu (%s frames, %g Hz), %g s, %zu edits (%s): edit-to-frame p50 %.2f ms, p99 %.2f ms, max %.2f ms "
@@ -466,6 +695,11 @@ int main(int argc, char **argv) {
             (unsigned long long)(L.frames - f0), (unsigned long long)(L.gaps - g0), (unsigned long long)L.wrong,
             (unsigned long long)L.errors, s_late, s_step, s_hand, s_del, k1.bodies, k1.awake, tps,
             (unsigned long long)(k1.overrun - k0.overrun));
+    if (!json)
+        printf("%s\nserver, edit-first frames: %llu, %llu not written whole at once; the tick's due time to that "
+               "frame in the socket %.3f ms (mean)\n",
+               D.text, (unsigned long long)(k1.edit_frames - k0.edit_frames),
+               (unsigned long long)(k1.edit_not_first - k0.edit_not_first), s_edit);
     /* the connection closes with the process (a measuring tool) */
     return L.ne2f > 0 && L.wrong == 0 && L.errors == 0 ? 0 : 1;
 }
