@@ -692,17 +692,21 @@ static void lane_release(ps_server *s) {
 /* The average alone does not bound the next step: a body that touches a
  * sleeping pile wakes the pile into that very step (core/src/island.c), and
  * a client can let a pile fall asleep and hit it again and again. So a
- * light tick is also one whose step cannot be large: a world of at most
- * PS_LIGHT_MAX_BODIES bodies (all of them awake and piled: about a
- * millisecond), or one with nothing awake (nothing can touch a sleeping
- * island; an edit or a settings change wakes bodies at once, so the awake
- * count seen here already includes what they woke). */
+ * light tick is also one whose step cannot be large: the core's bound of
+ * what the step can move (ph_world_step_reach: the awake bodies and every
+ * sleeping island an awake shape can touch within the step) is at most
+ * PS_LIGHT_MAX_BODIES (all of them awake and piled: about a millisecond).
+ * An edit or a settings change wakes bodies at once, so the bound seen here
+ * already includes what they woke; its cost is a tree query per awake
+ * shape, at most PS_LIGHT_MAX_BODIES of them (and only for a world whose
+ * jobs are light). A body falling far from a sleeping pile of thousands
+ * is light; one about to touch it is not. */
 #define PS_LIGHT_MAX_BODIES 512
 
 static int light_tick(const ps_host *h, const ps_job *job) {
     return !job->manual && !job->want_image && !h->hist && h->job_ms_avg > 0 && h->job_ms_avg < PS_LIGHT_JOB_MS &&
            h->srv->loop_step_ns < PS_LOOP_STEP_BUDGET_NS && h->deliver_iter != h->srv->loop_iter &&
-           (ph_world_awake_count(h->world) == 0 || ph_world_body_count(h->world) <= PS_LIGHT_MAX_BODIES);
+           (unsigned)ph_world_step_reach(h->world, PS_LIGHT_MAX_BODIES) <= PS_LIGHT_MAX_BODIES;
 }
 
 /* An idle tick (see the header): nothing awake and nothing wanted. */

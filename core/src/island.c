@@ -819,3 +819,64 @@ int ph__sleep_rebuild(ph__world *w) {
      * world, so its fat pairs are still good.) */
     return PH_OK;
 }
+
+/* ---- how far the next step can reach (ph_world_step_reach) */
+
+/* Sleeping islands a reach query tells apart; more than this many touched
+ * counts as over any limit the server asks about. */
+#define PH__REACH_ISLANDS 64
+
+typedef struct reach_ctx {
+    const ph__world *w;
+    int32_t limit, total, n;
+    int32_t seen[PH__REACH_ISLANDS];
+} reach_ctx;
+
+static int reach_hit(void *ctx, int32_t s) {
+    reach_ctx *q = ctx;
+    const ph__body *b = &q->w->bodies[q->w->shapes[s].body];
+    if (b->type == PH_BODY_STATIC || !b->asleep) return 0;
+    for (int32_t i = 0; i < q->n; i++)
+        if (q->seen[i] == b->island) return 0;
+    if (q->n == PH__REACH_ISLANDS) return 1;
+    q->seen[q->n++] = b->island;
+    q->total += q->w->islands[b->island].count;
+    return q->total > q->limit;
+}
+
+/* The awake bodies plus those of every sleeping island with a shape whose
+ * resting box overlaps an awake shape's box grown as the next step's
+ * broadphase grows it (the margin and the speculative reach of its
+ * velocity over the step: broad_phase.c). Without collide_substeps that
+ * broadphase, at the step's start, is the step's only one, so no other
+ * island can be woken (by contact) into the step. With collide_substeps
+ * every sleeping body counts. limit + 1 once the count passes limit. */
+int32_t ph__step_reach(const ph__world *w, int32_t limit) {
+    reach_ctx q;
+    q.w = w;
+    q.limit = limit;
+    q.total = w->awake_count;
+    q.n = 0;
+    if (q.total > limit) return limit + 1;
+    if (w->island_count == 0 || w->rest.root < 0) return q.total;
+    if (w->settings.collide_substeps) {
+        for (int32_t k = 0; k < w->island_hwm && q.total <= limit; k++)
+            if (w->islands[k].state == PH__ISLAND_ASLEEP) q.total += w->islands[k].count;
+        return q.total > limit ? limit + 1 : q.total;
+    }
+    const double dt = w->settings.time_step, margin = w->settings.contact_margin;
+    for (int32_t k = 0; k < w->awake_count; k++) {
+        const ph__body *b = &w->bodies[w->awake[k]];
+        for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
+            const ph__shape *sh = &w->shapes[s];
+            ph_vec3 plo, phi, ext;
+            ph__geom_aabb_parts(&sh->geom, ph__shape_pose(w, sh), &plo, &phi, &ext);
+            const double r = 0.5 * ph_len(ph_sub(ph_add(phi, ext), ph_sub(plo, ext))) + ph_len(sh->local.p);
+            /* broad_phase.c's reach, with a micrometre to spare for rounding */
+            const double grow = margin + (ph_len(b->v) + ph_len(b->w) * r) * dt + 1e-6;
+            const ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
+            if (ph__tree_query(&w->rest, ph_sub(plo, eg), ph_add(phi, eg), reach_hit, &q)) return limit + 1;
+        }
+    }
+    return q.total;
+}

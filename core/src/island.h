@@ -36,6 +36,11 @@ typedef struct ph__island {
     int32_t points; /* contact points in m */
 } ph__island;
 
+/* An upper bound of the bodies the next step can move (ph_world_step_reach):
+ * the awake ones and the sleeping islands they can touch in it; limit + 1
+ * once over limit. Reads the world only. */
+int32_t ph__step_reach(const ph__world *w, int32_t limit);
+
 /* ---- edits (between steps; none allocates or fails) */
 
 /* Wakes a body: its rest timer restarts; a sleeping body's whole island

@@ -313,6 +313,13 @@ int ph_world_awake_count(ph_world_id id) {
     return w ? w->awake_count : PH_ERR_INVALID_HANDLE;
 }
 
+int ph_world_step_reach(ph_world_id id, int limit) {
+    const ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (limit < 0 || limit == INT32_MAX) return PH_ERR_INVALID_ARGUMENT;
+    return ph__step_reach(w, limit);
+}
+
 int ph_world_joint_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     return w ? w->joint_pool.count : PH_ERR_INVALID_HANDLE;

@@ -227,9 +227,17 @@ static void test_hit_wakes_the_island(void **state) {
     sd.radius = 0.3;
     sd.density = 5000;
     ph_shape_create(ball, &sd, &err);
-    int woke = -1;
+    int woke = -1, reach_far = -1, reach_max = 0;
     for (int s = 0; s < 30; s++) {
+        /* ph_world_step_reach bounds what the step moves: the ball alone
+         * while it is far, the ball and the whole first stack once it can
+         * touch it, never the second stack. */
+        const int reach = ph_world_step_reach(w, 1000);
+        if (s == 0) reach_far = reach;
+        if (reach > reach_max) reach_max = reach;
+        if (reach > 1) assert_int_equal(ph_world_step_reach(w, 2), 3); /* limit + 1 past the limit */
         assert_int_equal(ph_world_step(w), PH_OK);
+        assert_true(stats(w)->awake_bodies <= reach);
         const int a0 = awake(s1[0]);
         for (int k = 1; k < 4; k++)
             assert_int_equal(awake(s1[k]), a0); /* as a whole */
@@ -242,7 +250,12 @@ static void test_hit_wakes_the_island(void **state) {
     }
     ph_transform top1;
     ph_body_get_transform(s1[3], &top1);
-    print_message("woken at step %d, top box pushed %.3f m\n", woke, top1.p.x - top0.p.x);
+    print_message("woken at step %d, top box pushed %.3f m; step reach %d while far, at most %d\n", woke,
+                  top1.p.x - top0.p.x, reach_far, reach_max);
+    assert_int_equal(reach_far, 1);
+    assert_int_equal(reach_max, 5);
+    assert_int_equal(ph_world_step_reach(w, -1), PH_ERR_INVALID_ARGUMENT);
+    assert_int_equal(ph_world_step_reach((ph_world_id){0, 0}, 10), PH_ERR_INVALID_HANDLE);
     assert_true(woke >= 0 && woke < 15);
     assert_true(top1.p.x - top0.p.x > 0.05);
     ph_world_destroy(w);

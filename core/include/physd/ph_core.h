@@ -492,6 +492,16 @@ int ph_world_body_count(ph_world_id w);
  * (docs/core.md, "Islands and sleeping"): it collides, solves and moves
  * nothing and costs well under a microsecond, whatever sleeps. */
 int ph_world_awake_count(ph_world_id w);
+/* An upper bound of the bodies the next step may move: the awake ones plus
+ * every sleeping island an awake shape can touch within the step (its box
+ * grown by the contact margin and by how far its velocity carries it, as
+ * the step's broadphase grows it; every sleeping body with
+ * collide_substeps). limit + 1 once the bound passes limit (the count
+ * stops there: its cost is a tree query per awake shape at most), or
+ * PH_ERR_INVALID_HANDLE, or PH_ERR_INVALID_ARGUMENT for a limit outside
+ * [0, INT32_MAX). A host can tell from it, before a step, that the step
+ * will be small although the world is large and a body is awake. */
+int ph_world_step_reach(ph_world_id w, int limit);
 int ph_world_joint_count(ph_world_id w);
 
 /* Fills out with up to cap live body ids in slot order; returns the number
