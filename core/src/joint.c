@@ -159,7 +159,9 @@ static int ball_rows(jctx *c, ph_vec3 ra, ph_vec3 rb, ph_vec3 sep) {
     return blocks_used(c->w) ? ph__make_block(c->w, first) : PH_OK;
 }
 
-int ph__joint_rows(ph__world *w, double h, int need_b) {
+/* The joint rows (pos = 0), or their position form (pos = 1: rhs = -g,
+ * no warm start, for ph__joint_project_direct). */
+static int joint_rows(ph__world *w, double h, int need_b, int pos) {
     jctx c;
     memset(&c, 0, sizeof c);
     c.w = w;
@@ -167,9 +169,11 @@ int ph__joint_rows(ph__world *w, double h, int need_b) {
     c.need_b = need_b;
     c.coef = ph__spook(w->settings.joint, h);
     c.coef.pair_mass = 1;
-    c.a = c.coef.a;
-    c.b = c.coef.b;
-    c.wsf = ph__warm_factor(w);
+    c.a = pos ? 1.0 : c.coef.a;
+    c.b = pos ? 1.0 : c.coef.b;
+    /* The joints keep their impulses per substep; a step solved once
+     * (joint_once) starts from theirs times the substeps. */
+    c.wsf = pos ? 0.0 : ph__warm_factor(w) * (w->joint_once ? (double)w->settings.substeps : 1.0);
     const ph_vec3 zero = ph_v3(0, 0, 0);
     for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         ph__joint *j = &w->joints[i];
@@ -261,6 +265,10 @@ int ph__joint_rows(ph__world *w, double h, int need_b) {
     }
     return PH_OK;
 }
+
+int ph__joint_rows(ph__world *w, double h, int need_b) { return joint_rows(w, h, need_b, 0); }
+
+int ph__joint_rows_position(ph__world *w, double h) { return joint_rows(w, h, 0, 1); }
 
 /* World inverse inertia times a vector for a body (zero for bodies that do
  * not move). */

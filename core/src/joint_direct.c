@@ -384,3 +384,95 @@ void ph__joint_direct_solve(ph__world *w) {
         b->w = wb;
     }
 }
+
+/* The position form of the joint rows at the poses now, appended behind
+ * the rows of the step's solve; when their layout is the one the block was
+ * factored for (the same joints' rows in the same slots), their -g is
+ * copied into those rows' rhs (their impulses zeroed: the solve then
+ * gives dmu = -S^-1 g along the step's own Jacobian) and 1 is returned;
+ * else the rows are left as the position rows' (0). */
+static int position_rhs(ph__world *w, double h, int *same) {
+    const int32_t first = w->contact_row_count, top = w->row_count, nrow = top - first;
+    int e = ph__joint_rows_position(w, h);
+    if (e) return e;
+    *same = w->jd_ok && w->jd_count > 0 && w->row_count - top == nrow && w->jd_nsig == nrow;
+    for (int32_t i = 0; i < w->joint_pool.hwm && *same; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue;
+        for (int r = 0; r < j->nrows && *same; r++)
+            *same = (w->jd_sig[j->row0 - top + r] >> 1) == 8 * i + j->row_slot[r];
+    }
+    if (!*same) { /* (the position rows alone, at the start of the joint rows) */
+        memmove(w->rows + first, w->rows + top, (size_t)(w->row_count - top) * sizeof *w->rows);
+        w->row_count -= top - first;
+    } else {
+        for (int32_t i = 0; i < nrow; i++) {
+            w->rows[first + i].rhs = w->rows[top + i].rhs;
+            w->rows[first + i].lambda = 0;
+        }
+        w->row_count = top;
+    }
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++)
+        if (w->joints[i].alive && w->joints[i].row0 >= 0) w->joints[i].row0 -= top - first;
+    return PH_OK;
+}
+
+int ph__joint_project_direct(ph__world *w, int iterations, int substeps) {
+    const double h = w->settings.time_step, vel = 1.0 / h;
+    ph__sbody *sb = w->sbodies;
+    /* The step's final merits read its joint rows and solver bodies, which
+     * the corrections replace: measured now. */
+    if (iterations > 0) ph__settle_merits(w);
+    /* SHAKE's iteration (Ryckaert, Ciccotti & Berendsen 1977): the poses
+     * move along the step's own Jacobian, M^-1 J(q0)^T dmu with the block
+     * as factored for the step's solve, until g(q) = 0, and the velocities
+     * by the same amount over h (the correcting impulse acts over the
+     * step). If the rows' layout has changed since (a hinge limit's row
+     * came or went), the position rows at the poses now and their own
+     * factor for the remaining iterations (Newton's method). */
+    int own = 1;
+    for (int it = 0; it < iterations; it++) {
+        int e;
+        if (own) {
+            e = position_rhs(w, h, &own);
+        } else {
+            w->row_count = w->contact_row_count;
+            e = ph__joint_rows_position(w, h);
+        }
+        if (!e && !own) e = ph__joint_direct_factor(w, 1, h);
+        if (e) return e;
+        if (w->jd_count == 0) break;
+        /* With zero velocities the block's solve gives dmu = -S^-1 g and
+         * leaves M^-1 J^T dmu, the correction of the poses, in v and w. */
+        for (int32_t s = 0; s < w->sbody_count; s++)
+            sb[s].v = sb[s].w = ph_v3(0, 0, 0);
+        ph__joint_direct_solve(w);
+        for (int32_t s = 1; s < w->sbody_count; s++) {
+            ph__body *b = &w->bodies[w->sbody_body[s]];
+            if (b->type != PH_BODY_DYNAMIC) continue;
+            const ph_vec3 dx = sb[s].v, th = sb[s].w;
+            b->p = ph_add(b->p, dx);
+            const ph_quat dq = ph_quat_mul((ph_quat){th.x, th.y, th.z, 0}, b->q);
+            b->q = ph_quat_normalize(
+                (ph_quat){b->q.x + 0.5 * dq.x, b->q.y + 0.5 * dq.y, b->q.z + 0.5 * dq.z, b->q.w + 0.5 * dq.w});
+            b->v = ph_mul_add(b->v, vel, dx);
+            b->w = ph_mul_add(b->w, vel, th);
+        }
+    }
+    /* The solver bodies' velocities as the step left them (the bodies'). */
+    sb[0].v = sb[0].w = ph_v3(0, 0, 0);
+    for (int32_t s = 1; s < w->sbody_count && iterations > 0; s++) {
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
+        sb[s].v = b->v;
+        sb[s].w = b->w;
+    }
+    /* The impulses of the step's one solve, per substep as the joints keep
+     * them (a later step with substeps warm-starts from them). */
+    for (int32_t i = 0; i < w->joint_pool.hwm && substeps > 1; i++) {
+        ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue; /* (no rows: its impulses kept as they were) */
+        for (int k = 0; k < 8; k++)
+            j->lambda[k] /= (double)substeps;
+    }
+    return PH_OK;
+}
