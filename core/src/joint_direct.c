@@ -51,6 +51,13 @@
  *   order as row by row). The rows of D are flagged (row.direct = 1) so
  *   the scalar loop skips them.
  *
+ * A joint-only step solved once (settings.joint_step_once, step.c): the
+ * block is factored for the whole step's rows and solved once (exactly:
+ * every row of such a step is in the block); ph__joint_project_direct then
+ * corrects the poses with the same factor, SHAKE's iteration along the
+ * step's own Jacobian, and the velocities by the correction over the step
+ * (docs/core.md "Joint-only steps").
+ *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (nothing
  * changed; the caller fails the step, and the next one factors afresh).
  * A failed factorization is not an error.
@@ -385,86 +392,72 @@ void ph__joint_direct_solve(ph__world *w) {
     }
 }
 
-/* The position form of the joint rows at the poses now, appended behind
- * the rows of the step's solve; when their layout is the one the block was
- * factored for (the same joints' rows in the same slots), their -g is
- * copied into those rows' rhs (their impulses zeroed: the solve then
- * gives dmu = -S^-1 g along the step's own Jacobian) and 1 is returned;
- * else the rows are left as the position rows' (0). */
-static int position_rhs(ph__world *w, double h, int *same) {
-    const int32_t first = w->contact_row_count, top = w->row_count, nrow = top - first;
-    int e = ph__joint_rows_position(w, h);
-    if (e) return e;
-    *same = w->jd_ok && w->jd_count > 0 && w->row_count - top == nrow && w->jd_nsig == nrow;
-    for (int32_t i = 0; i < w->joint_pool.hwm && *same; i++) {
-        const ph__joint *j = &w->joints[i];
-        if (!j->alive || j->row0 < 0) continue;
-        for (int r = 0; r < j->nrows && *same; r++)
-            *same = (w->jd_sig[j->row0 - top + r] >> 1) == 8 * i + j->row_slot[r];
+/* The block's solve for the poses: with g the joint rows' errors (by joint
+ * row), dmu = -S_DD^-1 g by the factor of the step's solve, and d[s] =
+ * (M^-1 J^T dmu)'s linear part, d[n + s] its angular part, for solver body
+ * s of n (d zeroed by the caller). The rows are not changed. */
+static void solve_position(const ph__world *w, const double *g, ph_vec3 *d) {
+    const int32_t m = w->jd_count, n = w->sbody_count, cfirst = w->contact_row_count;
+    const ph__row *rows = w->rows;
+    const int32_t *row = w->jd_row, *first = w->jd_first;
+    const double *L = w->jd_env, *dinv = w->jd_d + m + 1;
+    const int64_t *off = w->jd_off;
+    double *zf = w->jd_d + 2 * m + 2, *z = w->jd_d + 3 * m + 3;
+    for (int32_t k = 0; k < m; k++) {
+        const int32_t f = first[k];
+        const double t = -g[row[k] - cfirst] - env_dot(L + off[k] + f, zf + f, k - f);
+        zf[k] = t;
+        z[k] = t * dinv[k];
     }
-    if (!*same) { /* (the position rows alone, at the start of the joint rows) */
-        memmove(w->rows + first, w->rows + top, (size_t)(w->row_count - top) * sizeof *w->rows);
-        w->row_count -= top - first;
-    } else {
-        for (int32_t i = 0; i < nrow; i++) {
-            w->rows[first + i].rhs = w->rows[top + i].rhs;
-            w->rows[first + i].lambda = 0;
-        }
-        w->row_count = top;
+    for (int32_t k = m - 1; k >= 0; k--)
+        env_axpy(L + off[k] + first[k], z + first[k], z[k], k - first[k]);
+    for (int32_t k = 0; k < m; k++) {
+        const ph__row *r = &rows[row[k]];
+        const double dl = z[k];
+        d[r->ia] = ph_mul_add(d[r->ia], -dl * r->ima, r->lin);
+        d[n + r->ia] = ph_mul_add(d[n + r->ia], dl, r->mang_a);
+        d[r->ib] = ph_mul_add(d[r->ib], dl * r->imb, r->lin);
+        d[n + r->ib] = ph_mul_add(d[n + r->ib], dl, r->mang_b);
     }
-    for (int32_t i = 0; i < w->joint_pool.hwm; i++)
-        if (w->joints[i].alive && w->joints[i].row0 >= 0) w->joints[i].row0 -= top - first;
-    return PH_OK;
 }
 
 int ph__joint_project_direct(ph__world *w, int iterations, int substeps) {
     const double h = w->settings.time_step, vel = 1.0 / h;
-    ph__sbody *sb = w->sbodies;
-    /* The step's final merits read its joint rows and solver bodies, which
-     * the corrections replace: measured now. */
-    if (iterations > 0) ph__settle_merits(w);
-    /* SHAKE's iteration (Ryckaert, Ciccotti & Berendsen 1977): the poses
-     * move along the step's own Jacobian, M^-1 J(q0)^T dmu with the block
-     * as factored for the step's solve, until g(q) = 0, and the velocities
-     * by the same amount over h (the correcting impulse acts over the
-     * step). If the rows' layout has changed since (a hinge limit's row
-     * came or went), the position rows at the poses now and their own
-     * factor for the remaining iterations (Newton's method). */
-    int own = 1;
-    for (int it = 0; it < iterations; it++) {
-        int e;
-        if (own) {
-            e = position_rhs(w, h, &own);
-        } else {
-            w->row_count = w->contact_row_count;
-            e = ph__joint_rows_position(w, h);
+    const int32_t n = w->sbody_count, nrow = w->row_count - w->contact_row_count;
+    if (iterations > 0 && (!w->jd_ok || w->jd_count != nrow)) {
+        /* (No block, or rows outside it: the scalar correction.) */
+        ph__joint_project(w, iterations);
+    } else if (iterations > 0) {
+        /* SHAKE's iteration (Ryckaert, Ciccotti & Berendsen 1977): the
+         * poses move along the step's own Jacobian, M^-1 J(q0)^T dmu with
+         * the block as factored for the step's solve, until g(q) = 0, and
+         * the velocities by the same amount over h (the correcting impulse
+         * acts over the step). The solver bodies and rows stay as the
+         * solve left them (the step's merits read them). */
+        double *g = ph__arena_alloc(&w->arena, (size_t)nrow * sizeof *g, "joint errors");
+        ph_vec3 *d = g ? ph__arena_alloc(&w->arena, (size_t)(2 * n) * sizeof *d, "joint corrections") : NULL;
+        if (!d) {
+            if (g) ph__arena_free(&w->arena, g);
+            return PH_ERR_NO_MEMORY;
         }
-        if (!e && !own) e = ph__joint_direct_factor(w, 1, h);
-        if (e) return e;
-        if (w->jd_count == 0) break;
-        /* With zero velocities the block's solve gives dmu = -S^-1 g and
-         * leaves M^-1 J^T dmu, the correction of the poses, in v and w. */
-        for (int32_t s = 0; s < w->sbody_count; s++)
-            sb[s].v = sb[s].w = ph_v3(0, 0, 0);
-        ph__joint_direct_solve(w);
-        for (int32_t s = 1; s < w->sbody_count; s++) {
-            ph__body *b = &w->bodies[w->sbody_body[s]];
-            if (b->type != PH_BODY_DYNAMIC) continue;
-            const ph_vec3 dx = sb[s].v, th = sb[s].w;
-            b->p = ph_add(b->p, dx);
-            const ph_quat dq = ph_quat_mul((ph_quat){th.x, th.y, th.z, 0}, b->q);
-            b->q = ph_quat_normalize(
-                (ph_quat){b->q.x + 0.5 * dq.x, b->q.y + 0.5 * dq.y, b->q.z + 0.5 * dq.z, b->q.w + 0.5 * dq.w});
-            b->v = ph_mul_add(b->v, vel, dx);
-            b->w = ph_mul_add(b->w, vel, th);
+        for (int it = 0; it < iterations; it++) {
+            ph__joint_errors(w, g);
+            memset(d, 0, (size_t)(2 * n) * sizeof *d);
+            solve_position(w, g, d);
+            for (int32_t s = 1; s < n; s++) {
+                ph__body *b = &w->bodies[w->sbody_body[s]];
+                if (b->type != PH_BODY_DYNAMIC) continue;
+                const ph_vec3 dx = d[s], th = d[n + s];
+                b->p = ph_add(b->p, dx);
+                const ph_quat dq = ph_quat_mul((ph_quat){th.x, th.y, th.z, 0}, b->q);
+                b->q = ph_quat_normalize(
+                    (ph_quat){b->q.x + 0.5 * dq.x, b->q.y + 0.5 * dq.y, b->q.z + 0.5 * dq.z, b->q.w + 0.5 * dq.w});
+                b->v = ph_mul_add(b->v, vel, dx);
+                b->w = ph_mul_add(b->w, vel, th);
+            }
         }
-    }
-    /* The solver bodies' velocities as the step left them (the bodies'). */
-    sb[0].v = sb[0].w = ph_v3(0, 0, 0);
-    for (int32_t s = 1; s < w->sbody_count && iterations > 0; s++) {
-        const ph__body *b = &w->bodies[w->sbody_body[s]];
-        sb[s].v = b->v;
-        sb[s].w = b->w;
+        ph__arena_free(&w->arena, d);
+        ph__arena_free(&w->arena, g);
     }
     /* The impulses of the step's one solve, per substep as the joints keep
      * them (a later step with substeps warm-starts from them). */

@@ -16,10 +16,11 @@
  *     bodies, forces and warm start in the same pass over the bodies;
  *   then the joints' positional correction (joint_projection passes).
  * A step whose awake bodies have joints and no contact after its collision
- * is one substep of the whole time_step with settings.joint_step_once
- * (joint_step_once(): one exact solve of the joints' direct block), and its
- * positional correction is Newton's method with that block
- * (ph__joint_project_direct; docs/core.md "Joint-only steps").
+ * (and turn little over the step) is one substep of the whole time_step
+ * with settings.joint_step_once (joint_step_once(): one exact solve of the
+ * joints' direct block), and its positional correction is SHAKE's
+ * iteration with that block (ph__joint_project_direct; docs/core.md
+ * "Joint-only steps").
  * The substeps between the first and the last run tile by tile (all of
  * them for one tile of whole islands, then the next tile) when nothing in
  * them couples two islands (tiles_fit, tiled_substeps): the same numbers,
@@ -525,7 +526,9 @@ static void count_contacts(ph__world *w) {
 /* Whether the step that has just collided (its first substep) runs as one
  * substep of the whole time_step (settings.joint_step_once, docs/core.md
  * "Joint-only steps"): its awake bodies have joints and no contact point,
- * and its joint rows go to the direct block of the core's PGS. */
+ * its joint rows all go to the direct block of the core's PGS, and its
+ * bodies turn at most joint_refactor_angle over the step. The choice is
+ * the world's (its awake set), made anew in every step from its state. */
 static int joint_step_once(const ph__world *w, int n) {
     const ph_settings *s = &w->settings;
     if (!s->joint_step_once || n < 2 || s->collide_substeps || w->capture || w->joint_pool.count == 0 ||
@@ -534,6 +537,14 @@ static int joint_step_once(const ph__world *w, int n) {
         return 0;
     for (int32_t i = 0; i < w->manifold_count; i++)
         if (w->manifolds[i].m.count > 0) return 0;
+    /* Bilateral joints whose rows turn only with their bodies (ball, hinge,
+     * fixed): a hinge limit or motor is a bounded row the sweeps iterate,
+     * and a distance joint's row turns with the line between its anchors
+     * (undefined at zero length). */
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (j->alive && (j->type == PH_JOINT_DISTANCE || j->enable_limit || j->enable_motor)) return 0;
+    }
     double w2 = 0;
     for (int32_t i = 0; i < w->awake_count; i++) {
         const double a2 = ph_len2(w->bodies[w->awake[i]].w);
@@ -918,7 +929,7 @@ int ph_world_step(ph_world_id id) {
         }
     }
     if (e == PH_OK && w->joint_once)
-        e = ph__joint_project_direct(w, w->settings.joint_projection, w->joint_once ? n : 1);
+        e = ph__joint_project_direct(w, w->settings.joint_projection, n);
     else if (e == PH_OK && w->settings.joint_projection > 0)
         ph__joint_project(w, w->settings.joint_projection);
     if (e == PH_OK) e = check_envelope(w, (uint16_t)(id.index1 - 1));
