@@ -529,7 +529,7 @@ static void count_contacts(ph__world *w) {
  * its joint rows all go to the direct block of the core's PGS, and its
  * bodies turn at most joint_refactor_angle over the step. The choice is
  * the world's (its awake set), made anew in every step from its state. */
-static int joint_step_once(const ph__world *w, int n) {
+static int joint_step_once(ph__world *w, int n) {
     const ph_settings *s = &w->settings;
     if (!s->joint_step_once || n < 2 || s->collide_substeps || w->capture || w->joint_pool.count == 0 ||
         s->method != PH_METHOD_PGS || s->joint_solver != PH_JOINT_SOLVER_DIRECT ||
@@ -541,15 +541,29 @@ static int joint_step_once(const ph__world *w, int n) {
      * fixed): a hinge limit or motor is a bounded row the sweeps iterate,
      * and a distance joint's row turns with the line between its anchors
      * (undefined at zero length). */
-    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
+    /* Every awake dynamic body on a joint: a free body keeps the substeps'
+     * integration (one symplectic Euler step of a free fall is 2 % long
+     * after 45 steps, ten substeps 0.2 %). */
+    uint8_t *jointed = ph__arena_alloc(&w->arena, (size_t)w->body_pool.hwm + 1, "jointed bodies");
+    if (!jointed) return 0;
+    memset(jointed, 0, (size_t)w->body_pool.hwm + 1);
+    int ok = 1;
+    for (int32_t i = 0; i < w->joint_pool.hwm && ok; i++) {
         const ph__joint *j = &w->joints[i];
-        if (j->alive && (j->type == PH_JOINT_DISTANCE || j->enable_limit || j->enable_motor)) return 0;
+        if (!j->alive) continue;
+        ok = !(j->type == PH_JOINT_DISTANCE || j->enable_limit || j->enable_motor);
+        jointed[j->a] = 1;
+        if (j->b >= 0) jointed[j->b] = 1;
     }
     double w2 = 0;
-    for (int32_t i = 0; i < w->awake_count; i++) {
-        const double a2 = ph_len2(w->bodies[w->awake[i]].w);
+    for (int32_t i = 0; i < w->awake_count && ok; i++) {
+        const ph__body *b = &w->bodies[w->awake[i]];
+        ok = jointed[w->awake[i]] || b->type != PH_BODY_DYNAMIC;
+        const double a2 = ph_len2(b->w);
         w2 = a2 > w2 ? a2 : w2;
     }
+    ph__arena_free(&w->arena, jointed);
+    if (!ok) return 0;
     /* One factor and one Jacobian for the whole step only while the bodies
      * turn little over it (as joint_refactor_angle bounds a factor's use
      * within a step): a whipping chain's fast links take the substeps. */
