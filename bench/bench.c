@@ -41,7 +41,8 @@ typedef struct options {
     int steps; /* 0 = the preset's reference length */
     int repeat;
     int substeps;
-    int physd_split; /* physd runs a budget of N sweeps as this many substeps of N / split */
+    int physd_split;      /* physd runs a budget of N sweeps as this many substeps of N / split */
+    int physd_joint_once; /* settings.joint_step_once: 1 on, -1 off, 0 the core's default */
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
@@ -64,6 +65,8 @@ static void usage(FILE *out) {
                  "  --repeat R            run each configuration R times, one line each (default 1)\n"
                  "  --substeps N          substeps per step in every engine (default 1)\n"
                  "  --physd-split S       physd spends the iteration budget N as S substeps of N/S\n"
+                 "  --physd-joint-once B  physd's settings.joint_step_once 0 or 1 (a joint-only step solved\n"
+                 "                        once); default: the core's\n"
                  "                        iterations (default: its default step, N substeps of 1;\n"
                  "                        1 = like the others; ignored with --substeps)\n"
                  "  --sleep               sleeping on in every engine (physd settings.sleep, ODE auto-disable,\n"
@@ -186,6 +189,11 @@ static int parse_args(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--threads") == 0) {
             if (parse_int(a, v, 1, 8, &o->physd_threads)) return -1;
             i++;
+        } else if (strcmp(a, "--physd-joint-once") == 0) {
+            int on = 0;
+            if (parse_int(a, v, 0, 1, &on)) return -1;
+            o->physd_joint_once = on ? 1 : -1;
+            i++;
         } else if (strcmp(a, "--physd-split") == 0) {
             if (parse_int(a, v, 1, 64, &o->physd_split)) return -1;
             i++;
@@ -264,6 +272,7 @@ int main(int argc, char **argv) {
                     .physd_record_merits = o.physd_record_merits,
                     .physd_simd = o.physd_simd,
                     .physd_threads = o.physd_threads,
+                    .physd_joint_once = o.physd_joint_once,
                     .sleep = o.sleep,
                 };
                 /* The same budget of sweeps per step in every engine; physd

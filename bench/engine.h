@@ -33,6 +33,7 @@ typedef struct engine_config {
     int physd_record_merits; /* physd only: settings.record_merits */
     int physd_simd;          /* physd only: settings.simd (a ph_simd) */
     int physd_threads;       /* physd only: settings.threads (the others run on one thread) */
+    int physd_joint_once;    /* physd only: settings.joint_step_once 1 on, -1 off, 0 the core's default */
     int sleep;               /* sleeping on in every engine (physd settings.sleep, ODE auto-disable,
                                 Bullet deactivation), each with its own default criterion */
 } engine_config;

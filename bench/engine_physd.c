@@ -154,6 +154,7 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.record_merits = cfg->physd_record_merits;
     s.simd = (ph_simd)cfg->physd_simd;
     s.threads = cfg->physd_threads > 0 ? cfg->physd_threads : 1;
+    if (cfg->physd_joint_once) s.joint_step_once = cfg->physd_joint_once > 0;
     s.sleep = cfg->sleep;
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);
@@ -239,11 +240,12 @@ static void physd_describe(void *p, char *buf, size_t len) {
              "\"contact_k\":%.9g,\"contact_d\":%.9g,\"joint_k\":%.9g,\"joint_d\":%.9g,"
              "\"warm_start\":%d,\"warm_start_factor\":%.9g,\"contact_margin\":%.9g,"
              "\"restitution_threshold\":%.9g,\"tolerance\":%.9g,\"gyroscopic\":%d,\"record_merits\":%d,"
-             "\"sleep\":%d,\"sleep_linear\":%.9g,\"sleep_angular\":%.9g,\"sleep_time\":%.9g",
+             "\"sleep\":%d,\"sleep_linear\":%.9g,\"sleep_angular\":%.9g,\"sleep_time\":%.9g,"
+             "\"joint_step_once\":%d",
              e->from_preset ? "preset" : "description", (int)s.method, (int)s.friction_model, (int)s.ordering,
              s.contact.k, s.contact.d, s.joint.k, s.joint.d, s.warm_start, s.warm_start_factor, s.contact_margin,
              s.restitution_threshold, s.tolerance, s.gyroscopic, s.record_merits, s.sleep, s.sleep_linear,
-             s.sleep_angular, s.sleep_time);
+             s.sleep_angular, s.sleep_time, s.joint_step_once);
 }
 
 static int physd_awake_count(void *p) {

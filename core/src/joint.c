@@ -169,7 +169,9 @@ int ph__joint_rows(ph__world *w, double h, int need_b) {
     c.coef.pair_mass = 1;
     c.a = c.coef.a;
     c.b = c.coef.b;
-    c.wsf = ph__warm_factor(w);
+    /* The joints keep their impulses per substep; a step solved once
+     * (joint_once) starts from theirs times the substeps. */
+    c.wsf = ph__warm_factor(w) * (w->joint_once ? (double)w->settings.substeps : 1.0);
     const ph_vec3 zero = ph_v3(0, 0, 0);
     for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
         ph__joint *j = &w->joints[i];
@@ -260,6 +262,34 @@ int ph__joint_rows(ph__world *w, double h, int need_b) {
         }
     }
     return PH_OK;
+}
+
+void ph__joint_errors(const ph__world *w, double *g) {
+    const int32_t first = w->contact_row_count;
+    for (int32_t i = 0; i < w->joint_pool.hwm; i++) {
+        const ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue;
+        double *gj = g + (j->row0 - first);
+        const ph_transform ta = body_pose(w, j->a), tb = body_pose(w, j->b);
+        const ph_vec3 sep =
+            ph_sub(ph_add(tb.p, ph_rotate(tb.q, j->anchor_b)), ph_add(ta.p, ph_rotate(ta.q, j->anchor_a)));
+        gj[0] = sep.x;
+        gj[1] = sep.y;
+        gj[2] = sep.z;
+        if (j->type == PH_JOINT_HINGE) {
+            const ph_vec3 axa = ph_rotate(ta.q, j->axis_a), axb = ph_rotate(tb.q, j->axis_b);
+            ph_vec3 t1, t2;
+            ph_tangents(axa, &t1, &t2);
+            gj[3] = ph_dot(axb, t1);
+            gj[4] = ph_dot(axb, t2);
+        } else if (j->type == PH_JOINT_FIXED) {
+            const ph_quat e = ph_quat_mul(tb.q, ph_quat_conj(ph_quat_mul(ta.q, j->rel_q)));
+            const double s = e.w < 0 ? -2.0 : 2.0;
+            gj[3] = s * e.x;
+            gj[4] = s * e.y;
+            gj[5] = s * e.z;
+        }
+    }
 }
 
 /* World inverse inertia times a vector for a body (zero for bodies that do

@@ -51,6 +51,13 @@
  *   order as row by row). The rows of D are flagged (row.direct = 1) so
  *   the scalar loop skips them.
  *
+ * A joint-only step solved once (settings.joint_step_once, step.c): the
+ * block is factored for the whole step's rows and solved once (exactly:
+ * every row of such a step is in the block); ph__joint_project_direct then
+ * corrects the poses with the same factor, SHAKE's iteration along the
+ * step's own Jacobian, and the velocities by the correction over the step
+ * (docs/core.md "Joint-only steps").
+ *
  * Failure modes: PH_ERR_NO_MEMORY when an array cannot grow (nothing
  * changed; the caller fails the step, and the next one factors afresh).
  * A failed factorization is not an error.
@@ -383,4 +390,82 @@ void ph__joint_direct_solve(ph__world *w) {
         b->v = vb;
         b->w = wb;
     }
+}
+
+/* The block's solve for the poses: with g the joint rows' errors (by joint
+ * row), dmu = -S_DD^-1 g by the factor of the step's solve, and d[s] =
+ * (M^-1 J^T dmu)'s linear part, d[n + s] its angular part, for solver body
+ * s of n (d zeroed by the caller). The rows are not changed. */
+static void solve_position(const ph__world *w, const double *g, ph_vec3 *d) {
+    const int32_t m = w->jd_count, n = w->sbody_count, cfirst = w->contact_row_count;
+    const ph__row *rows = w->rows;
+    const int32_t *row = w->jd_row, *first = w->jd_first;
+    const double *L = w->jd_env, *dinv = w->jd_d + m + 1;
+    const int64_t *off = w->jd_off;
+    double *zf = w->jd_d + 2 * m + 2, *z = w->jd_d + 3 * m + 3;
+    for (int32_t k = 0; k < m; k++) {
+        const int32_t f = first[k];
+        const double t = -g[row[k] - cfirst] - env_dot(L + off[k] + f, zf + f, k - f);
+        zf[k] = t;
+        z[k] = t * dinv[k];
+    }
+    for (int32_t k = m - 1; k >= 0; k--)
+        env_axpy(L + off[k] + first[k], z + first[k], z[k], k - first[k]);
+    for (int32_t k = 0; k < m; k++) {
+        const ph__row *r = &rows[row[k]];
+        const double dl = z[k];
+        d[r->ia] = ph_mul_add(d[r->ia], -dl * r->ima, r->lin);
+        d[n + r->ia] = ph_mul_add(d[n + r->ia], dl, r->mang_a);
+        d[r->ib] = ph_mul_add(d[r->ib], dl * r->imb, r->lin);
+        d[n + r->ib] = ph_mul_add(d[n + r->ib], dl, r->mang_b);
+    }
+}
+
+int ph__joint_project_direct(ph__world *w, int iterations, int substeps) {
+    const double h = w->settings.time_step, vel = 1.0 / h;
+    const int32_t n = w->sbody_count, nrow = w->row_count - w->contact_row_count;
+    if (iterations > 0 && (!w->jd_ok || w->jd_count != nrow)) {
+        /* (No block, or rows outside it: the scalar correction.) */
+        ph__joint_project(w, iterations);
+    } else if (iterations > 0) {
+        /* SHAKE's iteration (Ryckaert, Ciccotti & Berendsen 1977): the
+         * poses move along the step's own Jacobian, M^-1 J(q0)^T dmu with
+         * the block as factored for the step's solve, until g(q) = 0, and
+         * the velocities by the same amount over h (the correcting impulse
+         * acts over the step). The solver bodies and rows stay as the
+         * solve left them (the step's merits read them). */
+        double *g = ph__arena_alloc(&w->arena, (size_t)nrow * sizeof *g, "joint errors");
+        ph_vec3 *d = g ? ph__arena_alloc(&w->arena, (size_t)(2 * n) * sizeof *d, "joint corrections") : NULL;
+        if (!d) {
+            if (g) ph__arena_free(&w->arena, g);
+            return PH_ERR_NO_MEMORY;
+        }
+        for (int it = 0; it < iterations; it++) {
+            ph__joint_errors(w, g);
+            memset(d, 0, (size_t)(2 * n) * sizeof *d);
+            solve_position(w, g, d);
+            for (int32_t s = 1; s < n; s++) {
+                ph__body *b = &w->bodies[w->sbody_body[s]];
+                if (b->type != PH_BODY_DYNAMIC) continue;
+                const ph_vec3 dx = d[s], th = d[n + s];
+                b->p = ph_add(b->p, dx);
+                const ph_quat dq = ph_quat_mul((ph_quat){th.x, th.y, th.z, 0}, b->q);
+                b->q = ph_quat_normalize(
+                    (ph_quat){b->q.x + 0.5 * dq.x, b->q.y + 0.5 * dq.y, b->q.z + 0.5 * dq.z, b->q.w + 0.5 * dq.w});
+                b->v = ph_mul_add(b->v, vel, dx);
+                b->w = ph_mul_add(b->w, vel, th);
+            }
+        }
+        ph__arena_free(&w->arena, d);
+        ph__arena_free(&w->arena, g);
+    }
+    /* The impulses of the step's one solve, per substep as the joints keep
+     * them (a later step with substeps warm-starts from them). */
+    for (int32_t i = 0; i < w->joint_pool.hwm && substeps > 1; i++) {
+        ph__joint *j = &w->joints[i];
+        if (!j->alive || j->row0 < 0) continue; /* (no rows: its impulses kept as they were) */
+        for (int k = 0; k < 8; k++)
+            j->lambda[k] /= (double)substeps;
+    }
+    return PH_OK;
 }

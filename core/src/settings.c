@@ -114,6 +114,7 @@ static const ph_setting table[] = {
     DBL(joint_refactor_angle, 0.1, 0, 10, 0, "rad", "direct joints: factor again within a step only once the block's bodies may have turned this far; 0 = every substep"),
     {ROW(threads, PH_SETTING_INT), .def = 1, .min = 1, .max = 8, .flags = PH_SETTING_NO_WAKE, .unit = "",
      .doc = "threads that step the world (the caller's and a pool's); the same numbers for every value"},
+    BOOL(joint_step_once, 1, 0, "a step with joints and no contact whose bodies turn at most joint_refactor_angle: one exact solve of the direct joint block over the whole step, then joint_projection SHAKE iterations; off: the substeps"),
 };
 /* clang-format on */
 

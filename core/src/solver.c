@@ -332,10 +332,14 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
      * direct block, so that the bilateral rows are met exactly with the
      * limits' latest impulses, then the contacts. */
     const int32_t njoint = w->row_count - w->contact_row_count;
+    /* A joint-only step solved once (settings.joint_step_once) whose rows
+     * are all in the direct block, freshly factored: the first sweep solves
+     * them exactly, a later one would repeat it (docs/core.md). */
+    const int sweeps = w->joint_once && total == njoint && w->jd_count == njoint ? 1 : iters;
     /* The budget: only sweeps that fit in what is left of it start; a
      * cancel request stops before the next sweep. */
-    const int fit = ph__limit_sweeps(&w->limit, iters, total);
-    for (it = 0; it < iters && total > 0; it++) {
+    const int fit = ph__limit_sweeps(&w->limit, sweeps, total);
+    for (it = 0; it < sweeps && total > 0; it++) {
         if (it >= fit) {
             w->limit.exhausted = 1;
             break;

@@ -171,6 +171,8 @@ struct ph__world {
      * substeps, whose joint rows are rebuilt with the same layout (jd_sig:
      * joint and row slot of each joint row when it was made). World-owned
      * arrays, grown as needed. */
+    int joint_once;   /* this step is one substep of the whole step (settings.joint_step_once,
+                         step.c): its direct block is solved exactly once */
     int jd_ok;        /* 1: a factor (or the decision to use none) exists for jd_sig's rows */
     int32_t jd_count; /* rows in the block; 0: none */
     int32_t jd_nsig;  /* joint rows the factor was made for */

@@ -128,6 +128,7 @@ static ph_settings old_defaults(void) {
     s.contact_relax = 5;          /* new (issue #21): substeps 0 and 5 of the default 10 */
     s.joint_refactor_angle = 0.1; /* new (issue #21): rad */
     s.threads = 1;                /* new (issue #21): the stepping thread alone */
+    s.joint_step_once = 1;        /* new (issue #21): joint-only steps solved once */
     return s;
 }
 

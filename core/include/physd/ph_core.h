@@ -410,6 +410,16 @@ typedef struct ph_settings {
                                     passes, the integration and the batches' build split among them.
                                     The results are bit for bit the same for every value
                                     (docs/core.md "Threads"); default 1, [1, 8] */
+    int joint_step_once;         /* 1: a step whose awake bodies have joints and no contact point
+                                    after its collision, whose joints are ball, hinge (no limit, no
+                                    motor) or fixed, and whose bodies turn at most
+                                    joint_refactor_angle over it (time_step max |w|), is one substep
+                                    of the whole time_step: one exact solve of the joints' direct
+                                    block (one sweep; joint_solver DIRECT, method PGS, order DEFAULT
+                                    or GRAVITY, collide_substeps off), then joint_projection SHAKE
+                                    iterations of the joints' positions with that block
+                                    (docs/core.md "Joint-only steps"). Any other step runs the
+                                    substeps. 0 = always the substeps; default 1 */
 } ph_settings;
 
 ph_settings ph_default_settings(void);
