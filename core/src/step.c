@@ -650,6 +650,7 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     ph__limit_count(&w->limit, (uint64_t)(n - 1) * (uint64_t)iters * (uint64_t)total);
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
+    w->tiled_steps++;
     return PH_OK;
 }
 
