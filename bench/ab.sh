@@ -5,19 +5,21 @@
 # after a refactor) measured so that the VM's drifting speed hits both alike:
 # ROUNDS (default 7) rounds, each running every benchmark scene at 10 sweeps
 # per step once with BEFORE and once with AFTER (the order alternates from
-# round to round). Every run prints its JSON line with "build":"before" or
+# round to round; SCENES and BENCH_ARGS as in rounds.sh). Every run
+# prints its JSON line with "build":"before" or
 # "after" and "repeat" set to the round; bench/ab_ratio.py gives the medians
 # and the per-round ratios after/before.
 before=${1:?usage: ab.sh BEFORE AFTER [ROUNDS]}
 after=${2:?usage: ab.sh BEFORE AFTER [ROUNDS]}
 rounds=${3:-7}
 run() { # run BIN TAG SCENE ROUND
-    "$1" --engine physd --scene "$3" --iterations 10 2>/dev/null |
+    # shellcheck disable=SC2086
+    "$1" --engine physd --scene "$3" --iterations 10 ${BENCH_ARGS:-} 2>/dev/null |
         sed "s/\"repeat\":0/\"repeat\":$4,\"build\":\"$2\"/" || exit 1
 }
 r=0
 while [ "$r" -lt "$rounds" ]; do
-    for scene in stack20 pyramid20 grid1000 spheres1000 chain30; do
+    for scene in ${SCENES:-stack20 pyramid20 grid1000 spheres1000 chain30}; do
         if [ $((r % 2)) -eq 0 ]; then
             run "$before" before "$scene" "$r"
             run "$after" after "$scene" "$r"

@@ -589,6 +589,24 @@ static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, 
     if (relax) point_relax_body(w, h, b0, b1, g0);
 }
 PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
+/* One tile's share of the first substep (point mode): the fill of its
+ * batches, their warm start, the sweeps, the relaxation pass; the ground
+ * kept at rest as ph__warm_start and ph__solve keep it. */
+static inline __attribute__((always_inline)) void tile_first_body(ph__world *w, int32_t t, const ph__contact_ctx *c,
+                                                                  int iters, int relax) {
+    const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
+    const int32_t g0 = w->tile_group[t];
+    point_fill_body(w, c, 0, b0, b1, g0);
+    point_warm_start_body(w, b0, b1, g0);
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    for (int it = 0; it < iters; it++) {
+        point_sweep_body(w, NULL, b0, b1, g0);
+        w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    }
+    if (relax) point_relax_body(w, c->h, b0, b1, g0);
+}
+PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
+            (w, t, c, iters, relax))
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
@@ -765,7 +783,13 @@ void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax
     PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
 }
 
-int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
+void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters) {
+    ph__contact_ctx c;
+    ph__contact_ctx_init(w, h, &c);
+    PH_DISPATCH(w, tile_first, (w, t, &c, iters, p->relax));
+}
+
+int ph__wide_build_native(ph__world *w) {
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
@@ -777,11 +801,14 @@ int ph__wide_build_native(ph__world *w, const ph__plan *p, double h) {
             make_schedule(w, ng))
             return PH_ERR_NO_MEMORY;
     }
+    return PH_OK;
+}
+
+void ph__wide_fill(ph__world *w, const ph__plan *p, double h) {
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
     const wpass f = {.kind = PASS_FILL, .need_b = p->last, .c = &c}; /* (B: the last substep's merits) */
     run_pass(w, &f, 0);
-    return PH_OK;
 }
 
 int ph__simd_level(ph_simd cap) {

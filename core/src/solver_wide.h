@@ -94,14 +94,25 @@ void ph__wide_store(ph__world *w); /* the batches' lambda into the rows */
 void ph__wide_refresh_fast(ph__world *w, double h);
 /* The batches built straight from the manifolds, without contact rows
  * (plan.rows NATIVE_BUILD; their B in the last substep); same numbers as
- * building the rows first. */
-int ph__wide_build_native(ph__world *w, const ph__plan *p, double h);
+ * building the rows first. The build lays the batches out; their numbers
+ * are written by the fill, which the caller runs before any pass reads
+ * them: ph__wide_fill over all batches, or ph__wide_tile_first tile by
+ * tile (the same numbers: a batch's fill reads its own points and bodies
+ * only). */
+int ph__wide_build_native(ph__world *w);
+void ph__wide_fill(ph__world *w, const ph__plan *p, double h);
 void ph__wide_warm_start(ph__world *w); /* the batches' impulses onto the bodies */
 /* Tile t's share of a later native substep in point mode (step.c's
  * tiled_substeps): its batches' first sweep with the refresh (no B), iters
  * - 1 more sweeps, and with relax the relaxation pass; the same numbers as
  * the passes over all batches, whose other tiles touch other bodies. */
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax);
+/* Tile t's share of the first substep after a native build in point mode
+ * (its plan p: warm start by batches, no B): its batches' fill, warm
+ * start, iters sweeps and with p->relax the relaxation pass; the same
+ * numbers as ph__wide_fill, ph__wide_warm_start, the sweeps and
+ * ph__wide_relax over all batches. */
+void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters);
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 
 /* Adds the merit terms of the contact rows held in the batches (native

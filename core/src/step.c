@@ -486,7 +486,7 @@ static int rows_stage(ph__world *w, const ph__plan *p, double h) {
     w->block_count = 0;
     if (p->rows == PH_ROWS_NATIVE_BUILD || p->rows == PH_ROWS_BUILD) {
         w->row_count = 0;
-        e = p->rows == PH_ROWS_NATIVE_BUILD ? ph__wide_build_native(w, p, h) : ph__contact_rows(w, h);
+        e = p->rows == PH_ROWS_NATIVE_BUILD ? ph__wide_build_native(w) : ph__contact_rows(w, h);
         if (e) return e;
         w->contact_row_count = w->row_count;
         if (p->rows == PH_ROWS_BUILD) e = ph__init_gaps(w);
@@ -522,6 +522,10 @@ static void count_contacts(ph__world *w) {
     w->stats.manifolds = w->manifold_count;
     w->stats.pairs = w->pair_count;
 }
+
+enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
+static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans);
+static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p);
 
 /* Whether the step that has just collided (its first substep) runs as one
  * substep of the whole time_step (settings.joint_step_once, docs/core.md
@@ -573,11 +577,13 @@ static int joint_step_once(ph__world *w, int n) {
 
 /* Substep k of n, as a script: plan, then the stages in a fixed order,
  * each timed into the world's statistics (PH_STAGE_*). p: in, the last
- * substep's plan (zero before the first); out, this one's. A first
+ * substep's plan (zero before the first); out, this one's. *tiled: set
+ * when the rest of this substep and the ones up to the last ran tile by
+ * tile (tiled_substeps; p is then substep n - 2's plan). A first
  * substep that finds a joint-only step (joint_step_once) becomes the
  * whole step: h = time_step and n = 1 from its collision on (its plan's
  * last = 1, w->joint_once = 1). */
-static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
+static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled) {
     const int started = p->next == PH_NEXT_FUSED || p->next == PH_NEXT_FUSED_WARM;
     replan(w, p, started, k, n);
     double t = now_ms();
@@ -601,6 +607,19 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
     if (e == PH_OK) e = build_order(w, p, w->contact_row_count);
     if (e) return e;
     replan(w, p, started, k, n); /* (contacts, joint rows, batches) */
+    if (p->rows == PH_ROWS_NATIVE_BUILD) {
+        /* The batches' numbers (the build left them to here): tile by tile
+         * with the substeps up to the last when the step qualifies, else
+         * over all batches. */
+        ph__plan plans[TILED_SUBSTEPS];
+        if (k == 0 && n <= TILED_SUBSTEPS && tiles_fit(w, p, n, plans)) {
+            plans[0] = *p;
+            *tiled = 1;
+            lap(w, PH_STAGE_ROWS, t);
+            return tiled_substeps(w, h, n, plans, p);
+        }
+        ph__wide_fill(w, p, h);
+    }
     ph__warm_start(w, p);
     t = lap(w, PH_STAGE_ROWS, t);
     e = ph__solve(w, p, h);
@@ -618,21 +637,23 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
  * point mode (no joints, no capture, budget or per-iteration merits, no
  * restitutive pairs) do the same thing in each: the first sweep with the
  * batches' refresh, the other sweeps, the relaxation pass when planned,
- * and the integration with the next substep's forces and warm start. No
- * stage of them couples two islands, so they can run tile by tile (the
- * tiles of solver_wide.c: runs of whole islands of about a thousand
- * contact points), all the substeps of one tile before the next tile:
- * each body and point gets the same operations in the same order, bit for
- * bit, while a tile's batches and bodies stay in the cache from one
- * substep to the next instead of being fetched from memory once per
- * substep (docs/profile.md, "Issue #21, targets 3 and 6"). Returns 1 and
- * the plans of substeps 1 .. n - 2 in plans[] when the step qualifies
- * (p0: substep 0's plan). */
-enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
-
+ * and the integration with the next substep's forces and warm start; the
+ * first substep, after its collision, solver bodies, forces and the
+ * batches' layout, fills the batches, warm-starts them, sweeps, relaxes
+ * and integrates the same way. No stage of these couples two islands, so
+ * they can run tile by tile (the tiles of solver_wide.c: runs of whole
+ * islands of about a thousand contact points), all the substeps of one
+ * tile before the next tile: each body and point gets the same operations
+ * in the same order, bit for bit, while a tile's batches and bodies stay
+ * in the cache from their fill through substep n - 2 instead of being
+ * fetched from memory once per substep (docs/profile.md, "Issue #21,
+ * targets 3 and 6"). Returns 1 and the plans of substeps 1 .. n - 2 in
+ * plans[] when the step qualifies (p0: substep 0's plan after its rows). */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans) {
     if (n < 3 || w->tile_count < 2 || !w->wpoint_mode || !w->wide_ok || w->capture || w->joint_pool.count > 0 ||
-        w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM)
+        w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM ||
+        p0->rows != PH_ROWS_NATIVE_BUILD || p0->warm != PH_WARM_BATCHES || p0->solve != PH_SOLVE_PGS_BATCHES ||
+        p0->merits != PH_MERITS_NONE || p0->store != PH_STORE_KEEP)
         return 0;
     for (int k = 1; k <= n - 2; k++) {
         const ph__facts f = facts(w, p0->home, 1);
@@ -646,22 +667,36 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
     return 1;
 }
 
-/* Substeps 1 .. n - 2 tile by tile (tiles_fit said they qualify): per
- * tile and substep, ph__solve's sweeps and relaxation (ph__wide_tile_solve)
- * and integrate's pass over the tile's bodies; then what those substeps do
- * to the ground and the statistics. p: out, the plan of substep n - 2. */
+/* The rest of substep 0 (after its batches' layout) and substeps 1 ..
+ * n - 2 tile by tile (tiles_fit said they qualify): per tile, substep 0's
+ * fill, warm start, sweeps and relaxation (ph__wide_tile_first; timed as
+ * the solve), then per substep ph__solve's sweeps and relaxation
+ * (ph__wide_tile_solve), and each time integrate's pass over the tile's
+ * bodies; then what those substeps do to the ground and the statistics.
+ * plans[0 .. n - 2]: the substeps' plans; p: out, the plan of substep
+ * n - 2. */
 static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
     const int iters = w->settings.iterations;
     const double wf = ph__warm_factor(w);
+    int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
+    if (e) return e;
     double t = now_ms();
     int nrelax = 0;
-    for (int k = 1; k <= n - 2; k++)
+    for (int k = 0; k <= n - 2; k++)
         nrelax += plans[k].relax;
     for (int32_t tile = 0; tile < w->tile_count; tile++) {
         if (ph__limit_cancel(&w->limit)) return PH_ERR_CANCELLED; /* (the step is undone) */
         const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
         const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
-        for (int k = 1; k <= n - 2; k++) {
+        for (int k = 0; k <= n - 2; k++) {
+            if (k == 0) {
+                if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_first(w, tile, &plans[0], h, iters);
+                w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+                t = lap(w, PH_STAGE_SOLVE, t);
+                ph__wide_integrate_list(w, idx, nb, h, 1, 2, wf);
+                t = lap(w, PH_STAGE_INTEGRATE, t);
+                continue;
+            }
             if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_solve(w, tile, h, iters, plans[k].relax);
             w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
             t = lap(w, PH_STAGE_SOLVE, t);
@@ -674,9 +709,10 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     forces_ground(w);
     w->dvc[0].v = w->dvc[0].w = ph_v3(0, 0, 0);
     const int64_t total = w->row_count + w->native_rows;
-    ph__limit_count(&w->limit, (uint64_t)(n - 2) * (uint64_t)iters * (uint64_t)total);
+    ph__limit_count(&w->limit, (uint64_t)(n - 1) * (uint64_t)iters * (uint64_t)total);
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
+    w->tiled_steps++;
     return PH_OK;
 }
 
@@ -929,18 +965,15 @@ int ph_world_step(ph_world_id id) {
     const double h = w->settings.time_step / n;
     ph__plan plan;
     memset(&plan, 0, sizeof plan);
-    ph__plan plans[TILED_SUBSTEPS];
     w->joint_once = 0;
     for (int k = 0; k < n && e == PH_OK; k++) {
-        /* (A cancel request is seen at every substep and sweep boundary.) */
-        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan);
+        /* (A cancel request is seen at every substep and sweep boundary.)
+         * The substeps up to the last may run tile by tile from within
+         * the first when nothing couples the tiles (tiles_fit). */
+        int tiled = 0;
+        e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan, &tiled);
         if (w->joint_once) break; /* (the first substep was the whole step) */
-        /* The substeps between the first and the last tile by tile when
-         * nothing couples the tiles (tiles_fit). */
-        if (e == PH_OK && k == 0 && n <= TILED_SUBSTEPS && tiles_fit(w, &plan, n, plans)) {
-            e = tiled_substeps(w, h, n, plans, &plan);
-            k = n - 2;
-        }
+        if (tiled) k = n - 2;
     }
     if (e == PH_OK && w->joint_once)
         e = ph__joint_project_direct(w, w->settings.joint_projection, n);

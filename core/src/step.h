@@ -43,8 +43,10 @@
  *   and (native or not contact_block) -> PGS_BATCHES, else PGS_ROWS;
  *   any other method or order -> FAMILY.
  *
- *   record_merits or tolerance > 0 -> SWEEP; else last -> FINAL; else
- *   capture -> B; else NONE (the rows' B is computed unless NONE).
+ *   tolerance > 0, or record_merits in the last substep or off the
+ *   native path -> SWEEP; else last -> FINAL; else capture ->
+ *   B; else NONE (the rows' B is computed unless NONE). (The statistics
+ *   keep the last substep's merits only.)
  *
  *   solve PGS_BATCHES: native and not last -> KEEP (the batches hold the
  *   impulses), else FROM_BATCHES; other solves -> FROM_ROWS.

@@ -85,10 +85,14 @@ static inline ph__plan ph__plan_substep(const ph_settings *s, const ph__facts *f
      * the first, never in the last (whose solve the statistics and the
      * impulses a client reads describe), core PGS only. */
     p.relax = s->contact_relax > 0 && k % s->contact_relax == 0 && !p.last && p.solve != PH_SOLVE_FAMILY;
-    p.merits = s->record_merits || s->tolerance > 0 ? PH_MERITS_SWEEP
-               : p.last                             ? PH_MERITS_FINAL
-               : f->capture                         ? PH_MERITS_B
-                                                    : PH_MERITS_NONE;
+    /* Per-iteration merits: the statistics keep the last substep's only
+     * (each solve starts them afresh), so on the native path (no capture)
+     * without a tolerance the earlier substeps do not measure them:
+     * nothing reads them, and the substeps without merits can run tile by
+     * tile (step.c). A tolerance stops the sweeps on them in every
+     * substep. */
+    const int record = s->tolerance > 0 || (s->record_merits && (p.last || !native));
+    p.merits = record ? PH_MERITS_SWEEP : p.last ? PH_MERITS_FINAL : f->capture ? PH_MERITS_B : PH_MERITS_NONE;
     p.store = p.solve != PH_SOLVE_PGS_BATCHES ? PH_STORE_FROM_ROWS
               : native && !p.last             ? PH_STORE_KEEP
                                               : PH_STORE_FROM_BATCHES;

@@ -164,6 +164,7 @@ struct ph__world {
     int32_t *tile_sbody; /* its solver bodies: tile_sb[tile_sbody[t] .. tile_sbody[t + 1]) */
     int32_t *tile_sb;    /* solver bodies by tile, ascending within each */
     int32_t *tile_of;    /* scratch, by solver body: union-find parent, then its tile */
+    int64_t tiled_steps; /* steps whose substeps ran tile by tile (tests) */
 
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first

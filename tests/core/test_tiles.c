@@ -8,10 +8,15 @@
  *   touches only that tile's bodies (or the ground), so no stage of those
  *   substeps couples two tiles;
  * - the physics: a column of boxes stepped inside a world of 64 columns
- *   (several tiles: the tiled substeps) ends bit for bit where the same
- *   column stepped alone ends (one tile: the substeps over all batches),
- *   with boxes of unequal extents, turned and spinning (groups whose
- *   velocity updates use full inverse inertias).
+ *   (several tiles: the first substep's passes after the batches' layout
+ *   and the substeps up to the last tile by tile) ends bit for bit where
+ *   the same column stepped alone ends (one tile: the substeps over all
+ *   batches), with boxes of unequal extents, turned and spinning (groups
+ *   whose velocity updates use full inverse inertias);
+ * - per-iteration merits (record_merits, the server's default) keep the
+ *   tiles: the 64 columns with and without them step tile by tile alike,
+ *   end in the same state bit for bit, and the last substep's recorded
+ *   merit is the final merit the world without them reports.
  *
  * Normal path: build, step, compare. Failure modes: none beyond the
  * assertions. Invariants: the worlds use the default settings (native
@@ -34,15 +39,17 @@
 
 enum { SIDE = 8, LAYERS = 6, STEPS = 60 };
 
-static ph_world_id new_world(void) {
+static ph_world_id new_world_merits(int record_merits) {
     ph_world_def d = ph_default_world_def();
-    d.settings.record_merits = 0; /* (per-iteration merits read every batch after every sweep: no tiles) */
+    d.settings.record_merits = record_merits;
     int err = -99;
     ph_world_id w = ph_world_create(&d, &err);
     assert_int_equal(err, PH_OK);
     ph_test_ground(w, ph_v3(0, 0, 1), 0.5);
     return w;
 }
+
+static ph_world_id new_world(void) { return new_world_merits(0); }
 
 /* Column (i, j): LAYERS boxes of half extents 0.5 x 0.4 x 0.3, each
  * turned about z by an angle of its own and spinning a little about a
@@ -130,6 +137,8 @@ static void test_tiles_same_physics(void **state) {
     for (int s = 0; s < STEPS; s++)
         assert_int_equal(ph_world_step(all), PH_OK);
     assert_true(record(all)->tile_count >= 2);
+    /* (Tile by tile once the columns touch: from the first steps.) */
+    assert_true(record(all)->tiled_steps >= STEPS - 5);
     const int pick[][2] = {{0, 0}, {3, 4}, {7, 7}, {7, 0}};
     for (size_t c = 0; c < sizeof pick / sizeof pick[0]; c++) {
         const int i = pick[c][0], j = pick[c][1];
@@ -139,6 +148,7 @@ static void test_tiles_same_physics(void **state) {
         for (int s = 0; s < STEPS; s++)
             assert_int_equal(ph_world_step(one), PH_OK);
         assert_int_equal(record(one)->tile_count, 1);
+        assert_int_equal(record(one)->tiled_steps, 0);
         for (int k = 0; k < LAYERS; k++) {
             ph_body_state a, b;
             assert_int_equal(ph_body_get_state(cols[j * SIDE + i][k], &a), PH_OK);
@@ -158,10 +168,57 @@ static void test_tiles_same_physics(void **state) {
     ph_world_destroy(all);
 }
 
+/* Per-iteration merits on (the server's default) and off: both worlds
+ * step tile by tile, end bit for bit in the same state, and the merit
+ * recorded after the last substep's sweep is the final merit measured
+ * without records, at every step read. */
+static void test_tiles_with_merits(void **state) {
+    (void)state;
+    ph_world_id rec = new_world_merits(1), lazy = new_world_merits(0);
+    ph_body_id a[SIDE * SIDE][LAYERS], b[SIDE * SIDE][LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++) {
+            add_column(rec, i, j, a[j * SIDE + i]);
+            add_column(lazy, i, j, b[j * SIDE + i]);
+        }
+    int measured = 0; /* steps with a positive merit */
+    for (int s = 0; s < STEPS; s++) {
+        assert_int_equal(ph_world_step(rec), PH_OK);
+        assert_int_equal(ph_world_step(lazy), PH_OK);
+        ph_step_stats sr, sl;
+        assert_int_equal(ph_world_get_stats(rec, &sr), PH_OK);
+        assert_int_equal(ph_world_get_stats(lazy, &sl), PH_OK);
+        assert_int_equal(sr.merit_count, sr.iterations);
+        assert_int_equal(sl.merit_count, 0);
+        if (sr.rows == 0) continue; /* (falling: nothing to measure) */
+        measured += sr.fischer[sr.merit_count - 1] > 0;
+        assert_true(sr.fischer[sr.merit_count - 1] == sl.fischer_final);
+        assert_true(sr.fischer_final == sl.fischer_final);
+        assert_true(sr.minmap_final == sl.minmap_final);
+    }
+    assert_true(measured >= STEPS / 2);
+    assert_true(record(rec)->tiled_steps >= STEPS - 5);
+    assert_true(record(rec)->tiled_steps == record(lazy)->tiled_steps);
+    assert_true(ph_world_state_hash(rec) == ph_world_state_hash(lazy));
+    for (int c = 0; c < SIDE * SIDE; c++)
+        for (int k = 0; k < LAYERS; k++) {
+            ph_body_state x, y;
+            assert_int_equal(ph_body_get_state(a[c][k], &x), PH_OK);
+            assert_int_equal(ph_body_get_state(b[c][k], &y), PH_OK);
+            assert_memory_equal(&x.position, &y.position, sizeof x.position);
+            assert_memory_equal(&x.orientation, &y.orientation, sizeof x.orientation);
+            assert_memory_equal(&x.linear_velocity, &y.linear_velocity, sizeof x.linear_velocity);
+            assert_memory_equal(&x.angular_velocity, &y.angular_velocity, sizeof x.angular_velocity);
+        }
+    ph_world_destroy(rec);
+    ph_world_destroy(lazy);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiles_layout),
         cmocka_unit_test(test_tiles_same_physics),
+        cmocka_unit_test(test_tiles_with_merits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
