@@ -377,10 +377,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     const int32_t nmf = ncol > 0 ? start[ncol - 1] : 0;
     ph__arena_free(&w->arena, start);
     w->tile_count = 0;
-    /* No tiles when the step has workers: its passes split each level's
-     * groups among them (make_schedule), and tiles would cut every level
-     * into one run per tile (more barriers, the same numbers). */
-    if (native && w->task_workers <= 1) {
+    /* Tiles whatever the workers: the same layout at every thread count
+     * (the passes' sums, the merits, the same to the last bit); the
+     * workers take whole tiles when they balance (make_schedule). */
+    if (native) {
         const int e = make_tiles(w, nmf);
         if (e) return e;
     }
@@ -605,8 +605,24 @@ PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int rela
 #define LEVEL_MIN 8
 
 static int make_schedule(ph__world *w, int32_t ng) {
-    w->wsched_ok = 0;
+    w->wsched_ok = w->wsched_tiles = 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
+    /* Islands first (Box2D v3 and Jolt split islands among workers too):
+     * when no tile holds more than half the batches, every pass gives each
+     * worker whole tiles (ph__wide_tile_share), with no barrier inside the
+     * pass: tiles touch disjoint bodies, so the order between them does
+     * not matter, and each tile's batches are visited in the order of one
+     * thread. */
+    if (w->tile_count >= 2) {
+        int32_t most = 0;
+        for (int32_t t = 0; t < w->tile_count; t++)
+            if (w->tile_batch[t + 1] - w->tile_batch[t] > most) most = w->tile_batch[t + 1] - w->tile_batch[t];
+        if (2 * (int64_t)most <= w->wbatch_count) {
+            w->wgroup_count = ng;
+            w->wsched_ok = w->wsched_tiles = 1;
+            return PH_OK;
+        }
+    }
     if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 3 * ng + 3)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
@@ -696,6 +712,36 @@ static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     }
 }
 
+void ph__wide_tile_share(const ph__world *w, int worker, int nworkers, int32_t *t0, int32_t *t1) {
+    const int32_t nt = w->tile_count;
+    const int64_t total = (int64_t)w->tile_batch[nt] + w->tile_sbody[nt];
+    int32_t cut[2];
+    for (int k = 0; k < 2; k++) {
+        /* The first tile whose running count reaches (worker + k) / nworkers
+         * of the total (the counts rise strictly: every tile has a body). */
+        const int64_t goal = total * (worker + k) / nworkers;
+        int32_t lo = 0, hi = nt;
+        while (lo < hi) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)w->tile_batch[mid] + w->tile_sbody[mid] >= goal)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        cut[k] = lo;
+    }
+    *t0 = cut[0];
+    *t1 = cut[1];
+}
+
+/* A pass over whole tiles: each worker's tiles, all their batches. */
+static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    int32_t t0, t1;
+    ph__wide_tile_share(w, worker, nworkers, &t0, &t1);
+    if (w->tile_batch[t0] < w->tile_batch[t1])
+        run_range(w, ctx, w->tile_batch[t0], w->tile_batch[t1], w->tile_group[t0]);
+}
+
 /* A pass over independent groups: all of them split at once. */
 static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     share(w, ctx, 0, w->wgroup_count, worker, nworkers);
@@ -703,7 +749,7 @@ static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
     if (w->wsched_ok && w->task_workers > 1)
-        ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
+        ph__tasks_run(w, w->wsched_tiles ? tile_pass : ordered ? level_pass : flat_pass, (void *)p);
     else
         run_range(w, p, 0, w->wbatch_count, 0);
 }

@@ -587,32 +587,83 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
 /* Substeps 1 .. n - 2 tile by tile (tiles_fit said they qualify): per
  * tile and substep, ph__solve's sweeps and relaxation (ph__wide_tile_solve)
  * and integrate's pass over the tile's bodies; then what those substeps do
- * to the ground and the statistics. p: out, the plan of substep n - 2. */
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
-    const int iters = w->settings.iterations;
-    const double wf = ph__warm_factor(w);
+ * to the ground and the statistics. With workers and the tiles' schedule
+ * (solver_wide.c, wsched_tiles) each worker runs all of them for its own
+ * tiles (ph__wide_tile_share): tiles touch disjoint bodies and points and
+ * never the ground's stored velocity, so nothing one worker writes is read
+ * by another until the pass ends, and every tile gets the operations of
+ * one thread. p: out, the plan of substep n - 2. */
+typedef struct tiled_ctx {
+    const ph__plan *plans;
+    double h, wf;
+    int n, iters;
+    int cancelled[PH__MAX_WORKERS];
+    double solve_ms, integrate_ms; /* worker 0's */
+} tiled_ctx;
+
+static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    tiled_ctx *c = ctx;
+    int32_t t0 = 0, t1 = w->tile_count;
+    if (nworkers > 1) ph__wide_tile_share(w, worker, nworkers, &t0, &t1);
     double t = now_ms();
+    for (int32_t tile = t0; tile < t1; tile++) {
+        /* (A cancel request is seen at every tile; the step is undone.) */
+        if (atomic_load_explicit(w->limit.cancel, memory_order_relaxed)) {
+            c->cancelled[worker] = 1;
+            return;
+        }
+        const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
+        const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
+        for (int k = 1; k <= c->n - 2; k++) {
+            if (w->tile_batch[tile] < w->tile_batch[tile + 1])
+                ph__wide_tile_solve(w, tile, c->h, c->iters, c->plans[k].relax);
+            if (worker == 0) {
+                const double t1ms = now_ms();
+                c->solve_ms += t1ms - t;
+                t = t1ms;
+            }
+            ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
+            if (worker == 0) {
+                const double t1ms = now_ms();
+                c->integrate_ms += t1ms - t;
+                t = t1ms;
+            }
+        }
+    }
+}
+
+static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
+    tiled_ctx c;
+    memset(&c, 0, sizeof c);
+    c.plans = plans;
+    c.h = h;
+    c.wf = ph__warm_factor(w);
+    c.n = n;
+    c.iters = w->settings.iterations;
     int nrelax = 0;
     for (int k = 1; k <= n - 2; k++)
         nrelax += plans[k].relax;
-    for (int32_t tile = 0; tile < w->tile_count; tile++) {
-        if (ph__limit_cancel(&w->limit)) return PH_ERR_CANCELLED; /* (the step is undone) */
-        const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
-        const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
-        for (int k = 1; k <= n - 2; k++) {
-            if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_solve(w, tile, h, iters, plans[k].relax);
-            w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-            t = lap(w, PH_STAGE_SOLVE, t);
-            ph__wide_integrate_list(w, idx, nb, h, 1, 2, wf);
-            t = lap(w, PH_STAGE_INTEGRATE, t);
+    const double t = now_ms();
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles)
+        ph__tasks_run(w, tiled_pass, &c);
+    else
+        tiled_pass(w, &c, 0, 1);
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    /* (Worker 0's own split; its wait for the others counts as solving.) */
+    w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
+    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms;
+    for (int k = 0; k < PH__MAX_WORKERS; k++)
+        if (c.cancelled[k]) {
+            w->limit.cancelled = 1;
+            return PH_ERR_CANCELLED; /* (the step is undone) */
         }
-    }
     /* The ground as each of those substeps leaves it (apply_forces,
      * contact_dv), the rows they count. */
     forces_ground(w);
     w->dvc[0].v = w->dvc[0].w = ph_v3(0, 0, 0);
     const int64_t total = w->row_count + w->native_rows;
-    ph__limit_count(&w->limit, (uint64_t)(n - 2) * (uint64_t)iters * (uint64_t)total);
+    ph__limit_count(&w->limit, (uint64_t)(n - 2) * (uint64_t)c.iters * (uint64_t)total);
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     return PH_OK;
