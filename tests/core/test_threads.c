@@ -52,6 +52,26 @@ static ph_world_id make_world(const char *scene, int threads, int sleep, int con
 
 /* Steps the three worlds `steps` times, edit(w, k) before step k, and
  * checks after each step that their states and work counts agree. */
+/* The contact events of the last step of worlds a and b: the same, in the
+ * same order (begin or end, shapes, point, normal, speed, bit for bit). */
+static int events_total;
+
+static void same_events(ph_world_id a, ph_world_id b, int step) {
+    enum { CAP = 4096 };
+    static ph_contact_event ea[CAP], eb[CAP];
+    const int na = ph_world_get_contact_events(a, ea, CAP), nb = ph_world_get_contact_events(b, eb, CAP);
+    if (na != nb) fail_msg("step %d: %d events against %d", step, nb, na);
+    events_total += na;
+    for (int i = 0; i < na && i < CAP; i++) {
+        const ph_contact_event *x = &ea[i], *y = &eb[i];
+        if (x->begin != y->begin || x->shape_a.index1 != y->shape_a.index1 || x->shape_b.index1 != y->shape_b.index1 ||
+            memcmp(&x->point, &y->point, sizeof x->point) != 0 ||
+            memcmp(&x->normal, &y->normal, sizeof x->normal) != 0 ||
+            memcmp(&x->approach_speed, &y->approach_speed, sizeof x->approach_speed) != 0)
+            fail_msg("step %d: event %d differs", step, i);
+    }
+}
+
 static void run_case(ph_world_id *w, int steps, edit_fn edit) {
     for (int k = 0; k < steps; k++) {
         uint64_t h[NW];
@@ -63,6 +83,7 @@ static void run_case(ph_world_id *w, int steps, edit_fn edit) {
             assert_int_equal(ph_world_get_stats(w[i], &st[i]), PH_OK);
         }
         for (int i = 1; i < NW; i++) {
+            same_events(w[0], w[i], k);
             if (h[i] != h[0])
                 fail_msg("step %d: threads %d hash %016llx, threads 1 %016llx", k, thread_counts[i],
                          (unsigned long long)h[i], (unsigned long long)h[0]);
@@ -131,6 +152,7 @@ static void test_tiles_shared(void **state) {
     for (int i = 0; i < NW; i++)
         w[i] = make_world("grid4000", thread_counts[i], 0, 1);
     int tiled = 0;
+    events_total = 0;
     for (int k = 0; k < 90; k++) {
         run_case(w, 1, k >= 60 ? push_late : NULL);
         const ph__world *one = ph__world_get(w[0]), *two = ph__world_get(w[1]), *four = ph__world_get(w[2]);
@@ -144,6 +166,7 @@ static void test_tiles_shared(void **state) {
     }
     print_message("steps with the tiles shared among workers: %d of 90\n", tiled);
     assert_true(tiled >= 20);
+    assert_true(events_total > 1000); /* (the columns' landing: begin events compared above) */
     for (int i = 0; i < NW; i++)
         ph_world_destroy(w[i]);
 }
