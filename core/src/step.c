@@ -669,6 +669,41 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     return PH_OK;
 }
 
+/* Passes over every awake body at a step's start and end split among the
+ * step's workers (contiguous ranges; each body written by one) when the
+ * solver's are (the last step's schedule) and the bodies are many. */
+static int big_split(const ph__world *w, int32_t n) {
+    return w->task_workers > 1 && w->wsched_ok && n >= PH_TASKS_MIN_BODIES;
+}
+
+/* save_state's copies for awake[k0, k1). */
+static void save_range(ph__world *w, int32_t k0, int32_t k1) {
+    ph__saved_pose *sp = w->saved_pose;
+    for (int32_t k = k0; k < k1; k++) {
+        ph__body *b = &w->bodies[w->awake[k]];
+        b->v_step = b->v;
+        b->w_step = b->w;
+        sp[k].p = b->p;
+        sp[k].q = b->q;
+    }
+    if (w->settings.sleep)
+        for (int32_t k = k0; k < k1; k++) {
+            const ph__body *b = &w->bodies[w->awake[k]];
+            ph__saved_sleep *ss = &w->saved_sleep[k];
+            ss->rest_time = b->rest_time;
+            ss->rest_p = b->rest_p;
+            ss->rest_q = b->rest_q;
+            ss->asleep = b->asleep;
+        }
+}
+
+static void save_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)ctx;
+    int32_t k0, k1;
+    ph__tasks_split(w->awake_count, worker, nworkers, &k0, &k1);
+    save_range(w, k0, k1);
+}
+
 /* Saves what a step changes and the next step reads, beside the copy of
  * the velocities into v_step, w_step that the step makes anyway: the awake
  * list and its bodies' poses (nothing else moves), their sleep state (only
@@ -685,23 +720,10 @@ static int save_state(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
     w->saved_count = n;
-    ph__saved_pose *sp = w->saved_pose;
-    for (int32_t k = 0; k < n; k++) {
-        ph__body *b = &w->bodies[w->awake[k]];
-        b->v_step = b->v;
-        b->w_step = b->w;
-        sp[k].p = b->p;
-        sp[k].q = b->q;
-    }
-    if (sleep)
-        for (int32_t k = 0; k < n; k++) {
-            const ph__body *b = &w->bodies[w->awake[k]];
-            ph__saved_sleep *ss = &w->saved_sleep[k];
-            ss->rest_time = b->rest_time;
-            ss->rest_p = b->rest_p;
-            ss->rest_q = b->rest_q;
-            ss->asleep = b->asleep;
-        }
+    if (big_split(w, n))
+        ph__tasks_run(w, save_pass, NULL);
+    else
+        save_range(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
@@ -768,22 +790,56 @@ static void restore_state(ph__world *w) {
     w->merits_pending = 0;
 }
 
-/* The envelope check after a step: every awake dynamic body (the solver
- * bodies, in slot order) with its position, orientation and velocities
- * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
- * w->fault with the first body outside and returns PH_ERR_NONFINITE. */
-static int check_envelope(ph__world *w, uint16_t world0) {
+/* The first solver body of [s0, s1) outside the envelope, or -1. */
+static int32_t envelope_range(const ph__world *w, int32_t s0, int32_t s1) {
     const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
     const double wmax2 = PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
-    for (int32_t s = 1; s < w->sbody_count; s++) {
-        const int32_t i = w->sbody_body[s];
-        const ph__body *b = &w->bodies[i];
+    for (int32_t s = s0; s < s1; s++) {
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
         if (b->type != PH_BODY_DYNAMIC) continue;
         const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
         const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
         if (fabs(b->p.x) <= PH_ENVELOPE_POSITION && fabs(b->p.y) <= PH_ENVELOPE_POSITION &&
             fabs(b->p.z) <= PH_ENVELOPE_POSITION && fabs(qn) <= PH_ENVELOPE_QUAT_NORM && v2 <= vmax2 && w2 <= wmax2)
             continue;
+        return s;
+    }
+    return -1;
+}
+
+typedef struct envelope_ctx {
+    int32_t first[PH__MAX_WORKERS];
+} envelope_ctx;
+
+static void envelope_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    envelope_ctx *c = ctx;
+    int32_t r0, r1;
+    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
+    c->first[worker] = envelope_range(w, 1 + r0, 1 + r1);
+}
+
+/* The envelope check after a step: every awake dynamic body (the solver
+ * bodies, in slot order) with its position, orientation and velocities
+ * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
+ * w->fault with the first body outside and returns PH_ERR_NONFINITE. Split
+ * among the step's workers with big_split: the first body outside in slot
+ * order is the one reported, whoever finds it. */
+static int check_envelope(ph__world *w, uint16_t world0) {
+    const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
+    int32_t s = -1;
+    if (big_split(w, w->sbody_count)) {
+        envelope_ctx c;
+        ph__tasks_run(w, envelope_pass, &c);
+        for (int k = 0; k < w->task_workers && s < 0; k++) /* (the first in slot order) */
+            s = c.first[k];
+    } else {
+        s = envelope_range(w, 1, w->sbody_count);
+    }
+    if (s >= 0) {
+        const int32_t i = w->sbody_body[s];
+        const ph__body *b = &w->bodies[i];
+        const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
+        const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
         ph_fault *f = &w->fault;
         f->step = w->steps + 1;
         f->body.index1 = i + 1;

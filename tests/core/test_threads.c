@@ -171,6 +171,48 @@ static void test_tiles_shared(void **state) {
         ph_world_destroy(w[i]);
 }
 
+/* A step that leaves two bodies outside the finite envelope (one in each
+ * half of the solver bodies, so in different workers' shares of the
+ * check): every thread count reports the first in slot order, with the
+ * same value, and puts the world back as it was (the same hash as before
+ * the step, at every thread count). */
+static void test_envelope_fault(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world("grid4000", thread_counts[i], 0, 1);
+    run_case(w, 12, NULL);
+    uint64_t before = 0;
+    ph_fault f0;
+    for (int i = 0; i < NW; i++) {
+        ph_body_id b[3001];
+        assert_int_equal(ph_world_get_bodies(w[i], b, 3001), 3001);
+        const uint64_t h = ph_world_state_hash(w[i]);
+        if (i == 0) before = h;
+        assert_true(h == before);
+        /* (The edits stay inside the bounds; the step's forces take the
+         * bodies out.) */
+        ph_transform x;
+        assert_int_equal(ph_body_get_transform(b[3000], &x), PH_OK);
+        assert_int_equal(ph_body_apply_force(b[3000], ph_v3(0, 0, 1e12), x.p), PH_OK);
+        assert_int_equal(ph_body_get_transform(b[40], &x), PH_OK);
+        assert_int_equal(ph_body_apply_force(b[40], ph_v3(1e12, 0, 0), x.p), PH_OK);
+        const uint64_t edited = ph_world_state_hash(w[i]);
+        assert_int_equal(ph_world_step(w[i]), PH_ERR_NONFINITE);
+        assert_true(ph_world_state_hash(w[i]) == edited); /* (undone) */
+        ph_fault f;
+        assert_int_equal(ph_world_get_fault(w[i], &f), PH_OK);
+        assert_int_equal(f.what, PH_FAULT_LINEAR_VELOCITY);
+        assert_int_equal(f.body.index1, b[40].index1);
+        assert_true(f.value > PH_ENVELOPE_LINEAR_SPEED);
+        if (i == 0) f0 = f;
+        assert_true(memcmp(&f.value, &f0.value, sizeof f.value) == 0);
+        assert_true(f.step == f0.step);
+    }
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
 /* A push on one box at step 3 and a kick to another at step 20 (the
  * islands touched wake; the others may sleep meanwhile). */
 static void poke(ph_world_id w, int k) {
@@ -334,9 +376,10 @@ static void test_setting(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_setting),     cmocka_unit_test(test_grid4000),  cmocka_unit_test(test_pyramid40),
-        cmocka_unit_test(test_joints),      cmocka_unit_test(test_sleep_on),  cmocka_unit_test(test_row_mode),
-        cmocka_unit_test(test_host_runner), cmocka_unit_test(test_grid16000), cmocka_unit_test(test_tiles_shared),
+        cmocka_unit_test(test_setting),        cmocka_unit_test(test_grid4000),  cmocka_unit_test(test_pyramid40),
+        cmocka_unit_test(test_joints),         cmocka_unit_test(test_sleep_on),  cmocka_unit_test(test_row_mode),
+        cmocka_unit_test(test_host_runner),    cmocka_unit_test(test_grid16000), cmocka_unit_test(test_tiles_shared),
+        cmocka_unit_test(test_envelope_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
