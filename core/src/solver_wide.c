@@ -182,6 +182,58 @@ static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
+/* sort_keys with the step's workers (tasks.c): the two halves of a[0, n)
+ * sorted side by side, then merged by all workers, each writing a
+ * contiguous share of the output (its start in each half found by binary
+ * search). The order is total, so the result is sort_keys' bit for bit. */
+typedef struct sort_ctx {
+    ph__sap_key *a, *tmp;
+    int32_t n;
+} sort_ctx;
+
+/* How many of the first o outputs of the merge of x[0, nx) and y[0, ny)
+ * come from x. */
+static int32_t merge_rank(const ph__sap_key *x, int32_t nx, const ph__sap_key *y, int32_t ny, int32_t o) {
+    int32_t lo = o > ny ? o - ny : 0, hi = o < nx ? o : nx;
+    while (lo < hi) {
+        const int32_t m = lo + (hi - lo) / 2;
+        if (key_before(&x[m], &y[o - 1 - m]))
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+static void sort_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const sort_ctx *c = ctx;
+    const int32_t mid = c->n / 2;
+    if (worker < 2) {
+        const int32_t lo = worker ? mid : 0, hi = worker ? c->n : mid;
+        sort_keys(c->a + lo, c->tmp + lo, hi - lo);
+    }
+    ph__tasks_barrier(w);
+    const ph__sap_key *x = c->a, *y = c->a + mid;
+    const int32_t nx = mid, ny = c->n - mid;
+    int32_t o0, o1;
+    ph__tasks_split(c->n, worker, nworkers, &o0, &o1);
+    int32_t i = merge_rank(x, nx, y, ny, o0), j = o0 - i;
+    for (int32_t o = o0; o < o1; o++)
+        c->tmp[o] = j < ny && (i >= nx || key_before(&y[j], &x[i])) ? y[j++] : x[i++];
+    ph__tasks_barrier(w);
+    if (o1 > o0) memcpy(c->a + o0, c->tmp + o0, (size_t)(o1 - o0) * sizeof *c->a);
+}
+
+/* split: the step's workers may take it (the last step's schedule). */
+static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int32_t n, int split) {
+    if (!split || w->task_workers < 2 || n < 16 * PH_TASKS_MIN_GROUPS) {
+        sort_keys(a, tmp, n);
+        return;
+    }
+    sort_ctx c = {a, tmp, n};
+    ph__tasks_run(w, sort_pass, &c);
+}
+
 /* The tile of manifold mi (of its moving body). */
 static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
@@ -302,6 +354,7 @@ static int make_tiles(ph__world *w, int32_t nmf) {
  * and only the batches' points, manifolds and bodies are set here (the
  * numbers are fill's, solver_wide_rows.h). */
 static int build(ph__world *w, int32_t ncontact, int native) {
+    const int split = w->wsched_ok; /* (the last step's: the sort may be split) */
     w->wide_ok = 0;
     w->wsched_ok = 0;
     w->wpoint_mode = 0;
@@ -345,7 +398,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     if (na > 1) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
-        sort_keys(w->wkeys, tmp, na);
+        sort_keys_split(w, w->wkeys, tmp, na, split);
         ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
