@@ -112,6 +112,14 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
     return ph_rotate(b->q, w1);
 }
 
+/* Passes over every awake body (the solver bodies, the saved state, the
+ * forces, the envelope check) split among the step's workers (contiguous
+ * ranges; each body written by one) when the solver's are (the last
+ * step's schedule) and the bodies are many. */
+static int big_split(const ph__world *w, int32_t n) {
+    return w->task_workers > 1 && w->wsched_ok && n >= PH_TASKS_MIN_BODIES;
+}
+
 /* Solver bodies: slot 0 the ground, then every awake dynamic or kinematic
  * body in slot order (the awake list). remap = 0 (a later substep of the
  * same step: the set cannot change, and each solver body already holds its
@@ -119,6 +127,13 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
  * inverse inertia of bodies whose principal moments differ. body_to_sbody
  * stays 0 for every other body slot (only the last set's entries are
  * cleared), so a remap costs the awake bodies alone. */
+typedef struct sbody_ctx {
+    int32_t aniso[PH__MAX_WORKERS];
+} sbody_ctx;
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1);
+static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers);
+
+/* (The records themselves: sbody_range, split with big_split.) */
 static int build_solver_bodies(ph__world *w, int remap) {
     if (!remap) {
         for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
@@ -147,8 +162,39 @@ static int build_solver_bodies(ph__world *w, int remap) {
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
+    w->sbody_count = n; /* (what the passes split) */
     int32_t aniso = 0;
-    for (int32_t s = 1; s < n; s++) {
+    if (big_split(w, n)) {
+        sbody_ctx c;
+        ph__tasks_run(w, sbody_pass, &c);
+        for (int k = 0; k < w->task_workers; k++)
+            aniso += c.aniso[k];
+    } else {
+        aniso = sbody_range(w, 1, n);
+    }
+    w->sbody_aniso = aniso;
+    return PH_OK;
+}
+
+/* Worker `worker`'s share of solver bodies 1 .. sbody_count - 1. */
+static void sbody_share(const ph__world *w, int worker, int nworkers, int32_t *s0, int32_t *s1) {
+    int32_t r0, r1;
+    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
+    *s0 = 1 + r0;
+    *s1 = 1 + r1;
+}
+
+static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    ((sbody_ctx *)ctx)->aniso[worker] = sbody_range(w, s0, s1);
+}
+
+/* build_solver_bodies' records of solver bodies [s0, s1) (each from its
+ * awake body); returns how many are anisotropic. */
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
+    int32_t aniso = 0;
+    for (int32_t s = s0; s < s1; s++) {
         const int32_t i = w->awake[s - 1];
         w->body_to_sbody[i] = s;
         const ph__body *b = &w->bodies[i];
@@ -170,9 +216,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
             aniso++;
         }
     }
-    w->sbody_aniso = aniso;
-    w->sbody_count = n;
-    return PH_OK;
+    return aniso;
 }
 
 /* What the forces of a step do in each of its substeps (the same in all:
@@ -180,16 +224,35 @@ static int build_solver_bodies(ph__world *w, int remap) {
  * velocity increment of gravity and force, and whether that is all
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
-static int prepare_forces(ph__world *w, double h) {
-    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
+static void forces_range(ph__world *w, int32_t s0, int32_t s1, double h) {
     const ph_vec3 g = w->settings.gravity;
-    for (int32_t s = 1; s < w->sbody_count; s++) {
+    for (int32_t s = s0; s < s1; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
         ph__sforce *f = &w->sforce[s];
         f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
         f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
                    !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
     }
+}
+
+typedef struct forces_ctx {
+    double h, wf;
+    int warm;
+} forces_ctx;
+
+static void prepare_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    forces_range(w, s0, s1, ((const forces_ctx *)ctx)->h);
+}
+
+static int prepare_forces(ph__world *w, double h) {
+    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
+    forces_ctx c = {h, 0, 0};
+    if (big_split(w, w->sbody_count))
+        ph__tasks_run(w, prepare_pass, &c);
+    else
+        forces_range(w, 1, w->sbody_count, h);
     return PH_OK;
 }
 
@@ -231,10 +294,21 @@ static void forces_ground(ph__world *w) {
     w->vws[0] = w->vw0[0];
 }
 
+static void apply_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const forces_ctx *c = ctx;
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    for (int32_t s = s0; s < s1; s++)
+        force_body(w, s, c->h, c->warm, c->wf);
+}
+
 static void apply_forces(ph__world *w, double h, int warm) {
     const double wf = ph__warm_factor(w);
-    for (int32_t s = 1; s < w->sbody_count; s++)
-        force_body(w, s, h, warm && wf != 0, wf);
+    forces_ctx c = {h, wf, warm && wf != 0};
+    if (big_split(w, w->sbody_count))
+        ph__tasks_run(w, apply_pass, &c);
+    else
+        apply_pass(w, &c, 0, 1);
     forces_ground(w);
 }
 
@@ -667,13 +741,6 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     return PH_OK;
-}
-
-/* Passes over every awake body at a step's start and end split among the
- * step's workers (contiguous ranges; each body written by one) when the
- * solver's are (the last step's schedule) and the bodies are many. */
-static int big_split(const ph__world *w, int32_t n) {
-    return w->task_workers > 1 && w->wsched_ok && n >= PH_TASKS_MIN_BODIES;
 }
 
 /* save_state's copies for awake[k0, k1). */
