@@ -67,8 +67,6 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
-#include <sched.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +77,6 @@
 #include "rows.h"
 #include "solver.h"
 #include "solver_wide.h"
-#include "step.h"
 #include "tasks.h"
 #include "world.h"
 #include "ph_simd.h"
@@ -660,89 +657,8 @@ PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int rela
  * segments g0, g1, parallel) is made with the batches, point mode only. */
 #define LEVEL_MIN 8
 
-/* The wavefront of the middle substeps (step.c's tiled_substeps with one
- * tile, ph__wide_pipe_substeps): their level-ordered passes (each
- * substep's sweeps and relaxation) one after the other as a pipeline,
- * pass p on worker p mod n. Pass p may solve level L once pass p - 1 has
- * finished need(L), the last level that touches a moving body of L: from
- * then on no level of pass p - 1 reads or writes those bodies, and the
- * levels of pass p - 1 it still runs touch other bodies and other points.
- * So every body and point gets the operations of the one-thread sweep in
- * its order (the ground is never stored). A body's integration between two
- * substeps is done by the worker of the next substep's first pass just
- * before the first level that touches it (bodies touching nothing: before
- * level 0), after need(L) of the last pass, so also after its last touch.
- * wsegs: (first batch, first group, need) per level, then the end;
- * wgfirst: offsets of the bodies by first level (slot 0: touching
- * nothing), then the bodies, ascending within each. */
-static int make_pipe(ph__world *w, int32_t ng) {
-    const int32_t nsb = w->sbody_count;
-    int32_t nl = 0;
-    for (int32_t g = 0; g < ng; g++)
-        nl += !w->wbatches[w->wgfirst[g]].indep;
-    if (nl < 16) return PH_OK;
-    if (ph__array_reserve(w->wgfirst, ng + nl + nsb + 3)) return PH_ERR_NO_MEMORY;
-    /* wgfirst[0, ng] is still read below: the bodies' table goes after it
-     * and is moved to the front at the end. (wmask: the level build's
-     * scratch, nsb 64-bit words, free now.) */
-    int32_t *lv = w->wsegs, *first = (int32_t *)(void *)w->wmask;
-    int32_t L = -1;
-    for (int32_t g = 0; g < ng; g++)
-        if (!w->wbatches[w->wgfirst[g]].indep) {
-            L++;
-            lv[3 * L] = w->wgfirst[g];
-            lv[3 * L + 1] = g;
-        }
-    lv[3 * nl] = w->wbatch_count;
-    lv[3 * nl + 1] = ng;
-    /* The last level touching each body (first: scratch for it), then
-     * need(L) = the largest of those over L's bodies. */
-    for (int32_t s = 0; s < nsb; s++)
-        first[s] = -1;
-    for (L = 0; L < nl; L++)
-        for (int32_t b = lv[3 * L]; b < lv[3 * L + 3]; b++)
-            for (int j = 0; j < PH_LANES; j++) {
-                first[w->wbatches[b].ia[j]] = L;
-                first[w->wbatches[b].ib[j]] = L;
-            }
-    for (L = 0; L < nl; L++) {
-        int32_t need = L;
-        for (int32_t b = lv[3 * L]; b < lv[3 * L + 3]; b++)
-            for (int j = 0; j < PH_LANES; j++) {
-                const int32_t a = w->wbatches[b].ia[j], c = w->wbatches[b].ib[j];
-                if (a && first[a] > need) need = first[a];
-                if (c && first[c] > need) need = first[c];
-            }
-        lv[3 * L + 2] = need;
-    }
-    /* The first level touching each body, then the bodies bucketed by it. */
-    for (int32_t s = 0; s < nsb; s++)
-        first[s] = -1;
-    for (L = nl - 1; L >= 0; L--)
-        for (int32_t b = lv[3 * L]; b < lv[3 * L + 3]; b++)
-            for (int j = 0; j < PH_LANES; j++) {
-                first[w->wbatches[b].ia[j]] = L;
-                first[w->wbatches[b].ib[j]] = L;
-            }
-    int32_t *off = w->wgfirst + ng + 1, *body = off + nl + 2;
-    memset(off, 0, ((size_t)nl + 2) * sizeof *off);
-    for (int32_t s = 1; s < nsb; s++)
-        off[first[s] + 2]++;
-    for (L = 0; L <= nl; L++)
-        off[L + 1] += off[L];
-    for (int32_t s = 1; s < nsb; s++)
-        body[off[first[s] + 1]++] = s;
-    for (L = nl; L > 0; L--)
-        off[L] = off[L - 1];
-    off[0] = 0;
-    memmove(w->wgfirst, off, ((size_t)nl + 2 + (size_t)(nsb - 1)) * sizeof *off);
-    w->wseg_count = nl;
-    w->wsched_pipe = 1;
-    return PH_OK;
-}
-
 static int make_schedule(ph__world *w, int32_t ng) {
-    w->wsched_ok = w->wsched_tiles = w->wsched_pipe = 0;
+    w->wsched_ok = w->wsched_tiles = 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
     /* Islands first (Box2D v3 and Jolt split islands among workers too):
      * when no tile holds more than half the batches, every pass gives each
@@ -784,9 +700,8 @@ static int make_schedule(ph__world *w, int32_t ng) {
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
-     * stepping thread alone (the same numbers), but for one island the
-     * middle substeps may run as a wavefront (make_pipe). */
-    if (2 * npar < ng) return w->tile_count <= 1 ? make_pipe(w, ng) : PH_OK;
+     * stepping thread alone (the same numbers). */
+    if (2 * npar < ng) return PH_OK;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;
@@ -878,92 +793,6 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     ph__wide_tile_share(w, worker, nworkers, &t0, &t1);
     if (w->tile_batch[t0] < w->tile_batch[t1])
         run_range(w, ctx, w->tile_batch[t0], w->tile_batch[t1], w->tile_group[t0]);
-}
-
-/* The wavefront (make_pipe): passes[] the level-ordered passes of the
- * middle substeps in order, prog one progress counter per pass (levels
- * finished), each on a cache line of its own. */
-enum { PIPE_STRIDE = 16 }; /* ints between two counters: 64 bytes */
-
-typedef struct pipe_ctx {
-    double h, wf;
-    int npass;
-    const wpass *passes;
-    const uint8_t *first; /* 1: the first pass of a substep after the first */
-    atomic_int *prog;
-} pipe_ctx;
-
-/* Returns *a once it is at least want, spinning, then yielding (a shared
- * machine). */
-static int32_t pipe_wait(atomic_int *a, int32_t want) {
-    int32_t v;
-    for (int spins = 0; (v = atomic_load_explicit(a, memory_order_acquire)) < want; spins++) {
-        if (spins < 2000) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-            sched_yield();
-        }
-    }
-    return v;
-}
-
-static void pipe_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    const pipe_ctx *c = ctx;
-    const int32_t nl = w->wseg_count, *lv = w->wsegs, *off = w->wgfirst, *body = w->wgfirst + nl + 2;
-    for (int p = worker; p < c->npass; p += nworkers) {
-        atomic_int *prev = p > 0 ? &c->prog[(size_t)(p - 1) * PIPE_STRIDE] : NULL;
-        atomic_int *mine = &c->prog[(size_t)p * PIPE_STRIDE];
-        int32_t seen = 0;
-        for (int32_t L = 0; L < nl; L++) {
-            if (prev && seen <= lv[3 * L + 2]) seen = pipe_wait(prev, lv[3 * L + 2] + 1);
-            if (c->first[p]) { /* (the last substep's integration, body by body) */
-                if (L == 0 && off[1] > off[0]) ph__wide_integrate_list(w, body, off[1], c->h, 1, 2, c->wf);
-                if (off[L + 2] > off[L + 1])
-                    ph__wide_integrate_list(w, body + off[L + 1], off[L + 2] - off[L + 1], c->h, 1, 2, c->wf);
-            }
-            run_range(w, &c->passes[p], lv[3 * L], lv[3 * L + 3], lv[3 * L + 1]);
-            atomic_store_explicit(mine, L + 1, memory_order_release);
-        }
-    }
-    /* The last middle substep's integration, once every pass is done (runs
-     * of four solver bodies, as integrate's). */
-    ph__tasks_barrier(w);
-    int32_t r0, r1;
-    ph__tasks_split((w->sbody_count - 1 + 3) / 4, worker, nworkers, &r0, &r1);
-    const int32_t s0 = 1 + 4 * r0, s1 = 1 + 4 * r1 < w->sbody_count ? 1 + 4 * r1 : w->sbody_count;
-    if (s0 < s1) ph__wide_integrate(w, s0, s1, c->h, 1, 2, c->wf);
-}
-
-int ph__wide_pipe_substeps(ph__world *w, double h, int n, const int *relax, double wf) {
-    const int iters = w->settings.iterations;
-    int total = (n - 2) * iters;
-    for (int k = 1; k <= n - 2; k++)
-        total += relax[k] != 0;
-    const size_t counters = ((size_t)total + 1) * PIPE_STRIDE * sizeof(atomic_int);
-    char *mem = ph__arena_alloc(&w->arena, counters + (size_t)total * (sizeof(wpass) + 1), "wavefront");
-    if (!mem) return PH_ERR_NO_MEMORY;
-    atomic_int *prog = (atomic_int *)(void *)mem;
-    wpass *passes = (wpass *)(void *)(mem + counters);
-    uint8_t *first = (uint8_t *)(passes + total);
-    int q = 0;
-    for (int k = 1; k <= n - 2; k++) {
-        for (int it = 0; it < iters; it++, q++) {
-            passes[q] = (wpass){.kind = it == 0 ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = 0, .h = h};
-            first[q] = it == 0 && k > 1;
-        }
-        if (relax[k]) {
-            passes[q] = (wpass){.kind = PASS_RELAX, .h = h};
-            first[q++] = 0;
-        }
-    }
-    for (int p = 0; p < total; p++)
-        atomic_init(&prog[(size_t)p * PIPE_STRIDE], 0);
-    pipe_ctx c = {h, wf, total, passes, first, prog};
-    ph__tasks_run(w, pipe_pass, &c);
-    ph__arena_free(&w->arena, mem);
-    return PH_OK;
 }
 
 /* A pass over independent groups: all of them split at once. */

@@ -107,12 +107,6 @@ void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax
  * worker / nworkers of the total (depends on the layout and nworkers
  * only). */
 void ph__wide_tile_share(const ph__world *w, int worker, int nworkers, int32_t *t0, int32_t *t1);
-/* Substeps 1 .. n - 2 of a step with the wavefront schedule (make_pipe,
- * w->wsched_pipe): their sweeps (the first with the refresh) and the
- * relaxation where relax[k], and each one's integration with the next
- * substep's start (step.c's tiled_substeps, the same numbers), on the
- * step's workers. PH_ERR_NO_MEMORY when its scratch cannot be had. */
-int ph__wide_pipe_substeps(ph__world *w, double h, int n, const int *relax, double wf);
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 
 /* Adds the merit terms of the contact rows held in the batches (native

@@ -643,9 +643,8 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p) {
 enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
 
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans) {
-    if (n < 3 || (w->tile_count < 2 && !w->wsched_pipe) || !w->wpoint_mode || !w->wide_ok || w->capture ||
-        w->joint_pool.count > 0 || w->settings.max_step_work != 0 || w->settings.iterations < 1 ||
-        p0->next != PH_NEXT_FUSED_WARM)
+    if (n < 3 || w->tile_count < 2 || !w->wpoint_mode || !w->wide_ok || w->capture || w->joint_pool.count > 0 ||
+        w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM)
         return 0;
     for (int k = 1; k <= n - 2; k++) {
         const ph__facts f = facts(w, p0->home, 1);
@@ -720,18 +719,10 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
         nrelax += plans[k].relax;
     const double t = now_ms();
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-    if (w->task_workers > 1 && w->wsched_pipe) {
-        /* One island of small levels: the wavefront (solver_wide.c). */
-        int relax[TILED_SUBSTEPS];
-        for (int k = 1; k <= n - 2; k++)
-            relax[k] = plans[k].relax;
-        const int e = ph__wide_pipe_substeps(w, h, n, relax, c.wf);
-        if (e) return e;
-    } else if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles) {
+    if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles)
         ph__tasks_run(w, tiled_pass, &c);
-    } else {
+    else
         tiled_pass(w, &c, 0, 1);
-    }
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
     /* (Worker 0's own split; its wait for the others counts as solving.) */
     w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;

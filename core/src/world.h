@@ -143,10 +143,6 @@ struct ph__world {
     int32_t wgroup_count, wseg_count;
     int wsched_ok;
     int wsched_tiles; /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
-    int wsched_pipe;  /* without wsched_ok (small levels, one tile): the middle substeps' sweeps
-                         as a wavefront (ph__wide_pipe_substeps): wsegs holds each level's first
-                         batch, first group and need (wseg_count levels), wgfirst the bodies by
-                         the first level that touches them */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */

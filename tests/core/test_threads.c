@@ -7,8 +7,8 @@
  * (positions, orientations, velocities, impulses of every body, joint and
  * manifold) after each step: the grid presets (grid4000 and a few steps of
  * grid16000, whose levels of 400 groups are solved by the workers side by
- * side), pyramid40 (a chain of small levels: its middle substeps as a
- * wavefront), a grid with ball joints between
+ * side), pyramid40 (a chain of small levels: mostly worker 0, the fill,
+ * refresh and integration split), a grid with ball joints between
  * neighbouring boxes (the joints' direct block among the contacts),
  * sleeping on (islands put to sleep and woken by an impulse), the row
  * back end (contact_block off: its passes stay on one thread) and a host
@@ -123,26 +123,9 @@ static void test_grid16000(void **state) {
     scene_case("grid16000", 4, 0, 1, NULL);
 }
 
-/* pyramid40: one island whose levels are mostly of fewer than 8 groups;
- * with workers its middle substeps run as a wavefront (solver_wide.c,
- * make_pipe: pass p + 1 solves a level once pass p is past every level
- * touching its bodies), checked to be the path taken. */
 static void test_pyramid40(void **state) {
     (void)state;
-    ph_world_id w[NW];
-    for (int i = 0; i < NW; i++)
-        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
-    int piped = 0;
-    for (int k = 0; k < 40; k++) {
-        run_case(w, 1, NULL);
-        const ph__world *two = ph__world_get(w[1]), *four = ph__world_get(w[2]);
-        assert_int_equal(ph__world_get(w[0])->wsched_pipe, 0);
-        piped += two->wsched_pipe && four->wsched_pipe && two->restitutive == 0 && two->wseg_count > 100;
-    }
-    print_message("steps with the wavefront: %d of 40\n", piped);
-    assert_true(piped >= 30);
-    for (int i = 0; i < NW; i++)
-        ph_world_destroy(w[i]);
+    scene_case("pyramid40", 40, 0, 1, NULL);
 }
 
 /* grid4000 until its columns rest (no restitutive pair left): 400
