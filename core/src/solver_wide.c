@@ -67,6 +67,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,7 +663,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
     /* Islands first (Box2D v3 and Jolt split islands among workers too):
      * when no tile holds more than half the batches, every pass gives each
-     * worker whole tiles (ph__wide_tile_share), with no barrier inside the
+     * worker whole tiles (tile_pass: claimed one by one), with no barrier inside the
      * pass: tiles touch disjoint bodies, so the order between them does
      * not matter, and each tile's batches are visited in the order of one
      * thread. */
@@ -765,34 +766,21 @@ static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     }
 }
 
-void ph__wide_tile_share(const ph__world *w, int worker, int nworkers, int32_t *t0, int32_t *t1) {
-    const int32_t nt = w->tile_count;
-    const int64_t total = (int64_t)w->tile_batch[nt] + w->tile_sbody[nt];
-    int32_t cut[2];
-    for (int k = 0; k < 2; k++) {
-        /* The first tile whose running count reaches (worker + k) / nworkers
-         * of the total (the counts rise strictly: every tile has a body). */
-        const int64_t goal = total * (worker + k) / nworkers;
-        int32_t lo = 0, hi = nt;
-        while (lo < hi) {
-            const int32_t mid = lo + (hi - lo) / 2;
-            if ((int64_t)w->tile_batch[mid] + w->tile_sbody[mid] >= goal)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        cut[k] = lo;
-    }
-    *t0 = cut[0];
-    *t1 = cut[1];
-}
+/* A pass over whole tiles: each worker claims the next tile until none
+ * is left (a worker the kernel deschedules holds up no one; which worker
+ * solves a tile never changes what is computed). */
+typedef struct tile_job {
+    const wpass *p;
+    atomic_int next;
+} tile_job;
 
-/* A pass over whole tiles: each worker's tiles, all their batches. */
 static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    int32_t t0, t1;
-    ph__wide_tile_share(w, worker, nworkers, &t0, &t1);
-    if (w->tile_batch[t0] < w->tile_batch[t1])
-        run_range(w, ctx, w->tile_batch[t0], w->tile_batch[t1], w->tile_group[t0]);
+    (void)worker;
+    (void)nworkers;
+    tile_job *j = ctx;
+    for (int32_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < w->tile_count;)
+        if (w->tile_batch[t] < w->tile_batch[t + 1])
+            run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
 }
 
 /* A pass over independent groups: all of them split at once. */
@@ -801,10 +789,15 @@ static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 }
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
-    if (w->wsched_ok && w->task_workers > 1)
-        ph__tasks_run(w, w->wsched_tiles ? tile_pass : ordered ? level_pass : flat_pass, (void *)p);
-    else
+    if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
+        tile_job j = {.p = p};
+        atomic_init(&j.next, 0);
+        ph__tasks_run(w, tile_pass, &j);
+    } else if (w->wsched_ok && w->task_workers > 1) {
+        ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
+    } else {
         run_range(w, p, 0, w->wbatch_count, 0);
+    }
 }
 
 static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {

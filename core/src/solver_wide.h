@@ -102,11 +102,6 @@ void ph__wide_warm_start(ph__world *w); /* the batches' impulses onto the bodies
  * - 1 more sweeps, and with relax the relaxation pass; the same numbers as
  * the passes over all batches, whose other tiles touch other bodies. */
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax);
-/* Worker `worker` of nworkers' tiles [*t0, *t1): contiguous runs of
- * tiles cut where the running count of their batches and bodies reaches
- * worker / nworkers of the total (depends on the layout and nworkers
- * only). */
-void ph__wide_tile_share(const ph__world *w, int worker, int nworkers, int32_t *t0, int32_t *t1);
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 
 /* Adds the merit terms of the contact rows held in the batches (native

@@ -50,6 +50,7 @@
  * was undone (PH_ERR_NONFINITE: they are part of the state it restores);
  * a step that stands leaves every awake dynamic body inside the envelope.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -663,7 +664,8 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
  * and integrate's pass over the tile's bodies; then what those substeps do
  * to the ground and the statistics. With workers and the tiles' schedule
  * (solver_wide.c, wsched_tiles) each worker runs all of them for its own
- * tiles (ph__wide_tile_share): tiles touch disjoint bodies and points and
+ * tiles, claimed one by one (a descheduled worker holds up no one): tiles
+ * touch disjoint bodies and points and
  * never the ground's stored velocity, so nothing one worker writes is read
  * by another until the pass ends, and every tile gets the operations of
  * one thread. p: out, the plan of substep n - 2. */
@@ -671,16 +673,16 @@ typedef struct tiled_ctx {
     const ph__plan *plans;
     double h, wf;
     int n, iters;
+    atomic_int next; /* the next tile to claim */
     int cancelled[PH__MAX_WORKERS];
     double solve_ms, integrate_ms; /* worker 0's */
 } tiled_ctx;
 
 static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     tiled_ctx *c = ctx;
-    int32_t t0 = 0, t1 = w->tile_count;
-    if (nworkers > 1) ph__wide_tile_share(w, worker, nworkers, &t0, &t1);
+    (void)nworkers;
     double t = now_ms();
-    for (int32_t tile = t0; tile < t1; tile++) {
+    for (int32_t tile; (tile = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed)) < w->tile_count;) {
         /* (A cancel request is seen at every tile; the step is undone.) */
         if (atomic_load_explicit(w->limit.cancel, memory_order_relaxed)) {
             c->cancelled[worker] = 1;
@@ -709,6 +711,7 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
     tiled_ctx c;
     memset(&c, 0, sizeof c);
+    atomic_init(&c.next, 0);
     c.plans = plans;
     c.h = h;
     c.wf = ph__warm_factor(w);
