@@ -55,6 +55,7 @@
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"
+#include "tasks.h"
 #include "world.h"
 
 static int pair_cmp(const void *x, const void *y) {
@@ -216,17 +217,21 @@ static inline int inside(ph_vec3 lo, ph_vec3 hi, ph_vec3 flo, ph_vec3 fhi) {
  * sorted order: every pair of overlapping boxes is among them (each box is
  * inside its fat box), so this is the pair list a full pass on the tight
  * boxes would give, in the same order. */
-static int filter_pairs(ph__world *w) {
-    if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
-    int32_t n = 0;
-    for (int32_t i = 0; i < w->fat_pair_count; i++) {
+static int32_t filter_range(ph__world *w, int32_t i0, int32_t i1, int32_t out) {
+    int32_t n = out;
+    for (int32_t i = i0; i < i1; i++) {
         const ph__pair p = w->fat_pairs[i];
         const ph__shape *a = &w->shapes[p.sa], *b = &w->shapes[p.sb];
         if (a->aabb_lo.x <= b->aabb_hi.x && b->aabb_lo.x <= a->aabb_hi.x && a->aabb_lo.y <= b->aabb_hi.y &&
             b->aabb_lo.y <= a->aabb_hi.y && a->aabb_lo.z <= b->aabb_hi.z && b->aabb_lo.z <= a->aabb_hi.z)
             w->pairs[n++] = p;
     }
-    w->pair_count = n;
+    return n - out;
+}
+
+static int filter_pairs(ph__world *w) {
+    if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
+    w->pair_count = filter_range(w, 0, w->fat_pair_count, 0);
     return PH_OK;
 }
 
@@ -252,17 +257,16 @@ static int rest_hit(void *ctx, int32_t s) {
     return push_pair(w, q->slot, s) ? PH_ERR_NO_MEMORY : 0;
 }
 
-int ph__broadphase(ph__world *w, double dt) {
+/* Step 1's per-shape work for the awake bodies awake[k0, k1): each shape's
+ * AABB (bare box from its parts, grown by the margin and its speculative
+ * reach) and slack; returns 1 when every box is still inside its fat box
+ * (*count: the shapes).
+ * Writes only these bodies' shapes, so the workers' ranges are disjoint. */
+static int refresh_boxes(ph__world *w, int32_t k0, int32_t k1, double dt, int32_t *count) {
     const double margin = w->settings.contact_margin;
-    int32_t nfinite = 0;
-    /* 1. AABBs of the awake bodies' shapes (all finite: planes are static). */
-    if (ph__array_reserve(w->sap_order, w->shape_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
-    ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
-    ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
-    /* Last full pass's pairs can be used when nothing that decides which
-     * pairs are allowed changed and every box is still inside its fat box. */
-    int reuse = w->fat_ok && w->fat_version == w->bp_version;
-    for (int32_t k = 0; k < w->awake_count; k++) {
+    int inside_all = 1;
+    int32_t n = 0;
+    for (int32_t k = k0; k < k1; k++) {
         const ph__body *b = &w->bodies[w->awake[k]];
         for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
             ph__shape *sh = &w->shapes[s];
@@ -281,19 +285,97 @@ int ph__broadphase(ph__world *w, double dt) {
             ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
             sh->aabb_lo = ph_sub(plo, eg);
             sh->aabb_hi = ph_add(phi, eg);
-            reuse = reuse && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
+            inside_all = inside_all && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
             /* The slack of a full pass: a twentieth of the bare box's diagonal. */
             sh->slack = 0.05 * ph_len(ph_add(ph_sub(phi, plo), ph_scale(ext, 2.0)));
+            n++;
+        }
+    }
+    *count = n;
+    return inside_all;
+}
+
+/* Threads (tasks.c): step 1 and the filter split among the step's workers,
+ * each on a contiguous range (awake bodies; last pass's pairs). Every box
+ * and every kept pair is what one thread computes, the "inside" flags are
+ * combined by AND and the filtered blocks joined in pair order, so the
+ * results are those of one thread bit for bit; the sums that choose the
+ * sweep axis and the grid (a full pass only) are taken afterwards on one
+ * thread, in the awake list's order. */
+typedef struct bp_ctx {
+    double dt;
+    int inside[PH__MAX_WORKERS];
+    int32_t shapes[PH__MAX_WORKERS], kept[PH__MAX_WORKERS];
+} bp_ctx;
+
+static void boxes_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    bp_ctx *c = ctx;
+    int32_t k0, k1;
+    ph__tasks_split(w->awake_count, worker, nworkers, &k0, &k1);
+    c->inside[worker] = refresh_boxes(w, k0, k1, c->dt, &c->shapes[worker]);
+}
+
+static void filter_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    bp_ctx *c = ctx;
+    int32_t i0, i1;
+    ph__tasks_split(w->fat_pair_count, worker, nworkers, &i0, &i1);
+    c->kept[worker] = filter_range(w, i0, i1, i0);
+}
+
+/* The workers' share of this pass: with the solver's schedule (the last
+ * step's, as the narrowphase's split) and enough bodies. */
+static int bp_split(const ph__world *w) {
+    return w->task_workers > 1 && w->wsched_ok && w->awake_count >= PH_TASKS_MIN_BODIES;
+}
+
+int ph__broadphase(ph__world *w, double dt) {
+    int32_t nfinite = 0;
+    /* 1. AABBs of the awake bodies' shapes (all finite: planes are static). */
+    if (ph__array_reserve(w->sap_order, w->shape_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
+    ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
+    ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
+    /* Last full pass's pairs can be used when nothing that decides which
+     * pairs are allowed changed and every box is still inside its fat box. */
+    int reuse = w->fat_ok && w->fat_version == w->bp_version;
+    const int split = bp_split(w);
+    bp_ctx bc;
+    bc.dt = dt;
+    if (split) {
+        ph__tasks_run(w, boxes_pass, &bc);
+        for (int k = 0; k < w->task_workers; k++) {
+            reuse = reuse && bc.inside[k];
+            nfinite += bc.shapes[k];
+        }
+    } else {
+        reuse = refresh_boxes(w, 0, w->awake_count, dt, &nfinite) && reuse;
+    }
+    /* (The sums that choose a full pass's axis and grid.) */
+    for (int32_t k = 0; k < w->awake_count && !reuse; k++) {
+        const ph__body *b = &w->bodies[w->awake[k]];
+        for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
+            const ph__shape *sh = &w->shapes[s];
             ph_vec3 c = ph_scale(ph_add(sh->aabb_lo, sh->aabb_hi), 0.5);
             csum = ph_add(csum, c);
             csq = ph_add(csq, ph_cmul(c, c));
             esum = ph_add(esum, ph_sub(sh->aabb_hi, sh->aabb_lo));
             blo = ph_vmin(blo, sh->aabb_lo);
             bhi = ph_vmax(bhi, sh->aabb_hi);
-            nfinite++;
         }
     }
     w->stats.shapes_updated = nfinite;
+    if (reuse && split) {
+        if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
+        ph__tasks_run(w, filter_pass, &bc);
+        int32_t n = 0;
+        for (int k = 0; k < w->task_workers; k++) {
+            int32_t i0, i1;
+            ph__tasks_split(w->fat_pair_count, k, w->task_workers, &i0, &i1);
+            if (n != i0 && bc.kept[k] > 0) memmove(&w->pairs[n], &w->pairs[i0], (size_t)bc.kept[k] * sizeof *w->pairs);
+            n += bc.kept[k];
+        }
+        w->pair_count = n;
+        return PH_OK;
+    }
     if (reuse) return filter_pairs(w);
     /* A full pass, on the fat boxes. */
     w->fat_ok = 0;

@@ -467,23 +467,14 @@ static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
         cm->m.pts[k].point = ph__manifold_point(w, cm, k);
 }
 
-int ph__refresh_manifolds(ph__world *w, int all) {
-    /* The normal and the feature set stay those of the collision; each
-     * point's two material points move with their bodies, and the depth
-     * changes by their relative motion along the normal:
-     *   depth = depth0 - n . (p_b + R_b l_b - p_a - R_a l_a)
-     *         = depth0 - (n . (p_b - p_a) + l_b . R_b^T n - l_a . R_a^T n),
-     * two rotations per manifold instead of two per point. The solver does
-     * not read these depths (its rows move their gaps along with the
-     * velocities, ph__refresh_contact_rows); they are for the impacts of
-     * restitutive pairs (every substep), and, in the last substep, for the
-     * statistics and the events: a pair that starts or stops touching
-     * during the step gets its begin or end event then. The points' world
-     * positions are stored only for those that read them here (impacts,
-     * begin events); the queries and the next step's warm-start matching
-     * make them from the bodies when they need them (ph__manifold_point). */
+/* ph__refresh_manifolds on manifolds [i0, i1): the depths (and points)
+ * moved; ev[0 ..) gets 2 i + 1 for each manifold i that starts touching,
+ * 2 i for one that stops, in order; returns their count (*maxpen: the
+ * deepest). Writes only these manifolds and ev. */
+static int32_t refresh_range(ph__world *w, int32_t i0, int32_t i1, int all, double *maxpen_out, int32_t *ev) {
     double maxpen = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++) {
+    int32_t nev = 0;
+    for (int32_t i = i0; i < i1; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         const int restitutive = cm->restitution > 0;
         if (!all && !restitutive) continue;
@@ -500,9 +491,73 @@ int ph__refresh_manifolds(ph__world *w, int all) {
             if (mp->depth > maxpen) maxpen = mp->depth;
         }
         if (restitutive || (touches && !was)) refresh_points(w, cm);
-        if (touches && !was && push_event(w, cm, 1, touching_point(cm))) return PH_ERR_NO_MEMORY;
-        if (!touches && was && push_event(w, cm, 0, 0)) return PH_ERR_NO_MEMORY;
+        if (touches != was) ev[nev++] = 2 * i + touches;
     }
+    *maxpen_out = maxpen;
+    return nev;
+}
+
+typedef struct rm_ctx {
+    int all;
+    int32_t *ev;
+    int32_t nev[PH__MAX_WORKERS];
+    double maxpen[PH__MAX_WORKERS];
+} rm_ctx;
+
+/* One worker's share of the manifolds (its events from its first
+ * manifold's index on in ev). */
+static void refresh_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    rm_ctx *c = ctx;
+    int32_t i0, i1;
+    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
+    c->nev[worker] = refresh_range(w, i0, i1, c->all, &c->maxpen[worker], c->ev + i0);
+}
+
+int ph__refresh_manifolds(ph__world *w, int all) {
+    /* The normal and the feature set stay those of the collision; each
+     * point's two material points move with their bodies, and the depth
+     * changes by their relative motion along the normal:
+     *   depth = depth0 - n . (p_b + R_b l_b - p_a - R_a l_a)
+     *         = depth0 - (n . (p_b - p_a) + l_b . R_b^T n - l_a . R_a^T n),
+     * two rotations per manifold instead of two per point. The solver does
+     * not read these depths (its rows move their gaps along with the
+     * velocities, ph__refresh_contact_rows); they are for the impacts of
+     * restitutive pairs (every substep), and, in the last substep, for the
+     * statistics and the events: a pair that starts or stops touching
+     * during the step gets its begin or end event then. The points' world
+     * positions are stored only for those that read them here (impacts,
+     * begin events); the queries and the next step's warm-start matching
+     * make them from the bodies when they need them (ph__manifold_point).
+     * Split among the step's workers as the narrowphase (each manifold
+     * written by one; the events pushed afterwards in manifold order, the
+     * deepest point by max: one thread's results). */
+    const int32_t nm = w->manifold_count;
+    int32_t *ev = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *ev, "refresh events");
+    if (!ev) return PH_ERR_NO_MEMORY;
+    rm_ctx c;
+    c.all = all;
+    c.ev = ev;
+    int nw = 1;
+    if (w->task_workers > 1 && nm >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
+        nw = w->task_workers;
+        ph__tasks_run(w, refresh_pass, &c);
+    } else {
+        c.nev[0] = refresh_range(w, 0, nm, all, &c.maxpen[0], ev);
+    }
+    double maxpen = 0;
+    int e = PH_OK;
+    for (int k = 0; k < nw; k++) {
+        int32_t i0, i1;
+        ph__tasks_split(nm, k, nw, &i0, &i1);
+        if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
+        for (int32_t q = 0; q < c.nev[k] && e == PH_OK; q++) {
+            ph__contact_manifold *cm = &w->manifolds[ev[i0 + q] >> 1];
+            const int begin = ev[i0 + q] & 1;
+            if (push_event(w, cm, begin, begin ? touching_point(cm) : 0)) e = PH_ERR_NO_MEMORY;
+        }
+    }
+    ph__arena_free(&w->arena, ev);
+    if (e) return e;
     if (all) w->stats.max_penetration = maxpen;
     return PH_OK;
 }

@@ -67,6 +67,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,58 @@ static void sort_keys(ph__sap_key *a, ph__sap_key *tmp, int32_t n) {
         dst = t;
     }
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* sort_keys with the step's workers (tasks.c): the two halves of a[0, n)
+ * sorted side by side, then merged by all workers, each writing a
+ * contiguous share of the output (its start in each half found by binary
+ * search). The order is total, so the result is sort_keys' bit for bit. */
+typedef struct sort_ctx {
+    ph__sap_key *a, *tmp;
+    int32_t n;
+} sort_ctx;
+
+/* How many of the first o outputs of the merge of x[0, nx) and y[0, ny)
+ * come from x. */
+static int32_t merge_rank(const ph__sap_key *x, int32_t nx, const ph__sap_key *y, int32_t ny, int32_t o) {
+    int32_t lo = o > ny ? o - ny : 0, hi = o < nx ? o : nx;
+    while (lo < hi) {
+        const int32_t m = lo + (hi - lo) / 2;
+        if (key_before(&x[m], &y[o - 1 - m]))
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+static void sort_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const sort_ctx *c = ctx;
+    const int32_t mid = c->n / 2;
+    if (worker < 2) {
+        const int32_t lo = worker ? mid : 0, hi = worker ? c->n : mid;
+        sort_keys(c->a + lo, c->tmp + lo, hi - lo);
+    }
+    ph__tasks_barrier(w);
+    const ph__sap_key *x = c->a, *y = c->a + mid;
+    const int32_t nx = mid, ny = c->n - mid;
+    int32_t o0, o1;
+    ph__tasks_split(c->n, worker, nworkers, &o0, &o1);
+    int32_t i = merge_rank(x, nx, y, ny, o0), j = o0 - i;
+    for (int32_t o = o0; o < o1; o++)
+        c->tmp[o] = j < ny && (i >= nx || key_before(&y[j], &x[i])) ? y[j++] : x[i++];
+    ph__tasks_barrier(w);
+    if (o1 > o0) memcpy(c->a + o0, c->tmp + o0, (size_t)(o1 - o0) * sizeof *c->a);
+}
+
+/* split: the step's workers may take it (the last step's schedule). */
+static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int32_t n, int split) {
+    if (!split || w->task_workers < 2 || n < 16 * PH_TASKS_MIN_GROUPS) {
+        sort_keys(a, tmp, n);
+        return;
+    }
+    sort_ctx c = {a, tmp, n};
+    ph__tasks_run(w, sort_pass, &c);
 }
 
 /* The tile of manifold mi (of its moving body). */
@@ -302,6 +355,7 @@ static int make_tiles(ph__world *w, int32_t nmf) {
  * and only the batches' points, manifolds and bodies are set here (the
  * numbers are fill's, solver_wide_rows.h). */
 static int build(ph__world *w, int32_t ncontact, int native) {
+    const int split = w->wsched_ok; /* (the last step's: the sort may be split) */
     w->wide_ok = 0;
     w->wsched_ok = 0;
     w->wpoint_mode = 0;
@@ -345,7 +399,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     if (na > 1) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
-        sort_keys(w->wkeys, tmp, na);
+        sort_keys_split(w, w->wkeys, tmp, na, split);
         ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
@@ -377,10 +431,10 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     const int32_t nmf = ncol > 0 ? start[ncol - 1] : 0;
     ph__arena_free(&w->arena, start);
     w->tile_count = 0;
-    /* No tiles when the step has workers: its passes split each level's
-     * groups among them (make_schedule), and tiles would cut every level
-     * into one run per tile (more barriers, the same numbers). */
-    if (native && w->task_workers <= 1) {
+    /* Tiles whatever the workers: the same layout at every thread count
+     * (the passes' sums, the merits, the same to the last bit); the
+     * workers take whole tiles when they balance (make_schedule). */
+    if (native) {
         const int e = make_tiles(w, nmf);
         if (e) return e;
     }
@@ -590,19 +644,17 @@ static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, 
 }
 PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
 /* One tile's share of the first substep (point mode): the fill of its
- * batches, their warm start, the sweeps, the relaxation pass; the ground
- * kept at rest as ph__warm_start and ph__solve keep it. */
+ * batches, their warm start, the sweeps, the relaxation pass (the ground,
+ * solver body 0, is never stored by the point passes: it stays at rest,
+ * and tiles solved side by side by workers share no body). */
 static inline __attribute__((always_inline)) void tile_first_body(ph__world *w, int32_t t, const ph__contact_ctx *c,
                                                                   int iters, int relax) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
     point_fill_body(w, c, 0, b0, b1, g0);
     point_warm_start_body(w, b0, b1, g0);
-    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-    for (int it = 0; it < iters; it++) {
+    for (int it = 0; it < iters; it++)
         point_sweep_body(w, NULL, b0, b1, g0);
-        w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-    }
     if (relax) point_relax_body(w, c->h, b0, b1, g0);
 }
 PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
@@ -623,8 +675,24 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
 #define LEVEL_MIN 8
 
 static int make_schedule(ph__world *w, int32_t ng) {
-    w->wsched_ok = 0;
+    w->wsched_ok = w->wsched_tiles = 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
+    /* Islands first (Box2D v3 and Jolt split islands among workers too):
+     * when no tile holds more than half the batches, every pass gives each
+     * worker whole tiles (tile_pass: claimed one by one), with no barrier inside the
+     * pass: tiles touch disjoint bodies, so the order between them does
+     * not matter, and each tile's batches are visited in the order of one
+     * thread. */
+    if (w->tile_count >= 2) {
+        int32_t most = 0;
+        for (int32_t t = 0; t < w->tile_count; t++)
+            if (w->tile_batch[t + 1] - w->tile_batch[t] > most) most = w->tile_batch[t + 1] - w->tile_batch[t];
+        if (2 * (int64_t)most <= w->wbatch_count) {
+            w->wgroup_count = ng;
+            w->wsched_ok = w->wsched_tiles = 1;
+            return PH_OK;
+        }
+    }
     if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 3 * ng + 3)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
@@ -714,16 +782,38 @@ static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     }
 }
 
+/* A pass over whole tiles: each worker claims the next tile until none
+ * is left (a worker the kernel deschedules holds up no one; which worker
+ * solves a tile never changes what is computed). */
+typedef struct tile_job {
+    const wpass *p;
+    atomic_int next;
+} tile_job;
+
+static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    tile_job *j = ctx;
+    for (int32_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < w->tile_count;)
+        if (w->tile_batch[t] < w->tile_batch[t + 1])
+            run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
+}
+
 /* A pass over independent groups: all of them split at once. */
 static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     share(w, ctx, 0, w->wgroup_count, worker, nworkers);
 }
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
-    if (w->wsched_ok && w->task_workers > 1)
+    if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
+        tile_job j = {.p = p};
+        atomic_init(&j.next, 0);
+        ph__tasks_run(w, tile_pass, &j);
+    } else if (w->wsched_ok && w->task_workers > 1) {
         ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
-    else
+    } else {
         run_range(w, p, 0, w->wbatch_count, 0);
+    }
 }
 
 static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {

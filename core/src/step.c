@@ -56,6 +56,7 @@
  * was undone (PH_ERR_NONFINITE: they are part of the state it restores);
  * a step that stands leaves every awake dynamic body inside the envelope.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -118,6 +119,14 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
     return ph_rotate(b->q, w1);
 }
 
+/* Passes over every awake body (the solver bodies, the saved state, the
+ * forces, the envelope check) split among the step's workers (contiguous
+ * ranges; each body written by one) when the solver's are (the last
+ * step's schedule) and the bodies are many. */
+static int big_split(const ph__world *w, int32_t n) {
+    return w->task_workers > 1 && w->wsched_ok && n >= PH_TASKS_MIN_BODIES;
+}
+
 /* Solver bodies: slot 0 the ground, then every awake dynamic or kinematic
  * body in slot order (the awake list). remap = 0 (a later substep of the
  * same step: the set cannot change, and each solver body already holds its
@@ -125,6 +134,13 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
  * inverse inertia of bodies whose principal moments differ. body_to_sbody
  * stays 0 for every other body slot (only the last set's entries are
  * cleared), so a remap costs the awake bodies alone. */
+typedef struct sbody_ctx {
+    int32_t aniso[PH__MAX_WORKERS];
+} sbody_ctx;
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1);
+static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers);
+
+/* (The records themselves: sbody_range, split with big_split.) */
 static int build_solver_bodies(ph__world *w, int remap) {
     if (!remap) {
         for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
@@ -153,8 +169,39 @@ static int build_solver_bodies(ph__world *w, int remap) {
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
+    w->sbody_count = n; /* (what the passes split) */
     int32_t aniso = 0;
-    for (int32_t s = 1; s < n; s++) {
+    if (big_split(w, n)) {
+        sbody_ctx c;
+        ph__tasks_run(w, sbody_pass, &c);
+        for (int k = 0; k < w->task_workers; k++)
+            aniso += c.aniso[k];
+    } else {
+        aniso = sbody_range(w, 1, n);
+    }
+    w->sbody_aniso = aniso;
+    return PH_OK;
+}
+
+/* Worker `worker`'s share of solver bodies 1 .. sbody_count - 1. */
+static void sbody_share(const ph__world *w, int worker, int nworkers, int32_t *s0, int32_t *s1) {
+    int32_t r0, r1;
+    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
+    *s0 = 1 + r0;
+    *s1 = 1 + r1;
+}
+
+static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    ((sbody_ctx *)ctx)->aniso[worker] = sbody_range(w, s0, s1);
+}
+
+/* build_solver_bodies' records of solver bodies [s0, s1) (each from its
+ * awake body); returns how many are anisotropic. */
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
+    int32_t aniso = 0;
+    for (int32_t s = s0; s < s1; s++) {
         const int32_t i = w->awake[s - 1];
         w->body_to_sbody[i] = s;
         const ph__body *b = &w->bodies[i];
@@ -176,9 +223,7 @@ static int build_solver_bodies(ph__world *w, int remap) {
             aniso++;
         }
     }
-    w->sbody_aniso = aniso;
-    w->sbody_count = n;
-    return PH_OK;
+    return aniso;
 }
 
 /* What the forces of a step do in each of its substeps (the same in all:
@@ -186,16 +231,35 @@ static int build_solver_bodies(ph__world *w, int remap) {
  * velocity increment of gravity and force, and whether that is all
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
-static int prepare_forces(ph__world *w, double h) {
-    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
+static void forces_range(ph__world *w, int32_t s0, int32_t s1, double h) {
     const ph_vec3 g = w->settings.gravity;
-    for (int32_t s = 1; s < w->sbody_count; s++) {
+    for (int32_t s = s0; s < s1; s++) {
         const ph__body *b = &w->bodies[w->sbody_body[s]];
         ph__sforce *f = &w->sforce[s];
         f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
         f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
                    !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
     }
+}
+
+typedef struct forces_ctx {
+    double h, wf;
+    int warm;
+} forces_ctx;
+
+static void prepare_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    forces_range(w, s0, s1, ((const forces_ctx *)ctx)->h);
+}
+
+static int prepare_forces(ph__world *w, double h) {
+    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
+    forces_ctx c = {h, 0, 0};
+    if (big_split(w, w->sbody_count))
+        ph__tasks_run(w, prepare_pass, &c);
+    else
+        forces_range(w, 1, w->sbody_count, h);
     return PH_OK;
 }
 
@@ -237,10 +301,21 @@ static void forces_ground(ph__world *w) {
     w->vws[0] = w->vw0[0];
 }
 
+static void apply_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    const forces_ctx *c = ctx;
+    int32_t s0, s1;
+    sbody_share(w, worker, nworkers, &s0, &s1);
+    for (int32_t s = s0; s < s1; s++)
+        force_body(w, s, c->h, c->warm, c->wf);
+}
+
 static void apply_forces(ph__world *w, double h, int warm) {
     const double wf = ph__warm_factor(w);
-    for (int32_t s = 1; s < w->sbody_count; s++)
-        force_body(w, s, h, warm && wf != 0, wf);
+    forces_ctx c = {h, wf, warm && wf != 0};
+    if (big_split(w, w->sbody_count))
+        ph__tasks_run(w, apply_pass, &c);
+    else
+        apply_pass(w, &c, 0, 1);
     forces_ground(w);
 }
 
@@ -673,47 +748,124 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
  * the solve), then per substep ph__solve's sweeps and relaxation
  * (ph__wide_tile_solve), and each time integrate's pass over the tile's
  * bodies; then what those substeps do to the ground and the statistics.
+ * With workers and the tiles' schedule (solver_wide.c, wsched_tiles) each
+ * worker runs all of them for its own tiles, claimed one by one (a
+ * descheduled worker holds up no one): tiles touch disjoint bodies, points
+ * and batches and never the ground's stored velocity (point mode never
+ * stores solver body 0), so nothing one worker writes is read by another
+ * until the pass ends, and every tile gets the operations of one thread.
  * plans[0 .. n - 2]: the substeps' plans; p: out, the plan of substep
  * n - 2. */
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
-    const int iters = w->settings.iterations;
-    const double wf = ph__warm_factor(w);
-    int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
-    if (e) return e;
+typedef struct tiled_ctx {
+    const ph__plan *plans;
+    double h, wf;
+    int n, iters;
+    atomic_int next; /* the next tile to claim */
+    int cancelled[PH__MAX_WORKERS];
+    double solve_ms, integrate_ms; /* worker 0's */
+} tiled_ctx;
+
+static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    tiled_ctx *c = ctx;
+    (void)nworkers;
     double t = now_ms();
+    for (int32_t tile; (tile = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed)) < w->tile_count;) {
+        /* (A cancel request is seen at every tile; the step is undone.) */
+        if (atomic_load_explicit(w->limit.cancel, memory_order_relaxed)) {
+            c->cancelled[worker] = 1;
+            return;
+        }
+        const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
+        const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
+        for (int k = 0; k <= c->n - 2; k++) {
+            if (w->tile_batch[tile] < w->tile_batch[tile + 1]) {
+                if (k == 0)
+                    ph__wide_tile_first(w, tile, &c->plans[0], c->h, c->iters);
+                else
+                    ph__wide_tile_solve(w, tile, c->h, c->iters, c->plans[k].relax);
+            }
+            if (worker == 0) {
+                const double t1ms = now_ms();
+                c->solve_ms += t1ms - t;
+                t = t1ms;
+            }
+            ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
+            if (worker == 0) {
+                const double t1ms = now_ms();
+                c->integrate_ms += t1ms - t;
+                t = t1ms;
+            }
+        }
+    }
+}
+
+static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
+    const int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
+    if (e) return e;
+    tiled_ctx c;
+    memset(&c, 0, sizeof c);
+    atomic_init(&c.next, 0);
+    c.plans = plans;
+    c.h = h;
+    c.wf = ph__warm_factor(w);
+    c.n = n;
+    c.iters = w->settings.iterations;
     int nrelax = 0;
     for (int k = 0; k <= n - 2; k++)
         nrelax += plans[k].relax;
-    for (int32_t tile = 0; tile < w->tile_count; tile++) {
-        if (ph__limit_cancel(&w->limit)) return PH_ERR_CANCELLED; /* (the step is undone) */
-        const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
-        const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
-        for (int k = 0; k <= n - 2; k++) {
-            if (k == 0) {
-                if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_first(w, tile, &plans[0], h, iters);
-                w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-                t = lap(w, PH_STAGE_SOLVE, t);
-                ph__wide_integrate_list(w, idx, nb, h, 1, 2, wf);
-                t = lap(w, PH_STAGE_INTEGRATE, t);
-                continue;
-            }
-            if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_solve(w, tile, h, iters, plans[k].relax);
-            w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-            t = lap(w, PH_STAGE_SOLVE, t);
-            ph__wide_integrate_list(w, idx, nb, h, 1, 2, wf);
-            t = lap(w, PH_STAGE_INTEGRATE, t);
+    const double t = now_ms();
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles)
+        ph__tasks_run(w, tiled_pass, &c);
+    else
+        tiled_pass(w, &c, 0, 1);
+    w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    /* (Worker 0's own split; its wait for the others counts as solving.) */
+    w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
+    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms;
+    for (int k = 0; k < PH__MAX_WORKERS; k++)
+        if (c.cancelled[k]) {
+            w->limit.cancelled = 1;
+            return PH_ERR_CANCELLED; /* (the step is undone) */
         }
-    }
     /* The ground as each of those substeps leaves it (apply_forces,
      * contact_dv), the rows they count. */
     forces_ground(w);
     w->dvc[0].v = w->dvc[0].w = ph_v3(0, 0, 0);
     const int64_t total = w->row_count + w->native_rows;
-    ph__limit_count(&w->limit, (uint64_t)(n - 1) * (uint64_t)iters * (uint64_t)total);
+    ph__limit_count(&w->limit, (uint64_t)(n - 1) * (uint64_t)c.iters * (uint64_t)total);
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     w->tiled_steps++;
     return PH_OK;
+}
+
+/* save_state's copies for awake[k0, k1). */
+static void save_range(ph__world *w, int32_t k0, int32_t k1) {
+    ph__saved_pose *sp = w->saved_pose;
+    for (int32_t k = k0; k < k1; k++) {
+        ph__body *b = &w->bodies[w->awake[k]];
+        b->v_step = b->v;
+        b->w_step = b->w;
+        sp[k].p = b->p;
+        sp[k].q = b->q;
+    }
+    if (w->settings.sleep)
+        for (int32_t k = k0; k < k1; k++) {
+            const ph__body *b = &w->bodies[w->awake[k]];
+            ph__saved_sleep *ss = &w->saved_sleep[k];
+            ss->rest_time = b->rest_time;
+            ss->rest_p = b->rest_p;
+            ss->rest_q = b->rest_q;
+            ss->asleep = b->asleep;
+        }
+}
+
+static void save_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)ctx;
+    int32_t k0, k1;
+    ph__tasks_split(w->awake_count, worker, nworkers, &k0, &k1);
+    save_range(w, k0, k1);
 }
 
 /* Saves what a step changes and the next step reads, beside the copy of
@@ -732,23 +884,10 @@ static int save_state(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
     w->saved_count = n;
-    ph__saved_pose *sp = w->saved_pose;
-    for (int32_t k = 0; k < n; k++) {
-        ph__body *b = &w->bodies[w->awake[k]];
-        b->v_step = b->v;
-        b->w_step = b->w;
-        sp[k].p = b->p;
-        sp[k].q = b->q;
-    }
-    if (sleep)
-        for (int32_t k = 0; k < n; k++) {
-            const ph__body *b = &w->bodies[w->awake[k]];
-            ph__saved_sleep *ss = &w->saved_sleep[k];
-            ss->rest_time = b->rest_time;
-            ss->rest_p = b->rest_p;
-            ss->rest_q = b->rest_q;
-            ss->asleep = b->asleep;
-        }
+    if (big_split(w, n))
+        ph__tasks_run(w, save_pass, NULL);
+    else
+        save_range(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
@@ -815,22 +954,56 @@ static void restore_state(ph__world *w) {
     w->merits_pending = 0;
 }
 
-/* The envelope check after a step: every awake dynamic body (the solver
- * bodies, in slot order) with its position, orientation and velocities
- * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
- * w->fault with the first body outside and returns PH_ERR_NONFINITE. */
-static int check_envelope(ph__world *w, uint16_t world0) {
+/* The first solver body of [s0, s1) outside the envelope, or -1. */
+static int32_t envelope_range(const ph__world *w, int32_t s0, int32_t s1) {
     const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
     const double wmax2 = PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
-    for (int32_t s = 1; s < w->sbody_count; s++) {
-        const int32_t i = w->sbody_body[s];
-        const ph__body *b = &w->bodies[i];
+    for (int32_t s = s0; s < s1; s++) {
+        const ph__body *b = &w->bodies[w->sbody_body[s]];
         if (b->type != PH_BODY_DYNAMIC) continue;
         const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
         const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
         if (fabs(b->p.x) <= PH_ENVELOPE_POSITION && fabs(b->p.y) <= PH_ENVELOPE_POSITION &&
             fabs(b->p.z) <= PH_ENVELOPE_POSITION && fabs(qn) <= PH_ENVELOPE_QUAT_NORM && v2 <= vmax2 && w2 <= wmax2)
             continue;
+        return s;
+    }
+    return -1;
+}
+
+typedef struct envelope_ctx {
+    int32_t first[PH__MAX_WORKERS];
+} envelope_ctx;
+
+static void envelope_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    envelope_ctx *c = ctx;
+    int32_t r0, r1;
+    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
+    c->first[worker] = envelope_range(w, 1 + r0, 1 + r1);
+}
+
+/* The envelope check after a step: every awake dynamic body (the solver
+ * bodies, in slot order) with its position, orientation and velocities
+ * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
+ * w->fault with the first body outside and returns PH_ERR_NONFINITE. Split
+ * among the step's workers with big_split: the first body outside in slot
+ * order is the one reported, whoever finds it. */
+static int check_envelope(ph__world *w, uint16_t world0) {
+    const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
+    int32_t s = -1;
+    if (big_split(w, w->sbody_count)) {
+        envelope_ctx c;
+        ph__tasks_run(w, envelope_pass, &c);
+        for (int k = 0; k < w->task_workers && s < 0; k++) /* (the first in slot order) */
+            s = c.first[k];
+    } else {
+        s = envelope_range(w, 1, w->sbody_count);
+    }
+    if (s >= 0) {
+        const int32_t i = w->sbody_body[s];
+        const ph__body *b = &w->bodies[i];
+        const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
+        const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
         ph_fault *f = &w->fault;
         f->step = w->steps + 1;
         f->body.index1 = i + 1;

@@ -142,6 +142,7 @@ struct ph__world {
     int32_t *wgfirst, *wsegs;
     int32_t wgroup_count, wseg_count;
     int wsched_ok;
+    int wsched_tiles; /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */
