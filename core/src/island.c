@@ -867,6 +867,9 @@ int32_t ph__step_reach(const ph__world *w, int32_t limit) {
     const double dt = w->settings.time_step, margin = w->settings.contact_margin;
     for (int32_t k = 0; k < w->awake_count; k++) {
         const ph__body *b = &w->bodies[w->awake[k]];
+        /* (The list may still hold bodies destroyed, made static or put to
+         * sleep since the last step: awake_settle drops them at its start.) */
+        if (!b->alive || b->type == PH_BODY_STATIC || b->asleep) continue;
         for (int32_t s = b->first_shape; s >= 0; s = w->shapes[s].next) {
             const ph__shape *sh = &w->shapes[s];
             ph_vec3 plo, phi, ext;
