@@ -89,6 +89,7 @@
 #include <unistd.h>
 
 #include "physd/pc_client.h"
+#include "rx_stamp.h"
 
 /* ------------------------------------------- kernel receive timestamps */
 
@@ -99,27 +100,12 @@ static uint64_t g_stamps;         /* reads that carried a stamp */
 
 ssize_t read(int fd, void *buf, size_t n) {
     if (fd < 0 || fd != g_ts_fd) return (ssize_t)syscall(SYS_read, fd, buf, n);
-    struct iovec iov = {buf, n};
-    union {
-        char b[CMSG_SPACE(sizeof(struct timespec))];
-        struct cmsghdr align;
-    } ctl;
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.b;
-    m.msg_controllen = sizeof ctl.b;
-    const ssize_t r = recvmsg(fd, &m, 0);
-    if (r > 0)
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                const int64_t real = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-                g_rx_ns = (uint64_t)(real - g_real_minus_mono);
-                g_stamps++;
-            }
+    int64_t real = 0;
+    const ssize_t r = rx_stamp_recv(fd, buf, n, &real);
+    if (r > 0 && real != 0) {
+        g_rx_ns = (uint64_t)(real - g_real_minus_mono);
+        g_stamps++;
+    }
     return r;
 }
 
@@ -136,9 +122,9 @@ static void find_tcp(uv_handle_t *h, void *arg) {
 
 /* Stamps on for the loop's one TCP socket (the client's connection). */
 static void stamps_on(uv_loop_t *loop) {
-    int fd = -1, one = 1;
+    int fd = -1;
     uv_walk(loop, find_tcp, &fd);
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) {
+    if (fd < 0 || rx_stamp_enable(fd) != 0) {
         fprintf(stderr, "physd-latency: no kernel receive timestamps on this socket\n");
         return;
     }

@@ -38,11 +38,9 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "rx_stamp.h"
 #include "ticker.h"
 
-#ifndef SCM_TIMESTAMPNS
-#define SCM_TIMESTAMPNS SO_TIMESTAMPNS
-#endif
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define MSG(x) PHYSD__V1__SERVER_MESSAGE__MSG_##x
@@ -96,25 +94,8 @@ static int read_stamped(int fd, uint8_t *buf, size_t n, int64_t *stamp) {
     for (size_t got = 0; got < n;) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 5000) != 1) return -1;
-        struct iovec iov = {buf + got, n - got};
-        union {
-            char b[CMSG_SPACE(sizeof(struct timespec))];
-            struct cmsghdr align;
-        } ctl;
-        struct msghdr m;
-        memset(&m, 0, sizeof m);
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = ctl.b;
-        m.msg_controllen = sizeof ctl.b;
-        const ssize_t r = recvmsg(fd, &m, 0);
+        const ssize_t r = rx_stamp_recv(fd, buf + got, n - got, stamp);
         if (r <= 0) return -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                *stamp = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-            }
         got += (size_t)r;
     }
     return 0;
@@ -202,17 +183,13 @@ static void test_burst(void **state) {
     for (int i = 0; i < NSUBS; i++) {
         assert_int_equal(itest_raw_connect(&subs[i], port, 1 << 20), 0);
         assert_int_equal(itest_raw_hello(&subs[i], "reader"), ST(OK));
-        if (i < NSTAMPED) {
-            int one = 1;
-            assert_int_equal(setsockopt(subs[i].fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one), 0);
-        }
+        if (i < NSTAMPED) assert_int_equal(rx_stamp_enable(subs[i].fd), 0);
         compact_subscribe(&subs[i], w);
     }
     itest_raw ed;
     assert_int_equal(itest_raw_connect(&ed, port, 1 << 20), 0);
     assert_int_equal(itest_raw_hello(&ed, "editor"), ST(OK));
-    int one = 1;
-    assert_int_equal(setsockopt(ed.fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one), 0);
+    assert_int_equal(rx_stamp_enable(ed.fd), 0);
     compact_subscribe(&ed, w);
     /* the stamped readers' buffers emptied (recv_stamped reads the
      * socket itself from here on) */
