@@ -99,8 +99,10 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     ph__v4d n[4];
     quat_step4(av[0], av[1], av[2], zero, q, hh, n);
     const ph__v4d l2 = ((n[0] * n[0] + n[1] * n[1]) + n[2] * n[2]) + n[3] * n[3];
-    const ph__vi4 near = (l2 > splat4(1.0 - 1e-8)) & (l2 < splat4(1.0 + 1e-8));
-    if ((near[0] & near[1] & near[2] & near[3]) != 0) {
+    ph__vi4 near = (l2 > splat4(1.0 - 1e-8)) & (l2 < splat4(1.0 + 1e-8));
+    near &= __builtin_shuffle(near, (ph__vi4){2, 3, 0, 1});
+    near &= __builtin_shuffle(near, (ph__vi4){1, 0, 3, 2});
+    if (near[0] != 0) { /* (every lane) */
         const ph__v4d sc = splat4(1.5) - splat4(0.5) * l2;
         for (int c = 0; c < 4; c++)
             n[c] = n[c] * sc;
@@ -146,7 +148,10 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     const ph__v4d wfv = splat4(wf);
     for (int c = 0; c < 3; c++) {
         nw[c] = av[c];
-        if (warm) {
+        if (warm && wf == 1.0) { /* (x * 1 is x: the default factor without its products) */
+            nv[c] = nv[c] + dcv[c];
+            nw[c] = av[c] + dcw[c];
+        } else if (warm) {
             nv[c] = nv[c] + wfv * dcv[c];
             nw[c] = av[c] + wfv * dcw[c];
         }
@@ -164,9 +169,10 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, i
     const int warm = next == 2 && wf != 0;
     int32_t s = s0;
     for (; s + 4 <= s1; s += 4) {
-        int ok = 1;
-        for (int j = 0; j < 4 && next; j++)
-            ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
+        const ph__sforce *f = &w->sforce[s];
+        const ph__sbody *b = &w->sbodies[s];
+        const int ok = !next || ((f[0].plain & f[1].plain) & (f[2].plain & f[3].plain) & (b[0].iso & b[1].iso) &
+                                 (b[2].iso & b[3].iso));
         if (ok) {
             integrate4(w, s, h, dv, next, warm, wf);
         } else {

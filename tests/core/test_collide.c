@@ -215,8 +215,16 @@ static void test_sphere_sphere(void **state) {
     assert_near(m.pts[0].depth, -0.01, TOL);
     assert_vec_near(m.pts[0].point, 1.005, 0, 0, TOL);
 
-    /* Beyond margin. */
+    /* Beyond margin: no point, and the normal left at +z. */
     assert_int_equal(collide(&a, at(0, 0, 0), &b, at(1.53, 0, 0), MARGIN, &m), 0);
+    assert_int_equal(m.count, 0);
+    assert_vec_near(m.normal, 0, 0, 1, TOL);
+    /* A margin that is not a number counts as zero: 0.01 apart is then
+     * beyond it, touching (1.5 apart) is not. */
+    assert_int_equal(ph__collide(&a, at(0, 0, 0), &b, at(1.51, 0, 0), NAN, &m), 0);
+    assert_int_equal(ph__collide(&a, at(0, 0, 0), &b, at(1.5, 0, 0), NAN, &m), 1);
+    assert_near(m.pts[0].depth, 0.0, TOL);
+    assert_vec_near(m.normal, 1, 0, 0, TOL);
 
     /* Coincident centres: a fixed fallback normal, full depth. */
     assert_int_equal(collide(&a, at(1, 1, 1), &b, at(1, 1, 1), MARGIN, &m), 1);
