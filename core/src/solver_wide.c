@@ -11,7 +11,11 @@
  *   ground, never conflicts: it never changes). Level by level, the sweep is
  *   exactly the sequential Gauss–Seidel sweep in height order — any two
  *   manifolds sharing a body keep their order — while the manifolds of one
- *   level touch disjoint bodies. Each level's manifolds, in pair order, are
+ *   level touch disjoint bodies. An island of at least PH_COLOUR_MIN
+ *   manifolds is coloured instead (first fit top-down, the colours solved
+ *   in reverse: a few wide levels that workers can split, where a pyramid's
+ *   bottom-up levels are hundreds of small ones; the order is then the
+ *   colours', the same at every thread count). Each level's manifolds, in pair order, are
  *   cut into groups of PH_LANES; batch k of a group holds point k of each
  *   (one lane per manifold, structure of arrays), and within a level the
  *   batches go point-major (point 0 of every group, then point 1, ...) so
@@ -235,6 +239,15 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
     ph__tasks_run(w, sort_pass, &c);
 }
 
+/* Manifolds (with rows) an island needs to be coloured rather than levelled
+ * bottom-up (build; docs/core.md, "Threads"): pyramid30 (1 335) and
+ * pyramid40 (2 380) are, pyramid20 (590), stack20 and every grid column are
+ * not. A count of the island, never of the workers: the order is the same
+ * at every thread count. */
+#ifndef PH_COLOUR_MIN
+#define PH_COLOUR_MIN 1024
+#endif
+
 /* The tile of manifold mi (of its moving body). */
 static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
@@ -261,21 +274,18 @@ static int32_t run_end(const ph__world *w, int32_t pos, int32_t n, const int32_t
 #define PH_TILE_POINTS 1024
 #endif
 
-/* The tiles of a native build: union-find over the solver bodies through
- * the manifolds with rows (nmf of them, in w->wpoint), each island's root
- * its smallest solver body; the islands, in the order of those roots, cut
- * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
- * solver body s, w->tile_sb its bodies tile by tile (ascending), and
- * w->wpoint stably reordered tile-major (each tile's manifolds keep their
- * level order). tile_batch and tile_group are filled by the batch loop. */
-static int make_tiles(ph__world *w, int32_t nmf) {
+/* The islands of the solver bodies: union-find through the manifolds with
+ * rows (those of keys[0, n), or of w->wpoint[0, n) when keys is NULL), in
+ * w->tile_of (nsb + 1 reserved): each solver body's root, the island's
+ * smallest solver body (the ground, 0, joins nothing). The roots do not
+ * depend on the order the manifolds are visited in. */
+static void islands(ph__world *w, const ph__sap_key *keys, int32_t n) {
     const int32_t nsb = w->sbody_count;
-    if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
     int32_t *par = w->tile_of;
     for (int32_t s = 0; s < nsb; s++)
         par[s] = s;
-    for (int32_t q = 0; q < nmf; q++) {
-        const ph__contact_manifold *cm = &w->manifolds[w->wpoint[q]];
+    for (int32_t q = 0; q < n; q++) {
+        const ph__contact_manifold *cm = &w->manifolds[keys ? keys[q].slot : w->wpoint[q]];
         int32_t a = w->body_to_sbody[cm->ba], b = w->body_to_sbody[cm->bb];
         if (!a || !b) continue;
         while (par[a] != a)
@@ -288,6 +298,20 @@ static int make_tiles(ph__world *w, int32_t nmf) {
     /* par[s] <= s: in ascending order each parent is already its root. */
     for (int32_t s = 1; s < nsb; s++)
         par[s] = par[par[s]];
+}
+
+/* The tiles of a native build: union-find over the solver bodies through
+ * the manifolds with rows (nmf of them, in w->wpoint), each island's root
+ * its smallest solver body; the islands, in the order of those roots, cut
+ * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
+ * solver body s, w->tile_sb its bodies tile by tile (ascending), and
+ * w->wpoint stably reordered tile-major (each tile's manifolds keep their
+ * level order). tile_batch and tile_group are filled by the batch loop. */
+static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
+    const int32_t nsb = w->sbody_count;
+    if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
+    int32_t *par = w->tile_of;
+    if (!islands_done) islands(w, NULL, nmf);
     int32_t *cnt = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *cnt, "tile counts");
     if (!cnt) return PH_ERR_NO_MEMORY;
     memset(cnt, 0, (size_t)nsb * sizeof *cnt);
@@ -349,6 +373,80 @@ static int make_tiles(ph__world *w, int32_t nmf) {
     return PH_OK;
 }
 
+/* The batch layout of a build (build, below): seg holds each run's first
+ * manifold (in w->wpoint), batch and group, 3 per run (a run: one level of
+ * one tile), and the ends after the last; o the visiting order's contact
+ * part (row mode: the runs one after the other). */
+typedef struct layout_ctx {
+    const int32_t *seg;
+    int32_t nrun;
+    int native;
+    int32_t *o;
+    atomic_int next;
+} layout_ctx;
+
+/* Lays out run r's groups, each group's batches (its points 0, 1, ...) one
+ * after the other: the batches of a group touch the same bodies in the
+ * same lanes, so a pass gathers their velocities once per group and
+ * scatters them once. A lane whose manifold has no point k keeps that
+ * manifold's bodies with all-zero rows (it changes nothing). Manifolds of
+ * one level are independent, so any arrangement of a level that keeps each
+ * manifold's points in order is the same sweep. Writes only the run's
+ * batches. */
+static void layout_run(ph__world *w, layout_ctx *lc, int32_t r) {
+    const int native = lc->native;
+    const int32_t pos = lc->seg[3 * r], end = lc->seg[3 * r + 3];
+    int32_t b = lc->seg[3 * r + 1];
+    for (int32_t g = pos; g < end; g += PH_LANES) {
+        const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
+        int kmax = 0;
+        for (int j = 0; j < lanes; j++)
+            if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
+        for (int k = 0; k < kmax; k++) {
+            ph__wbatch *wb = &w->wbatches[b++];
+            /* The group's first batch says how many it has and whether the
+             * group is independent of the one before (same run). */
+            wb->glen = k == 0 ? kmax : 0;
+            wb->indep = k == 0 && g != pos;
+            for (int j = 0; j < PH_LANES; j++) {
+                const int32_t mi = j < lanes ? w->wpoint[g + j] : -1;
+                if (mi < 0 || w->manifolds[mi].m.count <= k) {
+                    const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
+                    if (native) {
+                        wb->point[j] = -1;
+                        wb->pm[j] = 0;
+                        wb->ia[j] = ia;
+                        wb->ib[j] = ib;
+                    } else {
+                        clear_lane(wb, j, ia, ib);
+                    }
+                } else if (native) {
+                    const ph__contact_manifold *cm = &w->manifolds[mi];
+                    wb->point[j] = cm->row0 / 3 + k;
+                    wb->pm[j] = 4 * mi + k;
+                    wb->ia[j] = w->body_to_sbody[cm->ba];
+                    wb->ib[j] = w->body_to_sbody[cm->bb];
+                } else {
+                    fill_lane(w, wb, j, mi, k);
+                    for (int q = 0; q < 3; q++)
+                        *lc->o++ = 3 * wb->point[j] + q;
+                }
+            }
+        }
+    }
+}
+
+/* layout_run with the step's workers: each claims the next run until none
+ * is left (native builds only: row mode's visiting order is written in
+ * sequence). */
+static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    layout_ctx *lc = ctx;
+    for (int32_t r; (r = atomic_fetch_add_explicit(&lc->next, 1, memory_order_relaxed)) < lc->nrun;)
+        layout_run(w, lc, r);
+}
+
 /* native 0: from the world's contact rows (ncontact of them), writing the
  * contact part of w->order; else without contact rows: each manifold with
  * a moving body gets row0 = 3 x its first point (the rows it would have),
@@ -403,9 +501,50 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
+    /* Islands of at least PH_COLOUR_MIN manifolds are coloured instead
+     * (below), as Box2D v3's constraint graph and Jolt's large-island
+     * splitter do (first fit over a mask per body; static bodies share
+     * every colour). A pyramid's rows are chains of side contacts, each
+     * sharing a cube with the next, so the bottom-up rule gives pyramid40
+     * about 225 levels of 1-5 groups, too small to split among workers;
+     * colouring gives it 7 levels of 10-430 manifolds. The sweep is then
+     * the Gauss-Seidel sweep in colour order, a different order than the
+     * bottom-up one: a change of the physics, measured on the tall
+     * pyramids (docs/profile.md, "colouring large islands": colouring
+     * top-down and solving the colours in reverse held pyramid40 best).
+     * The islands' union-find is the one the tiles use (make_tiles). */
+    int islands_done = 0;
+    uint8_t *big = NULL;  /* by solver body: its island is coloured */
+    int32_t *ctop = NULL; /* by solver body: its island's manifolds, then its colours' band */
+    if (na >= PH_COLOUR_MIN) {
+        if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
+        islands(w, w->wkeys, na);
+        islands_done = 1;
+        ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * (sizeof *ctop + 1), "colour islands");
+        if (!ctop) return PH_ERR_NO_MEMORY;
+        big = (uint8_t *)(ctop + nsb + 1);
+        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
+        int any = 0;
+        for (int32_t q = 0; q < na; q++) {
+            const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+            const int32_t a = w->body_to_sbody[cm->ba];
+            ctop[w->tile_of[a ? a : w->body_to_sbody[cm->bb]]]++;
+        }
+        for (int32_t s = 0; s < nsb; s++) {
+            big[s] = s > 0 && ctop[w->tile_of[s]] >= PH_COLOUR_MIN;
+            any |= big[s];
+        }
+        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
+        if (!any) {
+            ph__arena_free(&w->arena, ctop);
+            big = NULL;
+            ctop = NULL;
+        }
+    }
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+        if (big && big[ia ? ia : ib]) continue;
         uint64_t lv = 0;
         if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
         if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
@@ -414,6 +553,50 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         if (ib) w->wmask[ib] = lv + 1;
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
+    if (big) {
+        /* Colouring: top-down (from the highest manifold), each takes
+         * the lowest colour neither moving body has yet; the levels are
+         * the colours in reverse (the first colour is solved last). The
+         * colours' bits are in wmask, of the current band of 64 colours:
+         * a body whose stamp ctop is older has none in it; a body with
+         * all 64 (64 contacts) starts the next band. */
+        int32_t base = 0, band = 1, ncolour = 0;
+        for (int32_t q = na - 1; q >= 0; q--) {
+            const int32_t i = w->wkeys[q].slot;
+            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+            if (!big[ia ? ia : ib]) continue;
+            if (ia && ctop[ia] != band) {
+                ctop[ia] = band;
+                w->wmask[ia] = 0;
+            }
+            if (ib && ctop[ib] != band) {
+                ctop[ib] = band;
+                w->wmask[ib] = 0;
+            }
+            uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
+            if (!~used) {
+                base += ncolour;
+                band++;
+                ncolour = 0;
+                used = 0;
+                if (ia) w->wmask[ia] = 0, ctop[ia] = band;
+                if (ib) w->wmask[ib] = 0, ctop[ib] = band;
+            }
+            const int c = __builtin_ctzll(~used);
+            if (ia) w->wmask[ia] |= 1ull << c;
+            if (ib) w->wmask[ib] |= 1ull << c;
+            if (c + 1 > ncolour) ncolour = c + 1;
+            w->wlevel[i] = base + c;
+        }
+        const int32_t nc = base + ncolour;
+        for (int32_t q = 0; q < na; q++) {
+            const int32_t i = w->wkeys[q].slot;
+            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
+            if (big[ia ? ia : w->body_to_sbody[w->manifolds[i].bb]]) w->wlevel[i] = nc - 1 - w->wlevel[i];
+        }
+        if (nc > ncol) ncol = nc;
+    }
+    if (ctop) ph__arena_free(&w->arena, ctop);
     /* Manifolds by level, stable (counting sort). */
     int32_t *start = ph__arena_alloc(&w->arena, ((size_t)ncol + 1) * sizeof *start, "level starts");
     if (!start) return PH_ERR_NO_MEMORY;
@@ -435,7 +618,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * (the passes' sums, the merits, the same to the last bit); the
      * workers take whole tiles when they balance (make_schedule). */
     if (native) {
-        const int e = make_tiles(w, nmf);
+        const int e = make_tiles(w, nmf, islands_done);
         if (e) return e;
     }
     int32_t *tile = NULL; /* the tile of each manifold in w->wpoint, with two or more */
@@ -445,83 +628,39 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         for (int32_t q = 0; q < nmf; q++)
             tile[q] = manifold_tile(w, w->wpoint[q]);
     }
-    int32_t nbatch = 0, pos = 0, end = 0;
-    for (pos = 0; pos < nmf; pos = end) {
+    /* The runs (one level of one tile each): run r's first manifold (in
+     * w->wpoint), batch and group in seg[3r], [3r + 1], [3r + 2], the ends
+     * after the last run; then the layout, run by run (a run's batches are
+     * contiguous, so runs may be laid out side by side: layout_run). Each
+     * tile's first batch and group are its first run's. */
+    int32_t *seg = ph__arena_alloc(&w->arena, (3 * (size_t)nmf + 3) * sizeof *seg, "run layout");
+    if (!seg) {
+        if (tile) ph__arena_free(&w->arena, tile);
+        return PH_ERR_NO_MEMORY;
+    }
+    for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
+        w->tile_batch[t] = w->tile_group[t] = -1;
+    int32_t nbatch = 0, ngroup = 0, nrun = 0, end = 0;
+    for (int32_t pos = 0; pos < nmf; pos = end, nrun++) {
         end = run_end(w, pos, nmf, tile);
-        for (int32_t g = pos; g < end; g += PH_LANES) {
+        seg[3 * nrun] = pos;
+        seg[3 * nrun + 1] = nbatch;
+        seg[3 * nrun + 2] = ngroup;
+        const int32_t t = tile ? tile[pos] : 0;
+        if (w->tile_count > 0 && w->tile_batch[t] < 0) {
+            w->tile_batch[t] = nbatch;
+            w->tile_group[t] = ngroup;
+        }
+        for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
             int kmax = 0;
             for (int j = 0; j < PH_LANES && g + j < end; j++)
                 if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
             nbatch += kmax;
         }
     }
-    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
-        if (tile) ph__arena_free(&w->arena, tile);
-        return PH_ERR_NO_MEMORY;
-    }
-    for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
-        w->tile_batch[t] = w->tile_group[t] = -1;
-    const int32_t njoint = w->row_count - ncontact;
-    int32_t *o = w->order + njoint;
-    if (!native) w->order_njoint = njoint;
-    int32_t b = 0;
-    pos = 0;
-    /* Group after group within a level, each group's batches (its points
-     * 0, 1, ...) one after the other: the batches of a group touch the same
-     * bodies in the same lanes, so a pass gathers their velocities once per
-     * group and scatters them once. A lane whose manifold has no point k
-     * keeps that manifold's bodies with all-zero rows (it changes nothing).
-     * Manifolds of one level are independent, so any arrangement of a level
-     * that keeps each manifold's points in order is the same sweep. */
-    int32_t ngroup = 0;
-    for (pos = 0; pos < nmf; pos = end) {
-        end = run_end(w, pos, nmf, tile);
-        if (w->tile_count > 0) {
-            const int32_t t = tile ? tile[pos] : 0;
-            if (w->tile_batch[t] < 0) {
-                w->tile_batch[t] = b;
-                w->tile_group[t] = ngroup;
-            }
-        }
-        for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
-            const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
-            int kmax = 0;
-            for (int j = 0; j < lanes; j++)
-                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
-            for (int k = 0; k < kmax; k++) {
-                ph__wbatch *wb = &w->wbatches[b++];
-                /* The group's first batch says how many it has and whether
-                 * the group is independent of the one before (same run). */
-                wb->glen = k == 0 ? kmax : 0;
-                wb->indep = k == 0 && g != pos;
-                for (int j = 0; j < PH_LANES; j++) {
-                    const int32_t mi = j < lanes ? w->wpoint[g + j] : -1;
-                    if (mi < 0 || w->manifolds[mi].m.count <= k) {
-                        const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
-                        if (native) {
-                            wb->point[j] = -1;
-                            wb->pm[j] = 0;
-                            wb->ia[j] = ia;
-                            wb->ib[j] = ib;
-                        } else {
-                            clear_lane(wb, j, ia, ib);
-                        }
-                    } else if (native) {
-                        const ph__contact_manifold *cm = &w->manifolds[mi];
-                        wb->point[j] = cm->row0 / 3 + k;
-                        wb->pm[j] = 4 * mi + k;
-                        wb->ia[j] = w->body_to_sbody[cm->ba];
-                        wb->ib[j] = w->body_to_sbody[cm->bb];
-                    } else {
-                        fill_lane(w, wb, j, mi, k);
-                        for (int q = 0; q < 3; q++)
-                            *o++ = 3 * wb->point[j] + q;
-                    }
-                }
-            }
-        }
-    }
-    if (tile) ph__arena_free(&w->arena, tile);
+    seg[3 * nrun] = nmf;
+    seg[3 * nrun + 1] = nbatch;
+    seg[3 * nrun + 2] = ngroup;
     /* A tile without manifolds (bodies touching nothing) has no batches. */
     if (w->tile_count > 0) {
         w->tile_batch[w->tile_count] = nbatch;
@@ -532,6 +671,23 @@ static int build(ph__world *w, int32_t ncontact, int native) {
                 w->tile_group[t] = w->tile_group[t + 1];
             }
     }
+    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
+        ph__arena_free(&w->arena, seg);
+        if (tile) ph__arena_free(&w->arena, tile);
+        return PH_ERR_NO_MEMORY;
+    }
+    const int32_t njoint = w->row_count - ncontact;
+    if (!native) w->order_njoint = njoint;
+    layout_ctx lc = {.seg = seg, .nrun = nrun, .native = native, .o = w->order + njoint};
+    if (native && split && w->task_workers > 1 && nrun >= 4 && nmf >= 16 * PH_TASKS_MIN_GROUPS) {
+        atomic_init(&lc.next, 0);
+        ph__tasks_run(w, layout_pass, &lc);
+    } else {
+        for (int32_t r = 0; r < nrun; r++)
+            layout_run(w, &lc, r);
+    }
+    ph__arena_free(&w->arena, seg);
+    if (tile) ph__arena_free(&w->arena, tile);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;
