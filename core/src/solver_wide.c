@@ -380,7 +380,6 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
 typedef struct layout_ctx {
     const int32_t *seg;
     int32_t nrun;
-    int native;
     int32_t *o;
     atomic_int next;
 } layout_ctx;
@@ -393,8 +392,8 @@ typedef struct layout_ctx {
  * one level are independent, so any arrangement of a level that keeps each
  * manifold's points in order is the same sweep. Writes only the run's
  * batches. */
-static void layout_run(ph__world *w, layout_ctx *lc, int32_t r) {
-    const int native = lc->native;
+static inline __attribute__((always_inline)) void layout_run(ph__world *w, layout_ctx *lc, int32_t r,
+                                                             const int native) {
     const int32_t pos = lc->seg[3 * r], end = lc->seg[3 * r + 3];
     int32_t b = lc->seg[3 * r + 1];
     for (int32_t g = pos; g < end; g += PH_LANES) {
@@ -444,7 +443,77 @@ static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     (void)nworkers;
     layout_ctx *lc = ctx;
     for (int32_t r; (r = atomic_fetch_add_explicit(&lc->next, 1, memory_order_relaxed)) < lc->nrun;)
-        layout_run(w, lc, r);
+        layout_run(w, lc, r, 1);
+}
+
+/* A manifold's height: the mean of its points along -gravity. */
+static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down) {
+    double hsum = 0;
+    for (int k = 0; k < cm->m.count; k++)
+        hsum += -ph_dot(cm->m.pts[k].point, down);
+    return hsum / cm->m.count;
+}
+
+/* The native build's first loop with the step's workers: each takes a
+ * contiguous range of the manifolds, finds which have rows (a moving body)
+ * and their heights (reading every manifold: the loop's cost), then, after
+ * a barrier, numbers its range's rows and keys from the counts of the
+ * ranges before it. The same row0, keys and order as the loop on one
+ * thread (build). */
+typedef struct keys_ctx {
+    ph_vec3 down;
+    int32_t *pts;                                             /* per manifold: its points with rows, -1: none */
+    double *key;                                              /* per manifold: its height */
+    int32_t np[PH__MAX_WORKERS + 1], na[PH__MAX_WORKERS + 1]; /* per range: points, keys */
+} keys_ctx;
+
+static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    keys_ctx *c = ctx;
+    int32_t i0, i1;
+    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
+    int32_t np = 0, na = 0;
+    for (int32_t i = i0; i < i1; i++) {
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+        c->pts[i] = moving ? cm->m.count : -1;
+        if (moving) c->key[i] = manifold_height(cm, c->down);
+        np += moving ? cm->m.count : 0;
+        na += moving;
+        w->wlevel[i] = -1;
+    }
+    c->np[worker] = np;
+    c->na[worker] = na;
+    ph__tasks_barrier(w);
+    np = na = 0;
+    for (int k = 0; k < worker; k++) {
+        np += c->np[k];
+        na += c->na[k];
+    }
+    for (int32_t i = i0; i < i1; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
+        if (c->pts[i] < 0) continue;
+        np += c->pts[i];
+        w->wkeys[na].key = c->key[i];
+        w->wkeys[na].slot = i;
+        na++;
+    }
+}
+
+static int keys_split(ph__world *w, ph_vec3 down, int32_t *npoint, int32_t *na) {
+    const int32_t nm = w->manifold_count;
+    keys_ctx c = {.down = down};
+    c.key = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * (sizeof *c.key + sizeof *c.pts), "manifold keys");
+    if (!c.key) return PH_ERR_NO_MEMORY;
+    c.pts = (int32_t *)(void *)(c.key + nm + 1);
+    ph__tasks_run(w, keys_pass, &c);
+    *npoint = *na = 0;
+    for (int k = 0; k < w->task_workers; k++) {
+        *npoint += c.np[k];
+        *na += c.na[k];
+    }
+    ph__arena_free(&w->arena, c.key);
+    return PH_OK;
 }
 
 /* native 0: from the world's contact rows (ncontact of them), writing the
@@ -452,7 +521,7 @@ static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
  * a moving body gets row0 = 3 x its first point (the rows it would have),
  * and only the batches' points, manifolds and bodies are set here (the
  * numbers are fill's, solver_wide_rows.h). */
-static int build(ph__world *w, int32_t ncontact, int native) {
+static inline __attribute__((always_inline)) int build(ph__world *w, int32_t ncontact, int native) {
     const int split = w->wsched_ok; /* (the last step's: the sort may be split) */
     w->wide_ok = 0;
     w->wsched_ok = 0;
@@ -462,38 +531,36 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     if (ph__array_reserve(w->wmask, nsb + 1) || ph__array_reserve(w->wlevel, nm + 1) ||
         ph__array_reserve(w->wpoint, nm + 1) || ph__array_reserve(w->order, w->row_count + 1))
         return PH_ERR_NO_MEMORY;
-    /* Manifolds with rows (with moving bodies); -1: none. */
-    int32_t ncol = 0, npoint = 0;
-    for (int32_t i = 0; i < nm; i++) {
-        ph__contact_manifold *cm = &w->manifolds[i];
-        if (native) {
-            const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
-            cm->row0 = moving ? 3 * npoint : -1;
-            npoint += moving ? cm->m.count : 0;
-        }
-        w->wlevel[i] = -1;
-    }
-    w->native_rows = 3 * npoint;
-    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
-    /* Levels bottom-up: the manifolds sorted by height (the mean of their
-     * points along -gravity, ties by pair order); each goes one level above
-     * the last one before it that touched either of its moving bodies. The
+    /* Manifolds with rows (with moving bodies); -1: none. Then the levels
+     * bottom-up: the manifolds sorted by height (the mean of their points
+     * along -gravity, ties by pair order); each goes one level above the
+     * last one before it that touched either of its moving bodies. The
      * level-by-level sweep is then exactly the sequential sweep in height
      * order (every pair of manifolds sharing a body keeps its order), with
      * the manifolds of one level independent of each other. */
+    int32_t ncol = 0, npoint = 0, na = 0;
     const ph_vec3 down = ph_normalize(w->settings.gravity);
     if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
-    int32_t na = 0;
-    for (int32_t i = 0; i < nm; i++) {
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        if (cm->row0 < 0) continue;
-        double hsum = 0;
-        for (int k = 0; k < cm->m.count; k++)
-            hsum += -ph_dot(cm->m.pts[k].point, down);
-        w->wkeys[na].key = hsum / cm->m.count;
-        w->wkeys[na].slot = i;
-        na++;
+    if (native && split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
+        const int e = keys_split(w, down, &npoint, &na);
+        if (e) return e;
+    } else {
+        for (int32_t i = 0; i < nm; i++) {
+            ph__contact_manifold *cm = &w->manifolds[i];
+            if (native) {
+                const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+                cm->row0 = moving ? 3 * npoint : -1;
+                npoint += moving ? cm->m.count : 0;
+            }
+            w->wlevel[i] = -1;
+            if (cm->row0 < 0) continue;
+            w->wkeys[na].key = manifold_height(cm, down);
+            w->wkeys[na].slot = i;
+            na++;
+        }
     }
+    w->native_rows = 3 * npoint;
+    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
     if (na > 1) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
@@ -678,13 +745,13 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     }
     const int32_t njoint = w->row_count - ncontact;
     if (!native) w->order_njoint = njoint;
-    layout_ctx lc = {.seg = seg, .nrun = nrun, .native = native, .o = w->order + njoint};
+    layout_ctx lc = {.seg = seg, .nrun = nrun, .o = w->order + njoint};
     if (native && split && w->task_workers > 1 && nrun >= 4 && nmf >= 16 * PH_TASKS_MIN_GROUPS) {
         atomic_init(&lc.next, 0);
         ph__tasks_run(w, layout_pass, &lc);
     } else {
         for (int32_t r = 0; r < nrun; r++)
-            layout_run(w, &lc, r);
+            layout_run(w, &lc, r, native);
     }
     ph__arena_free(&w->arena, seg);
     if (tile) ph__arena_free(&w->arena, tile);

@@ -96,7 +96,7 @@ static void test_pyramid30_stands(void **state) {
     assert_true(r.top_loss > 0); /* (the contact springs carry the weight: it sags a little) */
     assert_true(r.drift < 0.05);
     assert_true(r.rise < 1e-3);
-    assert_true(r.vmax_end < 0.02);
+    assert_true(r.vmax_end < 0.005); /* (0.0007 m/s; without the relaxation 0.0235, below) */
     assert_int_equal(r.below_ground, 0);
 }
 
@@ -113,7 +113,7 @@ static void test_pyramid40_stands(void **state) {
 /* Without the relaxation pass the same wall does not come to rest: at
  * the end of 10 s its fastest cube still moves at centimetres per second
  * (0.0235 m/s measured), against 0.0007 m/s with the pass (held under
- * 0.005 m/s below). Before r21-colour, pyramid30's bottom-up sweep order
+ * 0.005 m/s by test_pyramid30_stands). Before r21-colour, pyramid30's bottom-up sweep order
  * shook it apart without the pass (the lower rows at metres per second
  * within a second); coloured (solver_wide.c, PH_COLOUR_MIN) it stands
  * without the pass too, and the pass is what brings it to rest. */
@@ -122,8 +122,6 @@ static void test_pyramid30_without_relaxation(void **state) {
     const tall_run r = run_scene("pyramid30", 600, 0);
     assert_true(r.vmax_end > 0.01);
     assert_true(r.top_loss < 0.05);
-    const tall_run q = run_scene("pyramid30", 600, default_relax());
-    assert_true(q.vmax_end < 0.005);
 }
 
 /* The reference scenes keep their quality (physd-bench figures before the
