@@ -71,6 +71,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -748,7 +749,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     layout_ctx lc = {.seg = seg, .nrun = nrun, .o = w->order + njoint};
     if (native && split && w->task_workers > 1 && nrun >= 4 && nmf >= 16 * PH_TASKS_MIN_GROUPS) {
         atomic_init(&lc.next, 0);
-        ph__tasks_run(w, layout_pass, &lc);
+        ph__tasks_run_open(w, layout_pass, &lc);
     } else {
         for (int32_t r = 0; r < nrun; r++)
             layout_run(w, &lc, r, native);
@@ -885,17 +886,18 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
- * them side by side: each takes a contiguous share of the level's groups
- * and solves them with the same operations as one thread, then all wait at
- * a barrier before the next level. Levels of fewer than LEVEL_MIN groups
- * (a pyramid's: a row's side contacts form a chain of levels) run on
- * worker 0 alone, consecutive ones as one serial segment. The passes over
- * independent records (the native build's fill, the refresh, storing the
- * impulses) split all groups at once. Which worker computes what never
- * changes what is computed: the results are those of one thread bit for
- * bit. The schedule (w->wgfirst: each group's first batch; w->wsegs:
- * segments g0, g1, parallel) is made with the batches, point mode only. */
+ * them side by side: they claim pieces of CHUNK groups of a level, in
+ * order, and a piece of the next level starts once every piece before it
+ * is done (claim_pass). Levels of fewer than LEVEL_MIN groups (a pyramid's
+ * bottom-up chains) are one piece, consecutive ones together. The passes
+ * over independent records (the native build's fill, the refresh, storing
+ * the impulses) claim pieces of all groups at once. Which worker computes
+ * what never changes what is computed: the results are those of one
+ * thread bit for bit. The schedule (w->wgfirst: each group's first batch;
+ * w->wsegs: segments g0, g1, parallel, first piece) is made with the
+ * batches, point mode only. */
 #define LEVEL_MIN 8
+#define CHUNK 8 /* groups of a split level claimed at a time */
 
 static int make_schedule(ph__world *w, int32_t ng) {
     w->wsched_ok = w->wsched_tiles = 0;
@@ -916,7 +918,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
             return PH_OK;
         }
     }
-    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 3 * ng + 3)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
         w->wgfirst[g++] = b;
@@ -927,16 +929,25 @@ static int make_schedule(ph__world *w, int32_t ng) {
         /* Level [l0, g). */
         const int par = g - l0 >= LEVEL_MIN;
         if (par) npar += g - l0;
-        if (!par && nseg > 0 && !w->wsegs[3 * nseg - 1]) {
-            w->wsegs[3 * nseg - 2] = g;
+        if (!par && nseg > 0 && !w->wsegs[4 * nseg - 2]) {
+            w->wsegs[4 * nseg - 3] = g;
         } else {
-            w->wsegs[3 * nseg] = l0;
-            w->wsegs[3 * nseg + 1] = g;
-            w->wsegs[3 * nseg + 2] = par;
+            w->wsegs[4 * nseg] = l0;
+            w->wsegs[4 * nseg + 1] = g;
+            w->wsegs[4 * nseg + 2] = par;
             nseg++;
         }
         l0 = g;
     }
+    /* Each segment's first piece (claim_pass): a parallel one's pieces are
+     * CHUNK groups, a serial one is one piece; the total after the last. */
+    int32_t nch = 0;
+    for (int32_t k = 0; k < nseg; k++) {
+        const int32_t *sg = &w->wsegs[4 * k];
+        w->wsegs[4 * k + 3] = nch;
+        nch += sg[2] ? (sg[1] - sg[0] + CHUNK - 1) / CHUNK : 1;
+    }
+    w->wsegs[4 * nseg + 3] = nch;
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
@@ -986,22 +997,57 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
     }
 }
 
-static void share(ph__world *w, const wpass *p, int32_t g0, int32_t g1, int worker, int nworkers) {
-    int32_t a, e;
-    ph__tasks_split(g1 - g0, worker, nworkers, &a, &e);
-    if (a < e) run_range(w, p, w->wgfirst[g0 + a], w->wgfirst[g0 + e], g0 + a);
+/* A pass over the groups, claimed CHUNK at a time from an atomic counter
+ * (any worker may take any piece; the stepping thread alone may take them
+ * all, so a worker the kernel has descheduled holds no one up): ordered,
+ * the pieces of the level schedule's segments in order, a piece of
+ * segment k starting once every piece before the segment is done (done,
+ * a count: pieces are claimed in order, so done reaches segment k's first
+ * piece only when all earlier ones are done, and no piece of a later
+ * segment can finish before); unordered (independent groups), all groups
+ * in pieces with no wait. */
+typedef struct claim_job {
+    const wpass *p;
+    int ordered;
+    atomic_int next, done;
+} claim_job;
+
+static inline void relax_cpu(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
 }
 
-/* A pass in level order: segment after segment, a barrier between. */
-static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    const wpass *p = ctx;
-    for (int32_t k = 0; k < w->wseg_count; k++) {
-        const int32_t *sg = &w->wsegs[3 * k];
-        if (sg[2])
-            share(w, p, sg[0], sg[1], worker, nworkers);
-        else if (worker == 0)
-            run_range(w, p, w->wgfirst[sg[0]], w->wgfirst[sg[1]], sg[0]);
-        if (k + 1 < w->wseg_count) ph__tasks_barrier(w);
+static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    claim_job *j = ctx;
+    if (!j->ordered) {
+        const int32_t ng = w->wgroup_count;
+        for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) * CHUNK < ng;) {
+            const int32_t a = c * CHUNK, e = a + CHUNK < ng ? a + CHUNK : ng;
+            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
+        }
+        return;
+    }
+    const int32_t *sg = w->wsegs;
+    const int32_t total = sg[4 * w->wseg_count + 3];
+    int32_t k = 0;
+    for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < total;) {
+        while (sg[4 * (k + 1) + 3] <= c)
+            k++;
+        const int32_t c0 = sg[4 * k + 3];
+        for (int spins = 0; atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
+            relax_cpu();
+            if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+        }
+        int32_t a = sg[4 * k], e = sg[4 * k + 1];
+        if (sg[4 * k + 2]) {
+            a += (c - c0) * CHUNK;
+            if (a + CHUNK < e) e = a + CHUNK;
+        }
+        run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
+        atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
     }
 }
 
@@ -1022,18 +1068,16 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
 }
 
-/* A pass over independent groups: all of them split at once. */
-static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    share(w, ctx, 0, w->wgroup_count, worker, nworkers);
-}
-
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         tile_job j = {.p = p};
         atomic_init(&j.next, 0);
-        ph__tasks_run(w, tile_pass, &j);
+        ph__tasks_run_open(w, tile_pass, &j);
     } else if (w->wsched_ok && w->task_workers > 1) {
-        ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
+        claim_job j = {.p = p, .ordered = ordered};
+        atomic_init(&j.next, 0);
+        atomic_init(&j.done, 0);
+        ph__tasks_run_open(w, claim_pass, &j);
     } else {
         run_range(w, p, 0, w->wbatch_count, 0);
     }
