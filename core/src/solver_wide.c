@@ -11,7 +11,11 @@
  *   ground, never conflicts: it never changes). Level by level, the sweep is
  *   exactly the sequential Gauss–Seidel sweep in height order — any two
  *   manifolds sharing a body keep their order — while the manifolds of one
- *   level touch disjoint bodies. Each level's manifolds, in pair order, are
+ *   level touch disjoint bodies. An island of at least PH_COLOUR_MIN
+ *   manifolds is coloured instead (first fit top-down, the colours solved
+ *   in reverse: a few wide levels that workers can split, where a pyramid's
+ *   bottom-up levels are hundreds of small ones; the order is then the
+ *   colours', the same at every thread count). Each level's manifolds, in pair order, are
  *   cut into groups of PH_LANES; batch k of a group holds point k of each
  *   (one lane per manifold, structure of arrays), and within a level the
  *   batches go point-major (point 0 of every group, then point 1, ...) so
@@ -67,6 +71,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -235,6 +240,15 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
     ph__tasks_run(w, sort_pass, &c);
 }
 
+/* Manifolds (with rows) an island needs to be coloured rather than levelled
+ * bottom-up (build; docs/core.md, "Threads"): pyramid30 (1 335) and
+ * pyramid40 (2 380) are, pyramid20 (590), stack20 and every grid column are
+ * not. A count of the island, never of the workers: the order is the same
+ * at every thread count. */
+#ifndef PH_COLOUR_MIN
+#define PH_COLOUR_MIN 1024
+#endif
+
 /* The tile of manifold mi (of its moving body). */
 static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
@@ -261,21 +275,18 @@ static int32_t run_end(const ph__world *w, int32_t pos, int32_t n, const int32_t
 #define PH_TILE_POINTS 1024
 #endif
 
-/* The tiles of a native build: union-find over the solver bodies through
- * the manifolds with rows (nmf of them, in w->wpoint), each island's root
- * its smallest solver body; the islands, in the order of those roots, cut
- * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
- * solver body s, w->tile_sb its bodies tile by tile (ascending), and
- * w->wpoint stably reordered tile-major (each tile's manifolds keep their
- * level order). tile_batch and tile_group are filled by the batch loop. */
-static int make_tiles(ph__world *w, int32_t nmf) {
+/* The islands of the solver bodies: union-find through the manifolds with
+ * rows (those of keys[0, n), or of w->wpoint[0, n) when keys is NULL), in
+ * w->tile_of (nsb + 1 reserved): each solver body's root, the island's
+ * smallest solver body (the ground, 0, joins nothing). The roots do not
+ * depend on the order the manifolds are visited in. */
+static void islands(ph__world *w, const ph__sap_key *keys, int32_t n) {
     const int32_t nsb = w->sbody_count;
-    if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
     int32_t *par = w->tile_of;
     for (int32_t s = 0; s < nsb; s++)
         par[s] = s;
-    for (int32_t q = 0; q < nmf; q++) {
-        const ph__contact_manifold *cm = &w->manifolds[w->wpoint[q]];
+    for (int32_t q = 0; q < n; q++) {
+        const ph__contact_manifold *cm = &w->manifolds[keys ? keys[q].slot : w->wpoint[q]];
         int32_t a = w->body_to_sbody[cm->ba], b = w->body_to_sbody[cm->bb];
         if (!a || !b) continue;
         while (par[a] != a)
@@ -288,6 +299,20 @@ static int make_tiles(ph__world *w, int32_t nmf) {
     /* par[s] <= s: in ascending order each parent is already its root. */
     for (int32_t s = 1; s < nsb; s++)
         par[s] = par[par[s]];
+}
+
+/* The tiles of a native build: union-find over the solver bodies through
+ * the manifolds with rows (nmf of them, in w->wpoint), each island's root
+ * its smallest solver body; the islands, in the order of those roots, cut
+ * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
+ * solver body s, w->tile_sb its bodies tile by tile (ascending), and
+ * w->wpoint stably reordered tile-major (each tile's manifolds keep their
+ * level order). tile_batch and tile_group are filled by the batch loop. */
+static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
+    const int32_t nsb = w->sbody_count;
+    if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
+    int32_t *par = w->tile_of;
+    if (!islands_done) islands(w, NULL, nmf);
     int32_t *cnt = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *cnt, "tile counts");
     if (!cnt) return PH_ERR_NO_MEMORY;
     memset(cnt, 0, (size_t)nsb * sizeof *cnt);
@@ -349,12 +374,155 @@ static int make_tiles(ph__world *w, int32_t nmf) {
     return PH_OK;
 }
 
+/* The batch layout of a build (build, below): seg holds each run's first
+ * manifold (in w->wpoint), batch and group, 3 per run (a run: one level of
+ * one tile), and the ends after the last; o the visiting order's contact
+ * part (row mode: the runs one after the other). */
+typedef struct layout_ctx {
+    const int32_t *seg;
+    int32_t nrun;
+    int32_t *o;
+    atomic_int next;
+} layout_ctx;
+
+/* Lays out run r's groups, each group's batches (its points 0, 1, ...) one
+ * after the other: the batches of a group touch the same bodies in the
+ * same lanes, so a pass gathers their velocities once per group and
+ * scatters them once. A lane whose manifold has no point k keeps that
+ * manifold's bodies with all-zero rows (it changes nothing). Manifolds of
+ * one level are independent, so any arrangement of a level that keeps each
+ * manifold's points in order is the same sweep. Writes only the run's
+ * batches. */
+static inline __attribute__((always_inline)) void layout_run(ph__world *w, layout_ctx *lc, int32_t r,
+                                                             const int native) {
+    const int32_t pos = lc->seg[3 * r], end = lc->seg[3 * r + 3];
+    int32_t b = lc->seg[3 * r + 1];
+    for (int32_t g = pos; g < end; g += PH_LANES) {
+        const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
+        int kmax = 0;
+        for (int j = 0; j < lanes; j++)
+            if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
+        for (int k = 0; k < kmax; k++) {
+            ph__wbatch *wb = &w->wbatches[b++];
+            /* The group's first batch says how many it has and whether the
+             * group is independent of the one before (same run). */
+            wb->glen = k == 0 ? kmax : 0;
+            wb->indep = k == 0 && g != pos;
+            for (int j = 0; j < PH_LANES; j++) {
+                const int32_t mi = j < lanes ? w->wpoint[g + j] : -1;
+                if (mi < 0 || w->manifolds[mi].m.count <= k) {
+                    const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
+                    if (native) {
+                        wb->point[j] = -1;
+                        wb->pm[j] = 0;
+                        wb->ia[j] = ia;
+                        wb->ib[j] = ib;
+                    } else {
+                        clear_lane(wb, j, ia, ib);
+                    }
+                } else if (native) {
+                    const ph__contact_manifold *cm = &w->manifolds[mi];
+                    wb->point[j] = cm->row0 / 3 + k;
+                    wb->pm[j] = 4 * mi + k;
+                    wb->ia[j] = w->body_to_sbody[cm->ba];
+                    wb->ib[j] = w->body_to_sbody[cm->bb];
+                } else {
+                    fill_lane(w, wb, j, mi, k);
+                    for (int q = 0; q < 3; q++)
+                        *lc->o++ = 3 * wb->point[j] + q;
+                }
+            }
+        }
+    }
+}
+
+/* layout_run with the step's workers: each claims the next run until none
+ * is left (native builds only: row mode's visiting order is written in
+ * sequence). */
+static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    layout_ctx *lc = ctx;
+    for (int32_t r; (r = atomic_fetch_add_explicit(&lc->next, 1, memory_order_relaxed)) < lc->nrun;)
+        layout_run(w, lc, r, 1);
+}
+
+/* A manifold's height: the mean of its points along -gravity. */
+static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down) {
+    double hsum = 0;
+    for (int k = 0; k < cm->m.count; k++)
+        hsum += -ph_dot(cm->m.pts[k].point, down);
+    return hsum / cm->m.count;
+}
+
+/* The native build's first loop with the step's workers: each takes a
+ * contiguous range of the manifolds, finds which have rows (a moving body)
+ * and their heights (reading every manifold: the loop's cost), then, after
+ * a barrier, numbers its range's rows and keys from the counts of the
+ * ranges before it. The same row0, keys and order as the loop on one
+ * thread (build). */
+typedef struct keys_ctx {
+    ph_vec3 down;
+    int32_t *pts;                                             /* per manifold: its points with rows, -1: none */
+    double *key;                                              /* per manifold: its height */
+    int32_t np[PH__MAX_WORKERS + 1], na[PH__MAX_WORKERS + 1]; /* per range: points, keys */
+} keys_ctx;
+
+static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    keys_ctx *c = ctx;
+    int32_t i0, i1;
+    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
+    int32_t np = 0, na = 0;
+    for (int32_t i = i0; i < i1; i++) {
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+        c->pts[i] = moving ? cm->m.count : -1;
+        if (moving) c->key[i] = manifold_height(cm, c->down);
+        np += moving ? cm->m.count : 0;
+        na += moving;
+        w->wlevel[i] = -1;
+    }
+    c->np[worker] = np;
+    c->na[worker] = na;
+    ph__tasks_barrier(w);
+    np = na = 0;
+    for (int k = 0; k < worker; k++) {
+        np += c->np[k];
+        na += c->na[k];
+    }
+    for (int32_t i = i0; i < i1; i++) {
+        ph__contact_manifold *cm = &w->manifolds[i];
+        cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
+        if (c->pts[i] < 0) continue;
+        np += c->pts[i];
+        w->wkeys[na].key = c->key[i];
+        w->wkeys[na].slot = i;
+        na++;
+    }
+}
+
+static int keys_split(ph__world *w, ph_vec3 down, int32_t *npoint, int32_t *na) {
+    const int32_t nm = w->manifold_count;
+    keys_ctx c = {.down = down};
+    c.key = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * (sizeof *c.key + sizeof *c.pts), "manifold keys");
+    if (!c.key) return PH_ERR_NO_MEMORY;
+    c.pts = (int32_t *)(void *)(c.key + nm + 1);
+    ph__tasks_run(w, keys_pass, &c);
+    *npoint = *na = 0;
+    for (int k = 0; k < w->task_workers; k++) {
+        *npoint += c.np[k];
+        *na += c.na[k];
+    }
+    ph__arena_free(&w->arena, c.key);
+    return PH_OK;
+}
+
 /* native 0: from the world's contact rows (ncontact of them), writing the
  * contact part of w->order; else without contact rows: each manifold with
  * a moving body gets row0 = 3 x its first point (the rows it would have),
  * and only the batches' points, manifolds and bodies are set here (the
  * numbers are fill's, solver_wide_rows.h). */
-static int build(ph__world *w, int32_t ncontact, int native) {
+static inline __attribute__((always_inline)) int build(ph__world *w, int32_t ncontact, int native) {
     const int split = w->wsched_ok; /* (the last step's: the sort may be split) */
     w->wide_ok = 0;
     w->wsched_ok = 0;
@@ -364,38 +532,36 @@ static int build(ph__world *w, int32_t ncontact, int native) {
     if (ph__array_reserve(w->wmask, nsb + 1) || ph__array_reserve(w->wlevel, nm + 1) ||
         ph__array_reserve(w->wpoint, nm + 1) || ph__array_reserve(w->order, w->row_count + 1))
         return PH_ERR_NO_MEMORY;
-    /* Manifolds with rows (with moving bodies); -1: none. */
-    int32_t ncol = 0, npoint = 0;
-    for (int32_t i = 0; i < nm; i++) {
-        ph__contact_manifold *cm = &w->manifolds[i];
-        if (native) {
-            const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
-            cm->row0 = moving ? 3 * npoint : -1;
-            npoint += moving ? cm->m.count : 0;
-        }
-        w->wlevel[i] = -1;
-    }
-    w->native_rows = 3 * npoint;
-    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
-    /* Levels bottom-up: the manifolds sorted by height (the mean of their
-     * points along -gravity, ties by pair order); each goes one level above
-     * the last one before it that touched either of its moving bodies. The
+    /* Manifolds with rows (with moving bodies); -1: none. Then the levels
+     * bottom-up: the manifolds sorted by height (the mean of their points
+     * along -gravity, ties by pair order); each goes one level above the
+     * last one before it that touched either of its moving bodies. The
      * level-by-level sweep is then exactly the sequential sweep in height
      * order (every pair of manifolds sharing a body keeps its order), with
      * the manifolds of one level independent of each other. */
+    int32_t ncol = 0, npoint = 0, na = 0;
     const ph_vec3 down = ph_normalize(w->settings.gravity);
     if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
-    int32_t na = 0;
-    for (int32_t i = 0; i < nm; i++) {
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        if (cm->row0 < 0) continue;
-        double hsum = 0;
-        for (int k = 0; k < cm->m.count; k++)
-            hsum += -ph_dot(cm->m.pts[k].point, down);
-        w->wkeys[na].key = hsum / cm->m.count;
-        w->wkeys[na].slot = i;
-        na++;
+    if (native && split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
+        const int e = keys_split(w, down, &npoint, &na);
+        if (e) return e;
+    } else {
+        for (int32_t i = 0; i < nm; i++) {
+            ph__contact_manifold *cm = &w->manifolds[i];
+            if (native) {
+                const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+                cm->row0 = moving ? 3 * npoint : -1;
+                npoint += moving ? cm->m.count : 0;
+            }
+            w->wlevel[i] = -1;
+            if (cm->row0 < 0) continue;
+            w->wkeys[na].key = manifold_height(cm, down);
+            w->wkeys[na].slot = i;
+            na++;
+        }
     }
+    w->native_rows = 3 * npoint;
+    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
     if (na > 1) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
@@ -403,9 +569,50 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         ph__arena_free(&w->arena, tmp);
     }
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
+    /* Islands of at least PH_COLOUR_MIN manifolds are coloured instead
+     * (below), as Box2D v3's constraint graph and Jolt's large-island
+     * splitter do (first fit over a mask per body; static bodies share
+     * every colour). A pyramid's rows are chains of side contacts, each
+     * sharing a cube with the next, so the bottom-up rule gives pyramid40
+     * about 225 levels of 1-5 groups, too small to split among workers;
+     * colouring gives it 7 levels of 10-430 manifolds. The sweep is then
+     * the Gauss-Seidel sweep in colour order, a different order than the
+     * bottom-up one: a change of the physics, measured on the tall
+     * pyramids (docs/profile.md, "colouring large islands": colouring
+     * top-down and solving the colours in reverse held pyramid40 best).
+     * The islands' union-find is the one the tiles use (make_tiles). */
+    int islands_done = 0;
+    uint8_t *big = NULL;  /* by solver body: its island is coloured */
+    int32_t *ctop = NULL; /* by solver body: its island's manifolds, then its colours' band */
+    if (na >= PH_COLOUR_MIN) {
+        if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
+        islands(w, w->wkeys, na);
+        islands_done = 1;
+        ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * (sizeof *ctop + 1), "colour islands");
+        if (!ctop) return PH_ERR_NO_MEMORY;
+        big = (uint8_t *)(ctop + nsb + 1);
+        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
+        int any = 0;
+        for (int32_t q = 0; q < na; q++) {
+            const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+            const int32_t a = w->body_to_sbody[cm->ba];
+            ctop[w->tile_of[a ? a : w->body_to_sbody[cm->bb]]]++;
+        }
+        for (int32_t s = 0; s < nsb; s++) {
+            big[s] = s > 0 && ctop[w->tile_of[s]] >= PH_COLOUR_MIN;
+            any |= big[s];
+        }
+        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
+        if (!any) {
+            ph__arena_free(&w->arena, ctop);
+            big = NULL;
+            ctop = NULL;
+        }
+    }
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+        if (big && big[ia ? ia : ib]) continue;
         uint64_t lv = 0;
         if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
         if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
@@ -414,6 +621,50 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         if (ib) w->wmask[ib] = lv + 1;
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
+    if (big) {
+        /* Colouring: top-down (from the highest manifold), each takes
+         * the lowest colour neither moving body has yet; the levels are
+         * the colours in reverse (the first colour is solved last). The
+         * colours' bits are in wmask, of the current band of 64 colours:
+         * a body whose stamp ctop is older has none in it; a body with
+         * all 64 (64 contacts) starts the next band. */
+        int32_t base = 0, band = 1, ncolour = 0;
+        for (int32_t q = na - 1; q >= 0; q--) {
+            const int32_t i = w->wkeys[q].slot;
+            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+            if (!big[ia ? ia : ib]) continue;
+            if (ia && ctop[ia] != band) {
+                ctop[ia] = band;
+                w->wmask[ia] = 0;
+            }
+            if (ib && ctop[ib] != band) {
+                ctop[ib] = band;
+                w->wmask[ib] = 0;
+            }
+            uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
+            if (!~used) {
+                base += ncolour;
+                band++;
+                ncolour = 0;
+                used = 0;
+                if (ia) w->wmask[ia] = 0, ctop[ia] = band;
+                if (ib) w->wmask[ib] = 0, ctop[ib] = band;
+            }
+            const int c = __builtin_ctzll(~used);
+            if (ia) w->wmask[ia] |= 1ull << c;
+            if (ib) w->wmask[ib] |= 1ull << c;
+            if (c + 1 > ncolour) ncolour = c + 1;
+            w->wlevel[i] = base + c;
+        }
+        const int32_t nc = base + ncolour;
+        for (int32_t q = 0; q < na; q++) {
+            const int32_t i = w->wkeys[q].slot;
+            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
+            if (big[ia ? ia : w->body_to_sbody[w->manifolds[i].bb]]) w->wlevel[i] = nc - 1 - w->wlevel[i];
+        }
+        if (nc > ncol) ncol = nc;
+    }
+    if (ctop) ph__arena_free(&w->arena, ctop);
     /* Manifolds by level, stable (counting sort). */
     int32_t *start = ph__arena_alloc(&w->arena, ((size_t)ncol + 1) * sizeof *start, "level starts");
     if (!start) return PH_ERR_NO_MEMORY;
@@ -435,7 +686,7 @@ static int build(ph__world *w, int32_t ncontact, int native) {
      * (the passes' sums, the merits, the same to the last bit); the
      * workers take whole tiles when they balance (make_schedule). */
     if (native) {
-        const int e = make_tiles(w, nmf);
+        const int e = make_tiles(w, nmf, islands_done);
         if (e) return e;
     }
     int32_t *tile = NULL; /* the tile of each manifold in w->wpoint, with two or more */
@@ -445,83 +696,39 @@ static int build(ph__world *w, int32_t ncontact, int native) {
         for (int32_t q = 0; q < nmf; q++)
             tile[q] = manifold_tile(w, w->wpoint[q]);
     }
-    int32_t nbatch = 0, pos = 0, end = 0;
-    for (pos = 0; pos < nmf; pos = end) {
+    /* The runs (one level of one tile each): run r's first manifold (in
+     * w->wpoint), batch and group in seg[3r], [3r + 1], [3r + 2], the ends
+     * after the last run; then the layout, run by run (a run's batches are
+     * contiguous, so runs may be laid out side by side: layout_run). Each
+     * tile's first batch and group are its first run's. */
+    int32_t *seg = ph__arena_alloc(&w->arena, (3 * (size_t)nmf + 3) * sizeof *seg, "run layout");
+    if (!seg) {
+        if (tile) ph__arena_free(&w->arena, tile);
+        return PH_ERR_NO_MEMORY;
+    }
+    for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
+        w->tile_batch[t] = w->tile_group[t] = -1;
+    int32_t nbatch = 0, ngroup = 0, nrun = 0, end = 0;
+    for (int32_t pos = 0; pos < nmf; pos = end, nrun++) {
         end = run_end(w, pos, nmf, tile);
-        for (int32_t g = pos; g < end; g += PH_LANES) {
+        seg[3 * nrun] = pos;
+        seg[3 * nrun + 1] = nbatch;
+        seg[3 * nrun + 2] = ngroup;
+        const int32_t t = tile ? tile[pos] : 0;
+        if (w->tile_count > 0 && w->tile_batch[t] < 0) {
+            w->tile_batch[t] = nbatch;
+            w->tile_group[t] = ngroup;
+        }
+        for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
             int kmax = 0;
             for (int j = 0; j < PH_LANES && g + j < end; j++)
                 if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
             nbatch += kmax;
         }
     }
-    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
-        if (tile) ph__arena_free(&w->arena, tile);
-        return PH_ERR_NO_MEMORY;
-    }
-    for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
-        w->tile_batch[t] = w->tile_group[t] = -1;
-    const int32_t njoint = w->row_count - ncontact;
-    int32_t *o = w->order + njoint;
-    if (!native) w->order_njoint = njoint;
-    int32_t b = 0;
-    pos = 0;
-    /* Group after group within a level, each group's batches (its points
-     * 0, 1, ...) one after the other: the batches of a group touch the same
-     * bodies in the same lanes, so a pass gathers their velocities once per
-     * group and scatters them once. A lane whose manifold has no point k
-     * keeps that manifold's bodies with all-zero rows (it changes nothing).
-     * Manifolds of one level are independent, so any arrangement of a level
-     * that keeps each manifold's points in order is the same sweep. */
-    int32_t ngroup = 0;
-    for (pos = 0; pos < nmf; pos = end) {
-        end = run_end(w, pos, nmf, tile);
-        if (w->tile_count > 0) {
-            const int32_t t = tile ? tile[pos] : 0;
-            if (w->tile_batch[t] < 0) {
-                w->tile_batch[t] = b;
-                w->tile_group[t] = ngroup;
-            }
-        }
-        for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
-            const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
-            int kmax = 0;
-            for (int j = 0; j < lanes; j++)
-                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
-            for (int k = 0; k < kmax; k++) {
-                ph__wbatch *wb = &w->wbatches[b++];
-                /* The group's first batch says how many it has and whether
-                 * the group is independent of the one before (same run). */
-                wb->glen = k == 0 ? kmax : 0;
-                wb->indep = k == 0 && g != pos;
-                for (int j = 0; j < PH_LANES; j++) {
-                    const int32_t mi = j < lanes ? w->wpoint[g + j] : -1;
-                    if (mi < 0 || w->manifolds[mi].m.count <= k) {
-                        const int32_t ia = mi < 0 ? 0 : wb[-k].ia[j], ib = mi < 0 ? 0 : wb[-k].ib[j];
-                        if (native) {
-                            wb->point[j] = -1;
-                            wb->pm[j] = 0;
-                            wb->ia[j] = ia;
-                            wb->ib[j] = ib;
-                        } else {
-                            clear_lane(wb, j, ia, ib);
-                        }
-                    } else if (native) {
-                        const ph__contact_manifold *cm = &w->manifolds[mi];
-                        wb->point[j] = cm->row0 / 3 + k;
-                        wb->pm[j] = 4 * mi + k;
-                        wb->ia[j] = w->body_to_sbody[cm->ba];
-                        wb->ib[j] = w->body_to_sbody[cm->bb];
-                    } else {
-                        fill_lane(w, wb, j, mi, k);
-                        for (int q = 0; q < 3; q++)
-                            *o++ = 3 * wb->point[j] + q;
-                    }
-                }
-            }
-        }
-    }
-    if (tile) ph__arena_free(&w->arena, tile);
+    seg[3 * nrun] = nmf;
+    seg[3 * nrun + 1] = nbatch;
+    seg[3 * nrun + 2] = ngroup;
     /* A tile without manifolds (bodies touching nothing) has no batches. */
     if (w->tile_count > 0) {
         w->tile_batch[w->tile_count] = nbatch;
@@ -532,6 +739,23 @@ static int build(ph__world *w, int32_t ncontact, int native) {
                 w->tile_group[t] = w->tile_group[t + 1];
             }
     }
+    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
+        ph__arena_free(&w->arena, seg);
+        if (tile) ph__arena_free(&w->arena, tile);
+        return PH_ERR_NO_MEMORY;
+    }
+    const int32_t njoint = w->row_count - ncontact;
+    if (!native) w->order_njoint = njoint;
+    layout_ctx lc = {.seg = seg, .nrun = nrun, .o = w->order + njoint};
+    if (native && split && w->task_workers > 1 && nrun >= 4 && nmf >= 16 * PH_TASKS_MIN_GROUPS) {
+        atomic_init(&lc.next, 0);
+        ph__tasks_run_open(w, layout_pass, &lc);
+    } else {
+        for (int32_t r = 0; r < nrun; r++)
+            layout_run(w, &lc, r, native);
+    }
+    ph__arena_free(&w->arena, seg);
+    if (tile) ph__arena_free(&w->arena, tile);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
     return PH_OK;
@@ -662,17 +886,18 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
- * them side by side: each takes a contiguous share of the level's groups
- * and solves them with the same operations as one thread, then all wait at
- * a barrier before the next level. Levels of fewer than LEVEL_MIN groups
- * (a pyramid's: a row's side contacts form a chain of levels) run on
- * worker 0 alone, consecutive ones as one serial segment. The passes over
- * independent records (the native build's fill, the refresh, storing the
- * impulses) split all groups at once. Which worker computes what never
- * changes what is computed: the results are those of one thread bit for
- * bit. The schedule (w->wgfirst: each group's first batch; w->wsegs:
- * segments g0, g1, parallel) is made with the batches, point mode only. */
+ * them side by side: they claim pieces of CHUNK groups of a level, in
+ * order, and a piece of the next level starts once every piece before it
+ * is done (claim_pass). Levels of fewer than LEVEL_MIN groups (a pyramid's
+ * bottom-up chains) are one piece, consecutive ones together. The passes
+ * over independent records (the native build's fill, the refresh, storing
+ * the impulses) claim pieces of all groups at once. Which worker computes
+ * what never changes what is computed: the results are those of one
+ * thread bit for bit. The schedule (w->wgfirst: each group's first batch;
+ * w->wsegs: segments g0, g1, parallel, first piece) is made with the
+ * batches, point mode only. */
 #define LEVEL_MIN 8
+#define CHUNK 8 /* groups of a split level claimed at a time */
 
 static int make_schedule(ph__world *w, int32_t ng) {
     w->wsched_ok = w->wsched_tiles = 0;
@@ -693,7 +918,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
             return PH_OK;
         }
     }
-    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 3 * ng + 3)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
         w->wgfirst[g++] = b;
@@ -704,16 +929,25 @@ static int make_schedule(ph__world *w, int32_t ng) {
         /* Level [l0, g). */
         const int par = g - l0 >= LEVEL_MIN;
         if (par) npar += g - l0;
-        if (!par && nseg > 0 && !w->wsegs[3 * nseg - 1]) {
-            w->wsegs[3 * nseg - 2] = g;
+        if (!par && nseg > 0 && !w->wsegs[4 * nseg - 2]) {
+            w->wsegs[4 * nseg - 3] = g;
         } else {
-            w->wsegs[3 * nseg] = l0;
-            w->wsegs[3 * nseg + 1] = g;
-            w->wsegs[3 * nseg + 2] = par;
+            w->wsegs[4 * nseg] = l0;
+            w->wsegs[4 * nseg + 1] = g;
+            w->wsegs[4 * nseg + 2] = par;
             nseg++;
         }
         l0 = g;
     }
+    /* Each segment's first piece (claim_pass): a parallel one's pieces are
+     * CHUNK groups, a serial one is one piece; the total after the last. */
+    int32_t nch = 0;
+    for (int32_t k = 0; k < nseg; k++) {
+        const int32_t *sg = &w->wsegs[4 * k];
+        w->wsegs[4 * k + 3] = nch;
+        nch += sg[2] ? (sg[1] - sg[0] + CHUNK - 1) / CHUNK : 1;
+    }
+    w->wsegs[4 * nseg + 3] = nch;
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
@@ -763,22 +997,57 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
     }
 }
 
-static void share(ph__world *w, const wpass *p, int32_t g0, int32_t g1, int worker, int nworkers) {
-    int32_t a, e;
-    ph__tasks_split(g1 - g0, worker, nworkers, &a, &e);
-    if (a < e) run_range(w, p, w->wgfirst[g0 + a], w->wgfirst[g0 + e], g0 + a);
+/* A pass over the groups, claimed CHUNK at a time from an atomic counter
+ * (any worker may take any piece; the stepping thread alone may take them
+ * all, so a worker the kernel has descheduled holds no one up): ordered,
+ * the pieces of the level schedule's segments in order, a piece of
+ * segment k starting once every piece before the segment is done (done,
+ * a count: pieces are claimed in order, so done reaches segment k's first
+ * piece only when all earlier ones are done, and no piece of a later
+ * segment can finish before); unordered (independent groups), all groups
+ * in pieces with no wait. */
+typedef struct claim_job {
+    const wpass *p;
+    int ordered;
+    atomic_int next, done;
+} claim_job;
+
+static inline void relax_cpu(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
 }
 
-/* A pass in level order: segment after segment, a barrier between. */
-static void level_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    const wpass *p = ctx;
-    for (int32_t k = 0; k < w->wseg_count; k++) {
-        const int32_t *sg = &w->wsegs[3 * k];
-        if (sg[2])
-            share(w, p, sg[0], sg[1], worker, nworkers);
-        else if (worker == 0)
-            run_range(w, p, w->wgfirst[sg[0]], w->wgfirst[sg[1]], sg[0]);
-        if (k + 1 < w->wseg_count) ph__tasks_barrier(w);
+static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    claim_job *j = ctx;
+    if (!j->ordered) {
+        const int32_t ng = w->wgroup_count;
+        for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) * CHUNK < ng;) {
+            const int32_t a = c * CHUNK, e = a + CHUNK < ng ? a + CHUNK : ng;
+            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
+        }
+        return;
+    }
+    const int32_t *sg = w->wsegs;
+    const int32_t total = sg[4 * w->wseg_count + 3];
+    int32_t k = 0;
+    for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < total;) {
+        while (sg[4 * (k + 1) + 3] <= c)
+            k++;
+        const int32_t c0 = sg[4 * k + 3];
+        for (int spins = 0; atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
+            relax_cpu();
+            if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+        }
+        int32_t a = sg[4 * k], e = sg[4 * k + 1];
+        if (sg[4 * k + 2]) {
+            a += (c - c0) * CHUNK;
+            if (a + CHUNK < e) e = a + CHUNK;
+        }
+        run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
+        atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
     }
 }
 
@@ -799,18 +1068,16 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
 }
 
-/* A pass over independent groups: all of them split at once. */
-static void flat_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    share(w, ctx, 0, w->wgroup_count, worker, nworkers);
-}
-
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         tile_job j = {.p = p};
         atomic_init(&j.next, 0);
-        ph__tasks_run(w, tile_pass, &j);
+        ph__tasks_run_open(w, tile_pass, &j);
     } else if (w->wsched_ok && w->task_workers > 1) {
-        ph__tasks_run(w, ordered ? level_pass : flat_pass, (void *)p);
+        claim_job j = {.p = p, .ordered = ordered};
+        atomic_init(&j.next, 0);
+        atomic_init(&j.done, 0);
+        ph__tasks_run_open(w, claim_pass, &j);
     } else {
         run_range(w, p, 0, w->wbatch_count, 0);
     }

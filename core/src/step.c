@@ -436,21 +436,30 @@ void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, dou
 typedef struct integrate_ctx {
     double h, wf;
     int dv, next;
+    atomic_int piece; /* the next piece to claim */
 } integrate_ctx;
 
-/* One worker's share of the solver bodies: whole runs of four (the runs
- * integrate_wide.c makes with one worker), so every body is computed as
- * with one. */
+/* Runs of four solver bodies claimed at a time by integrate_pass. */
+#define INTEGRATE_PIECE 64
+
+/* The solver bodies in pieces of whole runs of four (the runs
+ * integrate_wide.c makes with one worker), each worker claiming the next
+ * piece from an atomic counter (ph__tasks_run_open: a descheduled worker
+ * holds no one up), so every body is computed as with one. */
 static void integrate_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    const integrate_ctx *c = ctx;
-    int32_t r0, r1;
-    ph__tasks_split((w->sbody_count - 1 + 3) / 4, worker, nworkers, &r0, &r1);
-    const int32_t s0 = 1 + 4 * r0, s1 = 1 + 4 * r1 < w->sbody_count ? 1 + 4 * r1 : w->sbody_count;
-    if (w->settings.vector_solver) {
-        ph__wide_integrate(w, s0, s1, c->h, c->dv, c->next, c->wf);
-    } else {
-        for (int32_t s = s0; s < s1; s++)
-            ph__integrate_body(w, s, c->h, c->dv, c->next, c->wf);
+    (void)worker;
+    (void)nworkers;
+    integrate_ctx *c = ctx;
+    const int32_t nrun = (w->sbody_count - 1 + 3) / 4;
+    for (int32_t p; (p = atomic_fetch_add_explicit(&c->piece, 1, memory_order_relaxed)) * INTEGRATE_PIECE < nrun;) {
+        const int32_t r0 = p * INTEGRATE_PIECE, r1 = r0 + INTEGRATE_PIECE < nrun ? r0 + INTEGRATE_PIECE : nrun;
+        const int32_t s0 = 1 + 4 * r0, s1 = 1 + 4 * r1 < w->sbody_count ? 1 + 4 * r1 : w->sbody_count;
+        if (w->settings.vector_solver) {
+            ph__wide_integrate(w, s0, s1, c->h, c->dv, c->next, c->wf);
+        } else {
+            for (int32_t s = s0; s < s1; s++)
+                ph__integrate_body(w, s, c->h, c->dv, c->next, c->wf);
+        }
     }
 }
 
@@ -461,13 +470,14 @@ static void integrate_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 static void integrate(ph__world *w, const ph__plan *p, double h) {
     const int dv = p->next != PH_NEXT_NONE;
     const int next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
-    integrate_ctx c = {h, ph__warm_factor(w), dv, next};
+    integrate_ctx c = {.h = h, .wf = ph__warm_factor(w), .dv = dv, .next = next};
+    atomic_init(&c.piece, 0);
     /* (Only when the solver's levels are split too, ph__wide's schedule: a
      * world whose solve stays on one thread, a pyramid's chains of small
      * levels, gains less from a split integration than the workers' wake-ups
      * cost.) */
     if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES && w->wsched_ok)
-        ph__tasks_run(w, integrate_pass, &c);
+        ph__tasks_run_open(w, integrate_pass, &c);
     else
         integrate_pass(w, &c, 0, 1);
     if (next) forces_ground(w);
@@ -816,7 +826,7 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     const double t = now_ms();
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
     if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles)
-        ph__tasks_run(w, tiled_pass, &c);
+        ph__tasks_run_open(w, tiled_pass, &c);
     else
         tiled_pass(w, &c, 0, 1);
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);

@@ -10,7 +10,12 @@
  * ph__tasks_run publishes the pass (function, context) by bumping the
  * pool's job generation; the workers, spinning briefly and then asleep on
  * a futex, see it, run the pass with their index, and meet the stepping
- * thread at the closing barrier. ph__tasks_barrier is a counting barrier
+ * thread at the closing barrier. ph__tasks_run_open publishes a pass
+ * without barriers whose work is claimed: a worker joins it (a
+ * compare-and-swap on the pass's ticket: generation, closed bit, count)
+ * only while it is open, and the stepping thread, its own part done,
+ * closes it and waits only for the workers that joined, so a worker the
+ * kernel has descheduled holds no one up. ph__tasks_barrier is a counting barrier
  * with a generation: the last to arrive resets the count and bumps the
  * generation; the others spin on it for a while (a pass's parts are a few
  * microseconds apart) and then sleep on a futex, so a worker descheduled
@@ -54,6 +59,9 @@
 
 #define MAX_WORKERS PH__MAX_WORKERS
 #define SPIN 1000 /* polls before sleeping (each a pause: some tens of microseconds in all) */
+#define T_FIXED (1ull << 31)
+#define T_CLOSED (1ull << 30)
+#define T_COUNT (T_CLOSED - 1)
 
 typedef struct {
     _Alignas(64) atomic_uint gen; /* bumped when everyone has arrived */
@@ -73,6 +81,11 @@ struct ph__tasks {
     _Alignas(64) atomic_uint job; /* generation of the published pass */
     atomic_int job_sleepers;
     atomic_int stop;
+    /* The published pass: its generation (high 32 bits), FIXED (every
+     * worker runs it, barriers inside) or open (joined while not CLOSED;
+     * the low bits count the workers that joined). */
+    _Alignas(64) _Atomic uint64_t ticket;
+    _Alignas(64) atomic_int left; /* open pass: joined workers that have returned */
     ph__pass_fn *fn;
     void *ctx;
     int nworkers; /* workers of the running pass */
@@ -145,9 +158,26 @@ static void *worker_main(void *arg) {
         wait_change(&t->job, seen, &t->job_sleepers);
         seen = atomic_load_explicit(&t->job, memory_order_acquire);
         if (atomic_load(&t->stop)) return NULL;
-        if (me < t->nworkers) {
-            t->fn(t->w, t->ctx, me, t->nworkers);
-            barrier_wait(&t->bar);
+        uint64_t v = atomic_load_explicit(&t->ticket, memory_order_acquire);
+        if ((unsigned)(v >> 32) != seen) continue; /* (a newer pass: job has moved on) */
+        if (v & T_FIXED) {
+            if (me < t->nworkers) {
+                t->fn(t->w, t->ctx, me, t->nworkers);
+                barrier_wait(&t->bar);
+            }
+            continue;
+        }
+        /* An open pass: join it unless the stepping thread has closed it
+         * (then its context may be gone); once joined, it waits for us. */
+        while (!(v & T_CLOSED) && (unsigned)(v >> 32) == seen) {
+            if (atomic_compare_exchange_weak_explicit(&t->ticket, &v, v + 1, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                /* (fn, ctx and n read only once joined: until we leave,
+                 * the stepping thread publishes nothing new.) */
+                if (me < t->nworkers) t->fn(t->w, t->ctx, me, t->nworkers);
+                atomic_fetch_add_explicit(&t->left, 1, memory_order_release);
+                break;
+            }
         }
     }
 }
@@ -196,6 +226,19 @@ int ph__tasks_begin(ph__world *w) {
     return w->task_workers = t->nthreads + 1;
 }
 
+/* Publishes a pass: its generation in the ticket, then the job bumped
+ * (sequentially consistent: fn, ctx, n and the ticket are seen with it). */
+static void publish(ph__tasks *t, ph__pass_fn *fn, void *ctx, int n, uint64_t flags) {
+    t->fn = fn;
+    t->ctx = ctx;
+    t->nworkers = n;
+    t->bar.n = n;
+    const unsigned gen = atomic_load_explicit(&t->job, memory_order_relaxed) + 1;
+    atomic_store_explicit(&t->left, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ticket, ((uint64_t)gen << 32) | flags, memory_order_release);
+    bump(&t->job, &t->job_sleepers);
+}
+
 void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx) {
     const int n = w->task_workers;
     ph__tasks *t = w->tasks;
@@ -203,17 +246,35 @@ void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx) {
         fn(w, ctx, 0, 1);
         return;
     }
-    t->fn = fn;
-    t->ctx = ctx;
-    t->nworkers = n;
-    t->bar.n = n;
     if (w->task_runner) {
+        t->fn = fn;
+        t->ctx = ctx;
+        t->nworkers = n;
+        t->bar.n = n;
         w->task_runner(w->task_runner_user, host_task, t, n);
         return;
     }
-    bump(&t->job, &t->job_sleepers); /* (publishes fn, ctx, n: sequentially consistent) */
+    publish(t, fn, ctx, n, T_FIXED);
     fn(w, ctx, 0, n);
     barrier_wait(&t->bar);
+}
+
+void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
+    const int n = w->task_workers;
+    ph__tasks *t = w->tasks;
+    if (n <= 1 || !t || w->task_runner) {
+        ph__tasks_run(w, fn, ctx);
+        return;
+    }
+    publish(t, fn, ctx, n, 0);
+    fn(w, ctx, 0, n);
+    /* Closed: no worker joins from now on; wait for those that did. */
+    const uint64_t v = atomic_fetch_or_explicit(&t->ticket, T_CLOSED, memory_order_acq_rel);
+    const int joined = (int)(v & T_COUNT);
+    for (int spins = 0; atomic_load_explicit(&t->left, memory_order_acquire) < joined; spins++) {
+        cpu_relax();
+        if (spins > SPIN) sched_yield(); /* (a joined worker descheduled mid-piece) */
+    }
 }
 
 void ph__tasks_barrier(ph__world *w) {

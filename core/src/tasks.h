@@ -33,6 +33,12 @@ int ph__tasks_begin(ph__world *w);
 /* Runs fn on the workers ph__tasks_begin gave (directly on this thread
  * when that is one) and returns when every worker has returned. */
 void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
+/* As ph__tasks_run for a pass without ph__tasks_barrier whose work the
+ * workers claim (an atomic counter: any worker may do any part, worker 0
+ * all of it): a worker joins only while the stepping thread has not
+ * finished its own part, and the call returns when the workers that joined
+ * have returned, so a worker the kernel has descheduled holds no one up. */
+void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx);
 /* Inside a pass: returns once every worker of the pass has called it. */
 void ph__tasks_barrier(ph__world *w);
 /* The pool's threads stopped and joined, its record freed (world destroy). */

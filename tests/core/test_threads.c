@@ -7,8 +7,9 @@
  * (positions, orientations, velocities, impulses of every body, joint and
  * manifold) after each step: the grid presets (grid4000 and a few steps of
  * grid16000, whose islands the workers share out as whole tiles; grid4000
- * at rest and pushed, checked to take that path), pyramid40 (one island
- * of small levels: its solve stays on worker 0), a grid with ball joints
+ * at rest and pushed, checked to take that path), pyramid40 (one island,
+ * coloured into a few wide levels that the workers split; pyramid20 keeps
+ * the bottom-up levels), a grid with ball joints
  * between neighbouring boxes (the joints' direct block among the
  * contacts), sleeping on (islands put to sleep and woken by an impulse),
  * the row back end (contact_block off: its passes stay on one thread), a
@@ -128,6 +129,70 @@ static void test_grid16000(void **state) {
 static void test_pyramid40(void **state) {
     (void)state;
     scene_case("pyramid40", 40, 0, 1, NULL);
+}
+
+/* The levels of world w's last build (one tile: each run of groups is a
+ * level): their number, and whether any two manifolds of one level share a
+ * moving body (solver body > 0), which would make a level's split wrong. */
+static int levels_of(const ph__world *w, int *shared) {
+    int levels = 0;
+    *shared = 0;
+    int32_t *seen = calloc((size_t)w->sbody_count + 1, sizeof *seen);
+    assert_non_null(seen);
+    for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen) {
+        const ph__wbatch *g = &w->wbatches[b];
+        assert_true(g->glen > 0);
+        if (!g->indep) levels++;
+        for (int j = 0; j < PH_LANES; j++) {
+            if (g->point[j] < 0) continue;
+            const int32_t body[2] = {g->ia[j], g->ib[j]};
+            for (int k = 0; k < 2; k++) {
+                if (body[k] == 0) continue;
+                if (seen[body[k]] == levels) *shared = 1;
+                seen[body[k]] = levels;
+            }
+        }
+    }
+    free(seen);
+    return levels;
+}
+
+/* pyramid40 is one island of about 2 400 manifolds: its manifolds are
+ * coloured (solver_wide.c, PH_COLOUR_MIN) into a few wide levels instead
+ * of the bottom-up order's some 225 levels of 1-5 groups, so that two
+ * workers split its sweeps (the level schedule on, not the tiles); no two
+ * manifolds of a level share a moving body, and the states stay the same
+ * bit for bit at 1, 2 and 4 threads (run_case). pyramid20 (590 manifolds)
+ * keeps the bottom-up levels. */
+static void test_pyramid40_coloured(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+    int split = 0;
+    for (int k = 0; k < 30; k++) {
+        run_case(w, 1, NULL);
+        const ph__world *one = ph__world_get(w[0]), *two = ph__world_get(w[1]);
+        if (!one->wide_ok) continue;
+        int shared = 1;
+        const int levels = levels_of(one, &shared);
+        assert_false(shared);
+        assert_true(levels >= 6 && levels <= 12);
+        assert_int_equal(levels_of(two, &shared), levels);
+        if (two->wsched_ok && !two->wsched_tiles) split++;
+    }
+    assert_true(split >= 25);
+    ph_world_id p = make_world("pyramid20", 1, 0, 1);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(ph_world_step(p), PH_OK);
+    int shared = 1;
+    const int levels = levels_of(ph__world_get(p), &shared);
+    print_message("pyramid20's bottom-up levels: %d\n", levels);
+    assert_false(shared);
+    assert_true(levels > 60);
+    ph_world_destroy(p);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
 }
 
 /* grid4000 until its columns rest (no restitutive pair left): 400
@@ -381,10 +446,17 @@ static void test_setting(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_setting),        cmocka_unit_test(test_grid4000),  cmocka_unit_test(test_pyramid40),
-        cmocka_unit_test(test_joints),         cmocka_unit_test(test_sleep_on),  cmocka_unit_test(test_row_mode),
-        cmocka_unit_test(test_host_runner),    cmocka_unit_test(test_grid16000), cmocka_unit_test(test_tiles_shared),
+        cmocka_unit_test(test_setting),
+        cmocka_unit_test(test_grid4000),
+        cmocka_unit_test(test_pyramid40),
+        cmocka_unit_test(test_joints),
+        cmocka_unit_test(test_sleep_on),
+        cmocka_unit_test(test_row_mode),
+        cmocka_unit_test(test_host_runner),
+        cmocka_unit_test(test_grid16000),
+        cmocka_unit_test(test_tiles_shared),
         cmocka_unit_test(test_envelope_fault),
+        cmocka_unit_test(test_pyramid40_coloured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
