@@ -53,6 +53,12 @@ int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns co
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */
 int ph__refresh_manifolds(ph__world *w, int all);
+/* The last substep's ph__refresh_manifolds(w, 1) tile by tile (step.c):
+ * one tile's manifolds mf[0, n) (flag[i]: 1 moved, 2 stops, 3 starts
+ * touching; *maxpen raised), then the rest (flag 0) and the events in
+ * manifold order. */
+void ph__refresh_manifolds_tile(ph__world *w, const int32_t *mf, int32_t n, uint8_t *flag, double *maxpen);
+int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double maxpen);
 /* Point k of cm in world space now: midway between its two material points,
  * moved with their bodies (the stored m.pts[k].point is kept current only
  * where the step itself reads it: impacts, begin events). */

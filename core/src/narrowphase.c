@@ -467,31 +467,39 @@ static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
         cm->m.pts[k].point = ph__manifold_point(w, cm, k);
 }
 
-/* ph__refresh_manifolds on manifolds [i0, i1): the depths (and points)
- * moved; ev[0 ..) gets 2 i + 1 for each manifold i that starts touching,
- * 2 i for one that stops, in order; returns their count (*maxpen: the
- * deepest). Writes only these manifolds and ev. */
+/* ph__refresh_manifolds on manifold cm: the depths (and points) moved;
+ * returns 1 when it starts touching, 0 when it stops, -1 else (*maxpen:
+ * raised to its deepest point). Writes only cm. */
+static inline int refresh_one(const ph__world *w, ph__contact_manifold *cm, double *maxpen) {
+    const int restitutive = cm->restitution > 0;
+    const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+    const ph_vec3 n = cm->m.normal;
+    const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
+    const double base = ph_dot(ph_sub(b->p, a->p), n);
+    int was = 0, touches = 0; /* some point within the touch slop before / after */
+    for (int k = 0; k < cm->m.count; k++) {
+        ph__mpoint *mp = &cm->m.pts[k];
+        was |= mp->depth >= -PH_TOUCH_SLOP;
+        mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
+        touches |= mp->depth >= -PH_TOUCH_SLOP;
+        if (mp->depth > *maxpen) *maxpen = mp->depth;
+    }
+    if (restitutive || (touches && !was)) refresh_points(w, cm);
+    return touches != was ? touches : -1;
+}
+
+/* ph__refresh_manifolds on manifolds [i0, i1): ev[0 ..) gets 2 i + 1 for
+ * each manifold i that starts touching, 2 i for one that stops, in order;
+ * returns their count (*maxpen: the deepest). Writes only these manifolds
+ * and ev. */
 static int32_t refresh_range(ph__world *w, int32_t i0, int32_t i1, int all, double *maxpen_out, int32_t *ev) {
     double maxpen = 0;
     int32_t nev = 0;
     for (int32_t i = i0; i < i1; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
-        const int restitutive = cm->restitution > 0;
-        if (!all && !restitutive) continue;
-        const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
-        const ph_vec3 n = cm->m.normal;
-        const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
-        const double base = ph_dot(ph_sub(b->p, a->p), n);
-        int was = 0, touches = 0; /* some point within the touch slop before / after */
-        for (int k = 0; k < cm->m.count; k++) {
-            ph__mpoint *mp = &cm->m.pts[k];
-            was |= mp->depth >= -PH_TOUCH_SLOP;
-            mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
-            touches |= mp->depth >= -PH_TOUCH_SLOP;
-            if (mp->depth > maxpen) maxpen = mp->depth;
-        }
-        if (restitutive || (touches && !was)) refresh_points(w, cm);
-        if (touches != was) ev[nev++] = 2 * i + touches;
+        if (!all && !(cm->restitution > 0)) continue;
+        const int t = refresh_one(w, cm, &maxpen);
+        if (t >= 0) ev[nev++] = 2 * i + t;
     }
     *maxpen_out = maxpen;
     return nev;
@@ -559,5 +567,32 @@ int ph__refresh_manifolds(ph__world *w, int all) {
     ph__arena_free(&w->arena, ev);
     if (e) return e;
     if (all) w->stats.max_penetration = maxpen;
+    return PH_OK;
+}
+
+/* The last substep's refresh tile by tile (step.c, tiled_substeps): the
+ * manifolds mf[0, n) of one tile, whose moving bodies are the tile's, moved
+ * as ph__refresh_manifolds(w, 1) moves them once the tile's bodies have
+ * their poses; flag[i] gets 1 (moved, no event), 2 (stops touching) or 3
+ * (starts touching). Writes only these manifolds and their flags. */
+void ph__refresh_manifolds_tile(ph__world *w, const int32_t *mf, int32_t n, uint8_t *flag, double *maxpen) {
+    for (int32_t q = 0; q < n; q++) {
+        const int32_t i = mf[q];
+        flag[i] = (uint8_t)(2 + refresh_one(w, &w->manifolds[i], maxpen));
+    }
+}
+
+/* After the tiles: the manifolds no tile moved (flag 0: no moving body,
+ * they move with nothing, as ph__refresh_manifolds moves them) and the
+ * events in manifold order, as ph__refresh_manifolds(w, 1) pushes them;
+ * maxpen: the tiles' deepest point. */
+int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double maxpen) {
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        int t = flag[i] - 2;
+        ph__contact_manifold *cm = &w->manifolds[i];
+        if (flag[i] == 0) t = refresh_one(w, cm, &maxpen);
+        if (t >= 0 && push_event(w, cm, t, t ? touching_point(cm) : 0)) return PH_ERR_NO_MEMORY;
+    }
+    w->stats.max_penetration = maxpen;
     return PH_OK;
 }

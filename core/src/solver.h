@@ -60,6 +60,9 @@ void ph__warm_start(ph__world *w, const ph__plan *p);
  * PH_ERR_NO_MEMORY (then the velocities of the solver bodies may be partly
  * updated but no body state has been written). */
 int ph__solve(ph__world *w, const ph__plan *p, double h);
+/* What ph__solve leaves in the statistics after a native last substep of
+ * iters sweeps that step.c ran tile by tile (the final merits pending). */
+void ph__solve_tiled(ph__world *w, int iters);
 /* The impulses into the manifolds and joints (plan.store). */
 void ph__store_impulses(ph__world *w, const ph__plan *p);
 

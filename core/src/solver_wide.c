@@ -332,6 +332,8 @@ static int make_tiles(ph__world *w, int32_t nmf) {
         ts[t] = ts[t - 1];
     ts[0] = 0;
     w->tile_count = nt;
+    if (ph__array_reserve(w->tile_mf, nt + 2)) return PH_ERR_NO_MEMORY;
+    memset(w->tile_mf, 0, ((size_t)nt + 2) * sizeof *w->tile_mf);
     if (nt <= 1 || nmf == 0) return PH_OK;
     /* The manifolds tile-major, stably (their level order within a tile). */
     int32_t *tmp = ph__arena_alloc(&w->arena, ((size_t)nmf + (size_t)nt + 1) * sizeof *tmp, "tile sort");
@@ -342,6 +344,7 @@ static int make_tiles(ph__world *w, int32_t nmf) {
         tc[manifold_tile(w, w->wpoint[q]) + 1]++;
     for (int32_t t = 0; t < nt; t++)
         tc[t + 1] += tc[t];
+    memcpy(w->tile_mf, tc, ((size_t)nt + 1) * sizeof *tc); /* (tile t's manifolds in w->wpoint) */
     for (int32_t q = 0; q < nmf; q++)
         tmp[tc[manifold_tile(w, w->wpoint[q])]++] = w->wpoint[q];
     memcpy(w->wpoint, tmp, (size_t)nmf * sizeof *tmp);
@@ -659,6 +662,18 @@ static inline __attribute__((always_inline)) void tile_first_body(ph__world *w, 
 }
 PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
             (w, t, c, iters, relax))
+/* One tile's share of the last substep (point mode): the first sweep with
+ * the refresh and the merits' B, the other sweeps (never a relaxation
+ * pass: step_plan.h), the impulses stored into the tile's manifolds. */
+static inline __attribute__((always_inline)) void tile_last_body(ph__world *w, int32_t t, double h, int iters) {
+    const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
+    const int32_t g0 = w->tile_group[t];
+    refresh_k c = refresh_consts(w, h);
+    c.need_b = 1;
+    for (int it = 0; it < iters; it++)
+        point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
+}
+PH_VARIANTS(tile_last, (ph__world * w, int32_t t, double h, int iters), (w, t, h, iters))
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
@@ -871,6 +886,11 @@ void ph__wide_relax(ph__world *w, double h) {
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
     PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
+}
+
+void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters) {
+    PH_DISPATCH(w, tile_last, (w, t, h, iters));
+    store_impulses(w, w->tile_batch[t], w->tile_batch[t + 1]);
 }
 
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters) {

@@ -600,7 +600,7 @@ static void count_contacts(ph__world *w) {
 
 enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans);
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p);
+static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p);
 
 /* Whether the step that has just collided (its first substep) runs as one
  * substep of the whole time_step (settings.joint_step_once, docs/core.md
@@ -653,8 +653,9 @@ static int joint_step_once(ph__world *w, int n) {
 /* Substep k of n, as a script: plan, then the stages in a fixed order,
  * each timed into the world's statistics (PH_STAGE_*). p: in, the last
  * substep's plan (zero before the first); out, this one's. *tiled: set
- * when the rest of this substep and the ones up to the last ran tile by
- * tile (tiled_substeps; p is then substep n - 2's plan). A first
+ * to 1 when the rest of this substep and the ones up to the last ran tile
+ * by tile (tiled_substeps; p is then substep n - 2's plan), to 2 when the
+ * last ran in the tiles too (p is then its plan). A first
  * substep that finds a joint-only step (joint_step_once) becomes the
  * whole step: h = time_step and n = 1 from its collision on (its plan's
  * last = 1, w->joint_once = 1). */
@@ -687,11 +688,12 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
          * with the substeps up to the last when the step qualifies, else
          * over all batches. */
         ph__plan plans[TILED_SUBSTEPS];
-        if (k == 0 && n <= TILED_SUBSTEPS && tiles_fit(w, p, n, plans)) {
+        const int fit = k == 0 && n <= TILED_SUBSTEPS ? tiles_fit(w, p, n, plans) : 0;
+        if (fit) {
             plans[0] = *p;
-            *tiled = 1;
+            *tiled = fit;
             lap(w, PH_STAGE_ROWS, t);
-            return tiled_substeps(w, h, n, plans, p);
+            return tiled_substeps(w, h, n, fit == 2, plans, p);
         }
         ph__wide_fill(w, p, h);
     }
@@ -722,8 +724,14 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
  * in the same order, bit for bit, while a tile's batches and bodies stay
  * in the cache from their fill through substep n - 2 instead of being
  * fetched from memory once per substep (docs/profile.md, "Issue #21,
- * targets 3 and 6"). Returns 1 and the plans of substeps 1 .. n - 2 in
- * plans[] when the step qualifies (p0: substep 0's plan after its rows). */
+ * targets 3 and 6"). The last substep (the manifolds moved, the first
+ * sweep with B, the impulses stored, the integration without a next
+ * substep) couples no two islands either when its merits are the lazy
+ * final ones (no record_merits): it runs in the tiles too, each tile's
+ * manifolds moved once its bodies have their poses, the events pushed
+ * after the tiles in manifold order. Returns 1 and the plans of substeps
+ * 1 .. n - 2 in plans[] when the step qualifies, 2 and those of 1 .. n - 1
+ * when its last substep does too (p0: substep 0's plan after its rows). */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans) {
     if (n < 3 || w->tile_count < 2 || !w->wpoint_mode || !w->wide_ok || w->capture || w->joint_pool.count > 0 ||
         w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM ||
@@ -739,7 +747,15 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
             return 0;
         plans[k] = p;
     }
-    return 1;
+    const ph__facts f = facts(w, p0->home, 1);
+    const ph__plan p = ph__plan_substep(&w->settings, &f, n - 1, n);
+    if (p.collide != PH_COLLIDE_MOVE_ALL || p.start != PH_START_FUSED || p.home != PH_HOME_BATCHES ||
+        p.rows != PH_ROWS_REFRESH_IN_SWEEP_B || p.warm != PH_WARM_WITH_FORCES || p.solve != PH_SOLVE_PGS_BATCHES ||
+        p.merits != PH_MERITS_FINAL || p.store != PH_STORE_FROM_BATCHES || p.next != PH_NEXT_NONE || p.relax ||
+        w->tile_mf == NULL)
+        return 1;
+    plans[n - 1] = p;
+    return 2;
 }
 
 /* The rest of substep 0 (after its batches' layout) and substeps 1 ..
@@ -754,16 +770,29 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
  * and batches and never the ground's stored velocity (point mode never
  * stores solver body 0), so nothing one worker writes is read by another
  * until the pass ends, and every tile gets the operations of one thread.
- * plans[0 .. n - 2]: the substeps' plans; p: out, the plan of substep
- * n - 2. */
+ * With last, each tile then runs the last substep: its manifolds moved
+ * (flagged for the events, narrowphase.c), its sweeps with B, its
+ * impulses stored and its bodies integrated; the events and the solve's
+ * statistics follow the pass. plans[0 .. n - 2] (n - 1 with last): the
+ * substeps' plans; p: out, the plan of the last substep run. */
 typedef struct tiled_ctx {
     const ph__plan *plans;
     double h, wf;
-    int n, iters;
+    int n, iters, last;
     atomic_int next; /* the next tile to claim */
     int cancelled[PH__MAX_WORKERS];
-    double solve_ms, integrate_ms; /* worker 0's */
+    uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
+    double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
+    double solve_ms, integrate_ms, collide_ms; /* worker 0's */
 } tiled_ctx;
+
+/* Adds the time since *t to *acc (worker 0 only: its own split). */
+static void tiled_lap(int worker, double *acc, double *t) {
+    if (worker != 0) return;
+    const double t1 = now_ms();
+    *acc += t1 - *t;
+    *t = t1;
+}
 
 static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     tiled_ctx *c = ctx;
@@ -784,23 +813,26 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                 else
                     ph__wide_tile_solve(w, tile, c->h, c->iters, c->plans[k].relax);
             }
-            if (worker == 0) {
-                const double t1ms = now_ms();
-                c->solve_ms += t1ms - t;
-                t = t1ms;
-            }
+            tiled_lap(worker, &c->solve_ms, &t);
             ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
-            if (worker == 0) {
-                const double t1ms = now_ms();
-                c->integrate_ms += t1ms - t;
-                t = t1ms;
-            }
+            tiled_lap(worker, &c->integrate_ms, &t);
         }
+        if (!c->last) continue;
+        /* The last substep (what substep() would run once every tile had
+         * integrated substep n - 2: the tile's manifolds read only its own
+         * bodies and the unmoving ones). */
+        const int32_t m0 = w->tile_mf[tile], m1 = w->tile_mf[tile + 1];
+        ph__refresh_manifolds_tile(w, w->wpoint + m0, m1 - m0, c->flag, &c->maxpen[worker]);
+        tiled_lap(worker, &c->collide_ms, &t);
+        if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_last(w, tile, c->h, c->iters);
+        tiled_lap(worker, &c->solve_ms, &t);
+        ph__wide_integrate_list(w, idx, nb, c->h, 0, 0, c->wf);
+        tiled_lap(worker, &c->integrate_ms, &t);
     }
 }
 
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
-    const int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
+static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p) {
+    int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
     if (e) return e;
     tiled_ctx c;
     memset(&c, 0, sizeof c);
@@ -810,6 +842,12 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     c.wf = ph__warm_factor(w);
     c.n = n;
     c.iters = w->settings.iterations;
+    c.last = last;
+    if (last) {
+        c.flag = ph__arena_alloc(&w->arena, (size_t)w->manifold_count + 1, "refresh flags");
+        if (!c.flag) return PH_ERR_NO_MEMORY;
+        memset(c.flag, 0, (size_t)w->manifold_count + 1);
+    }
     int nrelax = 0;
     for (int k = 0; k <= n - 2; k++)
         nrelax += plans[k].relax;
@@ -822,9 +860,11 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
     /* (Worker 0's own split; its wait for the others counts as solving.) */
     w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
-    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms;
+    w->stats.stage_ms[PH_STAGE_NARROWPHASE] += c.collide_ms;
+    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms - c.collide_ms;
     for (int k = 0; k < PH__MAX_WORKERS; k++)
         if (c.cancelled[k]) {
+            if (c.flag) ph__arena_free(&w->arena, c.flag);
             w->limit.cancelled = 1;
             return PH_ERR_CANCELLED; /* (the step is undone) */
         }
@@ -837,6 +877,26 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     w->tiled_steps++;
+    if (!last) return PH_OK;
+    w->tiled_last_steps++;
+    /* The last substep's work outside the tiles: the manifolds of no
+     * tile and the events (collide_stage), the rows' count (rows_stage,
+     * no joint), the solve's statistics and lazy final merits (ph__solve:
+     * a native PGS of iters sweeps), the contact statistics. */
+    const double t1 = now_ms();
+    double maxpen = 0;
+    for (int k = 0; k < PH__MAX_WORKERS; k++)
+        maxpen = c.maxpen[k] > maxpen ? c.maxpen[k] : maxpen;
+    e = ph__refresh_manifolds_tiles_end(w, c.flag, maxpen);
+    ph__arena_free(&w->arena, c.flag);
+    if (e) return e;
+    lap(w, PH_STAGE_NARROWPHASE, t1);
+    w->block_count = 0;
+    w->row_count = w->contact_row_count;
+    ph__limit_count(&w->limit, (uint64_t)c.iters * (uint64_t)total);
+    ph__solve_tiled(w, c.iters);
+    *p = plans[n - 1];
+    count_contacts(w);
     return PH_OK;
 }
 
@@ -1146,7 +1206,7 @@ int ph_world_step(ph_world_id id) {
         int tiled = 0;
         e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan, &tiled);
         if (w->joint_once) break; /* (the first substep was the whole step) */
-        if (tiled) k = n - 2;
+        if (tiled) k = tiled == 2 ? n - 1 : n - 2;
     }
     if (e == PH_OK && w->joint_once)
         e = ph__joint_project_direct(w, w->settings.joint_projection, n);
