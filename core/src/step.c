@@ -133,15 +133,22 @@ static int big_split(const ph__world *w, int32_t n) {
  * body's velocity, which integrate() copied back) only refreshes the world
  * inverse inertia of bodies whose principal moments differ. body_to_sbody
  * stays 0 for every other body slot (only the last set's entries are
- * cleared), so a remap costs the awake bodies alone. */
+ * cleared), so a remap costs the awake bodies alone. With a remap, the
+ * same pass over the bodies also makes their forces (prepare_forces) and,
+ * with apply, applies them (apply_forces, with the contacts' warm start
+ * when warm): each body's operations are those of the three passes, in
+ * their order, one read of its records instead of three. */
 typedef struct sbody_ctx {
     int32_t aniso[PH__MAX_WORKERS];
+    double h, wf;
+    int apply, warm;
 } sbody_ctx;
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1);
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c);
 static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers);
+static void forces_ground(ph__world *w);
 
 /* (The records themselves: sbody_range, split with big_split.) */
-static int build_solver_bodies(ph__world *w, int remap) {
+static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int warm) {
     if (!remap) {
         for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
             ph__sbody *sb = &w->sbodies[s];
@@ -165,21 +172,27 @@ static int build_solver_bodies(ph__world *w, int remap) {
     if (ph__array_reserve(w->sbodies, n)) return PH_ERR_NO_MEMORY;
     if (ph__array_reserve(w->sbody_body, n)) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n))
+    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n) ||
+        ph__array_reserve(w->sforce, n))
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     w->sbody_count = n; /* (what the passes split) */
     int32_t aniso = 0;
+    sbody_ctx c;
+    c.h = h;
+    c.wf = ph__warm_factor(w);
+    c.apply = apply;
+    c.warm = warm && c.wf != 0;
     if (big_split(w, n)) {
-        sbody_ctx c;
         ph__tasks_run(w, sbody_pass, &c);
         for (int k = 0; k < w->task_workers; k++)
             aniso += c.aniso[k];
     } else {
-        aniso = sbody_range(w, 1, n);
+        aniso = sbody_range(w, 1, n, &c);
     }
     w->sbody_aniso = aniso;
+    if (apply) forces_ground(w);
     return PH_OK;
 }
 
@@ -194,12 +207,18 @@ static void sbody_share(const ph__world *w, int worker, int nworkers, int32_t *s
 static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     int32_t s0, s1;
     sbody_share(w, worker, nworkers, &s0, &s1);
-    ((sbody_ctx *)ctx)->aniso[worker] = sbody_range(w, s0, s1);
+    sbody_ctx *c = ctx;
+    c->aniso[worker] = sbody_range(w, s0, s1, c);
 }
 
+static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h);
+static inline void force_body(ph__world *w, int32_t s, double h, int warm, double wf);
+
 /* build_solver_bodies' records of solver bodies [s0, s1) (each from its
- * awake body); returns how many are anisotropic. */
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
+ * awake body), their forces and with c->apply their forces applied;
+ * returns how many are anisotropic. */
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c) {
+    const ph_vec3 g = w->settings.gravity;
     int32_t aniso = 0;
     for (int32_t s = s0; s < s1; s++) {
         const int32_t i = w->awake[s - 1];
@@ -222,6 +241,8 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
             sb->iso = 0;
             aniso++;
         }
+        forces_body(w, s, g, c->h);
+        if (c->apply) force_body(w, s, c->h, c->warm, c->wf);
     }
     return aniso;
 }
@@ -231,37 +252,18 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
  * velocity increment of gravity and force, and whether that is all
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
-static void forces_range(ph__world *w, int32_t s0, int32_t s1, double h) {
-    const ph_vec3 g = w->settings.gravity;
-    for (int32_t s = s0; s < s1; s++) {
-        const ph__body *b = &w->bodies[w->sbody_body[s]];
-        ph__sforce *f = &w->sforce[s];
-        f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
-        f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
-                   !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
-    }
+static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h) {
+    const ph__body *b = &w->bodies[w->sbody_body[s]];
+    ph__sforce *f = &w->sforce[s];
+    f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
+    f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
+               !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
 }
 
 typedef struct forces_ctx {
     double h, wf;
     int warm;
 } forces_ctx;
-
-static void prepare_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    int32_t s0, s1;
-    sbody_share(w, worker, nworkers, &s0, &s1);
-    forces_range(w, s0, s1, ((const forces_ctx *)ctx)->h);
-}
-
-static int prepare_forces(ph__world *w, double h) {
-    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
-    forces_ctx c = {h, 0, 0};
-    if (big_split(w, w->sbody_count))
-        ph__tasks_run(w, prepare_pass, &c);
-    else
-        forces_range(w, 1, w->sbody_count, h);
-    return PH_OK;
-}
 
 /* The forces of one solver body: vw0 (before them), its velocity after
  * them (vws) and, with warm, the contacts' body-by-body warm start on top
@@ -517,13 +519,8 @@ static int pairs_stage(ph__world *w, double h) {
 static int collide_stage(ph__world *w, const ph__plan *p) {
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
-        w->narrowphases++; /* (it swaps the manifold arrays first) */
-        int e = ph__narrowphase(w);
-        /* Impacts and the substeps' moving of the points read only the
-         * restitutive pairs: skipped when there are none. */
-        w->restitutive = 0;
-        for (int32_t i = 0; i < w->manifold_count && e == PH_OK; i++)
-            w->restitutive += w->manifolds[i].restitution > 0;
+        w->narrowphases++;          /* (it swaps the manifold arrays first) */
+        int e = ph__narrowphase(w); /* (with w->restitutive, the restitutive manifolds) */
         if (e == PH_OK) e = ph__contact_events(w);
         /* Sleeping islands touched by an awake body join this step. */
         if (e == PH_OK) e = ph__wake_touched(w);
@@ -545,11 +542,14 @@ static int collide_stage(ph__world *w, const ph__plan *p) {
 static int start_stage(ph__world *w, const ph__plan *p, double h) {
     if (p->start == PH_START_FUSED) return PH_OK;
     const int collide = p->collide == PH_COLLIDE_FULL;
-    int e = build_solver_bodies(w, collide);
-    if (e == PH_OK && collide) e = prepare_forces(w, h);
+    const int impacts = p->start == PH_START_BODIES_IMPACTS;
+    const int warm = p->warm == PH_WARM_WITH_FORCES;
+    /* (After a collision the forces are made, and without impacts applied,
+     * in build_solver_bodies' pass.) */
+    int e = build_solver_bodies(w, collide, h, collide && !impacts, warm);
     if (e) return e;
-    if (p->start == PH_START_BODIES_IMPACTS) w->stats.impacts += ph__impacts(w, h);
-    apply_forces(w, h, p->warm == PH_WARM_WITH_FORCES);
+    if (impacts) w->stats.impacts += ph__impacts(w, h);
+    if (!collide || impacts) apply_forces(w, h, warm);
     return PH_OK;
 }
 
@@ -783,6 +783,7 @@ typedef struct tiled_ctx {
     int cancelled[PH__MAX_WORKERS];
     uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
     double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
+    int64_t points[PH__MAX_WORKERS];           /* and contact points */
     double solve_ms, integrate_ms, collide_ms; /* worker 0's */
 } tiled_ctx;
 
@@ -822,7 +823,7 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
          * integrated substep n - 2: the tile's manifolds read only its own
          * bodies and the unmoving ones). */
         const int32_t m0 = w->tile_mf[tile], m1 = w->tile_mf[tile + 1];
-        ph__refresh_manifolds_tile(w, w->wpoint + m0, m1 - m0, c->flag, &c->maxpen[worker]);
+        ph__refresh_manifolds_tile(w, w->wpoint + m0, m1 - m0, c->flag, &c->maxpen[worker], &c->points[worker]);
         tiled_lap(worker, &c->collide_ms, &t);
         if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_last(w, tile, c->h, c->iters);
         tiled_lap(worker, &c->solve_ms, &t);
@@ -882,12 +883,16 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     /* The last substep's work outside the tiles: the manifolds of no
      * tile and the events (collide_stage), the rows' count (rows_stage,
      * no joint), the solve's statistics and lazy final merits (ph__solve:
-     * a native PGS of iters sweeps), the contact statistics. */
+     * a native PGS of iters sweeps), the contact statistics (their points
+     * counted as the tiles moved the manifolds). */
     const double t1 = now_ms();
     double maxpen = 0;
-    for (int k = 0; k < PH__MAX_WORKERS; k++)
+    int64_t points = 0;
+    for (int k = 0; k < PH__MAX_WORKERS; k++) {
         maxpen = c.maxpen[k] > maxpen ? c.maxpen[k] : maxpen;
-    e = ph__refresh_manifolds_tiles_end(w, c.flag, maxpen);
+        points += c.points[k];
+    }
+    e = ph__refresh_manifolds_tiles_end(w, c.flag, maxpen, points);
     ph__arena_free(&w->arena, c.flag);
     if (e) return e;
     lap(w, PH_STAGE_NARROWPHASE, t1);
@@ -896,7 +901,9 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     ph__limit_count(&w->limit, (uint64_t)c.iters * (uint64_t)total);
     ph__solve_tiled(w, c.iters);
     *p = plans[n - 1];
-    count_contacts(w);
+    /* (count_contacts': the points counted by the manifolds' move.) */
+    w->stats.manifolds = w->manifold_count;
+    w->stats.pairs = w->pair_count;
     return PH_OK;
 }
 
