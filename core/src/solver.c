@@ -289,10 +289,9 @@ static int solve_family(ph__world *w) {
     return e;
 }
 
-/* The statistics a PGS solve starts afresh. */
-static void pgs_stats_begin(ph_step_stats *st) {
+void ph__stats_begin(ph_step_stats *st, ph_method method) {
     st->merit_count = 0;
-    st->method = PH_METHOD_PGS;
+    st->method = method;
     st->subspace_steps = 0;
     st->cg_iterations = 0;
     st->sm_precond_fallbacks = 0;
@@ -318,7 +317,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     const int32_t *order = w->order;
     const int32_t n = w->row_count;
     ph_step_stats *st = &w->stats;
-    pgs_stats_begin(st);
+    ph__stats_begin(st, PH_METHOD_PGS);
     int it = 0;
     ph__merit m;
     memset(&m, 0, sizeof m);
@@ -432,7 +431,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
 
 void ph__solve_tiled(ph__world *w, int iters) {
     ph_step_stats *st = &w->stats;
-    pgs_stats_begin(st);
+    ph__stats_begin(st, PH_METHOD_PGS);
     ph__merit m;
     memset(&m, 0, sizeof m);
     st->rows = w->row_count + w->native_rows;

@@ -289,6 +289,9 @@ void ph__ic_apply(const ph__ic *f, const double *r, double *z);
 void ph__ic_free(ph__ic *f);
 /* Fills the final figures of st from the merits of the returned iterate. */
 void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__merit *m);
+/* The statistics a solve of the given method starts afresh (merits,
+ * method, its counters). */
+void ph__stats_begin(ph_step_stats *st, ph_method method);
 /* The final merits of the last step, when they were left to be measured on
  * reading (solver.c): fills them into w->stats. A no-op otherwise. */
 void ph__settle_merits(ph__world *w);

@@ -634,18 +634,20 @@ PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t
 PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int32_t b0, int32_t b1, int32_t g0),
             (w, c, need_b, b0, b1, g0))
 /* One tile's share of a later substep's solve (point mode): its first
- * sweep with the refresh, the other sweeps, the relaxation pass. */
+ * sweep with the refresh (and with need_b the merits' B: the last
+ * substep, which never relaxes), the other sweeps, the relaxation pass. */
 static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, int32_t t, double h, int iters,
-                                                                  int relax) {
+                                                                  int relax, int need_b) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
     refresh_k c = refresh_consts(w, h);
-    c.need_b = 0;
+    c.need_b = need_b;
     for (int it = 0; it < iters; it++)
         point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
     if (relax) point_relax_body(w, h, b0, b1, g0);
 }
-PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
+PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax, int need_b),
+            (w, t, h, iters, relax, need_b))
 /* One tile's share of the first substep (point mode): the fill of its
  * batches, their warm start, the sweeps, the relaxation pass (the ground,
  * solver body 0, is never stored by the point passes: it stays at rest,
@@ -662,18 +664,6 @@ static inline __attribute__((always_inline)) void tile_first_body(ph__world *w, 
 }
 PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
             (w, t, c, iters, relax))
-/* One tile's share of the last substep (point mode): the first sweep with
- * the refresh and the merits' B, the other sweeps (never a relaxation
- * pass: step_plan.h), the impulses stored into the tile's manifolds. */
-static inline __attribute__((always_inline)) void tile_last_body(ph__world *w, int32_t t, double h, int iters) {
-    const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
-    const int32_t g0 = w->tile_group[t];
-    refresh_k c = refresh_consts(w, h);
-    c.need_b = 1;
-    for (int it = 0; it < iters; it++)
-        point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
-}
-PH_VARIANTS(tile_last, (ph__world * w, int32_t t, double h, int iters), (w, t, h, iters))
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve
@@ -885,11 +875,11 @@ void ph__wide_relax(ph__world *w, double h) {
 }
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
-    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax, 0));
 }
 
 void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters) {
-    PH_DISPATCH(w, tile_last, (w, t, h, iters));
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, 0, 1)); /* (the last substep never relaxes: step_plan.h) */
     store_impulses(w, w->tile_batch[t], w->tile_batch[t + 1]);
 }
 
