@@ -879,7 +879,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     *p = plans[n - 2];
     w->tiled_steps++;
     if (!last) return PH_OK;
-    w->tiled_last_steps++;
+    w->tiled_last++;
     /* The last substep's work outside the tiles: the manifolds of no
      * tile and the events (collide_stage), the rows' count (rows_stage,
      * no joint), the solve's statistics and lazy final merits (ph__solve:
