@@ -46,13 +46,21 @@ typedef struct ph__contact_manifold {
     int ref_side;  /* the cache side: 1 = bb's shape (ref_t in ba's frame), 0 = ba's */
 } ph__contact_manifold;
 
-int ph__narrowphase(ph__world *w);    /* manifolds, warm-start impulses matched */
+int ph__narrowphase(ph__world *w);    /* manifolds, warm-start impulses matched; w->restitutive counted */
 int ph__contact_events(ph__world *w); /* begin/end by comparing with last step */
 
 int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */
 int ph__refresh_manifolds(ph__world *w, int all);
+/* The last substep's ph__refresh_manifolds(w, 1) tile by tile (step.c):
+ * one tile's manifolds mf[0, n) (flag[i]: 1 moved, 2 stops, 3 starts
+ * touching; *maxpen raised, *points counts their points), then the rest
+ * (flag 0), the events in manifold order, the statistics' deepest point
+ * and contact points. */
+void ph__refresh_manifolds_tile(ph__world *w, const int32_t *mf, int32_t n, uint8_t *flag, double *maxpen,
+                                int64_t *points);
+int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double maxpen, int64_t points);
 /* Point k of cm in world space now: midway between its two material points,
  * moved with their bodies (the stored m.pts[k].point is kept current only
  * where the step itself reads it: impacts, begin events). */

@@ -213,14 +213,14 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
  * (at most one per pair); returns how many, with the deepest penetration
  * and the cache's reuses. The previous step's manifolds are walked from
  * the first one not before pair i0. */
-static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, double *maxpen_out,
-                             int32_t *reused_out) {
+static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, double *maxpen_out, int32_t *reused_out,
+                             int32_t *restitutive_out) {
     const double margin = w->settings.contact_margin;
     const double tol = w->settings.contact_cache_tolerance;
     const int warm = w->settings.warm_start;
     const double match_dist = 0.01; /* m */
     double maxpen = 0;
-    int32_t reused = 0, n = 0;
+    int32_t reused = 0, n = 0, restitutive = 0;
     int32_t prev_at = 0; /* find_prev's cursor */
     if (i0 > 0 && i0 < w->pair_count) {
         const int32_t sa = w->pairs[i0].sa, sb = w->pairs[i0].sb;
@@ -251,6 +251,7 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
             if (prev && prev->m.count > 0) {
                 *cm = *prev;
                 cm->row0 = -1;
+                restitutive += cm->restitution > 0;
                 n++;
             }
             continue;
@@ -263,6 +264,7 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
             double pen = cache_reuse(w, cm, prev, ba, bb, warm);
             if (pen > maxpen) maxpen = pen;
             reused++;
+            restitutive += cm->restitution > 0;
             n++;
             continue;
         }
@@ -331,15 +333,17 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
                 carry_friction(cm, k, old, match);
             }
         }
+        restitutive += cm->restitution > 0;
         n++;
     }
     *maxpen_out = maxpen;
     *reused_out = reused;
+    *restitutive_out = restitutive;
     return n;
 }
 
 typedef struct np_ctx {
-    int32_t n[PH__MAX_WORKERS], reused[PH__MAX_WORKERS];
+    int32_t n[PH__MAX_WORKERS], reused[PH__MAX_WORKERS], restitutive[PH__MAX_WORKERS];
     double maxpen[PH__MAX_WORKERS];
 } np_ctx;
 
@@ -349,7 +353,7 @@ static void collide_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     np_ctx *c = ctx;
     int32_t i0, i1;
     ph__tasks_split(w->pair_count, worker, nworkers, &i0, &i1);
-    c->n[worker] = collide_pairs(w, i0, i1, i0, &c->maxpen[worker], &c->reused[worker]);
+    c->n[worker] = collide_pairs(w, i0, i1, i0, &c->maxpen[worker], &c->reused[worker], &c->restitutive[worker]);
 }
 
 int ph__narrowphase(ph__world *w) {
@@ -364,9 +368,10 @@ int ph__narrowphase(ph__world *w) {
     w->prev_count = w->manifold_count;
     w->manifolds = t;
     w->manifold_count = 0;
+    w->restitutive = 0;
     if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     double maxpen = 0;
-    int32_t reused = 0;
+    int32_t reused = 0, restitutive = 0;
     /* (Split only when the solver's levels were split in the last step, as
      * integrate's in step.c: else the workers' wake-ups cost more.) */
     if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
@@ -383,10 +388,14 @@ int ph__narrowphase(ph__world *w) {
             w->manifold_count += c.n[k];
             if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
             reused += c.reused[k];
+            restitutive += c.restitutive[k];
         }
     } else {
-        w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused);
+        w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused, &restitutive);
     }
+    /* (Impacts and the substeps' moving of the points read only the
+     * restitutive pairs: skipped when there are none.) */
+    w->restitutive = restitutive;
     w->stats.max_penetration = maxpen;
     w->stats.manifolds_reused = reused;
     return PH_OK;
@@ -467,31 +476,39 @@ static void refresh_points(const ph__world *w, ph__contact_manifold *cm) {
         cm->m.pts[k].point = ph__manifold_point(w, cm, k);
 }
 
-/* ph__refresh_manifolds on manifolds [i0, i1): the depths (and points)
- * moved; ev[0 ..) gets 2 i + 1 for each manifold i that starts touching,
- * 2 i for one that stops, in order; returns their count (*maxpen: the
- * deepest). Writes only these manifolds and ev. */
+/* ph__refresh_manifolds on manifold cm: the depths (and points) moved;
+ * returns 1 when it starts touching, 0 when it stops, -1 else (*maxpen:
+ * raised to its deepest point). Writes only cm. */
+static inline int refresh_one(const ph__world *w, ph__contact_manifold *cm, double *maxpen) {
+    const int restitutive = cm->restitution > 0;
+    const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
+    const ph_vec3 n = cm->m.normal;
+    const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
+    const double base = ph_dot(ph_sub(b->p, a->p), n);
+    int was = 0, touches = 0; /* some point within the touch slop before / after */
+    for (int k = 0; k < cm->m.count; k++) {
+        ph__mpoint *mp = &cm->m.pts[k];
+        was |= mp->depth >= -PH_TOUCH_SLOP;
+        mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
+        touches |= mp->depth >= -PH_TOUCH_SLOP;
+        if (mp->depth > *maxpen) *maxpen = mp->depth;
+    }
+    if (restitutive || (touches && !was)) refresh_points(w, cm);
+    return touches != was ? touches : -1;
+}
+
+/* ph__refresh_manifolds on manifolds [i0, i1): ev[0 ..) gets 2 i + 1 for
+ * each manifold i that starts touching, 2 i for one that stops, in order;
+ * returns their count (*maxpen: the deepest). Writes only these manifolds
+ * and ev. */
 static int32_t refresh_range(ph__world *w, int32_t i0, int32_t i1, int all, double *maxpen_out, int32_t *ev) {
     double maxpen = 0;
     int32_t nev = 0;
     for (int32_t i = i0; i < i1; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
-        const int restitutive = cm->restitution > 0;
-        if (!all && !restitutive) continue;
-        const ph__body *a = &w->bodies[cm->ba], *b = &w->bodies[cm->bb];
-        const ph_vec3 n = cm->m.normal;
-        const ph_vec3 na = ph_inv_rotate(a->q, n), nb = ph_inv_rotate(b->q, n);
-        const double base = ph_dot(ph_sub(b->p, a->p), n);
-        int was = 0, touches = 0; /* some point within the touch slop before / after */
-        for (int k = 0; k < cm->m.count; k++) {
-            ph__mpoint *mp = &cm->m.pts[k];
-            was |= mp->depth >= -PH_TOUCH_SLOP;
-            mp->depth = cm->depth0[k] - (base + ph_dot(cm->loc_b[k], nb) - ph_dot(cm->loc_a[k], na));
-            touches |= mp->depth >= -PH_TOUCH_SLOP;
-            if (mp->depth > maxpen) maxpen = mp->depth;
-        }
-        if (restitutive || (touches && !was)) refresh_points(w, cm);
-        if (touches != was) ev[nev++] = 2 * i + touches;
+        if (!all && !(cm->restitution > 0)) continue;
+        const int t = refresh_one(w, cm, &maxpen);
+        if (t >= 0) ev[nev++] = 2 * i + t;
     }
     *maxpen_out = maxpen;
     return nev;
@@ -559,5 +576,43 @@ int ph__refresh_manifolds(ph__world *w, int all) {
     ph__arena_free(&w->arena, ev);
     if (e) return e;
     if (all) w->stats.max_penetration = maxpen;
+    return PH_OK;
+}
+
+/* The last substep's refresh tile by tile (step.c, tiled_substeps): the
+ * manifolds mf[0, n) of one tile, whose moving bodies are the tile's, moved
+ * as ph__refresh_manifolds(w, 1) moves them once the tile's bodies have
+ * their poses; flag[i] gets 1 (moved, no event), 2 (stops touching) or 3
+ * (starts touching); *points counts their points. Writes only these
+ * manifolds and their flags. */
+void ph__refresh_manifolds_tile(ph__world *w, const int32_t *mf, int32_t n, uint8_t *flag, double *maxpen,
+                                int64_t *points) {
+    int64_t np = 0;
+    for (int32_t q = 0; q < n; q++) {
+        const int32_t i = mf[q];
+        ph__contact_manifold *cm = &w->manifolds[i];
+        np += cm->m.count;
+        flag[i] = (uint8_t)(2 + refresh_one(w, cm, maxpen));
+    }
+    *points += np;
+}
+
+/* After the tiles: the manifolds no tile moved (flag 0: no moving body,
+ * they move with nothing, as ph__refresh_manifolds moves them) and the
+ * events in manifold order, as ph__refresh_manifolds(w, 1) pushes them;
+ * maxpen: the tiles' deepest point; points: their points (the statistics'
+ * contacts get all the manifolds'). */
+int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double maxpen, int64_t points) {
+    for (int32_t i = 0; i < w->manifold_count; i++) {
+        int t = flag[i] - 2;
+        ph__contact_manifold *cm = &w->manifolds[i];
+        if (flag[i] == 0) {
+            points += cm->m.count;
+            t = refresh_one(w, cm, &maxpen);
+        }
+        if (t >= 0 && push_event(w, cm, t, t ? touching_point(cm) : 0)) return PH_ERR_NO_MEMORY;
+    }
+    w->stats.max_penetration = maxpen;
+    w->stats.contacts = (int)points;
     return PH_OK;
 }

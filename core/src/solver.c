@@ -289,6 +289,17 @@ static int solve_family(ph__world *w) {
     return e;
 }
 
+void ph__stats_begin(ph_step_stats *st, ph_method method) {
+    st->merit_count = 0;
+    st->method = method;
+    st->subspace_steps = 0;
+    st->cg_iterations = 0;
+    st->sm_precond_fallbacks = 0;
+    st->restarts = 0;
+    st->best_index = -1;
+    st->direct_status = 0;
+}
+
 int ph__solve(ph__world *w, const ph__plan *p, double h) {
     if (w->capture) {
         int e = ph__capture(w);
@@ -306,14 +317,7 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     const int32_t *order = w->order;
     const int32_t n = w->row_count;
     ph_step_stats *st = &w->stats;
-    st->merit_count = 0;
-    st->method = PH_METHOD_PGS;
-    st->subspace_steps = 0;
-    st->cg_iterations = 0;
-    st->sm_precond_fallbacks = 0;
-    st->restarts = 0;
-    st->best_index = -1;
-    st->direct_status = 0;
+    ph__stats_begin(st, PH_METHOD_PGS);
     int it = 0;
     ph__merit m;
     memset(&m, 0, sizeof m);
@@ -423,6 +427,16 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     }
     ph__stats_final(st, it, (double)it, &m);
     return PH_OK;
+}
+
+void ph__solve_tiled(ph__world *w, int iters) {
+    ph_step_stats *st = &w->stats;
+    ph__stats_begin(st, PH_METHOD_PGS);
+    ph__merit m;
+    memset(&m, 0, sizeof m);
+    st->rows = w->row_count + w->native_rows;
+    ph__stats_final(st, iters, (double)iters, &m);
+    w->merits_pending = 1;
 }
 
 void ph__settle_merits(ph__world *w) {

@@ -60,6 +60,9 @@ void ph__warm_start(ph__world *w, const ph__plan *p);
  * PH_ERR_NO_MEMORY (then the velocities of the solver bodies may be partly
  * updated but no body state has been written). */
 int ph__solve(ph__world *w, const ph__plan *p, double h);
+/* What ph__solve leaves in the statistics after a native last substep of
+ * iters sweeps that step.c ran tile by tile (the final merits pending). */
+void ph__solve_tiled(ph__world *w, int iters);
 /* The impulses into the manifolds and joints (plan.store). */
 void ph__store_impulses(ph__world *w, const ph__plan *p);
 
@@ -286,6 +289,9 @@ void ph__ic_apply(const ph__ic *f, const double *r, double *z);
 void ph__ic_free(ph__ic *f);
 /* Fills the final figures of st from the merits of the returned iterate. */
 void ph__stats_final(ph_step_stats *st, int iterations, double work, const ph__merit *m);
+/* The statistics a solve of the given method starts afresh (merits,
+ * method, its counters). */
+void ph__stats_begin(ph_step_stats *st, ph_method method);
 /* The final merits of the last step, when they were left to be measured on
  * reading (solver.c): fills them into w->stats. A no-op otherwise. */
 void ph__settle_merits(ph__world *w);

@@ -54,14 +54,7 @@ int ph__solve_pgs(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
 }
 
 int ph__sys_solve(ph__sys *s, ph_step_stats *st, ph__rec *rec) {
-    st->merit_count = 0;
-    st->method = s->set->method;
-    st->subspace_steps = 0;
-    st->cg_iterations = 0;
-    st->sm_precond_fallbacks = 0;
-    st->restarts = 0;
-    st->best_index = -1;
-    st->direct_status = 0;
+    ph__stats_begin(st, s->set->method);
     st->rows = s->n;
     switch (s->set->method) {
     case PH_METHOD_PGS_SM:

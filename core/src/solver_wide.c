@@ -357,6 +357,8 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
         ts[t] = ts[t - 1];
     ts[0] = 0;
     w->tile_count = nt;
+    if (ph__array_reserve(w->tile_mf, nt + 2)) return PH_ERR_NO_MEMORY;
+    memset(w->tile_mf, 0, ((size_t)nt + 2) * sizeof *w->tile_mf);
     if (nt <= 1 || nmf == 0) return PH_OK;
     /* The manifolds tile-major, stably (their level order within a tile). */
     int32_t *tmp = ph__arena_alloc(&w->arena, ((size_t)nmf + (size_t)nt + 1) * sizeof *tmp, "tile sort");
@@ -367,6 +369,7 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
         tc[manifold_tile(w, w->wpoint[q]) + 1]++;
     for (int32_t t = 0; t < nt; t++)
         tc[t + 1] += tc[t];
+    memcpy(w->tile_mf, tc, ((size_t)nt + 1) * sizeof *tc); /* (tile t's manifolds in w->wpoint) */
     for (int32_t q = 0; q < nmf; q++)
         tmp[tc[manifold_tile(w, w->wpoint[q])]++] = w->wpoint[q];
     memcpy(w->wpoint, tmp, (size_t)nmf * sizeof *tmp);
@@ -855,18 +858,20 @@ PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t
 PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int32_t b0, int32_t b1, int32_t g0),
             (w, c, need_b, b0, b1, g0))
 /* One tile's share of a later substep's solve (point mode): its first
- * sweep with the refresh, the other sweeps, the relaxation pass. */
+ * sweep with the refresh (and with need_b the merits' B: the last
+ * substep, which never relaxes), the other sweeps, the relaxation pass. */
 static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, int32_t t, double h, int iters,
-                                                                  int relax) {
+                                                                  int relax, int need_b) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
     refresh_k c = refresh_consts(w, h);
-    c.need_b = 0;
+    c.need_b = need_b;
     for (int it = 0; it < iters; it++)
         point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
     if (relax) point_relax_body(w, h, b0, b1, g0);
 }
-PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
+PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax, int need_b),
+            (w, t, h, iters, relax, need_b))
 /* One tile's share of the first substep (point mode): the fill of its
  * batches, their warm start, the sweeps, the relaxation pass (the ground,
  * solver body 0, is never stored by the point passes: it stays at rest,
@@ -1137,7 +1142,12 @@ void ph__wide_relax(ph__world *w, double h) {
 }
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
-    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax, 0));
+}
+
+void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters) {
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, 0, 1)); /* (the last substep never relaxes: step_plan.h) */
+    store_impulses(w, w->tile_batch[t], w->tile_batch[t + 1]);
 }
 
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters) {

@@ -113,6 +113,12 @@ void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax
  * numbers as ph__wide_fill, ph__wide_warm_start, the sweeps and
  * ph__wide_relax over all batches. */
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters);
+/* Tile t's share of the last native substep in point mode: its batches'
+ * first sweep with the refresh and the merits' B, iters - 1 more sweeps,
+ * and its impulses stored into its manifolds; the same numbers as
+ * ph__wide_sweep_refresh(w, h, 1), the sweeps and ph__wide_store_impulses
+ * over all batches. */
+void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters);
 void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the manifolds */
 
 /* Adds the merit terms of the contact rows held in the batches (native

@@ -133,15 +133,22 @@ static int big_split(const ph__world *w, int32_t n) {
  * body's velocity, which integrate() copied back) only refreshes the world
  * inverse inertia of bodies whose principal moments differ. body_to_sbody
  * stays 0 for every other body slot (only the last set's entries are
- * cleared), so a remap costs the awake bodies alone. */
+ * cleared), so a remap costs the awake bodies alone. With a remap, the
+ * same pass over the bodies also makes their forces (prepare_forces) and,
+ * with apply, applies them (apply_forces, with the contacts' warm start
+ * when warm): each body's operations are those of the three passes, in
+ * their order, one read of its records instead of three. */
 typedef struct sbody_ctx {
     int32_t aniso[PH__MAX_WORKERS];
+    double h, wf;
+    int apply, warm;
 } sbody_ctx;
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1);
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c);
 static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers);
+static void forces_ground(ph__world *w);
 
 /* (The records themselves: sbody_range, split with big_split.) */
-static int build_solver_bodies(ph__world *w, int remap) {
+static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int warm) {
     if (!remap) {
         for (int32_t s = 1; s < w->sbody_count && w->sbody_aniso > 0; s++) {
             ph__sbody *sb = &w->sbodies[s];
@@ -165,21 +172,27 @@ static int build_solver_bodies(ph__world *w, int remap) {
     if (ph__array_reserve(w->sbodies, n)) return PH_ERR_NO_MEMORY;
     if (ph__array_reserve(w->sbody_body, n)) return PH_ERR_NO_MEMORY;
     w->sbody_body[0] = -1;
-    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n))
+    if (ph__array_reserve(w->vw0, n) || ph__array_reserve(w->vws, n) || ph__array_reserve(w->dvc, n) ||
+        ph__array_reserve(w->sforce, n))
         return PH_ERR_NO_MEMORY;
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     w->sbody_count = n; /* (what the passes split) */
     int32_t aniso = 0;
+    sbody_ctx c;
+    c.h = h;
+    c.wf = ph__warm_factor(w);
+    c.apply = apply;
+    c.warm = warm && c.wf != 0;
     if (big_split(w, n)) {
-        sbody_ctx c;
         ph__tasks_run(w, sbody_pass, &c);
         for (int k = 0; k < w->task_workers; k++)
             aniso += c.aniso[k];
     } else {
-        aniso = sbody_range(w, 1, n);
+        aniso = sbody_range(w, 1, n, &c);
     }
     w->sbody_aniso = aniso;
+    if (apply) forces_ground(w);
     return PH_OK;
 }
 
@@ -194,12 +207,18 @@ static void sbody_share(const ph__world *w, int worker, int nworkers, int32_t *s
 static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     int32_t s0, s1;
     sbody_share(w, worker, nworkers, &s0, &s1);
-    ((sbody_ctx *)ctx)->aniso[worker] = sbody_range(w, s0, s1);
+    sbody_ctx *c = ctx;
+    c->aniso[worker] = sbody_range(w, s0, s1, c);
 }
 
+static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h);
+static inline void force_body(ph__world *w, int32_t s, double h, int warm, double wf);
+
 /* build_solver_bodies' records of solver bodies [s0, s1) (each from its
- * awake body); returns how many are anisotropic. */
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
+ * awake body), their forces and with c->apply their forces applied;
+ * returns how many are anisotropic. */
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c) {
+    const ph_vec3 g = w->settings.gravity;
     int32_t aniso = 0;
     for (int32_t s = s0; s < s1; s++) {
         const int32_t i = w->awake[s - 1];
@@ -222,6 +241,8 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
             sb->iso = 0;
             aniso++;
         }
+        forces_body(w, s, g, c->h);
+        if (c->apply) force_body(w, s, c->h, c->warm, c->wf);
     }
     return aniso;
 }
@@ -231,37 +252,18 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1) {
  * velocity increment of gravity and force, and whether that is all
  * (dynamic, no torque, no damping, no gyroscopic term: equal principal
  * moments or gyroscopic off). */
-static void forces_range(ph__world *w, int32_t s0, int32_t s1, double h) {
-    const ph_vec3 g = w->settings.gravity;
-    for (int32_t s = s0; s < s1; s++) {
-        const ph__body *b = &w->bodies[w->sbody_body[s]];
-        ph__sforce *f = &w->sforce[s];
-        f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
-        f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
-                   !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
-    }
+static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h) {
+    const ph__body *b = &w->bodies[w->sbody_body[s]];
+    ph__sforce *f = &w->sforce[s];
+    f->dv = ph_scale(ph_add(ph_scale(g, b->gravity_scale), ph_scale(b->force, b->inv_mass)), h);
+    f->plain = b->type == PH_BODY_DYNAMIC && b->torque.x == 0 && b->torque.y == 0 && b->torque.z == 0 &&
+               !(b->lin_damp > 0) && !(b->ang_damp > 0) && (w->sbodies[s].iso || !w->settings.gyroscopic);
 }
 
 typedef struct forces_ctx {
     double h, wf;
     int warm;
 } forces_ctx;
-
-static void prepare_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    int32_t s0, s1;
-    sbody_share(w, worker, nworkers, &s0, &s1);
-    forces_range(w, s0, s1, ((const forces_ctx *)ctx)->h);
-}
-
-static int prepare_forces(ph__world *w, double h) {
-    if (ph__array_reserve(w->sforce, w->sbody_count)) return PH_ERR_NO_MEMORY;
-    forces_ctx c = {h, 0, 0};
-    if (big_split(w, w->sbody_count))
-        ph__tasks_run(w, prepare_pass, &c);
-    else
-        forces_range(w, 1, w->sbody_count, h);
-    return PH_OK;
-}
 
 /* The forces of one solver body: vw0 (before them), its velocity after
  * them (vws) and, with warm, the contacts' body-by-body warm start on top
@@ -527,13 +529,8 @@ static int pairs_stage(ph__world *w, double h) {
 static int collide_stage(ph__world *w, const ph__plan *p) {
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
-        w->narrowphases++; /* (it swaps the manifold arrays first) */
-        int e = ph__narrowphase(w);
-        /* Impacts and the substeps' moving of the points read only the
-         * restitutive pairs: skipped when there are none. */
-        w->restitutive = 0;
-        for (int32_t i = 0; i < w->manifold_count && e == PH_OK; i++)
-            w->restitutive += w->manifolds[i].restitution > 0;
+        w->narrowphases++;          /* (it swaps the manifold arrays first) */
+        int e = ph__narrowphase(w); /* (with w->restitutive, the restitutive manifolds) */
         if (e == PH_OK) e = ph__contact_events(w);
         /* Sleeping islands touched by an awake body join this step. */
         if (e == PH_OK) e = ph__wake_touched(w);
@@ -555,11 +552,14 @@ static int collide_stage(ph__world *w, const ph__plan *p) {
 static int start_stage(ph__world *w, const ph__plan *p, double h) {
     if (p->start == PH_START_FUSED) return PH_OK;
     const int collide = p->collide == PH_COLLIDE_FULL;
-    int e = build_solver_bodies(w, collide);
-    if (e == PH_OK && collide) e = prepare_forces(w, h);
+    const int impacts = p->start == PH_START_BODIES_IMPACTS;
+    const int warm = p->warm == PH_WARM_WITH_FORCES;
+    /* (After a collision the forces are made, and without impacts applied,
+     * in build_solver_bodies' pass.) */
+    int e = build_solver_bodies(w, collide, h, collide && !impacts, warm);
     if (e) return e;
-    if (p->start == PH_START_BODIES_IMPACTS) w->stats.impacts += ph__impacts(w, h);
-    apply_forces(w, h, p->warm == PH_WARM_WITH_FORCES);
+    if (impacts) w->stats.impacts += ph__impacts(w, h);
+    if (!collide || impacts) apply_forces(w, h, warm);
     return PH_OK;
 }
 
@@ -610,7 +610,7 @@ static void count_contacts(ph__world *w) {
 
 enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans);
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p);
+static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p);
 
 /* Whether the step that has just collided (its first substep) runs as one
  * substep of the whole time_step (settings.joint_step_once, docs/core.md
@@ -663,8 +663,9 @@ static int joint_step_once(ph__world *w, int n) {
 /* Substep k of n, as a script: plan, then the stages in a fixed order,
  * each timed into the world's statistics (PH_STAGE_*). p: in, the last
  * substep's plan (zero before the first); out, this one's. *tiled: set
- * when the rest of this substep and the ones up to the last ran tile by
- * tile (tiled_substeps; p is then substep n - 2's plan). A first
+ * to 1 when the rest of this substep and the ones up to the last ran tile
+ * by tile (tiled_substeps; p is then substep n - 2's plan), to 2 when the
+ * last ran in the tiles too (p is then its plan). A first
  * substep that finds a joint-only step (joint_step_once) becomes the
  * whole step: h = time_step and n = 1 from its collision on (its plan's
  * last = 1, w->joint_once = 1). */
@@ -697,11 +698,12 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
          * with the substeps up to the last when the step qualifies, else
          * over all batches. */
         ph__plan plans[TILED_SUBSTEPS];
-        if (k == 0 && n <= TILED_SUBSTEPS && tiles_fit(w, p, n, plans)) {
+        const int fit = k == 0 && n <= TILED_SUBSTEPS ? tiles_fit(w, p, n, plans) : 0;
+        if (fit) {
             plans[0] = *p;
-            *tiled = 1;
+            *tiled = fit;
             lap(w, PH_STAGE_ROWS, t);
-            return tiled_substeps(w, h, n, plans, p);
+            return tiled_substeps(w, h, n, fit == 2, plans, p);
         }
         ph__wide_fill(w, p, h);
     }
@@ -732,8 +734,14 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
  * in the same order, bit for bit, while a tile's batches and bodies stay
  * in the cache from their fill through substep n - 2 instead of being
  * fetched from memory once per substep (docs/profile.md, "Issue #21,
- * targets 3 and 6"). Returns 1 and the plans of substeps 1 .. n - 2 in
- * plans[] when the step qualifies (p0: substep 0's plan after its rows). */
+ * targets 3 and 6"). The last substep (the manifolds moved, the first
+ * sweep with B, the impulses stored, the integration without a next
+ * substep) couples no two islands either when its merits are the lazy
+ * final ones (no record_merits): it runs in the tiles too, each tile's
+ * manifolds moved once its bodies have their poses, the events pushed
+ * after the tiles in manifold order. Returns 1 and the plans of substeps
+ * 1 .. n - 2 in plans[] when the step qualifies, 2 and those of 1 .. n - 1
+ * when its last substep does too (p0: substep 0's plan after its rows). */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans) {
     if (n < 3 || w->tile_count < 2 || !w->wpoint_mode || !w->wide_ok || w->capture || w->joint_pool.count > 0 ||
         w->settings.max_step_work != 0 || w->settings.iterations < 1 || p0->next != PH_NEXT_FUSED_WARM ||
@@ -749,7 +757,15 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
             return 0;
         plans[k] = p;
     }
-    return 1;
+    const ph__facts f = facts(w, p0->home, 1);
+    const ph__plan p = ph__plan_substep(&w->settings, &f, n - 1, n);
+    if (p.collide != PH_COLLIDE_MOVE_ALL || p.start != PH_START_FUSED || p.home != PH_HOME_BATCHES ||
+        p.rows != PH_ROWS_REFRESH_IN_SWEEP_B || p.warm != PH_WARM_WITH_FORCES || p.solve != PH_SOLVE_PGS_BATCHES ||
+        p.merits != PH_MERITS_FINAL || p.store != PH_STORE_FROM_BATCHES || p.next != PH_NEXT_NONE || p.relax ||
+        w->tile_mf == NULL)
+        return 1;
+    plans[n - 1] = p;
+    return 2;
 }
 
 /* The rest of substep 0 (after its batches' layout) and substeps 1 ..
@@ -764,16 +780,30 @@ static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *pl
  * and batches and never the ground's stored velocity (point mode never
  * stores solver body 0), so nothing one worker writes is read by another
  * until the pass ends, and every tile gets the operations of one thread.
- * plans[0 .. n - 2]: the substeps' plans; p: out, the plan of substep
- * n - 2. */
+ * With last, each tile then runs the last substep: its manifolds moved
+ * (flagged for the events, narrowphase.c), its sweeps with B, its
+ * impulses stored and its bodies integrated; the events and the solve's
+ * statistics follow the pass. plans[0 .. n - 2] (n - 1 with last): the
+ * substeps' plans; p: out, the plan of the last substep run. */
 typedef struct tiled_ctx {
     const ph__plan *plans;
     double h, wf;
-    int n, iters;
+    int n, iters, last;
     atomic_int next; /* the next tile to claim */
     int cancelled[PH__MAX_WORKERS];
-    double solve_ms, integrate_ms; /* worker 0's */
+    uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
+    double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
+    int64_t points[PH__MAX_WORKERS];           /* and contact points */
+    double solve_ms, integrate_ms, collide_ms; /* worker 0's */
 } tiled_ctx;
+
+/* Adds the time since *t to *acc (worker 0 only: its own split). */
+static void tiled_lap(int worker, double *acc, double *t) {
+    if (worker != 0) return;
+    const double t1 = now_ms();
+    *acc += t1 - *t;
+    *t = t1;
+}
 
 static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     tiled_ctx *c = ctx;
@@ -794,23 +824,26 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                 else
                     ph__wide_tile_solve(w, tile, c->h, c->iters, c->plans[k].relax);
             }
-            if (worker == 0) {
-                const double t1ms = now_ms();
-                c->solve_ms += t1ms - t;
-                t = t1ms;
-            }
+            tiled_lap(worker, &c->solve_ms, &t);
             ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
-            if (worker == 0) {
-                const double t1ms = now_ms();
-                c->integrate_ms += t1ms - t;
-                t = t1ms;
-            }
+            tiled_lap(worker, &c->integrate_ms, &t);
         }
+        if (!c->last) continue;
+        /* The last substep (what substep() would run once every tile had
+         * integrated substep n - 2: the tile's manifolds read only its own
+         * bodies and the unmoving ones). */
+        const int32_t m0 = w->tile_mf[tile], m1 = w->tile_mf[tile + 1];
+        ph__refresh_manifolds_tile(w, w->wpoint + m0, m1 - m0, c->flag, &c->maxpen[worker], &c->points[worker]);
+        tiled_lap(worker, &c->collide_ms, &t);
+        if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_last(w, tile, c->h, c->iters);
+        tiled_lap(worker, &c->solve_ms, &t);
+        ph__wide_integrate_list(w, idx, nb, c->h, 0, 0, c->wf);
+        tiled_lap(worker, &c->integrate_ms, &t);
     }
 }
 
-static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, ph__plan *p) {
-    const int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
+static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p) {
+    int e = ph__joint_direct_factor(w, 1, h); /* (no joint rows: marks the direct block empty, as ph__solve) */
     if (e) return e;
     tiled_ctx c;
     memset(&c, 0, sizeof c);
@@ -820,6 +853,12 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     c.wf = ph__warm_factor(w);
     c.n = n;
     c.iters = w->settings.iterations;
+    c.last = last;
+    if (last) {
+        c.flag = ph__arena_alloc(&w->arena, (size_t)w->manifold_count + 1, "refresh flags");
+        if (!c.flag) return PH_ERR_NO_MEMORY;
+        memset(c.flag, 0, (size_t)w->manifold_count + 1);
+    }
     int nrelax = 0;
     for (int k = 0; k <= n - 2; k++)
         nrelax += plans[k].relax;
@@ -832,9 +871,11 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
     /* (Worker 0's own split; its wait for the others counts as solving.) */
     w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
-    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms;
+    w->stats.stage_ms[PH_STAGE_NARROWPHASE] += c.collide_ms;
+    w->stats.stage_ms[PH_STAGE_SOLVE] += now_ms() - t - c.integrate_ms - c.collide_ms;
     for (int k = 0; k < PH__MAX_WORKERS; k++)
         if (c.cancelled[k]) {
+            if (c.flag) ph__arena_free(&w->arena, c.flag);
             w->limit.cancelled = 1;
             return PH_ERR_CANCELLED; /* (the step is undone) */
         }
@@ -847,6 +888,32 @@ static int tiled_substeps(ph__world *w, double h, int n, const ph__plan *plans, 
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     w->tiled_steps++;
+    if (!last) return PH_OK;
+    w->tiled_last++;
+    /* The last substep's work outside the tiles: the manifolds of no
+     * tile and the events (collide_stage), the rows' count (rows_stage,
+     * no joint), the solve's statistics and lazy final merits (ph__solve:
+     * a native PGS of iters sweeps), the contact statistics (their points
+     * counted as the tiles moved the manifolds). */
+    const double t1 = now_ms();
+    double maxpen = 0;
+    int64_t points = 0;
+    for (int k = 0; k < PH__MAX_WORKERS; k++) {
+        maxpen = c.maxpen[k] > maxpen ? c.maxpen[k] : maxpen;
+        points += c.points[k];
+    }
+    e = ph__refresh_manifolds_tiles_end(w, c.flag, maxpen, points);
+    ph__arena_free(&w->arena, c.flag);
+    if (e) return e;
+    lap(w, PH_STAGE_NARROWPHASE, t1);
+    w->block_count = 0;
+    w->row_count = w->contact_row_count;
+    ph__limit_count(&w->limit, (uint64_t)c.iters * (uint64_t)total);
+    ph__solve_tiled(w, c.iters);
+    *p = plans[n - 1];
+    /* (count_contacts': the points counted by the manifolds' move.) */
+    w->stats.manifolds = w->manifold_count;
+    w->stats.pairs = w->pair_count;
     return PH_OK;
 }
 
@@ -1156,7 +1223,7 @@ int ph_world_step(ph_world_id id) {
         int tiled = 0;
         e = ph__limit_cancel(&w->limit) ? PH_ERR_CANCELLED : substep(w, h, k, n, &plan, &tiled);
         if (w->joint_once) break; /* (the first substep was the whole step) */
-        if (tiled) k = n - 2;
+        if (tiled) k = tiled == 2 ? n - 1 : n - 2;
     }
     if (e == PH_OK && w->joint_once)
         e = ph__joint_project_direct(w, w->settings.joint_projection, n);

@@ -207,6 +207,7 @@ static const size_t world_arrays[] = {
     STEP(tile_sbody),
     STEP(tile_sb),
     STEP(tile_of),
+    STEP(tile_mf),
     ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
     ARR(jd_first),
     ARR(jd_bfirst),

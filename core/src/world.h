@@ -165,7 +165,9 @@ struct ph__world {
     int32_t *tile_sbody; /* its solver bodies: tile_sb[tile_sbody[t] .. tile_sbody[t + 1]) */
     int32_t *tile_sb;    /* solver bodies by tile, ascending within each */
     int32_t *tile_of;    /* scratch, by solver body: union-find parent, then its tile */
+    int32_t *tile_mf;    /* tile t's manifolds: wpoint[tile_mf[t] .. tile_mf[t + 1]) */
     int64_t tiled_steps; /* steps whose substeps ran tile by tile (tests) */
+    int64_t tiled_last;  /* of those, steps whose last substep did too (tests) */
 
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first

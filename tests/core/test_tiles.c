@@ -17,6 +17,13 @@
  *   tiles: the 64 columns with and without them step tile by tile alike,
  *   end in the same state bit for bit, and the last substep's recorded
  *   merit is the final merit the world without them reports.
+ * - the last substep in the tiles (without record_merits: its merits the
+ *   lazy final ones): the manifolds moved per tile, the events pushed
+ *   after the tiles in manifold order. Against the same world with
+ *   record_merits (whose last substep runs over the whole world): the
+ *   same contact events at every step (count, order, bodies, shapes,
+ *   points and speeds bit for bit), the same deepest penetration,
+ *   contact counts, rows and row updates, and the same final merits.
  *
  * Normal path: build, step, compare. Failure modes: none beyond the
  * assertions. Invariants: the worlds use the default settings (native
@@ -214,11 +221,76 @@ static void test_tiles_with_merits(void **state) {
     ph_world_destroy(lazy);
 }
 
+/* The last substep tile by tile (no record_merits) against over the
+ * whole world (record_merits): the same events and statistics, step by
+ * step, and the same end state. */
+static void test_tiles_last_substep(void **state) {
+    (void)state;
+    ph_world_id whole = new_world_merits(1), tiled = new_world_merits(0);
+    ph_body_id a[LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++) {
+            add_column(whole, i, j, a);
+            add_column(tiled, i, j, a);
+        }
+    enum { CAP = 4096 };
+    ph_contact_event *ew = calloc(CAP, sizeof *ew), *et = calloc(CAP, sizeof *et);
+    assert_non_null(ew);
+    assert_non_null(et);
+    int events = 0, deep = 0;
+    for (int s = 0; s < STEPS; s++) {
+        assert_int_equal(ph_world_step(whole), PH_OK);
+        assert_int_equal(ph_world_step(tiled), PH_OK);
+        const int nw = ph_world_get_contact_events(whole, ew, CAP);
+        const int nt = ph_world_get_contact_events(tiled, et, CAP);
+        assert_int_equal(nw, nt);
+        assert_true(nw <= CAP);
+        events += nw;
+        for (int k = 0; k < nw; k++) {
+            assert_int_equal(ew[k].begin, et[k].begin);
+            /* (The ids' world slots differ: two worlds.) */
+            assert_int_equal(ew[k].body_a.index1, et[k].body_a.index1);
+            assert_int_equal(ew[k].body_a.gen, et[k].body_a.gen);
+            assert_int_equal(ew[k].body_b.index1, et[k].body_b.index1);
+            assert_int_equal(ew[k].shape_a.index1, et[k].shape_a.index1);
+            assert_int_equal(ew[k].shape_b.index1, et[k].shape_b.index1);
+            assert_memory_equal(&ew[k].point, &et[k].point, sizeof ew[k].point);
+            assert_memory_equal(&ew[k].normal, &et[k].normal, sizeof ew[k].normal);
+            assert_true(ew[k].approach_speed == et[k].approach_speed);
+        }
+        ph_step_stats sw, st;
+        assert_int_equal(ph_world_get_stats(whole, &sw), PH_OK);
+        assert_int_equal(ph_world_get_stats(tiled, &st), PH_OK);
+        assert_true(sw.max_penetration == st.max_penetration);
+        deep += st.max_penetration > 0;
+        assert_int_equal(sw.contacts, st.contacts);
+        assert_int_equal(sw.manifolds, st.manifolds);
+        assert_int_equal(sw.rows, st.rows);
+        assert_int_equal(sw.iterations, st.iterations);
+        assert_true(sw.row_updates == st.row_updates);
+        assert_true(sw.fischer_final == st.fischer_final);
+        assert_true(sw.minmap_final == st.minmap_final);
+    }
+    /* Every column's boxes land on each other (a begin event each) and
+     * press into each other. */
+    assert_true(events >= SIDE * SIDE * LAYERS);
+    assert_true(deep >= STEPS / 2);
+    assert_int_equal(record(whole)->tiled_last, 0);
+    assert_true(record(tiled)->tiled_last >= STEPS - 5);
+    assert_true(record(tiled)->tiled_last == record(whole)->tiled_steps);
+    assert_true(ph_world_state_hash(whole) == ph_world_state_hash(tiled));
+    free(ew);
+    free(et);
+    ph_world_destroy(whole);
+    ph_world_destroy(tiled);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiles_layout),
         cmocka_unit_test(test_tiles_same_physics),
         cmocka_unit_test(test_tiles_with_merits),
+        cmocka_unit_test(test_tiles_last_substep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
