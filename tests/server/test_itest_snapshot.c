@@ -221,8 +221,13 @@ static void test_snapshots_skip_no_tick(void **state) {
            "the same time without snapshots: +%llu, +%llu\n",
            dt, (unsigned long long)(b1 - b0), (unsigned long long)(s1 - s0), (unsigned long long)(b2 - b1),
            (unsigned long long)(s2 - s1));
-    assert_true(b1 - b0 <= b2 - b1);
-    assert_true(s1 - s0 <= s2 - s1);
+    /* A snapshot taken on the loop that held it for two ticks of grid1000
+     * (67 ms) would skip at least one tick of each world per snapshot, ten
+     * in all (stack20's twenty). The margin of 8 is a loaded machine's
+     * noise: one run at a load of 4 had +8 with the snapshots (a quiet
+     * one has 0 and 0). */
+    assert_true(b1 - b0 <= b2 - b1 + 8);
+    assert_true(s1 - s0 <= s2 - s1 + 8);
     itest_client_close(&c);
 }
 
