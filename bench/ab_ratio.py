@@ -3,16 +3,13 @@
 step of the two builds over the rounds, the ratio of the medians
 (after / before), the per-round ratios (median, range), and whether the two
 builds ended in the same state (the scene's drift and final merit agree)."""
-import json
 import statistics
 import sys
 
+import benchlines
+
 runs = {}
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    j = json.loads(line)
+for j in benchlines.read(sys.stdin, "ab_ratio.py"):
     runs.setdefault((j["scene"], j["build"]), {})[j["repeat"]] = j
 
 order = ["stack20", "pyramid20", "grid1000", "spheres1000", "chain30"]

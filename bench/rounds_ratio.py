@@ -6,18 +6,15 @@ median; --cpu: the same from the step's CPU time (cpu_ms_per_step_median),
 which leaves out the time a busy shared machine takes the core away. Lines
 of the sleep mode (--sleep) are kept apart ("NAME (sleep)") and add each
 engine's median time to sleep over the rounds."""
-import json
 import statistics
 import sys
+
+import benchlines
 
 KEY = "cpu_ms_per_step_median" if "--cpu" in sys.argv[1:] else "ms_per_step_median"
 runs = {}
 sleep_t = {}
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    j = json.loads(line)
+for j in benchlines.read(sys.stdin, "rounds_ratio.py"):
     scene = j["scene"] + (" (sleep)" if j.get("sleep") else "")
     runs.setdefault((scene, j["engine"]), {})[j["repeat"]] = j[KEY]
     if j.get("sleep"):

@@ -15,9 +15,10 @@ Lines that are not JSON objects are ignored with a warning on stderr.
 Python 3 standard library only.
 """
 
-import json
 import statistics
 import sys
+
+import benchlines
 
 ENGINE_ORDER = {"physd": 0, "ode": 1, "bullet": 2}
 
@@ -33,24 +34,6 @@ def fmt(v, digits=3):
     if v == 0:
         return "0"
     return f"{v:.{digits}g}"
-
-
-def read_runs(stream):
-    runs = []
-    for n, line in enumerate(stream, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            print(f"table.py: line {n}: not JSON ({e})", file=sys.stderr)
-            continue
-        if not isinstance(obj, dict) or "engine" not in obj or "scene" not in obj:
-            print(f"table.py: line {n}: not a physd-bench line", file=sys.stderr)
-            continue
-        runs.append(obj)
-    return runs
 
 
 def group(runs):
@@ -85,7 +68,7 @@ def sort_key(scenes):
 
 
 def main():
-    runs = read_runs(sys.stdin)
+    runs = benchlines.read(sys.stdin, "table.py")
     if not runs:
         print("table.py: no runs on stdin", file=sys.stderr)
         return 1

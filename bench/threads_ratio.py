@@ -10,16 +10,13 @@ shared machine the wall-clock ratio says little (a two-thread run is two
 runnable threads and gets a larger share of the cores); the CPU ratio
 (one thread's CPU over the stepping thread's) is what a quiet machine's
 wall-clock ratio comes close to."""
-import json
 import statistics
 import sys
 
+import benchlines
+
 runs = {}
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    j = json.loads(line)
+for j in benchlines.read(sys.stdin, "threads_ratio.py"):
     if j.get("engine") != "physd":
         continue
     key = (j["scene"], j.get("threads", 1))

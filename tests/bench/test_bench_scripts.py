@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""test_bench_scripts.py BENCH_DIR: the scripts that turn physd-bench's JSON
+lines into the README's tables (table.py, rounds_ratio.py, ab_ratio.py,
+threads_ratio.py), run on made-up lines whose medians and ratios are known:
+each figure they print is checked, and a line that is not JSON (a progress
+message) is left out with a warning instead of stopping the script."""
+import json
+import subprocess
+import sys
+
+BENCH = sys.argv[1]
+failures = 0
+
+
+def run(script, lines, *args):
+    text = "physd pyramid20 it=1: step 60/600\n" + "".join(json.dumps(l) + "\n" for l in lines)
+    p = subprocess.run([sys.executable, f"{BENCH}/{script}", *args], input=text, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{script} failed: {p.stderr}")
+    if "line 1: not JSON" not in p.stderr:
+        raise SystemExit(f"{script}: no warning for the progress line: {p.stderr!r}")
+    return p.stdout
+
+
+def row(out, *first):
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[: len(first)] == list(first):
+            return cells
+    raise SystemExit(f"no row {first} in:\n{out}")
+
+
+def check(what, got, want):
+    global failures
+    if got != want:
+        print(f"FAIL {what}: {got!r}, expected {want!r}")
+        failures += 1
+    else:
+        print(f"ok {what}: {got}")
+
+
+def bench_line(engine, scene, repeat, ms, cpu=None, **kw):
+    d = {"engine": engine, "scene": scene, "repeat": repeat, "ms_per_step_median": ms,
+         "cpu_ms_per_step_median": ms if cpu is None else cpu, "substeps": 1, "iterations": 10, "budget": 10}
+    d.update(kw)
+    return d
+
+
+# rounds_ratio.py: physd over the faster peer per round (0.5 and 0.4: median
+# 0.45), and of the medians (0.55 / min(1.75, 1.5) = 0.367).
+rr = [bench_line("physd", "pyramid20", 0, 0.5), bench_line("ode", "pyramid20", 0, 2.0),
+      bench_line("bullet", "pyramid20", 0, 1.0), bench_line("physd", "pyramid20", 1, 0.6),
+      bench_line("ode", "pyramid20", 1, 1.5), bench_line("bullet", "pyramid20", 1, 2.0)]
+r = row(run("rounds_ratio.py", rr), "pyramid20")
+check("rounds_ratio rounds", r[1], "2")
+check("rounds_ratio medians", r[2:5], ["0.55", "1.75", "1.5"])
+check("rounds_ratio ratio of the medians", r[5], "0.37")
+check("rounds_ratio per-round", r[6], "0.45 (0.40–0.50)")
+# --cpu reads the CPU time: physd's CPU twice its wall time doubles the ratios.
+rc = [dict(l, cpu_ms_per_step_median=l["ms_per_step_median"] * (2 if l["engine"] == "physd" else 1)) for l in rr]
+check("rounds_ratio --cpu", row(run("rounds_ratio.py", rc, "--cpu"), "pyramid20")[6], "0.90 (0.80–1.00)")
+
+# threads_ratio.py: one thread 20 ms wall and CPU in both rounds, two threads
+# 10 and 12.5 ms wall, 11 and 13 ms CPU: speed-ups 2.00 and 1.60, of the
+# medians 20 / 11.25 = 1.78 (wall) and 20 / 12 = 1.67 (CPU).
+tr = [bench_line("physd", "grid16000", k, 20.0, threads=1, load1=0.5) for k in (0, 1)]
+tr += [bench_line("physd", "grid16000", 0, 10.0, cpu=11.0, threads=2, load1=0.5),
+       bench_line("physd", "grid16000", 1, 12.5, cpu=13.0, threads=2, load1=0.7),
+       bench_line("ode", "grid16000", 0, 99.0, threads=1)]
+t = row(run("threads_ratio.py", tr), "grid16000", "2")
+check("threads_ratio medians", t[2:4], ["11.25", "12.00"])
+check("threads_ratio loads", t[4], "0.5, 0.7")
+check("threads_ratio wall speed-up", t[5], "1.78 (2.00, 1.60)")
+check("threads_ratio CPU speed-up", t[6], "1.67 (1.82, 1.54)")
+
+# ab_ratio.py: after / before per round 0.8 and 0.9; the end state compared
+# by drift and final merit (stack20's after ends elsewhere).
+ab = []
+for k, (before, after) in enumerate(((1.0, 0.8), (1.0, 0.9))):
+    for build, ms in (("before", before), ("after", after)):
+        ab.append(bench_line("physd", "grid1000", k, ms, build=build, drift_max_m=0.01, final_merit=1e-6))
+        ab.append(bench_line("physd", "stack20", k, ms, build=build, drift_max_m=0.01 if build == "before" else 0.02,
+                             final_merit=1e-6))
+a = row(run("ab_ratio.py", ab), "grid1000")
+check("ab_ratio ratio of the medians", a[4], "0.850")
+check("ab_ratio per-round", a[5], "0.850 (0.800–0.900)")
+check("ab_ratio same end state", a[6], "yes")
+check("ab_ratio different end state", row(run("ab_ratio.py", ab), "stack20")[6], "NO")
+
+# table.py: the step time of repeated runs is the median of their medians
+# (0.4, 0.5, 0.9: 0.5), and physd/ode is 0.5 / 2 = 0.25.
+tb = [bench_line("physd", "grid1000", k, ms) for k, ms in enumerate((0.4, 0.9, 0.5))]
+tb += [bench_line("ode", "grid1000", 0, 2.0)]
+t = row(run("table.py", tb), "grid1000", "10", "0.5")
+check("table ode ms, physd/ode", [t[3], t[5]], ["2", "0.25"])
+check("table physd's runs", row(run("table.py", tb), "physd", "grid1000")[3], "0.5 (3 runs)")
+
+sys.exit(1 if failures else 0)
