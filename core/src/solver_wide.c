@@ -529,20 +529,43 @@ static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, i
     return PH_OK;
 }
 
-/* Whether the last build's height order (w->wkeys' slots, na of them) is
- * still sorted under this step's heights (w->wheight) with the same tie
- * rule (key_before: ties by slot). The order is total, so a sorted
- * sequence is the one sort_keys makes: the levels, colours, tiles and
- * batches made from it are the last build's. A NaN height never passes. */
-static int order_still_sorted(const ph__world *w, int32_t na) {
+/* Whether each moving body's manifolds, in the last full build's height
+ * order (w->wkeys' slots, na of them), are still in order under this
+ * step's heights (w->wheight) with the same tie rule (key_before: ties by
+ * slot). The levels depend on that order only through each body's
+ * sequence of manifolds: a manifold goes one level above the last one
+ * before it that touched either of its moving bodies, so the levels are
+ * the longest chains of a graph whose edges join consecutive manifolds of
+ * a body, directed by the order; a first-fit colouring likewise takes the
+ * colours its bodies' earlier manifolds left (while no body runs out of a
+ * band of colours: wreuse_bands). The same sequences give the same levels
+ * and colours, and from them (with the same manifolds, bodies and points)
+ * the same tiles, runs and batches; within a level the batches follow the
+ * slots. A body's sequence, being sorted under a total order, is unchanged
+ * exactly when each consecutive pair of it still is in order. Uses
+ * w->wmask as scratch (each body's last manifold + 1). A NaN height never
+ * passes. */
+static int body_orders_kept(ph__world *w, int32_t na) {
     const ph__sap_key *k = w->wkeys;
     const double *h = w->wheight;
-    double prev = h[k[0].slot];
-    if (prev != prev) return 0;
-    for (int32_t q = 1; q < na; q++) {
-        const double x = h[k[q].slot];
-        if (!(x > prev || (x == prev && k[q].slot > k[q - 1].slot))) return 0;
-        prev = x;
+    const uint64_t *sig = w->wsig;
+    uint64_t *last = w->wmask;
+    memset(last, 0, (size_t)w->sbody_count * sizeof *last);
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t s = k[q].slot;
+        const double x = h[s];
+        if (x != x) return 0;
+        const int32_t ab[2] = {(int32_t)(sig[s] >> 32), (int32_t)(sig[s] >> 3 & ((1u << 29) - 1))};
+        for (int e = 0; e < 2; e++) {
+            const int32_t b = ab[e];
+            if (!b) continue;
+            if (last[b]) {
+                const int32_t p = (int32_t)(last[b] - 1);
+                const double y = h[p];
+                if (!(x > y || (x == y && s > p))) return 0;
+            }
+            last[b] = (uint64_t)s + 1;
+        }
     }
     return 1;
 }
@@ -605,7 +628,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
          * height order still sorted: everything the build makes from them
          * (levels, colours, tiles, runs, the batches' indices) is what it
          * made then, still in place. */
-        if (same && na == w->wreuse_na && na > 0 && order_still_sorted(w, na)) {
+        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && body_orders_kept(w, na)) {
             w->wide_ok = 1;
             w->wreuse_ok = 1;
             w->wreuse_builds++;
@@ -650,6 +673,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * top-down and solving the colours in reverse held pyramid40 best).
      * The islands' union-find is the one the tiles use (make_tiles). */
     int islands_done = 0;
+    int32_t bands = 1;    /* (the colouring's bands of 64 colours) */
     uint8_t *big = NULL;  /* by solver body: its island is coloured */
     int32_t *ctop = NULL; /* by solver body: its island's manifolds, then its colours' band */
     if (na >= PH_COLOUR_MIN) {
@@ -725,6 +749,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             w->wlevel[i] = base + c;
         }
         const int32_t nc = base + ncolour;
+        bands = band;
         for (int32_t q = 0; q < na; q++) {
             const int32_t i = w->wkeys[q].slot;
             const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
@@ -832,6 +857,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         w->wreuse_nm = nm;
         w->wreuse_nsb = nsb;
         w->wreuse_na = na;
+        w->wreuse_bands = bands == 1;
     }
     return PH_OK;
 }

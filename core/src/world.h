@@ -176,7 +176,8 @@ struct ph__world {
     uint64_t *wsig;
     double *wheight;
     int wreuse_ok;
-    int wreuse_off; /* tests: 1 = always the full build */
+    int wreuse_off;   /* tests: 1 = always the full build */
+    int wreuse_bands; /* the colouring used one band of 64 colours (or none) */
     int32_t wreuse_nm, wreuse_nsb, wreuse_na, wreuse_groups;
     int64_t wreuse_builds; /* native builds that reused the layout (tests) */
     int64_t wfull_builds;  /* native builds that made it (tests) */
