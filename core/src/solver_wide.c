@@ -32,6 +32,18 @@
  *   each tile's in level order, so that step.c can run the middle substeps
  *   one tile at a time (ph__wide_tile_solve); with one tile the layout is
  *   the level order alone.
+ *   Reuse (native builds): the layout is a function of the manifolds' solver
+ *   bodies and point counts (by slot; w->wsig) and of each moving body's
+ *   sequence of manifolds in the height order. When both are the last
+ *   native build's — the same manifolds, bodies and points, and each body's
+ *   manifolds, in that build's order (w->wkeys), still in order under this
+ *   step's heights (body_orders_kept: O(n), where the sort is O(n log n)) —
+ *   the levels, colours, tiles, runs and batches' indices that build left
+ *   in the world are the ones a build would make, and only row0 and the
+ *   heights are computed (w->wreuse_ok; any other writer of those arrays
+ *   clears it). A settled grid or spheres1000 reuses it every step; a
+ *   pyramid whose side-by-side contacts swap height order by rounding-level
+ *   motion only in the steps where none swaps (docs/profile.md).
  *   Refresh (later substeps, native): each point's gap moved by h J_n v0
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
