@@ -32,6 +32,18 @@
  *   each tile's in level order, so that step.c can run the middle substeps
  *   one tile at a time (ph__wide_tile_solve); with one tile the layout is
  *   the level order alone.
+ *   Reuse (native builds): the layout is a function of the manifolds' solver
+ *   bodies and point counts (by slot; w->wsig) and of each moving body's
+ *   sequence of manifolds in the height order. When both are the last
+ *   native build's — the same manifolds, bodies and points, and each body's
+ *   manifolds, in that build's order (w->wkeys), still in order under this
+ *   step's heights (body_orders_kept: O(n), where the sort is O(n log n)) —
+ *   the levels, colours, tiles, runs and batches' indices that build left
+ *   in the world are the ones a build would make, and only row0 and the
+ *   heights are computed (w->wreuse_ok; any other writer of those arrays
+ *   clears it). A settled grid or spheres1000 reuses it every step; a
+ *   pyramid whose side-by-side contacts swap height order by rounding-level
+ *   motion only in the steps where none swaps (docs/profile.md).
  *   Refresh (later substeps, native): each point's gap moved by h J_n v0
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
@@ -458,17 +470,26 @@ static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 dow
     return hsum / cm->m.count;
 }
 
+/* A manifold's part in the layout (build's reuse): its two solver bodies
+ * and its points, 0 when it has no moving body (it then has no rows). The
+ * solver bodies are fewer than 2^29 (checked before a reuse). */
+static inline uint64_t manifold_sig(int32_t a, int32_t b, int count) {
+    return a || b ? (uint64_t)(uint32_t)a << 32 | (uint64_t)(uint32_t)b << 3 | (uint64_t)count : 0;
+}
+
 /* The native build's first loop with the step's workers: each takes a
- * contiguous range of the manifolds, finds which have rows (a moving body)
- * and their heights (reading every manifold: the loop's cost), then, after
- * a barrier, numbers its range's rows and keys from the counts of the
- * ranges before it. The same row0, keys and order as the loop on one
- * thread (build). */
+ * contiguous range of the manifolds, finds which have rows (a moving body),
+ * their heights (w->wheight) and their parts in the layout (w->wsig,
+ * compared with the last build's when same[] may hold: reading every
+ * manifold is the loop's cost), then, after a barrier, numbers its range's
+ * rows from the counts of the ranges before it. The same row0, heights and
+ * parts as the loop on one thread (build). */
 typedef struct keys_ctx {
     ph_vec3 down;
+    int cached;                                               /* compare with the last build's parts */
     int32_t *pts;                                             /* per manifold: its points with rows, -1: none */
-    double *key;                                              /* per manifold: its height */
     int32_t np[PH__MAX_WORKERS + 1], na[PH__MAX_WORKERS + 1]; /* per range: points, keys */
+    int same[PH__MAX_WORKERS + 1];                            /* per range: every part as the last build's */
 } keys_ctx;
 
 static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
@@ -476,48 +497,89 @@ static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     int32_t i0, i1;
     ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
     int32_t np = 0, na = 0;
+    int same = c->cached;
     for (int32_t i = i0; i < i1; i++) {
         const ph__contact_manifold *cm = &w->manifolds[i];
-        const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
+        const int32_t a = w->body_to_sbody[cm->ba], b = w->body_to_sbody[cm->bb];
+        const int moving = a != 0 || b != 0;
+        const uint64_t sig = manifold_sig(a, b, cm->m.count);
         c->pts[i] = moving ? cm->m.count : -1;
-        if (moving) c->key[i] = manifold_height(cm, c->down);
+        if (moving) w->wheight[i] = manifold_height(cm, c->down);
+        same = same && w->wsig[i] == sig;
+        w->wsig[i] = sig;
         np += moving ? cm->m.count : 0;
         na += moving;
-        w->wlevel[i] = -1;
     }
     c->np[worker] = np;
     c->na[worker] = na;
+    c->same[worker] = same;
     ph__tasks_barrier(w);
-    np = na = 0;
-    for (int k = 0; k < worker; k++) {
+    np = 0;
+    for (int k = 0; k < worker; k++)
         np += c->np[k];
-        na += c->na[k];
-    }
     for (int32_t i = i0; i < i1; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
-        if (c->pts[i] < 0) continue;
-        np += c->pts[i];
-        w->wkeys[na].key = c->key[i];
-        w->wkeys[na].slot = i;
-        na++;
+        if (c->pts[i] >= 0) np += c->pts[i];
     }
 }
 
-static int keys_split(ph__world *w, ph_vec3 down, int32_t *npoint, int32_t *na) {
+static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, int32_t *na, int *same) {
     const int32_t nm = w->manifold_count;
-    keys_ctx c = {.down = down};
-    c.key = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * (sizeof *c.key + sizeof *c.pts), "manifold keys");
-    if (!c.key) return PH_ERR_NO_MEMORY;
-    c.pts = (int32_t *)(void *)(c.key + nm + 1);
+    keys_ctx c = {.down = down, .cached = cached};
+    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *c.pts, "manifold points");
+    if (!c.pts) return PH_ERR_NO_MEMORY;
     ph__tasks_run(w, keys_pass, &c);
     *npoint = *na = 0;
+    *same = cached;
     for (int k = 0; k < w->task_workers; k++) {
         *npoint += c.np[k];
         *na += c.na[k];
+        *same = *same && c.same[k];
     }
-    ph__arena_free(&w->arena, c.key);
+    ph__arena_free(&w->arena, c.pts);
     return PH_OK;
+}
+
+/* Whether each moving body's manifolds, in the last full build's height
+ * order (w->wkeys' slots, na of them), are still in order under this
+ * step's heights (w->wheight) with the same tie rule (key_before: ties by
+ * slot). The levels depend on that order only through each body's
+ * sequence of manifolds: a manifold goes one level above the last one
+ * before it that touched either of its moving bodies, so the levels are
+ * the longest chains of a graph whose edges join consecutive manifolds of
+ * a body, directed by the order; a first-fit colouring likewise takes the
+ * colours its bodies' earlier manifolds left (while no body runs out of a
+ * band of colours: wreuse_bands). The same sequences give the same levels
+ * and colours, and from them (with the same manifolds, bodies and points)
+ * the same tiles, runs and batches; within a level the batches follow the
+ * slots. A body's sequence, being sorted under a total order, is unchanged
+ * exactly when each consecutive pair of it still is in order. Uses
+ * w->wmask as scratch (each body's last manifold + 1). A NaN height never
+ * passes. */
+static int body_orders_kept(ph__world *w, int32_t na) {
+    const ph__sap_key *k = w->wkeys;
+    const double *h = w->wheight;
+    const uint64_t *sig = w->wsig;
+    uint64_t *last = w->wmask;
+    memset(last, 0, (size_t)w->sbody_count * sizeof *last);
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t s = k[q].slot;
+        const double x = h[s];
+        if (x != x) return 0;
+        const int32_t ab[2] = {(int32_t)(sig[s] >> 32), (int32_t)(sig[s] >> 3 & ((1u << 29) - 1))};
+        for (int e = 0; e < 2; e++) {
+            const int32_t b = ab[e];
+            if (!b) continue;
+            if (last[b]) {
+                const int32_t p = (int32_t)(last[b] - 1);
+                const double y = h[p];
+                if (!(x > y || (x == y && s > p))) return 0;
+            }
+            last[b] = (uint64_t)s + 1;
+        }
+    }
+    return 1;
 }
 
 /* native 0: from the world's contact rows (ncontact of them), writing the
@@ -527,11 +589,16 @@ static int keys_split(ph__world *w, ph_vec3 down, int32_t *npoint, int32_t *na) 
  * numbers are fill's, solver_wide_rows.h). */
 static inline __attribute__((always_inline)) int build(ph__world *w, int32_t ncontact, int native) {
     const int split = w->wsched_ok; /* (the last step's: the sort may be split) */
+    const int32_t nm = w->manifold_count;
+    const int32_t nsb = w->sbody_count;
+    /* The last native build's layout may be kept (below) when it describes
+     * manifolds and solver bodies of the same numbers. */
+    const int cached = native && w->wreuse_ok && !w->wreuse_off && w->wreuse_nm == nm && w->wreuse_nsb == nsb &&
+                       nsb < (1 << 29) && nm > 0;
+    w->wreuse_ok = 0;
     w->wide_ok = 0;
     w->wsched_ok = 0;
     w->wpoint_mode = 0;
-    const int32_t nm = w->manifold_count;
-    const int32_t nsb = w->sbody_count;
     if (ph__array_reserve(w->wmask, nsb + 1) || ph__array_reserve(w->wlevel, nm + 1) ||
         ph__array_reserve(w->wpoint, nm + 1) || ph__array_reserve(w->order, w->row_count + 1))
         return PH_ERR_NO_MEMORY;
@@ -545,17 +612,52 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     int32_t ncol = 0, npoint = 0, na = 0;
     const ph_vec3 down = ph_normalize(w->settings.gravity);
     if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
-    if (native && split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
-        const int e = keys_split(w, down, &npoint, &na);
-        if (e) return e;
+    if (native) {
+        /* Each manifold's rows, height (w->wheight) and part in the layout
+         * (w->wsig), compared with the last build's. */
+        if (ph__array_reserve(w->wsig, nm + 1) || ph__array_reserve(w->wheight, nm + 1)) return PH_ERR_NO_MEMORY;
+        int same = cached;
+        if (split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
+            const int e = keys_split(w, down, cached, &npoint, &na, &same);
+            if (e) return e;
+        } else {
+            for (int32_t i = 0; i < nm; i++) {
+                ph__contact_manifold *cm = &w->manifolds[i];
+                const int32_t a = w->body_to_sbody[cm->ba], b = w->body_to_sbody[cm->bb];
+                const int moving = a != 0 || b != 0;
+                const uint64_t sig = manifold_sig(a, b, cm->m.count);
+                cm->row0 = moving ? 3 * npoint : -1;
+                npoint += moving ? cm->m.count : 0;
+                na += moving;
+                if (moving) w->wheight[i] = manifold_height(cm, down);
+                same = same && w->wsig[i] == sig;
+                w->wsig[i] = sig;
+            }
+        }
+        w->native_rows = 3 * npoint;
+        if (ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
+        /* The same manifolds, bodies and points as the last build, and its
+         * height order still sorted: everything the build makes from them
+         * (levels, colours, tiles, runs, the batches' indices) is what it
+         * made then, still in place. */
+        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && body_orders_kept(w, na)) {
+            w->wide_ok = 1;
+            w->wreuse_ok = 1;
+            w->wreuse_builds++;
+            return PH_OK;
+        }
+        w->wfull_builds++;
+        /* The full build: its keys in slot order, then sorted (below). */
+        for (int32_t i = 0, q = 0; i < nm; i++) {
+            w->wlevel[i] = -1;
+            if (!w->wsig[i]) continue;
+            w->wkeys[q].key = w->wheight[i];
+            w->wkeys[q].slot = i;
+            q++;
+        }
     } else {
         for (int32_t i = 0; i < nm; i++) {
             ph__contact_manifold *cm = &w->manifolds[i];
-            if (native) {
-                const int moving = w->body_to_sbody[cm->ba] != 0 || w->body_to_sbody[cm->bb] != 0;
-                cm->row0 = moving ? 3 * npoint : -1;
-                npoint += moving ? cm->m.count : 0;
-            }
             w->wlevel[i] = -1;
             if (cm->row0 < 0) continue;
             w->wkeys[na].key = manifold_height(cm, down);
@@ -563,8 +665,6 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             na++;
         }
     }
-    w->native_rows = 3 * npoint;
-    if (native && ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
     if (na > 1) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
@@ -585,6 +685,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * top-down and solving the colours in reverse held pyramid40 best).
      * The islands' union-find is the one the tiles use (make_tiles). */
     int islands_done = 0;
+    int32_t bands = 1;    /* (the colouring's bands of 64 colours) */
     uint8_t *big = NULL;  /* by solver body: its island is coloured */
     int32_t *ctop = NULL; /* by solver body: its island's manifolds, then its colours' band */
     if (na >= PH_COLOUR_MIN) {
@@ -660,6 +761,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             w->wlevel[i] = base + c;
         }
         const int32_t nc = base + ncolour;
+        bands = band;
         for (int32_t q = 0; q < na; q++) {
             const int32_t i = w->wkeys[q].slot;
             const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
@@ -761,6 +863,14 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     if (tile) ph__arena_free(&w->arena, tile);
     w->wbatch_count = nbatch;
     w->wide_ok = 1;
+    w->wreuse_groups = ngroup;
+    if (native) { /* (what the next build compares with) */
+        w->wreuse_ok = 1;
+        w->wreuse_nm = nm;
+        w->wreuse_nsb = nsb;
+        w->wreuse_na = na;
+        w->wreuse_bands = bands == 1;
+    }
     return PH_OK;
 }
 
@@ -1161,9 +1271,7 @@ int ph__wide_build_native(ph__world *w) {
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
     if (w->wpoint_mode) {
-        int32_t ng = 0;
-        for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
-            ng++;
+        const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
             make_schedule(w, ng))
             return PH_ERR_NO_MEMORY;

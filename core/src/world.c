@@ -208,6 +208,8 @@ static const size_t world_arrays[] = {
     STEP(tile_sb),
     STEP(tile_of),
     STEP(tile_mf),
+    STEP(wsig),
+    STEP(wheight),
     ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
     ARR(jd_first),
     ARR(jd_bfirst),
@@ -225,6 +227,7 @@ static const size_t world_arrays[] = {
 };
 
 void ph__world_release_step_arrays(ph__world *w) {
+    w->wreuse_ok = 0; /* (the layout it describes is released) */
     for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++) {
         if (!(world_arrays[k] & STEP_ARRAY)) continue;
         void **a = (void **)((char *)w + (world_arrays[k] & ~STEP_ARRAY));

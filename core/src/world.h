@@ -166,8 +166,23 @@ struct ph__world {
     int32_t *tile_sb;    /* solver bodies by tile, ascending within each */
     int32_t *tile_of;    /* scratch, by solver body: union-find parent, then its tile */
     int32_t *tile_mf;    /* tile t's manifolds: wpoint[tile_mf[t] .. tile_mf[t + 1]) */
-    int64_t tiled_steps; /* steps whose substeps ran tile by tile (tests) */
-    int64_t tiled_last;  /* of those, steps whose last substep did too (tests) */
+    /* The layout reused (solver_wide.c, build): the last native build's
+     * inputs, by manifold slot: wsig (its two solver bodies and points,
+     * 0: no moving body) and wheight (its height key); with wreuse_ok,
+     * the levels, tiles, runs and batches' indices in the arrays above are
+     * those a build makes from wsig (wreuse_nm manifolds, wreuse_nsb
+     * solver bodies) and the order wkeys holds. Any other writer of those
+     * arrays, and their release, clears wreuse_ok. */
+    uint64_t *wsig;
+    double *wheight;
+    int wreuse_ok;
+    int wreuse_off;   /* tests: 1 = always the full build */
+    int wreuse_bands; /* the colouring used one band of 64 colours (or none) */
+    int32_t wreuse_nm, wreuse_nsb, wreuse_na, wreuse_groups;
+    int64_t wreuse_builds; /* native builds that reused the layout (tests) */
+    int64_t wfull_builds;  /* native builds that made it (tests) */
+    int64_t tiled_steps;   /* steps whose substeps ran tile by tile (tests) */
+    int64_t tiled_last;    /* of those, steps whose last substep did too (tests) */
 
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first
