@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "physd/ph_core.h"
+#include "physd/ph_snapshot.h"
 #include "world.h"
 
 enum { SIDE = 8, LAYERS = 6, STEPS = 60 };
@@ -82,6 +83,47 @@ static ph__world *record(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     assert_non_null(w);
     return w;
+}
+
+/* The records the solver's passes stream are laid out on cache lines
+ * (docs/profile.md, "Issue #21, target 6"): the core's arrays and the body
+ * pool 64-byte aligned, a solver body's v, w, inv_mass and inv_i[0][0] and
+ * a body's p, q and v.x each within one line, also after the arrays grew
+ * (the first step reserves them; 300 bodies grow the pool from 16 five
+ * times) and after a snapshot's restore (its own allocation of the pools). */
+static void check_lines(const ph__world *w) {
+    assert_int_equal((uintptr_t)w->bodies % 64, 0);
+    assert_int_equal((uintptr_t)w->sbodies % 64, 0);
+    assert_int_equal((uintptr_t)w->vws % 64, 0);
+    assert_int_equal((uintptr_t)w->wpts % 64, 0);
+    assert_int_equal(sizeof(ph__sbody) % 64, 0);
+    assert_int_equal(sizeof(ph__body) % 64, 0);
+    assert_int_equal(offsetof(ph__body, p) % 64, 0);
+    assert_true(offsetof(ph__body, v) + sizeof(double) <= 64);
+    assert_true(offsetof(ph__sbody, inv_i) + sizeof(double) <= 64);
+    assert_int_equal((uintptr_t)&w->sbodies[w->sbody_count - 1].v % 64, 0);
+}
+
+static void test_tiles_cache_lines(void **state) {
+    (void)state;
+    ph_world_id id = new_world();
+    ph_body_id col[LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++)
+            add_column(id, i, j, col);
+    for (int s = 0; s < 3; s++)
+        assert_int_equal(ph_world_step(id), PH_OK);
+    check_lines(record(id));
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    assert_int_equal(ph_world_snapshot(id, &buf, &n), PH_OK);
+    ph_world_id r;
+    assert_int_equal(ph_world_restore(buf, n, NULL, &r), PH_OK);
+    assert_int_equal(ph_world_step(r), PH_OK);
+    check_lines(record(r));
+    ph_snapshot_free(buf);
+    ph_world_destroy(r);
+    ph_world_destroy(id);
 }
 
 /* The tiles partition the solver bodies, cover the batches in order, and
@@ -287,9 +329,8 @@ static void test_tiles_last_substep(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiles_layout),
-        cmocka_unit_test(test_tiles_same_physics),
-        cmocka_unit_test(test_tiles_with_merits),
+        cmocka_unit_test(test_tiles_layout),       cmocka_unit_test(test_tiles_cache_lines),
+        cmocka_unit_test(test_tiles_same_physics), cmocka_unit_test(test_tiles_with_merits),
         cmocka_unit_test(test_tiles_last_substep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
