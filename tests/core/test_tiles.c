@@ -85,6 +85,18 @@ static ph__world *record(ph_world_id id) {
     return w;
 }
 
+/* SIDE x SIDE columns after three steps (the tiles made). */
+static ph_world_id columns_world(void) {
+    ph_world_id id = new_world();
+    ph_body_id col[LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++)
+            add_column(id, i, j, col);
+    for (int s = 0; s < 3; s++)
+        assert_int_equal(ph_world_step(id), PH_OK);
+    return id;
+}
+
 /* The records the solver's passes stream are laid out on cache lines
  * (docs/profile.md, "Issue #21, target 6"): the core's arrays and the body
  * pool 64-byte aligned, a solver body's v, w, inv_mass and inv_i[0][0] and
@@ -106,13 +118,7 @@ static void check_lines(const ph__world *w) {
 
 static void test_tiles_cache_lines(void **state) {
     (void)state;
-    ph_world_id id = new_world();
-    ph_body_id col[LAYERS];
-    for (int j = 0; j < SIDE; j++)
-        for (int i = 0; i < SIDE; i++)
-            add_column(id, i, j, col);
-    for (int s = 0; s < 3; s++)
-        assert_int_equal(ph_world_step(id), PH_OK);
+    ph_world_id id = columns_world();
     check_lines(record(id));
     uint8_t *buf = NULL;
     size_t n = 0;
@@ -130,13 +136,7 @@ static void test_tiles_cache_lines(void **state) {
  * a tile's lanes touch its own bodies or the ground only. */
 static void test_tiles_layout(void **state) {
     (void)state;
-    ph_world_id id = new_world();
-    ph_body_id col[LAYERS];
-    for (int j = 0; j < SIDE; j++)
-        for (int i = 0; i < SIDE; i++)
-            add_column(id, i, j, col);
-    for (int s = 0; s < 3; s++)
-        assert_int_equal(ph_world_step(id), PH_OK);
+    ph_world_id id = columns_world();
     const ph__world *w = record(id);
     assert_true(w->wpoint_mode);
     assert_true(w->tile_count >= 2); /* 64 x 6 x 4 points, about 1024 a tile */
