@@ -25,6 +25,9 @@ static int fails(void) {
 void *ph__alloc(size_t n) { return fails() ? NULL : malloc(n); }
 void *ph__calloc(size_t count, size_t n) { return fails() ? NULL : calloc(count, n); }
 void *ph__realloc(void *p, size_t n) { return fails() ? NULL : realloc(p, n); }
+void *ph__alloc_aligned(size_t align, size_t n) {
+    return fails() ? NULL : aligned_alloc(align, (n + align - 1) / align * align);
+}
 void ph__free(void *p) { free(p); }
 
 void ph__alloc_fail_at(int64_t k) {

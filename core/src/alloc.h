@@ -23,6 +23,9 @@
 void *ph__alloc(size_t n);
 void *ph__calloc(size_t count, size_t n);
 void *ph__realloc(void *p, size_t n);
+/* aligned_alloc: align a power of two, n rounded up to a multiple of it;
+ * counted like the others (ph__alloc_fail_at). */
+void *ph__alloc_aligned(size_t align, size_t n);
 void ph__free(void *p);
 
 /* Test-only: makes the k-th allocation (k >= 1) of this thread from now

@@ -3,7 +3,8 @@
  * array.h).
  *
  * Normal path: the capacity doubles from 64 until it holds what is asked;
- * the block (header and elements) is reallocated, so the elements are kept.
+ * a new 64-byte aligned block (header and elements) is allocated and the
+ * elements copied into it (realloc keeps only malloc's 16 bytes).
  *
  * Failure modes: a capacity past INT32_MAX elements, a size past SIZE_MAX
  * or a failed allocation gives PH_ERR_NO_MEMORY, the array unchanged.
@@ -14,6 +15,7 @@
 #include "array.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "physd/ph_core.h"
 
@@ -25,8 +27,12 @@ int ph__array_grow(void **a, int32_t need, size_t elem) {
         nc *= 2;
     if (nc > INT32_MAX || (size_t)nc > (SIZE_MAX - sizeof(ph__array_head)) / elem) return PH_ERR_NO_MEMORY;
     ph__array_head *old = *a ? (ph__array_head *)*a - 1 : NULL;
-    ph__array_head *h = ph__realloc(old, sizeof *h + (size_t)nc * elem);
+    ph__array_head *h = ph__alloc_aligned(_Alignof(ph__array_head), sizeof *h + (size_t)nc * elem);
     if (!h) return PH_ERR_NO_MEMORY;
+    if (old) {
+        memcpy(h + 1, old + 1, (size_t)cap * elem);
+        ph__free(old);
+    }
     h->cap = (int32_t)nc;
     *a = h + 1;
     return PH_OK;

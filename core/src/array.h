@@ -13,7 +13,8 @@
  * Failure modes: a capacity past INT32_MAX elements or a failed allocation
  * gives PH_ERR_NO_MEMORY with the array unchanged.
  *
- * Invariants: the elements are 16-byte aligned, as malloc's; the header is
+ * Invariants: the elements are 64-byte aligned (a cache line: a record of
+ * 64 bytes, or one aligned to them, never straddles two lines); the header is
  * never read through a NULL array; new elements are not initialized.
  *
  * Internal to the core (and its tests); not installed.
@@ -26,7 +27,7 @@
 
 /* What sits in front of an array's elements. */
 typedef struct ph__array_head {
-    _Alignas(16) int32_t cap; /* elements allocated */
+    _Alignas(64) int32_t cap; /* elements allocated */
 } ph__array_head;
 
 /* Elements allocated for array a (0 for NULL). */

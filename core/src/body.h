@@ -37,11 +37,11 @@ typedef struct ph__shape {
 } ph__shape;
 
 typedef struct ph__body {
-    uint16_t gen;
-    uint8_t alive;
-    uint8_t mass_override;
-    ph_body_type type;
-    ph_vec3 p;
+    /* p, q and v.x first, in one cache line: what the integration reads
+     * and writes in the substeps before the last (the records are 64-byte
+     * aligned, pool.c; 448 bytes, where 392 apart with p at 8 made that
+     * span straddle two lines in 7 records of 8, docs/profile.md) */
+    _Alignas(64) ph_vec3 p;
     ph_quat q;
     ph_vec3 v, w;          /* linear, angular (world) */
     ph_vec3 force, torque; /* accumulated for the next step */
@@ -51,16 +51,20 @@ typedef struct ph__body {
     double mass;
     double lin_damp, ang_damp, gravity_scale;
     uint64_t user_data;
+    ph_body_type type;
     int32_t first_shape; /* -1 none */
     int32_t shape_count;
-    int32_t next_free;      /* free-list link (pool.h), -1 ends */
+    int32_t next_free;   /* free-list link (pool.h), -1 ends */
+    int32_t island;      /* while asleep: its sleeping island (w->islands), else -1 */
+    int32_t island_next; /* the next body of that island, -1 ends */
+    uint16_t gen;
+    uint8_t alive;
+    uint8_t mass_override;
     uint8_t asleep;         /* 1 while its island sleeps */
     ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
     double rest_time;       /* s the body has stayed within the sleep bounds of rest_p, rest_q */
     ph_vec3 rest_p;         /* where its rest began (the sleep criterion, island.c) */
     ph_quat rest_q;
-    int32_t island;      /* while asleep: its sleeping island (w->islands), else -1 */
-    int32_t island_next; /* the next body of that island, -1 ends */
 } ph__body;
 
 typedef struct ph__joint {

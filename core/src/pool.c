@@ -4,8 +4,10 @@
  * retirement of slots whose generation would wrap.
  *
  * Normal path: alloc pops the free list or grows the records array
- * geometrically (16, then doubling); free pushes. Neither is on a hot
- * path: handle lookups read the records directly (world.h).
+ * geometrically (16, then doubling; a new 64-byte aligned block, the
+ * records copied: ph__body is aligned to a cache line); free pushes.
+ * Neither is on a hot path: handle lookups read the records directly
+ * (world.h).
  *
  * Failure modes: a failed growth gives PH_ERR_NO_MEMORY and changes
  * nothing.
@@ -52,8 +54,12 @@ static int grow(ph__pool *p, void **records, size_t elem, int32_t need) {
     while (nc < need)
         nc *= 2;
     if (nc > INT32_MAX) return PH_ERR_NO_MEMORY;
-    void *r = ph__realloc(*records, (size_t)nc * elem);
+    void *r = ph__alloc_aligned(64, (size_t)nc * elem);
     if (!r) return PH_ERR_NO_MEMORY;
+    if (*records) {
+        memcpy(r, *records, (size_t)p->cap * elem);
+        ph__free(*records);
+    }
     memset((char *)r + (size_t)p->cap * elem, 0, (size_t)(nc - p->cap) * elem);
     *records = r;
     p->cap = (int32_t)nc;

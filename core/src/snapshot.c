@@ -719,8 +719,9 @@ static int get_pool(rd *r, ph__pool *p, void **records, size_t elem, size_t min_
         return PH_ERR_SNAPSHOT_INVALID;
     ph__pool_init(p);
     if (hwm > 0) {
-        *records = ph__calloc((size_t)hwm, elem);
+        *records = ph__alloc_aligned(64, (size_t)hwm * elem); /* (the records' alignment, pool.c) */
         if (!*records) return PH_ERR_NO_MEMORY;
+        memset(*records, 0, (size_t)hwm * elem);
     }
     p->cap = p->hwm = hwm;
     p->free = free;

@@ -27,8 +27,14 @@ typedef struct ph__wrow {
 } ph__wrow;
 
 typedef struct ph__wbatch {
-    int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
-    int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
+    /* What a point-mode visit reads first, on aligned lines: the bound
+     * (mu, box), the gap, the lanes' bodies (the group's first batch); then
+     * the group's and the store's fields; then row mode's. */
+    _Alignas(64) ph__vd mu;
+    ph__vd box; /* the scaled-box friction bound */
+    ph__vd gap; /* the points' gaps (-depth), moved along each substep (natively here,
+                   else copied from the rows' w->wgap) */
+    int32_t ia[PH_LANES], ib[PH_LANES];
     int32_t glen;            /* first batch of a group: the group's batches (points 0..glen-1 of
                                 the same lanes' manifolds, consecutive); 0 in the others */
     int32_t indep;           /* first batch of a group: 1 when the group touches no body of the
@@ -36,11 +42,10 @@ typedef struct ph__wbatch {
     int32_t aniso;           /* first batch of a group, point mode: 1 when a body of some lane
                                 has unequal principal moments (the velocity updates then use
                                 the full inverse inertias kept in ph__wgroup.ia/ib) */
-    int32_t ia[PH_LANES], ib[PH_LANES];
-    ph__vd ima, imb, mu, box; /* box: the scaled-box friction bound; ima, imb: row mode only */
-    ph__vd gap;               /* the points' gaps (-depth), moved along each substep (natively here,
-                                 else copied from the rows' w->wgap) */
-    ph__wrow r[3];            /* normal, t1, t2 */
+    int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
+    int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
+    ph__vd ima, imb;         /* row mode only */
+    ph__wrow r[3];           /* normal, t1, t2 */
 } ph__wbatch;
 
 /* Point mode (settings.contact_block on a native step): the same batches'

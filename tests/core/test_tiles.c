@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "physd/ph_core.h"
+#include "physd/ph_snapshot.h"
 #include "world.h"
 
 enum { SIDE = 8, LAYERS = 6, STEPS = 60 };
@@ -84,10 +85,8 @@ static ph__world *record(ph_world_id id) {
     return w;
 }
 
-/* The tiles partition the solver bodies, cover the batches in order, and
- * a tile's lanes touch its own bodies or the ground only. */
-static void test_tiles_layout(void **state) {
-    (void)state;
+/* SIDE x SIDE columns after three steps (the tiles made). */
+static ph_world_id columns_world(void) {
     ph_world_id id = new_world();
     ph_body_id col[LAYERS];
     for (int j = 0; j < SIDE; j++)
@@ -95,6 +94,49 @@ static void test_tiles_layout(void **state) {
             add_column(id, i, j, col);
     for (int s = 0; s < 3; s++)
         assert_int_equal(ph_world_step(id), PH_OK);
+    return id;
+}
+
+/* The records the solver's passes stream are laid out on cache lines
+ * (docs/profile.md, "Issue #21, target 6"): the core's arrays and the body
+ * pool 64-byte aligned, a solver body's v, w, inv_mass and inv_i[0][0] and
+ * a body's p, q and v.x each within one line, also after the arrays grew
+ * (the first step reserves them; 300 bodies grow the pool from 16 five
+ * times) and after a snapshot's restore (its own allocation of the pools). */
+static void check_lines(const ph__world *w) {
+    assert_int_equal((uintptr_t)w->bodies % 64, 0);
+    assert_int_equal((uintptr_t)w->sbodies % 64, 0);
+    assert_int_equal((uintptr_t)w->vws % 64, 0);
+    assert_int_equal((uintptr_t)w->wpts % 64, 0);
+    assert_int_equal(sizeof(ph__sbody) % 64, 0);
+    assert_int_equal(sizeof(ph__body) % 64, 0);
+    assert_int_equal(offsetof(ph__body, p) % 64, 0);
+    assert_true(offsetof(ph__body, v) + sizeof(double) <= 64);
+    assert_true(offsetof(ph__sbody, inv_i) + sizeof(double) <= 64);
+    assert_int_equal((uintptr_t)&w->sbodies[w->sbody_count - 1].v % 64, 0);
+}
+
+static void test_tiles_cache_lines(void **state) {
+    (void)state;
+    ph_world_id id = columns_world();
+    check_lines(record(id));
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    assert_int_equal(ph_world_snapshot(id, &buf, &n), PH_OK);
+    ph_world_id r;
+    assert_int_equal(ph_world_restore(buf, n, NULL, &r), PH_OK);
+    assert_int_equal(ph_world_step(r), PH_OK);
+    check_lines(record(r));
+    ph_snapshot_free(buf);
+    ph_world_destroy(r);
+    ph_world_destroy(id);
+}
+
+/* The tiles partition the solver bodies, cover the batches in order, and
+ * a tile's lanes touch its own bodies or the ground only. */
+static void test_tiles_layout(void **state) {
+    (void)state;
+    ph_world_id id = columns_world();
     const ph__world *w = record(id);
     assert_true(w->wpoint_mode);
     assert_true(w->tile_count >= 2); /* 64 x 6 x 4 points, about 1024 a tile */
@@ -287,9 +329,8 @@ static void test_tiles_last_substep(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiles_layout),
-        cmocka_unit_test(test_tiles_same_physics),
-        cmocka_unit_test(test_tiles_with_merits),
+        cmocka_unit_test(test_tiles_layout),       cmocka_unit_test(test_tiles_cache_lines),
+        cmocka_unit_test(test_tiles_same_physics), cmocka_unit_test(test_tiles_with_merits),
         cmocka_unit_test(test_tiles_last_substep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
