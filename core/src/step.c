@@ -1183,6 +1183,8 @@ static int idle_step(ph__world *w) {
     return PH_OK;
 }
 
+static int awake_step(ph__world *w, ph_world_id id);
+
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
@@ -1197,6 +1199,14 @@ int ph_world_step(ph_world_id id) {
     if (e) return e;
     if (w->awake_count == 0) return idle_step(w);
     ph__tasks_begin(w); /* (the workers of this step's passes) */
+    e = awake_step(w, id);
+    ph__tasks_end(w);
+    return e;
+}
+
+/* A step with awake bodies (the pool's workers ready). */
+static int awake_step(ph__world *w, ph_world_id id) {
+    int e;
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
     w->stats_idle = 0;

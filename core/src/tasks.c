@@ -59,6 +59,12 @@
 
 #define MAX_WORKERS PH__MAX_WORKERS
 #define SPIN 1000 /* polls before sleeping (each a pause: some tens of microseconds in all) */
+/* Polls before sleeping while a step is running (between ph__tasks_begin
+ * and ph__tasks_end): a yield every YIELD_EVERY polls past SPIN, a few
+ * milliseconds in all (the serial stages between two passes are tens of
+ * microseconds, a futex wake-up on a VM as much). */
+#define SPIN_STEP 100000
+#define YIELD_EVERY 64
 #define T_FIXED (1ull << 31)
 #define T_CLOSED (1ull << 30)
 #define T_COUNT (T_CLOSED - 1)
@@ -68,6 +74,7 @@ typedef struct {
     atomic_int sleepers;          /* waiters asleep on gen (the last one wakes them) */
     _Alignas(64) atomic_int count;
     int n;
+    const atomic_int *stepping; /* the pool's */
 } barrier;
 
 struct ph__tasks {
@@ -81,6 +88,7 @@ struct ph__tasks {
     _Alignas(64) atomic_uint job; /* generation of the published pass */
     atomic_int job_sleepers;
     atomic_int stop;
+    atomic_int stepping; /* a step is running: wait by spinning longer */
     /* The published pass: its generation (high 32 bits), FIXED (every
      * worker runs it, barriers inside) or open (joined while not CLOSED;
      * the low bits count the workers that joined). */
@@ -116,12 +124,15 @@ static void wake_all(atomic_uint *a) {
 #endif
 }
 
-/* Returns once *a != seen: spinning, then asleep (sleepers counts us so
+/* Returns once *a != seen: spinning (longer while a step is running,
+ * yielding the core now and then), then asleep (sleepers counts us so
  * that the one who changes it knows to wake us). */
-static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers) {
-    for (int i = 0; i < SPIN; i++) {
+static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers, const atomic_int *stepping) {
+    for (int i = 0;; i++) {
         if (atomic_load_explicit(a, memory_order_acquire) != seen) return;
+        if (i >= SPIN && (i >= SPIN_STEP || !atomic_load_explicit(stepping, memory_order_relaxed))) break;
         cpu_relax();
+        if (i >= SPIN && i % YIELD_EVERY == 0) sched_yield();
     }
     while (atomic_load_explicit(a, memory_order_acquire) == seen) {
         atomic_fetch_add(sleepers, 1);
@@ -145,7 +156,7 @@ static void barrier_wait(barrier *b) {
         atomic_store_explicit(&b->count, 0, memory_order_relaxed);
         bump(&b->gen, &b->sleepers);
     } else {
-        wait_change(&b->gen, g, &b->sleepers);
+        wait_change(&b->gen, g, &b->sleepers, b->stepping);
     }
 }
 
@@ -155,7 +166,7 @@ static void *worker_main(void *arg) {
     const int me = a->i;
     unsigned seen = 0;
     for (;;) {
-        wait_change(&t->job, seen, &t->job_sleepers);
+        wait_change(&t->job, seen, &t->job_sleepers, &t->stepping);
         seen = atomic_load_explicit(&t->job, memory_order_acquire);
         if (atomic_load(&t->stop)) return NULL;
         uint64_t v = atomic_load_explicit(&t->ticket, memory_order_acquire);
@@ -207,6 +218,7 @@ int ph__tasks_begin(ph__world *w) {
         w->tasks = ph__calloc(1, sizeof *w->tasks);
         if (!w->tasks) return w->task_workers = 1; /* (one worker: the same results) */
         w->tasks->w = w;
+        w->tasks->bar.stepping = &w->tasks->stepping;
     }
     ph__tasks *t = w->tasks;
     if (w->task_runner) {
@@ -223,7 +235,12 @@ int ph__tasks_begin(ph__world *w) {
             t->nthreads = i;
         }
     }
+    if (t->nthreads) atomic_store_explicit(&t->stepping, 1, memory_order_relaxed);
     return w->task_workers = t->nthreads + 1;
+}
+
+void ph__tasks_end(ph__world *w) {
+    if (w->tasks) atomic_store_explicit(&w->tasks->stepping, 0, memory_order_relaxed);
 }
 
 /* Publishes a pass: its generation in the ticket, then the job bumped

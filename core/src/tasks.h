@@ -30,6 +30,10 @@ typedef void ph__pass_fn(ph__world *w, void *ctx, int worker, int nworkers);
  * Returns the workers the step's passes get: settings.threads, or fewer
  * when a thread could not be started (the results do not depend on it). */
 int ph__tasks_begin(ph__world *w);
+/* At the end of a step begun by ph__tasks_begin (whatever its result): the
+ * pool's threads, which spin a few milliseconds between passes while a step
+ * runs, go back to sleeping after a short spin. */
+void ph__tasks_end(ph__world *w);
 /* Runs fn on the workers ph__tasks_begin gave (directly on this thread
  * when that is one) and returns when every worker has returned. */
 void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
