@@ -1029,29 +1029,13 @@ static inline void relax_cpu(void) {
 #endif
 }
 
-/* Takes the next piece of the n of a segment from its front or its back
- * into *c; 0 when none is left. */
-static int claim_piece(_Atomic uint64_t *took, int32_t n, int back, int32_t *c) {
-    uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
-    for (;;) {
-        const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32);
-        if (f + b >= n) return 0;
-        if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? 1ull << 32 : 1ull), memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-            *c = back ? n - 1 - b : f;
-            return 1;
-        }
-    }
-}
-
 static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    (void)nworkers;
     claim_job *j = ctx;
-    const int back = worker != 0;
+    const int back = worker != 0, div = 2 * nworkers;
     if (!j->ordered) {
         const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
-        for (int32_t c; claim_piece(&j->took[0], np, back, &c);) {
-            const int32_t a = c * CHUNK, e = a + CHUNK < ng ? a + CHUNK : ng;
+        for (int32_t c, m; (m = ph__tasks_claim(&j->took[0], np, back, div, &c)) > 0;) {
+            const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
             run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
         }
         return;
@@ -1060,7 +1044,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     for (int32_t k = 0; k < w->wseg_count; k++) {
         const int32_t c0 = sg[4 * k + 3], np = sg[4 * (k + 1) + 3] - c0;
         int ready = 0;
-        for (int32_t c; claim_piece(&j->took[k], np, back, &c);) {
+        for (int32_t c, m; (m = ph__tasks_claim(&j->took[k], np, back, div, &c)) > 0;) {
             for (int spins = 0; !ready && atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
                 relax_cpu();
                 if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
@@ -1069,10 +1053,10 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             int32_t a = sg[4 * k], e = sg[4 * k + 1];
             if (sg[4 * k + 2]) {
                 a += c * CHUNK;
-                if (a + CHUNK < e) e = a + CHUNK;
+                if (a + m * CHUNK < e) e = a + m * CHUNK;
             }
             run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-            atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
+            atomic_fetch_add_explicit(&j->done, m, memory_order_release);
         }
     }
 }

@@ -294,6 +294,47 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
     }
 }
 
+int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c) {
+    uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
+    for (;;) {
+        const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32), left = n - f - b;
+        if (left <= 0) return 0;
+        const int32_t m = left / div > 1 ? left / div : 1;
+        if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? (uint64_t)m << 32 : (uint64_t)m),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *c = back ? n - b - m : f;
+            return m;
+        }
+    }
+}
+
+typedef struct pieces_job {
+    ph__piece_fn *fn;
+    void *ctx;
+    int32_t n, size, np;
+    _Atomic uint64_t took;
+} pieces_job;
+
+static void pieces_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    pieces_job *j = ctx;
+    for (int32_t c, m; (m = ph__tasks_claim(&j->took, j->np, worker != 0, 2 * nworkers, &c)) > 0;)
+        for (int32_t q = c; q < c + m; q++) {
+            const int32_t i0 = q * j->size, i1 = i0 + j->size < j->n ? i0 + j->size : j->n;
+            j->fn(w, j->ctx, i0, i1, q);
+        }
+}
+
+void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx) {
+    pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .np = ph__tasks_pieces(n, size)};
+    if (w->task_workers <= 1 || !w->tasks) {
+        for (int32_t c = 0; c < j.np; c++)
+            fn(w, ctx, c * size, c * size + size < n ? c * size + size : n, c);
+        return;
+    }
+    atomic_init(&j.took, 0);
+    ph__tasks_run_open(w, pieces_pass, &j);
+}
+
 void ph__tasks_barrier(ph__world *w) {
     if (w->task_workers > 1) barrier_wait(&w->tasks->bar);
 }
