@@ -524,8 +524,7 @@ static int collide_stage(ph__world *w, const ph__plan *p) {
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
         w->narrowphases++;          /* (it swaps the manifold arrays first) */
-        int e = ph__narrowphase(w); /* (with w->restitutive, the restitutive manifolds) */
-        if (e == PH_OK) e = ph__contact_events(w);
+        int e = ph__narrowphase(w); /* (with the events; w->restitutive, the restitutive manifolds) */
         /* Sleeping islands touched by an awake body join this step. */
         if (e == PH_OK) e = ph__wake_touched(w);
         return e;
