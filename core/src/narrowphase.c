@@ -569,18 +569,15 @@ static int32_t refresh_range(ph__world *w, int32_t i0, int32_t i1, int all, doub
 
 typedef struct rm_ctx {
     int all;
-    int32_t *ev;
-    int32_t nev[PH__MAX_WORKERS];
-    double maxpen[PH__MAX_WORKERS];
+    int32_t *ev, *nev;
+    double *maxpen;
 } rm_ctx;
 
-/* One worker's share of the manifolds (its events from its first
- * manifold's index on in ev). */
-static void refresh_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+/* A piece of the manifolds (its events from its first manifold's index on
+ * in ev; its count and deepest point by piece). */
+static void refresh_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     rm_ctx *c = ctx;
-    int32_t i0, i1;
-    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
-    c->nev[worker] = refresh_range(w, i0, i1, c->all, &c->maxpen[worker], c->ev + i0);
+    c->nev[k] = refresh_range(w, i0, i1, c->all, &c->maxpen[k], c->ev + i0);
 }
 
 int ph__refresh_manifolds(ph__world *w, int all) {
@@ -598,34 +595,35 @@ int ph__refresh_manifolds(ph__world *w, int all) {
      * positions are stored only for those that read them here (impacts,
      * begin events); the queries and the next step's warm-start matching
      * make them from the bodies when they need them (ph__manifold_point).
-     * Split among the step's workers as the narrowphase (each manifold
-     * written by one; the events pushed afterwards in manifold order, the
-     * deepest point by max: one thread's results). */
+     * Split among the step's workers as the narrowphase (an open pass of
+     * pieces, each manifold written by one; the events pushed afterwards
+     * in manifold order, the deepest point by max: one thread's results). */
     const int32_t nm = w->manifold_count;
-    int32_t *ev = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *ev, "refresh events");
-    if (!ev) return PH_ERR_NO_MEMORY;
-    rm_ctx c;
-    c.all = all;
-    c.ev = ev;
-    int nw = 1;
-    if (w->task_workers > 1 && nm >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
-        nw = w->task_workers;
-        ph__tasks_run(w, refresh_pass, &c);
-    } else {
-        c.nev[0] = refresh_range(w, 0, nm, all, &c.maxpen[0], ev);
+    const int split = w->task_workers > 1 && nm >= PH_TASKS_MIN_BODIES && w->wsched_ok;
+    const int32_t size = split ? PIECE_PAIRS : (nm > 0 ? nm : 1), np = ph__tasks_pieces(nm, size);
+    int32_t *ev = ph__arena_alloc(&w->arena, ((size_t)nm + 2 * (size_t)np + 1) * sizeof *ev, "refresh events");
+    double *mp = ev ? ph__arena_alloc(&w->arena, ((size_t)np + 1) * sizeof *mp, "refresh pieces") : NULL;
+    if (!mp) {
+        if (ev) ph__arena_free(&w->arena, ev);
+        return PH_ERR_NO_MEMORY;
     }
+    rm_ctx c = {.all = all, .ev = ev, .nev = ev + nm + 1, .maxpen = mp};
+    if (split)
+        ph__tasks_run_pieces(w, nm, size, refresh_piece, &c);
+    else if (np > 0)
+        refresh_piece(w, &c, 0, nm, 0);
     double maxpen = 0;
     int e = PH_OK;
-    for (int k = 0; k < nw; k++) {
-        int32_t i0, i1;
-        ph__tasks_split(nm, k, nw, &i0, &i1);
-        if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
+    for (int32_t k = 0; k < np; k++) {
+        const int32_t i0 = k * size;
+        if (mp[k] > maxpen) maxpen = mp[k];
         for (int32_t q = 0; q < c.nev[k] && e == PH_OK; q++) {
             ph__contact_manifold *cm = &w->manifolds[ev[i0 + q] >> 1];
             const int begin = ev[i0 + q] & 1;
             if (push_event(w, cm, begin, begin ? touching_point(cm) : 0)) e = PH_ERR_NO_MEMORY;
         }
     }
+    ph__arena_free(&w->arena, mp);
     ph__arena_free(&w->arena, ev);
     if (e) return e;
     if (all) w->stats.max_penetration = maxpen;
