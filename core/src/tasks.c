@@ -15,7 +15,13 @@
  * compare-and-swap on the pass's ticket: generation, closed bit, count)
  * only while it is open, and the stepping thread, its own part done,
  * closes it and waits only for the workers that joined, so a worker the
- * kernel has descheduled holds no one up. ph__tasks_barrier is a counting barrier
+ * kernel has descheduled holds no one up. ph__tasks_run_pieces is such a
+ * pass over pieces of n items, claimed from both ends of a pair of counts
+ * (worker 0 from the front, the others from the back, guided:
+ * ph__tasks_claim), so that with free cores each worker keeps to the same
+ * items pass after pass. While a step runs (ph__tasks_begin ..
+ * ph__tasks_end) the workers spin longer between passes (SPIN_STEP,
+ * yielding now and then) before sleeping. ph__tasks_barrier is a counting barrier
  * with a generation: the last to arrive resets the count and bumps the
  * generation; the others spin on it for a while (a pass's parts are a few
  * microseconds apart) and then sleep on a futex, so a worker descheduled
