@@ -48,6 +48,7 @@
  * broken by slot index, so the order never depends on memory addresses.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,30 +297,33 @@ static int refresh_boxes(ph__world *w, int32_t k0, int32_t k1, double dt, int32_
 }
 
 /* Threads (tasks.c): step 1 and the filter split among the step's workers,
- * each on a contiguous range (awake bodies; last pass's pairs). Every box
- * and every kept pair is what one thread computes, the "inside" flags are
- * combined by AND and the filtered blocks joined in pair order, so the
+ * open passes of pieces (awake bodies; last pass's pairs) claimed by
+ * whoever runs. Every box and every kept pair is what one thread computes,
+ * the "inside" flags are combined by AND, the shape counts by an integer
+ * sum and the filtered blocks joined in piece (= pair) order, so the
  * results are those of one thread bit for bit; the sums that choose the
  * sweep axis and the grid (a full pass only) are taken afterwards on one
  * thread, in the awake list's order. */
+#define PIECE_BODIES 128
+#define PIECE_PAIRS 256
+
 typedef struct bp_ctx {
     double dt;
-    int inside[PH__MAX_WORKERS];
-    int32_t shapes[PH__MAX_WORKERS], kept[PH__MAX_WORKERS];
+    atomic_int inside, shapes;
+    int32_t *kept; /* by piece of pairs */
 } bp_ctx;
 
-static void boxes_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static void boxes_piece(ph__world *w, void *ctx, int32_t k0, int32_t k1, int32_t piece) {
+    (void)piece;
     bp_ctx *c = ctx;
-    int32_t k0, k1;
-    ph__tasks_split(w->awake_count, worker, nworkers, &k0, &k1);
-    c->inside[worker] = refresh_boxes(w, k0, k1, c->dt, &c->shapes[worker]);
+    int32_t n = 0;
+    if (!refresh_boxes(w, k0, k1, c->dt, &n)) atomic_store_explicit(&c->inside, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->shapes, n, memory_order_relaxed);
 }
 
-static void filter_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static void filter_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
     bp_ctx *c = ctx;
-    int32_t i0, i1;
-    ph__tasks_split(w->fat_pair_count, worker, nworkers, &i0, &i1);
-    c->kept[worker] = filter_range(w, i0, i1, i0);
+    c->kept[piece] = filter_range(w, i0, i1, i0);
 }
 
 /* The workers' share of this pass: with the solver's schedule (the last
@@ -340,12 +344,13 @@ int ph__broadphase(ph__world *w, double dt) {
     const int split = bp_split(w);
     bp_ctx bc;
     bc.dt = dt;
+    bc.kept = NULL;
     if (split) {
-        ph__tasks_run(w, boxes_pass, &bc);
-        for (int k = 0; k < w->task_workers; k++) {
-            reuse = reuse && bc.inside[k];
-            nfinite += bc.shapes[k];
-        }
+        atomic_init(&bc.inside, 1);
+        atomic_init(&bc.shapes, 0);
+        ph__tasks_run_pieces(w, w->awake_count, PIECE_BODIES, boxes_piece, &bc);
+        reuse = reuse && atomic_load(&bc.inside);
+        nfinite = atomic_load(&bc.shapes);
     } else {
         reuse = refresh_boxes(w, 0, w->awake_count, dt, &nfinite) && reuse;
     }
@@ -364,15 +369,18 @@ int ph__broadphase(ph__world *w, double dt) {
     }
     w->stats.shapes_updated = nfinite;
     if (reuse && split) {
+        const int32_t np = ph__tasks_pieces(w->fat_pair_count, PIECE_PAIRS);
         if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
-        ph__tasks_run(w, filter_pass, &bc);
+        bc.kept = ph__arena_alloc(&w->arena, ((size_t)np + 1) * sizeof *bc.kept, "filter pieces");
+        if (!bc.kept) return PH_ERR_NO_MEMORY;
+        ph__tasks_run_pieces(w, w->fat_pair_count, PIECE_PAIRS, filter_piece, &bc);
         int32_t n = 0;
-        for (int k = 0; k < w->task_workers; k++) {
-            int32_t i0, i1;
-            ph__tasks_split(w->fat_pair_count, k, w->task_workers, &i0, &i1);
+        for (int32_t k = 0; k < np; k++) {
+            const int32_t i0 = k * PIECE_PAIRS;
             if (n != i0 && bc.kept[k] > 0) memmove(&w->pairs[n], &w->pairs[i0], (size_t)bc.kept[k] * sizeof *w->pairs);
             n += bc.kept[k];
         }
+        ph__arena_free(&w->arena, bc.kept);
         w->pair_count = n;
         return PH_OK;
     }

@@ -46,8 +46,9 @@ typedef struct ph__contact_manifold {
     int ref_side;  /* the cache side: 1 = bb's shape (ref_t in ba's frame), 0 = ba's */
 } ph__contact_manifold;
 
-int ph__narrowphase(ph__world *w);    /* manifolds, warm-start impulses matched; w->restitutive counted */
-int ph__contact_events(ph__world *w); /* begin/end by comparing with last step */
+/* Manifolds, warm-start impulses matched, the begin/end events against last
+ * step's manifolds pushed; w->restitutive counted. */
+int ph__narrowphase(ph__world *w);
 
 int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
 /* Substeps after the first: move the points with the bodies (all = 0: only

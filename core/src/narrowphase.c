@@ -45,6 +45,20 @@ static const ph__contact_manifold *find_prev(const ph__world *w, int32_t *at, in
     return NULL;
 }
 
+/* The first of last step's manifolds not before pair (sa, sb). */
+static int32_t prev_lower(const ph__world *w, int32_t sa, int32_t sb) {
+    int32_t lo = 0, hi = w->prev_count;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        const ph__contact_manifold *m = &w->prev_manifolds[mid];
+        if (m->sa < sa || (m->sa == sa && m->sb < sb))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Point k of cm takes the friction impulses of point q of old, through
  * world space into cm's tangent basis. */
 static void carry_friction(ph__contact_manifold *cm, int k, const ph__contact_manifold *old, int q) {
@@ -222,19 +236,7 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
     double maxpen = 0;
     int32_t reused = 0, n = 0, restitutive = 0;
     int32_t prev_at = 0; /* find_prev's cursor */
-    if (i0 > 0 && i0 < w->pair_count) {
-        const int32_t sa = w->pairs[i0].sa, sb = w->pairs[i0].sb;
-        int32_t lo = 0, hi = w->prev_count;
-        while (lo < hi) {
-            const int32_t mid = lo + (hi - lo) / 2;
-            const ph__contact_manifold *m = &w->prev_manifolds[mid];
-            if (m->sa < sa || (m->sa == sa && m->sb < sb))
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        prev_at = lo;
-    }
+    if (i0 > 0 && i0 < w->pair_count) prev_at = prev_lower(w, w->pairs[i0].sa, w->pairs[i0].sb);
     for (int32_t i = i0; i < i1; i++) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
@@ -342,19 +344,41 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
     return n;
 }
 
+/* The narrowphase split among the step's workers (tasks.c): an open pass
+ * of pieces of PIECE_PAIRS pairs, claimed by whoever runs. A piece's
+ * manifolds are written from its first pair's index on and moved together
+ * in piece (= pair) order after the pass; its begin/end events are found
+ * in the pass too (events_range: its manifolds against last step's of the
+ * same range of pairs) and pushed after it in piece order, which is the
+ * order of the one-thread merge. */
+#define PIECE_PAIRS 128
+
+typedef struct np_piece {
+    int32_t n, reused, restitutive, nev, ev0;
+    double maxpen;
+} np_piece;
+
 typedef struct np_ctx {
-    int32_t n[PH__MAX_WORKERS], reused[PH__MAX_WORKERS], restitutive[PH__MAX_WORKERS];
-    double maxpen[PH__MAX_WORKERS];
+    np_piece *piece;
+    int32_t *ev;
 } np_ctx;
 
-/* One worker's share of the pairs, its manifolds from its first pair's
- * index on (compacted after the pass). */
-static void collide_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static int32_t events_range(const ph__world *w, const ph__contact_manifold *cur, int32_t nc, int32_t j0, int32_t j1,
+                            int32_t *ev);
+
+static void collide_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     np_ctx *c = ctx;
-    int32_t i0, i1;
-    ph__tasks_split(w->pair_count, worker, nworkers, &i0, &i1);
-    c->n[worker] = collide_pairs(w, i0, i1, i0, &c->maxpen[worker], &c->reused[worker], &c->restitutive[worker]);
+    np_piece *pc = &c->piece[k];
+    pc->n = collide_pairs(w, i0, i1, i0, &pc->maxpen, &pc->reused, &pc->restitutive);
+    /* Last step's manifolds of the pieces' ranges of pairs: the first
+     * piece's from the start, the last's to the end. */
+    const int32_t j0 = i0 > 0 ? prev_lower(w, w->pairs[i0].sa, w->pairs[i0].sb) : 0;
+    const int32_t j1 = i1 < w->pair_count ? prev_lower(w, w->pairs[i1].sa, w->pairs[i1].sb) : w->prev_count;
+    pc->ev0 = i0 + j0; /* (room for one event per manifold of either list) */
+    pc->nev = events_range(w, &w->manifolds[i0], pc->n, j0, j1, c->ev + pc->ev0);
 }
+
+static int push_events(ph__world *w, const ph__contact_manifold *cur, const int32_t *ev, int32_t nev);
 
 int ph__narrowphase(ph__world *w) {
     /* The current manifolds become the previous ones. */
@@ -372,33 +396,47 @@ int ph__narrowphase(ph__world *w) {
     if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     double maxpen = 0;
     int32_t reused = 0, restitutive = 0;
+    const int32_t np = ph__tasks_pieces(w->pair_count, PIECE_PAIRS);
+    np_ctx c;
+    c.ev = ph__arena_alloc(&w->arena, ((size_t)w->pair_count + (size_t)w->prev_count + 1) * sizeof *c.ev,
+                           "contact events");
+    c.piece = c.ev ? ph__arena_alloc(&w->arena, ((size_t)np + 1) * sizeof *c.piece, "narrowphase pieces") : NULL;
+    if (!c.piece) {
+        if (c.ev) ph__arena_free(&w->arena, c.ev);
+        return PH_ERR_NO_MEMORY;
+    }
+    int e = PH_OK;
     /* (Split only when the solver's levels were split in the last step, as
      * integrate's in step.c: else the workers' wake-ups cost more.) */
     if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
-        /* Split among the step's workers (tasks.c): each pair's manifold
-         * is what one thread makes, and the blocks are joined in pair
-         * order, so the manifolds are the same; max and sum are exact. */
-        np_ctx c;
-        ph__tasks_run(w, collide_pass, &c);
-        for (int k = 0; k < w->task_workers; k++) {
-            int32_t i0, i1;
-            ph__tasks_split(w->pair_count, k, w->task_workers, &i0, &i1);
-            if (w->manifold_count != i0 && c.n[k] > 0)
-                memmove(&w->manifolds[w->manifold_count], &w->manifolds[i0], (size_t)c.n[k] * sizeof *w->manifolds);
-            w->manifold_count += c.n[k];
-            if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
-            reused += c.reused[k];
-            restitutive += c.restitutive[k];
+        /* Each pair's manifold is what one thread makes, and the blocks
+         * are joined in pair order, so the manifolds are the same; max and
+         * sum are exact; the events are those of the merge in its order. */
+        ph__tasks_run_pieces(w, w->pair_count, PIECE_PAIRS, collide_piece, &c);
+        for (int32_t k = 0; k < np; k++) {
+            const np_piece *pc = &c.piece[k];
+            const int32_t i0 = k * PIECE_PAIRS, base = w->manifold_count;
+            if (base != i0 && pc->n > 0)
+                memmove(&w->manifolds[base], &w->manifolds[i0], (size_t)pc->n * sizeof *w->manifolds);
+            w->manifold_count += pc->n;
+            if (pc->maxpen > maxpen) maxpen = pc->maxpen;
+            reused += pc->reused;
+            restitutive += pc->restitutive;
+            if (e == PH_OK) e = push_events(w, &w->manifolds[base], c.ev + pc->ev0, pc->nev);
         }
     } else {
         w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused, &restitutive);
+        const int32_t nev = events_range(w, w->manifolds, w->manifold_count, 0, w->prev_count, c.ev);
+        e = push_events(w, w->manifolds, c.ev, nev);
     }
+    ph__arena_free(&w->arena, c.piece);
+    ph__arena_free(&w->arena, c.ev);
     /* (Impacts and the substeps' moving of the points read only the
      * restitutive pairs: skipped when there are none.) */
     w->restitutive = restitutive;
     w->stats.max_penetration = maxpen;
     w->stats.manifolds_reused = reused;
-    return PH_OK;
+    return e;
 }
 
 /* Deepest touching point of a manifold, or -1 when none has depth >= 0. */
@@ -436,14 +474,20 @@ static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, i
     return PH_OK;
 }
 
-int ph__contact_events(ph__world *w) {
-    /* Merge the two pair-sorted manifold lists. Destroyed shapes have their
-     * cached manifolds emptied (shape.c), so they end without an event here;
-     * that is documented as "may be stale" in the API. */
-    int32_t i = 0, j = 0;
-    while (i < w->manifold_count || j < w->prev_count) {
-        const ph__contact_manifold *c = i < w->manifold_count ? &w->manifolds[i] : NULL;
-        const ph__contact_manifold *p = j < w->prev_count ? &w->prev_manifolds[j] : NULL;
+/* The begin/end events of the step's manifolds cur[0, nc) against last
+ * step's [j0, j1) of the same range of pairs: the two pair-sorted lists
+ * merged, a pair touching now and not before begins, one touching before
+ * and not now ends. ev gets, in the merge's order, 2 q + 1 for cur[q]
+ * beginning and 2 j for prev_manifolds[j] ending; returns their count (at
+ * most nc + j1 - j0). Destroyed shapes have their cached manifolds emptied
+ * (shape.c), so they end without an event here; that is documented as
+ * "may be stale" in the API. Writes only ev. */
+static int32_t events_range(const ph__world *w, const ph__contact_manifold *cur, int32_t nc, int32_t j0, int32_t j1,
+                            int32_t *ev) {
+    int32_t i = 0, j = j0, nev = 0;
+    while (i < nc || j < j1) {
+        const ph__contact_manifold *c = i < nc ? &cur[i] : NULL;
+        const ph__contact_manifold *p = j < j1 ? &w->prev_manifolds[j] : NULL;
         int cmp;
         if (!c)
             cmp = 1;
@@ -453,12 +497,21 @@ int ph__contact_events(ph__world *w) {
             cmp = c->sa < p->sa ? -1 : 1;
         else
             cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
-        int ct = (cmp <= 0) ? touching_point(c) : -1;
-        int pt = (cmp >= 0) ? touching_point(p) : -1;
-        if (ct >= 0 && pt < 0 && push_event(w, c, 1, ct)) return PH_ERR_NO_MEMORY;
-        if (ct < 0 && pt >= 0 && push_event(w, p, 0, pt)) return PH_ERR_NO_MEMORY;
+        const int ct = (cmp <= 0) ? touching_point(c) : -1;
+        const int pt = (cmp >= 0) ? touching_point(p) : -1;
+        if (ct >= 0 && pt < 0) ev[nev++] = 2 * i + 1;
+        if (ct < 0 && pt >= 0) ev[nev++] = 2 * j;
         if (cmp <= 0) i++;
         if (cmp >= 0) j++;
+    }
+    return nev;
+}
+
+/* Pushes the events events_range found (cur: its current manifolds). */
+static int push_events(ph__world *w, const ph__contact_manifold *cur, const int32_t *ev, int32_t nev) {
+    for (int32_t q = 0; q < nev; q++) {
+        const ph__contact_manifold *cm = ev[q] & 1 ? &cur[ev[q] >> 1] : &w->prev_manifolds[ev[q] >> 1];
+        if (push_event(w, cm, ev[q] & 1, ev[q] & 1 ? touching_point(cm) : 0)) return PH_ERR_NO_MEMORY;
     }
     return PH_OK;
 }
@@ -516,18 +569,15 @@ static int32_t refresh_range(ph__world *w, int32_t i0, int32_t i1, int all, doub
 
 typedef struct rm_ctx {
     int all;
-    int32_t *ev;
-    int32_t nev[PH__MAX_WORKERS];
-    double maxpen[PH__MAX_WORKERS];
+    int32_t *ev, *nev;
+    double *maxpen;
 } rm_ctx;
 
-/* One worker's share of the manifolds (its events from its first
- * manifold's index on in ev). */
-static void refresh_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+/* A piece of the manifolds (its events from its first manifold's index on
+ * in ev; its count and deepest point by piece). */
+static void refresh_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     rm_ctx *c = ctx;
-    int32_t i0, i1;
-    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
-    c->nev[worker] = refresh_range(w, i0, i1, c->all, &c->maxpen[worker], c->ev + i0);
+    c->nev[k] = refresh_range(w, i0, i1, c->all, &c->maxpen[k], c->ev + i0);
 }
 
 int ph__refresh_manifolds(ph__world *w, int all) {
@@ -545,34 +595,35 @@ int ph__refresh_manifolds(ph__world *w, int all) {
      * positions are stored only for those that read them here (impacts,
      * begin events); the queries and the next step's warm-start matching
      * make them from the bodies when they need them (ph__manifold_point).
-     * Split among the step's workers as the narrowphase (each manifold
-     * written by one; the events pushed afterwards in manifold order, the
-     * deepest point by max: one thread's results). */
+     * Split among the step's workers as the narrowphase (an open pass of
+     * pieces, each manifold written by one; the events pushed afterwards
+     * in manifold order, the deepest point by max: one thread's results). */
     const int32_t nm = w->manifold_count;
-    int32_t *ev = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *ev, "refresh events");
-    if (!ev) return PH_ERR_NO_MEMORY;
-    rm_ctx c;
-    c.all = all;
-    c.ev = ev;
-    int nw = 1;
-    if (w->task_workers > 1 && nm >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
-        nw = w->task_workers;
-        ph__tasks_run(w, refresh_pass, &c);
-    } else {
-        c.nev[0] = refresh_range(w, 0, nm, all, &c.maxpen[0], ev);
+    const int split = w->task_workers > 1 && nm >= PH_TASKS_MIN_BODIES && w->wsched_ok;
+    const int32_t size = split ? PIECE_PAIRS : (nm > 0 ? nm : 1), np = ph__tasks_pieces(nm, size);
+    int32_t *ev = ph__arena_alloc(&w->arena, ((size_t)nm + 2 * (size_t)np + 1) * sizeof *ev, "refresh events");
+    double *mp = ev ? ph__arena_alloc(&w->arena, ((size_t)np + 1) * sizeof *mp, "refresh pieces") : NULL;
+    if (!mp) {
+        if (ev) ph__arena_free(&w->arena, ev);
+        return PH_ERR_NO_MEMORY;
     }
+    rm_ctx c = {.all = all, .ev = ev, .nev = ev + nm + 1, .maxpen = mp};
+    if (split)
+        ph__tasks_run_pieces(w, nm, size, refresh_piece, &c);
+    else if (np > 0)
+        refresh_piece(w, &c, 0, nm, 0);
     double maxpen = 0;
     int e = PH_OK;
-    for (int k = 0; k < nw; k++) {
-        int32_t i0, i1;
-        ph__tasks_split(nm, k, nw, &i0, &i1);
-        if (c.maxpen[k] > maxpen) maxpen = c.maxpen[k];
+    for (int32_t k = 0; k < np; k++) {
+        const int32_t i0 = k * size;
+        if (mp[k] > maxpen) maxpen = mp[k];
         for (int32_t q = 0; q < c.nev[k] && e == PH_OK; q++) {
             ph__contact_manifold *cm = &w->manifolds[ev[i0 + q] >> 1];
             const int begin = ev[i0 + q] & 1;
             if (push_event(w, cm, begin, begin ? touching_point(cm) : 0)) e = PH_ERR_NO_MEMORY;
         }
     }
+    ph__arena_free(&w->arena, mp);
     ph__arena_free(&w->arena, ev);
     if (e) return e;
     if (all) w->stats.max_penetration = maxpen;

@@ -1112,19 +1112,25 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
     }
 }
 
-/* A pass over the groups, claimed CHUNK at a time from an atomic counter
- * (any worker may take any piece; the stepping thread alone may take them
- * all, so a worker the kernel has descheduled holds no one up): ordered,
- * the pieces of the level schedule's segments in order, a piece of
- * segment k starting once every piece before the segment is done (done,
- * a count: pieces are claimed in order, so done reaches segment k's first
- * piece only when all earlier ones are done, and no piece of a later
- * segment can finish before); unordered (independent groups), all groups
- * in pieces with no wait. */
+/* A pass over the groups, claimed CHUNK at a time (any worker may take any
+ * piece; the stepping thread alone may take them all, so a worker the
+ * kernel has descheduled holds no one up). Each segment of the level
+ * schedule (all groups at once for an unordered pass) is claimed from both
+ * ends: worker 0 takes its pieces from the front, the others from the back
+ * (one word per segment: pieces taken from the front, low half, and from
+ * the back, high half; a compare-and-swap), so that with two free cores
+ * each worker keeps to one end of every level (the groups of a level are
+ * in height order: the same bodies and points in every level, pass and
+ * substep, in its own cache) and they meet where the slower one is.
+ * Ordered, a piece of segment k starts once every piece before the
+ * segment is done (done, a count: no piece of segment k can start, hence
+ * none finish, before all earlier segments' pieces are done); unordered
+ * (independent groups), no wait. */
 typedef struct claim_job {
     const wpass *p;
     int ordered;
-    atomic_int next, done;
+    atomic_int done;
+    _Atomic uint64_t *took; /* per segment (one for an unordered pass) */
 } claim_job;
 
 static inline void relax_cpu(void) {
@@ -1134,35 +1140,34 @@ static inline void relax_cpu(void) {
 }
 
 static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    (void)worker;
-    (void)nworkers;
     claim_job *j = ctx;
+    const int back = worker != 0, div = 2 * nworkers;
     if (!j->ordered) {
-        const int32_t ng = w->wgroup_count;
-        for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) * CHUNK < ng;) {
-            const int32_t a = c * CHUNK, e = a + CHUNK < ng ? a + CHUNK : ng;
+        const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
+        for (int32_t c, m; (m = ph__tasks_claim(&j->took[0], np, back, div, &c)) > 0;) {
+            const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
             run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
         }
         return;
     }
     const int32_t *sg = w->wsegs;
-    const int32_t total = sg[4 * w->wseg_count + 3];
-    int32_t k = 0;
-    for (int32_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < total;) {
-        while (sg[4 * (k + 1) + 3] <= c)
-            k++;
-        const int32_t c0 = sg[4 * k + 3];
-        for (int spins = 0; atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
-            relax_cpu();
-            if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+    for (int32_t k = 0; k < w->wseg_count; k++) {
+        const int32_t c0 = sg[4 * k + 3], np = sg[4 * (k + 1) + 3] - c0;
+        int ready = 0;
+        for (int32_t c, m; (m = ph__tasks_claim(&j->took[k], np, back, div, &c)) > 0;) {
+            for (int spins = 0; !ready && atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
+                relax_cpu();
+                if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+            }
+            ready = 1;
+            int32_t a = sg[4 * k], e = sg[4 * k + 1];
+            if (sg[4 * k + 2]) {
+                a += c * CHUNK;
+                if (a + m * CHUNK < e) e = a + m * CHUNK;
+            }
+            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
+            atomic_fetch_add_explicit(&j->done, m, memory_order_release);
         }
-        int32_t a = sg[4 * k], e = sg[4 * k + 1];
-        if (sg[4 * k + 2]) {
-            a += (c - c0) * CHUNK;
-            if (a + CHUNK < e) e = a + CHUNK;
-        }
-        run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-        atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
     }
 }
 
@@ -1184,15 +1189,20 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 }
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
+    _Atomic uint64_t *took;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         tile_job j = {.p = p};
         atomic_init(&j.next, 0);
         ph__tasks_run_open(w, tile_pass, &j);
-    } else if (w->wsched_ok && w->task_workers > 1) {
-        claim_job j = {.p = p, .ordered = ordered};
-        atomic_init(&j.next, 0);
+    } else if (w->wsched_ok && w->task_workers > 1 &&
+               (took = ph__arena_alloc(&w->arena, (size_t)(ordered ? w->wseg_count : 1) * sizeof *took,
+                                       "claimed pieces"))) {
+        for (int32_t k = 0; k < (ordered ? w->wseg_count : 1); k++)
+            atomic_init(&took[k], 0);
+        claim_job j = {.p = p, .ordered = ordered, .took = took};
         atomic_init(&j.done, 0);
         ph__tasks_run_open(w, claim_pass, &j);
+        ph__arena_free(&w->arena, (void *)took);
     } else {
         run_range(w, p, 0, w->wbatch_count, 0);
     }

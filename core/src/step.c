@@ -120,9 +120,11 @@ static ph_vec3 gyroscopic(const ph__body *b, ph_vec3 w_world, double h) {
 }
 
 /* Passes over every awake body (the solver bodies, the saved state, the
- * forces, the envelope check) split among the step's workers (contiguous
- * ranges; each body written by one) when the solver's are (the last
- * step's schedule) and the bodies are many. */
+ * forces, the envelope check) split among the step's workers (open passes
+ * of pieces of PIECE_BODIES claimed by whoever runs, ph__tasks_run_pieces;
+ * each body written by one) when the solver's are (the last step's
+ * schedule) and the bodies are many. */
+#define PIECE_BODIES 128 /* bodies in a piece of those passes (ph__tasks_run_pieces) */
 static int big_split(const ph__world *w, int32_t n) {
     return w->task_workers > 1 && w->wsched_ok && n >= PH_TASKS_MIN_BODIES;
 }
@@ -139,12 +141,12 @@ static int big_split(const ph__world *w, int32_t n) {
  * when warm): each body's operations are those of the three passes, in
  * their order, one read of its records instead of three. */
 typedef struct sbody_ctx {
-    int32_t aniso[PH__MAX_WORKERS];
+    atomic_int aniso; /* (an integer count: the same whoever adds) */
     double h, wf;
     int apply, warm;
 } sbody_ctx;
 static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c);
-static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers);
+static void sbody_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
 static void forces_ground(ph__world *w);
 
 /* (The records themselves: sbody_range, split with big_split.) */
@@ -185,9 +187,9 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
     c.apply = apply;
     c.warm = warm && c.wf != 0;
     if (big_split(w, n)) {
-        ph__tasks_run(w, sbody_pass, &c);
-        for (int k = 0; k < w->task_workers; k++)
-            aniso += c.aniso[k];
+        atomic_init(&c.aniso, 0);
+        ph__tasks_run_pieces(w, n - 1, PIECE_BODIES, sbody_piece, &c);
+        aniso = atomic_load(&c.aniso);
     } else {
         aniso = sbody_range(w, 1, n, &c);
     }
@@ -196,19 +198,12 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
     return PH_OK;
 }
 
-/* Worker `worker`'s share of solver bodies 1 .. sbody_count - 1. */
-static void sbody_share(const ph__world *w, int worker, int nworkers, int32_t *s0, int32_t *s1) {
-    int32_t r0, r1;
-    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
-    *s0 = 1 + r0;
-    *s1 = 1 + r1;
-}
-
-static void sbody_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    int32_t s0, s1;
-    sbody_share(w, worker, nworkers, &s0, &s1);
+/* A piece of solver bodies 1 .. sbody_count - 1 (i0, i1 count from 0). */
+static void sbody_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
+    (void)piece;
     sbody_ctx *c = ctx;
-    c->aniso[worker] = sbody_range(w, s0, s1, c);
+    const int32_t a = sbody_range(w, 1 + i0, 1 + i1, c);
+    if (a) atomic_fetch_add_explicit(&c->aniso, a, memory_order_relaxed);
 }
 
 static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h);
@@ -303,11 +298,10 @@ static void forces_ground(ph__world *w) {
     w->vws[0] = w->vw0[0];
 }
 
-static void apply_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static void apply_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
+    (void)piece;
     const forces_ctx *c = ctx;
-    int32_t s0, s1;
-    sbody_share(w, worker, nworkers, &s0, &s1);
-    for (int32_t s = s0; s < s1; s++)
+    for (int32_t s = 1 + i0; s < 1 + i1; s++)
         force_body(w, s, c->h, c->warm, c->wf);
 }
 
@@ -315,9 +309,9 @@ static void apply_forces(ph__world *w, double h, int warm) {
     const double wf = ph__warm_factor(w);
     forces_ctx c = {h, wf, warm && wf != 0};
     if (big_split(w, w->sbody_count))
-        ph__tasks_run(w, apply_pass, &c);
+        ph__tasks_run_pieces(w, w->sbody_count - 1, PIECE_BODIES, apply_piece, &c);
     else
-        apply_pass(w, &c, 0, 1);
+        apply_piece(w, &c, 0, w->sbody_count - 1, 0);
     forces_ground(w);
 }
 
@@ -530,8 +524,7 @@ static int collide_stage(ph__world *w, const ph__plan *p) {
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
         w->narrowphases++;          /* (it swaps the manifold arrays first) */
-        int e = ph__narrowphase(w); /* (with w->restitutive, the restitutive manifolds) */
-        if (e == PH_OK) e = ph__contact_events(w);
+        int e = ph__narrowphase(w); /* (with the events; w->restitutive, the restitutive manifolds) */
         /* Sleeping islands touched by an awake body join this step. */
         if (e == PH_OK) e = ph__wake_touched(w);
         return e;
@@ -938,10 +931,9 @@ static void save_range(ph__world *w, int32_t k0, int32_t k1) {
         }
 }
 
-static void save_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static void save_piece(ph__world *w, void *ctx, int32_t k0, int32_t k1, int32_t piece) {
     (void)ctx;
-    int32_t k0, k1;
-    ph__tasks_split(w->awake_count, worker, nworkers, &k0, &k1);
+    (void)piece;
     save_range(w, k0, k1);
 }
 
@@ -962,7 +954,7 @@ static int save_state(ph__world *w) {
     if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
     w->saved_count = n;
     if (big_split(w, n))
-        ph__tasks_run(w, save_pass, NULL);
+        ph__tasks_run_pieces(w, n, PIECE_BODIES, save_piece, NULL);
     else
         save_range(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
@@ -1048,15 +1040,16 @@ static int32_t envelope_range(const ph__world *w, int32_t s0, int32_t s1) {
     return -1;
 }
 
-typedef struct envelope_ctx {
-    int32_t first[PH__MAX_WORKERS];
-} envelope_ctx;
-
-static void envelope_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    envelope_ctx *c = ctx;
-    int32_t r0, r1;
-    ph__tasks_split(w->sbody_count - 1, worker, nworkers, &r0, &r1);
-    c->first[worker] = envelope_range(w, 1 + r0, 1 + r1);
+/* A piece's first body outside lowers *first (the least one found by any
+ * piece: the first in slot order, whoever finds it). */
+static void envelope_piece(ph__world *w, void *ctx, int32_t r0, int32_t r1, int32_t piece) {
+    (void)piece;
+    atomic_int *first = ctx;
+    const int32_t s = envelope_range(w, 1 + r0, 1 + r1);
+    int cur = atomic_load_explicit(first, memory_order_relaxed);
+    while (s >= 0 && s < cur &&
+           !atomic_compare_exchange_weak_explicit(first, &cur, s, memory_order_relaxed, memory_order_relaxed)) {
+    }
 }
 
 /* The envelope check after a step: every awake dynamic body (the solver
@@ -1069,10 +1062,11 @@ static int check_envelope(ph__world *w, uint16_t world0) {
     const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
     int32_t s = -1;
     if (big_split(w, w->sbody_count)) {
-        envelope_ctx c;
-        ph__tasks_run(w, envelope_pass, &c);
-        for (int k = 0; k < w->task_workers && s < 0; k++) /* (the first in slot order) */
-            s = c.first[k];
+        atomic_int first;
+        atomic_init(&first, INT32_MAX);
+        ph__tasks_run_pieces(w, w->sbody_count - 1, PIECE_BODIES, envelope_piece, &first);
+        s = atomic_load(&first);
+        if (s == INT32_MAX) s = -1;
     } else {
         s = envelope_range(w, 1, w->sbody_count);
     }
@@ -1183,6 +1177,8 @@ static int idle_step(ph__world *w) {
     return PH_OK;
 }
 
+static int awake_step(ph__world *w, ph_world_id id);
+
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return PH_ERR_INVALID_HANDLE;
@@ -1197,6 +1193,14 @@ int ph_world_step(ph_world_id id) {
     if (e) return e;
     if (w->awake_count == 0) return idle_step(w);
     ph__tasks_begin(w); /* (the workers of this step's passes) */
+    e = awake_step(w, id);
+    ph__tasks_end(w);
+    return e;
+}
+
+/* A step with awake bodies (the pool's workers ready). */
+static int awake_step(ph__world *w, ph_world_id id) {
+    int e;
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
     w->stats_idle = 0;

@@ -15,7 +15,13 @@
  * compare-and-swap on the pass's ticket: generation, closed bit, count)
  * only while it is open, and the stepping thread, its own part done,
  * closes it and waits only for the workers that joined, so a worker the
- * kernel has descheduled holds no one up. ph__tasks_barrier is a counting barrier
+ * kernel has descheduled holds no one up. ph__tasks_run_pieces is such a
+ * pass over pieces of n items, claimed from both ends of a pair of counts
+ * (worker 0 from the front, the others from the back, guided:
+ * ph__tasks_claim), so that with free cores each worker keeps to the same
+ * items pass after pass. While a step runs (ph__tasks_begin ..
+ * ph__tasks_end) the workers spin longer between passes (SPIN_STEP,
+ * yielding now and then) before sleeping. ph__tasks_barrier is a counting barrier
  * with a generation: the last to arrive resets the count and bumps the
  * generation; the others spin on it for a while (a pass's parts are a few
  * microseconds apart) and then sleep on a futex, so a worker descheduled
@@ -59,6 +65,12 @@
 
 #define MAX_WORKERS PH__MAX_WORKERS
 #define SPIN 1000 /* polls before sleeping (each a pause: some tens of microseconds in all) */
+/* Polls before sleeping while a step is running (between ph__tasks_begin
+ * and ph__tasks_end): a yield every YIELD_EVERY polls past SPIN, a few
+ * milliseconds in all (the serial stages between two passes are tens of
+ * microseconds, a futex wake-up on a VM as much). */
+#define SPIN_STEP 100000
+#define YIELD_EVERY 64
 #define T_FIXED (1ull << 31)
 #define T_CLOSED (1ull << 30)
 #define T_COUNT (T_CLOSED - 1)
@@ -68,6 +80,7 @@ typedef struct {
     atomic_int sleepers;          /* waiters asleep on gen (the last one wakes them) */
     _Alignas(64) atomic_int count;
     int n;
+    const atomic_int *stepping; /* the pool's */
 } barrier;
 
 struct ph__tasks {
@@ -81,6 +94,7 @@ struct ph__tasks {
     _Alignas(64) atomic_uint job; /* generation of the published pass */
     atomic_int job_sleepers;
     atomic_int stop;
+    atomic_int stepping; /* a step is running: wait by spinning longer */
     /* The published pass: its generation (high 32 bits), FIXED (every
      * worker runs it, barriers inside) or open (joined while not CLOSED;
      * the low bits count the workers that joined). */
@@ -116,12 +130,15 @@ static void wake_all(atomic_uint *a) {
 #endif
 }
 
-/* Returns once *a != seen: spinning, then asleep (sleepers counts us so
+/* Returns once *a != seen: spinning (longer while a step is running,
+ * yielding the core now and then), then asleep (sleepers counts us so
  * that the one who changes it knows to wake us). */
-static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers) {
-    for (int i = 0; i < SPIN; i++) {
+static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers, const atomic_int *stepping) {
+    for (int i = 0;; i++) {
         if (atomic_load_explicit(a, memory_order_acquire) != seen) return;
+        if (i >= SPIN && (i >= SPIN_STEP || !atomic_load_explicit(stepping, memory_order_relaxed))) break;
         cpu_relax();
+        if (i >= SPIN && i % YIELD_EVERY == 0) sched_yield();
     }
     while (atomic_load_explicit(a, memory_order_acquire) == seen) {
         atomic_fetch_add(sleepers, 1);
@@ -145,7 +162,7 @@ static void barrier_wait(barrier *b) {
         atomic_store_explicit(&b->count, 0, memory_order_relaxed);
         bump(&b->gen, &b->sleepers);
     } else {
-        wait_change(&b->gen, g, &b->sleepers);
+        wait_change(&b->gen, g, &b->sleepers, b->stepping);
     }
 }
 
@@ -155,7 +172,7 @@ static void *worker_main(void *arg) {
     const int me = a->i;
     unsigned seen = 0;
     for (;;) {
-        wait_change(&t->job, seen, &t->job_sleepers);
+        wait_change(&t->job, seen, &t->job_sleepers, &t->stepping);
         seen = atomic_load_explicit(&t->job, memory_order_acquire);
         if (atomic_load(&t->stop)) return NULL;
         uint64_t v = atomic_load_explicit(&t->ticket, memory_order_acquire);
@@ -207,6 +224,7 @@ int ph__tasks_begin(ph__world *w) {
         w->tasks = ph__calloc(1, sizeof *w->tasks);
         if (!w->tasks) return w->task_workers = 1; /* (one worker: the same results) */
         w->tasks->w = w;
+        w->tasks->bar.stepping = &w->tasks->stepping;
     }
     ph__tasks *t = w->tasks;
     if (w->task_runner) {
@@ -223,7 +241,12 @@ int ph__tasks_begin(ph__world *w) {
             t->nthreads = i;
         }
     }
+    if (t->nthreads) atomic_store_explicit(&t->stepping, 1, memory_order_relaxed);
     return w->task_workers = t->nthreads + 1;
+}
+
+void ph__tasks_end(ph__world *w) {
+    if (w->tasks) atomic_store_explicit(&w->tasks->stepping, 0, memory_order_relaxed);
 }
 
 /* Publishes a pass: its generation in the ticket, then the job bumped
@@ -275,6 +298,47 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
         cpu_relax();
         if (spins > SPIN) sched_yield(); /* (a joined worker descheduled mid-piece) */
     }
+}
+
+int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c) {
+    uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
+    for (;;) {
+        const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32), left = n - f - b;
+        if (left <= 0) return 0;
+        const int32_t m = left / div > 1 ? left / div : 1;
+        if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? (uint64_t)m << 32 : (uint64_t)m),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *c = back ? n - b - m : f;
+            return m;
+        }
+    }
+}
+
+typedef struct pieces_job {
+    ph__piece_fn *fn;
+    void *ctx;
+    int32_t n, size, np;
+    _Atomic uint64_t took;
+} pieces_job;
+
+static void pieces_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    pieces_job *j = ctx;
+    for (int32_t c, m; (m = ph__tasks_claim(&j->took, j->np, worker != 0, 2 * nworkers, &c)) > 0;)
+        for (int32_t q = c; q < c + m; q++) {
+            const int32_t i0 = q * j->size, i1 = i0 + j->size < j->n ? i0 + j->size : j->n;
+            j->fn(w, j->ctx, i0, i1, q);
+        }
+}
+
+void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx) {
+    pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .np = ph__tasks_pieces(n, size)};
+    if (w->task_workers <= 1 || !w->tasks) {
+        for (int32_t c = 0; c < j.np; c++)
+            fn(w, ctx, c * size, c * size + size < n ? c * size + size : n, c);
+        return;
+    }
+    atomic_init(&j.took, 0);
+    ph__tasks_run_open(w, pieces_pass, &j);
 }
 
 void ph__tasks_barrier(ph__world *w) {

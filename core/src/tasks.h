@@ -30,6 +30,10 @@ typedef void ph__pass_fn(ph__world *w, void *ctx, int worker, int nworkers);
  * Returns the workers the step's passes get: settings.threads, or fewer
  * when a thread could not be started (the results do not depend on it). */
 int ph__tasks_begin(ph__world *w);
+/* At the end of a step begun by ph__tasks_begin (whatever its result): the
+ * pool's threads, which spin a few milliseconds between passes while a step
+ * runs, go back to sleeping after a short spin. */
+void ph__tasks_end(ph__world *w);
 /* Runs fn on the workers ph__tasks_begin gave (directly on this thread
  * when that is one) and returns when every worker has returned. */
 void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
@@ -39,6 +43,23 @@ void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
  * finished its own part, and the call returns when the workers that joined
  * have returned, so a worker the kernel has descheduled holds no one up. */
 void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx);
+/* fn(w, ctx, i0, i1, piece) on the pieces [piece * size, ...) of n items,
+ * as an open pass (ph__tasks_run_open): worker 0 claims pieces from the
+ * front, the others from the back (so that with free cores each keeps to
+ * the same end pass after pass), whoever runs takes what is left; the
+ * pieces in order on the stepping thread with one worker. fn must write
+ * only the items of its piece (and what is indexed by piece). */
+typedef void ph__piece_fn(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
+void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx);
+/* The count of pieces ph__tasks_run_pieces makes of n items. */
+static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ? (n + size - 1) / size : 0; }
+/* Claims the next pieces of n from the front (back = 0) or the back, as a
+ * pair of counts in *took (low half: taken from the front, high half: from
+ * the back; a compare-and-swap): the pieces left over div, at least one
+ * (guided: big claims first, single pieces where the two ends meet).
+ * Returns how many, the first of them (in increasing order) in *c; 0 when
+ * none is left. */
+int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c);
 /* Inside a pass: returns once every worker of the pass has called it. */
 void ph__tasks_barrier(ph__world *w);
 /* The pool's threads stopped and joined, its record freed (world destroy). */

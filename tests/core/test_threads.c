@@ -131,6 +131,70 @@ static void test_pyramid40(void **state) {
     scene_case("pyramid40", 40, 0, 1, NULL);
 }
 
+/* The contact events of a narrowphase split among the workers (an open
+ * pass of pieces of 128 pairs, narrowphase.c: each piece finds the events
+ * of its range of pairs against last step's manifolds, and they are pushed
+ * in piece order after the pass). pyramid40 with its schedule on; at step
+ * 20 the apex and the right ends of the three rows below are thrown up
+ * (their contacts end, then begin again as they land, at different
+ * steps) and a cube at each end of the bottom row is pushed out sideways
+ * (its neighbours' contacts end): events from pairs far apart in the pair
+ * order, in different pieces, in the same steps. The events of every step
+ * are compared with one thread's, event by event, in run_case; here it is
+ * checked that such steps happen with the narrowphase split (two and four
+ * threads: the schedule on, more pairs than a piece), and that some of
+ * them have events from both ends of the pair order, so that pieces pushed
+ * out of order would fail the comparison. */
+static int shapes_n, events_step;
+
+static void throw_apex(ph_world_id w, int k) {
+    (void)k; /* (run_case steps once at a time here: events_step is the step) */
+    if (events_step != 20) return;
+    ph_body_id b[1000];
+    const int n = ph_world_get_bodies(w, b, 1000);
+    assert_int_equal(n, 821);   /* (the ground, then the rows bottom-up, left to right) */
+    for (int q = 0; q < 4; q++) /* (the apex and the right ends of the rows below: landing at different steps) */
+        assert_int_equal(ph_body_set_velocity(b[n - 1 - q * (q + 3) / 2], ph_v3(0, 0, 2 + 0.5 * q), ph_v3(0, 0, 0)),
+                         PH_OK);
+    assert_int_equal(ph_body_set_velocity(b[1], ph_v3(-3, 0, 0), ph_v3(0, 0, 0)), PH_OK);
+    assert_int_equal(ph_body_set_velocity(b[40], ph_v3(3, 0, 0), ph_v3(0, 0, 0)), PH_OK);
+}
+
+static void test_events_split(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++)
+        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+    shapes_n = (int)ph__world_get(w[0])->shape_pool.hwm;
+    int split_steps = 0, split_events = 0, spread = 0;
+    for (events_step = 0; events_step < 120; events_step++) {
+        const int split = ph__world_get(w[1])->wsched_ok && ph__world_get(w[2])->wsched_ok; /* (last step's) */
+        events_total = 0;
+        run_case(w, 1, throw_apex);
+        const ph__world *two = ph__world_get(w[1]);
+        assert_true(two->pair_count >= 4 * 128);
+        if (!split || events_total == 0) continue;
+        split_steps++;
+        split_events += events_total / (NW - 1);
+        enum { CAP = 4096 };
+        static ph_contact_event ev[CAP];
+        const int ne = ph_world_get_contact_events(w[1], ev, CAP);
+        int lo = 0, hi = 0;
+        for (int q = 0; q < ne && q < CAP; q++) {
+            lo |= (int)ev[q].shape_a.index1 < shapes_n / 4;
+            hi |= (int)ev[q].shape_a.index1 > 3 * shapes_n / 4;
+        }
+        spread += lo && hi;
+    }
+    print_message("steps with events from a split narrowphase: %d (%d events), from both ends: %d\n", split_steps,
+                  split_events, spread);
+    assert_true(split_steps >= 3);
+    assert_true(split_events >= 10);
+    assert_true(spread >= 1);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
 /* The levels of world w's last build (one tile: each run of groups is a
  * level): their number, and whether any two manifolds of one level share a
  * moving body (solver body > 0), which would make a level's split wrong. */
@@ -457,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_tiles_shared),
         cmocka_unit_test(test_envelope_fault),
         cmocka_unit_test(test_pyramid40_coloured),
+        cmocka_unit_test(test_events_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
