@@ -234,10 +234,11 @@ static inline int overlap3(const ph_vec3 *alo, const ph_vec3 *ahi, const ph_vec3
 }
 
 /* (Shape slot s's box: this call's copy in w->bp_box when its body moves,
- * else the shape record's, the same numbers.) */
+ * else the shape record's, the same numbers. Every slot below the shapes'
+ * high-water mark has its stamp: ph__broadphase initializes them first.) */
 static inline void filter_box(const ph__world *w, int32_t s, const ph_vec3 **lo, const ph_vec3 **hi) {
     const ph__bp_box *x = &w->bp_box[s];
-    if (s < w->bp_box_init && x->pass == w->bp_calls) {
+    if (x->pass == w->bp_calls) {
         *lo = &x->lo;
         *hi = &x->hi;
     } else {
