@@ -180,31 +180,32 @@ static void test_grid4000_filter(void **state) {
     assert_true(s.events >= 4000); /* (every cube lands) */
 }
 
+/* A body of the given type at p holding one box of half extents he (or a
+ * ground plane, he.x < 0); returns its shape. */
+static ph_shape_id add_body_box(ph_world_id w, ph_body_type type, ph_vec3 p, ph_vec3 he) {
+    ph_body_def bd = ph_default_body_def();
+    bd.type = type;
+    bd.position = p;
+    int err = 0;
+    const ph_body_id b = ph_body_create(w, &bd, &err);
+    assert_int_equal(err, PH_OK);
+    ph_shape_def sd = ph_default_shape_def();
+    sd.type = he.x < 0 ? PH_SHAPE_PLANE : PH_SHAPE_BOX;
+    sd.normal = ph_v3(0, 0, 1);
+    sd.half_extents = he;
+    const ph_shape_id s = ph_shape_create(b, &sd, &err);
+    assert_int_equal(err, PH_OK);
+    return s;
+}
+
 /* A static box (a table: its shape rests in the resting tree, not
  * refreshed) with eight cubes dropped on it in two layers. */
 static ph_world_id table_world(int whole) {
     ph_world_id w = make_world(whole);
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_STATIC;
-    bd.position = ph_v3(0, 0, 0.5);
-    int err = 0;
-    ph_body_id t = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    sd.half_extents = ph_v3(4, 4, 0.5);
-    ph_shape_create(t, &sd, &err);
-    assert_int_equal(err, PH_OK);
-    for (int i = 0; i < 8; i++) {
-        bd = ph_default_body_def();
-        bd.type = PH_BODY_DYNAMIC;
-        bd.position = ph_v3(-1.65 + 1.1 * (i % 4), 0.3 * (i / 4), 1.6 + 1.3 * (i / 4));
-        ph_body_id c = ph_body_create(w, &bd, &err);
-        assert_int_equal(err, PH_OK);
-        sd.half_extents = ph_v3(0.5, 0.5, 0.5);
-        ph_shape_create(c, &sd, &err);
-        assert_int_equal(err, PH_OK);
-    }
+    add_body_box(w, PH_BODY_STATIC, ph_v3(0, 0, 0.5), ph_v3(4, 4, 0.5));
+    for (int i = 0; i < 8; i++)
+        add_body_box(w, PH_BODY_DYNAMIC, ph_v3(-1.65 + 1.1 * (i % 4), 0.3 * (i / 4), 1.6 + 1.3 * (i / 4)),
+                     ph_v3(0.5, 0.5, 0.5));
     return w;
 }
 
@@ -228,40 +229,15 @@ static void reuse_slot(ph_world_id w, int k) {
     if (k != 10) return;
     const int n = ph_world_body_count(w);
     assert_int_equal(ph_body_destroy(body_at(w, n - 1)), PH_OK);
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_STATIC;
-    bd.position = ph_v3(20, 0, 0.5);
-    int err = 0;
-    ph_body_id t = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    sd.half_extents = ph_v3(1, 1, 0.5);
-    const ph_shape_id s = ph_shape_create(t, &sd, &err);
-    assert_int_equal(err, PH_OK);
+    const ph_shape_id s = add_body_box(w, PH_BODY_STATIC, ph_v3(20, 0, 0.5), ph_v3(1, 1, 0.5));
     assert_int_equal(s.index1, faller_shape.index1); /* (the freed slot) */
-    bd.type = PH_BODY_DYNAMIC;
-    bd.position = ph_v3(20, 0, 1.8);
-    ph_body_id c = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    sd.half_extents = ph_v3(0.5, 0.5, 0.5);
-    ph_shape_create(c, &sd, &err);
-    assert_int_equal(err, PH_OK);
+    add_body_box(w, PH_BODY_DYNAMIC, ph_v3(20, 0, 1.8), ph_v3(0.5, 0.5, 0.5));
 }
 
 static ph_world_id faller_world(int whole) {
     ph_world_id w = table_world(whole);
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_DYNAMIC;
-    bd.position = ph_v3(-20, 0, 1.8); /* (far from where the new cube lands) */
-    int err = 0;
-    ph_body_id c = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    sd.half_extents = ph_v3(0.5, 0.5, 0.5);
-    faller_shape = ph_shape_create(c, &sd, &err);
-    assert_int_equal(err, PH_OK);
+    /* (far from where the new cube lands) */
+    faller_shape = add_body_box(w, PH_BODY_DYNAMIC, ph_v3(-20, 0, 1.8), ph_v3(0.5, 0.5, 0.5));
     return w;
 }
 
@@ -278,25 +254,8 @@ static void test_slot_reused(void **state) {
  * manifold alone. */
 static ph_world_id lone_world(int whole) {
     ph_world_id w = make_world(whole);
-    ph_body_def bd = ph_default_body_def();
-    bd.type = PH_BODY_STATIC;
-    int err = 0;
-    ph_body_id g = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    ph_shape_def sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_PLANE;
-    sd.normal = ph_v3(0, 0, 1);
-    ph_shape_create(g, &sd, &err);
-    assert_int_equal(err, PH_OK);
-    bd.type = PH_BODY_DYNAMIC;
-    bd.position = ph_v3(0, 0, 0.6);
-    ph_body_id c = ph_body_create(w, &bd, &err);
-    assert_int_equal(err, PH_OK);
-    sd = ph_default_shape_def();
-    sd.type = PH_SHAPE_BOX;
-    sd.half_extents = ph_v3(0.5, 0.5, 0.5);
-    ph_shape_create(c, &sd, &err);
-    assert_int_equal(err, PH_OK);
+    add_body_box(w, PH_BODY_STATIC, ph_v3(0, 0, 0), ph_v3(-1, 0, 0));
+    add_body_box(w, PH_BODY_DYNAMIC, ph_v3(0, 0, 0.6), ph_v3(0.5, 0.5, 0.5));
     return w;
 }
 
