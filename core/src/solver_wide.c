@@ -317,7 +317,7 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
         const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
         n += !(big && big[ia ? ia : ib]);
     }
-    if (n <= PH_LANES || D <= 1) return PH_OK;
+    if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
     /* Per manifold (in height order): slot, latest level, two successors,
      * predecessors left; then the ready heap, the next level's ready ones
      * and per body the next manifold. */
