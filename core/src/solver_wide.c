@@ -309,6 +309,50 @@ static uint64_t heap_pop(uint64_t *h, int32_t *n) {
     return top;
 }
 
+/* One packing (pack_levels) of the n manifolds whose deadlines (late),
+ * successors (nxt) and predecessors (npred, consumed) are given, into
+ * lvl; returns its groups and sets *nlev. Deadlines (full = 0): level by
+ * level, the ones due and the ready ones that round the level up to whole
+ * groups. Lists (full = 1): each level the PH_LANES ready ones of least
+ * deadline (longest chain after them), more levels but fuller groups
+ * where the chains are many and short. */
+static int32_t pack_run(int32_t n, const int32_t *mi, const int32_t *kof, const int32_t *late, const int32_t *nxt,
+                        int32_t *npred, uint64_t *heap, int32_t *pend, int32_t *lvl, int full, int32_t *nlev) {
+    int32_t nh = 0, np = 0, placed = 0, level = 0, groups = 0;
+    for (int32_t k = 0; k < n; k++)
+        if (!npred[k]) heap_push(heap, &nh, (uint64_t)late[k] << 32 | (uint32_t)mi[k]);
+    for (int32_t L = 0; placed < n; L++) {
+        for (int32_t j = 0; j < np; j++)
+            heap_push(heap, &nh, (uint64_t)late[pend[j]] << 32 | (uint32_t)mi[pend[j]]);
+        np = 0;
+        /* This level's in pend's tail (the next level's ready ones go to
+         * its head: different manifolds, so they never meet). */
+        int32_t got = 0, want = PH_LANES;
+        if (!full) {
+            while (nh > 0 && (int32_t)(heap[0] >> 32) <= L)
+                pend[n - 1 - got++] = kof[(uint32_t)heap_pop(heap, &nh)];
+            want = (got + PH_LANES - 1) / PH_LANES * PH_LANES;
+            if ((got + nh) / PH_LANES * PH_LANES > want) want = (got + nh) / PH_LANES * PH_LANES;
+        }
+        while (got < want && nh > 0)
+            pend[n - 1 - got++] = kof[(uint32_t)heap_pop(heap, &nh)];
+        /* Their successors are ready for the next level. */
+        for (int32_t j = 0; j < got; j++) {
+            const int32_t k = pend[n - 1 - j];
+            lvl[k] = level;
+            for (int t = 0; t < 2; t++) {
+                const int32_t s = nxt[2 * k + t];
+                if (s >= 0 && --npred[s] == 0) pend[np++] = s;
+            }
+        }
+        placed += got;
+        groups += (got + PH_LANES - 1) / PH_LANES;
+        level += got > 0;
+    }
+    *nlev = level;
+    return groups;
+}
+
 static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *ncol) {
     const int32_t nsb = w->sbody_count, D = *ncol;
     int32_t n = 0;
@@ -319,19 +363,24 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
     }
     if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
     /* Per manifold (in height order): slot, latest level, two successors,
-     * predecessors left; then the ready heap, the next level's ready ones
-     * and per body the next manifold. */
-    const size_t bytes = (size_t)n * (6 * sizeof(int32_t) + sizeof(uint64_t)) + ((size_t)nsb + 1) * sizeof(int32_t);
+     * predecessors (and a copy), the two packings' levels; then the ready
+     * heap, the ready lists and per body the next manifold. */
+    const size_t bytes = (size_t)n * (10 * sizeof(int32_t) + sizeof(uint64_t)) +
+                         ((size_t)nsb + 1 + (size_t)w->manifold_count) * sizeof(int32_t);
     uint64_t *heap = ph__arena_alloc(&w->arena, bytes, "level packing");
     if (!heap) return PH_ERR_NO_MEMORY;
     int32_t *mi = (int32_t *)(void *)(heap + n), *late = mi + n, *nxt = late + n, *npred = nxt + 2 * (size_t)n;
-    int32_t *pend = npred + n, *next = pend + n;
+    int32_t *np2 = npred + n, *lvl = np2 + n, *lvl2 = lvl + n, *pend = lvl2 + n, *next = pend + n;
+    int32_t *kof = next + nsb + 1; /* by slot: its place in mi */
     n = 0;
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         const ph__contact_manifold *cm = &w->manifolds[i];
         const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
-        if (!(big && big[ia ? ia : ib])) mi[n++] = i;
+        if (!(big && big[ia ? ia : ib])) {
+            kof[i] = n;
+            mi[n++] = i;
+        }
     }
     for (int32_t x = 0; x <= nsb; x++)
         next[x] = -1;
@@ -353,35 +402,16 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
         }
         late[k] = lt;
     }
-    int32_t nh = 0, np = 0, placed = 0, level = 0;
+    memcpy(np2, npred, (size_t)n * sizeof *np2);
+    int32_t nlev = 0, nlev2 = 0;
+    const int32_t g = pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, 0, &nlev);
+    /* The lists only where they save at least one group in 32 (a grid's
+     * wide levels tie: they keep their few levels, which threads split). */
+    const int32_t g2 = pack_run(n, mi, kof, late, nxt, np2, heap, pend, lvl2, 1, &nlev2);
+    const int lists = 32 * (int64_t)(g - g2) >= g;
     for (int32_t k = 0; k < n; k++)
-        if (!npred[k]) heap_push(heap, &nh, (uint64_t)late[k] << 32 | (uint32_t)k);
-    for (int32_t L = 0; placed < n; L++) {
-        for (int32_t j = 0; j < np; j++)
-            heap_push(heap, &nh, (uint64_t)late[pend[j]] << 32 | (uint32_t)pend[j]);
-        np = 0;
-        /* The ones due now (the heap's least deadlines), then whole groups
-         * of the ready ones; this level's in pend's tail. */
-        int32_t got = 0;
-        while (nh > 0 && (int32_t)(heap[0] >> 32) <= L)
-            pend[n - 1 - got++] = (int32_t)(uint32_t)heap_pop(heap, &nh);
-        int32_t want = (got + PH_LANES - 1) / PH_LANES * PH_LANES;
-        if ((got + nh) / PH_LANES * PH_LANES > want) want = (got + nh) / PH_LANES * PH_LANES;
-        while (got < want && nh > 0)
-            pend[n - 1 - got++] = (int32_t)(uint32_t)heap_pop(heap, &nh);
-        /* Their successors are ready for the next level. */
-        for (int32_t j = 0; j < got; j++) {
-            const int32_t k = pend[n - 1 - j];
-            w->wlevel[mi[k]] = level;
-            for (int t = 0; t < 2; t++) {
-                const int32_t s = nxt[2 * k + t];
-                if (s >= 0 && --npred[s] == 0) pend[np++] = s;
-            }
-        }
-        placed += got;
-        level += got > 0;
-    }
-    *ncol = level;
+        w->wlevel[mi[k]] = lists ? lvl2[k] : lvl[k];
+    *ncol = lists ? nlev2 : nlev;
     ph__arena_free(&w->arena, heap);
     return PH_OK;
 }
