@@ -15,7 +15,10 @@
  *   manifolds is coloured instead (first fit top-down, the colours solved
  *   in reverse: a few wide levels that workers can split, where a pyramid's
  *   bottom-up levels are hundreds of small ones; the order is then the
- *   colours', the same at every thread count). Each level's manifolds, in pair order, are
+ *   colours', the same at every thread count). The bottom-up levels are
+ *   then packed into whole groups of PH_LANES (pack_levels: the manifolds
+ *   with slack moved, each body's manifolds kept in order, so the same
+ *   numbers). Each level's manifolds, in pair order, are
  *   cut into groups of PH_LANES; batch k of a group holds point k of each
  *   (one lane per manifold, structure of arrays), and within a level the
  *   batches go point-major (point 0 of every group, then point 1, ...) so
@@ -266,25 +269,31 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
  * body: two that share none commute (their lanes' arithmetic touches
  * disjoint bodies and records), so any levelling that keeps, for every
  * body, its manifolds in height order and its levels apart gives the same
- * numbers bit for bit as the bottom-up levels (the warm start's sums per
- * body too: their order is a body's manifolds' order). The bottom-up rule
- * puts each manifold as early as it can go; a level of 5 manifolds then
- * costs two groups of which one holds a single lane (pyramid20: 590
- * manifolds in about 190 groups, 3.1 lanes of 4). This pass keeps the
- * number of levels (the longest chain, D) and moves the manifolds with
- * slack: each has a window [earliest, latest], earliest after its
- * predecessors (the body's previous manifold on either side) are placed,
- * latest = D - 1 less the chain after it; level by level the manifolds
- * whose window closes are placed, and ready ones that can wait are added
- * to round the level up to whole groups (by earliest deadline, then
- * height order), or to as many whole groups as the ready ones fill.
- * pyramid20: about 190 groups to 166. Two manifolds of one level never
- * share a body (a manifold is ready only once each earlier one sharing a
- * body with it is placed, in an earlier level). Deterministic: a function
- * of the height order and the bodies, so a kept layout (w->wreuse_ok) is
- * the one this pass would make. The coloured islands (big) keep their
- * colours. Returns PH_ERR_NO_MEMORY, or PH_OK with the levels in w->wlevel
- * and their number in *ncol. */
+ * state bit for bit as the bottom-up levels (the warm start's sums per
+ * body too: their order is a body's manifolds' order; only the merits,
+ * sums over the batches in their order, move at rounding). The bottom-up
+ * rule puts each manifold as early as it can go; a level of 5 manifolds
+ * then costs two groups of which one holds a single lane (pyramid20: 590
+ * manifolds in about 190 groups, 3.1 lanes of 4, its rows' side contacts
+ * chains of levels of their own). Each manifold gets a deadline, the
+ * number of levels D (the longest chain) less one and less the longest
+ * chain after it, and becomes ready once its predecessors (each body's
+ * previous manifold) are placed. Two packings (pack_run) are made and the
+ * one with fewer groups kept: by deadlines (the D levels kept: level by
+ * level the ones due, plus ready ones, earliest deadline first, to round
+ * the level up to whole groups or to as many whole groups as the ready
+ * ones fill; pyramid20 about 165 groups) and by lists (each level the
+ * PH_LANES ready ones of earliest deadline, more levels of one group each:
+ * pyramid20 158 groups in 158 levels), the lists only for one island
+ * (one tile: the groups are cut per level and tile) and where they save
+ * at least one group in 32, so that wide levels, which threads split,
+ * stay as they are. Two manifolds of a level never share a body (a
+ * manifold is ready only once each earlier one sharing a body with it is
+ * placed, in an earlier level). Ties go by slot: the packing is a
+ * function of each body's manifold order and of the slots, so a kept
+ * layout (w->wreuse_ok) is the one this pass would make. The coloured
+ * islands (big) keep their colours. Returns PH_ERR_NO_MEMORY, or PH_OK
+ * with the levels in w->wlevel and their number in *ncol. */
 static void heap_push(uint64_t *h, int32_t *n, uint64_t x) {
     int32_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
@@ -403,12 +412,33 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
         late[k] = lt;
     }
     memcpy(np2, npred, (size_t)n * sizeof *np2);
+    /* One island? (union-find over the successor links, in pend.) The
+     * groups are cut per run, one level of one tile, and a tile holds
+     * whole islands: with several islands a level of PH_LANES manifolds
+     * could be several runs of one lane, so the lists are for one island
+     * (one tile) only. */
+    int32_t roots = n;
+    for (int32_t k = 0; k < n; k++)
+        pend[k] = k;
+    for (int32_t k = 0; k < n; k++)
+        for (int t = 0; t < 2; t++) {
+            int32_t x = k, y = nxt[2 * k + t];
+            if (y < 0) continue;
+            while (pend[x] != x)
+                x = pend[x] = pend[pend[x]];
+            while (pend[y] != y)
+                y = pend[y] = pend[pend[y]];
+            if (x != y) {
+                pend[x > y ? x : y] = x < y ? x : y;
+                roots--;
+            }
+        }
     int32_t nlev = 0, nlev2 = 0;
     const int32_t g = pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, 0, &nlev);
-    /* The lists only where they save at least one group in 32 (a grid's
-     * wide levels tie: they keep their few levels, which threads split). */
-    const int32_t g2 = pack_run(n, mi, kof, late, nxt, np2, heap, pend, lvl2, 1, &nlev2);
-    const int lists = 32 * (int64_t)(g - g2) >= g;
+    /* The lists only where they save at least one group in 32 (wide
+     * levels tie: they keep their few levels, which threads split). */
+    const int32_t g2 = roots == 1 ? pack_run(n, mi, kof, late, nxt, np2, heap, pend, lvl2, 1, &nlev2) : g;
+    const int lists = roots == 1 && 32 * (int64_t)(g - g2) >= g;
     for (int32_t k = 0; k < n; k++)
         w->wlevel[mi[k]] = lists ? lvl2[k] : lvl[k];
     *ncol = lists ? nlev2 : nlev;
