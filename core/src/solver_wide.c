@@ -278,18 +278,18 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
  * chains of levels of their own). Each manifold gets a deadline, the
  * number of levels D (the longest chain) less one and less the longest
  * chain after it, and becomes ready once its predecessors (each body's
- * previous manifold) are placed. Two packings (pack_run) are made and the
- * one with fewer groups kept: by deadlines (the D levels kept: level by
- * level the ones due, plus ready ones, earliest deadline first, to round
- * the level up to whole groups or to as many whole groups as the ready
- * ones fill; pyramid20 about 165 groups) and by lists (each level the
- * PH_LANES ready ones of earliest deadline, more levels of one group each:
- * pyramid20 158 groups in 158 levels), the lists only for one island
- * (one tile: the groups are cut per level and tile) and where they save
- * at least one group in 32, so that wide levels, which threads split,
- * stay as they are. Two manifolds of a level never share a body (a
- * manifold is ready only once each earlier one sharing a body with it is
- * placed, in an earlier level). Ties go by slot: the packing is a
+ * previous manifold) are placed. Then (pack_run), for several islands by
+ * deadlines (the D levels kept: level by level the ones due, plus ready
+ * ones, earliest deadline first, to round the level up to whole groups or
+ * to as many whole groups as the ready ones fill), for one island (one
+ * tile: the groups are cut per level and tile) by lists (each level the
+ * PH_LANES ready ones of earliest deadline, more levels of one group
+ * each: pyramid20 158 groups in 158 levels, where deadlines give about
+ * 165). Wide levels (grids, sphere columns: several islands) keep their
+ * width, which the workers split; an island of at least PH_COLOUR_MIN
+ * manifolds is coloured, not levelled. Two manifolds of a level never
+ * share a body (a manifold is ready only once each earlier one sharing a
+ * body with it is placed, in an earlier level). Ties go by slot: the packing is a
  * function of each body's manifold order and of the slots, so a kept
  * layout (w->wreuse_ok) is the one this pass would make. The coloured
  * islands (big) keep their colours. Returns PH_ERR_NO_MEMORY, or PH_OK
@@ -372,14 +372,14 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
     }
     if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
     /* Per manifold (in height order): slot, latest level, two successors,
-     * predecessors (and a copy), the two packings' levels; then the ready
-     * heap, the ready lists and per body the next manifold. */
-    const size_t bytes = (size_t)n * (10 * sizeof(int32_t) + sizeof(uint64_t)) +
+     * predecessors, level; then the ready heap, the ready lists, per body
+     * the next manifold and per slot the manifold's place. */
+    const size_t bytes = (size_t)n * (8 * sizeof(int32_t) + sizeof(uint64_t)) +
                          ((size_t)nsb + 1 + (size_t)w->manifold_count) * sizeof(int32_t);
     uint64_t *heap = ph__arena_alloc(&w->arena, bytes, "level packing");
     if (!heap) return PH_ERR_NO_MEMORY;
     int32_t *mi = (int32_t *)(void *)(heap + n), *late = mi + n, *nxt = late + n, *npred = nxt + 2 * (size_t)n;
-    int32_t *np2 = npred + n, *lvl = np2 + n, *lvl2 = lvl + n, *pend = lvl2 + n, *next = pend + n;
+    int32_t *lvl = npred + n, *pend = lvl + n, *next = pend + n;
     int32_t *kof = next + nsb + 1; /* by slot: its place in mi */
     n = 0;
     for (int32_t q = 0; q < na; q++) {
@@ -411,12 +411,11 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
         }
         late[k] = lt;
     }
-    memcpy(np2, npred, (size_t)n * sizeof *np2);
     /* One island? (union-find over the successor links, in pend.) The
      * groups are cut per run, one level of one tile, and a tile holds
      * whole islands: with several islands a level of PH_LANES manifolds
      * could be several runs of one lane, so the lists are for one island
-     * (one tile) only. */
+     * (one tile), the deadlines for several. */
     int32_t roots = n;
     for (int32_t k = 0; k < n; k++)
         pend[k] = k;
@@ -433,15 +432,11 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
                 roots--;
             }
         }
-    int32_t nlev = 0, nlev2 = 0;
-    const int32_t g = pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, 0, &nlev);
-    /* The lists only where they save at least one group in 32 (wide
-     * levels tie: they keep their few levels, which threads split). */
-    const int32_t g2 = roots == 1 ? pack_run(n, mi, kof, late, nxt, np2, heap, pend, lvl2, 1, &nlev2) : g;
-    const int lists = roots == 1 && 32 * (int64_t)(g - g2) >= g;
+    int32_t nlev = 0;
+    (void)pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, roots == 1, &nlev);
     for (int32_t k = 0; k < n; k++)
-        w->wlevel[mi[k]] = lists ? lvl2[k] : lvl[k];
-    *ncol = lists ? nlev2 : nlev;
+        w->wlevel[mi[k]] = lvl[k];
+    *ncol = nlev;
     ph__arena_free(&w->arena, heap);
     return PH_OK;
 }
