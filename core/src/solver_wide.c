@@ -292,8 +292,8 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
  * body with it is placed, in an earlier level). Ties go by slot: the packing is a
  * function of each body's manifold order and of the slots, so a kept
  * layout (w->wreuse_ok) is the one this pass would make. The coloured
- * islands (big) keep their colours. Returns PH_ERR_NO_MEMORY, or PH_OK
- * with the levels in w->wlevel and their number in *ncol. */
+ * islands (big) keep their colours. lev: the levels by slot, bottom-up in
+ * (*ncol of them), packed out. Returns PH_ERR_NO_MEMORY, or PH_OK. */
 static void heap_push(uint64_t *h, int32_t *n, uint64_t x) {
     int32_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
@@ -362,7 +362,7 @@ static int32_t pack_run(int32_t n, const int32_t *mi, const int32_t *kof, const 
     return groups;
 }
 
-static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *ncol) {
+static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
     const int32_t nsb = w->sbody_count, D = *ncol;
     int32_t n = 0;
     for (int32_t q = 0; q < na; q++) {
@@ -435,7 +435,7 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *nc
     int32_t nlev = 0;
     (void)pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, roots == 1, &nlev);
     for (int32_t k = 0; k < n; k++)
-        w->wlevel[mi[k]] = lvl[k];
+        lev[mi[k]] = lvl[k];
     *ncol = nlev;
     ph__arena_free(&w->arena, heap);
     return PH_OK;
@@ -906,7 +906,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
     }
     {
-        const int e = pack_levels(w, na, big, &ncol);
+        const int e = pack_levels(w, na, big, w->wlevel, &ncol);
         if (e) {
             if (ctop) ph__arena_free(&w->arena, ctop);
             return e;
