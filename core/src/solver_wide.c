@@ -15,7 +15,10 @@
  *   manifolds is coloured instead (first fit top-down, the colours solved
  *   in reverse: a few wide levels that workers can split, where a pyramid's
  *   bottom-up levels are hundreds of small ones; the order is then the
- *   colours', the same at every thread count). Each level's manifolds, in pair order, are
+ *   colours', the same at every thread count). The bottom-up levels are
+ *   then packed into whole groups of PH_LANES (pack_levels: the manifolds
+ *   with slack moved, each body's manifolds kept in order, so the same
+ *   numbers). Each level's manifolds, in pair order, are
  *   cut into groups of PH_LANES; batch k of a group holds point k of each
  *   (one lane per manifold, structure of arrays), and within a level the
  *   batches go point-major (point 0 of every group, then point 1, ...) so
@@ -260,6 +263,183 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
 #ifndef PH_COLOUR_MIN
 #define PH_COLOUR_MIN 1024
 #endif
+
+/* Packing the bottom-up levels into full groups (build, after the levels).
+ * The sweep depends only on the order of manifolds that share a moving
+ * body: two that share none commute (their lanes' arithmetic touches
+ * disjoint bodies and records), so any levelling that keeps, for every
+ * body, its manifolds in height order and its levels apart gives the same
+ * state bit for bit as the bottom-up levels (the warm start's sums per
+ * body too: their order is a body's manifolds' order; only the merits,
+ * sums over the batches in their order, move at rounding). The bottom-up
+ * rule puts each manifold as early as it can go; a level of 5 manifolds
+ * then costs two groups of which one holds a single lane (pyramid20: 590
+ * manifolds in about 190 groups, 3.1 lanes of 4, its rows' side contacts
+ * chains of levels of their own). Each manifold gets a deadline, the
+ * number of levels D (the longest chain) less one and less the longest
+ * chain after it, and becomes ready once its predecessors (each body's
+ * previous manifold) are placed. Then (pack_run), for several islands by
+ * deadlines (the D levels kept: level by level the ones due, plus ready
+ * ones, earliest deadline first, to round the level up to whole groups or
+ * to as many whole groups as the ready ones fill), for one island (one
+ * tile: the groups are cut per level and tile) by lists (each level the
+ * PH_LANES ready ones of earliest deadline, more levels of one group
+ * each: pyramid20 158 groups in 158 levels, where deadlines give about
+ * 165). Wide levels (grids, sphere columns: several islands) keep their
+ * width, which the workers split; an island of at least PH_COLOUR_MIN
+ * manifolds is coloured, not levelled. Two manifolds of a level never
+ * share a body (a manifold is ready only once each earlier one sharing a
+ * body with it is placed, in an earlier level). Ties go by slot: the packing is a
+ * function of each body's manifold order and of the slots, so a kept
+ * layout (w->wreuse_ok) is the one this pass would make. The coloured
+ * islands (big) keep their colours. lev: the levels by slot, bottom-up in
+ * (*ncol of them), packed out. Returns PH_ERR_NO_MEMORY, or PH_OK. */
+static void heap_push(uint64_t *h, int32_t *n, uint64_t x) {
+    int32_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > x) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static uint64_t heap_pop(uint64_t *h, int32_t *n) {
+    const uint64_t top = h[0], x = h[--*n];
+    int32_t i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+    return top;
+}
+
+/* One packing (pack_levels) of the n manifolds whose deadlines (late),
+ * successors (nxt) and predecessors (npred, consumed) are given, into
+ * lvl; returns its groups and sets *nlev. Deadlines (full = 0): level by
+ * level, the ones due and the ready ones that round the level up to whole
+ * groups. Lists (full = 1): each level the PH_LANES ready ones of least
+ * deadline (longest chain after them), more levels but fuller groups
+ * where the chains are many and short. */
+static int32_t pack_run(int32_t n, const int32_t *mi, const int32_t *kof, const int32_t *late, const int32_t *nxt,
+                        int32_t *npred, uint64_t *heap, int32_t *pend, int32_t *lvl, int full, int32_t *nlev) {
+    int32_t nh = 0, np = 0, placed = 0, level = 0, groups = 0;
+    for (int32_t k = 0; k < n; k++)
+        if (!npred[k]) heap_push(heap, &nh, (uint64_t)late[k] << 32 | (uint32_t)mi[k]);
+    for (int32_t L = 0; placed < n; L++) {
+        for (int32_t j = 0; j < np; j++)
+            heap_push(heap, &nh, (uint64_t)late[pend[j]] << 32 | (uint32_t)mi[pend[j]]);
+        np = 0;
+        /* This level's in pend's tail (the next level's ready ones go to
+         * its head: different manifolds, so they never meet). */
+        int32_t got = 0, want = PH_LANES;
+        if (!full) {
+            while (nh > 0 && (int32_t)(heap[0] >> 32) <= L)
+                pend[n - 1 - got++] = kof[(uint32_t)heap_pop(heap, &nh)];
+            want = (got + PH_LANES - 1) / PH_LANES * PH_LANES;
+            if ((got + nh) / PH_LANES * PH_LANES > want) want = (got + nh) / PH_LANES * PH_LANES;
+        }
+        while (got < want && nh > 0)
+            pend[n - 1 - got++] = kof[(uint32_t)heap_pop(heap, &nh)];
+        /* Their successors are ready for the next level. */
+        for (int32_t j = 0; j < got; j++) {
+            const int32_t k = pend[n - 1 - j];
+            lvl[k] = level;
+            for (int t = 0; t < 2; t++) {
+                const int32_t s = nxt[2 * k + t];
+                if (s >= 0 && --npred[s] == 0) pend[np++] = s;
+            }
+        }
+        placed += got;
+        groups += (got + PH_LANES - 1) / PH_LANES;
+        level += got > 0;
+    }
+    *nlev = level;
+    return groups;
+}
+
+static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
+    const int32_t nsb = w->sbody_count, D = *ncol;
+    int32_t n = 0;
+    for (int32_t q = 0; q < na; q++) {
+        const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        n += !(big && big[ia ? ia : ib]);
+    }
+    if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
+    /* Per manifold (in height order): slot, latest level, two successors,
+     * predecessors, level; then the ready heap, the ready lists, per body
+     * the next manifold and per slot the manifold's place. */
+    const size_t bytes = (size_t)n * (8 * sizeof(int32_t) + sizeof(uint64_t)) +
+                         ((size_t)nsb + 1 + (size_t)w->manifold_count) * sizeof(int32_t);
+    uint64_t *heap = ph__arena_alloc(&w->arena, bytes, "level packing");
+    if (!heap) return PH_ERR_NO_MEMORY;
+    int32_t *mi = (int32_t *)(void *)(heap + n), *late = mi + n, *nxt = late + n, *npred = nxt + 2 * (size_t)n;
+    int32_t *lvl = npred + n, *pend = lvl + n, *next = pend + n;
+    int32_t *kof = next + nsb + 1; /* by slot: its place in mi */
+    n = 0;
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t i = w->wkeys[q].slot;
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        if (!(big && big[ia ? ia : ib])) {
+            kof[i] = n;
+            mi[n++] = i;
+        }
+    }
+    for (int32_t x = 0; x <= nsb; x++)
+        next[x] = -1;
+    for (int32_t k = 0; k < n; k++)
+        npred[k] = 0;
+    for (int32_t k = n - 1; k >= 0; k--) {
+        const ph__contact_manifold *cm = &w->manifolds[mi[k]];
+        const int32_t bd[2] = {w->body_to_sbody[cm->ba], w->body_to_sbody[cm->bb]};
+        int32_t lt = D - 1;
+        for (int t = 0; t < 2; t++) {
+            const int32_t s = bd[t] ? next[bd[t]] : -1;
+            nxt[2 * k + t] = s;
+            if (s >= 0 && late[s] - 1 < lt) lt = late[s] - 1;
+        }
+        if (nxt[2 * k + 1] == nxt[2 * k]) nxt[2 * k + 1] = -1;
+        for (int t = 0; t < 2; t++) {
+            if (nxt[2 * k + t] >= 0) npred[nxt[2 * k + t]]++;
+            if (bd[t]) next[bd[t]] = k;
+        }
+        late[k] = lt;
+    }
+    /* One island? (union-find over the successor links, in pend.) The
+     * groups are cut per run, one level of one tile, and a tile holds
+     * whole islands: with several islands a level of PH_LANES manifolds
+     * could be several runs of one lane, so the lists are for one island
+     * (one tile), the deadlines for several. */
+    int32_t roots = n;
+    for (int32_t k = 0; k < n; k++)
+        pend[k] = k;
+    for (int32_t k = 0; k < n; k++)
+        for (int t = 0; t < 2; t++) {
+            int32_t x = k, y = nxt[2 * k + t];
+            if (y < 0) continue;
+            while (pend[x] != x)
+                x = pend[x] = pend[pend[x]];
+            while (pend[y] != y)
+                y = pend[y] = pend[pend[y]];
+            if (x != y) {
+                pend[x > y ? x : y] = x < y ? x : y;
+                roots--;
+            }
+        }
+    int32_t nlev = 0;
+    (void)pack_run(n, mi, kof, late, nxt, npred, heap, pend, lvl, roots == 1, &nlev);
+    for (int32_t k = 0; k < n; k++)
+        lev[mi[k]] = lvl[k];
+    *ncol = nlev;
+    ph__arena_free(&w->arena, heap);
+    return PH_OK;
+}
 
 /* The tile of manifold mi (of its moving body). */
 static inline int32_t manifold_tile(const ph__world *w, int32_t mi) {
@@ -724,6 +904,13 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         if (ia) w->wmask[ia] = lv + 1;
         if (ib) w->wmask[ib] = lv + 1;
         if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
+    }
+    {
+        const int e = pack_levels(w, na, big, w->wlevel, &ncol);
+        if (e) {
+            if (ctop) ph__arena_free(&w->arena, ctop);
+            return e;
+        }
     }
     if (big) {
         /* Colouring: top-down (from the highest manifold), each takes
