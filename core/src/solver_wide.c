@@ -521,6 +521,19 @@ static inline uint64_t manifold_sig(int32_t a, int32_t b, int count) {
     return a || b ? (uint64_t)(uint32_t)a << 32 | (uint64_t)(uint32_t)b << 3 | (uint64_t)count : 0;
 }
 
+/* Manifold i's solver bodies: from its part (sig: a native build's w->wsig
+ * with fewer than 2^29 solver bodies, dense where the manifolds are not)
+ * or, with sig NULL, from the manifold. */
+static inline void manifold_sbodies(const ph__world *w, const uint64_t *sig, int32_t i, int32_t *a, int32_t *b) {
+    if (sig) {
+        *a = (int32_t)(sig[i] >> 32);
+        *b = (int32_t)(sig[i] >> 3 & ((1u << 29) - 1));
+    } else {
+        *a = w->body_to_sbody[w->manifolds[i].ba];
+        *b = w->body_to_sbody[w->manifolds[i].bb];
+    }
+}
+
 /* The native build's first loop with the step's workers: each takes a
  * contiguous range of the manifolds, finds which have rows (a moving body),
  * their heights (w->wheight) and their parts in the layout (w->wsig,
@@ -633,6 +646,7 @@ static int body_orders_kept(ph__world *w, int32_t na) {
  * none), takes a first-fit colour top-down and the colours are solved in
  * reverse. Returns the levels' count (-1: no memory) and in *bands the
  * colouring's bands of 64 colours (1 without colouring). Uses w->wmask.
+ * sig: the manifolds' parts (manifold_sbodies), NULL: none.
  *
  * Islands of at least PH_COLOUR_MIN manifolds are coloured (build), as
  * Box2D v3's constraint graph and Jolt's large-island splitter do (first
@@ -645,14 +659,16 @@ static int body_orders_kept(ph__world *w, int32_t na) {
  * physics, measured on the tall pyramids (docs/profile.md, "colouring
  * large islands": colouring top-down and solving the colours in reverse
  * held pyramid40 best). */
-static int32_t assign_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *lev, int32_t *bands) {
+static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, const uint8_t *big, int32_t *lev,
+                             int32_t *bands) {
     const int32_t nsb = w->sbody_count;
     int32_t ncol = 0;
     *bands = 1;
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
-        const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
         if (big && big[ia ? ia : ib]) continue;
         uint64_t lv = 0;
         if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
@@ -675,7 +691,8 @@ static int32_t assign_levels(ph__world *w, int32_t na, const uint8_t *big, int32
     int32_t base = 0, band = 1, ncolour = 0;
     for (int32_t q = na - 1; q >= 0; q--) {
         const int32_t i = w->wkeys[q].slot;
-        const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
         if (!big[ia ? ia : ib]) continue;
         if (ia && ctop[ia] != band) {
             ctop[ia] = band;
@@ -705,8 +722,9 @@ static int32_t assign_levels(ph__world *w, int32_t na, const uint8_t *big, int32
     *bands = band;
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
-        const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
-        if (big[ia ? ia : w->body_to_sbody[w->manifolds[i].bb]]) lev[i] = nc - 1 - lev[i];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
+        if (big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
     }
     return nc > ncol ? nc : ncol;
 }
@@ -756,7 +774,7 @@ static int relevel(ph__world *w, int32_t na, int split, int32_t *ncol, int32_t *
     if (!lev) return -1;
     for (int32_t i = 0; i < nm; i++)
         lev[i] = -1;
-    *ncol = assign_levels(w, na, w->wbig_any ? w->wbig : NULL, lev, bands);
+    *ncol = assign_levels(w, w->wsig, na, w->wbig_any ? w->wbig : NULL, lev, bands);
     if (*ncol < 0) {
         ph__arena_free(&w->arena, lev);
         return -1;
@@ -898,7 +916,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             }
             ph__arena_free(&w->arena, cnt);
         }
-        ncol = assign_levels(w, na, w->wbig_any ? w->wbig : NULL, w->wlevel, &bands);
+        const uint64_t *sig = native && nsb < (1 << 29) ? w->wsig : NULL;
+        ncol = assign_levels(w, sig, na, w->wbig_any ? w->wbig : NULL, w->wlevel, &bands);
         if (ncol < 0) return PH_ERR_NO_MEMORY;
     }
     /* Manifolds by level, stable (counting sort). */
