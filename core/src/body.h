@@ -40,31 +40,40 @@ typedef struct ph__body {
     /* p, q and v.x first, in one cache line: what the integration reads
      * and writes in the substeps before the last (the records are 64-byte
      * aligned, pool.c; 448 bytes, where 392 apart with p at 8 made that
-     * span straddle two lines in 7 records of 8, docs/profile.md) */
+     * span straddle two lines in 7 records of 8, docs/profile.md). The
+     * rest by line, for the passes over the whole world (issue #21 target
+     * 3, docs/profile.md "A fifth pass"): line 1 holds what the
+     * narrowphase, the broadphase's refresh and the envelope check read
+     * besides the pose (the velocities, type, asleep, first shape), line 2
+     * what the forces read and clear, line 3 what the save of a step's
+     * start writes; the mass properties and the sleep criterion after. */
     _Alignas(64) ph_vec3 p;
     ph_quat q;
-    ph_vec3 v, w;          /* linear, angular (world) */
-    ph_vec3 force, torque; /* accumulated for the next step */
+    ph_vec3 v, w; /* linear, angular (world) */
     double inv_mass;
-    ph_vec3 inertia;     /* principal, body frame */
-    ph_vec3 inv_inertia; /* principal, body frame (0 where locked) */
-    double mass;
-    double lin_damp, ang_damp, gravity_scale;
-    uint64_t user_data;
     ph_body_type type;
     int32_t first_shape; /* -1 none */
-    int32_t shape_count;
-    int32_t next_free;   /* free-list link (pool.h), -1 ends */
-    int32_t island;      /* while asleep: its sleeping island (w->islands), else -1 */
-    int32_t island_next; /* the next body of that island, -1 ends */
-    uint16_t gen;
+    uint8_t asleep;      /* 1 while its island sleeps */
     uint8_t alive;
     uint8_t mass_override;
-    uint8_t asleep;         /* 1 while its island sleeps */
-    ph_vec3 v_step, w_step; /* velocities at the start of the current step (events) */
-    double rest_time;       /* s the body has stayed within the sleep bounds of rest_p, rest_q */
-    ph_vec3 rest_p;         /* where its rest began (the sleep criterion, island.c) */
+    _Alignas(64) ph_vec3 force; /* accumulated for the next step */
+    ph_vec3 torque;
+    double lin_damp, ang_damp;
+    _Alignas(64) ph_vec3 v_step; /* velocities at the start of the current step (events) */
+    ph_vec3 w_step;
+    int32_t island;      /* while asleep: its sleeping island (w->islands), else -1 */
+    int32_t island_next; /* the next body of that island, -1 ends */
+    int32_t shape_count;
+    int32_t next_free;   /* free-list link (pool.h), -1 ends */
+    ph_vec3 inv_inertia; /* principal, body frame (0 where locked) */
+    double gravity_scale;
+    ph_vec3 inertia; /* principal, body frame */
+    double mass;
+    uint64_t user_data;
+    double rest_time; /* s the body has stayed within the sleep bounds of rest_p, rest_q */
+    ph_vec3 rest_p;   /* where its rest began (the sleep criterion, island.c) */
     ph_quat rest_q;
+    uint16_t gen;
 } ph__body;
 
 typedef struct ph__joint {

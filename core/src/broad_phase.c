@@ -134,6 +134,16 @@ typedef struct ph__sap_box {
     int32_t c1lo, c1hi, c2lo, c2hi;
 } ph__sap_box;
 
+/* A moving shape's box as this call's refresh made it (w->bp_box, by shape
+ * slot): one cache line, where the shape record's box is one of five, so
+ * that the pair filter's reads of the shapes of a large world (a grid's
+ * pair (s, s + one layer of shapes) reaches a layer back) stay within a
+ * core's cache (docs/profile.md, "A fifth pass"). */
+typedef struct ph__bp_box {
+    _Alignas(64) ph_vec3 lo, hi;
+    uint64_t pass; /* w->bp_calls when written */
+} ph__bp_box;
+
 /* A shape covering more cells than this is swept against every shape
  * instead of being listed in its cells. */
 #define BIG_CELLS 16
@@ -218,14 +228,41 @@ static inline int inside(ph_vec3 lo, ph_vec3 hi, ph_vec3 flo, ph_vec3 fhi) {
  * sorted order: every pair of overlapping boxes is among them (each box is
  * inside its fat box), so this is the pair list a full pass on the tight
  * boxes would give, in the same order. */
+static inline int overlap3(const ph_vec3 *alo, const ph_vec3 *ahi, const ph_vec3 *blo, const ph_vec3 *bhi) {
+    return alo->x <= bhi->x && blo->x <= ahi->x && alo->y <= bhi->y && blo->y <= ahi->y && alo->z <= bhi->z &&
+           blo->z <= ahi->z;
+}
+
+/* (Shape slot s's box: this call's copy in w->bp_box when its body moves,
+ * else the shape record's, the same numbers. Every slot below the shapes'
+ * high-water mark has its stamp: ph__broadphase initializes them first.) */
+static inline void filter_box(const ph__world *w, int32_t s, const ph_vec3 **lo, const ph_vec3 **hi) {
+    const ph__bp_box *x = &w->bp_box[s];
+    if (x->pass == w->bp_calls) {
+        *lo = &x->lo;
+        *hi = &x->hi;
+    } else {
+        *lo = &w->shapes[s].aabb_lo;
+        *hi = &w->shapes[s].aabb_hi;
+    }
+}
+
 static int32_t filter_range(ph__world *w, int32_t i0, int32_t i1, int32_t out) {
     int32_t n = out;
+    if (w->collide_whole) { /* (tests: the shape records only, as before) */
+        for (int32_t i = i0; i < i1; i++) {
+            const ph__pair p = w->fat_pairs[i];
+            const ph__shape *a = &w->shapes[p.sa], *b = &w->shapes[p.sb];
+            if (overlap3(&a->aabb_lo, &a->aabb_hi, &b->aabb_lo, &b->aabb_hi)) w->pairs[n++] = p;
+        }
+        return n - out;
+    }
     for (int32_t i = i0; i < i1; i++) {
         const ph__pair p = w->fat_pairs[i];
-        const ph__shape *a = &w->shapes[p.sa], *b = &w->shapes[p.sb];
-        if (a->aabb_lo.x <= b->aabb_hi.x && b->aabb_lo.x <= a->aabb_hi.x && a->aabb_lo.y <= b->aabb_hi.y &&
-            b->aabb_lo.y <= a->aabb_hi.y && a->aabb_lo.z <= b->aabb_hi.z && b->aabb_lo.z <= a->aabb_hi.z)
-            w->pairs[n++] = p;
+        const ph_vec3 *alo, *ahi, *blo, *bhi;
+        filter_box(w, p.sa, &alo, &ahi);
+        filter_box(w, p.sb, &blo, &bhi);
+        if (overlap3(alo, ahi, blo, bhi)) w->pairs[n++] = p;
     }
     return n - out;
 }
@@ -286,6 +323,10 @@ static int refresh_boxes(ph__world *w, int32_t k0, int32_t k1, double dt, int32_
             ph_vec3 eg = ph_add(ext, ph_v3(grow, grow, grow));
             sh->aabb_lo = ph_sub(plo, eg);
             sh->aabb_hi = ph_add(phi, eg);
+            ph__bp_box *x = &w->bp_box[s];
+            x->lo = sh->aabb_lo;
+            x->hi = sh->aabb_hi;
+            x->pass = w->bp_calls;
             inside_all = inside_all && inside(sh->aabb_lo, sh->aabb_hi, sh->fat_lo, sh->fat_hi);
             /* The slack of a full pass: a twentieth of the bare box's diagonal. */
             sh->slack = 0.05 * ph_len(ph_add(ph_sub(phi, plo), ph_scale(ext, 2.0)));
@@ -336,6 +377,11 @@ int ph__broadphase(ph__world *w, double dt) {
     int32_t nfinite = 0;
     /* 1. AABBs of the awake bodies' shapes (all finite: planes are static). */
     if (ph__array_reserve(w->sap_order, w->shape_pool.hwm + 1)) return PH_ERR_NO_MEMORY;
+    const int32_t nbox = w->shape_pool.hwm + 1;
+    if (ph__array_reserve(w->bp_box, nbox)) return PH_ERR_NO_MEMORY;
+    for (; w->bp_box_init < nbox; w->bp_box_init++) /* (new slots: stale until written) */
+        w->bp_box[w->bp_box_init].pass = 0;
+    w->bp_calls++;
     ph_vec3 csum = ph_v3(0, 0, 0), csq = ph_v3(0, 0, 0), esum = ph_v3(0, 0, 0);
     ph_vec3 blo = ph_v3(HUGE_VAL, HUGE_VAL, HUGE_VAL), bhi = ph_v3(-HUGE_VAL, -HUGE_VAL, -HUGE_VAL);
     /* Last full pass's pairs can be used when nothing that decides which

@@ -424,10 +424,39 @@ int ph__narrowphase(ph__world *w) {
             restitutive += pc->restitutive;
             if (e == PH_OK) e = push_events(w, &w->manifolds[base], c.ev + pc->ev0, pc->nev);
         }
-    } else {
+    } else if (w->collide_whole) { /* (tests: the events merged over all pairs at once, as before) */
         w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused, &restitutive);
         const int32_t nev = events_range(w, w->manifolds, w->manifold_count, 0, w->prev_count, c.ev);
         e = push_events(w, w->manifolds, c.ev, nev);
+    } else {
+        /* One thread: the same pieces in order, each piece's events found
+         * and pushed right after its collisions, while its manifolds and
+         * last step's of its range are still in the core's cache (a pass
+         * of its own over both lists streamed them from memory again in a
+         * large world: docs/profile.md, "A fifth pass"). The pieces'
+         * merges joined in order are the merge over all pairs (as the
+         * split pass above), and the manifolds are written in place. */
+        int32_t j0 = 0;
+        for (int32_t k = 0; k < np; k++) {
+            const int32_t i0 = k * PIECE_PAIRS,
+                          i1 = i0 + PIECE_PAIRS < w->pair_count ? i0 + PIECE_PAIRS : w->pair_count;
+            const int32_t base = w->manifold_count;
+            double pen;
+            int32_t ru, rs;
+            const int32_t n = collide_pairs(w, i0, i1, base, &pen, &ru, &rs);
+            w->manifold_count += n;
+            if (pen > maxpen) maxpen = pen;
+            reused += ru;
+            restitutive += rs;
+            const int32_t j1 = i1 < w->pair_count ? prev_lower(w, w->pairs[i1].sa, w->pairs[i1].sb) : w->prev_count;
+            const int32_t nev = events_range(w, &w->manifolds[base], n, j0, j1, c.ev);
+            if (e == PH_OK) e = push_events(w, &w->manifolds[base], c.ev, nev);
+            j0 = j1;
+        }
+        if (np == 0 && w->prev_count > 0) { /* (no pairs: last step's touching manifolds end) */
+            const int32_t nev = events_range(w, w->manifolds, 0, 0, w->prev_count, c.ev);
+            e = push_events(w, w->manifolds, c.ev, nev);
+        }
     }
     ph__arena_free(&w->arena, c.piece);
     ph__arena_free(&w->arena, c.ev);

@@ -166,6 +166,7 @@ static const size_t world_arrays[] = {
     STEP(bp_ints),
     STEP(bp_pairs),
     STEP(fat_pairs),
+    STEP(bp_box),
     STEP(jpairs),
     ARR(manifolds),
     STEP(prev_manifolds),
@@ -229,6 +230,7 @@ static const size_t world_arrays[] = {
 
 void ph__world_release_step_arrays(ph__world *w) {
     w->wreuse_ok = 0; /* (the layout it describes is released) */
+    w->bp_box_init = 0;
     for (size_t k = 0; k < sizeof world_arrays / sizeof world_arrays[0]; k++) {
         if (!(world_arrays[k] & STEP_ARRAY)) continue;
         void **a = (void **)((char *)w + (world_arrays[k] & ~STEP_ARRAY));

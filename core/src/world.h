@@ -71,6 +71,16 @@ struct ph__world {
     ph__pair *bp_pairs;            /* broadphase scratch: the pair sort's second buffer */
     ph__pair *fat_pairs;           /* pairs of overlapping fat boxes at the last full pass, sorted */
     int32_t fat_pair_count;
+    /* The moving shapes' boxes by shape slot, one cache line each, for the
+     * pair filter (broad_phase.c): bp_box[s] is shape s's aabb_lo, aabb_hi
+     * when bp_box[s].pass == bp_calls (written by this call's refresh),
+     * else stale; [0, bp_box_init) have a pass written (the rest are
+     * uninitialized). */
+    struct ph__bp_box *bp_box;
+    int32_t bp_box_init;
+    uint64_t bp_calls;    /* broadphase calls so far */
+    int collide_whole;    /* tests: 1 = the collision's passes as before issue #21's r21-flat (the
+                             events merged over all pairs at once, the filter on the shape records) */
     uint64_t bp_version;  /* bumped by every edit that changes which pairs are allowed
                              (shapes, bodies, joints created or destroyed) */
     uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
