@@ -46,7 +46,12 @@
  *   heights are computed (w->wreuse_ok; any other writer of those arrays
  *   clears it). A settled grid or spheres1000 reuses it every step; a
  *   pyramid whose side-by-side contacts swap height order by rounding-level
- *   motion only in the steps where none swaps (docs/profile.md).
+ *   motion only in the steps where none swaps (docs/profile.md). When
+ *   only some body's order changed (the same manifolds, bodies and
+ *   points), the keys are re-sorted from the last order (near-sorted: an
+ *   insertion sort), the levels and colours made again (relevel) and the
+ *   layout kept when they equal the last build's; otherwise the build
+ *   goes on from those levels with the last build's tiles.
  *   Refresh (later substeps, native): each point's gap moved by h J_n v0
  *   and the SPOOK right-hand side from it (contact_rows.c's
  *   ph__refresh_contact_rows, lane by lane), the impulses the batches hold
@@ -253,6 +258,29 @@ static void sort_keys_split(ph__world *w, ph__sap_key *a, ph__sap_key *tmp, int3
     }
     sort_ctx c = {a, tmp, n};
     ph__tasks_run(w, sort_pass, &c);
+}
+
+/* Sorts a[0, n) when it is nearly sorted (the last build's order under
+ * this step's keys: a settled stack's keys swap by rounding-level motion):
+ * insertion sort, giving up after `budget` moves (returns 0; a is then a
+ * permutation of its keys, for sort_keys). The order is total (ties by
+ * slot, and no NaN: the caller checks), so a sorted result is sort_keys'
+ * of any permutation of the same keys, bit for bit. */
+static int resort_keys(ph__sap_key *a, int32_t n, int64_t budget) {
+    for (int32_t i = 1; i < n; i++) {
+        if (!key_before(&a[i], &a[i - 1])) continue;
+        const ph__sap_key x = a[i];
+        int32_t j = i;
+        for (; j > 0 && key_before(&x, &a[j - 1]); j--) {
+            a[j] = a[j - 1];
+            if (--budget < 0) {
+                a[j - 1] = x;
+                return 0;
+            }
+        }
+        a[j] = x;
+    }
+    return 1;
 }
 
 /* Manifolds (with rows) an island needs to be coloured rather than levelled
@@ -497,10 +525,12 @@ static void islands(ph__world *w, const ph__sap_key *keys, int32_t n) {
  * the manifolds with rows (nmf of them, in w->wpoint), each island's root
  * its smallest solver body; the islands, in the order of those roots, cut
  * into runs of about PH_TILE_POINTS points; w->tile_of[s] the tile of
- * solver body s, w->tile_sb its bodies tile by tile (ascending), and
- * w->wpoint stably reordered tile-major (each tile's manifolds keep their
- * level order). tile_batch and tile_group are filled by the batch loop. */
-static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
+ * solver body s, w->tile_sb its bodies tile by tile (ascending). A function
+ * of the manifolds' bodies and point counts, not of their order. Then
+ * (make_tiles) w->wpoint stably reordered tile-major (each tile's
+ * manifolds keep their level order). tile_batch and tile_group are filled
+ * by the batch loop. */
+static int tiles_of_bodies(ph__world *w, int32_t nmf, int islands_done) {
     const int32_t nsb = w->sbody_count;
     if (ph__array_reserve(w->tile_of, nsb + 1) || ph__array_reserve(w->tile_sb, nsb + 1)) return PH_ERR_NO_MEMORY;
     int32_t *par = w->tile_of;
@@ -549,6 +579,20 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done) {
         ts[t] = ts[t - 1];
     ts[0] = 0;
     w->tile_count = nt;
+    return PH_OK;
+}
+
+/* kept: the solver bodies' tiles (w->tile_of, tile_sbody, tile_sb and
+ * tile_count) are the last native build's, still in place (the same
+ * manifolds' bodies: relevel), and only the manifolds' order is made. */
+static int make_tiles(ph__world *w, int32_t nmf, int islands_done, int kept, int32_t kept_count) {
+    if (kept) {
+        w->tile_count = kept_count;
+    } else {
+        const int e = tiles_of_bodies(w, nmf, islands_done);
+        if (e) return e;
+    }
+    const int32_t nt = w->tile_count;
     if (ph__array_reserve(w->tile_mf, nt + 2)) return PH_ERR_NO_MEMORY;
     memset(w->tile_mf, 0, ((size_t)nt + 2) * sizeof *w->tile_mf);
     if (nt <= 1 || nmf == 0) return PH_OK;
@@ -657,6 +701,19 @@ static inline uint64_t manifold_sig(int32_t a, int32_t b, int count) {
     return a || b ? (uint64_t)(uint32_t)a << 32 | (uint64_t)(uint32_t)b << 3 | (uint64_t)count : 0;
 }
 
+/* Manifold i's solver bodies: from its part (sig: a native build's w->wsig
+ * with fewer than 2^29 solver bodies, dense where the manifolds are not)
+ * or, with sig NULL, from the manifold. */
+static inline void manifold_sbodies(const ph__world *w, const uint64_t *sig, int32_t i, int32_t *a, int32_t *b) {
+    if (sig) {
+        *a = (int32_t)(sig[i] >> 32);
+        *b = (int32_t)(sig[i] >> 3 & ((1u << 29) - 1));
+    } else {
+        *a = w->body_to_sbody[w->manifolds[i].ba];
+        *b = w->body_to_sbody[w->manifolds[i].bb];
+    }
+}
+
 /* The native build's first loop with the step's workers: each takes a
  * contiguous range of the manifolds, finds which have rows (a moving body),
  * their heights (w->wheight) and their parts in the layout (w->wsig,
@@ -762,6 +819,155 @@ static int body_orders_kept(ph__world *w, int32_t na) {
     return 1;
 }
 
+/* The levels of the na manifolds of w->wkeys, in its order, into lev (by
+ * slot; the other slots untouched): each goes one level above the last
+ * one before it that touched either of its moving bodies (the bottom-up
+ * levels), or, when its island is coloured (big, by solver body; NULL:
+ * none), takes a first-fit colour top-down and the colours are solved in
+ * reverse. Returns the levels' count (-1: no memory) and in *bands the
+ * colouring's bands of 64 colours (1 without colouring). Uses w->wmask.
+ * sig: the manifolds' parts (manifold_sbodies), NULL: none.
+ *
+ * Islands of at least PH_COLOUR_MIN manifolds are coloured (build), as
+ * Box2D v3's constraint graph and Jolt's large-island splitter do (first
+ * fit over a mask per body; static bodies share every colour). A
+ * pyramid's rows are chains of side contacts, each sharing a cube with
+ * the next, so the bottom-up rule gives pyramid40 about 225 levels of 1-5
+ * groups, too small to split among workers; colouring gives it 7 levels
+ * of 10-430 manifolds. The sweep is then the Gauss-Seidel sweep in colour
+ * order, a different order than the bottom-up one: a change of the
+ * physics, measured on the tall pyramids (docs/profile.md, "colouring
+ * large islands": colouring top-down and solving the colours in reverse
+ * held pyramid40 best). */
+static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, const uint8_t *big, int32_t *lev,
+                             int32_t *bands) {
+    const int32_t nsb = w->sbody_count;
+    int32_t ncol = 0;
+    *bands = 1;
+    memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t i = w->wkeys[q].slot;
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
+        if (big && big[ia ? ia : ib]) continue;
+        uint64_t lv = 0;
+        if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
+        if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
+        lev[i] = (int32_t)lv;
+        if (ia) w->wmask[ia] = lv + 1;
+        if (ib) w->wmask[ib] = lv + 1;
+        if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
+    }
+    /* The bottom-up levels packed into whole groups (pack_levels): here, so
+     * that a full build and relevel compare packed levels alike. */
+    if (pack_levels(w, na, big, lev, &ncol)) return -1;
+    if (!big) return ncol;
+    /* Colouring: top-down (from the highest manifold), each takes the
+     * lowest colour neither moving body has yet; the levels are the
+     * colours in reverse (the first colour is solved last). The colours'
+     * bits are in wmask, of the current band of 64 colours: a body whose
+     * stamp ctop is older has none in it; a body with all 64 (64 contacts)
+     * starts the next band. */
+    int32_t *ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *ctop, "colour bands");
+    if (!ctop) return -1;
+    memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
+    int32_t base = 0, band = 1, ncolour = 0;
+    for (int32_t q = na - 1; q >= 0; q--) {
+        const int32_t i = w->wkeys[q].slot;
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
+        if (!big[ia ? ia : ib]) continue;
+        if (ia && ctop[ia] != band) {
+            ctop[ia] = band;
+            w->wmask[ia] = 0;
+        }
+        if (ib && ctop[ib] != band) {
+            ctop[ib] = band;
+            w->wmask[ib] = 0;
+        }
+        uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
+        if (!~used) {
+            base += ncolour;
+            band++;
+            ncolour = 0;
+            used = 0;
+            if (ia) w->wmask[ia] = 0, ctop[ia] = band;
+            if (ib) w->wmask[ib] = 0, ctop[ib] = band;
+        }
+        const int c = __builtin_ctzll(~used);
+        if (ia) w->wmask[ia] |= 1ull << c;
+        if (ib) w->wmask[ib] |= 1ull << c;
+        if (c + 1 > ncolour) ncolour = c + 1;
+        lev[i] = base + c;
+    }
+    ph__arena_free(&w->arena, ctop);
+    const int32_t nc = base + ncolour;
+    *bands = band;
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t i = w->wkeys[q].slot;
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
+        if (big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
+    }
+    return nc > ncol ? nc : ncol;
+}
+
+/* A native build of the same manifolds, bodies and points as the last one
+ * (w->wsig unchanged, na manifolds with rows: w->wkeys holds exactly
+ * them, in the last build's height order) whose order changed for some
+ * body (body_orders_kept failed): the keys re-sorted from that order
+ * (resort_keys: a settled pyramid's few swaps cost O(n), not a sort), then
+ * the levels made again with the last build's coloured islands (w->wbig:
+ * the islands are a function of the same manifolds' bodies) and compared
+ * with the last build's levels (w->wlevel, in place). Returns 1 when they
+ * are equal: the layout in place is then this build's. The layout is made
+ * from the levels by slot and nothing else of the order: the manifolds by
+ * level stably in slot order (the counting sort), the tiles from the
+ * islands (the manifolds' bodies), the runs and groups from those and the
+ * manifolds' point counts, the batches' indices from row0 (the points'
+ * counts in slot order) and the bodies (build, below), and the level count
+ * is the greatest level + 1. So equal levels and equal wsig give the same
+ * layout, index for index (test_layout_reuse checks it against the full
+ * build every step). Returns 0 with the new levels in w->wlevel, the
+ * level count in *ncol and the bands in *bands (the build goes on from
+ * there); -1: no memory. */
+static int relevel(ph__world *w, int32_t na, int split, int32_t *ncol, int32_t *bands) {
+    const int32_t nm = w->manifold_count;
+    ph__sap_key *k = w->wkeys;
+    int nan = 0;
+    for (int32_t q = 0; q < na; q++) {
+        k[q].key = w->wheight[k[q].slot];
+        nan |= k[q].key != k[q].key;
+    }
+    if (nan) { /* (no total order: the full build's keys, in slot order) */
+        for (int32_t i = 0, q = 0; i < nm; i++)
+            if (w->wsig[i]) {
+                k[q].key = w->wheight[i];
+                k[q].slot = i;
+                q++;
+            }
+    }
+    if (nan || !resort_keys(k, na, na)) {
+        ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
+        if (!tmp) return -1;
+        sort_keys_split(w, k, tmp, na, split);
+        ph__arena_free(&w->arena, tmp);
+    }
+    int32_t *lev = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *lev, "levels");
+    if (!lev) return -1;
+    for (int32_t i = 0; i < nm; i++)
+        lev[i] = -1;
+    *ncol = assign_levels(w, w->wsig, na, w->wbig_any ? w->wbig : NULL, lev, bands);
+    if (*ncol < 0) {
+        ph__arena_free(&w->arena, lev);
+        return -1;
+    }
+    const int equal = memcmp(lev, w->wlevel, (size_t)nm * sizeof *lev) == 0;
+    if (!equal) memcpy(w->wlevel, lev, (size_t)nm * sizeof *lev);
+    ph__arena_free(&w->arena, lev);
+    return equal;
+}
+
 /* native 0: from the world's contact rows (ncontact of them), writing the
  * contact part of w->order; else without contact rows: each manifold with
  * a moving body gets row0 = 3 x its first point (the rows it would have),
@@ -789,7 +995,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * level-by-level sweep is then exactly the sequential sweep in height
      * order (every pair of manifolds sharing a body keeps its order), with
      * the manifolds of one level independent of each other. */
-    int32_t ncol = 0, npoint = 0, na = 0;
+    int32_t ncol = 0, npoint = 0, na = 0, bands = 1;
+    int relevelled = 0, islands_done = 0;
     const ph_vec3 down = ph_normalize(w->settings.gravity);
     if (ph__array_reserve(w->wkeys, nm + 1)) return PH_ERR_NO_MEMORY;
     if (native) {
@@ -826,9 +1033,25 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             w->wreuse_builds++;
             return PH_OK;
         }
+        /* The same manifolds as the last build but some body's order
+         * changed: the levels made again and compared (relevel). */
+        if (same && na == w->wreuse_na && na > 0) {
+            w->wrelevel_tries++;
+            const int e = relevel(w, na, split, &ncol, &bands);
+            if (e < 0) return PH_ERR_NO_MEMORY;
+            if (e) {
+                w->wide_ok = 1;
+                w->wreuse_ok = 1;
+                w->wreuse_builds++;
+                w->wrelevel_builds++;
+                w->wreuse_bands = bands == 1;
+                return PH_OK;
+            }
+            relevelled = 1;
+        }
         w->wfull_builds++;
         /* The full build: its keys in slot order, then sorted (below). */
-        for (int32_t i = 0, q = 0; i < nm; i++) {
+        for (int32_t i = 0, q = 0; i < nm && !relevelled; i++) {
             w->wlevel[i] = -1;
             if (!w->wsig[i]) continue;
             w->wkeys[q].key = w->wheight[i];
@@ -845,118 +1068,41 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             na++;
         }
     }
-    if (na > 1) {
+    if (na > 1 && !relevelled) {
         ph__sap_key *tmp = ph__arena_alloc(&w->arena, (size_t)na * sizeof *tmp, "level sort buffer");
         if (!tmp) return PH_ERR_NO_MEMORY;
         sort_keys_split(w, w->wkeys, tmp, na, split);
         ph__arena_free(&w->arena, tmp);
     }
-    memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
     /* Islands of at least PH_COLOUR_MIN manifolds are coloured instead
-     * (below), as Box2D v3's constraint graph and Jolt's large-island
-     * splitter do (first fit over a mask per body; static bodies share
-     * every colour). A pyramid's rows are chains of side contacts, each
-     * sharing a cube with the next, so the bottom-up rule gives pyramid40
-     * about 225 levels of 1-5 groups, too small to split among workers;
-     * colouring gives it 7 levels of 10-430 manifolds. The sweep is then
-     * the Gauss-Seidel sweep in colour order, a different order than the
-     * bottom-up one: a change of the physics, measured on the tall
-     * pyramids (docs/profile.md, "colouring large islands": colouring
-     * top-down and solving the colours in reverse held pyramid40 best).
-     * The islands' union-find is the one the tiles use (make_tiles). */
-    int islands_done = 0;
-    int32_t bands = 1;    /* (the colouring's bands of 64 colours) */
-    uint8_t *big = NULL;  /* by solver body: its island is coloured */
-    int32_t *ctop = NULL; /* by solver body: its island's manifolds, then its colours' band */
-    if (na >= PH_COLOUR_MIN) {
-        if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
-        islands(w, w->wkeys, na);
-        islands_done = 1;
-        ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * (sizeof *ctop + 1), "colour islands");
-        if (!ctop) return PH_ERR_NO_MEMORY;
-        big = (uint8_t *)(ctop + nsb + 1);
-        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
-        int any = 0;
-        for (int32_t q = 0; q < na; q++) {
-            const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
-            const int32_t a = w->body_to_sbody[cm->ba];
-            ctop[w->tile_of[a ? a : w->body_to_sbody[cm->bb]]]++;
-        }
-        for (int32_t s = 0; s < nsb; s++) {
-            big[s] = s > 0 && ctop[w->tile_of[s]] >= PH_COLOUR_MIN;
-            any |= big[s];
-        }
-        memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
-        if (!any) {
-            ph__arena_free(&w->arena, ctop);
-            big = NULL;
-            ctop = NULL;
-        }
-    }
-    for (int32_t q = 0; q < na; q++) {
-        const int32_t i = w->wkeys[q].slot;
-        const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
-        if (big && big[ia ? ia : ib]) continue;
-        uint64_t lv = 0;
-        if (ia && w->wmask[ia] > lv) lv = w->wmask[ia];
-        if (ib && w->wmask[ib] > lv) lv = w->wmask[ib];
-        w->wlevel[i] = (int32_t)lv;
-        if (ia) w->wmask[ia] = lv + 1;
-        if (ib) w->wmask[ib] = lv + 1;
-        if ((int32_t)lv + 1 > ncol) ncol = (int32_t)lv + 1;
-    }
-    {
-        const int e = pack_levels(w, na, big, w->wlevel, &ncol);
-        if (e) {
-            if (ctop) ph__arena_free(&w->arena, ctop);
-            return e;
-        }
-    }
-    if (big) {
-        /* Colouring: top-down (from the highest manifold), each takes
-         * the lowest colour neither moving body has yet; the levels are
-         * the colours in reverse (the first colour is solved last). The
-         * colours' bits are in wmask, of the current band of 64 colours:
-         * a body whose stamp ctop is older has none in it; a body with
-         * all 64 (64 contacts) starts the next band. */
-        int32_t base = 0, band = 1, ncolour = 0;
-        for (int32_t q = na - 1; q >= 0; q--) {
-            const int32_t i = w->wkeys[q].slot;
-            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba], ib = w->body_to_sbody[w->manifolds[i].bb];
-            if (!big[ia ? ia : ib]) continue;
-            if (ia && ctop[ia] != band) {
-                ctop[ia] = band;
-                w->wmask[ia] = 0;
+     * (assign_levels). The islands' union-find is the one the tiles use
+     * (make_tiles); which solver bodies' islands are coloured is kept
+     * (w->wbig) for a later build of the same manifolds (relevel). */
+    if (!relevelled) {
+        if (ph__array_reserve(w->wbig, nsb + 1)) return PH_ERR_NO_MEMORY;
+        w->wbig_any = 0;
+        if (na >= PH_COLOUR_MIN) {
+            if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
+            islands(w, w->wkeys, na);
+            islands_done = 1;
+            int32_t *cnt = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *cnt, "colour islands");
+            if (!cnt) return PH_ERR_NO_MEMORY;
+            memset(cnt, 0, ((size_t)nsb + 1) * sizeof *cnt);
+            for (int32_t q = 0; q < na; q++) {
+                const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+                const int32_t a = w->body_to_sbody[cm->ba];
+                cnt[w->tile_of[a ? a : w->body_to_sbody[cm->bb]]]++;
             }
-            if (ib && ctop[ib] != band) {
-                ctop[ib] = band;
-                w->wmask[ib] = 0;
+            for (int32_t s = 0; s < nsb; s++) {
+                w->wbig[s] = s > 0 && cnt[w->tile_of[s]] >= PH_COLOUR_MIN;
+                w->wbig_any |= w->wbig[s];
             }
-            uint64_t used = (ia ? w->wmask[ia] : 0) | (ib ? w->wmask[ib] : 0);
-            if (!~used) {
-                base += ncolour;
-                band++;
-                ncolour = 0;
-                used = 0;
-                if (ia) w->wmask[ia] = 0, ctop[ia] = band;
-                if (ib) w->wmask[ib] = 0, ctop[ib] = band;
-            }
-            const int c = __builtin_ctzll(~used);
-            if (ia) w->wmask[ia] |= 1ull << c;
-            if (ib) w->wmask[ib] |= 1ull << c;
-            if (c + 1 > ncolour) ncolour = c + 1;
-            w->wlevel[i] = base + c;
+            ph__arena_free(&w->arena, cnt);
         }
-        const int32_t nc = base + ncolour;
-        bands = band;
-        for (int32_t q = 0; q < na; q++) {
-            const int32_t i = w->wkeys[q].slot;
-            const int32_t ia = w->body_to_sbody[w->manifolds[i].ba];
-            if (big[ia ? ia : w->body_to_sbody[w->manifolds[i].bb]]) w->wlevel[i] = nc - 1 - w->wlevel[i];
-        }
-        if (nc > ncol) ncol = nc;
+        const uint64_t *sig = native && nsb < (1 << 29) ? w->wsig : NULL;
+        ncol = assign_levels(w, sig, na, w->wbig_any ? w->wbig : NULL, w->wlevel, &bands);
+        if (ncol < 0) return PH_ERR_NO_MEMORY;
     }
-    if (ctop) ph__arena_free(&w->arena, ctop);
     /* Manifolds by level, stable (counting sort). */
     int32_t *start = ph__arena_alloc(&w->arena, ((size_t)ncol + 1) * sizeof *start, "level starts");
     if (!start) return PH_ERR_NO_MEMORY;
@@ -973,12 +1119,13 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * a group holds point k of each. */
     const int32_t nmf = ncol > 0 ? start[ncol - 1] : 0;
     ph__arena_free(&w->arena, start);
+    const int32_t kept_tiles = w->tile_count;
     w->tile_count = 0;
     /* Tiles whatever the workers: the same layout at every thread count
      * (the passes' sums, the merits, the same to the last bit); the
      * workers take whole tiles when they balance (make_schedule). */
     if (native) {
-        const int e = make_tiles(w, nmf, islands_done);
+        const int e = make_tiles(w, nmf, islands_done, relevelled, kept_tiles);
         if (e) return e;
     }
     int32_t *tile = NULL; /* the tile of each manifold in w->wpoint, with two or more */

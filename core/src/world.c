@@ -211,6 +211,7 @@ static const size_t world_arrays[] = {
     STEP(tile_mf),
     STEP(wsig),
     STEP(wheight),
+    STEP(wbig),
     ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
     ARR(jd_first),
     ARR(jd_bfirst),

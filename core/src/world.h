@@ -195,6 +195,16 @@ struct ph__world {
     int64_t tiled_steps;   /* steps whose substeps ran tile by tile (tests) */
     int64_t tiled_last;    /* of those, steps whose last substep did too (tests) */
 
+    /* The last full native build's coloured islands (solver_wide.c,
+     * relevel): by solver body, whether its island was coloured (wbig_any:
+     * some was; else wbig is not read). Tests: wrelevel_tries, native
+     * builds of the last one's manifolds whose height order changed for
+     * some body; wrelevel_builds, those of them whose levels did not
+     * change (the layout reused). */
+    uint8_t *wbig;
+    int wbig_any;
+    int64_t wrelevel_tries, wrelevel_builds;
+
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first
      * substep; every substep with collide_substeps) and used by the later

@@ -21,6 +21,13 @@
  *   a full one);
  * - the reuse happens: at least the stated share of the settled steps'
  *   builds reuse the layout;
+ * - a build of the same manifolds whose height order changed for some body
+ *   (body_orders_kept fails) makes the levels again and keeps the layout
+ *   when they come out the same (relevel): on pyramid40 (one and two
+ *   threads) some such builds keep it and some make it afresh, on
+ *   pyramid20 (bottom-up levels) they make it afresh; each compared with
+ *   the full build's layout and state every step (a relevel that kept the
+ *   layout on unequal levels fails here at once);
  * - it does not happen when the inputs change: the step after a box is
  *   put down touching the pyramid (a manifold appears), after a body is
  *   removed (manifolds disappear), after a resting box is tilted onto an
@@ -115,49 +122,68 @@ static void step_both(ph_world_id a, ph_world_id b, int step) {
 }
 
 /* Steps a scene with and without the reuse; the share of native builds
- * from step `settled` on that reused the layout must reach min_share. */
-static void scene_case(const char *scene, int steps, int settled, double min_share, int threads) {
+ * from step `settled` on that reused the layout must reach min_share. Of
+ * the builds whose height order changed for some body (relevel), at least
+ * min_kept kept the layout because the levels came out the same, and at
+ * least min_made found other levels and made the layout afresh (each of
+ * them compared with the full build's layout every step, step_both). */
+static void scene_case(const char *scene, int steps, int settled, double min_share, int threads, int min_kept,
+                       int min_made) {
     ph_world_id a = make_world(scene, 0, threads, 0), b = make_world(scene, 1, threads, 0);
-    int64_t r0 = 0, f0 = 0;
+    int64_t r0 = 0, f0 = 0, t0 = 0, k0 = 0;
     for (int k = 0; k < steps; k++) {
         if (k == settled) {
             r0 = ph__world_get(a)->wreuse_builds;
             f0 = ph__world_get(a)->wfull_builds;
+            t0 = ph__world_get(a)->wrelevel_tries;
+            k0 = ph__world_get(a)->wrelevel_builds;
         }
         step_both(a, b, k);
     }
     const ph__world *w = ph__world_get(a);
     const double reused = (double)(w->wreuse_builds - r0), full = (double)(w->wfull_builds - f0);
-    print_message("%s: %.0f of %.0f builds from step %d reused the layout\n", scene, reused, reused + full, settled);
+    const int64_t tries = w->wrelevel_tries - t0, kept = w->wrelevel_builds - k0;
+    print_message("%s: %.0f of %.0f builds from step %d reused the layout; order changed in %lld, levels kept in "
+                  "%lld of those\n",
+                  scene, reused, reused + full, settled, (long long)tries, (long long)kept);
     assert_true(reused + full >= steps - settled);
     assert_true(reused >= min_share * (reused + full));
+    assert_true(kept >= min_kept);
+    assert_true(tries - kept >= min_made);
+    assert_int_equal(ph__world_get(b)->wrelevel_tries, 0);
     ph_world_destroy(a);
     ph_world_destroy(b);
 }
 
 static void test_pyramid20(void **state) {
     (void)state;
-    scene_case("pyramid20", 150, 40, 0.1, 1);
+    scene_case("pyramid20", 150, 40, 0.1, 1, 0, 20);
 }
 
 static void test_pyramid40_coloured(void **state) {
     (void)state;
-    scene_case("pyramid40", 60, 30, 0.0, 1);
+    scene_case("pyramid40", 220, 100, 0.2, 1, 15, 15);
+}
+
+/* The same with two threads (the sort's fallback split among workers). */
+static void test_pyramid40_two_threads(void **state) {
+    (void)state;
+    scene_case("pyramid40", 160, 100, 0.2, 2, 5, 5);
 }
 
 static void test_grid1000_tiles(void **state) {
     (void)state;
-    scene_case("grid1000", 120, 60, 0.9, 1);
+    scene_case("grid1000", 120, 60, 0.9, 1, 0, 0);
 }
 
 static void test_spheres1000(void **state) {
     (void)state;
-    scene_case("spheres1000", 120, 60, 0.9, 1);
+    scene_case("spheres1000", 120, 60, 0.9, 1, 0, 0);
 }
 
 static void test_grid1000_two_threads(void **state) {
     (void)state;
-    scene_case("grid1000", 80, 40, 0.9, 2);
+    scene_case("grid1000", 80, 40, 0.9, 2, 0, 0);
 }
 
 static ph_body_id body_at(ph_world_id w, int i) {
@@ -337,6 +363,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pyramid20),
         cmocka_unit_test(test_pyramid40_coloured),
+        cmocka_unit_test(test_pyramid40_two_threads),
         cmocka_unit_test(test_grid1000_tiles),
         cmocka_unit_test(test_spheres1000),
         cmocka_unit_test(test_grid1000_two_threads),
