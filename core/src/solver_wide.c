@@ -1348,6 +1348,61 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
 #define LEVEL_MIN 8
 #define CHUNK 8 /* groups of a split level claimed at a time */
 
+/* Each group's dependencies on the segment before its own (claim_pass):
+ * the first and last group there that touch one of its moving bodies (a
+ * group's batches are points 0.. of the same lanes' manifolds, so its first
+ * batch names all its bodies). Segment 0's are on the last segment (a
+ * pass that follows another over the same segments). By solver body: the
+ * last segment that touched it, and its first and last group there. */
+static int make_deps(ph__world *w, int32_t ng, int32_t nseg) {
+    const int32_t nsb = w->sbody_count;
+    int32_t *bs = ph__arena_alloc(&w->arena, 3 * (size_t)(nsb + 1) * sizeof *bs, "schedule's dependencies");
+    if (!bs) return 1;
+    int32_t *bfirst = bs + nsb + 1, *blast = bfirst + nsb + 1;
+    for (int32_t b = 0; b <= nsb; b++)
+        bs[b] = -2;
+    w->wgdep = w->wgfirst + ng + 1;
+    const int32_t *sg = w->wsegs;
+    for (int32_t k = 0; k <= nseg; k++) {
+        /* k == nseg: segment 0 again, against the last. */
+        const int32_t g0 = sg[4 * (k % nseg)], g1 = sg[4 * (k % nseg) + 1], prev = k - 1;
+        for (int32_t g = g0; g < g1; g++) {
+            const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+            int32_t lo = INT32_MAX, hi = -1;
+            for (int j = 0; j < PH_LANES; j++) {
+                if (wb->point[j] < 0) continue;
+                const int32_t bd[2] = {wb->ia[j], wb->ib[j]};
+                for (int t = 0; t < 2; t++)
+                    if (bd[t] > 0 && bs[bd[t]] == prev) {
+                        lo = bfirst[bd[t]] < lo ? bfirst[bd[t]] : lo;
+                        hi = blast[bd[t]] > hi ? blast[bd[t]] : hi;
+                    }
+            }
+            if (k == 0) continue;
+            w->wgdep[2 * g] = lo;
+            w->wgdep[2 * g + 1] = hi;
+        }
+        if (k == nseg) break;
+        for (int32_t g = g0; g < g1; g++) {
+            const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+            for (int j = 0; j < PH_LANES; j++) {
+                if (wb->point[j] < 0) continue;
+                const int32_t bd[2] = {wb->ia[j], wb->ib[j]};
+                for (int t = 0; t < 2; t++) {
+                    if (bd[t] <= 0) continue;
+                    if (bs[bd[t]] != k) {
+                        bs[bd[t]] = k;
+                        bfirst[bd[t]] = g;
+                    }
+                    blast[bd[t]] = g;
+                }
+            }
+        }
+    }
+    ph__arena_free(&w->arena, bs);
+    return 0;
+}
+
 static int make_schedule(ph__world *w, int32_t ng) {
     w->wsched_ok = w->wsched_tiles = 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
@@ -1367,7 +1422,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
             return PH_OK;
         }
     }
-    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wgfirst, 3 * ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
         w->wgfirst[g++] = b;
@@ -1402,6 +1457,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
      * stepping thread alone (the same numbers). */
     if (2 * npar < ng) return PH_OK;
+    if (make_deps(w, ng, nseg)) return PH_ERR_NO_MEMORY;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;
@@ -1456,15 +1512,37 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
  * each worker keeps to one end of every level (the groups of a level are
  * in height order: the same bodies and points in every level, pass and
  * substep, in its own cache) and they meet where the slower one is.
- * Ordered, a piece of segment k starts once every piece before the
- * segment is done (done, a count: no piece of segment k can start, hence
- * none finish, before all earlier segments' pieces are done); unordered
- * (independent groups), no wait. */
+ *
+ * Ordered, a group of segment k may run once every group it depends on is
+ * done: all of segments 0 .. k - 2 (each segment's done count complete),
+ * and the groups of segment k - 1 that touch one of its moving bodies
+ * (w->wgdep: the first and last of them). Of segment k - 1 the workers
+ * publish what is done from each end: the front's end (worker 0 alone
+ * claims from the front, in order) and, with two workers, the back's start
+ * (worker 1 alone claims from the back); a group whose dependencies all lie
+ * in one of those runs, or the whole segment done, may go. So a worker at
+ * the end of a level does not wait for the other's last piece there: the
+ * next level's groups at its own end touch only bodies it has just swept
+ * (a level's groups are in height order). Every body still sees the
+ * groups that touch it in the order of one thread, so the numbers are the
+ * same. No wait can last: the unfinished group earliest in the pass
+ * depends only on done ones, and a segment's pieces are all claimed before
+ * anyone claims in the next. A run of passes over the same segments
+ * (npass > 1: a substep's sweep and relaxation) is one pass of npass times
+ * the segments, segment 0 of a later pass depending on the last one by
+ * wgdep too. Unordered (independent groups), no wait. */
+typedef struct claim_seg {
+    _Alignas(32) _Atomic uint64_t took; /* pieces claimed from each end */
+    atomic_int done;                    /* pieces done */
+    atomic_int front;                   /* groups [g0, front) done (worker 0's) */
+    atomic_int back;                    /* groups [back, g1) done (worker 1's, with two workers) */
+} claim_seg;
+
 typedef struct claim_job {
-    const wpass *p;
+    const wpass *p[2];
+    int npass;
     int ordered;
-    atomic_int done;
-    _Atomic uint64_t *took; /* per segment (one for an unordered pass) */
+    claim_seg *seg; /* npass * wseg_count (one for an unordered pass) */
 } claim_job;
 
 static inline void relax_cpu(void) {
@@ -1473,34 +1551,71 @@ static inline void relax_cpu(void) {
 #endif
 }
 
+/* The pieces of an unordered pass. */
+static void claim_free(ph__world *w, claim_job *j, int back, int div) {
+    const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
+    for (int32_t c, m; (m = ph__tasks_claim(&j->seg[0].took, np, back, div, &c)) > 0;) {
+        const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
+        run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+    }
+}
+
 static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     claim_job *j = ctx;
-    const int back = worker != 0, div = 2 * nworkers;
+    const int back = worker != 0, div = 2 * nworkers, one_back = nworkers == 2;
     if (!j->ordered) {
-        const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
-        for (int32_t c, m; (m = ph__tasks_claim(&j->took[0], np, back, div, &c)) > 0;) {
-            const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
-            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-        }
+        claim_free(w, j, back, div);
         return;
     }
-    const int32_t *sg = w->wsegs;
-    for (int32_t k = 0; k < w->wseg_count; k++) {
-        const int32_t c0 = sg[4 * k + 3], np = sg[4 * (k + 1) + 3] - c0;
-        int ready = 0;
-        for (int32_t c, m; (m = ph__tasks_claim(&j->took[k], np, back, div, &c)) > 0;) {
-            for (int spins = 0; !ready && atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
-                relax_cpu();
-                if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
-            }
-            ready = 1;
-            int32_t a = sg[4 * k], e = sg[4 * k + 1];
+    const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count;
+    int32_t full = 0; /* segments [0, full) of the run seen done */
+    for (int32_t q = 0; q < j->npass * nseg; q++) {
+        const int32_t k = q % nseg, np = sg[4 * (k + 1) + 3] - sg[4 * k + 3];
+        claim_seg *cs = &j->seg[q];
+        const wpass *p = j->p[q / nseg];
+        for (int32_t c, m; (m = ph__tasks_claim(&cs->took, np, back, div, &c)) > 0;) {
+            const int32_t s0 = sg[4 * k], s1 = sg[4 * k + 1];
+            int32_t a = s0, e = s1;
             if (sg[4 * k + 2]) {
                 a += c * CHUNK;
                 if (a + m * CHUNK < e) e = a + m * CHUNK;
             }
-            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-            atomic_fetch_add_explicit(&j->done, m, memory_order_release);
+            for (int32_t g = a, spins = 0; g < e;) {
+                /* The groups from g on that may run now. */
+                int32_t r = g;
+                if (q == 0) {
+                    r = e;
+                } else {
+                    while (full < q - 1 && atomic_load_explicit(&j->seg[full].done, memory_order_acquire) ==
+                                               sg[4 * (full % nseg + 1) + 3] - sg[4 * (full % nseg) + 3])
+                        full++;
+                    if (full >= q - 1) {
+                        const claim_seg *ps = &j->seg[q - 1];
+                        const int32_t pk = (q - 1) % nseg;
+                        if (atomic_load_explicit(&ps->done, memory_order_acquire) ==
+                            sg[4 * (pk + 1) + 3] - sg[4 * pk + 3]) {
+                            r = e;
+                        } else {
+                            const int32_t f = atomic_load_explicit(&ps->front, memory_order_acquire);
+                            const int32_t b = atomic_load_explicit(&ps->back, memory_order_acquire);
+                            while (r < e && (dep[2 * r + 1] < f || dep[2 * r] >= b))
+                                r++;
+                        }
+                    }
+                }
+                if (r == g) {
+                    relax_cpu();
+                    if (++spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+                    continue;
+                }
+                run_range(w, p, w->wgfirst[g], w->wgfirst[r], g);
+                g = r;
+            }
+            if (!back)
+                atomic_store_explicit(&cs->front, e, memory_order_release);
+            else if (one_back)
+                atomic_store_explicit(&cs->back, a, memory_order_release);
+            atomic_fetch_add_explicit(&cs->done, m, memory_order_release);
         }
     }
 }
@@ -1523,20 +1638,24 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 }
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) {
-    _Atomic uint64_t *took;
+    void *seg;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         tile_job j = {.p = p};
         atomic_init(&j.next, 0);
         ph__tasks_run_open(w, tile_pass, &j);
     } else if (w->wsched_ok && w->task_workers > 1 &&
-               (took = ph__arena_alloc(&w->arena, (size_t)(ordered ? w->wseg_count : 1) * sizeof *took,
-                                       "claimed pieces"))) {
-        for (int32_t k = 0; k < (ordered ? w->wseg_count : 1); k++)
-            atomic_init(&took[k], 0);
-        claim_job j = {.p = p, .ordered = ordered, .took = took};
-        atomic_init(&j.done, 0);
+               (seg = ph__arena_alloc(&w->arena, (size_t)(ordered ? w->wseg_count : 1) * sizeof(claim_seg) + 32,
+                                      "claimed pieces"))) {
+        claim_seg *cs = (claim_seg *)(((uintptr_t)seg + 31) & ~(uintptr_t)31);
+        for (int32_t q = 0; q < (ordered ? w->wseg_count : 1); q++) {
+            atomic_init(&cs[q].took, 0);
+            atomic_init(&cs[q].done, 0);
+            atomic_init(&cs[q].front, w->wsegs[4 * q]);
+            atomic_init(&cs[q].back, w->wsegs[4 * q + 1]);
+        }
+        claim_job j = {.p = {p, p}, .npass = 1, .ordered = ordered, .seg = cs};
         ph__tasks_run_open(w, claim_pass, &j);
-        ph__arena_free(&w->arena, (void *)took);
+        ph__arena_free(&w->arena, seg);
     } else {
         run_range(w, p, 0, w->wbatch_count, 0);
     }
