@@ -1346,7 +1346,8 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
  * w->wsegs: segments g0, g1, parallel, first piece) is made with the
  * batches, point mode only. */
 #define LEVEL_MIN 8
-#define CHUNK 8 /* groups of a split level claimed at a time */
+#define CHUNK 8     /* groups of a split level claimed at a time */
+#define CHUNK_END 2 /* the same in the last level of a pass */
 
 /* Each group's dependencies on the segment before its own (claim_pass):
  * the first and last group there that touch one of its moving bodies (a
@@ -1530,10 +1531,11 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
  * anyone claims in the next. A run of passes over the same segments
  * (npass > 1: a substep's sweep and relaxation) is one pass of npass times
  * the segments, segment 0 of a later pass depending on the last one by
- * wgdep too. Unordered (independent groups), no wait. */
+ * wgdep too. The done counts count groups. Unordered (independent
+ * groups), no wait. */
 typedef struct claim_seg {
     _Alignas(32) _Atomic uint64_t took; /* pieces claimed from each end */
-    atomic_int done;                    /* pieces done */
+    atomic_int done;                    /* groups done */
     atomic_int front;                   /* groups [g0, front) done (worker 0's) */
     atomic_int back;                    /* groups [back, g1) done (worker 1's, with two workers) */
 } claim_seg;
@@ -1567,55 +1569,72 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         claim_free(w, j, back, div);
         return;
     }
-    const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count;
+    const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
     int32_t full = 0; /* segments [0, full) of the run seen done */
-    for (int32_t q = 0; q < j->npass * nseg; q++) {
-        const int32_t k = q % nseg, np = sg[4 * (k + 1) + 3] - sg[4 * k + 3];
+    for (int32_t q = 0; q < nq; q++) {
+        const int32_t k = q % nseg, s0 = sg[4 * k], s1 = sg[4 * k + 1];
+        /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
+         * (where the stepping thread waits for the others' last piece). */
+        const int32_t size = !sg[4 * k + 2] ? s1 - s0 : q == nq - 1 ? CHUNK_END : CHUNK;
+        const int32_t np = (s1 - s0 + size - 1) / size;
         claim_seg *cs = &j->seg[q];
         const wpass *p = j->p[q / nseg];
         for (int32_t c, m; (m = ph__tasks_claim(&cs->took, np, back, div, &c)) > 0;) {
-            const int32_t s0 = sg[4 * k], s1 = sg[4 * k + 1];
-            int32_t a = s0, e = s1;
-            if (sg[4 * k + 2]) {
-                a += c * CHUNK;
-                if (a + m * CHUNK < e) e = a + m * CHUNK;
-            }
-            for (int32_t g = a, spins = 0; g < e;) {
-                /* The groups from g on that may run now. */
-                int32_t r = g;
-                if (q == 0) {
-                    r = e;
-                } else {
-                    while (full < q - 1 && atomic_load_explicit(&j->seg[full].done, memory_order_acquire) ==
-                                               sg[4 * (full % nseg + 1) + 3] - sg[4 * (full % nseg) + 3])
-                        full++;
-                    if (full >= q - 1) {
+            const int32_t a = s0 + c * size, e = a + m * size < s1 ? a + m * size : s1;
+            /* The piece in windows of 64 groups; in each, every group whose
+             * dependencies are done runs (a level's groups are independent
+             * of each other, so in any order; a serial segment's in order),
+             * the others when theirs are. */
+            for (int32_t wa = a; wa < e; wa += 64) {
+                const int32_t we = wa + 64 < e ? wa + 64 : e;
+                uint64_t left = we - wa == 64 ? ~0ull : (1ull << (we - wa)) - 1;
+                for (int spins = 0; left;) {
+                    uint64_t now = left; /* those that may run now */
+                    if (q > 0) {
+                        while (full < q - 1 && atomic_load_explicit(&j->seg[full].done, memory_order_acquire) ==
+                                                   sg[4 * (full % nseg) + 1] - sg[4 * (full % nseg)])
+                            full++;
                         const claim_seg *ps = &j->seg[q - 1];
                         const int32_t pk = (q - 1) % nseg;
-                        if (atomic_load_explicit(&ps->done, memory_order_acquire) ==
-                            sg[4 * (pk + 1) + 3] - sg[4 * pk + 3]) {
-                            r = e;
-                        } else {
+                        if (full < q - 1)
+                            now = 0;
+                        else if (atomic_load_explicit(&ps->done, memory_order_acquire) != sg[4 * pk + 1] - sg[4 * pk]) {
                             const int32_t f = atomic_load_explicit(&ps->front, memory_order_acquire);
                             const int32_t b = atomic_load_explicit(&ps->back, memory_order_acquire);
-                            while (r < e && (dep[2 * r + 1] < f || dep[2 * r] >= b))
-                                r++;
+                            for (uint64_t l = left; l; l &= l - 1) {
+                                const int32_t g = wa + __builtin_ctzll(l);
+                                if (!(dep[2 * g + 1] < f || dep[2 * g] >= b)) now &= ~(l & -l);
+                            }
                         }
                     }
+                    if (!sg[4 * k + 2] && now) {
+                        /* (a serial segment: its groups in order) */
+                        const int sh = __builtin_ctzll(left);
+                        const uint64_t x = now >> sh;
+                        now = (x & ~(x + 1)) << sh;
+                    }
+                    if (!now) {
+                        relax_cpu();
+                        if (++spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+                        continue;
+                    }
+                    left &= ~now;
+                    /* Runs of consecutive groups, each one call. */
+                    while (now) {
+                        const int32_t g = wa + __builtin_ctzll(now);
+                        int32_t r = g + 1;
+                        while (r < we && (now >> (r - wa) & 1))
+                            r++;
+                        run_range(w, p, w->wgfirst[g], w->wgfirst[r], g);
+                        now = r - wa == 64 ? 0 : now & ~((1ull << (r - wa)) - 1);
+                    }
                 }
-                if (r == g) {
-                    relax_cpu();
-                    if (++spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
-                    continue;
-                }
-                run_range(w, p, w->wgfirst[g], w->wgfirst[r], g);
-                g = r;
             }
             if (!back)
                 atomic_store_explicit(&cs->front, e, memory_order_release);
             else if (one_back)
                 atomic_store_explicit(&cs->back, a, memory_order_release);
-            atomic_fetch_add_explicit(&cs->done, m, memory_order_release);
+            atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
         }
     }
 }
@@ -1637,29 +1656,38 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
 }
 
-static void run_pass(ph__world *w, const wpass *p, int ordered) {
+/* Passes p[0 .. npass) over the batches, one after the other (npass 2:
+ * ordered ones over the same segments, claimed as one pass). */
+static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered) {
     void *seg;
+    const int32_t nq = ordered ? npass * w->wseg_count : 1;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
-        tile_job j = {.p = p};
-        atomic_init(&j.next, 0);
-        ph__tasks_run_open(w, tile_pass, &j);
+        for (int i = 0; i < npass; i++) {
+            tile_job j = {.p = i ? p1 : p0};
+            atomic_init(&j.next, 0);
+            ph__tasks_run_open(w, tile_pass, &j);
+        }
     } else if (w->wsched_ok && w->task_workers > 1 &&
-               (seg = ph__arena_alloc(&w->arena, (size_t)(ordered ? w->wseg_count : 1) * sizeof(claim_seg) + 32,
-                                      "claimed pieces"))) {
+               (seg = ph__arena_alloc(&w->arena, (size_t)nq * sizeof(claim_seg) + 32, "claimed pieces"))) {
         claim_seg *cs = (claim_seg *)(((uintptr_t)seg + 31) & ~(uintptr_t)31);
-        for (int32_t q = 0; q < (ordered ? w->wseg_count : 1); q++) {
+        for (int32_t q = 0; q < nq; q++) {
+            const int32_t k = ordered ? q % w->wseg_count : 0;
             atomic_init(&cs[q].took, 0);
             atomic_init(&cs[q].done, 0);
-            atomic_init(&cs[q].front, w->wsegs[4 * q]);
-            atomic_init(&cs[q].back, w->wsegs[4 * q + 1]);
+            atomic_init(&cs[q].front, w->wsegs[4 * k]);
+            atomic_init(&cs[q].back, w->wsegs[4 * k + 1]);
         }
-        claim_job j = {.p = {p, p}, .npass = 1, .ordered = ordered, .seg = cs};
+        claim_job j = {.p = {p0, p1}, .npass = ordered ? npass : 1, .ordered = ordered, .seg = cs};
+        w->wfused_passes += j.npass > 1;
         ph__tasks_run_open(w, claim_pass, &j);
         ph__arena_free(&w->arena, seg);
     } else {
-        run_range(w, p, 0, w->wbatch_count, 0);
+        run_range(w, p0, 0, w->wbatch_count, 0);
+        if (npass > 1) run_range(w, p1, 0, w->wbatch_count, 0);
     }
 }
+
+static void run_pass(ph__world *w, const wpass *p, int ordered) { run_passes(w, p, p, 1, ordered); }
 
 static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {
     for (int32_t bi = b0; bi < b1; bi++) {
@@ -1712,6 +1740,12 @@ void ph__wide_merits(const ph__world *w, ph__merit *m) { PH_DISPATCH(w, any_meri
 void ph__wide_relax(ph__world *w, double h) {
     const wpass p = {.kind = PASS_RELAX, .h = h};
     run_pass(w, &p, 1);
+}
+
+void ph__wide_sweep_relax(ph__world *w, double h, int refresh, int need_b) {
+    const wpass p = {.kind = refresh ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = need_b, .h = h};
+    const wpass r = {.kind = PASS_RELAX, .h = h};
+    run_passes(w, &p, &r, 2, 1);
 }
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {

@@ -159,6 +159,7 @@ struct ph__world {
      * segment 0) that touch a moving body of g, wgdep[2g] and wgdep[2g + 1];
      * -1 in the second when none does. */
     int32_t *wgdep;
+    int64_t wfused_passes; /* tests: sweeps and relaxations claimed as one pass */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */
