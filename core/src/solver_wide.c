@@ -1208,7 +1208,10 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     return PH_OK;
 }
 
-int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, 0); }
+int ph__wide_build(ph__world *w, int32_t ncontact) {
+    w->wgdep_groups = 0; /* (make_schedule's dependencies: another layout) */
+    return build(w, ncontact, 0);
+}
 
 void ph__wide_refresh(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
@@ -1355,14 +1358,13 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
  * batch names all its bodies). Segment 0's are on the last segment (a
  * pass that follows another over the same segments). By solver body: the
  * last segment that touched it, and its first and last group there. */
-static int make_deps(ph__world *w, int32_t ng, int32_t nseg) {
+static int make_deps(ph__world *w, int32_t nseg) {
     const int32_t nsb = w->sbody_count;
     int32_t *bs = ph__arena_alloc(&w->arena, 3 * (size_t)(nsb + 1) * sizeof *bs, "schedule's dependencies");
     if (!bs) return 1;
     int32_t *bfirst = bs + nsb + 1, *blast = bfirst + nsb + 1;
     for (int32_t b = 0; b <= nsb; b++)
         bs[b] = -2;
-    w->wgdep = w->wgfirst + ng + 1;
     const int32_t *sg = w->wsegs;
     for (int32_t k = 0; k <= nseg; k++) {
         /* k == nseg: segment 0 again, against the last. */
@@ -1404,8 +1406,12 @@ static int make_deps(ph__world *w, int32_t ng, int32_t nseg) {
     return 0;
 }
 
-static int make_schedule(ph__world *w, int32_t ng) {
+/* kept: the build kept the last one's layout (the same batches, bodies and
+ * groups) and that one made the dependencies (wgdep_groups), which still
+ * hold. */
+static int make_schedule(ph__world *w, int32_t ng, int kept) {
     w->wsched_ok = w->wsched_tiles = 0;
+    const int deps_kept = kept && ng > 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
     /* Islands first (Box2D v3 and Jolt split islands among workers too):
      * when no tile holds more than half the batches, every pass gives each
@@ -1458,7 +1464,9 @@ static int make_schedule(ph__world *w, int32_t ng) {
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
      * stepping thread alone (the same numbers). */
     if (2 * npar < ng) return PH_OK;
-    if (make_deps(w, ng, nseg)) return PH_ERR_NO_MEMORY;
+    w->wgdep = w->wgfirst + ng + 1;
+    if (!deps_kept && make_deps(w, nseg)) return PH_ERR_NO_MEMORY;
+    w->wgdep_groups = ng;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;
@@ -1764,13 +1772,16 @@ void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, i
 }
 
 int ph__wide_build_native(ph__world *w) {
+    const int64_t reused = w->wreuse_builds;
+    const int32_t deps = w->wgdep_groups;
+    w->wgdep_groups = 0;
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
     if (w->wpoint_mode) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
-            make_schedule(w, ng))
+            make_schedule(w, ng, w->wreuse_builds != reused && deps == ng))
             return PH_ERR_NO_MEMORY;
     }
     return PH_OK;

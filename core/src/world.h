@@ -159,6 +159,7 @@ struct ph__world {
      * segment 0) that touch a moving body of g, wgdep[2g] and wgdep[2g + 1];
      * -1 in the second when none does. */
     int32_t *wgdep;
+    int32_t wgdep_groups;  /* the groups wgdep was made for (0: none made, or stale) */
     int64_t wfused_passes; /* tests: sweeps and relaxations claimed as one pass */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
