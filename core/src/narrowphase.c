@@ -151,12 +151,13 @@ static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int
     return (ph__v4d){a[0], a[1], a[2], a[3]};
 }
 
-/* The points of cache_reuse (below), all four at once. */
-static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
-                                                                    const ph__contact_manifold *old, const ph__body *ba,
-                                                                    const ph__body *bb, int warm, double *maxpen) {
+/* The points of cache_reuse (below), all four at once; n: cm's points
+ * (a constant 4 in the common case: the lanes then load without tests). */
+static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_manifold *cm,
+                                                                 const ph__contact_manifold *old, const ph__body *ba,
+                                                                 const ph__body *bb, int warm, double *maxpen,
+                                                                 const int n) {
     _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
-    const int n = cm->m.count;
     ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
     for (int c = 0; c < 3; c++) {
         la[c] = lanes3(cm->loc_a, n, c);
@@ -197,6 +198,15 @@ static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_
         }
     }
     *maxpen = mp;
+}
+
+static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
+                                                                    const ph__contact_manifold *old, const ph__body *ba,
+                                                                    const ph__body *bb, int warm, double *maxpen) {
+    if (cm->m.count == PH_MAX_MANIFOLD_POINTS)
+        reuse_points_n(cm, old, ba, bb, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
+    else
+        reuse_points_n(cm, old, ba, bb, warm, maxpen, cm->m.count);
 }
 
 PH_VARIANTS(reuse_points,
