@@ -491,6 +491,14 @@ static int touching_point(const ph__contact_manifold *cm) {
     return best;
 }
 
+/* Whether some point of the manifold touches (touching_point >= 0), the
+ * first one found ending the search. */
+static int touches_any(const ph__contact_manifold *cm) {
+    for (int k = 0; k < cm->m.count; k++)
+        if (cm->m.pts[k].depth >= -PH_TOUCH_SLOP) return 1;
+    return 0;
+}
+
 static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, int k) {
     if (ph__array_reserve(w->events, w->event_count + 1)) return PH_ERR_NO_MEMORY;
     ph_contact_event *e = &w->events[w->event_count++];
@@ -536,10 +544,10 @@ static int32_t events_range(const ph__world *w, const ph__contact_manifold *cur,
             cmp = c->sa < p->sa ? -1 : 1;
         else
             cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
-        const int ct = (cmp <= 0) ? touching_point(c) : -1;
-        const int pt = (cmp >= 0) ? touching_point(p) : -1;
-        if (ct >= 0 && pt < 0) ev[nev++] = 2 * i + 1;
-        if (ct < 0 && pt >= 0) ev[nev++] = 2 * j;
+        const int ct = cmp <= 0 && touches_any(c);
+        const int pt = cmp >= 0 && touches_any(p);
+        if (ct && !pt) ev[nev++] = 2 * i + 1;
+        if (!ct && pt) ev[nev++] = 2 * j;
         if (cmp <= 0) i++;
         if (cmp >= 0) j++;
     }
