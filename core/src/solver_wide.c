@@ -321,7 +321,8 @@ static int resort_keys(ph__sap_key *a, int32_t n, int64_t budget) {
  * function of each body's manifold order and of the slots, so a kept
  * layout (w->wreuse_ok) is the one this pass would make. The coloured
  * islands (big) keep their colours. lev: the levels by slot, bottom-up in
- * (*ncol of them), packed out. Returns PH_ERR_NO_MEMORY, or PH_OK. */
+ * (*ncol of them), packed out; sig: the manifolds' parts (manifold_sbodies:
+ * their solver bodies without reading the manifold records), or NULL. Returns PH_ERR_NO_MEMORY, or PH_OK. */
 static void heap_push(uint64_t *h, int32_t *n, uint64_t x) {
     int32_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
@@ -390,12 +391,14 @@ static int32_t pack_run(int32_t n, const int32_t *mi, const int32_t *kof, const 
     return groups;
 }
 
-static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
+static inline void manifold_sbodies(const ph__world *w, const uint64_t *sig, int32_t i, int32_t *a, int32_t *b);
+
+static int pack_levels(ph__world *w, const uint64_t *sig, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
     const int32_t nsb = w->sbody_count, D = *ncol;
     int32_t n = 0;
     for (int32_t q = 0; q < na; q++) {
-        const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
-        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, w->wkeys[q].slot, &ia, &ib);
         n += !(big && big[ia ? ia : ib]);
     }
     if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
@@ -412,8 +415,8 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *le
     n = 0;
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
         if (!(big && big[ia ? ia : ib])) {
             kof[i] = n;
             mi[n++] = i;
@@ -424,8 +427,8 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *le
     for (int32_t k = 0; k < n; k++)
         npred[k] = 0;
     for (int32_t k = n - 1; k >= 0; k--) {
-        const ph__contact_manifold *cm = &w->manifolds[mi[k]];
-        const int32_t bd[2] = {w->body_to_sbody[cm->ba], w->body_to_sbody[cm->bb]};
+        int32_t bd[2];
+        manifold_sbodies(w, sig, mi[k], &bd[0], &bd[1]);
         int32_t lt = D - 1;
         for (int t = 0; t < 2; t++) {
             const int32_t s = bd[t] ? next[bd[t]] : -1;
@@ -1004,7 +1007,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     }
     /* The bottom-up levels packed into whole groups (pack_levels): here, so
      * that a full build and relevel compare packed levels alike. */
-    if (pack_levels(w, na, big, lev, &ncol)) return -1;
+    if (pack_levels(w, sig, na, big, lev, &ncol)) return -1;
     if (!big) return ncol;
     /* Colouring: top-down (from the highest manifold), each takes the
      * lowest colour neither moving body has yet; the levels are the
