@@ -151,12 +151,13 @@ static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int
     return (ph__v4d){a[0], a[1], a[2], a[3]};
 }
 
-/* The points of cache_reuse (below), all four at once. */
-static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
-                                                                    const ph__contact_manifold *old, const ph__body *ba,
-                                                                    const ph__body *bb, int warm, double *maxpen) {
+/* The points of cache_reuse (below), all four at once; n: cm's points
+ * (a constant 4 in the common case: the lanes then load without tests). */
+static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_manifold *cm,
+                                                                 const ph__contact_manifold *old, const ph__body *ba,
+                                                                 const ph__body *bb, int warm, double *maxpen,
+                                                                 const int n) {
     _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
-    const int n = cm->m.count;
     ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
     for (int c = 0; c < 3; c++) {
         la[c] = lanes3(cm->loc_a, n, c);
@@ -197,6 +198,15 @@ static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_
         }
     }
     *maxpen = mp;
+}
+
+static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
+                                                                    const ph__contact_manifold *old, const ph__body *ba,
+                                                                    const ph__body *bb, int warm, double *maxpen) {
+    if (cm->m.count == PH_MAX_MANIFOLD_POINTS)
+        reuse_points_n(cm, old, ba, bb, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
+    else
+        reuse_points_n(cm, old, ba, bb, warm, maxpen, cm->m.count);
 }
 
 PH_VARIANTS(reuse_points,
@@ -481,6 +491,14 @@ static int touching_point(const ph__contact_manifold *cm) {
     return best;
 }
 
+/* Whether some point of the manifold touches (touching_point >= 0), the
+ * first one found ending the search. */
+static int touches_any(const ph__contact_manifold *cm) {
+    for (int k = 0; k < cm->m.count; k++)
+        if (cm->m.pts[k].depth >= -PH_TOUCH_SLOP) return 1;
+    return 0;
+}
+
 static int push_event(ph__world *w, const ph__contact_manifold *cm, int begin, int k) {
     if (ph__array_reserve(w->events, w->event_count + 1)) return PH_ERR_NO_MEMORY;
     ph_contact_event *e = &w->events[w->event_count++];
@@ -526,10 +544,10 @@ static int32_t events_range(const ph__world *w, const ph__contact_manifold *cur,
             cmp = c->sa < p->sa ? -1 : 1;
         else
             cmp = c->sb < p->sb ? -1 : (c->sb > p->sb);
-        const int ct = (cmp <= 0) ? touching_point(c) : -1;
-        const int pt = (cmp >= 0) ? touching_point(p) : -1;
-        if (ct >= 0 && pt < 0) ev[nev++] = 2 * i + 1;
-        if (ct < 0 && pt >= 0) ev[nev++] = 2 * j;
+        const int ct = cmp <= 0 && touches_any(c);
+        const int pt = cmp >= 0 && touches_any(p);
+        if (ct && !pt) ev[nev++] = 2 * i + 1;
+        if (!ct && pt) ev[nev++] = 2 * j;
         if (cmp <= 0) i++;
         if (cmp >= 0) j++;
     }

@@ -321,7 +321,8 @@ static int resort_keys(ph__sap_key *a, int32_t n, int64_t budget) {
  * function of each body's manifold order and of the slots, so a kept
  * layout (w->wreuse_ok) is the one this pass would make. The coloured
  * islands (big) keep their colours. lev: the levels by slot, bottom-up in
- * (*ncol of them), packed out. Returns PH_ERR_NO_MEMORY, or PH_OK. */
+ * (*ncol of them), packed out; sig: the manifolds' parts (manifold_sbodies:
+ * their solver bodies without reading the manifold records), or NULL. Returns PH_ERR_NO_MEMORY, or PH_OK. */
 static void heap_push(uint64_t *h, int32_t *n, uint64_t x) {
     int32_t i = (*n)++;
     while (i > 0 && h[(i - 1) / 2] > x) {
@@ -390,12 +391,14 @@ static int32_t pack_run(int32_t n, const int32_t *mi, const int32_t *kof, const 
     return groups;
 }
 
-static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
+static inline void manifold_sbodies(const ph__world *w, const uint64_t *sig, int32_t i, int32_t *a, int32_t *b);
+
+static int pack_levels(ph__world *w, const uint64_t *sig, int32_t na, const uint8_t *big, int32_t *lev, int32_t *ncol) {
     const int32_t nsb = w->sbody_count, D = *ncol;
     int32_t n = 0;
     for (int32_t q = 0; q < na; q++) {
-        const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
-        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, w->wkeys[q].slot, &ia, &ib);
         n += !(big && big[ia ? ia : ib]);
     }
     if (n <= PH_LANES || D <= 1 || w->wpack_off) return PH_OK;
@@ -412,8 +415,8 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *le
     n = 0;
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
-        const ph__contact_manifold *cm = &w->manifolds[i];
-        const int32_t ia = w->body_to_sbody[cm->ba], ib = w->body_to_sbody[cm->bb];
+        int32_t ia, ib;
+        manifold_sbodies(w, sig, i, &ia, &ib);
         if (!(big && big[ia ? ia : ib])) {
             kof[i] = n;
             mi[n++] = i;
@@ -424,8 +427,8 @@ static int pack_levels(ph__world *w, int32_t na, const uint8_t *big, int32_t *le
     for (int32_t k = 0; k < n; k++)
         npred[k] = 0;
     for (int32_t k = n - 1; k >= 0; k--) {
-        const ph__contact_manifold *cm = &w->manifolds[mi[k]];
-        const int32_t bd[2] = {w->body_to_sbody[cm->ba], w->body_to_sbody[cm->bb]};
+        int32_t bd[2];
+        manifold_sbodies(w, sig, mi[k], &bd[0], &bd[1]);
         int32_t lt = D - 1;
         for (int t = 0; t < 2; t++) {
             const int32_t s = bd[t] ? next[bd[t]] : -1;
@@ -794,14 +797,14 @@ static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, i
  * exactly when each consecutive pair of it still is in order. Uses
  * w->wmask as scratch (each body's last manifold + 1). A NaN height never
  * passes. */
-static int body_orders_kept(ph__world *w, int32_t na) {
-    const ph__sap_key *k = w->wkeys;
+static inline __attribute__((always_inline)) int orders_kept(ph__world *w, const ph__sap_key *k, const int32_t *slots,
+                                                             int32_t na) {
     const double *h = w->wheight;
     const uint64_t *sig = w->wsig;
     uint64_t *last = w->wmask;
     memset(last, 0, (size_t)w->sbody_count * sizeof *last);
     for (int32_t q = 0; q < na; q++) {
-        const int32_t s = k[q].slot;
+        const int32_t s = k ? k[q].slot : slots[q];
         const double x = h[s];
         if (x != x) return 0;
         const int32_t ab[2] = {(int32_t)(sig[s] >> 32), (int32_t)(sig[s] >> 3 & ((1u << 29) - 1))};
@@ -817,6 +820,150 @@ static int body_orders_kept(ph__world *w, int32_t na) {
         }
     }
     return 1;
+}
+
+static int body_orders_kept(ph__world *w, int32_t na) { return orders_kept(w, w->wkeys, NULL, na); }
+
+/* The layout cache (w->wlc; world.h): earlier layouts of the manifolds,
+ * bodies and points of the layout in place (w->wsig unchanged since they
+ * were made: any native build of other ones empties the cache, lc_clear),
+ * each left by a build that made another (relevel found other levels) or
+ * took a cached one. A build whose order no longer holds for the layout
+ * in place (body_orders_kept failed) looks for an entry whose order holds
+ * under this step's heights (orders_kept on its slots) and, finding one,
+ * puts it in place and the one in place into the cache, without relevel,
+ * pack_levels or the layout's writes.
+ *
+ * Why an entry so taken is what a full build would make: it was made
+ * from the same manifolds, solver bodies and points (w->wsig, and with it
+ * the islands, the coloured ones w->wbig and the tiles of the solver
+ * bodies, all functions of wsig), by a full build or by relevel (which
+ * equals the full build: its comment), from an order O. The layout is a
+ * function of each moving body's sequence of manifolds in the order and
+ * of the slots (body_orders_kept's comment: the bottom-up levels are the
+ * longest chains of the graph those sequences direct; pack_levels moves
+ * manifolds by deadlines from that graph, ties by slot; the first-fit
+ * colours while one band holds, which entries require), and orders_kept
+ * passes exactly when every body's sequence in O is still sorted under
+ * this step's heights with the sort's tie rule, i.e. when the full
+ * build's sort gives the same sequences. So the full build would make the
+ * entry's levels, and from them (with the same wsig) the same wpoint,
+ * tiles, runs, groups and batches' indices, index for index; the entry
+ * restores all of them. test_layout_reuse compares the layout and the
+ * state with the full build's every step, with the cache taken in a
+ * share of pyramid20's builds. */
+#define LC_BATCH (2 + 4 * PH_LANES) /* glen, indep, point, pm, ia, ib */
+
+static void lc_clear(ph__world *w) {
+    for (int e = 0; e <= PH_WLAYOUTS; e++)
+        w->wlc[e].stamp = 0;
+}
+
+/* The layout in place (na manifolds with rows, all levelled: wpoint holds
+ * na) into entry e, stamped as the latest; returns 0, or -1 when there is
+ * no room (the entry stays empty: the cache is only a shortcut). */
+static int lc_save(ph__world *w, struct ph__wlayout *e, int32_t na) {
+    const int32_t nm = w->manifold_count, nt = w->tile_count, nb = w->wbatch_count;
+    const int64_t need = 2 * (int64_t)na + nm + (nt > 0 ? 2 * ((int64_t)nt + 1) : 0) + (int64_t)LC_BATCH * nb;
+    e->stamp = 0;
+    if (need >= INT32_MAX || ph__array_reserve(e->buf, (int32_t)need + 1)) return -1;
+    int32_t *x = e->buf;
+    for (int32_t q = 0; q < na; q++)
+        *x++ = w->wkeys[q].slot;
+    memcpy(x, w->wlevel, (size_t)nm * sizeof *x);
+    x += nm;
+    memcpy(x, w->wpoint, (size_t)na * sizeof *x);
+    x += na;
+    if (nt > 0) {
+        memcpy(x, w->tile_batch, ((size_t)nt + 1) * sizeof *x);
+        memcpy(x + nt + 1, w->tile_group, ((size_t)nt + 1) * sizeof *x);
+        x += 2 * ((size_t)nt + 1);
+    }
+    for (int32_t b = 0; b < nb; b++, x += LC_BATCH) {
+        const ph__wbatch *wb = &w->wbatches[b];
+        x[0] = wb->glen;
+        x[1] = wb->indep;
+        memcpy(x + 2, wb->point, sizeof wb->point);
+        memcpy(x + 2 + PH_LANES, wb->pm, sizeof wb->pm);
+        memcpy(x + 2 + 2 * PH_LANES, wb->ia, sizeof wb->ia);
+        memcpy(x + 2 + 3 * PH_LANES, wb->ib, sizeof wb->ib);
+    }
+    e->na = na;
+    e->nt = nt;
+    e->nbatch = nb;
+    e->ngroup = w->wreuse_groups;
+    e->pack_off = w->wpack_off;
+    e->stamp = ++w->wlc_clock;
+    return 0;
+}
+
+/* Entry e into place (lc_save's inverse; the order's keys from this
+ * step's heights). */
+static int lc_restore(ph__world *w, const struct ph__wlayout *e) {
+    const int32_t nm = w->manifold_count, na = e->na, nt = e->nt, nb = e->nbatch;
+    if (ph__array_reserve(w->wbatches, nb + 1)) return PH_ERR_NO_MEMORY;
+    const int32_t *x = e->buf;
+    for (int32_t q = 0; q < na; q++) {
+        w->wkeys[q].slot = *x++;
+        w->wkeys[q].key = w->wheight[w->wkeys[q].slot];
+    }
+    memcpy(w->wlevel, x, (size_t)nm * sizeof *x);
+    x += nm;
+    memcpy(w->wpoint, x, (size_t)na * sizeof *x);
+    x += na;
+    if (nt > 0) {
+        memcpy(w->tile_batch, x, ((size_t)nt + 1) * sizeof *x);
+        memcpy(w->tile_group, x + nt + 1, ((size_t)nt + 1) * sizeof *x);
+        x += 2 * ((size_t)nt + 1);
+    }
+    for (int32_t b = 0; b < nb; b++, x += LC_BATCH) {
+        ph__wbatch *wb = &w->wbatches[b];
+        wb->glen = x[0];
+        wb->indep = x[1];
+        memcpy(wb->point, x + 2, sizeof wb->point);
+        memcpy(wb->pm, x + 2 + PH_LANES, sizeof wb->pm);
+        memcpy(wb->ia, x + 2 + 2 * PH_LANES, sizeof wb->ia);
+        memcpy(wb->ib, x + 2 + 3 * PH_LANES, sizeof wb->ib);
+    }
+    w->wbatch_count = nb;
+    w->wreuse_groups = e->ngroup;
+    return PH_OK;
+}
+
+/* An empty entry (there is always one: PH_WLAYOUTS + 1 entries, at most
+ * PH_WLAYOUTS kept). */
+static struct ph__wlayout *lc_empty(ph__world *w) {
+    for (int e = 0; e <= PH_WLAYOUTS; e++)
+        if (!w->wlc[e].stamp) return &w->wlc[e];
+    return &w->wlc[0]; /* (not reached) */
+}
+
+/* After an entry was filled: the oldest emptied when none is left empty. */
+static void lc_trim(ph__world *w) {
+    struct ph__wlayout *old = NULL;
+    for (int e = 0; e <= PH_WLAYOUTS; e++) {
+        if (!w->wlc[e].stamp) return;
+        if (!old || w->wlc[e].stamp < old->stamp) old = &w->wlc[e];
+    }
+    old->stamp = 0;
+}
+
+/* The latest entry whose order holds under this step's heights (na
+ * manifolds with rows, the tiles in place: nt), or NULL. */
+static struct ph__wlayout *lc_find(ph__world *w, int32_t na) {
+    int64_t below = INT64_MAX;
+    for (;;) {
+        struct ph__wlayout *best = NULL;
+        for (int e = 0; e <= PH_WLAYOUTS; e++) {
+            struct ph__wlayout *c = &w->wlc[e];
+            if (c->stamp && c->stamp < below && (!best || c->stamp > best->stamp)) best = c;
+        }
+        if (!best) return NULL;
+        below = best->stamp;
+        if (best->buf && best->na == na && best->nt == w->tile_count && best->pack_off == w->wpack_off &&
+            orders_kept(w, NULL, best->buf, na))
+            return best;
+    }
 }
 
 /* The levels of the na manifolds of w->wkeys, in its order, into lev (by
@@ -860,7 +1007,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     }
     /* The bottom-up levels packed into whole groups (pack_levels): here, so
      * that a full build and relevel compare packed levels alike. */
-    if (pack_levels(w, na, big, lev, &ncol)) return -1;
+    if (pack_levels(w, sig, na, big, lev, &ncol)) return -1;
     if (!big) return ncol;
     /* Colouring: top-down (from the highest manifold), each takes the
      * lowest colour neither moving body has yet; the levels are the
@@ -1034,12 +1181,30 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             return PH_OK;
         }
         /* The same manifolds as the last build but some body's order
-         * changed: the levels made again and compared (relevel). */
+         * changed: an earlier layout whose order holds (the layout
+         * cache), else the levels made again and compared (relevel). The
+         * layout in place goes into the cache when it is left. */
         if (same && na == w->wreuse_na && na > 0) {
+            struct ph__wlayout *hit = w->wreuse_bands ? lc_find(w, na) : NULL;
+            struct ph__wlayout *room = w->wreuse_bands ? lc_empty(w) : NULL;
+            const int saved = room && lc_save(w, room, na) == 0;
+            if (hit) {
+                const int e = lc_restore(w, hit);
+                if (e) return e;
+                hit->stamp = 0;
+                if (saved) lc_trim(w);
+                w->wide_ok = 1;
+                w->wreuse_ok = 1;
+                w->wreuse_builds++;
+                w->wlayout_hits++;
+                w->wreuse_bands = 1;
+                return PH_OK;
+            }
             w->wrelevel_tries++;
             const int e = relevel(w, na, split, &ncol, &bands);
             if (e < 0) return PH_ERR_NO_MEMORY;
             if (e) {
+                if (saved) room->stamp = 0; /* (the layout in place is kept) */
                 w->wide_ok = 1;
                 w->wreuse_ok = 1;
                 w->wreuse_builds++;
@@ -1047,7 +1212,10 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 w->wreuse_bands = bands == 1;
                 return PH_OK;
             }
+            if (saved) lc_trim(w);
             relevelled = 1;
+        } else {
+            lc_clear(w);
         }
         w->wfull_builds++;
         /* The full build: its keys in slot order, then sorted (below). */

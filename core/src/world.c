@@ -212,6 +212,11 @@ static const size_t world_arrays[] = {
     STEP(wsig),
     STEP(wheight),
     STEP(wbig),
+    STEP(wlc[0].buf), /* (the layout cache's entries, PH_WLAYOUTS + 1 of them) */
+    STEP(wlc[1].buf),
+    STEP(wlc[2].buf),
+    STEP(wlc[3].buf),
+    STEP(wlc[4].buf),
     ARR(jd_row), /* (the joints' factor, kept across substeps: the joints' code owns it) */
     ARR(jd_first),
     ARR(jd_bfirst),
@@ -227,6 +232,8 @@ static const size_t world_arrays[] = {
     STEP(saved_sleep),
     STEP(saved_jl),
 };
+
+_Static_assert(PH_WLAYOUTS + 1 == 5, "world_arrays lists each layout cache entry");
 
 void ph__world_release_step_arrays(ph__world *w) {
     w->wreuse_ok = 0; /* (the layout it describes is released) */

@@ -213,6 +213,28 @@ struct ph__world {
     int wbig_any;
     int64_t wrelevel_tries, wrelevel_builds;
 
+    /* Layouts kept for a flip back (solver_wide.c, build: the layout
+     * cache). A settled pyramid's side-by-side manifolds swap height order
+     * back and forth, so a build whose order no longer holds for the
+     * layout in place often finds it holds for one made a few builds
+     * before. Up to PH_WLAYOUTS earlier layouts of the same manifolds,
+     * bodies and points (the current w->wsig; emptied by any build that
+     * is not of the same ones), each with what build() writes of a
+     * layout: the order's slots, the levels by slot, wpoint, the tiles'
+     * first batches and groups, the batches' indices. One entry more than
+     * PH_WLAYOUTS is always empty (the swap's room). wlayout_hits: builds
+     * that took one (tests). */
+#define PH_WLAYOUTS 4
+    struct ph__wlayout {
+        int32_t *buf; /* slots (na), levels (nm), wpoint (na), tile batches and groups (nt + 1 each),
+                         the batches' indices (2 + 4 PH_LANES each) */
+        int32_t na, nt, nbatch, ngroup;
+        int pack_off;  /* w->wpack_off when made (a test switch) */
+        int64_t stamp; /* when it was left (larger: later); 0: empty */
+    } wlc[PH_WLAYOUTS + 1];
+    int64_t wlc_clock;
+    int64_t wlayout_hits;
+
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first
      * substep; every substep with collide_substeps) and used by the later

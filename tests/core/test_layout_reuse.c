@@ -28,11 +28,17 @@
  *   pyramid20 (bottom-up levels) they make it afresh; each compared with
  *   the full build's layout and state every step (a relevel that kept the
  *   layout on unequal levels fails here at once);
+ * - such a build first looks for an earlier layout of the same manifolds
+ *   whose order holds again (the layout cache: a side contact's order
+ *   flipping back): on pyramid20 at least 20 builds of 110 take one, and
+ *   on stack20 gravity turned and back takes the layout from before the
+ *   turn; every one compared with the full build's layout and state that
+ *   step (an entry taken on an order that does not hold fails here);
  * - it does not happen when the inputs change: the step after a box is
  *   put down touching the pyramid (a manifold appears), after a body is
  *   removed (manifolds disappear), after a resting box is tilted onto an
  *   edge (its manifold's points change), and after gravity turns upwards
- *   and back (each body's height order reversed) each runs a full build.
+ *   (each body's height order reversed) each runs a full build.
  *
  * Normal path: build, step side by side, compare. Failure modes: none
  * beyond the assertions. Invariants: default settings (native point mode),
@@ -128,62 +134,65 @@ static void step_both(ph_world_id a, ph_world_id b, int step) {
  * least min_made found other levels and made the layout afresh (each of
  * them compared with the full build's layout every step, step_both). */
 static void scene_case(const char *scene, int steps, int settled, double min_share, int threads, int min_kept,
-                       int min_made) {
+                       int min_made, int min_hits) {
     ph_world_id a = make_world(scene, 0, threads, 0), b = make_world(scene, 1, threads, 0);
-    int64_t r0 = 0, f0 = 0, t0 = 0, k0 = 0;
+    int64_t r0 = 0, f0 = 0, t0 = 0, k0 = 0, h0 = 0;
     for (int k = 0; k < steps; k++) {
         if (k == settled) {
             r0 = ph__world_get(a)->wreuse_builds;
             f0 = ph__world_get(a)->wfull_builds;
             t0 = ph__world_get(a)->wrelevel_tries;
             k0 = ph__world_get(a)->wrelevel_builds;
+            h0 = ph__world_get(a)->wlayout_hits;
         }
         step_both(a, b, k);
     }
     const ph__world *w = ph__world_get(a);
     const double reused = (double)(w->wreuse_builds - r0), full = (double)(w->wfull_builds - f0);
-    const int64_t tries = w->wrelevel_tries - t0, kept = w->wrelevel_builds - k0;
-    print_message("%s: %.0f of %.0f builds from step %d reused the layout; order changed in %lld, levels kept in "
-                  "%lld of those\n",
-                  scene, reused, reused + full, settled, (long long)tries, (long long)kept);
+    const int64_t tries = w->wrelevel_tries - t0, kept = w->wrelevel_builds - k0, hits = w->wlayout_hits - h0;
+    print_message("%s: %.0f of %.0f builds from step %d reused the layout; an earlier layout taken back in %lld; "
+                  "order changed in %lld more, levels kept in %lld of those\n",
+                  scene, reused, reused + full, settled, (long long)hits, (long long)tries, (long long)kept);
     assert_true(reused + full >= steps - settled);
     assert_true(reused >= min_share * (reused + full));
     assert_true(kept >= min_kept);
     assert_true(tries - kept >= min_made);
+    assert_true(hits >= min_hits);
     assert_int_equal(ph__world_get(b)->wrelevel_tries, 0);
+    assert_int_equal(ph__world_get(b)->wlayout_hits, 0);
     ph_world_destroy(a);
     ph_world_destroy(b);
 }
 
 static void test_pyramid20(void **state) {
     (void)state;
-    scene_case("pyramid20", 150, 40, 0.1, 1, 0, 20);
+    scene_case("pyramid20", 150, 40, 0.1, 1, 0, 20, 20);
 }
 
 static void test_pyramid40_coloured(void **state) {
     (void)state;
-    scene_case("pyramid40", 220, 100, 0.2, 1, 15, 15);
+    scene_case("pyramid40", 220, 100, 0.2, 1, 15, 15, 0);
 }
 
 /* The same with two threads (the sort's fallback split among workers). */
 static void test_pyramid40_two_threads(void **state) {
     (void)state;
-    scene_case("pyramid40", 160, 100, 0.2, 2, 5, 5);
+    scene_case("pyramid40", 160, 100, 0.2, 2, 5, 5, 0);
 }
 
 static void test_grid1000_tiles(void **state) {
     (void)state;
-    scene_case("grid1000", 120, 60, 0.9, 1, 0, 0);
+    scene_case("grid1000", 120, 60, 0.9, 1, 0, 0, 0);
 }
 
 static void test_spheres1000(void **state) {
     (void)state;
-    scene_case("spheres1000", 120, 60, 0.9, 1, 0, 0);
+    scene_case("spheres1000", 120, 60, 0.9, 1, 0, 0, 0);
 }
 
 static void test_grid1000_two_threads(void **state) {
     (void)state;
-    scene_case("grid1000", 80, 40, 0.9, 2, 0, 0);
+    scene_case("grid1000", 80, 40, 0.9, 2, 0, 0, 0);
 }
 
 static ph_body_id body_at(ph_world_id w, int i) {
@@ -298,9 +307,15 @@ static void test_edits(void **state) {
     quiet_steps(a, b, &k, 60);
     assert_true(quiet_steps(a, b, &k, 10) >= 5);
     /* Gravity turned upwards for a step, then back: each time every
-     * body's manifolds are in the reverse height order. */
+     * body's manifolds are in the reverse height order. The turn makes
+     * the layout afresh; the turn back finds the layout before the turn
+     * in the layout cache (its order holds again) and takes it, which
+     * step_both checks against the full build's. */
+    const int64_t hits = ph__world_get(a)->wlayout_hits;
     assert_int_equal(edited_step(a, b, edit_gravity, k++), 0);
-    assert_int_equal(edited_step(a, b, edit_gravity_back, k++), 0);
+    assert_true(ph__world_get(a)->wlayout_hits == hits);
+    assert_int_equal(edited_step(a, b, edit_gravity_back, k++), 1);
+    assert_true(ph__world_get(a)->wlayout_hits == hits + 1);
     quiet_steps(a, b, &k, 40);
     assert_true(quiet_steps(a, b, &k, 10) >= 5);
     /* Row mode (contact_block off) and back; another method and back. */
