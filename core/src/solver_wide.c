@@ -1940,7 +1940,9 @@ void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, i
 }
 
 int ph__wide_build_native(ph__world *w) {
-    const int64_t reused = w->wreuse_builds;
+    /* (A build that takes an earlier layout from the cache counts as
+     * reused too, but its batches are not the last build's.) */
+    const int64_t reused = w->wreuse_builds, hits = w->wlayout_hits;
     const int32_t deps = w->wgdep_groups;
     w->wgdep_groups = 0;
     const int e = build(w, 0, 1);
@@ -1949,7 +1951,7 @@ int ph__wide_build_native(ph__world *w) {
     if (w->wpoint_mode) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
-            make_schedule(w, ng, w->wreuse_builds != reused && deps == ng))
+            make_schedule(w, ng, w->wreuse_builds != reused && w->wlayout_hits == hits && deps == ng))
             return PH_ERR_NO_MEMORY;
     }
     return PH_OK;
