@@ -343,6 +343,15 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     /* The budget: only sweeps that fit in what is left of it start; a
      * cancel request stops before the next sweep. */
     const int fit = ph__limit_sweeps(&w->limit, sweeps, total);
+    /* The last sweep and the relaxation as one pass of the batches
+     * (ph__wide_sweep_relax) when nothing is measured or decided between
+     * them: no merits recorded, no budget (a cancel seen before the last
+     * sweep stops the loop before it, and a cancelled step is undone), no
+     * joint rows (whose sweep writes the ground's velocity, zeroed after
+     * each sweep). */
+    const int32_t npoint = (native ? w->native_rows : w->contact_row_count) / 3;
+    const int fuse = wide && p->relax && npoint > 0 && !record && njoint == 0 && w->limit.left == UINT64_MAX;
+    int relaxed = 0;
     for (it = 0; it < sweeps && total > 0; it++) {
         if (it >= fit) {
             w->limit.exhausted = 1;
@@ -376,10 +385,15 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
             apply(sb, r, dl);
         }
         if (nscalar <= njoint) ph__joint_direct_solve(w);
-        if (wide && it == 0 && refresh)
-            ph__wide_sweep_refresh(w, h, p->rows == PH_ROWS_REFRESH_IN_SWEEP_B);
-        else if (wide)
+        const int need_b = p->rows == PH_ROWS_REFRESH_IN_SWEEP_B;
+        if (wide && fuse && it == sweeps - 1) {
+            ph__wide_sweep_relax(w, h, it == 0 && refresh, need_b);
+            relaxed = 1;
+        } else if (wide && it == 0 && refresh) {
+            ph__wide_sweep_refresh(w, h, need_b);
+        } else if (wide) {
             ph__wide_sweep(w);
+        }
         sb[0].v = sb[0].w = ph_v3(0, 0, 0);
         if (record) {
             if (wide && !native) ph__wide_store(w);
@@ -399,10 +413,11 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
     /* The contacts' relaxation pass (plan.relax, settings.contact_relax;
      * docs/core.md): one row update per contact point, when the sweeps ran
      * and it fits in the budget. */
-    const int32_t npoint = (native ? w->native_rows : w->contact_row_count) / 3;
     if (p->relax && npoint > 0 && !w->limit.exhausted && !w->limit.cancelled &&
         ph__limit_sweeps(&w->limit, 1, npoint) == 1) {
-        if (wide)
+        if (relaxed)
+            ; /* (with the last sweep) */
+        else if (wide)
             ph__wide_relax(w, h);
         else
             ph__contact_relax_rows(w, order, n, h);

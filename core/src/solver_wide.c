@@ -1376,7 +1376,10 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     return PH_OK;
 }
 
-int ph__wide_build(ph__world *w, int32_t ncontact) { return build(w, ncontact, 0); }
+int ph__wide_build(ph__world *w, int32_t ncontact) {
+    w->wgdep_groups = 0; /* (make_schedule's dependencies: another layout) */
+    return build(w, ncontact, 0);
+}
 
 void ph__wide_refresh(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
@@ -1514,10 +1517,69 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
  * w->wsegs: segments g0, g1, parallel, first piece) is made with the
  * batches, point mode only. */
 #define LEVEL_MIN 8
-#define CHUNK 8 /* groups of a split level claimed at a time */
+#define CHUNK 8     /* groups of a split level claimed at a time */
+#define CHUNK_END 2 /* the same in the last level of a pass */
 
-static int make_schedule(ph__world *w, int32_t ng) {
+/* Each group's dependencies on the segment before its own (claim_pass):
+ * the first and last group there that touch one of its moving bodies (a
+ * group's batches are points 0.. of the same lanes' manifolds, so its first
+ * batch names all its bodies). Segment 0's are on the last segment (a
+ * pass that follows another over the same segments). By solver body: the
+ * last segment that touched it, and its first and last group there. */
+static int make_deps(ph__world *w, int32_t nseg) {
+    const int32_t nsb = w->sbody_count;
+    int32_t *bs = ph__arena_alloc(&w->arena, 3 * (size_t)(nsb + 1) * sizeof *bs, "schedule's dependencies");
+    if (!bs) return 1;
+    int32_t *bfirst = bs + nsb + 1, *blast = bfirst + nsb + 1;
+    for (int32_t b = 0; b <= nsb; b++)
+        bs[b] = -2;
+    const int32_t *sg = w->wsegs;
+    for (int32_t k = 0; k <= nseg; k++) {
+        /* k == nseg: segment 0 again, against the last. */
+        const int32_t g0 = sg[4 * (k % nseg)], g1 = sg[4 * (k % nseg) + 1], prev = k - 1;
+        for (int32_t g = g0; g < g1; g++) {
+            const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+            int32_t lo = INT32_MAX, hi = -1;
+            for (int j = 0; j < PH_LANES; j++) {
+                if (wb->point[j] < 0) continue;
+                const int32_t bd[2] = {wb->ia[j], wb->ib[j]};
+                for (int t = 0; t < 2; t++)
+                    if (bd[t] > 0 && bs[bd[t]] == prev) {
+                        lo = bfirst[bd[t]] < lo ? bfirst[bd[t]] : lo;
+                        hi = blast[bd[t]] > hi ? blast[bd[t]] : hi;
+                    }
+            }
+            if (k == 0) continue;
+            w->wgdep[2 * g] = lo;
+            w->wgdep[2 * g + 1] = hi;
+        }
+        if (k == nseg) break;
+        for (int32_t g = g0; g < g1; g++) {
+            const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+            for (int j = 0; j < PH_LANES; j++) {
+                if (wb->point[j] < 0) continue;
+                const int32_t bd[2] = {wb->ia[j], wb->ib[j]};
+                for (int t = 0; t < 2; t++) {
+                    if (bd[t] <= 0) continue;
+                    if (bs[bd[t]] != k) {
+                        bs[bd[t]] = k;
+                        bfirst[bd[t]] = g;
+                    }
+                    blast[bd[t]] = g;
+                }
+            }
+        }
+    }
+    ph__arena_free(&w->arena, bs);
+    return 0;
+}
+
+/* kept: the build kept the last one's layout (the same batches, bodies and
+ * groups) and that one made the dependencies (wgdep_groups), which still
+ * hold. */
+static int make_schedule(ph__world *w, int32_t ng, int kept) {
     w->wsched_ok = w->wsched_tiles = 0;
+    const int deps_kept = kept && ng > 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
     /* Islands first (Box2D v3 and Jolt split islands among workers too):
      * when no tile holds more than half the batches, every pass gives each
@@ -1535,7 +1597,7 @@ static int make_schedule(ph__world *w, int32_t ng) {
             return PH_OK;
         }
     }
-    if (ph__array_reserve(w->wgfirst, ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
+    if (ph__array_reserve(w->wgfirst, 3 * ng + 1) || ph__array_reserve(w->wsegs, 4 * ng + 8)) return PH_ERR_NO_MEMORY;
     int32_t g = 0;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
         w->wgfirst[g++] = b;
@@ -1570,6 +1632,9 @@ static int make_schedule(ph__world *w, int32_t ng) {
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
      * stepping thread alone (the same numbers). */
     if (2 * npar < ng) return PH_OK;
+    w->wgdep = w->wgfirst + ng + 1;
+    if (!deps_kept && make_deps(w, nseg)) return PH_ERR_NO_MEMORY;
+    w->wgdep_groups = ng;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;
@@ -1624,15 +1689,38 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
  * each worker keeps to one end of every level (the groups of a level are
  * in height order: the same bodies and points in every level, pass and
  * substep, in its own cache) and they meet where the slower one is.
- * Ordered, a piece of segment k starts once every piece before the
- * segment is done (done, a count: no piece of segment k can start, hence
- * none finish, before all earlier segments' pieces are done); unordered
- * (independent groups), no wait. */
+ *
+ * Ordered, a group of segment k may run once every group it depends on is
+ * done: all of segments 0 .. k - 2 (each segment's done count complete),
+ * and the groups of segment k - 1 that touch one of its moving bodies
+ * (w->wgdep: the first and last of them). Of segment k - 1 the workers
+ * publish what is done from each end: the front's end (worker 0 alone
+ * claims from the front, in order) and, with two workers, the back's start
+ * (worker 1 alone claims from the back); a group whose dependencies all lie
+ * in one of those runs, or the whole segment done, may go. So a worker at
+ * the end of a level does not wait for the other's last piece there: the
+ * next level's groups at its own end touch only bodies it has just swept
+ * (a level's groups are in height order). Every body still sees the
+ * groups that touch it in the order of one thread, so the numbers are the
+ * same. No wait can last: the unfinished group earliest in the pass
+ * depends only on done ones, and a segment's pieces are all claimed before
+ * anyone claims in the next. A run of passes over the same segments
+ * (npass > 1: a substep's sweep and relaxation) is one pass of npass times
+ * the segments, segment 0 of a later pass depending on the last one by
+ * wgdep too. The done counts count groups. Unordered (independent
+ * groups), no wait. */
+typedef struct claim_seg {
+    _Alignas(32) _Atomic uint64_t took; /* pieces claimed from each end */
+    atomic_int done;                    /* groups done */
+    atomic_int front;                   /* groups [g0, front) done (worker 0's) */
+    atomic_int back;                    /* groups [back, g1) done (worker 1's, with two workers) */
+} claim_seg;
+
 typedef struct claim_job {
-    const wpass *p;
+    const wpass *p[2];
+    int npass;
     int ordered;
-    atomic_int done;
-    _Atomic uint64_t *took; /* per segment (one for an unordered pass) */
+    claim_seg *seg; /* npass * wseg_count (one for an unordered pass) */
 } claim_job;
 
 static inline void relax_cpu(void) {
@@ -1641,34 +1729,88 @@ static inline void relax_cpu(void) {
 #endif
 }
 
+/* The pieces of an unordered pass. */
+static void claim_free(ph__world *w, claim_job *j, int back, int div) {
+    const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
+    for (int32_t c, m; (m = ph__tasks_claim(&j->seg[0].took, np, back, div, &c)) > 0;) {
+        const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
+        run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+    }
+}
+
 static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     claim_job *j = ctx;
-    const int back = worker != 0, div = 2 * nworkers;
+    const int back = worker != 0, div = 2 * nworkers, one_back = nworkers == 2;
     if (!j->ordered) {
-        const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
-        for (int32_t c, m; (m = ph__tasks_claim(&j->took[0], np, back, div, &c)) > 0;) {
-            const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
-            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-        }
+        claim_free(w, j, back, div);
         return;
     }
-    const int32_t *sg = w->wsegs;
-    for (int32_t k = 0; k < w->wseg_count; k++) {
-        const int32_t c0 = sg[4 * k + 3], np = sg[4 * (k + 1) + 3] - c0;
-        int ready = 0;
-        for (int32_t c, m; (m = ph__tasks_claim(&j->took[k], np, back, div, &c)) > 0;) {
-            for (int spins = 0; !ready && atomic_load_explicit(&j->done, memory_order_acquire) < c0; spins++) {
-                relax_cpu();
-                if (spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+    const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
+    int32_t full = 0; /* segments [0, full) of the run seen done */
+    for (int32_t q = 0; q < nq; q++) {
+        const int32_t k = q % nseg, s0 = sg[4 * k], s1 = sg[4 * k + 1];
+        /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
+         * (where the stepping thread waits for the others' last piece). */
+        const int32_t size = !sg[4 * k + 2] ? s1 - s0 : q == nq - 1 ? CHUNK_END : CHUNK;
+        const int32_t np = (s1 - s0 + size - 1) / size;
+        claim_seg *cs = &j->seg[q];
+        const wpass *p = j->p[q / nseg];
+        for (int32_t c, m; (m = ph__tasks_claim(&cs->took, np, back, div, &c)) > 0;) {
+            const int32_t a = s0 + c * size, e = a + m * size < s1 ? a + m * size : s1;
+            /* The piece in windows of 64 groups; in each, every group whose
+             * dependencies are done runs (a level's groups are independent
+             * of each other, so in any order; a serial segment's in order),
+             * the others when theirs are. */
+            for (int32_t wa = a; wa < e; wa += 64) {
+                const int32_t we = wa + 64 < e ? wa + 64 : e;
+                uint64_t left = we - wa == 64 ? ~0ull : (1ull << (we - wa)) - 1;
+                for (int spins = 0; left;) {
+                    uint64_t now = left; /* those that may run now */
+                    if (q > 0) {
+                        while (full < q - 1 && atomic_load_explicit(&j->seg[full].done, memory_order_acquire) ==
+                                                   sg[4 * (full % nseg) + 1] - sg[4 * (full % nseg)])
+                            full++;
+                        const claim_seg *ps = &j->seg[q - 1];
+                        const int32_t pk = (q - 1) % nseg;
+                        if (full < q - 1)
+                            now = 0;
+                        else if (atomic_load_explicit(&ps->done, memory_order_acquire) != sg[4 * pk + 1] - sg[4 * pk]) {
+                            const int32_t f = atomic_load_explicit(&ps->front, memory_order_acquire);
+                            const int32_t b = atomic_load_explicit(&ps->back, memory_order_acquire);
+                            for (uint64_t l = left; l; l &= l - 1) {
+                                const int32_t g = wa + __builtin_ctzll(l);
+                                if (!(dep[2 * g + 1] < f || dep[2 * g] >= b)) now &= ~(l & -l);
+                            }
+                        }
+                    }
+                    if (!sg[4 * k + 2] && now) {
+                        /* (a serial segment: its groups in order) */
+                        const int sh = __builtin_ctzll(left);
+                        const uint64_t x = now >> sh;
+                        now = (x & ~(x + 1)) << sh;
+                    }
+                    if (!now) {
+                        relax_cpu();
+                        if (++spins > 4000) sched_yield(); /* (the piece's worker may be waiting for this core) */
+                        continue;
+                    }
+                    left &= ~now;
+                    /* Runs of consecutive groups, each one call. */
+                    while (now) {
+                        const int32_t g = wa + __builtin_ctzll(now);
+                        int32_t r = g + 1;
+                        while (r < we && (now >> (r - wa) & 1))
+                            r++;
+                        run_range(w, p, w->wgfirst[g], w->wgfirst[r], g);
+                        now = r - wa == 64 ? 0 : now & ~((1ull << (r - wa)) - 1);
+                    }
+                }
             }
-            ready = 1;
-            int32_t a = sg[4 * k], e = sg[4 * k + 1];
-            if (sg[4 * k + 2]) {
-                a += c * CHUNK;
-                if (a + m * CHUNK < e) e = a + m * CHUNK;
-            }
-            run_range(w, j->p, w->wgfirst[a], w->wgfirst[e], a);
-            atomic_fetch_add_explicit(&j->done, m, memory_order_release);
+            if (!back)
+                atomic_store_explicit(&cs->front, e, memory_order_release);
+            else if (one_back)
+                atomic_store_explicit(&cs->back, a, memory_order_release);
+            atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
         }
     }
 }
@@ -1690,25 +1832,38 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
 }
 
-static void run_pass(ph__world *w, const wpass *p, int ordered) {
-    _Atomic uint64_t *took;
+/* Passes p[0 .. npass) over the batches, one after the other (npass 2:
+ * ordered ones over the same segments, claimed as one pass). */
+static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered) {
+    void *seg;
+    const int32_t nq = ordered ? npass * w->wseg_count : 1;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
-        tile_job j = {.p = p};
-        atomic_init(&j.next, 0);
-        ph__tasks_run_open(w, tile_pass, &j);
+        for (int i = 0; i < npass; i++) {
+            tile_job j = {.p = i ? p1 : p0};
+            atomic_init(&j.next, 0);
+            ph__tasks_run_open(w, tile_pass, &j);
+        }
     } else if (w->wsched_ok && w->task_workers > 1 &&
-               (took = ph__arena_alloc(&w->arena, (size_t)(ordered ? w->wseg_count : 1) * sizeof *took,
-                                       "claimed pieces"))) {
-        for (int32_t k = 0; k < (ordered ? w->wseg_count : 1); k++)
-            atomic_init(&took[k], 0);
-        claim_job j = {.p = p, .ordered = ordered, .took = took};
-        atomic_init(&j.done, 0);
+               (seg = ph__arena_alloc(&w->arena, (size_t)nq * sizeof(claim_seg) + 32, "claimed pieces"))) {
+        claim_seg *cs = (claim_seg *)(((uintptr_t)seg + 31) & ~(uintptr_t)31);
+        for (int32_t q = 0; q < nq; q++) {
+            const int32_t k = ordered ? q % w->wseg_count : 0;
+            atomic_init(&cs[q].took, 0);
+            atomic_init(&cs[q].done, 0);
+            atomic_init(&cs[q].front, w->wsegs[4 * k]);
+            atomic_init(&cs[q].back, w->wsegs[4 * k + 1]);
+        }
+        claim_job j = {.p = {p0, p1}, .npass = ordered ? npass : 1, .ordered = ordered, .seg = cs};
+        w->wfused_passes += j.npass > 1;
         ph__tasks_run_open(w, claim_pass, &j);
-        ph__arena_free(&w->arena, (void *)took);
+        ph__arena_free(&w->arena, seg);
     } else {
-        run_range(w, p, 0, w->wbatch_count, 0);
+        run_range(w, p0, 0, w->wbatch_count, 0);
+        if (npass > 1) run_range(w, p1, 0, w->wbatch_count, 0);
     }
 }
+
+static void run_pass(ph__world *w, const wpass *p, int ordered) { run_passes(w, p, p, 1, ordered); }
 
 static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {
     for (int32_t bi = b0; bi < b1; bi++) {
@@ -1763,6 +1918,12 @@ void ph__wide_relax(ph__world *w, double h) {
     run_pass(w, &p, 1);
 }
 
+void ph__wide_sweep_relax(ph__world *w, double h, int refresh, int need_b) {
+    const wpass p = {.kind = refresh ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = need_b, .h = h};
+    const wpass r = {.kind = PASS_RELAX, .h = h};
+    run_passes(w, &p, &r, 2, 1);
+}
+
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
     PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax, 0));
 }
@@ -1779,13 +1940,18 @@ void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, i
 }
 
 int ph__wide_build_native(ph__world *w) {
+    /* (A build that takes an earlier layout from the cache counts as
+     * reused too, but its batches are not the last build's.) */
+    const int64_t reused = w->wreuse_builds, hits = w->wlayout_hits;
+    const int32_t deps = w->wgdep_groups;
+    w->wgdep_groups = 0;
     const int e = build(w, 0, 1);
     if (e) return e;
     w->wpoint_mode = w->settings.contact_block != 0;
     if (w->wpoint_mode) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
-            make_schedule(w, ng))
+            make_schedule(w, ng, w->wreuse_builds != reused && w->wlayout_hits == hits && deps == ng))
             return PH_ERR_NO_MEMORY;
     }
     return PH_OK;

@@ -153,6 +153,14 @@ struct ph__world {
     int32_t wgroup_count, wseg_count;
     int wsched_ok;
     int wsched_tiles; /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
+    /* The claimed passes' dependencies (solver_wide.c, make_schedule; in
+     * wgfirst's allocation, after its ng + 1 entries): per group g, the
+     * first and last group of the segment before g's (the last segment for
+     * segment 0) that touch a moving body of g, wgdep[2g] and wgdep[2g + 1];
+     * -1 in the second when none does. */
+    int32_t *wgdep;
+    int32_t wgdep_groups;  /* the groups wgdep was made for (0: none made, or stale) */
+    int64_t wfused_passes; /* tests: sweeps and relaxations claimed as one pass */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */

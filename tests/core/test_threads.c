@@ -221,12 +221,57 @@ static int levels_of(const ph__world *w, int *shared) {
     return levels;
 }
 
+/* The claimed passes' dependencies (solver_wide.c, make_deps), against
+ * a search of all pairs: for each group, the first and last group of the
+ * segment before its own (segment 0: the last segment) that share a
+ * moving body with it, -1 as the last when none does. A group runs once
+ * those are done, so a range too narrow would let two threads race on a
+ * body. */
+static int group_bodies(const ph__world *w, int32_t g, int32_t *bd) {
+    const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+    int n = 0;
+    for (int j = 0; j < PH_LANES; j++) {
+        if (wb->point[j] < 0) continue;
+        if (wb->ia[j] > 0) bd[n++] = wb->ia[j];
+        if (wb->ib[j] > 0) bd[n++] = wb->ib[j];
+    }
+    return n;
+}
+
+static void check_deps(const ph__world *w) {
+    const int32_t nseg = w->wseg_count, *sg = w->wsegs;
+    assert_true(nseg >= 2);
+    int32_t with = 0;
+    for (int32_t k = 0; k < nseg; k++) {
+        const int32_t pk = (k + nseg - 1) % nseg;
+        for (int32_t g = sg[4 * k]; g < sg[4 * k + 1]; g++) {
+            int32_t a[2 * PH_LANES], b[2 * PH_LANES], lo = -1, hi = -1;
+            const int na = group_bodies(w, g, a);
+            for (int32_t h = sg[4 * pk]; h < sg[4 * pk + 1]; h++) {
+                const int nb = group_bodies(w, h, b);
+                int share = 0;
+                for (int x = 0; x < na; x++)
+                    for (int y = 0; y < nb; y++)
+                        share |= a[x] == b[y];
+                if (!share) continue;
+                if (lo < 0) lo = h;
+                hi = h;
+            }
+            assert_int_equal(w->wgdep[2 * g + 1], hi);
+            if (hi >= 0) assert_int_equal(w->wgdep[2 * g], lo);
+            with += hi >= 0;
+        }
+    }
+    assert_true(with > 0);
+}
+
 /* pyramid40 is one island of about 2 400 manifolds: its manifolds are
  * coloured (solver_wide.c, PH_COLOUR_MIN) into a few wide levels instead
  * of the bottom-up order's some 225 levels of 1-5 groups, so that two
  * workers split its sweeps (the level schedule on, not the tiles); no two
  * manifolds of a level share a moving body, and the states stay the same
- * bit for bit at 1, 2 and 4 threads (run_case). pyramid20 (590 manifolds)
+ * bit for bit at 1, 2 and 4 threads (run_case); the schedule's
+ * dependencies are checked (check_deps). pyramid20 (590 manifolds)
  * keeps the bottom-up levels. */
 static void test_pyramid40_coloured(void **state) {
     (void)state;
@@ -243,9 +288,17 @@ static void test_pyramid40_coloured(void **state) {
         assert_false(shared);
         assert_true(levels >= 6 && levels <= 12);
         assert_int_equal(levels_of(two, &shared), levels);
-        if (two->wsched_ok && !two->wsched_tiles) split++;
+        if (two->wsched_ok && !two->wsched_tiles) {
+            split++;
+            check_deps(two);
+        }
     }
     assert_true(split >= 25);
+    /* The sweep and the relaxation of the substeps that relax (0 and 5 of
+     * 10 by default) claimed as one pass, with 2 and 4 threads. */
+    assert_true(ph__world_get(w[1])->wfused_passes >= 2 * 25);
+    assert_true(ph__world_get(w[2])->wfused_passes >= 2 * 25);
+    assert_int_equal(ph__world_get(w[0])->wfused_passes, 0);
     ph_world_id p = make_world("pyramid20", 1, 0, 1);
     for (int k = 0; k < 10; k++)
         assert_int_equal(ph_world_step(p), PH_OK);
