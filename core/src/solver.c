@@ -300,7 +300,7 @@ void ph__stats_begin(ph_step_stats *st, ph_method method) {
     st->direct_status = 0;
 }
 
-int ph__solve(ph__world *w, const ph__plan *p, double h) {
+int ph__solve(ph__world *w, const ph__plan *p, double h, ph__wint *wi) {
     if (w->capture) {
         int e = ph__capture(w);
         if (e) return e;
@@ -351,6 +351,12 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
      * each sweep). */
     const int32_t npoint = (native ? w->native_rows : w->contact_row_count) / 3;
     const int fuse = wide && p->relax && npoint > 0 && !record && njoint == 0 && w->limit.left == UINT64_MAX;
+    /* The integration in the same pass, under the same conditions (after
+     * the last sweep, or the relaxation, nothing here reads or writes the
+     * bodies: the ground's velocity is zeroed, the final merits are lazy or
+     * read only solver bodies that an integration without a next substep
+     * does not write). */
+    ph__wint *fwi = wide && npoint > 0 && !record && njoint == 0 && w->limit.left == UINT64_MAX ? wi : NULL;
     int relaxed = 0;
     for (it = 0; it < sweeps && total > 0; it++) {
         if (it >= fit) {
@@ -386,9 +392,9 @@ int ph__solve(ph__world *w, const ph__plan *p, double h) {
         }
         if (nscalar <= njoint) ph__joint_direct_solve(w);
         const int need_b = p->rows == PH_ROWS_REFRESH_IN_SWEEP_B;
-        if (wide && fuse && it == sweeps - 1) {
-            ph__wide_sweep_relax(w, h, it == 0 && refresh, need_b);
-            relaxed = 1;
+        if (wide && (fuse || fwi) && it == sweeps - 1) {
+            ph__wide_sweep_end(w, h, it == 0 && refresh, need_b, fuse, fwi);
+            relaxed = fuse;
         } else if (wide && it == 0 && refresh) {
             ph__wide_sweep_refresh(w, h, need_b);
         } else if (wide) {

@@ -55,11 +55,21 @@ static inline void ph__limit_count(ph__limit *l, uint64_t updates) {
 
 /* The warm start of a substep as its plan says (plan.warm, step.h). */
 void ph__warm_start(ph__world *w, const ph__plan *p);
+/* The integration that follows a substep's solve (step.c's integrate):
+ * the substep h, the warm factor wf, and dv and next as
+ * ph__integrate_body takes them. done: set by a solve that ran it inside
+ * its last claimed pass (solver_wide.c, ph__wide_sweep_end). */
+typedef struct ph__wint {
+    double h, wf;
+    int dv, next, done;
+} ph__wint;
 /* Solves the rows with the world's method (plan.solve; plan.rows refreshed
  * in the first sweep with the substep length h; plan.merits); 0 or
  * PH_ERR_NO_MEMORY (then the velocities of the solver bodies may be partly
- * updated but no body state has been written). */
-int ph__solve(ph__world *w, const ph__plan *p, double h);
+ * updated but no body state has been written). wi (or NULL): the
+ * integration that follows, which the last sweep may do (wi->done) when
+ * nothing the solve does after it reads or writes the bodies. */
+int ph__solve(ph__world *w, const ph__plan *p, double h, ph__wint *wi);
 /* What ph__solve leaves in the statistics after a native last substep of
  * iters sweeps that step.c ran tile by tile (the final merits pending). */
 void ph__solve_tiled(ph__world *w, int iters);

@@ -1574,6 +1574,40 @@ static int make_deps(ph__world *w, int32_t nseg) {
     return 0;
 }
 
+/* The integration's schedule (w->wint, w->wintg; claim_pass): each
+ * solver body under the last group (in pass order) whose batches touch
+ * it, the bodies of no group after the groups, each list ascending (so
+ * that four consecutive solver bodies are integrated four at a time). A
+ * group's first batch names all its bodies (make_deps). */
+static int make_int(ph__world *w, int32_t ng) {
+    const int32_t nsb = w->sbody_count;
+    if (ph__array_reserve(w->wint, ng + 3 + nsb)) return 1;
+    int32_t *gi = w->wintg = w->wint, *list = w->wint + ng + 3;
+    int32_t *last = ph__arena_alloc(&w->arena, (size_t)(nsb + 1) * sizeof *last, "integration's schedule");
+    if (!last) return 1;
+    for (int32_t b = 0; b < nsb; b++)
+        last[b] = ng; /* (no group) */
+    for (int32_t g = 0; g < ng; g++) {
+        const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+        for (int j = 0; j < PH_LANES; j++) {
+            if (wb->point[j] < 0) continue;
+            last[wb->ia[j]] = g;
+            last[wb->ib[j]] = g;
+        }
+    }
+    /* Counted at gi[g + 2], started at gi[g + 1], filled to gi[g + 1]. */
+    memset(gi, 0, (size_t)(ng + 3) * sizeof *gi);
+    for (int32_t b = 1; b < nsb; b++)
+        gi[last[b] + 2]++;
+    for (int32_t g = 2; g < ng + 3; g++)
+        gi[g] += gi[g - 1];
+    for (int32_t b = 1; b < nsb; b++)
+        list[gi[last[b] + 1]++] = b;
+    ph__arena_free(&w->arena, last);
+    w->wint_bodies = nsb;
+    return 0;
+}
+
 /* kept: the build kept the last one's layout (the same batches, bodies and
  * groups) and that one made the dependencies (wgdep_groups), which still
  * hold. */
@@ -1634,6 +1668,11 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
     if (2 * npar < ng) return PH_OK;
     w->wgdep = w->wgfirst + ng + 1;
     if (!deps_kept && make_deps(w, nseg)) return PH_ERR_NO_MEMORY;
+    /* (The same batches; the solver bodies of no group may differ.) */
+    if (deps_kept && w->wint_bodies == w->sbody_count)
+        w->wintg = w->wint;
+    else if (make_int(w, ng))
+        return PH_ERR_NO_MEMORY;
     w->wgdep_groups = ng;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
@@ -1720,8 +1759,21 @@ typedef struct claim_job {
     const wpass *p[2];
     int npass;
     int ordered;
-    claim_seg *seg; /* npass * wseg_count (one for an unordered pass) */
+    claim_seg *seg;      /* npass * wseg_count (one for an unordered pass) */
+    const ph__wint *wi;  /* ordered: the integration, in the last pass (w->wint) */
+    atomic_int free_int; /* with wi: the pieces of the bodies of no group taken */
+    atomic_int sb_int;   /* with wi: the bodies integrated (tests) */
 } claim_job;
+
+/* Solver bodies of no group integrated at a time. */
+#define INT_PIECE 64
+
+/* The integration of the solver bodies wint[i0, i1) (four at a time,
+ * ph__wide_integrate_list). */
+static inline void integrate_list(ph__world *w, const ph__wint *wi, int32_t i0, int32_t i1) {
+    if (i1 > i0)
+        ph__wide_integrate_list(w, w->wint + w->wgroup_count + 3 + i0, i1 - i0, wi->h, wi->dv, wi->next, wi->wf);
+}
 
 static inline void relax_cpu(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -1746,6 +1798,11 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         return;
     }
     const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
+    /* With the integration: each run of groups of the last pass then
+     * integrates the bodies whose last group is in it (wintg), the bodies
+     * of no group at the end, in pieces claimed by whoever is free. */
+    const int32_t *gi = j->wi ? w->wintg : NULL, q_int = j->wi ? nq - nseg : nq;
+    int32_t nint = 0;
     int32_t full = 0; /* segments [0, full) of the run seen done */
     for (int32_t q = 0; q < nq; q++) {
         const int32_t k = q % nseg, s0 = sg[4 * k], s1 = sg[4 * k + 1];
@@ -1805,6 +1862,11 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                         now = r - wa == 64 ? 0 : now & ~((1ull << (r - wa)) - 1);
                     }
                 }
+                /* (The window's groups all done: the bodies they end.) */
+                if (q >= q_int) {
+                    integrate_list(w, j->wi, gi[wa], gi[we]);
+                    nint += gi[we] - gi[wa];
+                }
             }
             if (!back)
                 atomic_store_explicit(&cs->front, e, memory_order_release);
@@ -1813,6 +1875,14 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
             atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
         }
     }
+    if (!gi) return;
+    const int32_t f0 = gi[w->wgroup_count], f1 = gi[w->wgroup_count + 1];
+    for (int32_t c; f0 + (c = atomic_fetch_add_explicit(&j->free_int, 1, memory_order_relaxed)) * INT_PIECE < f1;) {
+        const int32_t a = f0 + c * INT_PIECE, e = a + INT_PIECE < f1 ? a + INT_PIECE : f1;
+        integrate_list(w, j->wi, a, e);
+        nint += e - a;
+    }
+    atomic_fetch_add_explicit(&j->sb_int, nint, memory_order_relaxed);
 }
 
 /* A pass over whole tiles: each worker claims the next tile until none
@@ -1833,8 +1903,10 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 }
 
 /* Passes p[0 .. npass) over the batches, one after the other (npass 2:
- * ordered ones over the same segments, claimed as one pass). */
-static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered) {
+ * ordered ones over the same segments, claimed as one pass); with wi
+ * (ordered) and a claimed pass, the integration in the last one
+ * (wi->done). */
+static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered, ph__wint *wi) {
     void *seg;
     const int32_t nq = ordered ? npass * w->wseg_count : 1;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
@@ -1854,16 +1926,24 @@ static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass
             atomic_init(&cs[q].back, w->wsegs[4 * k + 1]);
         }
         claim_job j = {.p = {p0, p1}, .npass = ordered ? npass : 1, .ordered = ordered, .seg = cs};
+        j.wi = ordered && wi && w->wintg ? wi : NULL;
+        atomic_init(&j.free_int, 0);
+        atomic_init(&j.sb_int, 0);
         w->wfused_passes += j.npass > 1;
         ph__tasks_run_open(w, claim_pass, &j);
         ph__arena_free(&w->arena, seg);
+        if (j.wi) {
+            wi->done = 1;
+            w->wint_passes++;
+            w->wint_sb += atomic_load_explicit(&j.sb_int, memory_order_relaxed);
+        }
     } else {
         run_range(w, p0, 0, w->wbatch_count, 0);
         if (npass > 1) run_range(w, p1, 0, w->wbatch_count, 0);
     }
 }
 
-static void run_pass(ph__world *w, const wpass *p, int ordered) { run_passes(w, p, p, 1, ordered); }
+static void run_pass(ph__world *w, const wpass *p, int ordered) { run_passes(w, p, p, 1, ordered, NULL); }
 
 static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {
     for (int32_t bi = b0; bi < b1; bi++) {
@@ -1918,10 +1998,10 @@ void ph__wide_relax(ph__world *w, double h) {
     run_pass(w, &p, 1);
 }
 
-void ph__wide_sweep_relax(ph__world *w, double h, int refresh, int need_b) {
+void ph__wide_sweep_end(ph__world *w, double h, int refresh, int need_b, int relax, ph__wint *wi) {
     const wpass p = {.kind = refresh ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = need_b, .h = h};
     const wpass r = {.kind = PASS_RELAX, .h = h};
-    run_passes(w, &p, &r, 2, 1);
+    run_passes(w, &p, &r, relax ? 2 : 1, 1, wi);
 }
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {

@@ -93,11 +93,14 @@ void ph__wide_sweep(ph__world *w); /* one PGS pass over the batches */
  * right-hand sides, the warm-start impulses kept; with need_b also the B of
  * the merits, from vws): one pass instead of two. */
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b);
-/* A sweep (with the refresh when refresh, as ph__wide_sweep_refresh) and
- * then the relaxation (ph__wide_relax): the same numbers, one claimed pass
+/* A substep's last sweep (with the refresh when refresh, as
+ * ph__wide_sweep_refresh), with relax then the relaxation (ph__wide_relax),
+ * and with wi the integration that follows (step.c), each solver body once
+ * the last group touching it is done: the same numbers, one claimed pass
  * with threads (a level of the relaxation starts where the sweep's last
- * one is done for its bodies: solver_wide.c, claim_pass). */
-void ph__wide_sweep_relax(ph__world *w, double h, int refresh, int need_b);
+ * one is done for its bodies: solver_wide.c, claim_pass). wi->done is set
+ * when the integration ran (a claimed pass: the schedule on, workers). */
+void ph__wide_sweep_end(ph__world *w, double h, int refresh, int need_b, int relax, ph__wint *wi);
 void ph__wide_store(ph__world *w); /* the batches' lambda into the rows */
 /* That refresh with B as a pass of its own, before the warm start (the last
  * substep of a world with joints, whose warm start comes after its rows). */

@@ -459,25 +459,35 @@ static void integrate_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     }
 }
 
+/* The integration of plan p's substep of length h (integrate; ph__solve
+ * may run it inside its last pass). */
+static ph__wint integration(const ph__world *w, const ph__plan *p, double h) {
+    ph__wint wi = {.h = h, .wf = ph__warm_factor(w), .dv = p->next != PH_NEXT_NONE};
+    wi.next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
+    return wi;
+}
+
 /* Every solver body: four at a time (integrate_wide.c, the same numbers)
  * unless vector_solver is off; with the plan's next (step.h) also dvc and
  * the next substep's start. Split among the step's workers (tasks.c) when
- * there are enough bodies. */
-static void integrate(ph__world *w, const ph__plan *p, double h) {
-    const int dv = p->next != PH_NEXT_NONE;
-    const int next = p->next == PH_NEXT_FUSED_WARM ? 2 : p->next == PH_NEXT_FUSED ? 1 : 0;
-    integrate_ctx c = {.h = h, .wf = ph__warm_factor(w), .dv = dv, .next = next};
+ * there are enough bodies; skipped when the solve's last claimed pass has
+ * done it (wi->done: each body once the last group touching it was done,
+ * solver_wide.c). The ground and the joints' part of dvc after. */
+static void integrate(ph__world *w, const ph__wint *wi) {
+    integrate_ctx c = {.h = wi->h, .wf = wi->wf, .dv = wi->dv, .next = wi->next};
     atomic_init(&c.piece, 0);
     /* (Only when the solver's levels are split too, ph__wide's schedule: a
      * world whose solve stays on one thread, a pyramid's chains of small
      * levels, gains less from a split integration than the workers' wake-ups
      * cost.) */
-    if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES && w->wsched_ok)
+    if (wi->done)
+        ;
+    else if (w->task_workers > 1 && w->sbody_count > PH_TASKS_MIN_BODIES && w->wsched_ok)
         ph__tasks_run_open(w, integrate_pass, &c);
     else
         integrate_pass(w, &c, 0, 1);
-    if (next) forces_ground(w);
-    if (dv) contact_dv(w);
+    if (wi->next) forces_ground(w);
+    if (wi->dv) contact_dv(w);
 }
 
 /* The facts of the running step (step.h's ph__facts) as the world holds
@@ -702,12 +712,13 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
     }
     ph__warm_start(w, p);
     t = lap(w, PH_STAGE_ROWS, t);
-    e = ph__solve(w, p, h);
+    ph__wint wi = integration(w, p, h);
+    e = ph__solve(w, p, h, &wi);
     if (e) return e;
     if (w->limit.cancelled) return PH_ERR_CANCELLED; /* (the step is undone) */
     ph__store_impulses(w, p);
     t = lap(w, PH_STAGE_SOLVE, t);
-    integrate(w, p, h);
+    integrate(w, &wi);
     lap(w, PH_STAGE_INTEGRATE, t);
     if (p->last) count_contacts(w);
     return PH_OK;

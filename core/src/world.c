@@ -197,6 +197,7 @@ static const size_t world_arrays[] = {
     STEP(wpts),
     STEP(wgfirst),
     STEP(wsegs),
+    STEP(wint),
     STEP(wgroups),
     STEP(wmask),
     STEP(wlevel),

@@ -161,6 +161,14 @@ struct ph__world {
     int32_t *wgdep;
     int32_t wgdep_groups;  /* the groups wgdep was made for (0: none made, or stale) */
     int64_t wfused_passes; /* tests: sweeps and relaxations claimed as one pass */
+    /* The integration fused into a substep's last claimed pass
+     * (solver_wide.c, make_int; made with wgdep): the solver bodies whose
+     * last group (in pass order) is g, ascending, are wint[wintg[g] ..
+     * wintg[g + 1]); those of no group wint[wintg[ng] .. wintg[ng + 1]).
+     * wintg is wint's first ng + 3 entries. */
+    int32_t *wint, *wintg;
+    int32_t wint_bodies;          /* the sbody_count they were made for */
+    int64_t wint_passes, wint_sb; /* tests: claimed passes that integrated, and the bodies they integrated */
     uint64_t *wmask;
     int32_t *wlevel, *wpoint;
     ph__sap_key *wkeys;  /* manifold heights for the level order */

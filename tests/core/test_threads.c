@@ -265,6 +265,68 @@ static void check_deps(const ph__world *w) {
     assert_true(with > 0);
 }
 
+/* The integration fused into a substep's last claimed pass
+ * (solver_wide.c, make_int and claim_pass): every solver body is listed
+ * once, under the last group in the pass's order whose batches (any of
+ * them, searched here) touch it, or among the bodies of no group, which
+ * the pass integrates at its end. A body listed under an earlier group
+ * would be integrated while a later group still solves it. */
+static void check_int(const ph__world *w) {
+    const int32_t ng = w->wgroup_count, nsb = w->sbody_count, *gi = w->wintg, *list = w->wint + ng + 3;
+    int32_t *last = malloc((size_t)nsb * sizeof *last), *seen = calloc((size_t)nsb, sizeof *seen);
+    assert_non_null(last);
+    assert_non_null(seen);
+    for (int32_t b = 0; b < nsb; b++)
+        last[b] = -1;
+    for (int32_t g = 0; g < ng; g++)
+        for (int32_t b = w->wgfirst[g]; b < w->wgfirst[g + 1]; b++)
+            for (int j = 0; j < PH_LANES; j++) {
+                const ph__wbatch *wb = &w->wbatches[b];
+                if (wb->point[j] < 0) continue;
+                last[wb->ia[j]] = last[wb->ib[j]] = g;
+            }
+    assert_int_equal(gi[0], 0);
+    assert_int_equal(gi[ng + 1], nsb - 1);
+    for (int32_t g = 0; g <= ng; g++) {
+        assert_true(gi[g] <= gi[g + 1]);
+        for (int32_t i = gi[g]; i < gi[g + 1]; i++) {
+            const int32_t b = list[i];
+            assert_true(b >= 1 && b < nsb);
+            assert_int_equal(seen[b]++, 0);
+            assert_int_equal(last[b], g < ng ? g : -1);
+        }
+    }
+    free(last);
+    free(seen);
+}
+
+/* The fused integration's counts over one step of worlds w[1] and w[2]
+ * (2 and 4 threads) against what they were before it (pass[i], sb[i]):
+ * with the level schedule on, each of the step's `fused` substeps
+ * integrated in its last claimed pass (w->wint_passes), every solver body
+ * exactly once in each (w->wint_sb); one thread never does. Returns
+ * whether the schedule was on. */
+static int fused_step(ph_world_id *w, int64_t *pass, int64_t *sb, int fused) {
+    assert_int_equal(ph__world_get(w[0])->wint_passes, 0);
+    int on = 1;
+    for (int i = 1; i < NW; i++) {
+        const ph__world *x = ph__world_get(w[i]);
+        const int64_t dp = x->wint_passes - pass[i], dsb = x->wint_sb - sb[i];
+        pass[i] = x->wint_passes;
+        sb[i] = x->wint_sb;
+        if (!x->wsched_ok || x->wsched_tiles) {
+            on = 0;
+            continue;
+        }
+        if (dp != fused)
+            fail_msg("threads %d: %lld substeps integrated in a claimed pass, not %d (%lld in all)", thread_counts[i],
+                     (long long)dp, fused, (long long)x->wint_passes);
+        assert_true(dsb == dp * (x->sbody_count - 1));
+        check_int(x);
+    }
+    return on;
+}
+
 /* pyramid40 is one island of about 2 400 manifolds: its manifolds are
  * coloured (solver_wide.c, PH_COLOUR_MIN) into a few wide levels instead
  * of the bottom-up order's some 225 levels of 1-5 groups, so that two
@@ -279,8 +341,12 @@ static void test_pyramid40_coloured(void **state) {
     for (int i = 0; i < NW; i++)
         w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
     int split = 0;
+    int64_t pass[NW] = {0}, sb[NW] = {0};
     for (int k = 0; k < 30; k++) {
         run_case(w, 1, NULL);
+        /* (Each of the 10 substeps but the last, which records its merits
+         * sweep by sweep: record_merits is on by default.) */
+        fused_step(w, pass, sb, 9);
         const ph__world *one = ph__world_get(w[0]), *two = ph__world_get(w[1]);
         if (!one->wide_ok) continue;
         int shared = 1;
@@ -308,6 +374,60 @@ static void test_pyramid40_coloured(void **state) {
     assert_false(shared);
     assert_true(levels > 60);
     ph_world_destroy(p);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
+/* The fused integration with bodies of no group and bodies that are
+ * not integrated four at a time: pyramid40 (its schedule on) with 40
+ * spheres and 12 spinning boxes of unequal sides (anisotropic, so their
+ * forces are not a plain velocity increment) falling from 300 m, touching
+ * nothing; 2 substeps of 4 sweeps (so that the middle substeps do not go
+ * to the tiles, and the integration follows the fourth sweep of each;
+ * substep 0 relaxes too; no per-sweep merits, so that the last substep,
+ * whose integration has no next substep, fuses too). Each of the 2
+ * substeps integrates in its last
+ * claimed pass, every body once (fused_step), the 52 falling bodies among
+ * those of no group, and the states equal one thread's bit for bit
+ * (run_case). */
+static void test_fused_free(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++) {
+        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+        ph_settings st;
+        assert_int_equal(ph_world_get_settings(w[i], &st), PH_OK);
+        st.substeps = 2;
+        st.iterations = 4;
+        st.record_merits = 0; /* (the last substep's merits lazy: it fuses too) */
+        assert_int_equal(ph_world_set_settings(w[i], &st), PH_OK);
+        for (int q = 0; q < 52; q++) {
+            ph_body_def bd = ph_default_body_def();
+            bd.position = ph_v3(-60 + 3.0 * (q % 13), 60 + 3.0 * (q / 13), 300);
+            ph_shape_def sd = ph_default_shape_def();
+            if (q >= 40) {
+                bd.angular_velocity = ph_v3(0.3 * q, 1, -2);
+                sd.type = PH_SHAPE_BOX;
+                sd.half_extents = ph_v3(0.2, 0.5, 0.9);
+            }
+            int err = 0;
+            const ph_body_id b = ph_body_create(w[i], &bd, &err);
+            assert_int_equal(err, PH_OK);
+            ph_shape_create(b, &sd, &err);
+            assert_int_equal(err, PH_OK);
+        }
+    }
+    int64_t pass[NW] = {0}, sb[NW] = {0};
+    int on = 0;
+    for (int k = 0; k < 20; k++) {
+        run_case(w, 1, NULL);
+        if (!fused_step(w, pass, sb, 2)) continue;
+        on++;
+        const ph__world *two = ph__world_get(w[1]);
+        assert_int_equal(two->wintg[two->wgroup_count + 1] - two->wintg[two->wgroup_count], 52);
+    }
+    print_message("steps with the integration fused, bodies of no group among them: %d of 20\n", on);
+    assert_true(on >= 15);
     for (int i = 0; i < NW; i++)
         ph_world_destroy(w[i]);
 }
@@ -574,6 +694,7 @@ int main(void) {
         cmocka_unit_test(test_tiles_shared),
         cmocka_unit_test(test_envelope_fault),
         cmocka_unit_test(test_pyramid40_coloured),
+        cmocka_unit_test(test_fused_free),
         cmocka_unit_test(test_events_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
