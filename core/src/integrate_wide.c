@@ -12,10 +12,7 @@
  * both in ph_arith.h, the nearly-unit renormalization; the velocity change
  * of the solve, the next substep's forces and warm start), and stored back
  * the same way. Every other body, and the last slots that do not fill a
- * run, go through ph__integrate_body itself. ph__wide_integrate_list does
- * the same over a list of solver bodies, any four of it at a time (their
- * records gathered: the same operations on each body, so the same numbers
- * whichever four go together).
+ * run, go through ph__integrate_body itself.
  *
  * Failure modes: none (no allocation).
  *
@@ -46,60 +43,50 @@ _Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) 
 /* The orientation step of ph__integrate_body (ph_arith.h). */
 PH__DEFINE_QUAT_STEP(quat_step4, ph__v4d)
 
-/* Four records (p[j]: lane j's) starting (x y z a b c k0 k1 ...) as one
- * vector per field: v, w and the two k columns. */
-static inline __attribute__((always_inline)) void load_vw(double *const *p, ph__v4d *v, ph__v4d *w, ph__v4d *k) {
-    transpose4(load4(p[0]), load4(p[1]), load4(p[2]), load4(p[3]), &v[0], &v[1], &v[2], &w[0]);
-    transpose4(load4(p[0] + 4), load4(p[1] + 4), load4(p[2] + 4), load4(p[3] + 4), &w[1], &w[2], &k[0], &k[1]);
+/* Four consecutive records of `stride` doubles starting (x y z a b c k0 k1
+ * ...) as one vector per field: v, w and the two k columns. */
+static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w,
+                                                          ph__v4d *k) {
+    transpose4(load4(p), load4(p + stride), load4(p + 2 * stride), load4(p + 3 * stride), &v[0], &v[1], &v[2], &w[0]);
+    transpose4(load4(p + 4), load4(p + stride + 4), load4(p + 2 * stride + 4), load4(p + 3 * stride + 4), &w[1], &w[2],
+               &k[0], &k[1]);
 }
 
-/* The same back into records of 8 doubles (ph__vw: the padding is zeroed),
- * a[s[j]] lane j's. */
-static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const int32_t *s, const ph__v4d *v,
-                                                           const ph__v4d *w) {
+/* The same back into records of 8 doubles (ph__vw: the padding is zeroed). */
+static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const ph__v4d *v, const ph__v4d *w) {
     ph__v4d r[4];
     transpose4(v[0], v[1], v[2], w[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(&a[s[j]].v.x, r[j]);
+        store4(&a[j].v.x, r[j]);
     const ph__v4d z = splat4(0.0);
     transpose4(w[1], w[2], z, z, &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(&a[s[j]].w.y, r[j]);
+        store4(&a[j].w.y, r[j]);
 }
 
-/* Loads lane j's record of a (ph__vw) at a[s[j]]. */
-static inline __attribute__((always_inline)) void load_vw_at(const ph__vw *a, const int32_t *s, ph__v4d *v, ph__v4d *w,
-                                                             ph__v4d *k) {
-    double *p[4];
-    for (int j = 0; j < 4; j++)
-        p[j] = (double *)&a[s[j]].v.x;
-    load_vw(p, v, w, k);
-}
-
-/* Solver bodies s[0 .. 3] (four consecutive ones, or any four distinct:
- * the fused integration's, solver_wide.c; see above; next: 0, 1 or 2 as in
- * step.c). */
-static inline __attribute__((always_inline)) void integrate4(ph__world *w, const int32_t *s, double h, int dv, int next,
+/* Bodies s .. s + 3 (see above; next: 0, 1 or 2 as in step.c). */
+static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32_t s, double h, int dv, int next,
                                                              int warm, double wf) {
-    double *pb[4], *ps[4];
-    for (int j = 0; j < 4; j++) {
-        pb[j] = &w->bodies[w->sbody_body[s[j]]].p.x;
-        ps[j] = &w->sbodies[s[j]].v.x;
-    }
+    ph__sbody *sb = &w->sbodies[s];
+    const size_t sbs = sizeof(ph__sbody) / sizeof(double);
+    double *pb[4];
+    for (int j = 0; j < 4; j++)
+        pb[j] = &w->bodies[w->sbody_body[s + j]].p.x;
     ph__v4d v[3], av[3], k[2];
-    load_vw(ps, v, av, k); /* k: inv_mass and inv_i[0][0], stored back as loaded */
+    double *ps = &sb->v.x;
+    load_vw(ps, sbs, v, av, k); /* k: inv_mass and inv_i[0][0], stored back as loaded */
     /* (warm implies dv: next > 0 only when dv, step.c) */
     ph__v4d dcv[3] = {splat4(0.0), splat4(0.0), splat4(0.0)}, dcw[3] = {splat4(0.0), splat4(0.0), splat4(0.0)};
     if (dv) {
         ph__v4d sv[3], sw[3], pad[2];
-        load_vw_at(w->vws, s, sv, sw, pad);
+        load_vw(&w->vws[s].v.x, 8, sv, sw, pad);
         for (int c = 0; c < 3; c++) {
             dcv[c] = v[c] - sv[c];
             dcw[c] = av[c] - sw[c];
         }
         /* (With next = 2 nothing reads them: the next substep's warm start
          * is applied below, and there are no joint rows for contact_dv.) */
-        if (next != 2) store_vw(w->dvc, s, dcv, dcw);
+        if (next != 2) store_vw(&w->dvc[s], dcv, dcw);
     }
     /* Position and orientation. */
     ph__v4d p[3], q[4], old_vx;
@@ -149,15 +136,15 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, const
     }
     /* The next substep's start (step.c's force_body on plain isotropic
      * bodies): vw0, the forces' increment (vws), the warm start. */
-    store_vw(w->vw0, s, v, av);
+    store_vw(&w->vw0[s], v, av);
     ph__v4d f[3], fk;
-    transpose4(load4(&w->sforce[s[0]].dv.x), load4(&w->sforce[s[1]].dv.x), load4(&w->sforce[s[2]].dv.x),
-               load4(&w->sforce[s[3]].dv.x), &f[0], &f[1], &f[2], &fk);
+    const double *pf = &w->sforce[s].dv.x;
+    transpose4(load4(pf), load4(pf + 4), load4(pf + 8), load4(pf + 12), &f[0], &f[1], &f[2], &fk);
     (void)fk;
     ph__v4d nv[3], nw[3];
     for (int c = 0; c < 3; c++)
         nv[c] = v[c] + f[c];
-    store_vw(w->vws, s, nv, av);
+    store_vw(&w->vws[s], nv, av);
     const ph__v4d wfv = splat4(wf);
     for (int c = 0; c < 3; c++) {
         nw[c] = av[c];
@@ -171,10 +158,10 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, const
     }
     transpose4(nv[0], nv[1], nv[2], nw[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(ps[j], r[j]);
+        store4(ps + j * sbs, r[j]);
     transpose4(nw[1], nw[2], k[0], k[1], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(ps[j] + 4, r[j]);
+        store4(ps + j * sbs + 4, r[j]);
 }
 
 static inline __attribute__((always_inline)) void integrate_body(ph__world *w, int32_t s0, int32_t s1, double h, int dv,
@@ -187,8 +174,7 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, i
         const int ok = !next || ((f[0].plain & f[1].plain) & (f[2].plain & f[3].plain) & (b[0].iso & b[1].iso) &
                                  (b[2].iso & b[3].iso));
         if (ok) {
-            const int32_t q[4] = {s, s + 1, s + 2, s + 3};
-            integrate4(w, q, h, dv, next, warm, wf);
+            integrate4(w, s, h, dv, next, warm, wf);
         } else {
             for (int j = 0; j < 4; j++)
                 ph__integrate_body(w, s + j, h, dv, next, wf);
@@ -201,20 +187,20 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, i
 PH_VARIANTS(integrate, (ph__world * w, int32_t s0, int32_t s1, double h, int dv, int next, double wf),
             (w, s0, s1, h, dv, next, wf))
 
-/* The same over the solver bodies idx[0, n) (distinct; a tile's, step.c,
- * or those a claimed pass integrates, solver_wide.c): four entries at a
- * time where all four are plain and isotropic (or no next substep). */
+/* The same over the solver bodies idx[0, n) (ascending; a tile's, step.c):
+ * four at a time where four consecutive entries are four consecutive solver
+ * bodies, plain and isotropic. */
 static inline __attribute__((always_inline)) void integrate_list_body(ph__world *w, const int32_t *idx, int32_t n,
                                                                       double h, int dv, int next, double wf) {
     const int warm = next == 2 && wf != 0;
     int32_t i = 0;
     while (i < n) {
         const int32_t s = idx[i];
-        int ok = i + 4 <= n;
+        int ok = i + 4 <= n && idx[i + 3] == s + 3;
         for (int j = 0; j < 4 && ok && next; j++)
-            ok &= w->sforce[idx[i + j]].plain & w->sbodies[idx[i + j]].iso;
+            ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
         if (ok) {
-            integrate4(w, idx + i, h, dv, next, warm, wf);
+            integrate4(w, s, h, dv, next, warm, wf);
             i += 4;
         } else {
             ph__integrate_body(w, s, h, dv, next, wf);

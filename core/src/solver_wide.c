@@ -1768,11 +1768,15 @@ typedef struct claim_job {
 /* Solver bodies of no group integrated at a time. */
 #define INT_PIECE 64
 
-/* The integration of the solver bodies wint[i0, i1) (four at a time,
- * ph__wide_integrate_list). */
-static inline void integrate_list(ph__world *w, const ph__wint *wi, int32_t i0, int32_t i1) {
-    if (i1 > i0)
-        ph__wide_integrate_list(w, w->wint + w->wgroup_count + 3 + i0, i1 - i0, wi->h, wi->dv, wi->next, wi->wf);
+/* The integration of the groups [g0, g1)'s bodies (each group's list
+ * ascending: ph__wide_integrate_list takes four consecutive solver bodies
+ * of a list as a run, so the lists of two groups are never joined). */
+static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, int32_t g0, int32_t g1) {
+    const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3;
+    for (int32_t g = g0; g < g1; g++)
+        if (gi[g + 1] > gi[g])
+            ph__wide_integrate_list(w, list + gi[g], gi[g + 1] - gi[g], wi->h, wi->dv, wi->next, wi->wf);
+    return gi[g1] - gi[g0];
 }
 
 static inline void relax_cpu(void) {
@@ -1863,10 +1867,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                     }
                 }
                 /* (The window's groups all done: the bodies they end.) */
-                if (q >= q_int) {
-                    integrate_list(w, j->wi, gi[wa], gi[we]);
-                    nint += gi[we] - gi[wa];
-                }
+                if (q >= q_int) nint += integrate_groups(w, j->wi, wa, we);
             }
             if (!back)
                 atomic_store_explicit(&cs->front, e, memory_order_release);
@@ -1879,7 +1880,8 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     const int32_t f0 = gi[w->wgroup_count], f1 = gi[w->wgroup_count + 1];
     for (int32_t c; f0 + (c = atomic_fetch_add_explicit(&j->free_int, 1, memory_order_relaxed)) * INT_PIECE < f1;) {
         const int32_t a = f0 + c * INT_PIECE, e = a + INT_PIECE < f1 ? a + INT_PIECE : f1;
-        integrate_list(w, j->wi, a, e);
+        ph__wide_integrate_list(w, w->wint + w->wgroup_count + 3 + a, e - a, j->wi->h, j->wi->dv, j->wi->next,
+                                j->wi->wf);
         nint += e - a;
     }
     atomic_fetch_add_explicit(&j->sb_int, nint, memory_order_relaxed);

@@ -205,8 +205,7 @@ typedef struct ph__saved_sleep {
  * time from s0 where they are plain and isotropic: the same numbers. */
 void ph__integrate_body(ph__world *w, int32_t s, double h, int dv, int next, double wf);
 void ph__wide_integrate(ph__world *w, int32_t s0, int32_t s1, double h, int dv, int next, double wf);
-/* The same over the solver bodies idx[0, n), distinct (a tile's; a claimed
- * pass's, solver_wide.c): four at a time where they are plain and isotropic. */
+/* The same over the solver bodies idx[0, n), ascending (a tile's). */
 void ph__wide_integrate_list(ph__world *w, const int32_t *idx, int32_t n, double h, int dv, int next, double wf);
 
 #endif /* PHYSD_STEP_H */
