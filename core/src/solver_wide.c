@@ -1768,15 +1768,31 @@ typedef struct claim_job {
 /* Solver bodies of no group integrated at a time. */
 #define INT_PIECE 64
 
-/* The integration of the groups [g0, g1)'s bodies (each group's list
- * ascending: ph__wide_integrate_list takes four consecutive solver bodies
- * of a list as a run, so the lists of two groups are never joined). */
+/* The integration of the bodies that the groups [g0, g1) end: up to
+ * INT_SORT of them sorted into one ascending list (ph__wide_integrate_list
+ * takes four consecutive solver bodies of an ascending list as a run of
+ * four, and the bodies a few neighbouring groups end are often neighbours
+ * in the solver bodies' order too); more, group by group (each group's
+ * list is ascending; two are never joined unsorted). */
+#define INT_SORT 128
 static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, int32_t g0, int32_t g1) {
-    const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3;
+    const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3, n = gi[g1] - gi[g0];
+    if (n <= INT_SORT) {
+        int32_t buf[INT_SORT];
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t x = list[gi[g0] + i];
+            int32_t k = i;
+            for (; k > 0 && buf[k - 1] > x; k--)
+                buf[k] = buf[k - 1];
+            buf[k] = x;
+        }
+        if (n > 0) ph__wide_integrate_list(w, buf, n, wi->h, wi->dv, wi->next, wi->wf);
+        return n;
+    }
     for (int32_t g = g0; g < g1; g++)
         if (gi[g + 1] > gi[g])
             ph__wide_integrate_list(w, list + gi[g], gi[g + 1] - gi[g], wi->h, wi->dv, wi->next, wi->wf);
-    return gi[g1] - gi[g0];
+    return n;
 }
 
 static inline void relax_cpu(void) {
