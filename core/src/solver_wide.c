@@ -1768,12 +1768,13 @@ typedef struct claim_job {
 /* Solver bodies of no group integrated at a time. */
 #define INT_PIECE 64
 
-/* The integration of the bodies that the groups [g0, g1) end: up to
- * INT_SORT of them sorted into one ascending list (ph__wide_integrate_list
- * takes four consecutive solver bodies of an ascending list as a run of
- * four, and the bodies a few neighbouring groups end are often neighbours
- * in the solver bodies' order too); more, group by group (each group's
- * list is ascending; two are never joined unsorted). */
+/* The integration of the bodies that the groups [g0, g1) (a claimed
+ * piece) end: up to INT_SORT of them sorted into one ascending list
+ * (ph__wide_integrate_list takes four consecutive solver bodies of an
+ * ascending list as a run of four, and the bodies a few neighbouring
+ * groups end are often neighbours in the solver bodies' order too); more,
+ * group by group (each group's list is ascending; two are never joined
+ * unsorted). */
 #define INT_SORT 128
 static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, int32_t g0, int32_t g1) {
     const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3, n = gi[g1] - gi[g0];
@@ -1818,9 +1819,10 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         return;
     }
     const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
-    /* With the integration: each run of groups of the last pass then
-     * integrates the bodies whose last group is in it (wintg), the bodies
-     * of no group at the end, in pieces claimed by whoever is free. */
+    /* With the integration: each piece of the last pass, once done and
+     * published, integrates the bodies whose last group is in it (wintg),
+     * the bodies of no group at the end, in pieces claimed by whoever is
+     * free. */
     const int32_t *gi = j->wi ? w->wintg : NULL, q_int = j->wi ? nq - nseg : nq;
     int32_t nint = 0;
     int32_t full = 0; /* segments [0, full) of the run seen done */
@@ -1882,14 +1884,14 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                         now = r - wa == 64 ? 0 : now & ~((1ull << (r - wa)) - 1);
                     }
                 }
-                /* (The window's groups all done: the bodies they end.) */
-                if (q >= q_int) nint += integrate_groups(w, j->wi, wa, we);
             }
             if (!back)
                 atomic_store_explicit(&cs->front, e, memory_order_release);
             else if (one_back)
                 atomic_store_explicit(&cs->back, a, memory_order_release);
             atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
+            /* (The piece done and published: the bodies its groups end.) */
+            if (q >= q_int) nint += integrate_groups(w, j->wi, a, e);
         }
     }
     if (!gi) return;
