@@ -13,8 +13,10 @@
  * between neighbouring boxes (the joints' direct block among the
  * contacts), sleeping on (islands put to sleep and woken by an impulse),
  * the row back end (contact_block off: its passes stay on one thread), a
- * host task runner (ph_world_set_task_runner) instead of the world's pool
- * and a step that fails the envelope check. The statistics that count
+ * host task runner (ph_world_set_task_runner) instead of the world's pool,
+ * a step that fails the envelope check, and the integration fused into a
+ * substep's last claimed pass (its lists, every body integrated once per
+ * substep, bodies of no group). The statistics that count
  * work (rows, manifolds, row updates), the final merits and the contact
  * events (order and every field) agree too, bit for bit.
  */
