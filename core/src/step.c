@@ -558,6 +558,10 @@ static int pairs_stage(ph__world *w, double h) {
  * warm-start matching, contact events and islands, or the points moved
  * with their bodies. */
 static int collide_stage(ph__world *w, const ph__plan *p) {
+    if (w->save_pending) { /* (the broadphase's refresh makes them: not here) */
+        ph__save_bodies(w, 0, w->awake_count);
+        w->save_pending = 0;
+    }
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
         w->narrowphases++;          /* (it swaps the manifold arrays first) */
@@ -963,7 +967,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
 }
 
 /* save_state's copies for awake[k0, k1). */
-static void save_range(ph__world *w, int32_t k0, int32_t k1) {
+void ph__save_bodies(ph__world *w, int32_t k0, int32_t k1) {
     ph__saved_pose *sp = w->saved_pose;
     for (int32_t k = k0; k < k1; k++) {
         ph__body *b = &w->bodies[w->awake[k]];
@@ -986,7 +990,7 @@ static void save_range(ph__world *w, int32_t k0, int32_t k1) {
 static void save_piece(ph__world *w, void *ctx, int32_t k0, int32_t k1, int32_t piece) {
     (void)ctx;
     (void)piece;
-    save_range(w, k0, k1);
+    ph__save_bodies(w, k0, k1);
 }
 
 /* Saves what a step changes and the next step reads, beside the copy of
@@ -1005,10 +1009,14 @@ static int save_state(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
     w->saved_count = n;
-    if (big_split(w, n))
+    /* The bodies' copies: by the first substep's broadphase, block by
+     * block right before its refresh reads the same lines (nothing changes
+     * a body before it; collide_stage makes them if it has not). */
+    w->save_pending = !w->passes_whole;
+    if (!w->save_pending && big_split(w, n))
         ph__tasks_run_pieces(w, n, PIECE_BODIES, save_piece, NULL);
-    else
-        save_range(w, 0, n);
+    else if (!w->save_pending)
+        ph__save_bodies(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
@@ -1032,7 +1040,9 @@ static int save_state(ph__world *w) {
 static void restore_state(ph__world *w) {
     const ph__saved_pose *sp = w->saved_pose;
     const int32_t n = w->saved_count;
-    for (int32_t k = 0; k < n; k++) {
+    const int32_t nb = w->save_pending ? 0 : n; /* (pending: no body changed yet) */
+    w->save_pending = 0;
+    for (int32_t k = 0; k < nb; k++) {
         ph__body *b = &w->bodies[w->saved_awake[k]];
         b->p = sp[k].p;
         b->q = sp[k].q;
@@ -1040,7 +1050,7 @@ static void restore_state(ph__world *w) {
         b->w = b->w_step;
     }
     if (w->settings.sleep)
-        for (int32_t k = 0; k < n; k++) {
+        for (int32_t k = 0; k < nb; k++) {
             ph__body *b = &w->bodies[w->saved_awake[k]];
             const ph__saved_sleep *ss = &w->saved_sleep[k];
             b->rest_time = ss->rest_time;

@@ -216,6 +216,8 @@ struct ph__world {
     int env_tiled;
     int step_forced;
     int points_counted;
+    int save_pending; /* save_state left its copies of the awake bodies to the first broadphase's
+                         refresh (ph__save_bodies); a failed step before it restores no body */
     int passes_whole; /* tests: 1 = those passes run whole after the step, as before */
 
     /* The last full native build's coloured islands (solver_wide.c,

@@ -18,6 +18,10 @@
  *   iso lines from the last remap at that slot when they hold the same
  *   bits: the records equal those written afresh, through mass edits and
  *   a removed body;
+ * - the save of a step's awake bodies (v_step, w_step, the poses and sleep
+ *   state a failed step puts back) made block by block by the first
+ *   broadphase's refresh: the same events, a cancelled and a failed step
+ *   put back as before;
  * - the forces are cleared after a step by a pass that runs only when the
  *   solver bodies' pass found a force or torque with a bit set: a force
  *   (and a -0.0 component) is cleared as before, and a step without one
@@ -70,6 +74,21 @@ static void step_pair(ph_world_id a, ph_world_id b, int k) {
     assert_int_equal(sa.contacts, sb.contacts);
     assert_int_equal(sa.manifolds, sb.manifolds);
     assert_int_equal((int)ph__contact_points(ph__world_get(b)), sb.contacts);
+    /* The events (their approach speeds from the saved velocities). */
+    enum { CAP = 4096 };
+    static ph_contact_event ea[CAP], eb[CAP];
+    const int na = ph_world_get_contact_events(a, ea, CAP), nb = ph_world_get_contact_events(b, eb, CAP);
+    assert_int_equal(na, nb);
+    assert_true(na <= CAP);
+    for (int i = 0; i < na; i++) { /* (the handles name different worlds: their slots) */
+        const ph_contact_event *x = &ea[i], *y = &eb[i];
+        if (x->begin != y->begin || x->shape_a.index1 != y->shape_a.index1 || x->shape_b.index1 != y->shape_b.index1 ||
+            x->body_a.index1 != y->body_a.index1 || x->body_b.index1 != y->body_b.index1 ||
+            memcmp(&x->point, &y->point, sizeof x->point) != 0 ||
+            memcmp(&x->normal, &y->normal, sizeof x->normal) != 0 ||
+            memcmp(&x->approach_speed, &y->approach_speed, sizeof x->approach_speed) != 0)
+            fail_msg("step %d: event %d differs", k, i);
+    }
 }
 
 /* grid1000 settled (its last substeps in the tiles); two bodies pushed
@@ -259,12 +278,44 @@ static void test_solver_body_records(void **state) {
     ph_world_destroy(b);
 }
 
+/* The save of the awake bodies, made by the first broadphase's refresh:
+ * a step cancelled before it (nothing to restore), one failing after it
+ * (the poses, velocities and sleep state put back from the copies), and
+ * the worlds going on alike, with sleeping on. */
+static void test_save_in_refresh(void **state) {
+    (void)state;
+    ph_world_id a = scene_world("grid1000", 1, 1), b = scene_world("grid1000", 1, 0);
+    for (int k = 0; k < 20; k++)
+        step_pair(a, b, k);
+    ph__world *wa = ph__world_get(a), *wb = ph__world_get(b);
+    const uint64_t h0 = ph_world_state_hash(b);
+    assert_int_equal(ph_world_cancel_step(a), PH_OK);
+    assert_int_equal(ph_world_cancel_step(b), PH_OK);
+    assert_int_equal(ph_world_step(a), PH_ERR_CANCELLED);
+    assert_int_equal(ph_world_step(b), PH_ERR_CANCELLED);
+    assert_false(wb->save_pending);
+    assert_true(ph_world_state_hash(b) == h0);
+    assert_true(ph_world_state_hash(a) == h0);
+    step_pair(a, b, 20); /* (the cancel is over) */
+    const uint64_t h1 = ph_world_state_hash(b);
+    const int32_t i = wb->awake[wb->awake_count / 3];
+    wa->bodies[i].force = wb->bodies[i].force = ph_v3(0, 0, 1e13); /* (|v| far above 1e5 after the step) */
+    assert_int_equal(ph_world_step(a), PH_ERR_NONFINITE);
+    assert_int_equal(ph_world_step(b), PH_ERR_NONFINITE);
+    assert_true(ph_world_state_hash(b) == h1); /* (every awake body put back from the refresh's copies) */
+    assert_true(ph_world_state_hash(a) == h1);
+    wa->bodies[i].force = wb->bodies[i].force = ph_v3(0, 0, 0);
+    for (int k = 21; k < 40; k++)
+        step_pair(a, b, k);
+    ph_world_destroy(a);
+    ph_world_destroy(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_envelope_in_tiles),
-        cmocka_unit_test(test_contact_points),
-        cmocka_unit_test(test_forces_cleared),
-        cmocka_unit_test(test_solver_body_records),
+        cmocka_unit_test(test_envelope_in_tiles), cmocka_unit_test(test_contact_points),
+        cmocka_unit_test(test_forces_cleared),    cmocka_unit_test(test_solver_body_records),
+        cmocka_unit_test(test_save_in_refresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
