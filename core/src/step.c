@@ -197,7 +197,6 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
         aniso = sbody_range(w, 1, n, &c, &forced);
     }
     w->sbody_aniso = aniso;
-    w->sbody_kept = n;
     /* (Every awake body's force read: whether the step must clear any.) */
     w->step_forced = (w->step_forced > 0 ? w->step_forced : 0) + forced;
     if (apply) forces_ground(w);
@@ -220,12 +219,6 @@ static inline void force_body(ph__world *w, int32_t s, double h, int warm, doubl
 /* Whether a force and torque have a bit set (-0.0 too: the clearing after
  * the step writes +0.0, which the pass it replaces must not skip). */
 _Static_assert(sizeof(ph_vec3) == 3 * sizeof(uint64_t), "ph_vec3 is three doubles");
-static inline int same_bits(double a, double b) {
-    uint64_t x, y;
-    memcpy(&x, &a, sizeof x);
-    memcpy(&y, &b, sizeof y);
-    return x == y;
-}
 static inline int any_bits(ph_vec3 f, ph_vec3 t) {
     uint64_t u[6], o = 0;
     memcpy(&u[0], &f, sizeof f);
@@ -252,23 +245,15 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx
         sb->w = b->w;
         sb->inv_mass = b->inv_mass;
         const ph_vec3 ii = b->inv_inertia;
-        ph__sforce *f = &w->sforce[s];
         if (ii.x == ii.y && ii.y == ii.z) {
-            /* Isotropic (spheres, cubes): R D R^T = D, without rounding.
-             * A record that holds it already (the last remap's at this
-             * slot, with the same bits in inv_i.m[0][0], on the line
-             * written anyway) keeps its other two lines unwritten. */
-            if (!(s < w->sbody_kept && f->iso && same_bits(sb->inv_i.m[0][0], ii.x)) || w->passes_whole) {
-                memset(&sb->inv_i, 0, sizeof sb->inv_i);
-                sb->inv_i.m[0][0] = sb->inv_i.m[1][1] = sb->inv_i.m[2][2] = ii.x;
-                sb->iso = 1;
-                f->iso = 1;
-            }
+            /* Isotropic (spheres, cubes): R D R^T = D, without rounding. */
+            memset(&sb->inv_i, 0, sizeof sb->inv_i);
+            sb->inv_i.m[0][0] = sb->inv_i.m[1][1] = sb->inv_i.m[2][2] = ii.x;
+            sb->iso = 1;
         } else {
             ph_mat3 r = ph_mat3_from_quat(b->q);
             sb->inv_i = ph_mat3_rdrt(&r, ii);
             sb->iso = 0;
-            f->iso = 0;
             aniso++;
         }
         forces_body(w, s, g, c->h);
@@ -1239,7 +1224,7 @@ static void release_step_arrays(ph__world *w) {
     w->row_count = w->contact_row_count = w->block_count = w->order_njoint = 0;
     w->wbatch_count = w->native_rows = w->tile_count = 0;
     w->wide_ok = 0;
-    w->sbody_count = w->sbody_aniso = w->b2s_zeroed = w->sbody_kept = 0;
+    w->sbody_count = w->sbody_aniso = w->b2s_zeroed = 0;
     w->saved_count = w->mlist_count = 0;
     w->event_count = 0;
 }

@@ -176,8 +176,6 @@ typedef struct ph__facts {
 typedef struct ph__sforce {
     ph_vec3 dv; /* h (g gravity_scale + force / m) */
     int plain;  /* 1: dv is all the forces do */
-    int iso;    /* 1: solver body s's record holds inv_i = inv_i.m[0][0] I and iso = 1, as
-                   sbody_range wrote it (the next remap need not write those lines again) */
 } ph__sforce;
 
 /* A body's pose before a step, and its sleep state (step.c's restore). */

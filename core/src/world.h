@@ -103,8 +103,6 @@ struct ph__world {
     int32_t sbody_count;
     int32_t sbody_aniso; /* solver bodies with unequal principal moments (their world
                             inverse inertia is refreshed each substep) */
-    int32_t sbody_kept;  /* solver bodies [1, sbody_kept) have records (sbodies, sforce) from
-                            the last remap, whose sforce.iso is read by the next (step.c) */
     ph__vw *vw0;         /* velocities before this substep's forces, by solver body */
     ph__vw *vws;         /* velocities after this substep's forces, before any warm start */
     ph__vw *dvc;         /* what the contact impulses of the last substep changed in each

@@ -14,10 +14,6 @@
  *   count (no recount over the manifolds) unless the islands' end moved
  *   manifolds: at every step of a world going to sleep they equal
  *   ph__contact_points and the old world's;
- * - an isotropic body's solver body record keeps its inverse inertia and
- *   iso lines from the last remap at that slot when they hold the same
- *   bits: the records equal those written afresh, through mass edits and
- *   a removed body;
  * - the save of a step's awake bodies (v_step, w_step, the poses and sleep
  *   state a failed step puts back) made block by block by the first
  *   broadphase's refresh: the same events, a cancelled and a failed step
@@ -233,51 +229,6 @@ static void test_forces_cleared(void **state) {
     ph_world_destroy(b);
 }
 
-/* Solver body s's record in the two worlds: the same inverse inertia and
- * iso flag, bit for bit. */
-static void same_records(ph_world_id a, ph_world_id b, int k) {
-    const ph__world *wa = ph__world_get(a), *wb = ph__world_get(b);
-    assert_int_equal(wa->sbody_count, wb->sbody_count);
-    for (int32_t s = 0; s < wb->sbody_count; s++) {
-        const ph__sbody *x = &wa->sbodies[s], *y = &wb->sbodies[s];
-        if (memcmp(&x->inv_i, &y->inv_i, sizeof x->inv_i) != 0 || x->iso != y->iso || x->inv_mass != y->inv_mass)
-            fail_msg("step %d: solver body %d's record differs", k, (int)s);
-    }
-}
-
-/* The solver bodies' records an isotropic body's remap keeps (inv_i and
- * iso not written again when the last remap wrote the same at that slot):
- * the same as written afresh, through a cube's mass changed (other bits in
- * inv_i), made anisotropic and back, and a body removed (the slots shift). */
-static void test_solver_body_records(void **state) {
-    (void)state;
-    ph_world_id a = scene_world("grid1000", 0, 1), b = scene_world("grid1000", 0, 0);
-    ph_body_id ia[1000], ib[1000];
-    assert_int_equal(ph_world_get_bodies(a, ia, 1000), 1000);
-    assert_int_equal(ph_world_get_bodies(b, ib, 1000), 1000);
-    for (int k = 0; k < 40; k++) {
-        const int j = 500 + k;
-        if (k == 30) { /* (a cube of other mass: isotropic, other bits) */
-            assert_int_equal(ph_body_set_mass(ia[j], 2.5, ph_v3(0.4, 0.4, 0.4)), PH_OK);
-            assert_int_equal(ph_body_set_mass(ib[j], 2.5, ph_v3(0.4, 0.4, 0.4)), PH_OK);
-        } else if (k == 32) { /* (anisotropic) */
-            assert_int_equal(ph_body_set_mass(ia[j], 2.5, ph_v3(0.4, 0.5, 0.6)), PH_OK);
-            assert_int_equal(ph_body_set_mass(ib[j], 2.5, ph_v3(0.4, 0.5, 0.6)), PH_OK);
-        } else if (k == 34) { /* (isotropic again: the anisotropic record's slot) */
-            assert_int_equal(ph_body_set_mass(ia[j - 2], 1.0, ph_v3(0.3, 0.3, 0.3)), PH_OK);
-            assert_int_equal(ph_body_set_mass(ib[j - 2], 1.0, ph_v3(0.3, 0.3, 0.3)), PH_OK);
-        } else if (k == 36) { /* (the solver bodies after it shift by one) */
-            assert_int_equal(ph_body_destroy(ia[100]), PH_OK);
-            assert_int_equal(ph_body_destroy(ib[100]), PH_OK);
-        }
-        step_pair(a, b, k);
-        same_records(a, b, k);
-    }
-    assert_true(ph__world_get(b)->sbody_kept == ph__world_get(b)->sbody_count);
-    ph_world_destroy(a);
-    ph_world_destroy(b);
-}
-
 /* The save of the awake bodies, made by the first broadphase's refresh:
  * a step cancelled before it (nothing to restore), one failing after it
  * (the poses, velocities and sleep state put back from the copies), and
@@ -313,8 +264,9 @@ static void test_save_in_refresh(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_envelope_in_tiles), cmocka_unit_test(test_contact_points),
-        cmocka_unit_test(test_forces_cleared),    cmocka_unit_test(test_solver_body_records),
+        cmocka_unit_test(test_envelope_in_tiles),
+        cmocka_unit_test(test_contact_points),
+        cmocka_unit_test(test_forces_cleared),
         cmocka_unit_test(test_save_in_refresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
