@@ -56,6 +56,7 @@
 #include "body.h"
 #include "broad_phase.h"
 #include "collide.h"
+#include "step.h"
 #include "tasks.h"
 #include "world.h"
 
@@ -337,6 +338,27 @@ static int refresh_boxes(ph__world *w, int32_t k0, int32_t k1, double dt, int32_
     return inside_all;
 }
 
+/* refresh_boxes for awake[k0, k1) with, when the step's save waits for
+ * it (w->save_pending, step.c), each block of SAVE_BLOCK bodies saved
+ * first: the save reads the bodies' pose and velocity lines, which the
+ * refresh then finds in the L1 instead of a second pass over the world
+ * fetching them again. The same boxes and copies. */
+#define SAVE_BLOCK 64
+static int refresh_saving(ph__world *w, int32_t k0, int32_t k1, double dt, int32_t *count) {
+    if (!w->save_pending) return refresh_boxes(w, k0, k1, dt, count);
+    int inside_all = 1;
+    int32_t n = 0;
+    for (int32_t b0 = k0; b0 < k1; b0 += SAVE_BLOCK) {
+        const int32_t b1 = k1 - b0 > SAVE_BLOCK ? b0 + SAVE_BLOCK : k1;
+        int32_t m = 0;
+        ph__save_bodies(w, b0, b1);
+        inside_all = refresh_boxes(w, b0, b1, dt, &m) && inside_all;
+        n += m;
+    }
+    *count = n;
+    return inside_all;
+}
+
 /* Threads (tasks.c): step 1 and the filter split among the step's workers,
  * open passes of pieces (awake bodies; last pass's pairs) claimed by
  * whoever runs. Every box and every kept pair is what one thread computes,
@@ -358,7 +380,7 @@ static void boxes_piece(ph__world *w, void *ctx, int32_t k0, int32_t k1, int32_t
     (void)piece;
     bp_ctx *c = ctx;
     int32_t n = 0;
-    if (!refresh_boxes(w, k0, k1, c->dt, &n)) atomic_store_explicit(&c->inside, 0, memory_order_relaxed);
+    if (!refresh_saving(w, k0, k1, c->dt, &n)) atomic_store_explicit(&c->inside, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->shapes, n, memory_order_relaxed);
 }
 
@@ -398,8 +420,9 @@ int ph__broadphase(ph__world *w, double dt) {
         reuse = reuse && atomic_load(&bc.inside);
         nfinite = atomic_load(&bc.shapes);
     } else {
-        reuse = refresh_boxes(w, 0, w->awake_count, dt, &nfinite) && reuse;
+        reuse = refresh_saving(w, 0, w->awake_count, dt, &nfinite) && reuse;
     }
+    w->save_pending = 0; /* (made with the refresh) */
     /* (The sums that choose a full pass's axis and grid.) */
     for (int32_t k = 0; k < w->awake_count && !reuse; k++) {
         const ph__body *b = &w->bodies[w->awake[k]];

@@ -141,11 +141,12 @@ static int big_split(const ph__world *w, int32_t n) {
  * when warm): each body's operations are those of the three passes, in
  * their order, one read of its records instead of three. */
 typedef struct sbody_ctx {
-    atomic_int aniso; /* (an integer count: the same whoever adds) */
+    atomic_int aniso;  /* (an integer count: the same whoever adds) */
+    atomic_int forced; /* (likewise) */
     double h, wf;
     int apply, warm;
 } sbody_ctx;
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c);
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c, int32_t *forced);
 static void sbody_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
 static void forces_ground(ph__world *w);
 
@@ -180,7 +181,7 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
     memset(&w->sbodies[0], 0, sizeof(ph__sbody));
     w->sbodies[0].iso = 1;
     w->sbody_count = n; /* (what the passes split) */
-    int32_t aniso = 0;
+    int32_t aniso = 0, forced = 0;
     sbody_ctx c;
     c.h = h;
     c.wf = ph__warm_factor(w);
@@ -188,12 +189,16 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
     c.warm = warm && c.wf != 0;
     if (big_split(w, n)) {
         atomic_init(&c.aniso, 0);
+        atomic_init(&c.forced, 0);
         ph__tasks_run_pieces(w, n - 1, PIECE_BODIES, sbody_piece, &c);
         aniso = atomic_load(&c.aniso);
+        forced = atomic_load(&c.forced);
     } else {
-        aniso = sbody_range(w, 1, n, &c);
+        aniso = sbody_range(w, 1, n, &c, &forced);
     }
     w->sbody_aniso = aniso;
+    /* (Every awake body's force read: whether the step must clear any.) */
+    w->step_forced = (w->step_forced > 0 ? w->step_forced : 0) + forced;
     if (apply) forces_ground(w);
     return PH_OK;
 }
@@ -202,19 +207,34 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
 static void sbody_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
     (void)piece;
     sbody_ctx *c = ctx;
-    const int32_t a = sbody_range(w, 1 + i0, 1 + i1, c);
+    int32_t f = 0;
+    const int32_t a = sbody_range(w, 1 + i0, 1 + i1, c, &f);
     if (a) atomic_fetch_add_explicit(&c->aniso, a, memory_order_relaxed);
+    if (f) atomic_fetch_add_explicit(&c->forced, f, memory_order_relaxed);
 }
 
 static void forces_body(ph__world *w, int32_t s, ph_vec3 g, double h);
 static inline void force_body(ph__world *w, int32_t s, double h, int warm, double wf);
 
+/* Whether a force and torque have a bit set (-0.0 too: the clearing after
+ * the step writes +0.0, which the pass it replaces must not skip). */
+_Static_assert(sizeof(ph_vec3) == 3 * sizeof(uint64_t), "ph_vec3 is three doubles");
+static inline int any_bits(ph_vec3 f, ph_vec3 t) {
+    uint64_t u[6], o = 0;
+    memcpy(&u[0], &f, sizeof f);
+    memcpy(&u[3], &t, sizeof t);
+    for (int j = 0; j < 6; j++)
+        o |= u[j];
+    return o != 0;
+}
+
 /* build_solver_bodies' records of solver bodies [s0, s1) (each from its
  * awake body), their forces and with c->apply their forces applied;
- * returns how many are anisotropic. */
-static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c) {
+ * returns how many are anisotropic, *forced how many have a force or
+ * torque (the line forces_body reads anyway). */
+static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx *c, int32_t *forced) {
     const ph_vec3 g = w->settings.gravity;
-    int32_t aniso = 0;
+    int32_t aniso = 0, nf = 0;
     for (int32_t s = s0; s < s1; s++) {
         const int32_t i = w->awake[s - 1];
         w->body_to_sbody[i] = s;
@@ -237,8 +257,10 @@ static int32_t sbody_range(ph__world *w, int32_t s0, int32_t s1, const sbody_ctx
             aniso++;
         }
         forces_body(w, s, g, c->h);
+        nf += any_bits(b->force, b->torque);
         if (c->apply) force_body(w, s, c->h, c->warm, c->wf);
     }
+    *forced = nf;
     return aniso;
 }
 
@@ -531,6 +553,10 @@ static int pairs_stage(ph__world *w, double h) {
  * warm-start matching, contact events and islands, or the points moved
  * with their bodies. */
 static int collide_stage(ph__world *w, const ph__plan *p) {
+    if (w->save_pending) { /* (the broadphase's refresh makes them: not here) */
+        ph__save_bodies(w, 0, w->awake_count);
+        w->save_pending = 0;
+    }
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
         w->narrowphases++;          /* (it swaps the manifold arrays first) */
@@ -607,6 +633,7 @@ static void count_contacts(ph__world *w) {
     for (int32_t i = 0; i < w->manifold_count; i++)
         contacts += w->manifolds[i].m.count;
     w->stats.contacts = contacts;
+    w->points_counted = 1;
     w->stats.manifolds = w->manifold_count;
     w->stats.pairs = w->pair_count;
 }
@@ -614,6 +641,7 @@ static void count_contacts(ph__world *w) {
 enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans);
 static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p);
+static void envelope_tile(const ph__world *w, const int32_t *idx, int32_t n, int32_t *first);
 
 /* Whether the step that has just collided (its first substep) runs as one
  * substep of the whole time_step (settings.joint_step_once, docs/core.md
@@ -796,6 +824,8 @@ typedef struct tiled_ctx {
     atomic_int next; /* the next tile to claim */
     int cancelled[PH__MAX_WORKERS];
     uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
+    int env;                                   /* with last: the envelope checked per tile (envelope_tile) */
+    int32_t env_first[PH__MAX_WORKERS];        /* by worker: the first solver body outside found */
     double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
     int64_t points[PH__MAX_WORKERS];           /* and contact points */
     double solve_ms, integrate_ms, collide_ms; /* worker 0's */
@@ -842,6 +872,7 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         if (w->tile_batch[tile] < w->tile_batch[tile + 1]) ph__wide_tile_last(w, tile, c->h, c->iters);
         tiled_lap(worker, &c->solve_ms, &t);
         ph__wide_integrate_list(w, idx, nb, c->h, 0, 0, c->wf);
+        if (c->env) envelope_tile(w, idx, nb, &c->env_first[worker]);
         tiled_lap(worker, &c->integrate_ms, &t);
     }
 }
@@ -858,6 +889,9 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     c.n = n;
     c.iters = w->settings.iterations;
     c.last = last;
+    c.env = last && !w->passes_whole;
+    for (int k = 0; k < PH__MAX_WORKERS; k++)
+        c.env_first[k] = INT32_MAX;
     if (last) {
         c.flag = ph__arena_alloc(&w->arena, (size_t)w->manifold_count + 1, "refresh flags");
         if (!c.flag) return PH_ERR_NO_MEMORY;
@@ -906,6 +940,12 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
         maxpen = c.maxpen[k] > maxpen ? c.maxpen[k] : maxpen;
         points += c.points[k];
     }
+    if (c.env) { /* (check_envelope's answer) */
+        w->env_first = INT32_MAX;
+        for (int k = 0; k < PH__MAX_WORKERS; k++)
+            w->env_first = c.env_first[k] < w->env_first ? c.env_first[k] : w->env_first;
+        w->env_tiled = 1;
+    }
     e = ph__refresh_manifolds_tiles_end(w, c.flag, maxpen, points);
     ph__arena_free(&w->arena, c.flag);
     if (e) return e;
@@ -916,13 +956,14 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     ph__solve_tiled(w, c.iters);
     *p = plans[n - 1];
     /* (count_contacts': the points counted by the manifolds' move.) */
+    w->points_counted = 1;
     w->stats.manifolds = w->manifold_count;
     w->stats.pairs = w->pair_count;
     return PH_OK;
 }
 
 /* save_state's copies for awake[k0, k1). */
-static void save_range(ph__world *w, int32_t k0, int32_t k1) {
+void ph__save_bodies(ph__world *w, int32_t k0, int32_t k1) {
     ph__saved_pose *sp = w->saved_pose;
     for (int32_t k = k0; k < k1; k++) {
         ph__body *b = &w->bodies[w->awake[k]];
@@ -945,7 +986,7 @@ static void save_range(ph__world *w, int32_t k0, int32_t k1) {
 static void save_piece(ph__world *w, void *ctx, int32_t k0, int32_t k1, int32_t piece) {
     (void)ctx;
     (void)piece;
-    save_range(w, k0, k1);
+    ph__save_bodies(w, k0, k1);
 }
 
 /* Saves what a step changes and the next step reads, beside the copy of
@@ -964,15 +1005,21 @@ static int save_state(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     if (n > 0) memcpy(w->saved_awake, w->awake, (size_t)n * sizeof *w->awake);
     w->saved_count = n;
-    if (big_split(w, n))
+    /* The bodies' copies: by the first substep's broadphase, block by
+     * block right before its refresh reads the same lines (nothing changes
+     * a body before it; collide_stage makes them if it has not). */
+    w->save_pending = !w->passes_whole;
+    if (!w->save_pending && big_split(w, n))
         ph__tasks_run_pieces(w, n, PIECE_BODIES, save_piece, NULL);
-    else
-        save_range(w, 0, n);
+    else if (!w->save_pending)
+        ph__save_bodies(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
         memcpy(&w->saved_jl[8 * j], w->joints[j].lambda, sizeof w->joints[j].lambda);
     w->saved_rng = w->rng;
     w->saved_manifold_count = w->manifold_count;
     w->narrowphases = 0;
+    w->env_tiled = w->points_counted = 0;
+    w->step_forced = -1; /* (not known until the solver bodies' pass) */
     return PH_OK;
 }
 
@@ -989,7 +1036,9 @@ static int save_state(ph__world *w) {
 static void restore_state(ph__world *w) {
     const ph__saved_pose *sp = w->saved_pose;
     const int32_t n = w->saved_count;
-    for (int32_t k = 0; k < n; k++) {
+    const int32_t nb = w->save_pending ? 0 : n; /* (pending: no body changed yet) */
+    w->save_pending = 0;
+    for (int32_t k = 0; k < nb; k++) {
         ph__body *b = &w->bodies[w->saved_awake[k]];
         b->p = sp[k].p;
         b->q = sp[k].q;
@@ -997,7 +1046,7 @@ static void restore_state(ph__world *w) {
         b->w = b->w_step;
     }
     if (w->settings.sleep)
-        for (int32_t k = 0; k < n; k++) {
+        for (int32_t k = 0; k < nb; k++) {
             ph__body *b = &w->bodies[w->saved_awake[k]];
             const ph__saved_sleep *ss = &w->saved_sleep[k];
             b->rest_time = ss->rest_time;
@@ -1034,21 +1083,40 @@ static void restore_state(ph__world *w) {
     w->merits_pending = 0;
 }
 
-/* The first solver body of [s0, s1) outside the envelope, or -1. */
-static int32_t envelope_range(const ph__world *w, int32_t s0, int32_t s1) {
+/* Whether a body is a dynamic one outside the envelope (NaN fails every
+ * test). */
+static inline int outside_envelope(const ph__body *b) {
     const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
     const double wmax2 = PH_ENVELOPE_ANGULAR_SPEED * PH_ENVELOPE_ANGULAR_SPEED;
-    for (int32_t s = s0; s < s1; s++) {
-        const ph__body *b = &w->bodies[w->sbody_body[s]];
-        if (b->type != PH_BODY_DYNAMIC) continue;
-        const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
-        const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
-        if (fabs(b->p.x) <= PH_ENVELOPE_POSITION && fabs(b->p.y) <= PH_ENVELOPE_POSITION &&
-            fabs(b->p.z) <= PH_ENVELOPE_POSITION && fabs(qn) <= PH_ENVELOPE_QUAT_NORM && v2 <= vmax2 && w2 <= wmax2)
-            continue;
-        return s;
-    }
+    if (b->type != PH_BODY_DYNAMIC) return 0;
+    const double qn = b->q.x * b->q.x + b->q.y * b->q.y + b->q.z * b->q.z + b->q.w * b->q.w - 1.0;
+    const double v2 = ph_len2(b->v), w2 = ph_len2(b->w);
+    return !(fabs(b->p.x) <= PH_ENVELOPE_POSITION && fabs(b->p.y) <= PH_ENVELOPE_POSITION &&
+             fabs(b->p.z) <= PH_ENVELOPE_POSITION && fabs(qn) <= PH_ENVELOPE_QUAT_NORM && v2 <= vmax2 && w2 <= wmax2);
+}
+
+/* The first solver body of [s0, s1) outside the envelope, or -1. */
+static int32_t envelope_range(const ph__world *w, int32_t s0, int32_t s1) {
+    for (int32_t s = s0; s < s1; s++)
+        if (outside_envelope(&w->bodies[w->sbody_body[s]])) return s;
     return -1;
+}
+
+/* A tile's share of the envelope check, right after its last integration
+ * (tiled_pass: its bodies' records are still in the cache): the first of
+ * its solver bodies idx[0, n) (ascending) outside lowers *first. The
+ * tiles partition the solver bodies and nothing moves a body after its
+ * tile's last integration (no joints in a tiled step), so the least over
+ * the tiles is the pass's answer. */
+static void envelope_tile(const ph__world *w, const int32_t *idx, int32_t n, int32_t *first) {
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t s = idx[k];
+        if (s >= *first) return;
+        if (outside_envelope(&w->bodies[w->sbody_body[s]])) {
+            *first = s;
+            return;
+        }
+    }
 }
 
 /* A piece's first body outside lowers *first (the least one found by any
@@ -1068,11 +1136,15 @@ static void envelope_piece(ph__world *w, void *ctx, int32_t r0, int32_t r1, int3
  * inside PH_ENVELOPE_*. Written so that NaN fails every test. Fills
  * w->fault with the first body outside and returns PH_ERR_NONFINITE. Split
  * among the step's workers with big_split: the first body outside in slot
- * order is the one reported, whoever finds it. */
+ * order is the one reported, whoever finds it. After a step whose last
+ * substep ran in the tiles the tiles have done the pass (envelope_tile);
+ * only the report is left. */
 static int check_envelope(ph__world *w, uint16_t world0) {
     const double vmax2 = PH_ENVELOPE_LINEAR_SPEED * PH_ENVELOPE_LINEAR_SPEED;
     int32_t s = -1;
-    if (big_split(w, w->sbody_count)) {
+    if (w->env_tiled) { /* (done by the tiles: tiled_pass) */
+        s = w->env_first == INT32_MAX ? -1 : w->env_first;
+    } else if (big_split(w, w->sbody_count)) {
         atomic_int first;
         atomic_init(&first, INT32_MAX);
         ph__tasks_run_pieces(w, w->sbody_count - 1, PIECE_BODIES, envelope_piece, &first);
@@ -1240,6 +1312,10 @@ static int awake_step(ph__world *w, ph_world_id id) {
         if (w->joint_once) break; /* (the first substep was the whole step) */
         if (tiled) k = tiled == 2 ? n - 1 : n - 2;
     }
+    /* (The contact points as the last substep counted them, and what the
+     * islands' end may move out of the step's manifolds.) */
+    const int32_t mcount = w->manifold_count;
+    const int64_t spoints = w->sleep_points;
     if (e == PH_OK && w->joint_once)
         e = ph__joint_project_direct(w, w->settings.joint_projection, n);
     else if (e == PH_OK && w->settings.joint_projection > 0)
@@ -1255,7 +1331,9 @@ static int awake_step(ph__world *w, ph_world_id id) {
         ph__arena_end_step(&w->arena);
         return e;
     }
-    for (int32_t k = 0; k < w->saved_count; k++) {
+    /* The forces are cleared: a pass over the bodies only when the solver
+     * bodies' pass (which read every awake body's force) found one. */
+    for (int32_t k = 0; k < w->saved_count && (w->step_forced != 0 || w->passes_whole); k++) {
         ph__body *b = &w->bodies[w->saved_awake[k]];
         b->force = ph_v3(0, 0, 0);
         b->torque = ph_v3(0, 0, 0);
@@ -1269,7 +1347,13 @@ static int awake_step(ph__world *w, ph_world_id id) {
     st->sleeping_islands = w->island_count;
     st->sleeping_bodies = w->sleep_bodies;
     st->manifolds = w->manifold_count + w->sleep_manifolds;
-    st->contacts = (int)ph__contact_points(w);
+    /* The last substep counted the step's points (count_contacts, or the
+     * tiles' move); a recount over the manifolds only when the islands'
+     * end moved some of them or the sleeping points changed. */
+    if (w->points_counted && w->manifold_count == mcount && w->sleep_points == spoints && !w->passes_whole)
+        st->contacts = (int)((int64_t)st->contacts + spoints);
+    else
+        st->contacts = (int)ph__contact_points(w);
     ph__arena_end_step(&w->arena);
     st->total_ms = now_ms() - t0;
     return PH_OK;

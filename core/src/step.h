@@ -200,6 +200,12 @@ typedef struct ph__saved_sleep {
     ph__saved_pose pose;
 } ph__saved_sleep;
 
+/* save_state's copies of the awake bodies awake[k0, k1) (their velocities
+ * into v_step, w_step, their poses and sleep state into the saved arrays):
+ * step.c leaves them to the step's first broadphase (w->save_pending),
+ * whose refresh reads the same bodies' lines right after (broad_phase.c). */
+void ph__save_bodies(ph__world *w, int32_t k0, int32_t k1);
+
 /* step.c's integration of solver body s (and with next > 0 the start of
  * the next substep), and integrate_wide.c's of bodies [s0, s1), four at a
  * time from s0 where they are plain and isotropic: the same numbers. */

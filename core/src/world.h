@@ -210,6 +210,21 @@ struct ph__world {
     int64_t wfull_builds;  /* native builds that made it (tests) */
     int64_t tiled_steps;   /* steps whose substeps ran tile by tile (tests) */
     int64_t tiled_last;    /* of those, steps whose last substep did too (tests) */
+    /* The step's passes over the bodies folded into others (step.c, issue
+     * #21 target 3, docs/profile.md "An eighth pass"): env_first, the first
+     * solver body outside the envelope (INT32_MAX none) as the tiles found
+     * it after their last integration, when env_tiled; step_forced, the
+     * bodies whose force or torque the step's first solver bodies' pass
+     * found non-zero (none: the clearing pass after the step is skipped);
+     * points_counted, the last substep counted the contact points into
+     * stats.contacts (no recount at the step's end). */
+    int32_t env_first;
+    int env_tiled;
+    int step_forced;
+    int points_counted;
+    int save_pending; /* save_state left its copies of the awake bodies to the first broadphase's
+                         refresh (ph__save_bodies); a failed step before it restores no body */
+    int passes_whole; /* tests: 1 = those passes run whole after the step, as before */
 
     /* The last full native build's coloured islands (solver_wide.c,
      * relevel): by solver body, whether its island was coloured (wbig_any:
