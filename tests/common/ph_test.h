@@ -4,12 +4,14 @@
  * cmocka 1.1's assert_float_equal compares in single precision, which hides
  * errors below ~1e-7; assert_near compares doubles and prints both values
  * and the difference on failure. ph_test_ground and ph_test_box add the
- * static ground plane and a unit cube that the contact tests build on.
+ * static ground plane and a unit cube that the contact tests build on;
+ * ph_test_same_event compares two worlds' contact events bit for bit.
  */
 #ifndef PHYSD_TEST_H
 #define PHYSD_TEST_H
 
 #include <math.h>
+#include <string.h>
 
 #define assert_near(a, b, eps)                                                                                         \
     do {                                                                                                               \
@@ -52,6 +54,16 @@ static inline ph_body_id ph_test_box(ph_world_id w, ph_body_type type, ph_vec3 p
     ph_shape_create(b, &sd, &err);
     assert_int_equal(err, PH_OK);
     return b;
+}
+
+/* Whether two contact events are the same bit for bit, compared by slot
+ * (the handles of two worlds stepped side by side name different worlds). */
+static inline int ph_test_same_event(const ph_contact_event *x, const ph_contact_event *y) {
+    return x->begin == y->begin && x->shape_a.index1 == y->shape_a.index1 && x->shape_b.index1 == y->shape_b.index1 &&
+           x->body_a.index1 == y->body_a.index1 && x->body_b.index1 == y->body_b.index1 &&
+           memcmp(&x->point, &y->point, sizeof x->point) == 0 &&
+           memcmp(&x->normal, &y->normal, sizeof x->normal) == 0 &&
+           memcmp(&x->approach_speed, &y->approach_speed, sizeof x->approach_speed) == 0;
 }
 
 #endif /* PHYSD_TEST_H */
