@@ -12,10 +12,16 @@
 before=${1:?usage: ab.sh BEFORE AFTER [ROUNDS]}
 after=${2:?usage: ab.sh BEFORE AFTER [ROUNDS]}
 rounds=${3:-7}
-run() { # run BIN TAG SCENE ROUND
+err=$(mktemp) || exit 1
+trap 'rm -f "$err"' EXIT
+run() { # run BIN TAG SCENE ROUND; a failed run stops the whole (its error on stderr)
     # shellcheck disable=SC2086
-    "$1" --engine physd --scene "$3" --iterations 10 ${BENCH_ARGS:-} 2>/dev/null |
-        sed "s/\"repeat\":0/\"repeat\":$4,\"build\":\"$2\"/" || exit 1
+    out=$("$1" --engine physd --scene "$3" --iterations 10 ${BENCH_ARGS:-} 2>"$err") || {
+        echo "ab.sh: $1 --scene $3 ${BENCH_ARGS:-} failed:" >&2
+        tr '\r' '\n' <"$err" | grep -v ': step [0-9]*/' | head -n 4 >&2
+        exit 1
+    }
+    printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$4,\"build\":\"$2\"/"
 }
 r=0
 while [ "$r" -lt "$rounds" ]; do

@@ -18,6 +18,8 @@ rounds=${2:-7}
 scenes=${SCENES:-pyramid20 grid1000 spheres1000}
 engines=${ENGINES:-physd ode bullet}
 threads=${THREADS:-1}
+err=$(mktemp) || exit 1
+trap 'rm -f "$err"' EXIT
 r=0
 while [ "$r" -lt "$rounds" ]; do
     for scene in $scenes; do
@@ -27,8 +29,13 @@ while [ "$r" -lt "$rounds" ]; do
             for t in $tl; do
                 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
                 # shellcheck disable=SC2086
-                "$bench" --engine "$engine" --scene "$scene" --iterations 10 --threads "$t" ${BENCH_ARGS:-} 2>/dev/null |
-                    sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load/" || exit 1
+                out=$("$bench" --engine "$engine" --scene "$scene" --iterations 10 --threads "$t" ${BENCH_ARGS:-} \
+                    2>"$err") || {
+                    echo "rounds.sh: $engine --scene $scene ${BENCH_ARGS:-} failed:" >&2
+                    tr '\r' '\n' <"$err" | grep -v ': step [0-9]*/' | head -n 4 >&2
+                    exit 1
+                }
+                printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load/"
             done
         done
     done

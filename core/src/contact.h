@@ -63,8 +63,9 @@ void ph__refresh_manifolds_tile(ph__world *w, const int32_t *mf, int32_t n, uint
                                 int64_t *points);
 int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double maxpen, int64_t points);
 /* Point k of cm in world space now: midway between its two material points,
- * moved with their bodies (the stored m.pts[k].point is kept current only
- * where the step itself reads it: impacts, begin events). */
+ * moved with their bodies (the stored m.pts[k].point is what the
+ * collision or the cache's move wrote: the fill, the batch layout's
+ * heights, the impacts and begin events read it). */
 ph_vec3 ph__manifold_point(const ph__world *w, const ph__contact_manifold *cm, int k);
 /* The contact rows' gaps (w->wgap) from the collision's depths (the native
  * build puts them in the batches itself). */
