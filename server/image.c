@@ -361,7 +361,7 @@ int ps_upload_add(ps_conn *c, uint64_t id, uint32_t part, uint32_t parts, const 
         u->data = nd;
         u->cap = ncap;
     }
-    memcpy(u->data + u->len, data, len);
+    if (len) memcpy(u->data + u->len, data, len); /* (an empty part: no buffer yet, data may be NULL) */
     u->len += len;
     u->next++;
     if (u->next == u->parts) {
