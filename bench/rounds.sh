@@ -12,7 +12,10 @@
 # "physd ode bullet") the engines, THREADS (default 1) the thread counts
 # physd runs with in each round (e.g. THREADS="1 2": --threads 1, then 2;
 # the peers run once, on one thread). Each line gets the load average
-# (load1, /proc/loadavg) at its start.
+# (load1, /proc/loadavg) at its start. WARMUP=N (default 0) first runs the
+# first scene N times in each engine and prints nothing of them: the VM's
+# first minute after idling, or after another benchmark, runs every engine
+# slow, which would make round 0 an outlier.
 bench=${1:-./build/release/bench/physd-bench}
 rounds=${2:-7}
 scenes=${SCENES:-pyramid20 grid1000 spheres1000}
@@ -20,6 +23,22 @@ engines=${ENGINES:-physd ode bullet}
 threads=${THREADS:-1}
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
+run() { # run ENGINE SCENE THREADS; a failed run stops the whole (its error on stderr)
+    # shellcheck disable=SC2086
+    out=$("$bench" --engine "$1" --scene "$2" --iterations 10 --threads "$3" ${BENCH_ARGS:-} 2>"$err") || {
+        echo "rounds.sh: $1 --scene $2 ${BENCH_ARGS:-} failed:" >&2
+        tr '\r' '\n' <"$err" | grep -v ': step [0-9]*/' | head -n 4 >&2
+        exit 1
+    }
+}
+w=0
+while [ "$w" -lt "${WARMUP:-0}" ]; do
+    for engine in $engines; do
+        # shellcheck disable=SC2086
+        run "$engine" "$(echo $scenes | cut -d' ' -f1)" 1
+    done
+    w=$((w + 1))
+done
 r=0
 while [ "$r" -lt "$rounds" ]; do
     for scene in $scenes; do
@@ -28,13 +47,7 @@ while [ "$r" -lt "$rounds" ]; do
             [ "$engine" = physd ] && tl=$threads
             for t in $tl; do
                 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
-                # shellcheck disable=SC2086
-                out=$("$bench" --engine "$engine" --scene "$scene" --iterations 10 --threads "$t" ${BENCH_ARGS:-} \
-                    2>"$err") || {
-                    echo "rounds.sh: $engine --scene $scene ${BENCH_ARGS:-} failed:" >&2
-                    tr '\r' '\n' <"$err" | grep -v ': step [0-9]*/' | head -n 4 >&2
-                    exit 1
-                }
+                run "$engine" "$scene" "$t"
                 printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load/"
             done
         done

@@ -102,4 +102,56 @@ t = row(run("table.py", tb), "grid1000", "10", "0.5")
 check("table ode ms, physd/ode", [t[3], t[5]], ["2", "0.25"])
 check("table physd's runs", row(run("table.py", tb), "physd", "grid1000")[3], "0.5 (3 runs)")
 
+# rounds.sh and ab.sh, run with a fake physd-bench that logs its arguments
+# and prints one JSON line per run (a scene called "bad" fails with a
+# message, as physd-bench does on a bad option).
+FAKE = """#!/bin/sh
+engine=; scene=
+while [ $# -gt 0 ]; do
+    case $1 in --engine) engine=$2; shift ;; --scene) scene=$2; shift ;; esac
+    shift
+done
+echo "$0 $engine $scene" >>"$FAKE_LOG"
+[ "$scene" = bad ] && { echo "physd-bench: unknown scene bad" >&2; exit 2; }
+echo "{\\"engine\\":\\"$engine\\",\\"scene\\":\\"$scene\\",\\"repeat\\":0}"
+"""
+
+
+def shell(script, env, *args):
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "log")
+        open(log, "w").close()
+        for name in ("b1", "b2"):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(FAKE)
+            os.chmod(os.path.join(d, name), 0o755)
+        e = dict(os.environ, FAKE_LOG=log, **env)
+        p = subprocess.run(["sh", f"{BENCH}/{script}", *[os.path.join(d, a) if a in ("b1", "b2") else a for a in args]],
+                           env=e, capture_output=True, text=True)
+        runs = [" ".join([os.path.basename(l.split()[0])] + l.split()[1:]) for l in open(log).read().splitlines()]
+        return p, runs
+
+
+p, runs = shell("rounds.sh", {"ENGINES": "physd ode", "SCENES": "a b", "WARMUP": "1"}, "b1", "2")
+lines = [json.loads(l) for l in p.stdout.splitlines()]
+check("rounds.sh exit", p.returncode, 0)
+check("rounds.sh warm-up runs first, printed nothing", runs[:2], ["b1 physd a", "b1 ode a"])
+check("rounds.sh lines", [(l["engine"], l["scene"], l["repeat"]) for l in lines],
+      [(e, s, r) for r in (0, 1) for s in ("a", "b") for e in ("physd", "ode")])
+check("rounds.sh runs", len(runs), 2 + 8)
+check("rounds.sh load1 on every line", all("load1" in l for l in lines), True)
+p, runs = shell("rounds.sh", {"ENGINES": "physd", "SCENES": "a bad b"}, "b1", "2")
+check("rounds.sh stops on a failed run", (p.returncode, p.stdout.count("\n"), len(runs)), (1, 1, 2))
+check("rounds.sh shows the error", "unknown scene bad" in p.stderr and "failed" in p.stderr, True)
+p, runs = shell("ab.sh", {"SCENES": "a b", "WARMUP": "2"}, "b1", "b2", "2")
+lines = [json.loads(l) for l in p.stdout.splitlines()]
+check("ab.sh warm-up runs", runs[:4], ["b1 physd a", "b2 physd a"] * 2)
+check("ab.sh lines (order alternates by round)", [(l["build"], l["scene"], l["repeat"]) for l in lines],
+      [("before", "a", 0), ("after", "a", 0), ("before", "b", 0), ("after", "b", 0),
+       ("after", "a", 1), ("before", "a", 1), ("after", "b", 1), ("before", "b", 1)])
+p, runs = shell("ab.sh", {"SCENES": "bad"}, "b1", "b2", "1")
+check("ab.sh stops on a failed run", (p.returncode, p.stdout, len(runs)), (1, "", 1))
+
 sys.exit(1 if failures else 0)
