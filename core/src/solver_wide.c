@@ -1769,30 +1769,12 @@ typedef struct claim_job {
 #define INT_PIECE 64
 
 /* The integration of the bodies that the groups [g0, g1) (a claimed
- * piece) end: up to INT_SORT of them sorted into one ascending list
- * (ph__wide_integrate_list takes four consecutive solver bodies of an
- * ascending list as a run of four, and the bodies a few neighbouring
- * groups end are often neighbours in the solver bodies' order too); more,
- * group by group (each group's list is ascending; two are never joined
- * unsorted). */
-#define INT_SORT 128
-static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, int32_t g0, int32_t g1) {
+ * piece) end, four at a time whichever they are (their lists are one run
+ * of w->wint); up to three wait in g for the worker's next piece or the
+ * pass's end. */
+static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, ph__igather *g, int32_t g0, int32_t g1) {
     const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3, n = gi[g1] - gi[g0];
-    if (n <= INT_SORT) {
-        int32_t buf[INT_SORT];
-        for (int32_t i = 0; i < n; i++) {
-            const int32_t x = list[gi[g0] + i];
-            int32_t k = i;
-            for (; k > 0 && buf[k - 1] > x; k--)
-                buf[k] = buf[k - 1];
-            buf[k] = x;
-        }
-        if (n > 0) ph__wide_integrate_list(w, buf, n, wi->h, wi->dv, wi->next, wi->wf);
-        return n;
-    }
-    for (int32_t g = g0; g < g1; g++)
-        if (gi[g + 1] > gi[g])
-            ph__wide_integrate_list(w, list + gi[g], gi[g + 1] - gi[g], wi->h, wi->dv, wi->next, wi->wf);
+    if (n > 0) ph__wide_integrate_gather(w, g, list + gi[g0], n, wi->h, wi->dv, wi->next, wi->wf);
     return n;
 }
 
@@ -1825,7 +1807,8 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
      * free. */
     const int32_t *gi = j->wi ? w->wintg : NULL, q_int = j->wi ? nq - nseg : nq;
     int32_t nint = 0;
-    int32_t full = 0; /* segments [0, full) of the run seen done */
+    ph__igather ig = {.n = 0}; /* bodies waiting for a run of four */
+    int32_t full = 0;          /* segments [0, full) of the run seen done */
     for (int32_t q = 0; q < nq; q++) {
         const int32_t k = q % nseg, s0 = sg[4 * k], s1 = sg[4 * k + 1];
         /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
@@ -1891,7 +1874,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                 atomic_store_explicit(&cs->back, a, memory_order_release);
             atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
             /* (The piece done and published: the bodies its groups end.) */
-            if (q >= q_int) nint += integrate_groups(w, j->wi, a, e);
+            if (q >= q_int) nint += integrate_groups(w, j->wi, &ig, a, e);
         }
     }
     if (!gi) return;
@@ -1902,6 +1885,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                                 j->wi->wf);
         nint += e - a;
     }
+    ph__wide_integrate_flush(w, &ig, j->wi->h, j->wi->dv, j->wi->next, j->wi->wf);
     atomic_fetch_add_explicit(&j->sb_int, nint, memory_order_relaxed);
 }
 
