@@ -75,8 +75,16 @@ static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const int3
  * four, one of them in several lanes if need be (each lane's records are
  * all read before any is written, so a repeated lane writes the same
  * numbers twice). See above; next: 0, 1 or 2 as in step.c. */
-static inline __attribute__((always_inline)) void integrate4(ph__world *w, const int32_t *sl, int32_t s, double h,
+static inline __attribute__((always_inline)) void integrate4(ph__world *w, const int32_t *sl0, int32_t s, double h,
                                                              int dv, int next, int warm, double wf) {
+    /* (sl0's entries in locals: the stores below might alias them.) */
+    int32_t lane[4];
+    const int32_t *sl = NULL;
+    if (sl0) {
+        for (int j = 0; j < 4; j++)
+            lane[j] = sl0[j];
+        sl = lane;
+    }
     ph__sbody *sb = &w->sbodies[s];
     const size_t sbs = sizeof(ph__sbody) / sizeof(double);
     double *pb[4];
@@ -234,18 +242,21 @@ static inline __attribute__((always_inline)) void integrate_gather_body(ph__worl
                                                                         int next, double wf) {
     const int warm = next == 2 && wf != 0;
     int k = g->n;
+    int32_t sl[4] = {g->sl[0], g->sl[1], g->sl[2], g->sl[3]};
     for (int32_t i = 0; i < n; i++) {
         const int32_t s = idx[i];
         if (next && !(w->sforce[s].plain & w->sbodies[s].iso)) {
             ph__integrate_body(w, s, h, dv, next, wf);
             continue;
         }
-        g->sl[k++] = s;
+        sl[k++] = s;
         if (k == 4) {
-            integrate4(w, g->sl, 0, h, dv, next, warm, wf);
+            integrate4(w, sl, 0, h, dv, next, warm, wf);
             k = 0;
         }
     }
+    for (int j = 0; j < 4; j++)
+        g->sl[j] = sl[j];
     g->n = k;
 }
 
