@@ -992,13 +992,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     int32_t ncol = 0;
     *bands = 1;
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
-    /* Every moving body coloured (pyramid40): no manifold is levelled
-     * bottom-up, and pack_levels would find none (the loops below skip
-     * them all). */
-    int all = big != NULL;
-    for (int32_t s = 1; s < nsb && all; s++)
-        all = big[s];
-    for (int32_t q = 0; q < na && !all; q++) {
+    for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
         manifold_sbodies(w, sig, i, &ia, &ib);
@@ -1013,7 +1007,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     }
     /* The bottom-up levels packed into whole groups (pack_levels): here, so
      * that a full build and relevel compare packed levels alike. */
-    if (!all && pack_levels(w, sig, na, big, lev, &ncol)) return -1;
+    if (pack_levels(w, sig, na, big, lev, &ncol)) return -1;
     if (!big) return ncol;
     /* Colouring: top-down (from the highest manifold), each takes the
      * lowest colour neither moving body has yet; the levels are the
