@@ -26,6 +26,7 @@
 #include "body.h"
 #include "ph_arith.h"
 #include "rows.h"
+#include "solver_wide.h"
 #include "step.h"
 #include "world.h"
 #include "ph_simd.h"
@@ -43,50 +44,67 @@ _Static_assert(sizeof(ph__vw) == 8 * sizeof(double) && offsetof(ph__sforce, dv) 
 /* The orientation step of ph__integrate_body (ph_arith.h). */
 PH__DEFINE_QUAT_STEP(quat_step4, ph__v4d)
 
-/* Four consecutive records of `stride` doubles starting (x y z a b c k0 k1
- * ...) as one vector per field: v, w and the two k columns. */
-static inline __attribute__((always_inline)) void load_vw(const double *p, size_t stride, ph__v4d *v, ph__v4d *w,
-                                                          ph__v4d *k) {
-    transpose4(load4(p), load4(p + stride), load4(p + 2 * stride), load4(p + 3 * stride), &v[0], &v[1], &v[2], &w[0]);
-    transpose4(load4(p + 4), load4(p + stride + 4), load4(p + 2 * stride + 4), load4(p + 3 * stride + 4), &w[1], &w[2],
-               &k[0], &k[1]);
+/* Lane j's record: record j of the four consecutive ones at p, or with sl
+ * (a gathered four, integrate4) record sl[j] of the array p. */
+#define AT(j) (sl ? sl[j] : (j))
+
+/* Four records of `stride` doubles starting (x y z a b c k0 k1 ...) as one
+ * vector per field: v, w and the two k columns. */
+static inline __attribute__((always_inline)) void load_vw(const double *p, const int32_t *sl, size_t stride, ph__v4d *v,
+                                                          ph__v4d *w, ph__v4d *k) {
+    transpose4(load4(p + AT(0) * stride), load4(p + AT(1) * stride), load4(p + AT(2) * stride),
+               load4(p + AT(3) * stride), &v[0], &v[1], &v[2], &w[0]);
+    transpose4(load4(p + AT(0) * stride + 4), load4(p + AT(1) * stride + 4), load4(p + AT(2) * stride + 4),
+               load4(p + AT(3) * stride + 4), &w[1], &w[2], &k[0], &k[1]);
 }
 
 /* The same back into records of 8 doubles (ph__vw: the padding is zeroed). */
-static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const ph__v4d *v, const ph__v4d *w) {
+static inline __attribute__((always_inline)) void store_vw(ph__vw *a, const int32_t *sl, const ph__v4d *v,
+                                                           const ph__v4d *w) {
     ph__v4d r[4];
     transpose4(v[0], v[1], v[2], w[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(&a[j].v.x, r[j]);
+        store4(&a[AT(j)].v.x, r[j]);
     const ph__v4d z = splat4(0.0);
     transpose4(w[1], w[2], z, z, &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(&a[j].w.y, r[j]);
+        store4(&a[AT(j)].w.y, r[j]);
 }
 
-/* Bodies s .. s + 3 (see above; next: 0, 1 or 2 as in step.c). */
-static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32_t s, double h, int dv, int next,
-                                                             int warm, double wf) {
+/* Bodies s .. s + 3, or with sl (s = 0) the solver bodies sl[0 .. 3]: any
+ * four, one of them in several lanes if need be (each lane's records are
+ * all read before any is written, so a repeated lane writes the same
+ * numbers twice). See above; next: 0, 1 or 2 as in step.c. */
+static inline __attribute__((always_inline)) void integrate4(ph__world *w, const int32_t *sl0, int32_t s, double h,
+                                                             int dv, int next, int warm, double wf) {
+    /* (sl0's entries in locals: the stores below might alias them.) */
+    int32_t lane[4];
+    const int32_t *sl = NULL;
+    if (sl0) {
+        for (int j = 0; j < 4; j++)
+            lane[j] = sl0[j];
+        sl = lane;
+    }
     ph__sbody *sb = &w->sbodies[s];
     const size_t sbs = sizeof(ph__sbody) / sizeof(double);
     double *pb[4];
     for (int j = 0; j < 4; j++)
-        pb[j] = &w->bodies[w->sbody_body[s + j]].p.x;
+        pb[j] = &w->bodies[w->sbody_body[s + AT(j)]].p.x;
     ph__v4d v[3], av[3], k[2];
     double *ps = &sb->v.x;
-    load_vw(ps, sbs, v, av, k); /* k: inv_mass and inv_i[0][0], stored back as loaded */
+    load_vw(ps, sl, sbs, v, av, k); /* k: inv_mass and inv_i[0][0], stored back as loaded */
     /* (warm implies dv: next > 0 only when dv, step.c) */
     ph__v4d dcv[3] = {splat4(0.0), splat4(0.0), splat4(0.0)}, dcw[3] = {splat4(0.0), splat4(0.0), splat4(0.0)};
     if (dv) {
         ph__v4d sv[3], sw[3], pad[2];
-        load_vw(&w->vws[s].v.x, 8, sv, sw, pad);
+        load_vw(&w->vws[s].v.x, sl, 8, sv, sw, pad);
         for (int c = 0; c < 3; c++) {
             dcv[c] = v[c] - sv[c];
             dcw[c] = av[c] - sw[c];
         }
         /* (With next = 2 nothing reads them: the next substep's warm start
          * is applied below, and there are no joint rows for contact_dv.) */
-        if (next != 2) store_vw(&w->dvc[s], dcv, dcw);
+        if (next != 2) store_vw(&w->dvc[s], sl, dcv, dcw);
     }
     /* Position and orientation. */
     ph__v4d p[3], q[4], old_vx;
@@ -136,15 +154,16 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     }
     /* The next substep's start (step.c's force_body on plain isotropic
      * bodies): vw0, the forces' increment (vws), the warm start. */
-    store_vw(&w->vw0[s], v, av);
+    store_vw(&w->vw0[s], sl, v, av);
     ph__v4d f[3], fk;
     const double *pf = &w->sforce[s].dv.x;
-    transpose4(load4(pf), load4(pf + 4), load4(pf + 8), load4(pf + 12), &f[0], &f[1], &f[2], &fk);
+    transpose4(load4(pf + 4 * AT(0)), load4(pf + 4 * AT(1)), load4(pf + 4 * AT(2)), load4(pf + 4 * AT(3)), &f[0], &f[1],
+               &f[2], &fk);
     (void)fk;
     ph__v4d nv[3], nw[3];
     for (int c = 0; c < 3; c++)
         nv[c] = v[c] + f[c];
-    store_vw(&w->vws[s], nv, av);
+    store_vw(&w->vws[s], sl, nv, av);
     const ph__v4d wfv = splat4(wf);
     for (int c = 0; c < 3; c++) {
         nw[c] = av[c];
@@ -158,10 +177,10 @@ static inline __attribute__((always_inline)) void integrate4(ph__world *w, int32
     }
     transpose4(nv[0], nv[1], nv[2], nw[0], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(ps + j * sbs, r[j]);
+        store4(ps + AT(j) * sbs, r[j]);
     transpose4(nw[1], nw[2], k[0], k[1], &r[0], &r[1], &r[2], &r[3]);
     for (int j = 0; j < 4; j++)
-        store4(ps + j * sbs + 4, r[j]);
+        store4(ps + AT(j) * sbs + 4, r[j]);
 }
 
 static inline __attribute__((always_inline)) void integrate_body(ph__world *w, int32_t s0, int32_t s1, double h, int dv,
@@ -174,7 +193,7 @@ static inline __attribute__((always_inline)) void integrate_body(ph__world *w, i
         const int ok = !next || ((f[0].plain & f[1].plain) & (f[2].plain & f[3].plain) & (b[0].iso & b[1].iso) &
                                  (b[2].iso & b[3].iso));
         if (ok) {
-            integrate4(w, s, h, dv, next, warm, wf);
+            integrate4(w, NULL, s, h, dv, next, warm, wf);
         } else {
             for (int j = 0; j < 4; j++)
                 ph__integrate_body(w, s + j, h, dv, next, wf);
@@ -200,7 +219,7 @@ static inline __attribute__((always_inline)) void integrate_list_body(ph__world 
         for (int j = 0; j < 4 && ok && next; j++)
             ok &= w->sforce[s + j].plain & w->sbodies[s + j].iso;
         if (ok) {
-            integrate4(w, s, h, dv, next, warm, wf);
+            integrate4(w, NULL, s, h, dv, next, warm, wf);
             i += 4;
         } else {
             ph__integrate_body(w, s, h, dv, next, wf);
@@ -211,6 +230,66 @@ static inline __attribute__((always_inline)) void integrate_list_body(ph__world 
 
 PH_VARIANTS(integrate_list, (ph__world * w, const int32_t *idx, int32_t n, double h, int dv, int next, double wf),
             (w, idx, n, h, dv, next, wf))
+
+/* The same over the solver bodies idx[0, n) in any order (a claimed
+ * piece's, solver_wide.c's fused integration): every four plain isotropic
+ * bodies gathered into the lanes, whichever they are; the others one by
+ * one; the last one to three that do not fill the lanes wait in g for the
+ * next call (ph__wide_integrate_flush). Each body's numbers are those of
+ * ph__integrate_body, as in a run of four. */
+static inline __attribute__((always_inline)) void integrate_gather_body(ph__world *w, ph__igather *g,
+                                                                        const int32_t *idx, int32_t n, double h, int dv,
+                                                                        int next, double wf) {
+    const int warm = next == 2 && wf != 0;
+    int k = g->n;
+    int32_t sl[4] = {g->sl[0], g->sl[1], g->sl[2], g->sl[3]};
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = idx[i];
+        if (next && !(w->sforce[s].plain & w->sbodies[s].iso)) {
+            ph__integrate_body(w, s, h, dv, next, wf);
+            continue;
+        }
+        sl[k++] = s;
+        if (k == 4) {
+            integrate4(w, sl, 0, h, dv, next, warm, wf);
+            k = 0;
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        g->sl[j] = sl[j];
+    g->n = k;
+}
+
+PH_VARIANTS(integrate_gather,
+            (ph__world * w, ph__igather *g, const int32_t *idx, int32_t n, double h, int dv, int next, double wf),
+            (w, g, idx, n, h, dv, next, wf))
+
+/* The bodies waiting in g: one alone, two or three in the lanes (the last
+ * one repeated in the lanes left). */
+static inline __attribute__((always_inline)) void integrate_flush_body(ph__world *w, ph__igather *g, double h, int dv,
+                                                                       int next, double wf) {
+    const int k = g->n;
+    g->n = 0;
+    if (k == 1) {
+        ph__integrate_body(w, g->sl[0], h, dv, next, wf);
+    } else if (k > 1) {
+        for (int j = k; j < 4; j++)
+            g->sl[j] = g->sl[k - 1];
+        integrate4(w, g->sl, 0, h, dv, next, next == 2 && wf != 0, wf);
+    }
+}
+
+PH_VARIANTS(integrate_flush, (ph__world * w, ph__igather *g, double h, int dv, int next, double wf),
+            (w, g, h, dv, next, wf))
+
+void ph__wide_integrate_gather(ph__world *w, ph__igather *g, const int32_t *idx, int32_t n, double h, int dv, int next,
+                               double wf) {
+    PH_DISPATCH(w, integrate_gather, (w, g, idx, n, h, dv, next, wf));
+}
+
+void ph__wide_integrate_flush(ph__world *w, ph__igather *g, double h, int dv, int next, double wf) {
+    PH_DISPATCH(w, integrate_flush, (w, g, h, dv, next, wf));
+}
 
 void ph__wide_integrate_list(ph__world *w, const int32_t *idx, int32_t n, double h, int dv, int next, double wf) {
     PH_DISPATCH(w, integrate_list, (w, idx, n, h, dv, next, wf));

@@ -1525,19 +1525,20 @@ PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int
  * group's batches are points 0.. of the same lanes' manifolds, so its first
  * batch names all its bodies). Segment 0's are on the last segment (a
  * pass that follows another over the same segments). By solver body: the
- * last segment that touched it, and its first and last group there. */
-static int make_deps(ph__world *w, int32_t nseg) {
+ * last segment that touched it, and its first and last group there
+ * (bs: 3 (nsb + 1) scratch). Segments k0 .. k1 - 1 of the loop below
+ * (k == nseg: segment 0 again, against the last): a segment's dependencies
+ * read only the segment before it, so ranges of k give the same numbers
+ * side by side (make_schedule), each starting from segment k0 - 1. */
+static void deps_range(ph__world *w, int32_t nseg, int32_t *bs, int32_t k0, int32_t k1) {
     const int32_t nsb = w->sbody_count;
-    int32_t *bs = ph__arena_alloc(&w->arena, 3 * (size_t)(nsb + 1) * sizeof *bs, "schedule's dependencies");
-    if (!bs) return 1;
     int32_t *bfirst = bs + nsb + 1, *blast = bfirst + nsb + 1;
     for (int32_t b = 0; b <= nsb; b++)
         bs[b] = -2;
     const int32_t *sg = w->wsegs;
-    for (int32_t k = 0; k <= nseg; k++) {
-        /* k == nseg: segment 0 again, against the last. */
+    for (int32_t k = k0 > 0 ? k0 - 1 : 0; k < k1; k++) {
         const int32_t g0 = sg[4 * (k % nseg)], g1 = sg[4 * (k % nseg) + 1], prev = k - 1;
-        for (int32_t g = g0; g < g1; g++) {
+        for (int32_t g = g0; g < g1 && k >= k0; g++) {
             const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
             int32_t lo = INT32_MAX, hi = -1;
             for (int j = 0; j < PH_LANES; j++) {
@@ -1570,21 +1571,16 @@ static int make_deps(ph__world *w, int32_t nseg) {
             }
         }
     }
-    ph__arena_free(&w->arena, bs);
-    return 0;
 }
 
 /* The integration's schedule (w->wint, w->wintg; claim_pass): each
  * solver body under the last group (in pass order) whose batches touch
- * it, the bodies of no group after the groups, each list ascending (so
- * that four consecutive solver bodies are integrated four at a time). A
- * group's first batch names all its bodies (make_deps). */
-static int make_int(ph__world *w, int32_t ng) {
+ * it, the bodies of no group after the groups, each list ascending. A
+ * group's first batch names all its bodies (make_deps). last: nsb + 1
+ * scratch; w->wint reserved (ng + 3 + nsb). */
+static void make_int(ph__world *w, int32_t ng, int32_t *last) {
     const int32_t nsb = w->sbody_count;
-    if (ph__array_reserve(w->wint, ng + 3 + nsb)) return 1;
-    int32_t *gi = w->wintg = w->wint, *list = w->wint + ng + 3;
-    int32_t *last = ph__arena_alloc(&w->arena, (size_t)(nsb + 1) * sizeof *last, "integration's schedule");
-    if (!last) return 1;
+    int32_t *gi = w->wint, *list = w->wint + ng + 3;
     for (int32_t b = 0; b < nsb; b++)
         last[b] = ng; /* (no group) */
     for (int32_t g = 0; g < ng; g++) {
@@ -1603,8 +1599,57 @@ static int make_int(ph__world *w, int32_t ng) {
         gi[g] += gi[g - 1];
     for (int32_t b = 1; b < nsb; b++)
         list[gi[last[b] + 1]++] = b;
-    ph__arena_free(&w->arena, last);
-    w->wint_bodies = nsb;
+}
+
+/* The dependencies (deps: deps_range) and the integration's lists
+ * (ints: make_int) of a new layout, as pieces that the step's workers
+ * claim (ph__tasks_run_open; each piece writes its own records: the
+ * dependencies of its segments, or wint), or in order on one: the
+ * dependencies in two ranges of segments split near the middle group,
+ * then the lists. */
+typedef struct sched_job {
+    int32_t nseg, ng, kmid, *bs[2], *last;
+    int deps, ints;
+    atomic_int next;
+} sched_job;
+
+static void sched_piece(ph__world *w, sched_job *j, int i) {
+    if (i == 0 && j->deps) deps_range(w, j->nseg, j->bs[0], 0, j->kmid);
+    if (i == 1 && j->deps) deps_range(w, j->nseg, j->bs[1], j->kmid, j->nseg + 1);
+    if (i == 2 && j->ints) make_int(w, j->ng, j->last);
+}
+
+static void sched_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+    (void)worker;
+    (void)nworkers;
+    sched_job *j = ctx;
+    for (int i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < 3;)
+        sched_piece(w, j, i);
+}
+
+static int make_deps(ph__world *w, int32_t ng, int32_t nseg, int deps, int ints) {
+    const int32_t nsb = w->sbody_count;
+    if (ints && ph__array_reserve(w->wint, ng + 3 + nsb)) return 1;
+    int32_t *buf = ph__arena_alloc(&w->arena, 7 * (size_t)(nsb + 1) * sizeof *buf, "schedule's dependencies");
+    if (!buf) return 1;
+    sched_job j = {.nseg = nseg, .ng = ng, .bs = {buf, buf + 3 * (size_t)(nsb + 1)}, .deps = deps, .ints = ints};
+    j.last = buf + 6 * (size_t)(nsb + 1);
+    /* (The first range ends at the segment holding the middle group.) */
+    j.kmid = 1;
+    while (j.kmid < nseg && w->wsegs[4 * j.kmid + 1] <= ng / 2)
+        j.kmid++;
+    if (ng >= PH_TASKS_MIN_GROUPS && w->task_workers > 1) {
+        atomic_init(&j.next, 0);
+        ph__tasks_run_open(w, sched_pass, &j);
+    } else {
+        for (int i = 0; i < 3; i++)
+            sched_piece(w, &j, i);
+    }
+    ph__arena_free(&w->arena, buf);
+    if (ints) {
+        w->wintg = w->wint;
+        w->wint_bodies = nsb;
+    }
     return 0;
 }
 
@@ -1667,12 +1712,10 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
      * stepping thread alone (the same numbers). */
     if (2 * npar < ng) return PH_OK;
     w->wgdep = w->wgfirst + ng + 1;
-    if (!deps_kept && make_deps(w, nseg)) return PH_ERR_NO_MEMORY;
     /* (The same batches; the solver bodies of no group may differ.) */
-    if (deps_kept && w->wint_bodies == w->sbody_count)
-        w->wintg = w->wint;
-    else if (make_int(w, ng))
-        return PH_ERR_NO_MEMORY;
+    const int ints = !deps_kept || w->wint_bodies != w->sbody_count;
+    if (!ints) w->wintg = w->wint;
+    if ((!deps_kept || ints) && make_deps(w, ng, nseg, !deps_kept, ints)) return PH_ERR_NO_MEMORY;
     w->wgdep_groups = ng;
     w->wgroup_count = ng;
     w->wseg_count = nseg;
@@ -1769,30 +1812,12 @@ typedef struct claim_job {
 #define INT_PIECE 64
 
 /* The integration of the bodies that the groups [g0, g1) (a claimed
- * piece) end: up to INT_SORT of them sorted into one ascending list
- * (ph__wide_integrate_list takes four consecutive solver bodies of an
- * ascending list as a run of four, and the bodies a few neighbouring
- * groups end are often neighbours in the solver bodies' order too); more,
- * group by group (each group's list is ascending; two are never joined
- * unsorted). */
-#define INT_SORT 128
-static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, int32_t g0, int32_t g1) {
+ * piece) end, four at a time whichever they are (their lists are one run
+ * of w->wint); up to three wait in g for the worker's next piece or the
+ * pass's end. */
+static inline int32_t integrate_groups(ph__world *w, const ph__wint *wi, ph__igather *g, int32_t g0, int32_t g1) {
     const int32_t *gi = w->wintg, *list = w->wint + w->wgroup_count + 3, n = gi[g1] - gi[g0];
-    if (n <= INT_SORT) {
-        int32_t buf[INT_SORT];
-        for (int32_t i = 0; i < n; i++) {
-            const int32_t x = list[gi[g0] + i];
-            int32_t k = i;
-            for (; k > 0 && buf[k - 1] > x; k--)
-                buf[k] = buf[k - 1];
-            buf[k] = x;
-        }
-        if (n > 0) ph__wide_integrate_list(w, buf, n, wi->h, wi->dv, wi->next, wi->wf);
-        return n;
-    }
-    for (int32_t g = g0; g < g1; g++)
-        if (gi[g + 1] > gi[g])
-            ph__wide_integrate_list(w, list + gi[g], gi[g + 1] - gi[g], wi->h, wi->dv, wi->next, wi->wf);
+    if (n > 0) ph__wide_integrate_gather(w, g, list + gi[g0], n, wi->h, wi->dv, wi->next, wi->wf);
     return n;
 }
 
@@ -1825,7 +1850,8 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
      * free. */
     const int32_t *gi = j->wi ? w->wintg : NULL, q_int = j->wi ? nq - nseg : nq;
     int32_t nint = 0;
-    int32_t full = 0; /* segments [0, full) of the run seen done */
+    ph__igather ig = {.n = 0}; /* bodies waiting for a run of four */
+    int32_t full = 0;          /* segments [0, full) of the run seen done */
     for (int32_t q = 0; q < nq; q++) {
         const int32_t k = q % nseg, s0 = sg[4 * k], s1 = sg[4 * k + 1];
         /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
@@ -1891,7 +1917,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                 atomic_store_explicit(&cs->back, a, memory_order_release);
             atomic_fetch_add_explicit(&cs->done, e - a, memory_order_release);
             /* (The piece done and published: the bodies its groups end.) */
-            if (q >= q_int) nint += integrate_groups(w, j->wi, a, e);
+            if (q >= q_int) nint += integrate_groups(w, j->wi, &ig, a, e);
         }
     }
     if (!gi) return;
@@ -1902,6 +1928,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                                 j->wi->wf);
         nint += e - a;
     }
+    ph__wide_integrate_flush(w, &ig, j->wi->h, j->wi->dv, j->wi->next, j->wi->wf);
     atomic_fetch_add_explicit(&j->sb_int, nint, memory_order_relaxed);
 }
 

@@ -138,4 +138,16 @@ void ph__wide_store_impulses(ph__world *w); /* the batches' impulses into the ma
  * steps), as solver.c's merits() does for rows. */
 void ph__wide_merits(const ph__world *w, ph__merit *m);
 
+/* The fused integration's bodies four at a time, any four
+ * (integrate_wide.c; solver_wide.c's claimed pass): up to three wait in
+ * ph__igather for the next call; ph__wide_integrate_flush integrates them.
+ * Each body's numbers are those of step.c's ph__integrate_body. */
+typedef struct ph__igather {
+    int32_t sl[4];
+    int n;
+} ph__igather;
+void ph__wide_integrate_gather(ph__world *w, ph__igather *g, const int32_t *idx, int32_t n, double h, int dv, int next,
+                               double wf);
+void ph__wide_integrate_flush(ph__world *w, ph__igather *g, double h, int dv, int next, double wf);
+
 #endif /* PHYSD_SOLVER_WIDE_H */

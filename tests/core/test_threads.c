@@ -431,6 +431,49 @@ static void test_fused_free(void **state) {
         ph_world_destroy(w[i]);
 }
 
+/* The fused integration gathers any four bodies that a claimed piece's
+ * groups end into the lanes (integrate_wide.c, ph__wide_integrate_gather;
+ * the last one to three of a worker's pass in lanes repeated), and
+ * integrates one by one those whose forces are not a plain velocity
+ * increment: pyramid40 (its schedule on) with every seventh cube damped
+ * (so not plain: in contact, among the groups' bodies), no per-sweep merits
+ * (all 10 substeps fuse, the last one without a next substep). Each
+ * substep integrates in its last claimed pass, every body once
+ * (fused_step), and the states equal one thread's bit for bit
+ * (run_case). */
+static void test_fused_mixed(void **state) {
+    (void)state;
+    ph_world_id w[NW];
+    for (int i = 0; i < NW; i++) {
+        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+        ph_settings st;
+        assert_int_equal(ph_world_get_settings(w[i], &st), PH_OK);
+        st.record_merits = 0;
+        assert_int_equal(ph_world_set_settings(w[i], &st), PH_OK);
+        ph_body_id b[1000];
+        const int n = ph_world_get_bodies(w[i], b, 1000);
+        assert_int_equal(n, 821);
+        for (int q = 3; q < n; q += 7)
+            assert_int_equal(ph_body_set_damping(b[q], 0.0, 0.5), PH_OK);
+    }
+    int64_t pass[NW] = {0}, sb[NW] = {0};
+    int on = 0;
+    for (int k = 0; k < 20; k++) {
+        run_case(w, 1, NULL);
+        if (!fused_step(w, pass, sb, 10)) continue;
+        on++;
+        const ph__world *two = ph__world_get(w[1]);
+        int32_t damped = 0; /* (in the groups' lists) */
+        for (int32_t i = 0; i < two->wintg[two->wgroup_count]; i++)
+            damped += !two->sforce[two->wint[two->wgroup_count + 3 + i]].plain;
+        assert_true(damped >= 100);
+    }
+    print_message("steps with the integration fused, damped bodies among the groups': %d of 20\n", on);
+    assert_true(on >= 15);
+    for (int i = 0; i < NW; i++)
+        ph_world_destroy(w[i]);
+}
+
 /* grid4000 until its columns rest (no restitutive pair left): 400
  * islands in tiles of whole islands, which the workers share out whole
  * (solver_wide.c, wsched_tiles): every pass of the first and last
@@ -694,6 +737,7 @@ int main(void) {
         cmocka_unit_test(test_envelope_fault),
         cmocka_unit_test(test_pyramid40_coloured),
         cmocka_unit_test(test_fused_free),
+        cmocka_unit_test(test_fused_mixed),
         cmocka_unit_test(test_events_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
