@@ -315,10 +315,16 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
         winert in;
         gather(sb, g, &u);
         gather_inert(sb, g, gr, g->aniso, &u, &in);
-        for (int32_t k = 0; k < g->glen; k++) {
-            const ph__wpoint *p = &w->wpts[b + k];
-            point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, g->aniso, &u);
-        }
+        if (g->aniso)
+            for (int32_t k = 0; k < g->glen; k++) {
+                const ph__wpoint *p = &w->wpts[b + k];
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 1, &u);
+            }
+        else
+            for (int32_t k = 0; k < g->glen; k++) {
+                const ph__wpoint *p = &w->wpts[b + k];
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 0, &u);
+            }
         scatter(sb, g, &u);
         b += g->glen;
     }
@@ -336,11 +342,33 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
 /* The relaxation pass on the points (relax_body's arithmetic on the
  * points' relative velocities): the normal's rigid diagonal is K_nn
  * without its eps; the point's three changes applied together. */
-static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
-                                                                   int32_t g0) {
+static inline __attribute__((always_inline)) void point_relax_points(ph__world *w, ph__wbatch *g, int32_t b,
+                                                                     const ph__vd (*dir)[3], const winert *in, wvel *u,
+                                                                     ph__vd hv, const int aniso, const int box) {
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY);
+    for (int32_t k = 0; k < g->glen; k++) {
+        const ph__wbatch *wb = &g[k];
+        ph__wpoint *p = &w->wpts[b + k];
+        ph__vd dv[3];
+        point_dv(p, u, dv);
+        const ph__vd t = relax_target_vd(wb->gap, hv, zero);
+        const ph__vd s = p->kd[0] - p->eps[0];
+        const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
+        const ph__vd n0 = clamp_vd(p->lam[0] - (dot3_vd(dir[0], dv) - t) * inv, zero, inf);
+        const ph__vd bound = box ? wb->box : wb->mu * n0;
+        const ph__vd n1 = clamp_vd(p->lam[1], -bound, bound), n2 = clamp_vd(p->lam[2], -bound, bound);
+        const ph__vd d0 = n0 - p->lam[0], d1 = n1 - p->lam[1], d2 = n2 - p->lam[2];
+        p->lam[0] = n0;
+        p->lam[1] = n1;
+        p->lam[2] = n2;
+        point_apply(dir, p, d0, d1, d2, in, aniso, u);
+    }
+}
+
+static inline __attribute__((always_inline)) void point_relax_groups(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                     int32_t g0, const int box) {
     ph__sbody *sb = w->sbodies;
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
+    const ph__vd hv = splat(h);
     const ph__wgroup *gr = w->wgroups + g0;
     for (int32_t b = b0; b < b1; gr++) {
         ph__wbatch *g = &w->wbatches[b];
@@ -349,26 +377,22 @@ static inline __attribute__((always_inline)) void point_relax_body(ph__world *w,
         winert in;
         gather(sb, g, &u);
         gather_inert(sb, g, gr, g->aniso, &u, &in);
-        for (int32_t k = 0; k < g->glen; k++) {
-            const ph__wbatch *wb = &g[k];
-            ph__wpoint *p = &w->wpts[b + k];
-            ph__vd dv[3];
-            point_dv(p, &u, dv);
-            const ph__vd t = relax_target_vd(wb->gap, hv, zero);
-            const ph__vd s = p->kd[0] - p->eps[0];
-            const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
-            const ph__vd n0 = clamp_vd(p->lam[0] - (dot3_vd(dir[0], dv) - t) * inv, zero, inf);
-            const ph__vd bound = box ? wb->box : wb->mu * n0;
-            const ph__vd n1 = clamp_vd(p->lam[1], -bound, bound), n2 = clamp_vd(p->lam[2], -bound, bound);
-            const ph__vd d0 = n0 - p->lam[0], d1 = n1 - p->lam[1], d2 = n2 - p->lam[2];
-            p->lam[0] = n0;
-            p->lam[1] = n1;
-            p->lam[2] = n2;
-            point_apply(dir, p, d0, d1, d2, &in, g->aniso, &u);
-        }
+        /* (aniso and box constants in each loop, as point_group's) */
+        if (g->aniso)
+            point_relax_points(w, g, b, dir, &in, &u, hv, 1, box);
+        else
+            point_relax_points(w, g, b, dir, &in, &u, hv, 0, box);
         scatter(sb, g, &u);
         b += g->glen;
     }
+}
+
+static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                   int32_t g0) {
+    if (w->settings.friction_model == PH_FRICTION_SCALED_BOX)
+        point_relax_groups(w, h, b0, b1, g0, 1);
+    else
+        point_relax_groups(w, h, b0, b1, g0, 0);
 }
 
 /* merits_body on the points. */
