@@ -200,9 +200,29 @@ static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_man
     *maxpen = mp;
 }
 
+/* *cm = *old by 32-byte moves (a plain struct copy is a `rep movsq`, whose
+ * start-up costs more than the moves at this size). */
+static inline __attribute__((always_inline)) void copy_manifold(ph__contact_manifold *cm,
+                                                                const ph__contact_manifold *old) {
+    typedef double v4 __attribute__((vector_size(32), aligned(8), may_alias));
+    enum { N = sizeof(ph__contact_manifold) / sizeof(v4), R = sizeof(ph__contact_manifold) % sizeof(v4) };
+    v4 *d = (v4 *)(void *)cm;
+    const v4 *s = (const v4 *)(const void *)old;
+#pragma GCC unroll 32
+    for (int i = 0; i < N; i++)
+        d[i] = s[i];
+    if (R) memcpy((char *)cm + N * sizeof(v4), (const char *)old + N * sizeof(v4), R);
+}
+
 static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
                                                                     const ph__contact_manifold *old, const ph__body *ba,
-                                                                    const ph__body *bb, int warm, double *maxpen) {
+                                                                    const ph__body *bb, const ph_vec3 *nt, int warm,
+                                                                    double *maxpen) {
+    copy_manifold(cm, old);
+    cm->row0 = -1;
+    cm->m.normal = nt[0];
+    cm->t1 = nt[1];
+    cm->t2 = nt[2];
     if (cm->m.count == PH_MAX_MANIFOLD_POINTS)
         reuse_points_n(cm, old, ba, bb, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
     else
@@ -211,8 +231,8 @@ static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_
 
 PH_VARIANTS(reuse_points,
             (ph__contact_manifold * cm, const ph__contact_manifold *old, const ph__body *ba, const ph__body *bb,
-             int warm, double *maxpen),
-            (cm, old, ba, bb, warm, maxpen))
+             const ph_vec3 *nt, int warm, double *maxpen),
+            (cm, old, ba, bb, nt, warm, maxpen))
 
 /* Rebuilds manifold cm from the cached old one without colliding: the
  * normal turns with body ba, each point's two material points (loc_a,
@@ -223,13 +243,11 @@ PH_VARIANTS(reuse_points,
  * friction impulses re-expressed in the tangent basis of the new normal. */
 static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph__contact_manifold *old,
                           const ph__body *ba, const ph__body *bb, int warm) {
-    *cm = *old;
-    cm->row0 = -1;
-    const ph_vec3 n = ph_rotate(ba->q, cm->n_loc);
-    cm->m.normal = n;
-    ph_tangents(n, &cm->t1, &cm->t2);
+    ph_vec3 nt[3]; /* the normal and its tangents */
+    nt[0] = ph_rotate(ba->q, old->n_loc);
+    ph_tangents(nt[0], &nt[1], &nt[2]);
     double maxpen = 0;
-    PH_DISPATCH(w, reuse_points, (cm, old, ba, bb, warm, &maxpen));
+    PH_DISPATCH(w, reuse_points, (cm, old, ba, bb, nt, warm, &maxpen));
     return maxpen;
 }
 
