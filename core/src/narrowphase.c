@@ -155,30 +155,30 @@ static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int
  * (a constant 4 in the common case: the lanes then load without tests). */
 static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_manifold *cm,
                                                                  const ph__contact_manifold *old, const ph__body *ba,
-                                                                 const ph__body *bb, int warm, double *maxpen,
-                                                                 const int n) {
+                                                                 const ph__body *bb, const ph_vec3 *nt, int warm,
+                                                                 double *maxpen, const int n) {
     _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
     ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
     for (int c = 0; c < 3; c++) {
-        la[c] = lanes3(cm->loc_a, n, c);
-        lb[c] = lanes3(cm->loc_b, n, c);
+        la[c] = lanes3(old->loc_a, n, c);
+        lb[c] = lanes3(old->loc_b, n, c);
     }
     rotate4(ba->q, la, ra);
     rotate4(bb->q, lb, rb);
-    const double *pa = &ba->p.x, *pb = &bb->p.x, *nn = &cm->m.normal.x;
+    const double *pa = &ba->p.x, *pb = &bb->p.x, *nn = &nt[0].x;
     for (int c = 0; c < 3; c++) {
         const ph__v4d a = splat4(pa[c]) + ra[c], b = splat4(pb[c]) + rb[c];
         pt[c] = (a + b) * splat4(0.5);
         d[c] = b - a;
     }
     const ph__v4d depth =
-        lanes1(cm->depth0, n) - ((splat4(nn[0]) * d[0] + splat4(nn[1]) * d[1]) + splat4(nn[2]) * d[2]);
+        lanes1(old->depth0, n) - ((splat4(nn[0]) * d[0] + splat4(nn[1]) * d[1]) + splat4(nn[2]) * d[2]);
     ph__v4d l1 = splat4(0.0), l2 = splat4(0.0);
     if (warm) {
         /* carry_friction point for point. */
         const ph__v4d o1 = lanes1(old->lt1, n), o2 = lanes1(old->lt2, n);
         ph__v4d f[3];
-        const double *t1 = &old->t1.x, *t2 = &old->t2.x, *c1 = &cm->t1.x, *c2 = &cm->t2.x;
+        const double *t1 = &old->t1.x, *t2 = &old->t2.x, *c1 = &nt[1].x, *c2 = &nt[2].x;
         for (int c = 0; c < 3; c++)
             f[c] = splat4(t1[c]) * o1 + splat4(t2[c]) * o2;
         l1 = (f[0] * splat4(c1[0]) + f[1] * splat4(c1[1])) + f[2] * splat4(c1[2]);
@@ -189,7 +189,7 @@ static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_man
         ph__mpoint *m = &cm->m.pts[k];
         m->point = ph_v3(pt[0][k], pt[1][k], pt[2][k]);
         m->depth = depth[k];
-        if (m->depth > mp) mp = m->depth;
+        if (depth[k] > mp) mp = depth[k];
         if (warm) {
             cm->lt1[k] = l1[k];
             cm->lt2[k] = l2[k];
@@ -223,10 +223,11 @@ static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_
     cm->m.normal = nt[0];
     cm->t1 = nt[1];
     cm->t2 = nt[2];
-    if (cm->m.count == PH_MAX_MANIFOLD_POINTS)
-        reuse_points_n(cm, old, ba, bb, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
+    /* (Read from old, not from the copy just stored.) */
+    if (old->m.count == PH_MAX_MANIFOLD_POINTS)
+        reuse_points_n(cm, old, ba, bb, nt, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
     else
-        reuse_points_n(cm, old, ba, bb, warm, maxpen, cm->m.count);
+        reuse_points_n(cm, old, ba, bb, nt, warm, maxpen, old->m.count);
 }
 
 PH_VARIANTS(reuse_points,
