@@ -267,20 +267,31 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
                                                               ph__vd zero) {
     ph__sbody *sb = w->sbodies;
     ph__wbatch *g = &w->wbatches[b];
-    /* The directions copied once: the points' stores could alias gr. */
-    ph__vd dir[3][3];
-    memcpy(dir, gr->dir, sizeof dir);
     wvel u;
     winert in;
     gather(sb, g, &u);
     gather_inert(sb, g, gr, g->aniso, &u, &in);
     /* (aniso and box constants in each loop: no tests per point) */
-    if (g->aniso)
-        for (int32_t k = 0; k < g->glen; k++)
-            point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, zero);
-    else
-        for (int32_t k = 0; k < g->glen; k++)
-            point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, zero);
+    if (g->glen == 1) {
+        /* One batch (one-point manifolds: a sphere's): the directions read
+         * once where they are. */
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
+        if (g->aniso)
+            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, zero);
+        else
+            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, zero);
+    } else {
+        /* The directions copied once: the points' stores could alias gr,
+         * which would make every visit load them again. */
+        ph__vd dir[3][3];
+        memcpy(dir, gr->dir, sizeof dir);
+        if (g->aniso)
+            for (int32_t k = 0; k < g->glen; k++)
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, zero);
+        else
+            for (int32_t k = 0; k < g->glen; k++)
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, zero);
+    }
     scatter(sb, g, &u);
 }
 
