@@ -331,6 +331,8 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
                 const ph__wpoint *p = &w->wpts[b + k];
                 point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 1, &u);
             }
+        else if (g->glen == 1)
+            point_apply(dir, &w->wpts[b], w->wpts[b].lam[0], w->wpts[b].lam[1], w->wpts[b].lam[2], &in, 0, &u);
         else
             for (int32_t k = 0; k < g->glen; k++) {
                 const ph__wpoint *p = &w->wpts[b + k];
@@ -354,10 +356,11 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
  * points' relative velocities): the normal's rigid diagonal is K_nn
  * without its eps; the point's three changes applied together. */
 static inline __attribute__((always_inline)) void point_relax_points(ph__world *w, ph__wbatch *g, int32_t b,
-                                                                     const ph__vd (*dir)[3], const winert *in, wvel *u,
-                                                                     ph__vd hv, const int aniso, const int box) {
+                                                                     int32_t glen, const ph__vd (*dir)[3],
+                                                                     const winert *in, wvel *u, ph__vd hv,
+                                                                     const int aniso, const int box) {
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
-    for (int32_t k = 0; k < g->glen; k++) {
+    for (int32_t k = 0; k < glen; k++) {
         const ph__wbatch *wb = &g[k];
         ph__wpoint *p = &w->wpts[b + k];
         ph__vd dv[3];
@@ -388,11 +391,14 @@ static inline __attribute__((always_inline)) void point_relax_groups(ph__world *
         winert in;
         gather(sb, g, &u);
         gather_inert(sb, g, gr, g->aniso, &u, &in);
-        /* (aniso and box constants in each loop, as point_group's) */
+        /* (aniso and box constants in each loop, one batch without the
+         * loop, as point_group's) */
         if (g->aniso)
-            point_relax_points(w, g, b, dir, &in, &u, hv, 1, box);
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 1, box);
+        else if (g->glen == 1)
+            point_relax_points(w, g, b, 1, dir, &in, &u, hv, 0, box);
         else
-            point_relax_points(w, g, b, dir, &in, &u, hv, 0, box);
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 0, box);
         scatter(sb, g, &u);
         b += g->glen;
     }
