@@ -155,30 +155,30 @@ static inline __attribute__((always_inline)) ph__v4d lanes1(const double *x, int
  * (a constant 4 in the common case: the lanes then load without tests). */
 static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_manifold *cm,
                                                                  const ph__contact_manifold *old, const ph__body *ba,
-                                                                 const ph__body *bb, int warm, double *maxpen,
-                                                                 const int n) {
+                                                                 const ph__body *bb, const ph_vec3 *nt, int warm,
+                                                                 double *maxpen, const int n) {
     _Static_assert(PH_MAX_MANIFOLD_POINTS == 4, "one lane per manifold point");
     ph__v4d la[3], lb[3], ra[3], rb[3], pt[3], d[3];
     for (int c = 0; c < 3; c++) {
-        la[c] = lanes3(cm->loc_a, n, c);
-        lb[c] = lanes3(cm->loc_b, n, c);
+        la[c] = lanes3(old->loc_a, n, c);
+        lb[c] = lanes3(old->loc_b, n, c);
     }
     rotate4(ba->q, la, ra);
     rotate4(bb->q, lb, rb);
-    const double *pa = &ba->p.x, *pb = &bb->p.x, *nn = &cm->m.normal.x;
+    const double *pa = &ba->p.x, *pb = &bb->p.x, *nn = &nt[0].x;
     for (int c = 0; c < 3; c++) {
         const ph__v4d a = splat4(pa[c]) + ra[c], b = splat4(pb[c]) + rb[c];
         pt[c] = (a + b) * splat4(0.5);
         d[c] = b - a;
     }
     const ph__v4d depth =
-        lanes1(cm->depth0, n) - ((splat4(nn[0]) * d[0] + splat4(nn[1]) * d[1]) + splat4(nn[2]) * d[2]);
+        lanes1(old->depth0, n) - ((splat4(nn[0]) * d[0] + splat4(nn[1]) * d[1]) + splat4(nn[2]) * d[2]);
     ph__v4d l1 = splat4(0.0), l2 = splat4(0.0);
     if (warm) {
         /* carry_friction point for point. */
         const ph__v4d o1 = lanes1(old->lt1, n), o2 = lanes1(old->lt2, n);
         ph__v4d f[3];
-        const double *t1 = &old->t1.x, *t2 = &old->t2.x, *c1 = &cm->t1.x, *c2 = &cm->t2.x;
+        const double *t1 = &old->t1.x, *t2 = &old->t2.x, *c1 = &nt[1].x, *c2 = &nt[2].x;
         for (int c = 0; c < 3; c++)
             f[c] = splat4(t1[c]) * o1 + splat4(t2[c]) * o2;
         l1 = (f[0] * splat4(c1[0]) + f[1] * splat4(c1[1])) + f[2] * splat4(c1[2]);
@@ -189,7 +189,7 @@ static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_man
         ph__mpoint *m = &cm->m.pts[k];
         m->point = ph_v3(pt[0][k], pt[1][k], pt[2][k]);
         m->depth = depth[k];
-        if (m->depth > mp) mp = m->depth;
+        if (depth[k] > mp) mp = depth[k];
         if (warm) {
             cm->lt1[k] = l1[k];
             cm->lt2[k] = l2[k];
@@ -200,19 +200,40 @@ static inline __attribute__((always_inline)) void reuse_points_n(ph__contact_man
     *maxpen = mp;
 }
 
+/* *cm = *old by 32-byte moves (a plain struct copy is a `rep movsq`, whose
+ * start-up costs more than the moves at this size). */
+static inline __attribute__((always_inline)) void copy_manifold(ph__contact_manifold *cm,
+                                                                const ph__contact_manifold *old) {
+    typedef double v4 __attribute__((vector_size(32), aligned(8), may_alias));
+    enum { N = sizeof(ph__contact_manifold) / sizeof(v4), R = sizeof(ph__contact_manifold) % sizeof(v4) };
+    v4 *d = (v4 *)(void *)cm;
+    const v4 *s = (const v4 *)(const void *)old;
+#pragma GCC unroll 32
+    for (int i = 0; i < N; i++)
+        d[i] = s[i];
+    if (R) memcpy((char *)cm + N * sizeof(v4), (const char *)old + N * sizeof(v4), R);
+}
+
 static inline __attribute__((always_inline)) void reuse_points_body(ph__contact_manifold *cm,
                                                                     const ph__contact_manifold *old, const ph__body *ba,
-                                                                    const ph__body *bb, int warm, double *maxpen) {
-    if (cm->m.count == PH_MAX_MANIFOLD_POINTS)
-        reuse_points_n(cm, old, ba, bb, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
+                                                                    const ph__body *bb, const ph_vec3 *nt, int warm,
+                                                                    double *maxpen) {
+    copy_manifold(cm, old);
+    cm->row0 = -1;
+    cm->m.normal = nt[0];
+    cm->t1 = nt[1];
+    cm->t2 = nt[2];
+    /* (Read from old, not from the copy just stored.) */
+    if (old->m.count == PH_MAX_MANIFOLD_POINTS)
+        reuse_points_n(cm, old, ba, bb, nt, warm, maxpen, PH_MAX_MANIFOLD_POINTS);
     else
-        reuse_points_n(cm, old, ba, bb, warm, maxpen, cm->m.count);
+        reuse_points_n(cm, old, ba, bb, nt, warm, maxpen, old->m.count);
 }
 
 PH_VARIANTS(reuse_points,
             (ph__contact_manifold * cm, const ph__contact_manifold *old, const ph__body *ba, const ph__body *bb,
-             int warm, double *maxpen),
-            (cm, old, ba, bb, warm, maxpen))
+             const ph_vec3 *nt, int warm, double *maxpen),
+            (cm, old, ba, bb, nt, warm, maxpen))
 
 /* Rebuilds manifold cm from the cached old one without colliding: the
  * normal turns with body ba, each point's two material points (loc_a,
@@ -223,13 +244,11 @@ PH_VARIANTS(reuse_points,
  * friction impulses re-expressed in the tangent basis of the new normal. */
 static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph__contact_manifold *old,
                           const ph__body *ba, const ph__body *bb, int warm) {
-    *cm = *old;
-    cm->row0 = -1;
-    const ph_vec3 n = ph_rotate(ba->q, cm->n_loc);
-    cm->m.normal = n;
-    ph_tangents(n, &cm->t1, &cm->t2);
+    ph_vec3 nt[3]; /* the normal and its tangents */
+    nt[0] = ph_rotate(ba->q, old->n_loc);
+    ph_tangents(nt[0], &nt[1], &nt[2]);
     double maxpen = 0;
-    PH_DISPATCH(w, reuse_points, (cm, old, ba, bb, warm, &maxpen));
+    PH_DISPATCH(w, reuse_points, (cm, old, ba, bb, nt, warm, &maxpen));
     return maxpen;
 }
 

@@ -204,6 +204,28 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
     point_apply(dir, p, d0, d1, d2, in, aniso, u);
 }
 
+/* The refresh's loop over a group's points (scale: a constant, so that the
+ * loop has no test of it). */
+static inline __attribute__((always_inline)) void point_refresh_rhs(ph__wbatch *g, ph__wpoint *pg, const refresh_k *c,
+                                                                    ph__vd lin, const ph__vd *ca, const ph__vd *cb,
+                                                                    const int scale) {
+    for (int32_t k = 0; k < g->glen; k++) {
+        ph__wbatch *wb = &g[k];
+        ph__wpoint *p = &pg[k];
+        const ph__vd jv0 = (lin + dot3_vd(p->rb, cb)) - dot3_vd(p->ra, ca);
+        const ph__vd gap = wb->gap + c->hv * jv0;
+        wb->gap = gap;
+        p->rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
+        if (scale) {
+            const ph__vd ln = p->lam[0] * c->wsf;
+            p->lam[0] = ln;
+            const ph__vd bound = c->box ? wb->box : wb->mu * ln;
+            p->lam[1] = clamp_vd(p->lam[1] * c->wsf, -bound, bound);
+            p->lam[2] = clamp_vd(p->lam[2] * c->wsf, -bound, bound);
+        }
+    }
+}
+
 /* The refresh of a group's points (refresh_group's arithmetic on the
  * points' relative velocities). */
 static inline __attribute__((always_inline)) void point_refresh_group(const ph__world *w, ph__wbatch *g, ph__wpoint *pg,
@@ -219,21 +241,10 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
     const ph__vd lin = dot3_vd(dir[0], dl);
     cross_vd(dir[0], u0.wa, ca);
     cross_vd(dir[0], u0.wb, cb);
-    for (int32_t k = 0; k < g->glen; k++) {
-        ph__wbatch *wb = &g[k];
-        ph__wpoint *p = &pg[k];
-        const ph__vd jv0 = (lin + dot3_vd(p->rb, cb)) - dot3_vd(p->ra, ca);
-        const ph__vd gap = wb->gap + c->hv * jv0;
-        wb->gap = gap;
-        p->rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
-        if (c->scale) {
-            const ph__vd ln = p->lam[0] * c->wsf;
-            p->lam[0] = ln;
-            const ph__vd bound = c->box ? wb->box : wb->mu * ln;
-            p->lam[1] = clamp_vd(p->lam[1] * c->wsf, -bound, bound);
-            p->lam[2] = clamp_vd(p->lam[2] * c->wsf, -bound, bound);
-        }
-    }
+    if (c->scale)
+        point_refresh_rhs(g, pg, c, lin, ca, cb, 1);
+    else
+        point_refresh_rhs(g, pg, c, lin, ca, cb, 0);
     if (c->need_b) {
         wvel u;
         gather_arrays(w->vws, g, &u);
@@ -256,27 +267,52 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
                                                               ph__vd zero) {
     ph__sbody *sb = w->sbodies;
     ph__wbatch *g = &w->wbatches[b];
-    const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
     wvel u;
     winert in;
     gather(sb, g, &u);
     gather_inert(sb, g, gr, g->aniso, &u, &in);
-    for (int32_t k = 0; k < g->glen; k++)
-        point_block(&w->wpts[b + k], dir, &g[k], &in, g->aniso, box, &u, zero);
+    /* (aniso and box constants in each loop: no tests per point) */
+    if (g->glen == 1) {
+        /* One batch (one-point manifolds: a sphere's): the directions read
+         * once where they are. */
+        const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
+        if (g->aniso)
+            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, zero);
+        else
+            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, zero);
+    } else {
+        /* The directions copied once: the points' stores could alias gr,
+         * which would make every visit load them again. */
+        ph__vd dir[3][3];
+        memcpy(dir, gr->dir, sizeof dir);
+        if (g->aniso)
+            for (int32_t k = 0; k < g->glen; k++)
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, zero);
+        else
+            for (int32_t k = 0; k < g->glen; k++)
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, zero);
+    }
     scatter(sb, g, &u);
 }
 
 /* The passes below visit the groups whose batches are [b0, b1), the
  * first of them group g0 (all of them, or one worker's share: tasks.c). */
-static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
-                                                                   int32_t b1, int32_t g0) {
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+static inline __attribute__((always_inline)) void point_sweep_groups(ph__world *w, const refresh_k *rk, int32_t b0,
+                                                                     int32_t b1, int32_t g0, const int box) {
     const ph__vd zero = splat(0.0);
     const ph__wgroup *gr = w->wgroups + g0;
     for (int32_t b = b0; b < b1; b += w->wbatches[b].glen, gr++) {
         if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, rk);
         point_group(w, b, gr, box, zero);
     }
+}
+
+static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
+                                                                   int32_t b1, int32_t g0) {
+    if (w->settings.friction_model == PH_FRICTION_SCALED_BOX)
+        point_sweep_groups(w, rk, b0, b1, g0, 1);
+    else
+        point_sweep_groups(w, rk, b0, b1, g0, 0);
 }
 
 static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w, int32_t b0, int32_t b1,
@@ -290,10 +326,18 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
         winert in;
         gather(sb, g, &u);
         gather_inert(sb, g, gr, g->aniso, &u, &in);
-        for (int32_t k = 0; k < g->glen; k++) {
-            const ph__wpoint *p = &w->wpts[b + k];
-            point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, g->aniso, &u);
-        }
+        if (g->aniso)
+            for (int32_t k = 0; k < g->glen; k++) {
+                const ph__wpoint *p = &w->wpts[b + k];
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 1, &u);
+            }
+        else if (g->glen == 1)
+            point_apply(dir, &w->wpts[b], w->wpts[b].lam[0], w->wpts[b].lam[1], w->wpts[b].lam[2], &in, 0, &u);
+        else
+            for (int32_t k = 0; k < g->glen; k++) {
+                const ph__wpoint *p = &w->wpts[b + k];
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 0, &u);
+            }
         scatter(sb, g, &u);
         b += g->glen;
     }
@@ -311,11 +355,34 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
 /* The relaxation pass on the points (relax_body's arithmetic on the
  * points' relative velocities): the normal's rigid diagonal is K_nn
  * without its eps; the point's three changes applied together. */
-static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
-                                                                   int32_t g0) {
+static inline __attribute__((always_inline)) void point_relax_points(ph__world *w, ph__wbatch *g, int32_t b,
+                                                                     int32_t glen, const ph__vd (*dir)[3],
+                                                                     const winert *in, wvel *u, ph__vd hv,
+                                                                     const int aniso, const int box) {
+    const ph__vd zero = splat(0.0), inf = splat(INFINITY);
+    for (int32_t k = 0; k < glen; k++) {
+        const ph__wbatch *wb = &g[k];
+        ph__wpoint *p = &w->wpts[b + k];
+        ph__vd dv[3];
+        point_dv(p, u, dv);
+        const ph__vd t = relax_target_vd(wb->gap, hv, zero);
+        const ph__vd s = p->kd[0] - p->eps[0];
+        const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
+        const ph__vd n0 = clamp_vd(p->lam[0] - (dot3_vd(dir[0], dv) - t) * inv, zero, inf);
+        const ph__vd bound = box ? wb->box : wb->mu * n0;
+        const ph__vd n1 = clamp_vd(p->lam[1], -bound, bound), n2 = clamp_vd(p->lam[2], -bound, bound);
+        const ph__vd d0 = n0 - p->lam[0], d1 = n1 - p->lam[1], d2 = n2 - p->lam[2];
+        p->lam[0] = n0;
+        p->lam[1] = n1;
+        p->lam[2] = n2;
+        point_apply(dir, p, d0, d1, d2, in, aniso, u);
+    }
+}
+
+static inline __attribute__((always_inline)) void point_relax_groups(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                     int32_t g0, const int box) {
     ph__sbody *sb = w->sbodies;
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
+    const ph__vd hv = splat(h);
     const ph__wgroup *gr = w->wgroups + g0;
     for (int32_t b = b0; b < b1; gr++) {
         ph__wbatch *g = &w->wbatches[b];
@@ -324,26 +391,25 @@ static inline __attribute__((always_inline)) void point_relax_body(ph__world *w,
         winert in;
         gather(sb, g, &u);
         gather_inert(sb, g, gr, g->aniso, &u, &in);
-        for (int32_t k = 0; k < g->glen; k++) {
-            const ph__wbatch *wb = &g[k];
-            ph__wpoint *p = &w->wpts[b + k];
-            ph__vd dv[3];
-            point_dv(p, &u, dv);
-            const ph__vd t = relax_target_vd(wb->gap, hv, zero);
-            const ph__vd s = p->kd[0] - p->eps[0];
-            const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
-            const ph__vd n0 = clamp_vd(p->lam[0] - (dot3_vd(dir[0], dv) - t) * inv, zero, inf);
-            const ph__vd bound = box ? wb->box : wb->mu * n0;
-            const ph__vd n1 = clamp_vd(p->lam[1], -bound, bound), n2 = clamp_vd(p->lam[2], -bound, bound);
-            const ph__vd d0 = n0 - p->lam[0], d1 = n1 - p->lam[1], d2 = n2 - p->lam[2];
-            p->lam[0] = n0;
-            p->lam[1] = n1;
-            p->lam[2] = n2;
-            point_apply(dir, p, d0, d1, d2, &in, g->aniso, &u);
-        }
+        /* (aniso and box constants in each loop, one batch without the
+         * loop, as point_group's) */
+        if (g->aniso)
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 1, box);
+        else if (g->glen == 1)
+            point_relax_points(w, g, b, 1, dir, &in, &u, hv, 0, box);
+        else
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 0, box);
         scatter(sb, g, &u);
         b += g->glen;
     }
+}
+
+static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
+                                                                   int32_t g0) {
+    if (w->settings.friction_model == PH_FRICTION_SCALED_BOX)
+        point_relax_groups(w, h, b0, b1, g0, 1);
+    else
+        point_relax_groups(w, h, b0, b1, g0, 0);
 }
 
 /* merits_body on the points. */
