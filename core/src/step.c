@@ -825,7 +825,6 @@ typedef struct tiled_ctx {
     int cancelled[PH__MAX_WORKERS];
     uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
     int env;                                   /* with last: the envelope checked per tile (envelope_tile) */
-    int prefetch;                              /* one worker: the next tile's data fetched ahead (tile_prefetch) */
     int32_t env_first[PH__MAX_WORKERS];        /* by worker: the first solver body outside found */
     double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
     int64_t points[PH__MAX_WORKERS];           /* and contact points */
@@ -838,55 +837,6 @@ static void tiled_lap(int worker, double *acc, double *t) {
     const double t1 = now_ms();
     *acc += t1 - *t;
     *t = t1;
-}
-
-/* Prefetches share part of parts of what tile t's substep 0 (its fill,
- * warm start and first sweep, ph__wide_tile_first) will read or write
- * first: its batches' headers, point and group records, manifolds, solver
- * bodies and the bodies' first two lines. Issued while the tile before it
- * runs its middle substeps from the cache, so that the fill finds them
- * there instead of waiting for memory (docs/profile.md, "A ninth pass").
- * Only hints: no result depends on them. */
-static void pf_lines(const void *p, size_t bytes, int write) {
-    const char *c = p;
-    for (size_t o = 0; o < bytes; o += 64) {
-        if (write)
-            __builtin_prefetch(c + o, 1, 3);
-        else
-            __builtin_prefetch(c + o, 0, 3);
-    }
-}
-
-static inline int32_t pf_share(int32_t n, int part, int parts) { return (int32_t)(((int64_t)n * part) / parts); }
-
-static void tile_prefetch(const ph__world *w, int32_t t, int part, int parts) {
-    if (t >= w->tile_count || w->tile_batch[t] >= w->tile_batch[t + 1]) return;
-    {
-        const int32_t b0 = w->tile_batch[t], n = w->tile_batch[t + 1] - b0;
-        for (int32_t b = b0 + pf_share(n, part, parts), b1 = b0 + pf_share(n, part + 1, parts); b < b1; b++) {
-            pf_lines(&w->wbatches[b], 3 * 64, 0);
-            pf_lines(&w->wpts[b], sizeof w->wpts[b], 1);
-        }
-    }
-    if (w->tile_group[t + 1] > w->tile_group[t]) {
-        const int32_t g0 = w->tile_group[t], n = w->tile_group[t + 1] - g0;
-        const int32_t a = g0 + pf_share(n, part, parts), z = g0 + pf_share(n, part + 1, parts);
-        if (z > a) pf_lines(&w->wgroups[a], (size_t)(z - a) * sizeof *w->wgroups, 1);
-    }
-    if (w->tile_mf) {
-        const int32_t m0 = w->tile_mf[t], n = w->tile_mf[t + 1] - m0;
-        for (int32_t q = m0 + pf_share(n, part, parts), q1 = m0 + pf_share(n, part + 1, parts); q < q1; q++)
-            pf_lines(&w->manifolds[w->wpoint[q]], sizeof *w->manifolds, 0);
-    }
-    {
-        const int32_t s0 = w->tile_sbody[t], n = w->tile_sbody[t + 1] - s0;
-        for (int32_t k = s0 + pf_share(n, part, parts), k1 = s0 + pf_share(n, part + 1, parts); k < k1; k++) {
-            const int32_t s = w->tile_sb[k];
-            pf_lines(&w->sbodies[s], sizeof w->sbodies[s], 1);
-            const int32_t bs = w->sbody_body[s];
-            if (bs >= 0) pf_lines(&w->bodies[bs], 2 * 64, 1);
-        }
-    }
 }
 
 static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
@@ -909,19 +859,7 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
                     ph__wide_tile_solve(w, tile, c->h, c->iters, c->plans[k].relax);
             }
             tiled_lap(worker, &c->solve_ms, &t);
-            if (c->prefetch && k >= 1) {
-                /* (The integration in pieces, a share of the next tile's
-                 * prefetch after each: each body's operations are the same.) */
-                const int pieces = 8, parts = (c->n - 2) * pieces;
-                for (int q = 0; q < pieces; q++) {
-                    const int32_t i0 = (int32_t)(((int64_t)nb * q / pieces) & ~3),
-                                  i1 = q + 1 == pieces ? nb : (int32_t)(((int64_t)nb * (q + 1) / pieces) & ~3);
-                    if (i1 > i0) ph__wide_integrate_list(w, idx + i0, i1 - i0, c->h, 1, 2, c->wf);
-                    tile_prefetch(w, tile + 1, (k - 1) * pieces + q, parts);
-                }
-            } else {
-                ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
-            }
+            ph__wide_integrate_list(w, idx, nb, c->h, 1, 2, c->wf);
             tiled_lap(worker, &c->integrate_ms, &t);
         }
         if (!c->last) continue;
@@ -964,12 +902,10 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
         nrelax += plans[k].relax;
     const double t = now_ms();
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
-    if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles) {
+    if (w->task_workers > 1 && w->wsched_ok && w->wsched_tiles)
         ph__tasks_run_open(w, tiled_pass, &c);
-    } else {
-        c.prefetch = !getenv("PF_OFF");
+    else
         tiled_pass(w, &c, 0, 1);
-    }
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
     /* (Worker 0's own split; its wait for the others counts as solving.) */
     w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
