@@ -359,58 +359,6 @@ static int refresh_saving(ph__world *w, int32_t k0, int32_t k1, double dt, int32
     return inside_all;
 }
 
-/* Whether shape slot s's box is final for this call's filter: written by
- * this call's refresh, or a static body's, which no refresh writes. (A
- * sleeping body's shape is final too, but is not told from one whose
- * awake body a later block refreshes without reading more: it waits.) */
-static inline int box_final(const ph__world *w, int32_t s) {
-    return w->bp_box[s].pass == w->bp_calls || w->bodies[w->shapes[s].body].type == PH_BODY_STATIC;
-}
-
-/* The filter of the last full pass's pairs from *at on, as far as both
- * boxes of a pair are final (box_final), kept pairs appended at *kept. */
-static void filter_final(ph__world *w, int32_t *at, int32_t *kept) {
-    int32_t i = *at, n = *kept;
-    for (const int32_t np = w->fat_pair_count; i < np; i++) {
-        const ph__pair p = w->fat_pairs[i];
-        if (!box_final(w, p.sa) || !box_final(w, p.sb)) break;
-        const ph_vec3 *alo, *ahi, *blo, *bhi;
-        filter_box(w, p.sa, &alo, &ahi);
-        filter_box(w, p.sb, &blo, &bhi);
-        if (overlap3(alo, ahi, blo, bhi)) w->pairs[n++] = p;
-    }
-    *at = i;
-    *kept = n;
-}
-
-/* refresh_saving over the whole awake list (one thread) with the filter of
- * the last full pass's pairs run behind it, block by block: after each
- * block, the pairs in order as far as both boxes are final. A grid's pair
- * of a box and the one above it is filtered right after the upper box's
- * refresh, while both boxes' lines of w->bp_box are still in the cache,
- * instead of in a pass after the whole refresh that fetches them from
- * memory again (docs/profile.md, "A ninth pass"). Returns 1 when every box
- * is still inside its fat box; then *kept pairs are filtered, fat pairs
- * [*at, fat_pair_count) still to do (filter_range). Each pair's boxes are
- * read once they are this call's, as the filter after the refresh reads
- * them: the same pairs in the same order. */
-static int refresh_filtering(ph__world *w, double dt, int32_t *count, int32_t *at, int32_t *kept) {
-    int inside_all = 1;
-    int32_t n = 0;
-    const int32_t k1 = w->awake_count;
-    *at = *kept = 0;
-    for (int32_t b0 = 0; b0 < k1; b0 += SAVE_BLOCK) {
-        const int32_t b1 = k1 - b0 > SAVE_BLOCK ? b0 + SAVE_BLOCK : k1;
-        int32_t m = 0;
-        if (w->save_pending) ph__save_bodies(w, b0, b1);
-        inside_all = refresh_boxes(w, b0, b1, dt, &m) && inside_all;
-        n += m;
-        if (inside_all) filter_final(w, at, kept);
-    }
-    *count = n;
-    return inside_all;
-}
-
 /* Threads (tasks.c): step 1 and the filter split among the step's workers,
  * open passes of pieces (awake bodies; last pass's pairs) claimed by
  * whoever runs. Every box and every kept pair is what one thread computes,
@@ -465,18 +413,12 @@ int ph__broadphase(ph__world *w, double dt) {
     bp_ctx bc;
     bc.dt = dt;
     bc.kept = NULL;
-    int32_t at = 0, kept = 0; /* (refresh_filtering's) */
-    int filtered = 0;
     if (split) {
         atomic_init(&bc.inside, 1);
         atomic_init(&bc.shapes, 0);
         ph__tasks_run_pieces(w, w->awake_count, PIECE_BODIES, boxes_piece, &bc);
         reuse = reuse && atomic_load(&bc.inside);
         nfinite = atomic_load(&bc.shapes);
-    } else if (reuse && !w->collide_whole && !w->filter_apart) {
-        if (ph__array_reserve(w->pairs, w->fat_pair_count + 1)) return PH_ERR_NO_MEMORY;
-        reuse = refresh_filtering(w, dt, &nfinite, &at, &kept);
-        filtered = reuse;
     } else {
         reuse = refresh_saving(w, 0, w->awake_count, dt, &nfinite) && reuse;
     }
@@ -509,11 +451,6 @@ int ph__broadphase(ph__world *w, double dt) {
         }
         ph__arena_free(&w->arena, bc.kept);
         w->pair_count = n;
-        return PH_OK;
-    }
-    if (filtered) { /* (the rest of the filter after the refresh) */
-        w->bp_behind += at;
-        w->pair_count = kept + filter_range(w, at, w->fat_pair_count, kept);
         return PH_OK;
     }
     if (reuse) return filter_pairs(w);
