@@ -377,6 +377,21 @@ static void test_pyramid40_coloured(void **state) {
         ph_world_destroy(w[i]);
 }
 
+/* pyramid40 at each thread count (its schedule on) without per-sweep
+ * merits (the last substep's merits lazy: it fuses too); substeps and
+ * iterations when not 0. */
+static void fused_worlds(ph_world_id w[NW], int substeps, int iterations) {
+    for (int i = 0; i < NW; i++) {
+        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+        ph_settings st;
+        assert_int_equal(ph_world_get_settings(w[i], &st), PH_OK);
+        if (substeps) st.substeps = substeps;
+        if (iterations) st.iterations = iterations;
+        st.record_merits = 0;
+        assert_int_equal(ph_world_set_settings(w[i], &st), PH_OK);
+    }
+}
+
 /* The fused integration with bodies of no group and bodies that are
  * not integrated four at a time: pyramid40 (its schedule on) with 40
  * spheres and 12 spinning boxes of unequal sides (anisotropic, so their
@@ -392,14 +407,8 @@ static void test_pyramid40_coloured(void **state) {
 static void test_fused_free(void **state) {
     (void)state;
     ph_world_id w[NW];
+    fused_worlds(w, 2, 4);
     for (int i = 0; i < NW; i++) {
-        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
-        ph_settings st;
-        assert_int_equal(ph_world_get_settings(w[i], &st), PH_OK);
-        st.substeps = 2;
-        st.iterations = 4;
-        st.record_merits = 0; /* (the last substep's merits lazy: it fuses too) */
-        assert_int_equal(ph_world_set_settings(w[i], &st), PH_OK);
         for (int q = 0; q < 52; q++) {
             ph_body_def bd = ph_default_body_def();
             bd.position = ph_v3(-60 + 3.0 * (q % 13), 60 + 3.0 * (q / 13), 300);
@@ -444,12 +453,8 @@ static void test_fused_free(void **state) {
 static void test_fused_mixed(void **state) {
     (void)state;
     ph_world_id w[NW];
+    fused_worlds(w, 0, 0);
     for (int i = 0; i < NW; i++) {
-        w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
-        ph_settings st;
-        assert_int_equal(ph_world_get_settings(w[i], &st), PH_OK);
-        st.record_merits = 0;
-        assert_int_equal(ph_world_set_settings(w[i], &st), PH_OK);
         ph_body_id b[1000];
         const int n = ph_world_get_bodies(w[i], b, 1000);
         assert_int_equal(n, 821);
