@@ -422,6 +422,9 @@ ps_host *ps_server_find_world_by_name(struct ps_server *s, const char *name);
 int ps_server_add_world(struct ps_server *s, ps_host *h);
 void ps_server_remove_world(struct ps_server *s, ps_host *h);
 uint64_t ps_now_ns(void);
+/* CPU time of the calling thread, ns (CLOCK_THREAD_CPUTIME_ID): what a job
+ * cost, whatever the machine's load took from its wall time. */
+uint64_t ps_thread_cpu_ns(void);
 /* The tick wheel's timer (world_host.c): ps_wheel_init once the loop runs,
  * ps_wheel_close when the server finishes. */
 void ps_wheel_init(struct ps_server *s);
@@ -499,6 +502,7 @@ typedef struct ps_job {
     uint8_t *hist_snap; /* history (history.c): the snapshot after the step, handed to the ring */
     size_t hist_len;
     uint64_t due_ns, start_ns, end_ns; /* the tick's due time (0: a manual step), the worker's start and end */
+    uint64_t cpu_ns;                   /* the job's CPU time on its thread (step and encoding) */
     struct ps_cwork *cwork;            /* compact streams' work for the worker (compact.c), or NULL */
 } ps_job;
 
@@ -568,7 +572,7 @@ struct ps_host {
     uint64_t next_due_ns; /* the due time of the tick the clock dispatches next */
     uint64_t timed_ticks; /* clocked ticks: the sums below are over them */
     double sum_late_ms, sum_handoff_ms, sum_deliver_ms;
-    double job_ms_avg;     /* moving average of a step job's time (step and encoding), ms */
+    double job_ms_avg;     /* moving average of a step job's CPU time (step and encoding), ms */
     uint64_t loop_ticks;   /* light ticks stepped on the loop thread (world_host.c) */
     uint64_t deliver_iter; /* the loop iteration of its last delivery (light ticks) */
     /* edit-first delivery (broadcast.c): frames written first, those not

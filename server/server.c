@@ -59,6 +59,12 @@ void ps_log(const char *fmt, ...) {
 
 uint64_t ps_now_ns(void) { return uv_hrtime(); }
 
+uint64_t ps_thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return uv_hrtime(); /* (no such clock: wall time) */
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* -------------------------------------------------------------- registry */
 
 ps_host *ps_server_find_world(ps_server *s, uint64_t id) {

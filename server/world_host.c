@@ -20,7 +20,8 @@
  * world then waits for its next tick in the server's tick wheel (slots of
  * 1 ms, one timer for all) instead of on its own libuv timer.
  * A light tick — a world whose step jobs (step and encoding, a moving
- * average measured on the worker first) take under PS_LIGHT_JOB_MS — is
+ * average of their CPU time, measured on the worker first) take under
+ * PS_LIGHT_JOB_MS — is
  * stepped on the loop thread too, within a budget of loop time per loop
  * iteration (PS_LOOP_STEP_BUDGET_NS): the worker hop costs two thread
  * wake-ups (the worker's, then the loop's), 0.1-0.4 ms on an idle machine
@@ -391,6 +392,7 @@ int ps_host_adopt(ps_server *s, uint64_t id, const char *name, const char *prese
 
 static void work_cb(uv_work_t *req) {
     ps_host *h = req->data;
+    const uint64_t c0 = ps_thread_cpu_ns();
     uint64_t t0 = ps_now_ns();
     h->job.err = ph_world_step(h->world);
     h->job.step_ms = (double)(ps_now_ns() - t0) / 1e6;
@@ -406,6 +408,7 @@ static void work_cb(uv_work_t *req) {
     ps_history_capture(h, &h->job);
     h->job.start_ns = t0;
     h->job.end_ns = ps_now_ns();
+    h->job.cpu_ns = ps_thread_cpu_ns() - c0;
 }
 
 static void notify_subscribers(ps_host *h, int kind, const char *msg, uint64_t value, uint64_t body_id) {
@@ -578,7 +581,10 @@ static void after_work_cb(uv_work_t *req, int status) {
     (void)status;
     count_step(h, job->step_ms);
     if (!job->idle) {
-        const double job_ms = (double)(job->end_ns - job->start_ns) / 1e6;
+        /* CPU time, not wall time: on a loaded machine a light job preempted
+         * on its worker would read heavy and stay off the loop for as long
+         * as the load lasts. */
+        const double job_ms = (double)job->cpu_ns / 1e6;
         h->job_ms_avg = h->job_ms_avg > 0 ? 0.75 * h->job_ms_avg + 0.25 * job_ms : job_ms;
     }
     if (h->job_heavy) {
