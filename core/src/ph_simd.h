@@ -48,6 +48,14 @@ static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d
  * always answers "baseline"). */
 #define PH_X86_TARGET(t)
 #endif
+#ifdef PH_SIMD_BASELINE_ONLY
+/* A build with the baseline pass only (-DPHYSD_SIMD_VARIANTS=OFF: the CI's
+ * libFuzzer build, whose instrumented compile of three builds of every
+ * always-inlined pass took most of its time). The builds give the same
+ * numbers, so only the speed differs; ph__simd_level answers "baseline". */
+#define PH_VARIANTS(name, params, args) static void name##_base params { name##_body args; }
+#define PH_DISPATCH(w, name, args) name##_base args
+#else
 #define PH_VARIANTS(name, params, args)                                                                                \
     PH_X86_TARGET("avx512f,avx512vl") static void name##_avx512 params { name##_body args; }                           \
     PH_X86_TARGET("avx2") static void name##_avx2 params { name##_body args; }                                         \
@@ -61,5 +69,6 @@ static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d
         else                                                                                                           \
             name##_base args;                                                                                          \
     } while (0)
+#endif
 
 #endif

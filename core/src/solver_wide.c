@@ -2093,7 +2093,7 @@ void ph__wide_fill(ph__world *w, const ph__plan *p, double h) {
 
 int ph__simd_level(ph_simd cap) {
     int l = 0;
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(PH_SIMD_BASELINE_ONLY)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
         l = 2;
