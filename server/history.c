@@ -521,6 +521,14 @@ void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) 
          * batches. The cost is estimated from the world's mean step time
          * (a step and a snapshot per tick) and charged as measured. */
         ps_server *s = h->srv;
+        /* A tick outside the history first: that refusal is final, the
+         * budget's ("retry later") is not. */
+        hist_entry *eT = NULL;
+        ps_status wst;
+        if (past_entry(h, T, &eT, &wst)) {
+            ps_reply_status(c, m->request_id, &wst, P);
+            return;
+        }
         const double rate = s->cfg.max_rollback_ms_per_second;
         const uint64_t now = ps_now_ns();
         s->rollback_ms_tokens += rate * (double)(now - s->rollback_last_ns) * 1e-9;

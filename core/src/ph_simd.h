@@ -53,7 +53,8 @@ static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d
  * libFuzzer build, whose instrumented compile of three builds of every
  * always-inlined pass took most of its time). The builds give the same
  * numbers, so only the speed differs; ph__simd_level answers "baseline". */
-#define PH_VARIANTS(name, params, args) static void name##_base params { name##_body args; }
+#define PH_VARIANTS(name, params, args)                                                                                \
+    static void name##_base params { name##_body args; }
 #define PH_DISPATCH(w, name, args) name##_base args
 #else
 #define PH_VARIANTS(name, params, args)                                                                                \
