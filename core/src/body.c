@@ -106,6 +106,7 @@ ph_body_id ph_body_create(ph_world_id wid, const ph_body_def *def, int *err) {
         return id;
     }
     ph__body *b = &w->bodies[slot];
+    w->hash_ok = 0;
     b->alive = 1;
     b->type = d.type;
     b->p = d.position;

@@ -1287,6 +1287,7 @@ static int awake_step(ph__world *w, ph_world_id id) {
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;
     w->stats_idle = 0;
+    w->hash_ok = 0; /* (ph_world_state_hash's cache) */
     for (int k = 0; k < PH_STAGE_COUNT; k++)
         st->stage_ms[k] = 0;
     st->impacts = 0;

@@ -391,6 +391,7 @@ int ph_world_fence_ids(ph_world_id id) {
 uint64_t ph_world_state_hash(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     if (!w) return 0;
+    if (w->hash_ok) return w->hash_val;
     uint64_t h = 14695981039346656037ull;
     for (int32_t i = 0; i < w->body_pool.hwm; i++) {
         const ph__body *b = &w->bodies[i];
@@ -400,6 +401,8 @@ uint64_t ph_world_state_hash(ph_world_id id) {
                         b->v.x, b->v.y, b->v.z, b->w.x, b->w.y, b->w.z};
         h = fnv(h, v, sizeof v);
     }
+    w->hash_val = h;
+    w->hash_ok = 1;
     return h;
 }
 

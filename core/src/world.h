@@ -47,6 +47,13 @@ struct ph__world {
     ph_task_runner *task_runner;
     void *task_runner_user;
     uint64_t rng;
+    /* ph_world_state_hash's last value, good while hash_ok: cleared by a
+     * step with anything awake, a body created and any use of a body's
+     * handle (ph__body_get: every call that could change a position,
+     * orientation or velocity goes through it). A statistics subscriber of
+     * a sleeping world hashed every body every tick (160 ns a body). */
+    int hash_ok;
+    uint64_t hash_val;
 
     /* Slot records, handed out by their pools (pool.h): [0, pool.hwm) used. */
     ph__body *bodies;
@@ -370,6 +377,7 @@ static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
     if (!w || id.index1 <= 0 || id.index1 > w->body_pool.hwm) return NULL;
     ph__body *b = &w->bodies[id.index1 - 1];
     if (!b->alive || b->gen != id.gen) return NULL;
+    w->hash_ok = 0;
     if (wout) *wout = w;
     return b;
 }

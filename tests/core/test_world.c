@@ -431,6 +431,75 @@ static void next_bodies(ph_world_id w, int n, ph_body_id *out) {
     }
 }
 
+/* The state hash of a copy of w (snapshot and restore): computed afresh. */
+static uint64_t fresh_hash(ph_world_id w) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_world_snapshot(w, &buf, &len), PH_OK);
+    ph_world_id c = {0};
+    assert_int_equal(ph_world_restore(buf, len, NULL, &c), PH_OK);
+    const uint64_t h = ph_world_state_hash(c);
+    ph_world_destroy(c);
+    free(buf);
+    return h;
+}
+
+/* ph_world_state_hash keeps its last value while nothing moves (steps with
+ * nothing awake): after each kind of change it must equal the hash of a
+ * fresh copy, and differ from the value before when the change moved a
+ * body. */
+static void test_state_hash_cache(void **state) {
+    (void)state;
+    ph_world_def d = ph_default_world_def();
+    d.settings.sleep = 1;
+    int err = 0;
+    ph_world_id w = ph_world_create(&d, &err);
+    assert_int_equal(ph_scene_build(w, "pyramid20"), PH_OK);
+    for (int i = 0; i < 600 && ph_world_awake_count(w) > 0; i++)
+        assert_int_equal(ph_world_step(w), PH_OK);
+    assert_int_equal(ph_world_awake_count(w), 0);
+    ph_body_id ids[400];
+    const int n = ph_world_get_bodies(w, ids, 400);
+    assert_true(n > 200);
+    ph_body_id top = ids[0];
+    ph_transform tr, ttop = {0};
+    for (int i = 0; i < n; i++) { /* the apex: the highest body */
+        assert_int_equal(ph_body_get_transform(ids[i], &tr), PH_OK);
+        if (tr.p.z > ttop.p.z) top = ids[i], ttop = tr;
+    }
+    const uint64_t h0 = ph_world_state_hash(w);
+    assert_true(h0 == fresh_hash(w));
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ph_world_step(w), PH_OK); /* idle steps */
+    assert_true(ph_world_state_hash(w) == h0);
+    assert_true(fresh_hash(w) == h0);
+    /* A sleeping body moved by 1 mm. */
+    assert_int_equal(ph_body_set_transform(top, ph_v3(ttop.p.x, ttop.p.y, ttop.p.z + 0.001), ttop.q), PH_OK);
+    const uint64_t h1 = ph_world_state_hash(w);
+    assert_true(h1 != h0);
+    assert_true(h1 == fresh_hash(w));
+    /* Its velocity set; then an impulse. */
+    assert_int_equal(ph_body_set_velocity(top, ph_v3(0.01, 0, 0), ph_v3(0, 0, 0)), PH_OK);
+    const uint64_t h2 = ph_world_state_hash(w);
+    assert_true(h2 != h1 && h2 == fresh_hash(w));
+    assert_int_equal(ph_body_apply_impulse(top, ph_v3(0, 0.01, 0), ttop.p), PH_OK);
+    const uint64_t h3 = ph_world_state_hash(w);
+    assert_true(h3 != h2 && h3 == fresh_hash(w));
+    /* A step with something awake. */
+    assert_int_equal(ph_world_step(w), PH_OK);
+    const uint64_t h4 = ph_world_state_hash(w);
+    assert_true(h4 != h3 && h4 == fresh_hash(w));
+    /* A body created, then destroyed. */
+    ph_body_id extra;
+    next_bodies(w, 1, &extra);
+    const uint64_t h5 = ph_world_state_hash(w);
+    assert_true(h5 != h4 && h5 == fresh_hash(w));
+    assert_int_equal(ph_body_destroy(extra), PH_OK);
+    assert_true(ph_world_state_hash(w) == h4);
+    assert_true(fresh_hash(w) == h4);
+    ph_world_destroy(w);
+}
+
 static int same_id(ph_body_id a, ph_body_id b) { return a.index1 == b.index1 && a.gen == b.gen; }
 
 /* An id fence: after it no body id that the world would have handed out
@@ -482,15 +551,11 @@ static void test_id_fence(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stale_handle),
-        cmocka_unit_test(test_validation),
-        cmocka_unit_test(test_mass_properties),
-        cmocka_unit_test(test_free_fall_closed_form),
-        cmocka_unit_test(test_spinning_box_momentum),
-        cmocka_unit_test(test_quat_normalize),
-        cmocka_unit_test(test_determinism_hash),
-        cmocka_unit_test(test_generation_wrap),
-        cmocka_unit_test(test_id_fence),
+        cmocka_unit_test(test_stale_handle),          cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_mass_properties),       cmocka_unit_test(test_free_fall_closed_form),
+        cmocka_unit_test(test_spinning_box_momentum), cmocka_unit_test(test_quat_normalize),
+        cmocka_unit_test(test_determinism_hash),      cmocka_unit_test(test_state_hash_cache),
+        cmocka_unit_test(test_generation_wrap),       cmocka_unit_test(test_id_fence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
