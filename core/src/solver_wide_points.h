@@ -407,15 +407,13 @@ static inline __attribute__((always_inline)) void point_refresh_body(ph__world *
 static inline __attribute__((always_inline)) void point_relax_points(ph__world *w, ph__wbatch *g, int32_t b,
                                                                      int32_t glen, const ph__vd (*dir)[3],
                                                                      const winert *in, wvel *u, ph__vd hv,
-                                                                     const int aniso, const int box, const int pin) {
+                                                                     const int aniso, const int box) {
     const ph__vd zero = splat(0.0), inf = splat(INFINITY);
-    wvel uc; /* (dv from a copy, as point_group's) */
-    copy_vel(u, &uc, pin);
     for (int32_t k = 0; k < glen; k++) {
         const ph__wbatch *wb = &g[k];
         ph__wpoint *p = &w->wpts[b + k];
         ph__vd dv[3];
-        point_dv(p, &uc, dv);
+        point_dv(p, u, dv);
         const ph__vd t = relax_target_vd(wb->gap, hv, zero);
         const ph__vd s = p->kd[0] - p->eps[0];
         const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
@@ -427,12 +425,11 @@ static inline __attribute__((always_inline)) void point_relax_points(ph__world *
         p->lam[1] = n1;
         p->lam[2] = n2;
         point_apply(dir, p, d0, d1, d2, in, aniso, u);
-        copy_vel(u, &uc, pin);
     }
 }
 
 static inline __attribute__((always_inline)) void point_relax_groups(ph__world *w, double h, int32_t b0, int32_t b1,
-                                                                     int32_t g0, const int box, const int pin) {
+                                                                     int32_t g0, const int box) {
     ph__sbody *sb = w->sbodies;
     const ph__vd hv = splat(h);
     const ph__wgroup *gr = w->wgroups + g0;
@@ -446,11 +443,11 @@ static inline __attribute__((always_inline)) void point_relax_groups(ph__world *
         /* (aniso and box constants in each loop, one batch without the
          * loop, as point_group's) */
         if (g->aniso)
-            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 1, box, pin);
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 1, box);
         else if (g->glen == 1)
-            point_relax_points(w, g, b, 1, dir, &in, &u, hv, 0, box, 0);
+            point_relax_points(w, g, b, 1, dir, &in, &u, hv, 0, box);
         else
-            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 0, box, pin);
+            point_relax_points(w, g, b, g->glen, dir, &in, &u, hv, 0, box);
         scatter(sb, g, &u);
         b += g->glen;
     }
@@ -458,16 +455,10 @@ static inline __attribute__((always_inline)) void point_relax_groups(ph__world *
 
 static inline __attribute__((always_inline)) void point_relax_body(ph__world *w, double h, int32_t b0, int32_t b1,
                                                                    int32_t g0) {
-    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    if (w->simd_level == 1 || w->simd_level == 2) { /* (pin: point_sweep_body) */
-        if (box)
-            point_relax_groups(w, h, b0, b1, g0, 1, 1);
-        else
-            point_relax_groups(w, h, b0, b1, g0, 0, 1);
-    } else if (box)
-        point_relax_groups(w, h, b0, b1, g0, 1, 0);
+    if (w->settings.friction_model == PH_FRICTION_SCALED_BOX)
+        point_relax_groups(w, h, b0, b1, g0, 1);
     else
-        point_relax_groups(w, h, b0, b1, g0, 0, 0);
+        point_relax_groups(w, h, b0, b1, g0, 0);
 }
 
 /* merits_body on the points. */
