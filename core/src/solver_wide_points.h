@@ -167,12 +167,13 @@ static inline __attribute__((always_inline)) void point_rows(const ph__wpoint *p
     n[2] = select_vd(*done, n[2], l2);
 }
 
-/* One visit of the points of a batch (see above). */
+/* One visit of the points of a batch (see above): dv from the velocities
+ * uc, the update on u (the same values: see point_group). */
 static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, const ph__vd (*dir)[3],
                                                               const ph__wbatch *wb, const winert *in, int aniso,
-                                                              int box, wvel *u, ph__vd zero) {
+                                                              int box, wvel *u, const wvel *uc, ph__vd zero) {
     ph__vd dv[3];
-    point_dv(p, u, dv);
+    point_dv(p, uc, dv);
     const ph__vd y0 = (dot3_vd(dir[0], dv) + p->eps[0] * p->lam[0]) - p->rhs;
     const ph__vd y1 = dot3_vd(dir[1], dv) + p->eps[1] * p->lam[1];
     const ph__vd y2 = dot3_vd(dir[2], dv) + p->eps[2] * p->lam[2];
@@ -259,15 +260,44 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
     }
 }
 
+/* The velocities' copy that a visit's dv reads (see point_group). With
+ * pin (the AVX2 and AVX-512 builds, whose vectors fit a register), an
+ * empty asm that the compiler must assume changes the copy, so that it
+ * stays a value of its own, in registers: not an operation on the numbers.
+ * (The baseline build holds a vector in two registers, which the asm's
+ * operand cannot name: there, and off x86, the copy is the values.) */
+static inline __attribute__((always_inline)) void copy_vel(const wvel *u, wvel *uc, const int pin) {
+    for (int c = 0; c < 3; c++) {
+        uc->va[c] = u->va[c];
+        uc->wa[c] = u->wa[c];
+        uc->vb[c] = u->vb[c];
+        uc->wb[c] = u->wb[c];
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    if (pin)
+        __asm__(""
+                : "+x,m"(uc->va[0]), "+x,m"(uc->va[1]), "+x,m"(uc->va[2]), "+x,m"(uc->wa[0]), "+x,m"(uc->wa[1]),
+                  "+x,m"(uc->wa[2]), "+x,m"(uc->vb[0]), "+x,m"(uc->vb[1]), "+x,m"(uc->vb[2]), "+x,m"(uc->wb[0]),
+                  "+x,m"(uc->wb[1]), "+x,m"(uc->wb[2]));
+#else
+    (void)pin;
+#endif
+}
+
 /* One group: its bodies gathered once, its batches' points visited in
  * order, the bodies scattered. (Unlike the row sweep, interleaving the
  * independent groups of a level gains nothing here: measured with one, two
- * and four groups side by side, docs/profile.md.) */
+ * and four groups side by side, docs/profile.md.) The velocities are a
+ * chain from visit to visit (dv, the impulses, the update); with 16
+ * registers the AVX2 build kept them in memory, each visit's dv waiting on
+ * the previous visit's stores. With pin, each visit's dv reads a copy (uc)
+ * made in registers at the end of the previous visit, while the update
+ * reads and writes u, whose stores and loads are off the chain. */
 static inline __attribute__((always_inline)) void point_group(ph__world *w, int32_t b, const ph__wgroup *gr, int box,
-                                                              ph__vd zero) {
+                                                              ph__vd zero, const int pin) {
     ph__sbody *sb = w->sbodies;
     ph__wbatch *g = &w->wbatches[b];
-    wvel u;
+    wvel u, uc;
     winert in;
     gather(sb, g, &u);
     gather_inert(sb, g, gr, g->aniso, &u, &in);
@@ -277,20 +307,28 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
          * once where they are. */
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         if (g->aniso)
-            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, zero);
+            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, &u, zero);
         else
-            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, zero);
+            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, &u, zero);
     } else {
-        /* The directions copied once: the points' stores could alias gr,
-         * which would make every visit load them again. */
+        /* The directions copied once (vector by vector: a memcpy was a
+         * rep movsq): the points' stores could alias gr, which would make
+         * every visit load them again. */
         ph__vd dir[3][3];
-        memcpy(dir, gr->dir, sizeof dir);
+        for (int i = 0; i < 3; i++)
+            for (int c = 0; c < 3; c++)
+                dir[i][c] = gr->dir[i][c];
+        copy_vel(&u, &uc, pin);
         if (g->aniso)
-            for (int32_t k = 0; k < g->glen; k++)
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, zero);
+            for (int32_t k = 0; k < g->glen; k++) {
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, &uc, zero);
+                copy_vel(&u, &uc, pin);
+            }
         else
-            for (int32_t k = 0; k < g->glen; k++)
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, zero);
+            for (int32_t k = 0; k < g->glen; k++) {
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, &uc, zero);
+                copy_vel(&u, &uc, pin);
+            }
     }
     scatter(sb, g, &u);
 }
@@ -298,21 +336,32 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
 /* The passes below visit the groups whose batches are [b0, b1), the
  * first of them group g0 (all of them, or one worker's share: tasks.c). */
 static inline __attribute__((always_inline)) void point_sweep_groups(ph__world *w, const refresh_k *rk, int32_t b0,
-                                                                     int32_t b1, int32_t g0, const int box) {
+                                                                     int32_t b1, int32_t g0, const int box,
+                                                                     const int pin) {
     const ph__vd zero = splat(0.0);
     const ph__wgroup *gr = w->wgroups + g0;
     for (int32_t b = b0; b < b1; b += w->wbatches[b].glen, gr++) {
         if (rk) point_refresh_group(w, &w->wbatches[b], &w->wpts[b], gr, rk);
-        point_group(w, b, gr, box, zero);
+        point_group(w, b, gr, box, zero, pin);
     }
 }
 
+/* pin (copy_vel): the world's instruction set is AVX2 or AVX-512, which
+ * PH_DISPATCH runs in those builds only (the baseline build never takes
+ * the pinned loop: a run-time test, once a pass, that each build compiles
+ * both ways). */
 static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
                                                                    int32_t b1, int32_t g0) {
-    if (w->settings.friction_model == PH_FRICTION_SCALED_BOX)
-        point_sweep_groups(w, rk, b0, b1, g0, 1);
+    const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
+    if (w->simd_level == 1 || w->simd_level == 2) {
+        if (box)
+            point_sweep_groups(w, rk, b0, b1, g0, 1, 1);
+        else
+            point_sweep_groups(w, rk, b0, b1, g0, 0, 1);
+    } else if (box)
+        point_sweep_groups(w, rk, b0, b1, g0, 1, 0);
     else
-        point_sweep_groups(w, rk, b0, b1, g0, 0);
+        point_sweep_groups(w, rk, b0, b1, g0, 0, 0);
 }
 
 static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w, int32_t b0, int32_t b1,
