@@ -31,13 +31,6 @@
 #include "world.h"
 #include "ph_simd.h"
 
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#define HAVE_STREAM 1
-#else
-#define HAVE_STREAM 0
-#endif
-
 /* Last step's manifold of pair (sa, sb), or NULL. Both lists are in pair
  * order and the pairs are asked in that order, so a cursor (*at, from 0)
  * walks the previous list once per step instead of searching it. */
@@ -259,12 +252,12 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
     return maxpen;
 }
 
-/* The pairs [i0, i1), their manifolds written from out[0] on
+/* The pairs [i0, i1), their manifolds written from w->manifolds[out] on
  * (at most one per pair); returns how many, with the deepest penetration
  * and the cache's reuses. The previous step's manifolds are walked from
  * the first one not before pair i0. */
-static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, ph__contact_manifold *out, double *maxpen_out,
-                             int32_t *reused_out, int32_t *restitutive_out) {
+static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, double *maxpen_out, int32_t *reused_out,
+                             int32_t *restitutive_out) {
     const double margin = w->settings.contact_margin;
     const double tol = w->settings.contact_cache_tolerance;
     const int warm = w->settings.warm_start;
@@ -276,7 +269,7 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, ph__contact_m
     for (int32_t i = i0; i < i1; i++) {
         const ph__pair *p = &w->pairs[i];
         const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
-        ph__contact_manifold *cm = &out[n];
+        ph__contact_manifold *cm = &w->manifolds[out + n];
         const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
         const int still = (ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC);
         const int cacheable = tol > 0 && (costly(a) || costly(b));
@@ -405,7 +398,7 @@ static int32_t events_range(const ph__world *w, const ph__contact_manifold *cur,
 static void collide_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     np_ctx *c = ctx;
     np_piece *pc = &c->piece[k];
-    pc->n = collide_pairs(w, i0, i1, &w->manifolds[i0], &pc->maxpen, &pc->reused, &pc->restitutive);
+    pc->n = collide_pairs(w, i0, i1, i0, &pc->maxpen, &pc->reused, &pc->restitutive);
     /* Last step's manifolds of the pieces' ranges of pairs: the first
      * piece's from the start, the last's to the end. */
     const int32_t j0 = i0 > 0 ? prev_lower(w, w->pairs[i0].sa, w->pairs[i0].sb) : 0;
@@ -415,51 +408,6 @@ static void collide_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32
 }
 
 static int push_events(ph__world *w, const ph__contact_manifold *cur, const int32_t *ev, int32_t nev);
-
-/* Lists of manifolds at least this large (bytes) are streamed by the
- * one-thread narrowphase: more than the step's other data leaves of the
- * last-level cache (grid16000's 11 MB and up; grid4000's 2.8 MB not). */
-#define STREAM_MIN_BYTES ((size_t)8 << 20)
-
-/* Whether this narrowphase makes its manifolds in a scratch and streams
- * them (the test switch collide_stream: 1 always, -1 never). */
-static int stream_wanted(const ph__world *w) {
-    if (!HAVE_STREAM || w->collide_stream < 0) return 0;
-    return w->collide_stream > 0 || (size_t)w->pair_count * sizeof(ph__contact_manifold) >= STREAM_MIN_BYTES;
-}
-
-/* dst[0, n) = src[0, n) by non-temporal stores: whole lines (the list's
- * elements are 64-byte aligned and 704 bytes long) written without the
- * read for ownership an ordinary store of a line not in the cache makes,
- * the write-back of the lines they evict, and the pollution of the cache
- * with a list that the step reads again only after it has passed over
- * the rest of the world. Every byte as a copy. */
-static void stream_manifolds(ph__contact_manifold *dst, const ph__contact_manifold *src, int32_t n) {
-    _Static_assert(sizeof(ph__contact_manifold) % 64 == 0, "manifolds of whole cache lines");
-#if HAVE_STREAM
-    const __m128i *s = (const void *)src;
-    __m128i *d = (void *)dst;
-    const size_t nv = (size_t)n * (sizeof *src / sizeof *s);
-    for (size_t i = 0; i < nv; i += 4) {
-        const __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1), c = _mm_loadu_si128(s + i + 2),
-                      e = _mm_loadu_si128(s + i + 3);
-        _mm_stream_si128(d + i, a);
-        _mm_stream_si128(d + i + 1, b);
-        _mm_stream_si128(d + i + 2, c);
-        _mm_stream_si128(d + i + 3, e);
-    }
-#else
-    if (n > 0) memcpy(dst, src, (size_t)n * sizeof *src);
-#endif
-}
-
-/* The streamed stores ordered before what follows (they are weakly
- * ordered: the step's workers read the list later). */
-static void stream_fence(void) {
-#if HAVE_STREAM
-    _mm_sfence();
-#endif
-}
 
 int ph__narrowphase(ph__world *w) {
     /* The current manifolds become the previous ones. */
@@ -506,7 +454,7 @@ int ph__narrowphase(ph__world *w) {
             if (e == PH_OK) e = push_events(w, &w->manifolds[base], c.ev + pc->ev0, pc->nev);
         }
     } else if (w->collide_whole) { /* (tests: the events merged over all pairs at once, as before) */
-        w->manifold_count = collide_pairs(w, 0, w->pair_count, w->manifolds, &maxpen, &reused, &restitutive);
+        w->manifold_count = collide_pairs(w, 0, w->pair_count, 0, &maxpen, &reused, &restitutive);
         const int32_t nev = events_range(w, w->manifolds, w->manifold_count, 0, w->prev_count, c.ev);
         e = push_events(w, w->manifolds, c.ev, nev);
     } else {
@@ -517,34 +465,22 @@ int ph__narrowphase(ph__world *w) {
          * large world: docs/profile.md, "A fifth pass"). The pieces'
          * merges joined in order are the merge over all pairs (as the
          * split pass above), and the manifolds are written in place. */
-        /* A large world's pieces are made in a scratch of one piece, which
-         * stays in the core's cache for their events, and then streamed
-         * to the list without reading its lines first (stream_manifolds). */
-        ph__contact_manifold *scratch = NULL;
-        if (stream_wanted(w))
-            scratch = ph__arena_alloc(&w->arena, (size_t)PIECE_PAIRS * sizeof *scratch, "narrowphase scratch");
         int32_t j0 = 0;
         for (int32_t k = 0; k < np; k++) {
             const int32_t i0 = k * PIECE_PAIRS,
                           i1 = i0 + PIECE_PAIRS < w->pair_count ? i0 + PIECE_PAIRS : w->pair_count;
             const int32_t base = w->manifold_count;
-            ph__contact_manifold *out = scratch ? scratch : &w->manifolds[base];
             double pen;
             int32_t ru, rs;
-            const int32_t n = collide_pairs(w, i0, i1, out, &pen, &ru, &rs);
+            const int32_t n = collide_pairs(w, i0, i1, base, &pen, &ru, &rs);
             w->manifold_count += n;
             if (pen > maxpen) maxpen = pen;
             reused += ru;
             restitutive += rs;
             const int32_t j1 = i1 < w->pair_count ? prev_lower(w, w->pairs[i1].sa, w->pairs[i1].sb) : w->prev_count;
-            const int32_t nev = events_range(w, out, n, j0, j1, c.ev);
-            if (e == PH_OK) e = push_events(w, out, c.ev, nev);
-            if (scratch) stream_manifolds(&w->manifolds[base], scratch, n);
+            const int32_t nev = events_range(w, &w->manifolds[base], n, j0, j1, c.ev);
+            if (e == PH_OK) e = push_events(w, &w->manifolds[base], c.ev, nev);
             j0 = j1;
-        }
-        if (scratch) {
-            stream_fence();
-            ph__arena_free(&w->arena, scratch);
         }
         if (np == 0 && w->prev_count > 0) { /* (no pairs: last step's touching manifolds end) */
             const int32_t nev = events_range(w, w->manifolds, 0, 0, w->prev_count, c.ev);

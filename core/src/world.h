@@ -81,8 +81,6 @@ struct ph__world {
     uint64_t bp_calls;    /* broadphase calls so far */
     int collide_whole;    /* tests: 1 = the collision's passes as before issue #21's r21-flat (the
                              events merged over all pairs at once, the filter on the shape records) */
-    int collide_stream;   /* tests: the one-thread narrowphase's manifolds made in a scratch and
-                             streamed to the list (narrowphase.c): 1 always, -1 never, 0 by size */
     uint64_t bp_version;  /* bumped by every edit that changes which pairs are allowed
                              (shapes, bodies, joints created or destroyed) */
     uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
