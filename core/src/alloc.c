@@ -15,6 +15,9 @@
  *
  * Invariants: the counter and the armed index are thread-local.
  */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* (madvise and MADV_HUGEPAGE: not in the build's POSIX level) */
+#endif
 #include "alloc.h"
 
 #include <stdint.h>

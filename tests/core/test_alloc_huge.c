@@ -34,7 +34,7 @@ static int advised(const void *p) {
     const uintptr_t a = (uintptr_t)p;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') == NULL) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
             in = a >= lo && a < hi;
             continue;
         }
