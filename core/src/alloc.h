@@ -3,7 +3,9 @@
  * the core goes through ph__alloc, ph__calloc, ph__realloc and ph__free, so
  * a test can make the k-th allocation fail and check what the caller does.
  *
- * Normal path: the four are malloc, calloc, realloc and free.
+ * Normal path: the four are malloc, calloc, realloc and free; the whole
+ * huge pages (PH__HUGE_PAGE) inside a block of PH__HUGE_MIN bytes or more
+ * are advised for transparent huge pages (Linux: madvise MADV_HUGEPAGE).
  *
  * Failure modes: with the test hook armed (ph__alloc_fail_at), the k-th
  * allocation counted from the arming returns NULL (as the system's would)
@@ -19,6 +21,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* A transparent huge page on x86-64 and the smallest block advised for them. */
+#define PH__HUGE_PAGE ((size_t)2 << 20)
+#define PH__HUGE_MIN ((size_t)2 << 20)
+/* Tests and measurements: 1 = no block advised (every thread's). */
+extern int ph__alloc_no_huge;
 
 void *ph__alloc(size_t n);
 void *ph__calloc(size_t count, size_t n);
