@@ -48,6 +48,12 @@ static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d
  * always answers "baseline"). */
 #define PH_X86_TARGET(t)
 #endif
+/* PH_VARIANTS_ISA: the same three builds, each passing its instruction
+ * set to the body as a constant first argument (0 baseline, 1 AVX2, 2
+ * AVX-512: the world's simd_level that PH_DISPATCH picked it for), so that
+ * a body can choose code by build at compile time, with no dead copy of the
+ * other choice in each build. */
+#define PH__ARGS(...) __VA_ARGS__
 #ifdef PH_SIMD_BASELINE_ONLY
 /* A build with the baseline pass only (-DPHYSD_SIMD_VARIANTS=OFF: the CI's
  * libFuzzer build, whose instrumented compile of three builds of every
@@ -55,12 +61,18 @@ static inline __attribute__((always_inline)) void transpose4(ph__v4d r0, ph__v4d
  * numbers, so only the speed differs; ph__simd_level answers "baseline". */
 #define PH_VARIANTS(name, params, args)                                                                                \
     static void name##_base params { name##_body args; }
+#define PH_VARIANTS_ISA(name, params, args)                                                                            \
+    static void name##_base params { name##_body(0, PH__ARGS args); }
 #define PH_DISPATCH(w, name, args) name##_base args
 #else
 #define PH_VARIANTS(name, params, args)                                                                                \
     PH_X86_TARGET("avx512f,avx512vl") static void name##_avx512 params { name##_body args; }                           \
     PH_X86_TARGET("avx2") static void name##_avx2 params { name##_body args; }                                         \
     static void name##_base params { name##_body args; }
+#define PH_VARIANTS_ISA(name, params, args)                                                                            \
+    PH_X86_TARGET("avx512f,avx512vl") static void name##_avx512 params { name##_body(2, PH__ARGS args); }              \
+    PH_X86_TARGET("avx2") static void name##_avx2 params { name##_body(1, PH__ARGS args); }                            \
+    static void name##_base params { name##_body(0, PH__ARGS args); }
 #define PH_DISPATCH(w, name, args)                                                                                     \
     do {                                                                                                               \
         if ((w)->simd_level == 2)                                                                                      \

@@ -1416,10 +1416,10 @@ static inline __attribute__((always_inline)) void any_warm_start_body(ph__world 
         warm_start_body(w);
 }
 
-static inline __attribute__((always_inline)) void any_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
-                                                                 int32_t b1, int32_t g0) {
+static inline __attribute__((always_inline)) void any_sweep_body(const int isa, ph__world *w, const refresh_k *rk,
+                                                                 int32_t b0, int32_t b1, int32_t g0) {
     if (w->wpoint_mode)
-        point_sweep_body(w, rk, b0, b1, g0);
+        point_sweep_body(isa, w, rk, b0, b1, g0);
     else
         sweep_body(w, rk);
 }
@@ -1458,15 +1458,15 @@ static inline __attribute__((always_inline)) void any_fill_body(ph__world *w, co
 /* Three builds of each pass (ph_simd.h). Row mode's passes always take
  * every batch; point mode's the groups of batches [b0, b1), from group g0. */
 PH_VARIANTS(any_warm_start, (ph__world * w, int32_t b0, int32_t b1, int32_t g0), (w, b0, b1, g0))
-PH_VARIANTS(any_sweep, (ph__world * w, int32_t b0, int32_t b1, int32_t g0), (w, NULL, b0, b1, g0))
-static inline __attribute__((always_inline)) void sweep_refresh_body(ph__world *w, double h, int need_b, int32_t b0,
-                                                                     int32_t b1, int32_t g0) {
+PH_VARIANTS_ISA(any_sweep, (ph__world * w, int32_t b0, int32_t b1, int32_t g0), (w, NULL, b0, b1, g0))
+static inline __attribute__((always_inline)) void sweep_refresh_body(const int isa, ph__world *w, double h, int need_b,
+                                                                     int32_t b0, int32_t b1, int32_t g0) {
     refresh_k c = refresh_consts(w, h);
     c.need_b = need_b;
-    any_sweep_body(w, &c, b0, b1, g0);
+    any_sweep_body(isa, w, &c, b0, b1, g0);
 }
-PH_VARIANTS(sweep_refresh, (ph__world * w, double h, int need_b, int32_t b0, int32_t b1, int32_t g0),
-            (w, h, need_b, b0, b1, g0))
+PH_VARIANTS_ISA(sweep_refresh, (ph__world * w, double h, int need_b, int32_t b0, int32_t b1, int32_t g0),
+                (w, h, need_b, b0, b1, g0))
 PH_VARIANTS(any_refresh, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t g0), (w, h, b0, b1, g0))
 PH_VARIANTS(any_merits, (const ph__world *w, ph__merit *m), (w, m))
 PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t g0), (w, h, b0, b1, g0))
@@ -1475,34 +1475,34 @@ PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int3
 /* One tile's share of a later substep's solve (point mode): its first
  * sweep with the refresh (and with need_b the merits' B: the last
  * substep, which never relaxes), the other sweeps, the relaxation pass. */
-static inline __attribute__((always_inline)) void tile_solve_body(ph__world *w, int32_t t, double h, int iters,
-                                                                  int relax, int need_b) {
+static inline __attribute__((always_inline)) void tile_solve_body(const int isa, ph__world *w, int32_t t, double h,
+                                                                  int iters, int relax, int need_b) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
     refresh_k c = refresh_consts(w, h);
     c.need_b = need_b;
     for (int it = 0; it < iters; it++)
-        point_sweep_body(w, it == 0 ? &c : NULL, b0, b1, g0);
+        point_sweep_body(isa, w, it == 0 ? &c : NULL, b0, b1, g0);
     if (relax) point_relax_body(w, h, b0, b1, g0);
 }
-PH_VARIANTS(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax, int need_b),
-            (w, t, h, iters, relax, need_b))
+PH_VARIANTS_ISA(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax, int need_b),
+                (w, t, h, iters, relax, need_b))
 /* One tile's share of the first substep (point mode): the fill of its
  * batches, their warm start, the sweeps, the relaxation pass (the ground,
  * solver body 0, is never stored by the point passes: it stays at rest,
  * and tiles solved side by side by workers share no body). */
-static inline __attribute__((always_inline)) void tile_first_body(ph__world *w, int32_t t, const ph__contact_ctx *c,
-                                                                  int iters, int relax) {
+static inline __attribute__((always_inline)) void tile_first_body(const int isa, ph__world *w, int32_t t,
+                                                                  const ph__contact_ctx *c, int iters, int relax) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
     point_fill_body(w, c, 0, b0, b1, g0);
     point_warm_start_body(w, b0, b1, g0);
     for (int it = 0; it < iters; it++)
-        point_sweep_body(w, NULL, b0, b1, g0);
+        point_sweep_body(isa, w, NULL, b0, b1, g0);
     if (relax) point_relax_body(w, c->h, b0, b1, g0);
 }
-PH_VARIANTS(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
-            (w, t, c, iters, relax))
+PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c, int iters, int relax),
+                (w, t, c, iters, relax))
 
 /* Threads (tasks.c). The groups of one level touch disjoint moving bodies
  * (and the ground, which the passes never store), so the workers may solve

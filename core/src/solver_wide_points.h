@@ -266,8 +266,8 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
  * stays a value of its own, in registers: not an operation on the numbers.
  * (The baseline build holds a vector in two registers, which the asm's
  * operand cannot name: there, and off x86, the copy is the values. clang,
- * the fuzz build's compiler, refuses the operand in the baseline build's
- * code even where pin is 0 at run time: there too.) */
+ * the fuzz build's compiler, refuses the operand in the baseline build
+ * even where pin is 0, before dead code is dropped: there too.) */
 static inline __attribute__((always_inline)) void copy_vel(const wvel *u, wvel *uc, const int pin) {
     for (int c = 0; c < 3; c++) {
         uc->va[c] = u->va[c];
@@ -348,22 +348,17 @@ static inline __attribute__((always_inline)) void point_sweep_groups(ph__world *
     }
 }
 
-/* pin (copy_vel): the world's instruction set is AVX2 or AVX-512, which
- * PH_DISPATCH runs in those builds only (the baseline build never takes
- * the pinned loop: a run-time test, once a pass, that each build compiles
- * both ways). */
-static inline __attribute__((always_inline)) void point_sweep_body(ph__world *w, const refresh_k *rk, int32_t b0,
-                                                                   int32_t b1, int32_t g0) {
+/* isa: the build's instruction set (PH_VARIANTS_ISA), a constant: the
+ * AVX2 and AVX-512 builds pin the velocities' copy (copy_vel), the
+ * baseline build does not. */
+static inline __attribute__((always_inline)) void point_sweep_body(const int isa, ph__world *w, const refresh_k *rk,
+                                                                   int32_t b0, int32_t b1, int32_t g0) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
-    if (w->simd_level == 1 || w->simd_level == 2) {
-        if (box)
-            point_sweep_groups(w, rk, b0, b1, g0, 1, 1);
-        else
-            point_sweep_groups(w, rk, b0, b1, g0, 0, 1);
-    } else if (box)
-        point_sweep_groups(w, rk, b0, b1, g0, 1, 0);
+    const int pin = isa != 0;
+    if (box)
+        point_sweep_groups(w, rk, b0, b1, g0, 1, pin);
     else
-        point_sweep_groups(w, rk, b0, b1, g0, 0, 0);
+        point_sweep_groups(w, rk, b0, b1, g0, 0, pin);
 }
 
 static inline __attribute__((always_inline)) void point_warm_start_body(ph__world *w, int32_t b0, int32_t b1,
