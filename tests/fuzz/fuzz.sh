@@ -4,7 +4,8 @@
 # then fuzzes for a bounded time. docs/fuzzing.md has the details.
 #
 # Usage: tests/fuzz/fuzz.sh [--time SECONDS] [--build-dir DIR] [--cc CLANG]
-#                           [--ci] [--no-build] [--ws] [-- LIBFUZZER FLAGS...]
+#                           [--ci] [--no-build | --build-only] [--ws]
+#                           [-- LIBFUZZER FLAGS...]
 #   --time S       fuzz for S seconds after the replay (default 600; 0: replay only)
 #   --build-dir D  the clang build directory (default build/fuzz)
 #   --cc C         the clang to use (default: clang)
@@ -13,6 +14,9 @@
 #                  touched), a missing libFuzzer is a skip (exit 77), and
 #                  PHYSD_FUZZ_CI_SECONDS overrides --time
 #   --no-build     use the binary already in the build directory
+#   --build-only   build, then stop (with --ci a missing clang or libFuzzer
+#                  is a message and exit 0: the build goes on, the smoke
+#                  test itself reports the skip)
 #   --ws           the WebSocket target instead (physd_fuzz_ws: session
 #                  scripts for the connection behind /ws, seeds corpus_ws/)
 # Without --ci the new inputs go to D/work/corpus and crashes to
@@ -28,6 +32,7 @@ build="$root/build/fuzz"
 cc=clang
 ci=0
 do_build=1
+build_only=0
 target=physd_fuzz
 seeds=(corpus regress)
 extra=()
@@ -38,6 +43,7 @@ while [ $# -gt 0 ]; do
     --cc) cc="$2"; shift 2 ;;
     --ci) ci=1; shift ;;
     --no-build) do_build=0; shift ;;
+    --build-only) build_only=1; shift ;;
     --ws) target=physd_fuzz_ws; seeds=(corpus_ws); shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
@@ -45,7 +51,11 @@ while [ $# -gt 0 ]; do
 done
 if [ "$ci" = 1 ] && [ -n "${PHYSD_FUZZ_CI_SECONDS:-}" ]; then seconds="$PHYSD_FUZZ_CI_SECONDS"; fi
 
-skip() { echo "fuzz.sh: SKIP: $*"; exit 77; }
+skip() {
+  echo "fuzz.sh: SKIP: $*"
+  if [ "$build_only" = 1 ]; then exit 0; fi
+  exit 77
+}
 command -v "$cc" >/dev/null 2>&1 || { [ "$ci" = 1 ] && skip "no $cc"; echo "fuzz.sh: no $cc (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 
 # libFuzzer comes with compiler-rt (Debian: libclang-rt-14-dev).
@@ -76,6 +86,7 @@ if [ "$do_build" = 1 ]; then
 fi
 bin="$build/tests/fuzz/$target"
 [ -x "$bin" ] || { echo "fuzz.sh: $bin not built" >&2; exit 2; }
+if [ "$build_only" = 1 ]; then echo "fuzz.sh: built $bin"; exit 0; fi
 
 work="$build/work${target#physd_fuzz}"
 if [ "$ci" = 1 ]; then work="$probe/work"; fi
