@@ -144,8 +144,9 @@ static inline __attribute__((always_inline)) ph__vd vabs(ph__vd x) {
 
 /* 1 when every lane of m (all ones or zero) is set. With pin (the AVX2
  * and AVX-512 builds, gcc on x86: see copy_vel) one vmovmskpd of the
- * vector, which the generic vector code cannot name: the branch on it
- * resolves a few cycles sooner than after the two lane-crossing shuffles. */
+ * vector, which the generic vector code cannot name: a branch on it
+ * resolves a few cycles sooner than after the two lane-crossing shuffles
+ * (what a mispredicted one costs on the visit's chain). */
 static inline __attribute__((always_inline)) int all_lanes(ph__vi m, const int pin) {
 #if PH_LANES == 4 && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
     if (pin) {
@@ -203,20 +204,19 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
     const ph__vd bound = box ? wb->box : wb->mu * n0;
     const ph__vi ok = (n0 >= zero) & (vmax(vabs(n1), vabs(n2)) <= bound);
     ph__vd n[3] = {n0, n1, n2};
-    /* The infeasible lanes' treatment computed in every visit, without a
-     * branch on ok (2 in 3 visits of pyramid20 have such a lane; callgrind's
-     * branch simulation missed 19 % of that branch): where every lane is
-     * feasible, the selects return n unchanged. A point leaving the normal: all three impulses zero is
-     * the point's solution when the normal's residual there is not
-     * negative. */
-    const ph__vi sep =
-        (n0 < zero) & ((y0 - ((p->kd[0] * p->lam[0] + p->koff[0] * p->lam[1]) + p->koff[1] * p->lam[2])) >= zero);
-    for (int i = 0; i < 3; i++)
-        n[i] = select_vd(ok, n[i], zero);
-    const ph__vi done = ok | sep;
-    if (!all_lanes(done, pin)) {
-        const ph__vd y[3] = {y0, y1, y2};
-        point_rows(p, wb, box, y, &done, n);
+    if (!all_lanes(ok, pin)) {
+        /* A point leaving the normal: all three impulses zero is the
+         * point's solution when the normal's residual there is not
+         * negative. */
+        const ph__vi sep =
+            (n0 < zero) & ((y0 - ((p->kd[0] * p->lam[0] + p->koff[0] * p->lam[1]) + p->koff[1] * p->lam[2])) >= zero);
+        for (int i = 0; i < 3; i++)
+            n[i] = select_vd(ok, n[i], zero);
+        const ph__vi done = ok | sep;
+        if (!all_lanes(done, pin)) {
+            const ph__vd y[3] = {y0, y1, y2};
+            point_rows(p, wb, box, y, &done, n);
+        }
     }
     const ph__vd d0 = n[0] - p->lam[0], d1 = n[1] - p->lam[1], d2 = n[2] - p->lam[2];
     p->lam[0] = n[0];
