@@ -123,9 +123,15 @@ static inline __attribute__((always_inline)) void point_apply(const ph__vd (*dir
             tb[c] = in->ib[0] * tb[c];
         }
     }
+    /* The linear velocities first: the angular ones come last on the
+     * chain to the next visit's dv (P, ra x P, the inertia's scale), so
+     * their new values are made last and reach the copy (copy_vel) in
+     * registers rather than through the slots of u. */
     for (int c = 0; c < 3; c++) {
         u->va[c] = u->va[c] - in->ima * P[c];
         u->vb[c] = u->vb[c] + in->imb * P[c];
+    }
+    for (int c = 0; c < 3; c++) {
         u->wa[c] = u->wa[c] - ta[c];
         u->wb[c] = u->wb[c] + tb[c];
     }
@@ -136,8 +142,21 @@ static inline __attribute__((always_inline)) ph__vd vabs(ph__vd x) {
     return (ph__vd)((ph__vi)x & ~(ph__vi)splat(-0.0));
 }
 
-/* 1 when every lane of m (all ones or zero) is set. */
-static inline __attribute__((always_inline)) int all_lanes(ph__vi m) {
+/* 1 when every lane of m (all ones or zero) is set. With pin (the AVX2
+ * and AVX-512 builds, gcc on x86: see copy_vel) one vmovmskpd of the
+ * vector, which the generic vector code cannot name: a branch on it
+ * resolves a few cycles sooner than after the two lane-crossing shuffles
+ * (what a mispredicted one costs on the visit's chain). */
+static inline __attribute__((always_inline)) int all_lanes(ph__vi m, const int pin) {
+#if PH_LANES == 4 && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+    if (pin) {
+        int r;
+        __asm__("vmovmskpd %1, %0" : "=r"(r) : "x"(m));
+        return r == 15;
+    }
+#else
+    (void)pin;
+#endif
 #if PH_LANES == 4
     m &= __builtin_shuffle(m, (ph__vi){2, 3, 0, 1});
     m &= __builtin_shuffle(m, (ph__vi){1, 0, 3, 2});
@@ -171,7 +190,8 @@ static inline __attribute__((always_inline)) void point_rows(const ph__wpoint *p
  * uc, the update on u (the same values: see point_group). */
 static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, const ph__vd (*dir)[3],
                                                               const ph__wbatch *wb, const winert *in, int aniso,
-                                                              int box, wvel *u, const wvel *uc, ph__vd zero) {
+                                                              int box, wvel *u, const wvel *uc, ph__vd zero,
+                                                              const int pin) {
     ph__vd dv[3];
     point_dv(p, uc, dv);
     const ph__vd y0 = (dot3_vd(dir[0], dv) + p->eps[0] * p->lam[0]) - p->rhs;
@@ -184,7 +204,7 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
     const ph__vd bound = box ? wb->box : wb->mu * n0;
     const ph__vi ok = (n0 >= zero) & (vmax(vabs(n1), vabs(n2)) <= bound);
     ph__vd n[3] = {n0, n1, n2};
-    if (!all_lanes(ok)) {
+    if (!all_lanes(ok, pin)) {
         /* A point leaving the normal: all three impulses zero is the
          * point's solution when the normal's residual there is not
          * negative. */
@@ -193,7 +213,7 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
         for (int i = 0; i < 3; i++)
             n[i] = select_vd(ok, n[i], zero);
         const ph__vi done = ok | sep;
-        if (!all_lanes(done)) {
+        if (!all_lanes(done, pin)) {
             const ph__vd y[3] = {y0, y1, y2};
             point_rows(p, wb, box, y, &done, n);
         }
@@ -309,9 +329,9 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
          * once where they are. */
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         if (g->aniso)
-            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, &u, zero);
+            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, &u, zero, pin);
         else
-            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, &u, zero);
+            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, &u, zero, pin);
     } else {
         /* The directions copied once (vector by vector: a memcpy was a
          * rep movsq): the points' stores could alias gr, which would make
@@ -323,12 +343,12 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
         copy_vel(&u, &uc, pin);
         if (g->aniso)
             for (int32_t k = 0; k < g->glen; k++) {
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, &uc, zero);
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, &uc, zero, pin);
                 copy_vel(&u, &uc, pin);
             }
         else
             for (int32_t k = 0; k < g->glen; k++) {
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, &uc, zero);
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, &uc, zero, pin);
                 copy_vel(&u, &uc, pin);
             }
     }
