@@ -152,6 +152,8 @@ struct ph__world {
     ph__wbatch *wbatches;
     int32_t wbatch_count;
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
+    ph__wpointb *wptb;   /* point mode: the merits' B, beside wpts (same index) */
+    int wb_made;         /* where the merits' B are: ph__wpointb */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     /* Threads' schedule of the batches (solver_wide.c, point mode): each

@@ -108,6 +108,8 @@ static void check_lines(const ph__world *w) {
     assert_int_equal((uintptr_t)w->sbodies % 64, 0);
     assert_int_equal((uintptr_t)w->vws % 64, 0);
     assert_int_equal((uintptr_t)w->wpts % 64, 0);
+    assert_int_equal((uintptr_t)w->wptb % 64, 0);
+    assert_int_equal(sizeof(ph__wpoint) % 64, 0); /* (whole lines: the merits' B apart, r21-flat8) */
     assert_int_equal(sizeof(ph__sbody) % 64, 0);
     assert_int_equal(sizeof(ph__body) % 64, 0);
     assert_int_equal(offsetof(ph__body, p) % 64, 0);
