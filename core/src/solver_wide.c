@@ -2032,8 +2032,8 @@ void ph__wide_sweep(ph__world *w) {
  * 2, ph__wpointb). */
 static int b_in_pass(ph__world *w, int need_b) {
     if (!need_b || !w->wpoint_mode) return need_b;
-    w->wb_made = 2;
-    return 0;
+    w->wb_made = w->wb_eager ? 1 : 2; /* (the test switch: into wptb, by point_refresh_group) */
+    return w->wb_eager;
 }
 
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) {
