@@ -1473,20 +1473,19 @@ PH_VARIANTS(any_relax, (ph__world * w, double h, int32_t b0, int32_t b1, int32_t
 PH_VARIANTS(any_fill, (ph__world * w, const ph__contact_ctx *c, int need_b, int32_t b0, int32_t b1, int32_t g0),
             (w, c, need_b, b0, b1, g0))
 /* One tile's share of a later substep's solve (point mode): its first
- * sweep with the refresh (and with need_b the merits' B: the last
- * substep, which never relaxes), the other sweeps, the relaxation pass. */
+ * sweep with the refresh (in the last substep, which never relaxes,
+ * without the merits' B: ph__wpointb), the other sweeps, the relaxation
+ * pass. */
 static inline __attribute__((always_inline)) void tile_solve_body(const int isa, ph__world *w, int32_t t, double h,
-                                                                  int iters, int relax, int need_b) {
+                                                                  int iters, int relax) {
     const int32_t b0 = w->tile_batch[t], b1 = w->tile_batch[t + 1];
     const int32_t g0 = w->tile_group[t];
-    refresh_k c = refresh_consts(w, h);
-    c.need_b = need_b;
+    refresh_k c = refresh_consts(w, h); /* (no B: the merits make it, ph__wpointb) */
     for (int it = 0; it < iters; it++)
         point_sweep_body(isa, w, it == 0 ? &c : NULL, b0, b1, g0);
     if (relax) point_relax_body(w, h, b0, b1, g0);
 }
-PH_VARIANTS_ISA(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax, int need_b),
-                (w, t, h, iters, relax, need_b))
+PH_VARIANTS_ISA(tile_solve, (ph__world * w, int32_t t, double h, int iters, int relax), (w, t, h, iters, relax))
 /* One tile's share of the first substep (point mode): the fill of its
  * batches, their warm start, the sweeps, the relaxation pass (the ground,
  * solver body 0, is never stored by the point passes: it stays at rest,
@@ -2028,13 +2027,23 @@ void ph__wide_sweep(ph__world *w) {
     run_pass(w, &p, 1);
 }
 
+/* The last substep's refresh in the sweep makes no B in point mode: the
+ * merits compute it from vws and the records when they are read (wb_made
+ * 2, ph__wpointb). */
+static int b_in_pass(ph__world *w, int need_b) {
+    if (!need_b || !w->wpoint_mode) return need_b;
+    w->wb_made = w->wb_eager ? 1 : 2; /* (the test switch: into wptb, by point_refresh_group) */
+    return w->wb_eager;
+}
+
 void ph__wide_sweep_refresh(ph__world *w, double h, int need_b) {
-    const wpass p = {.kind = PASS_SWEEP_REFRESH, .need_b = need_b, .h = h};
+    const wpass p = {.kind = PASS_SWEEP_REFRESH, .need_b = b_in_pass(w, need_b), .h = h};
     run_pass(w, &p, 1);
 }
 
 void ph__wide_refresh_fast(ph__world *w, double h) {
     const wpass p = {.kind = PASS_REFRESH, .h = h};
+    w->wb_made = 1; /* (point_refresh_body: always B, into wptb) */
     run_pass(w, &p, 0);
 }
 
@@ -2046,17 +2055,20 @@ void ph__wide_relax(ph__world *w, double h) {
 }
 
 void ph__wide_sweep_end(ph__world *w, double h, int refresh, int need_b, int relax, ph__wint *wi) {
-    const wpass p = {.kind = refresh ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = need_b, .h = h};
+    const wpass p = {
+        .kind = refresh ? PASS_SWEEP_REFRESH : PASS_SWEEP, .need_b = b_in_pass(w, refresh && need_b), .h = h};
     const wpass r = {.kind = PASS_RELAX, .h = h};
     run_passes(w, &p, &r, relax ? 2 : 1, 1, wi);
 }
 
 void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax) {
-    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax, 0));
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, relax));
 }
 
 void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters) {
-    PH_DISPATCH(w, tile_solve, (w, t, h, iters, 0, 1)); /* (the last substep never relaxes: step_plan.h) */
+    /* (The last substep never relaxes: step_plan.h. Its B: the merits make
+     * it, step.c's tiled_substeps sets wb_made.) */
+    PH_DISPATCH(w, tile_solve, (w, t, h, iters, 0));
     store_impulses(w, w->tile_batch[t], w->tile_batch[t + 1]);
 }
 
@@ -2077,7 +2089,9 @@ int ph__wide_build_native(ph__world *w) {
     w->wpoint_mode = w->settings.contact_block != 0;
     if (w->wpoint_mode) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
-        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wgroups, ng + 1) ||
+        w->wb_made = 0;                      /* (the fill writes no B without need_b: ph__wpointb) */
+        if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wptb, w->wbatch_count + 1) ||
+            ph__array_reserve(w->wgroups, ng + 1) ||
             make_schedule(w, ng, w->wreuse_builds != reused && w->wlayout_hits == hits && deps == ng))
             return PH_ERR_NO_MEMORY;
     }
@@ -2088,6 +2102,7 @@ void ph__wide_fill(ph__world *w, const ph__plan *p, double h) {
     ph__contact_ctx c;
     ph__contact_ctx_init(w, h, &c);
     const wpass f = {.kind = PASS_FILL, .need_b = p->last, .c = &c}; /* (B: the last substep's merits) */
+    w->wb_made = p->last;                                            /* (into wptb) */
     run_pass(w, &f, 0);
 }
 

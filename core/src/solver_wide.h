@@ -53,7 +53,8 @@ typedef struct ph__wbatch {
  * (solver_wide.c). Rows i = normal, t1, t2 along dir[i]; J_i v is dir_i .
  * (v_b + w_b x rb - v_a - w_a x ra), so the rows themselves are not
  * stored. K = J M^-1 J^T + diag(eps) is the point's block of the system;
- * the hot part (read in every sweep) comes first. */
+ * the hot part (read in every sweep) comes first. 28 vectors: 896 bytes, 14
+ * whole cache lines (the merits' B is in w->wptb, ph__wpointb). */
 typedef struct ph__wpoint {
     ph__vd ra[3], rb[3]; /* the point from each body's centre of mass (m) */
     ph__vd eps[3];       /* SPOOK regularization of each row */
@@ -63,8 +64,21 @@ typedef struct ph__wpoint {
     ph__vd koff[3];      /* K01 K02 K12, */
     ph__vd kd[3];        /* K_ii and */
     ph__vd inv[3];       /* 1 / K_ii: a point whose block solution leaves the bounds */
-    ph__vd B[3];         /* the rows' SPOOK right-hand side B (merits only) */
 } ph__wpoint;
+
+/* The rows' SPOOK right-hand side B of a batch's points, read by the merits
+ * only, kept out of ph__wpoint so that the fill, warm start, sweeps and
+ * refreshes that stream the records do not carry its 96 bytes
+ * (docs/profile.md, r21-flat8). w->wb_made says where the merits find it:
+ * 0 nowhere, B is 0 (the build; a fill without need_b, which used to write
+ * those zeros into every record); 1 in w->wptb[b], beside w->wpts[b] (a
+ * fill with need_b, a refresh pass of its own); 2 made by the merits from
+ * vws and the records (the last substep's refresh in its first sweep,
+ * whose B that is: nothing changes vws, the right-hand sides, arms or
+ * directions until the next step, which the merits are read before). */
+typedef struct ph__wpointb {
+    ph__vd B[3];
+} ph__wpointb;
 
 /* What a group's points share (point mode, w->wgroups[group]). */
 typedef struct ph__wgroup {

@@ -269,13 +269,14 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
     if (c->need_b) {
         wvel u;
         gather_arrays(w->vws, g, &u);
+        ph__wpointb *pb = w->wptb + (pg - w->wpts);
         for (int32_t k = 0; k < g->glen; k++) {
-            ph__wpoint *p = &pg[k];
+            const ph__wpoint *p = &pg[k];
             ph__vd dv[3];
             point_dv(p, &u, dv);
-            p->B[0] = p->rhs - dot3_vd(dir[0], dv);
-            p->B[1] = -dot3_vd(dir[1], dv);
-            p->B[2] = -dot3_vd(dir[2], dv);
+            pb[k].B[0] = p->rhs - dot3_vd(dir[0], dv);
+            pb[k].B[1] = -dot3_vd(dir[1], dv);
+            pb[k].B[2] = -dot3_vd(dir[2], dv);
         }
     }
 }
@@ -482,25 +483,38 @@ static inline __attribute__((always_inline)) void point_relax_body(ph__world *w,
 static inline __attribute__((always_inline)) void point_merits_body(const ph__world *w, ph__merit *m) {
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0);
+    const int made = w->wb_made; /* B: 0 zero, 1 in wptb, 2 from vws (ph__wpointb) */
     wmerit acc = {zero, zero, zero, zero, zero};
     const ph__wgroup *gr = w->wgroups;
     for (int32_t bi = 0; bi < w->wbatch_count; gr++) {
         const ph__wbatch *grp = &w->wbatches[bi];
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
         const int32_t gl = grp->glen;
-        wvel u;
+        wvel u, us;
         gather(w->sbodies, grp, &u);
+        if (made == 2) gather_arrays(w->vws, grp, &us);
         for (int32_t k = 0; k < gl; k++) {
             const ph__wbatch *wb = &grp[k];
             const ph__wpoint *p = &w->wpts[bi + k];
             const ph__vi live = live_lanes(wb);
-            ph__vd dv[3];
+            ph__vd dv[3], B[3] = {zero, zero, zero};
+            if (made == 2) {
+                /* (point_refresh_group's B, from the same vws and rhs: the
+                 * last substep's refresh left them as they are) */
+                point_dv(p, &us, dv);
+                B[0] = p->rhs - dot3_vd(dir[0], dv);
+                B[1] = -dot3_vd(dir[1], dv);
+                B[2] = -dot3_vd(dir[2], dv);
+            } else if (made == 1) {
+                for (int q = 0; q < 3; q++)
+                    B[q] = w->wptb[bi + k].B[q];
+            }
             point_dv(p, &u, dv);
             const ph__vd bound = box ? wb->box : wb->mu * p->lam[0];
             for (int q = 0; q < 3; q++) {
                 const ph__vd l = p->lam[q], d = p->kd[q];
                 const ph__vd y = (dot3_vd(dir[q], dv) + p->eps[q] * l) - (q == 0 ? p->rhs : zero);
-                merit_add(q == 0, l, y, d, bound, p->B[q], live, &acc);
+                merit_add(q == 0, l, y, d, bound, B[q], live, &acc);
             }
         }
         bi += gl;
@@ -614,14 +628,13 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             const ph__vd gap = -depth;
             wb->gap = keep(gap, live);
             p->rhs = keep(spook_rhs_vd(gap, jv0, a, omb, hv, zero), live);
-            if (need_b) {
+            if (need_b) { /* (without: nothing written, w->wb_made clear) */
                 ph__vd dv[3];
+                ph__wpointb *pb = &w->wptb[b + k];
                 point_dv(p, &gi.u, dv);
-                p->B[0] = keep(p->rhs - dot3_vd(dir[0], dv), live);
-                p->B[1] = keep(-dot3_vd(dir[1], dv), live);
-                p->B[2] = keep(-dot3_vd(dir[2], dv), live);
-            } else {
-                p->B[0] = p->B[1] = p->B[2] = zero;
+                pb->B[0] = keep(p->rhs - dot3_vd(dir[0], dv), live);
+                pb->B[1] = keep(-dot3_vd(dir[1], dv), live);
+                pb->B[2] = keep(-dot3_vd(dir[2], dv), live);
             }
             const ph__vd ln = keep(l[0] * wsf, live);
             const ph__vd bound = c->box ? gi.boxv : gi.muv * ln;

@@ -907,6 +907,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     else
         tiled_pass(w, &c, 0, 1);
     w->sbodies[0].v = w->sbodies[0].w = ph_v3(0, 0, 0);
+    if (last) w->wb_made = 2; /* (the merits' B from vws: ph__wpointb) */
     /* (Worker 0's own split; its wait for the others counts as solving.) */
     w->stats.stage_ms[PH_STAGE_INTEGRATE] += c.integrate_ms;
     w->stats.stage_ms[PH_STAGE_NARROWPHASE] += c.collide_ms;

@@ -195,6 +195,7 @@ static const size_t world_arrays[] = {
     ARR(rest.nodes),
     STEP(wbatches),
     STEP(wpts),
+    STEP(wptb),
     STEP(wgfirst),
     STEP(wsegs),
     STEP(wint),

@@ -152,6 +152,10 @@ struct ph__world {
     ph__wbatch *wbatches;
     int32_t wbatch_count;
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
+    ph__wpointb *wptb;   /* point mode: the merits' B, beside wpts (same index) */
+    int wb_made;         /* where the merits' B are: ph__wpointb */
+    int wb_eager;        /* test switch: the last substep's refresh in the sweep writes B
+                            into wptb (wb_made 1), not the merits (test_tiles) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     /* Threads' schedule of the batches (solver_wide.c, point mode): each

@@ -108,6 +108,8 @@ static void check_lines(const ph__world *w) {
     assert_int_equal((uintptr_t)w->sbodies % 64, 0);
     assert_int_equal((uintptr_t)w->vws % 64, 0);
     assert_int_equal((uintptr_t)w->wpts % 64, 0);
+    assert_int_equal((uintptr_t)w->wptb % 64, 0);
+    assert_int_equal(sizeof(ph__wpoint) % 64, 0); /* (whole lines: the merits' B apart, r21-flat8) */
     assert_int_equal(sizeof(ph__sbody) % 64, 0);
     assert_int_equal(sizeof(ph__body) % 64, 0);
     assert_int_equal(offsetof(ph__body, p) % 64, 0);
@@ -244,6 +246,7 @@ static void test_tiles_with_merits(void **state) {
         assert_true(sr.fischer[sr.merit_count - 1] == sl.fischer_final);
         assert_true(sr.fischer_final == sl.fischer_final);
         assert_true(sr.minmap_final == sl.minmap_final);
+        assert_true(sr.rel_residual == sl.rel_residual);
     }
     assert_true(measured >= STEPS / 2);
     assert_true(record(rec)->tiled_steps >= STEPS - 5);
@@ -261,6 +264,44 @@ static void test_tiles_with_merits(void **state) {
         }
     ph_world_destroy(rec);
     ph_world_destroy(lazy);
+}
+
+/* The merits' B (ph__wpointb) made by the merits from vws and the records
+ * after the last substep (the default) against written into w->wptb by its
+ * refresh (test switch wb_eager): both worlds over the whole world
+ * (record_merits, merits after every sweep), the same per-sweep and final
+ * merits and state, bit for bit; rel_residual, the one merit B enters,
+ * positive once the columns press. */
+static void test_tiles_merits_b(void **state) {
+    (void)state;
+    ph_world_id lazy = new_world_merits(1), eager = new_world_merits(1);
+    ph__world_get(eager)->wb_eager = 1;
+    ph_body_id a[LAYERS];
+    for (int j = 0; j < SIDE; j++)
+        for (int i = 0; i < SIDE; i++) {
+            add_column(lazy, i, j, a);
+            add_column(eager, i, j, a);
+        }
+    int pressed = 0;
+    for (int s = 0; s < STEPS; s++) {
+        assert_int_equal(ph_world_step(lazy), PH_OK);
+        assert_int_equal(ph_world_step(eager), PH_OK);
+        ph_step_stats sl, se;
+        assert_int_equal(ph_world_get_stats(lazy, &sl), PH_OK);
+        assert_int_equal(ph_world_get_stats(eager, &se), PH_OK);
+        assert_int_equal(sl.merit_count, se.merit_count);
+        for (int k = 0; k < sl.merit_count; k++)
+            assert_true(sl.fischer[k] == se.fischer[k]);
+        assert_true(sl.fischer_final == se.fischer_final);
+        assert_true(sl.rel_residual == se.rel_residual);
+        pressed += sl.rel_residual > 0;
+    }
+    assert_true(pressed >= STEPS / 2);
+    assert_int_equal(record(lazy)->wb_made, 2);
+    assert_int_equal(record(eager)->wb_made, 1);
+    assert_true(ph_world_state_hash(lazy) == ph_world_state_hash(eager));
+    ph_world_destroy(lazy);
+    ph_world_destroy(eager);
 }
 
 /* The last substep tile by tile (no record_merits) against over the
@@ -312,6 +353,9 @@ static void test_tiles_last_substep(void **state) {
         assert_true(sw.row_updates == st.row_updates);
         assert_true(sw.fischer_final == st.fischer_final);
         assert_true(sw.minmap_final == st.minmap_final);
+        /* (The merits' B, made by the merits in both: ph__wpointb.) */
+        assert_true(sw.rel_residual == st.rel_residual);
+        assert_true(st.fischer_final == 0 || st.rel_residual > 0); /* (B = 0: rel 0) */
     }
     /* Every column's boxes land on each other (a begin event each) and
      * press into each other. */
@@ -331,7 +375,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiles_layout),       cmocka_unit_test(test_tiles_cache_lines),
         cmocka_unit_test(test_tiles_same_physics), cmocka_unit_test(test_tiles_with_merits),
-        cmocka_unit_test(test_tiles_last_substep),
+        cmocka_unit_test(test_tiles_last_substep), cmocka_unit_test(test_tiles_merits_b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
