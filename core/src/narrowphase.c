@@ -381,6 +381,11 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
  * same range of pairs) and pushed after it in piece order, which is the
  * order of the one-thread merge. */
 #define PIECE_PAIRS 128
+/* The pieces of the split pass: smaller, so that the pass's end, where the
+ * stepping thread waits for the partner's last piece, is short (a piece of
+ * 128 pairs was some 0.28 M instructions on pyramid40; the join below and
+ * the events are the same for any size). Tests may set w->collide_piece. */
+#define SPLIT_PAIRS 32
 
 typedef struct np_piece {
     int32_t n, reused, restitutive, nev, ev0;
@@ -425,7 +430,11 @@ int ph__narrowphase(ph__world *w) {
     if (ph__array_reserve(w->manifolds, w->pair_count + 1)) return PH_ERR_NO_MEMORY;
     double maxpen = 0;
     int32_t reused = 0, restitutive = 0;
-    const int32_t np = ph__tasks_pieces(w->pair_count, PIECE_PAIRS);
+    /* (Split only when the solver's levels were split in the last step, as
+     * integrate's in step.c: else the workers' wake-ups cost more.) */
+    const int split = w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES && w->wsched_ok;
+    const int32_t size = !split ? PIECE_PAIRS : w->collide_piece > 0 ? w->collide_piece : SPLIT_PAIRS;
+    const int32_t np = ph__tasks_pieces(w->pair_count, size);
     np_ctx c;
     c.ev = ph__arena_alloc(&w->arena, ((size_t)w->pair_count + (size_t)w->prev_count + 1) * sizeof *c.ev,
                            "contact events");
@@ -435,16 +444,14 @@ int ph__narrowphase(ph__world *w) {
         return PH_ERR_NO_MEMORY;
     }
     int e = PH_OK;
-    /* (Split only when the solver's levels were split in the last step, as
-     * integrate's in step.c: else the workers' wake-ups cost more.) */
-    if (w->task_workers > 1 && w->pair_count >= PH_TASKS_MIN_BODIES && w->wsched_ok) {
+    if (split) {
         /* Each pair's manifold is what one thread makes, and the blocks
          * are joined in pair order, so the manifolds are the same; max and
          * sum are exact; the events are those of the merge in its order. */
-        ph__tasks_run_pieces(w, w->pair_count, PIECE_PAIRS, collide_piece, &c);
+        ph__tasks_run_pieces(w, w->pair_count, size, collide_piece, &c);
         for (int32_t k = 0; k < np; k++) {
             const np_piece *pc = &c.piece[k];
-            const int32_t i0 = k * PIECE_PAIRS, base = w->manifold_count;
+            const int32_t i0 = k * size, base = w->manifold_count;
             if (base != i0 && pc->n > 0)
                 memmove(&w->manifolds[base], &w->manifolds[i0], (size_t)pc->n * sizeof *w->manifolds);
             w->manifold_count += pc->n;

@@ -92,6 +92,8 @@ struct ph__world {
                              (shapes, bodies, joints created or destroyed) */
     uint64_t fat_version; /* bp_version of the last full pass; fat_ok: it is usable */
     int fat_ok;
+    /* tests: pairs in a piece of the split narrowphase (0: its default) */
+    int32_t collide_piece;
     ph__pair *jpairs; /* body pairs joined without collide_connected, sorted */
     int32_t jpair_count;
     ph__contact_manifold *manifolds, *prev_manifolds;

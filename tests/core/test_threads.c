@@ -16,7 +16,8 @@
  * host task runner (ph_world_set_task_runner) instead of the world's pool,
  * a step that fails the envelope check, and the integration fused into a
  * substep's last claimed pass (its lists, every body integrated once per
- * substep, bodies of no group). The statistics that count
+ * substep, bodies of no group), and the split narrowphase's pieces of
+ * any size. The statistics that count
  * work (rows, manifolds, row updates), the final merits and the contact
  * events (order and every field) agree too, bit for bit.
  */
@@ -159,11 +160,12 @@ static void throw_apex(ph_world_id w, int k) {
     assert_int_equal(ph_body_set_velocity(b[40], ph_v3(3, 0, 0), ph_v3(0, 0, 0)), PH_OK);
 }
 
-static void test_events_split(void **state) {
-    (void)state;
+static void events_case(int32_t piece2, int32_t piece4) {
     ph_world_id w[NW];
     for (int i = 0; i < NW; i++)
         w[i] = make_world("pyramid40", thread_counts[i], 0, 1);
+    ph__world_get(w[1])->collide_piece = piece2;
+    ph__world_get(w[2])->collide_piece = piece4;
     shapes_n = (int)ph__world_get(w[0])->shape_pool.hwm;
     int split_steps = 0, split_events = 0, spread = 0;
     for (events_step = 0; events_step < 120; events_step++) {
@@ -192,6 +194,21 @@ static void test_events_split(void **state) {
     assert_true(spread >= 1);
     for (int i = 0; i < NW; i++)
         ph_world_destroy(w[i]);
+}
+
+static void test_events_split(void **state) {
+    (void)state;
+    events_case(0, 0);
+}
+
+/* The split narrowphase's pieces of any size (narrowphase.c, SPLIT_PAIRS
+ * by default, here one pair a piece at two threads and seven at four:
+ * pieces with no manifold, pieces whose range of last step's manifolds is
+ * empty, a last piece shorter than the others) give one thread's
+ * manifolds and events, in its order. */
+static void test_pieces_fine(void **state) {
+    (void)state;
+    events_case(1, 7);
 }
 
 /* The levels of world w's last build (one tile: each run of groups is a
@@ -744,6 +761,7 @@ int main(void) {
         cmocka_unit_test(test_fused_free),
         cmocka_unit_test(test_fused_mixed),
         cmocka_unit_test(test_events_split),
+        cmocka_unit_test(test_pieces_fine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
