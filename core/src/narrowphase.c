@@ -383,7 +383,7 @@ static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, 
 #define PIECE_PAIRS 128
 /* The pieces of the split pass: smaller, so that the pass's end, where the
  * stepping thread waits for the partner's last piece, is short (a piece of
- * 128 pairs was some 0.28 M instructions on pyramid40; the join below and
+ * 128 pairs was some 0.6 M instructions on pyramid40; the join below and
  * the events are the same for any size). Tests may set w->collide_piece. */
 #define SPLIT_PAIRS 32
 
