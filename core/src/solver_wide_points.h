@@ -56,6 +56,18 @@ static inline __attribute__((always_inline)) void point_dv(const ph__wpoint *p, 
         dv[c] = (u->vb[c] + cb[c]) - (u->va[c] + ca[c]);
 }
 
+/* The rows' SPOOK right-hand side B of a batch's points at velocities u
+ * (the merits' B, ph__wpointb): made by the fill, the refresh or the
+ * merits themselves, the same operations in each. */
+static inline __attribute__((always_inline)) void point_b(const ph__wpoint *p, const ph__vd (*dir)[3], const wvel *u,
+                                                          ph__vd *B) {
+    ph__vd dv[3];
+    point_dv(p, u, dv);
+    B[0] = p->rhs - dot3_vd(dir[0], dv);
+    B[1] = -dot3_vd(dir[1], dv);
+    B[2] = -dot3_vd(dir[2], dv);
+}
+
 /* A group's inverse masses and inertias, lane by lane: the scale of an
  * isotropic body (ii[0] only), or every entry when the group has a body
  * with unequal moments (aniso). */
@@ -148,7 +160,9 @@ static inline __attribute__((always_inline)) ph__vd vabs(ph__vd x) {
  * resolves a few cycles sooner than after the two lane-crossing shuffles
  * (what a mispredicted one costs on the visit's chain). */
 static inline __attribute__((always_inline)) int all_lanes(ph__vi m, const int pin) {
-#if PH_LANES == 4 && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+#if PH_LANES == 4 && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__) && defined(__OPTIMIZE__)
+    /* (Only when optimizing: unoptimized, GCC keeps the dead pinned branch
+     * of the baseline build, whose vector the "x" operand cannot hold.) */
     if (pin) {
         int r;
         __asm__("vmovmskpd %1, %0" : "=r"(r) : "x"(m));
@@ -270,14 +284,8 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
         wvel u;
         gather_arrays(w->vws, g, &u);
         ph__wpointb *pb = w->wptb + (pg - w->wpts);
-        for (int32_t k = 0; k < g->glen; k++) {
-            const ph__wpoint *p = &pg[k];
-            ph__vd dv[3];
-            point_dv(p, &u, dv);
-            pb[k].B[0] = p->rhs - dot3_vd(dir[0], dv);
-            pb[k].B[1] = -dot3_vd(dir[1], dv);
-            pb[k].B[2] = -dot3_vd(dir[2], dv);
-        }
+        for (int32_t k = 0; k < g->glen; k++)
+            point_b(&pg[k], dir, &u, pb[k].B);
     }
 }
 
@@ -501,10 +509,7 @@ static inline __attribute__((always_inline)) void point_merits_body(const ph__wo
             if (made == 2) {
                 /* (point_refresh_group's B, from the same vws and rhs: the
                  * last substep's refresh left them as they are) */
-                point_dv(p, &us, dv);
-                B[0] = p->rhs - dot3_vd(dir[0], dv);
-                B[1] = -dot3_vd(dir[1], dv);
-                B[2] = -dot3_vd(dir[2], dv);
+                point_b(p, dir, &us, B);
             } else if (made == 1) {
                 for (int q = 0; q < 3; q++)
                     B[q] = w->wptb[bi + k].B[q];
@@ -629,12 +634,10 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
             wb->gap = keep(gap, live);
             p->rhs = keep(spook_rhs_vd(gap, jv0, a, omb, hv, zero), live);
             if (need_b) { /* (without: nothing written, w->wb_made clear) */
-                ph__vd dv[3];
-                ph__wpointb *pb = &w->wptb[b + k];
-                point_dv(p, &gi.u, dv);
-                pb->B[0] = keep(p->rhs - dot3_vd(dir[0], dv), live);
-                pb->B[1] = keep(-dot3_vd(dir[1], dv), live);
-                pb->B[2] = keep(-dot3_vd(dir[2], dv), live);
+                ph__vd *B = w->wptb[b + k].B;
+                point_b(p, dir, &gi.u, B);
+                for (int q = 0; q < 3; q++)
+                    B[q] = keep(B[q], live);
             }
             const ph__vd ln = keep(l[0] * wsf, live);
             const ph__vd bound = c->box ? gi.boxv : gi.muv * ln;
