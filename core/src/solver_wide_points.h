@@ -232,7 +232,8 @@ static inline __attribute__((always_inline)) void point_rows(const ph__wpoint *p
 }
 
 /* One visit of the points of a batch (see above): dv from the velocities
- * uc, the update on u (the same values: see point_group). */
+ * uc, the update on u (the same values: see point_group), and with ucw
+ * (NULL: none) the new velocities' copies there (point_apply). */
 static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, const ph__vd (*dir)[3],
                                                               const ph__wbatch *wb, const winert *in, int aniso,
                                                               int box, wvel *u, const wvel *uc, wvel *ucw, ph__vd zero,
