@@ -108,12 +108,27 @@ gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wgroup *gr, int
     }
 }
 
+/* With pin (the AVX2 and AVX-512 builds: see copy_vel), an empty asm that
+ * the compiler must assume changes *x, so that *x stays a value of its
+ * own (a register, or memory where the compiler chooses): not an
+ * operation on the numbers. */
+static inline __attribute__((always_inline)) void pin_vd(ph__vd *x, const int pin) {
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+    if (pin) __asm__("" : "+x,m"(*x));
+#else
+    (void)x;
+    (void)pin;
+#endif
+}
+
 /* v += M^-1 J^T d for the point's three rows. An isotropic inverse
  * inertia c I times x is c x exactly (ph__finish_row), so a group of
- * isotropic bodies only scales. */
+ * isotropic bodies only scales. With uc (point_group's loop), each new
+ * velocity is also copied to uc right after its update, the copy pinned
+ * (pin_vd): the values the next visit's dv reads. */
 static inline __attribute__((always_inline)) void point_apply(const ph__vd (*dir)[3], const ph__wpoint *p, ph__vd d0,
                                                               ph__vd d1, ph__vd d2, const winert *in, int aniso,
-                                                              wvel *u) {
+                                                              wvel *u, wvel *uc, const int pin) {
     ph__vd P[3], ta[3], tb[3];
     for (int c = 0; c < 3; c++)
         P[c] = (d0 * dir[0][c] + d1 * dir[1][c]) + d2 * dir[2][c];
@@ -137,15 +152,31 @@ static inline __attribute__((always_inline)) void point_apply(const ph__vd (*dir
     }
     /* The linear velocities first: the angular ones come last on the
      * chain to the next visit's dv (P, ra x P, the inertia's scale), so
-     * their new values are made last and reach the copy (copy_vel) in
-     * registers rather than through the slots of u. */
+     * their new values are made last and reach the copy in registers
+     * rather than through the slots of u. Each copy is made and pinned
+     * right after its update: pinned all together at the end of the visit
+     * (copy_vel), gcc kept one of them (an angular one) only in its slot
+     * of u and reloaded it for the next dv, a store-forward on the chain
+     * (docs/profile.md, r21-lead6). */
     for (int c = 0; c < 3; c++) {
         u->va[c] = u->va[c] - in->ima * P[c];
         u->vb[c] = u->vb[c] + in->imb * P[c];
+        if (uc) {
+            uc->va[c] = u->va[c];
+            pin_vd(&uc->va[c], pin);
+            uc->vb[c] = u->vb[c];
+            pin_vd(&uc->vb[c], pin);
+        }
     }
     for (int c = 0; c < 3; c++) {
         u->wa[c] = u->wa[c] - ta[c];
         u->wb[c] = u->wb[c] + tb[c];
+        if (uc) {
+            uc->wa[c] = u->wa[c];
+            pin_vd(&uc->wa[c], pin);
+            uc->wb[c] = u->wb[c];
+            pin_vd(&uc->wb[c], pin);
+        }
     }
 }
 
@@ -201,10 +232,11 @@ static inline __attribute__((always_inline)) void point_rows(const ph__wpoint *p
 }
 
 /* One visit of the points of a batch (see above): dv from the velocities
- * uc, the update on u (the same values: see point_group). */
+ * uc, the update on u (the same values: see point_group), and with ucw
+ * (NULL: none) the new velocities' copies there (point_apply). */
 static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, const ph__vd (*dir)[3],
                                                               const ph__wbatch *wb, const winert *in, int aniso,
-                                                              int box, wvel *u, const wvel *uc, ph__vd zero,
+                                                              int box, wvel *u, const wvel *uc, wvel *ucw, ph__vd zero,
                                                               const int pin) {
     ph__vd dv[3];
     point_dv(p, uc, dv);
@@ -236,7 +268,7 @@ static inline __attribute__((always_inline)) void point_block(ph__wpoint *p, con
     p->lam[0] = n[0];
     p->lam[1] = n[1];
     p->lam[2] = n[2];
-    point_apply(dir, p, d0, d1, d2, in, aniso, u);
+    point_apply(dir, p, d0, d1, d2, in, aniso, u, ucw, pin);
 }
 
 /* The refresh's loop over a group's points (scale: a constant, so that the
@@ -289,7 +321,8 @@ static inline __attribute__((always_inline)) void point_refresh_group(const ph__
     }
 }
 
-/* The velocities' copy that a visit's dv reads (see point_group). With
+/* The velocities' copy that a group's first visit's dv reads (see
+ * point_group; the next visits read point_apply's copies). With
  * pin (the AVX2 and AVX-512 builds, whose vectors fit a register), an
  * empty asm that the compiler must assume changes the copy, so that it
  * stays a value of its own, in registers: not an operation on the numbers.
@@ -322,25 +355,27 @@ static inline __attribute__((always_inline)) void copy_vel(const wvel *u, wvel *
  * chain from visit to visit (dv, the impulses, the update); with 16
  * registers the AVX2 build kept them in memory, each visit's dv waiting on
  * the previous visit's stores. With pin, each visit's dv reads a copy (uc)
- * made in registers at the end of the previous visit, while the update
+ * made in registers (copy_vel before the first visit, point_apply's copy
+ * of each velocity after its update in the others), while the update
  * reads and writes u, whose stores and loads are off the chain. */
 static inline __attribute__((always_inline)) void point_group(ph__world *w, int32_t b, const ph__wgroup *gr, int box,
                                                               ph__vd zero, const int pin) {
     ph__sbody *sb = w->sbodies;
     ph__wbatch *g = &w->wbatches[b];
+    const int aniso = g->aniso; /* (a local: what the loops test is what gather_inert read) */
     wvel u, uc;
     winert in;
     gather(sb, g, &u);
-    gather_inert(sb, g, gr, g->aniso, &u, &in);
+    gather_inert(sb, g, gr, aniso, &u, &in);
     /* (aniso and box constants in each loop: no tests per point) */
     if (g->glen == 1) {
         /* One batch (one-point manifolds: a sphere's): the directions read
          * once where they are. */
         const ph__vd(*dir)[3] = (const ph__vd(*)[3])gr->dir;
-        if (g->aniso)
-            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, &u, zero, pin);
+        if (aniso)
+            point_block(&w->wpts[b], dir, g, &in, 1, box, &u, &u, NULL, zero, pin);
         else
-            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, &u, zero, pin);
+            point_block(&w->wpts[b], dir, g, &in, 0, box, &u, &u, NULL, zero, pin);
     } else {
         /* The directions copied once (vector by vector: a memcpy was a
          * rep movsq): the points' stores could alias gr, which would make
@@ -350,15 +385,13 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
             for (int c = 0; c < 3; c++)
                 dir[i][c] = gr->dir[i][c];
         copy_vel(&u, &uc, pin);
-        if (g->aniso)
+        if (aniso)
             for (int32_t k = 0; k < g->glen; k++) {
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, &uc, zero, pin);
-                copy_vel(&u, &uc, pin);
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 1, box, &u, &uc, &uc, zero, pin);
             }
         else
             for (int32_t k = 0; k < g->glen; k++) {
-                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, &uc, zero, pin);
-                copy_vel(&u, &uc, pin);
+                point_block(&w->wpts[b + k], (const ph__vd(*)[3])dir, &g[k], &in, 0, box, &u, &uc, &uc, zero, pin);
             }
     }
     scatter(sb, g, &u);
@@ -404,14 +437,14 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
         if (g->aniso)
             for (int32_t k = 0; k < g->glen; k++) {
                 const ph__wpoint *p = &w->wpts[b + k];
-                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 1, &u);
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 1, &u, NULL, 0);
             }
         else if (g->glen == 1)
-            point_apply(dir, &w->wpts[b], w->wpts[b].lam[0], w->wpts[b].lam[1], w->wpts[b].lam[2], &in, 0, &u);
+            point_apply(dir, &w->wpts[b], w->wpts[b].lam[0], w->wpts[b].lam[1], w->wpts[b].lam[2], &in, 0, &u, NULL, 0);
         else
             for (int32_t k = 0; k < g->glen; k++) {
                 const ph__wpoint *p = &w->wpts[b + k];
-                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 0, &u);
+                point_apply(dir, p, p->lam[0], p->lam[1], p->lam[2], &in, 0, &u, NULL, 0);
             }
         scatter(sb, g, &u);
         b += g->glen;
@@ -450,7 +483,7 @@ static inline __attribute__((always_inline)) void point_relax_points(ph__world *
         p->lam[0] = n0;
         p->lam[1] = n1;
         p->lam[2] = n2;
-        point_apply(dir, p, d0, d1, d2, in, aniso, u);
+        point_apply(dir, p, d0, d1, d2, in, aniso, u, NULL, 0);
     }
 }
 
