@@ -194,6 +194,7 @@ static const size_t world_arrays[] = {
     STEP(saved_awake),
     ARR(rest.nodes),
     STEP(wbatches),
+    STEP(wrows),
     STEP(wpts),
     STEP(wptb),
     STEP(wgfirst),

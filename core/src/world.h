@@ -153,6 +153,7 @@ struct ph__world {
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
     int32_t wbatch_count;
+    ph__wbrow *wrows;    /* row mode: beside wbatches (same index); point mode leaves it alone */
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
     ph__wpointb *wptb;   /* point mode: the merits' B, beside wpts (same index) */
     int wb_made;         /* where the merits' B are: ph__wpointb */
