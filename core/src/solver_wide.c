@@ -2096,7 +2096,7 @@ int ph__wide_build_native(ph__world *w) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         w->wb_made = 0;                      /* (the fill writes no B without need_b: ph__wpointb) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wptb, w->wbatch_count + 1) ||
-            ph__array_reserve(w->wgroups, ng + 1) ||
+            ph__array_reserve(w->wgroups, ng + 1) || ph__array_reserve(w->wgin, ng + 1) ||
             make_schedule(w, ng, w->wreuse_builds != reused && w->wlayout_hits == hits && deps == ng))
             return PH_ERR_NO_MEMORY;
     } else if (ph__array_reserve(w->wrows, w->wbatch_count + 1)) { /* (row mode's part: ph__wbrow) */

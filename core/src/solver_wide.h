@@ -96,13 +96,21 @@ typedef struct ph__wpointb {
     ph__vd B[3];
 } ph__wpointb;
 
-/* What a group's points share (point mode, w->wgroups[group]). */
+/* What a group's points share (point mode, w->wgroups[group]): 288 bytes,
+ * consecutive groups contiguous. */
 typedef struct ph__wgroup {
-    ph__vd dir[3][3];    /* normal, t1, t2 (dir[i][component]), */
-    ph__vd ia[9], ib[9]; /* and (aniso groups) the bodies' world inverse inertias when K was
-                            made: the same M^-1 in K and in the velocity updates, as the
-                            rows' M^-1 J^T is kept through the step */
+    ph__vd dir[3][3]; /* normal, t1, t2 (dir[i][component]) */
 } ph__wgroup;
+
+/* An aniso group's bodies' world inverse inertias when K was made (point
+ * mode, w->wgin[group] beside w->wgroups[group]): the same M^-1 in K
+ * and in the velocity updates, as the rows' M^-1 J^T is kept through the
+ * step. Written and read for groups with aniso set only, so that the
+ * passes over the groups of isotropic bodies (a grid's boxes) walk the
+ * directions alone (docs/profile.md, r21-flat9). */
+typedef struct ph__wginert {
+    ph__vd ia[9], ib[9];
+} ph__wginert;
 
 /* The default (bottom-up level) order of the contact rows and their batches
  * (solver_wide.c); ncontact = number of contact rows (triples first in

@@ -201,6 +201,7 @@ static const size_t world_arrays[] = {
     STEP(wsegs),
     STEP(wint),
     STEP(wgroups),
+    STEP(wgin),
     STEP(wmask),
     STEP(wlevel),
     STEP(wpoint),

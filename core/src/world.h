@@ -160,6 +160,7 @@ struct ph__world {
     int wb_eager;        /* test switch: the last substep's refresh in the sweep writes B
                             into wptb (wb_made 1), not the merits (test_tiles) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
+    ph__wginert *wgin;   /* point mode: beside wgroups (same index), aniso groups' only */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     /* Threads' schedule of the batches (solver_wide.c, point mode): each
      * group's first batch, segments (g0, g1, parallel); valid with wsched_ok. */
