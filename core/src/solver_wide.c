@@ -110,7 +110,7 @@
 #include "solver_wide_points.h"
 #include "solver_wide_rows.h"
 
-static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
+static void fill_lane(ph__world *w, ph__wbatch *wb, ph__wbrow *wr, int j, int32_t mi, int k) {
     const ph__contact_manifold *cm = &w->manifolds[mi];
     const int32_t p = cm->row0 / 3 + k;
     const ph__row *r = &w->rows[3 * p];
@@ -118,14 +118,14 @@ static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
     wb->pm[j] = 4 * mi + k;
     wb->ia[j] = r->ia;
     wb->ib[j] = r->ib;
-    wb->ima[j] = r->ima;
-    wb->imb[j] = r->imb;
+    wr->ima[j] = r->ima;
+    wr->imb[j] = r->imb;
     wb->mu[j] = r[1].mu;
     wb->box[j] = r[1].hi;
     wb->gap[j] = w->wgap[p]; /* (the relaxation pass reads it) */
     for (int q = 0; q < 3; q++) {
         const ph__row *s = &r[q];
-        ph__wrow *d = &wb->r[q];
+        ph__wrow *d = &wr->r[q];
         d->lin[0][j] = s->lin.x;
         d->lin[1][j] = s->lin.y;
         d->lin[2][j] = s->lin.z;
@@ -153,14 +153,14 @@ static void fill_lane(ph__world *w, ph__wbatch *wb, int j, int32_t mi, int k) {
  * manifold in the other batches of its group) and all-zero rows, so that it
  * changes nothing. Every field a filled lane sets is set here too (the
  * batches are not cleared as a whole). */
-static void clear_lane(ph__wbatch *wb, int j, int32_t ia, int32_t ib) {
+static void clear_lane(ph__wbatch *wb, ph__wbrow *wr, int j, int32_t ia, int32_t ib) {
     wb->point[j] = -1;
     wb->pm[j] = 0;
     wb->ia[j] = ia;
     wb->ib[j] = ib;
-    wb->ima[j] = wb->imb[j] = wb->mu[j] = wb->box[j] = wb->gap[j] = 0;
+    wr->ima[j] = wr->imb[j] = wb->mu[j] = wb->box[j] = wb->gap[j] = 0;
     for (int q = 0; q < 3; q++) {
-        ph__wrow *d = &wb->r[q];
+        ph__wrow *d = &wr->r[q];
         for (int c = 0; c < 3; c++) {
             d->lin[c][j] = d->ang_a[c][j] = d->ang_b[c][j] = 0;
             d->mang_a[c][j] = d->mang_b[c][j] = 0;
@@ -645,7 +645,9 @@ static inline __attribute__((always_inline)) void layout_run(ph__world *w, layou
         for (int j = 0; j < lanes; j++)
             if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
         for (int k = 0; k < kmax; k++) {
-            ph__wbatch *wb = &w->wbatches[b++];
+            ph__wbatch *wb = &w->wbatches[b];
+            ph__wbrow *wr = native ? NULL : &w->wrows[b]; /* (row mode's part) */
+            b++;
             /* The group's first batch says how many it has and whether the
              * group is independent of the one before (same run). */
             wb->glen = k == 0 ? kmax : 0;
@@ -660,7 +662,7 @@ static inline __attribute__((always_inline)) void layout_run(ph__world *w, layou
                         wb->ia[j] = ia;
                         wb->ib[j] = ib;
                     } else {
-                        clear_lane(wb, j, ia, ib);
+                        clear_lane(wb, wr, j, ia, ib);
                     }
                 } else if (native) {
                     const ph__contact_manifold *cm = &w->manifolds[mi];
@@ -669,7 +671,7 @@ static inline __attribute__((always_inline)) void layout_run(ph__world *w, layou
                     wb->ia[j] = w->body_to_sbody[cm->ba];
                     wb->ib[j] = w->body_to_sbody[cm->bb];
                 } else {
-                    fill_lane(w, wb, j, mi, k);
+                    fill_lane(w, wb, wr, j, mi, k);
                     for (int q = 0; q < 3; q++)
                         *lc->o++ = 3 * wb->point[j] + q;
                 }
@@ -1346,7 +1348,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 w->tile_group[t] = w->tile_group[t + 1];
             }
     }
-    if (ph__array_reserve(w->wbatches, nbatch + 1)) {
+    if (ph__array_reserve(w->wbatches, nbatch + 1) || (!native && ph__array_reserve(w->wrows, nbatch + 1))) {
         ph__arena_free(&w->arena, seg);
         if (tile) ph__arena_free(&w->arena, tile);
         return PH_ERR_NO_MEMORY;
@@ -1384,13 +1386,14 @@ int ph__wide_build(ph__world *w, int32_t ncontact) {
 void ph__wide_refresh(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         ph__wbatch *wb = &w->wbatches[b];
+        ph__wbrow *wr = &w->wrows[b];
         for (int j = 0; j < PH_LANES; j++) {
             const int32_t p = wb->point[j];
             if (p < 0) continue;
             wb->gap[j] = w->wgap[p];
             for (int k = 0; k < 3; k++) {
-                wb->r[k].rhs[j] = w->rows[3 * p + k].rhs;
-                wb->r[k].lambda[j] = w->rows[3 * p + k].lambda;
+                wr->r[k].rhs[j] = w->rows[3 * p + k].rhs;
+                wr->r[k].lambda[j] = w->rows[3 * p + k].lambda;
             }
         }
     }
@@ -1399,11 +1402,12 @@ void ph__wide_refresh(ph__world *w) {
 void ph__wide_store(ph__world *w) {
     for (int32_t b = 0; b < w->wbatch_count; b++) {
         const ph__wbatch *wb = &w->wbatches[b];
+        const ph__wbrow *wr = &w->wrows[b];
         for (int j = 0; j < PH_LANES; j++) {
             const int32_t p = wb->point[j];
             if (p < 0) continue;
             for (int k = 0; k < 3; k++)
-                w->rows[3 * p + k].lambda = wb->r[k].lambda[j];
+                w->rows[3 * p + k].lambda = wr->r[k].lambda[j];
         }
     }
 }
@@ -2004,9 +2008,10 @@ static void store_impulses(ph__world *w, int32_t b0, int32_t b1) {
                 cm->lt1[k] = p->lam[1][j];
                 cm->lt2[k] = p->lam[2][j];
             } else {
-                cm->ln[k] = wb->r[0].lambda[j];
-                cm->lt1[k] = wb->r[1].lambda[j];
-                cm->lt2[k] = wb->r[2].lambda[j];
+                const ph__wbrow *wr = &w->wrows[bi];
+                cm->ln[k] = wr->r[0].lambda[j];
+                cm->lt1[k] = wr->r[1].lambda[j];
+                cm->lt2[k] = wr->r[2].lambda[j];
             }
         }
     }
@@ -2091,9 +2096,11 @@ int ph__wide_build_native(ph__world *w) {
         const int32_t ng = w->wreuse_groups; /* (the layout's groups) */
         w->wb_made = 0;                      /* (the fill writes no B without need_b: ph__wpointb) */
         if (ph__array_reserve(w->wpts, w->wbatch_count + 1) || ph__array_reserve(w->wptb, w->wbatch_count + 1) ||
-            ph__array_reserve(w->wgroups, ng + 1) ||
+            ph__array_reserve(w->wgroups, ng + 1) || ph__array_reserve(w->wgin, ng + 1) ||
             make_schedule(w, ng, w->wreuse_builds != reused && w->wlayout_hits == hits && deps == ng))
             return PH_ERR_NO_MEMORY;
+    } else if (ph__array_reserve(w->wrows, w->wbatch_count + 1)) { /* (row mode's part: ph__wbrow) */
+        return PH_ERR_NO_MEMORY;
     }
     return PH_OK;
 }

@@ -26,10 +26,14 @@ typedef struct ph__wrow {
     ph__vd B; /* the row's SPOOK right-hand side B (merits only) */
 } ph__wrow;
 
+/* A batch's header, both modes (w->wbatches[b]): 192 bytes, three whole
+ * lines, consecutive batches' headers contiguous (row mode's part, which
+ * point mode never touches, is ph__wbrow, in an array of its own:
+ * docs/profile.md, r21-flat9). */
 typedef struct ph__wbatch {
     /* What a point-mode visit reads first, on aligned lines: the bound
      * (mu, box), the gap, the lanes' bodies (the group's first batch); then
-     * the group's and the store's fields; then row mode's. */
+     * the group's and the store's fields. */
     _Alignas(64) ph__vd mu;
     ph__vd box; /* the scaled-box friction bound */
     ph__vd gap; /* the points' gaps (-depth), moved along each substep (natively here,
@@ -44,9 +48,21 @@ typedef struct ph__wbatch {
                                 the full inverse inertias kept in ph__wgroup.ia/ib) */
     int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
     int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
-    ph__vd ima, imb;         /* row mode only */
-    ph__wrow r[3];           /* normal, t1, t2 */
 } ph__wbatch;
+
+/* Row mode's part of a batch (settings.contact_block off, or a build from
+ * the rows: ph__wide_build), in w->wrows[b] beside w->wbatches[b]: the
+ * lanes' inverse masses and the three rows. Only row mode's builds reserve
+ * w->wrows (1 984 bytes, 31 lines, a batch); point mode keeps its numbers
+ * in w->wpts. */
+typedef struct ph__wbrow {
+    _Alignas(64) ph__vd ima; /* (imb on the same line) */
+    ph__vd imb;
+    ph__wrow r[3]; /* normal, t1, t2 */
+} ph__wbrow;
+#if PH_LANES == 4
+_Static_assert(sizeof(ph__wbatch) == 192 && sizeof(ph__wbrow) == 1984, "a batch's header is three lines");
+#endif
 
 /* Point mode (settings.contact_block on a native step): the same batches'
  * points as 3 x 3 blocks, in w->wpts[b] beside w->wbatches[b]
@@ -80,13 +96,21 @@ typedef struct ph__wpointb {
     ph__vd B[3];
 } ph__wpointb;
 
-/* What a group's points share (point mode, w->wgroups[group]). */
+/* What a group's points share (point mode, w->wgroups[group]): 288 bytes,
+ * consecutive groups contiguous. */
 typedef struct ph__wgroup {
-    ph__vd dir[3][3];    /* normal, t1, t2 (dir[i][component]), */
-    ph__vd ia[9], ib[9]; /* and (aniso groups) the bodies' world inverse inertias when K was
-                            made: the same M^-1 in K and in the velocity updates, as the
-                            rows' M^-1 J^T is kept through the step */
+    ph__vd dir[3][3]; /* normal, t1, t2 (dir[i][component]) */
 } ph__wgroup;
+
+/* An aniso group's bodies' world inverse inertias when K was made (point
+ * mode, w->wgin[group] beside w->wgroups[group]): the same M^-1 in K
+ * and in the velocity updates, as the rows' M^-1 J^T is kept through the
+ * step. Written and read for groups with aniso set only, so that the
+ * passes over the groups of isotropic bodies (a grid's boxes) walk the
+ * directions alone (docs/profile.md, r21-flat9). */
+typedef struct ph__wginert {
+    ph__vd ia[9], ib[9];
+} ph__wginert;
 
 /* The default (bottom-up level) order of the contact rows and their batches
  * (solver_wide.c); ncontact = number of contact rows (triples first in

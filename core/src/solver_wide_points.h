@@ -76,7 +76,7 @@ typedef struct winert {
 } winert;
 
 static inline __attribute__((always_inline)) void
-gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wgroup *gr, int aniso, const wvel *u, winert *in) {
+gather_inert(const ph__sbody *sb, const ph__wbatch *g, const ph__wginert *gr, int aniso, const wvel *u, winert *in) {
 #if PH_LANES == 4
     /* The 4 x 4 gather brought inv_mass and inv_i[0][0] along. */
     (void)sb;
@@ -366,7 +366,7 @@ static inline __attribute__((always_inline)) void point_group(ph__world *w, int3
     wvel u, uc;
     winert in;
     gather(sb, g, &u);
-    gather_inert(sb, g, gr, aniso, &u, &in);
+    gather_inert(sb, g, &w->wgin[gr - w->wgroups], aniso, &u, &in);
     /* (aniso and box constants in each loop: no tests per point) */
     if (g->glen == 1) {
         /* One batch (one-point manifolds: a sphere's): the directions read
@@ -433,7 +433,7 @@ static inline __attribute__((always_inline)) void point_warm_start_body(ph__worl
         wvel u;
         winert in;
         gather(sb, g, &u);
-        gather_inert(sb, g, gr, g->aniso, &u, &in);
+        gather_inert(sb, g, &w->wgin[gr - w->wgroups], g->aniso, &u, &in);
         if (g->aniso)
             for (int32_t k = 0; k < g->glen; k++) {
                 const ph__wpoint *p = &w->wpts[b + k];
@@ -498,7 +498,7 @@ static inline __attribute__((always_inline)) void point_relax_groups(ph__world *
         wvel u;
         winert in;
         gather(sb, g, &u);
-        gather_inert(sb, g, gr, g->aniso, &u, &in);
+        gather_inert(sb, g, &w->wgin[gr - w->wgroups], g->aniso, &u, &in);
         /* (aniso and box constants in each loop, one batch without the
          * loop, as point_group's) */
         if (g->aniso)
@@ -583,8 +583,8 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
                 ib[j] = &w->sbodies[g->ib[j]].inv_i.m[0][0];
             }
             for (int e = 0; e < 9; e++) {
-                gr->ia[e] = lanes_at(ia, e);
-                gr->ib[e] = lanes_at(ib, e);
+                w->wgin[gr - w->wgroups].ia[e] = lanes_at(ia, e);
+                w->wgin[gr - w->wgroups].ib[e] = lanes_at(ib, e);
             }
         }
         memcpy(gr->dir, gi.dir, sizeof gr->dir); /* empty lanes: zero (ph__no_manifold) */

@@ -27,12 +27,13 @@ static inline __attribute__((always_inline)) void warm_start_body(ph__world *w) 
     ph__sbody *sb = w->sbodies;
     for (int32_t b = 0; b < w->wbatch_count;) {
         const ph__wbatch *g = &w->wbatches[b];
+        const ph__wbrow *gr = &w->wrows[b];
         const int32_t gl = g->glen;
         wvel u;
         gather(sb, g, &u);
         for (int32_t k = 0; k < gl; k++)
             for (int q = 0; q < 3; q++)
-                row_apply(&g[k].r[q], g[k].r[q].lambda, g[k].ima, g[k].imb, &u);
+                row_apply(&gr[k].r[q], gr[k].r[q].lambda, gr[k].ima, gr[k].imb, &u);
         scatter(sb, g, &u);
         b += gl;
     }
@@ -66,36 +67,38 @@ static inline __attribute__((always_inline)) refresh_k refresh_consts(const ph__
                        0};
 }
 
-static inline __attribute__((always_inline)) void refresh_batch(ph__wbatch *wb, const wvel *u0, const refresh_k *c) {
-    const ph__vd jv0 = row_jv(&wb->r[0], u0);
+static inline __attribute__((always_inline)) void refresh_batch(ph__wbatch *wb, ph__wbrow *wr, const wvel *u0,
+                                                                const refresh_k *c) {
+    const ph__vd jv0 = row_jv(&wr->r[0], u0);
     const ph__vd gap = wb->gap + c->hv * jv0;
     wb->gap = gap;
-    wb->r[0].rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
+    wr->r[0].rhs = spook_rhs_vd(gap, jv0, c->a, c->omb, c->hv, c->zero);
     if (c->scale) {
-        const ph__vd ln = wb->r[0].lambda * c->wsf;
-        wb->r[0].lambda = ln;
+        const ph__vd ln = wr->r[0].lambda * c->wsf;
+        wr->r[0].lambda = ln;
         const ph__vd bound = c->box ? wb->box : wb->mu * ln;
-        wb->r[1].lambda = clamp_vd(wb->r[1].lambda * c->wsf, -bound, bound);
-        wb->r[2].lambda = clamp_vd(wb->r[2].lambda * c->wsf, -bound, bound);
+        wr->r[1].lambda = clamp_vd(wr->r[1].lambda * c->wsf, -bound, bound);
+        wr->r[2].lambda = clamp_vd(wr->r[2].lambda * c->wsf, -bound, bound);
     }
 }
 
 /* A group's batches refreshed (the velocities v0 gathered once). */
-static inline __attribute__((always_inline)) void refresh_group(const ph__world *w, ph__wbatch *g, const refresh_k *c) {
+static inline __attribute__((always_inline)) void refresh_group(const ph__world *w, ph__wbatch *g, ph__wbrow *gr,
+                                                                const refresh_k *c) {
     wvel u0;
     gather_arrays(w->vw0, g, &u0);
     for (int32_t k = 0; k < g->glen; k++)
-        refresh_batch(&g[k], &u0, c);
+        refresh_batch(&g[k], &gr[k], &u0, c);
     if (c->need_b) {
         /* B with the velocities before the warm start: those after the
          * forces, vws. */
         wvel u;
         gather_arrays(w->vws, g, &u);
         for (int32_t k = 0; k < g->glen; k++) {
-            ph__wbatch *wb = &g[k];
-            wb->r[0].B = wb->r[0].rhs - row_jv(&wb->r[0], &u);
-            wb->r[1].B = -row_jv(&wb->r[1], &u);
-            wb->r[2].B = -row_jv(&wb->r[2], &u);
+            ph__wbrow *wr = &gr[k];
+            wr->r[0].B = wr->r[0].rhs - row_jv(&wr->r[0], &u);
+            wr->r[1].B = -row_jv(&wr->r[1], &u);
+            wr->r[2].B = -row_jv(&wr->r[2], &u);
         }
     }
 }
@@ -107,17 +110,17 @@ static inline __attribute__((always_inline)) void refresh_body(ph__world *w, dou
     refresh_k c = refresh_consts(w, h);
     c.need_b = 1;
     for (int32_t b = 0; b < w->wbatch_count; b += w->wbatches[b].glen)
-        refresh_group(w, &w->wbatches[b], &c);
+        refresh_group(w, &w->wbatches[b], &w->wrows[b], &c);
 }
 
 /* One contact point of every lane: normal, then the two friction rows
  * bounded by mu times the new normal impulse (or the scaled box). */
-static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, wvel *u, int box, ph__vd zero,
-                                                               ph__vd inf) {
-    row_update(&wb->r[0], zero, inf, wb->ima, wb->imb, u);
-    const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
-    row_update(&wb->r[1], -bound, bound, wb->ima, wb->imb, u);
-    row_update(&wb->r[2], -bound, bound, wb->ima, wb->imb, u);
+static inline __attribute__((always_inline)) void point_update(const ph__wbatch *wb, ph__wbrow *wr, wvel *u, int box,
+                                                               ph__vd zero, ph__vd inf) {
+    row_update(&wr->r[0], zero, inf, wr->ima, wr->imb, u);
+    const ph__vd bound = box ? wb->box : wb->mu * wr->r[0].lambda;
+    row_update(&wr->r[1], -bound, bound, wr->ima, wr->imb, u);
+    row_update(&wr->r[2], -bound, bound, wr->ima, wr->imb, u);
 }
 
 /* With rk, each group's batches are refreshed just before they are swept
@@ -127,8 +130,8 @@ static inline __attribute__((always_inline)) void point_update(ph__wbatch *wb, w
  * dependency chains overlap (one row update is a chain of some sixty
  * cycles); the same numbers as one after the other. N is a constant in
  * each inlined copy, so the groups' velocities stay in registers. */
-static inline __attribute__((always_inline)) void sweep_groups(ph__sbody *sb, ph__wbatch *const *g, const int N,
-                                                               int box, ph__vd zero, ph__vd inf) {
+static inline __attribute__((always_inline)) void
+sweep_groups(ph__sbody *sb, ph__wbatch *const *g, ph__wbrow *const *gr, const int N, int box, ph__vd zero, ph__vd inf) {
     wvel u[4];
     int32_t gl[4], kmax = 0;
     for (int i = 0; i < N; i++) {
@@ -138,7 +141,7 @@ static inline __attribute__((always_inline)) void sweep_groups(ph__sbody *sb, ph
     }
     for (int32_t k = 0; k < kmax; k++)
         for (int i = 0; i < N; i++)
-            if (k < gl[i]) point_update(&g[i][k], &u[i], box, zero, inf);
+            if (k < gl[i]) point_update(&g[i][k], &gr[i][k], &u[i], box, zero, inf);
     for (int i = 0; i < N; i++)
         scatter(sb, g[i], &u[i]);
 }
@@ -154,26 +157,28 @@ static inline __attribute__((always_inline)) void sweep_body(ph__world *w, const
     for (int32_t b = 0; b < n;) {
         /* The next groups of the same level, up to PH_SWEEP_GROUPS. */
         ph__wbatch *g[PH_SWEEP_GROUPS];
+        ph__wbrow *gr[PH_SWEEP_GROUPS];
         int m = 0;
         int32_t e = b;
         do {
+            gr[m] = &w->wrows[e];
             g[m++] = &w->wbatches[e];
             e += w->wbatches[e].glen;
         } while (m < PH_SWEEP_GROUPS && e < n && w->wbatches[e].indep);
         if (rk)
             for (int i = 0; i < m; i++)
-                refresh_group(w, g[i], rk);
+                refresh_group(w, g[i], gr[i], rk);
 #if PH_SWEEP_GROUPS > 2
         if (m == 4)
-            sweep_groups(sb, g, 4, box, zero, inf);
+            sweep_groups(sb, g, gr, 4, box, zero, inf);
         else if (m == 3)
-            sweep_groups(sb, g, 3, box, zero, inf);
+            sweep_groups(sb, g, gr, 3, box, zero, inf);
         else
 #endif
             if (m == 2)
-            sweep_groups(sb, g, 2, box, zero, inf);
+            sweep_groups(sb, g, gr, 2, box, zero, inf);
         else
-            sweep_groups(sb, g, 1, box, zero, inf);
+            sweep_groups(sb, g, gr, 1, box, zero, inf);
         b = e;
     }
 }
@@ -192,22 +197,22 @@ static inline __attribute__((always_inline)) ph__vd rigid_diag_vd(const ph__wrow
     return lin + ang;
 }
 
-static inline __attribute__((always_inline)) void relax_batch(ph__wbatch *wb, wvel *u, int box, ph__vd hv, ph__vd zero,
-                                                              ph__vd inf) {
-    ph__wrow *r = wb->r;
+static inline __attribute__((always_inline)) void relax_batch(const ph__wbatch *wb, ph__wbrow *wr, wvel *u, int box,
+                                                              ph__vd hv, ph__vd zero, ph__vd inf) {
+    ph__wrow *r = wr->r;
     const ph__vd t = relax_target_vd(wb->gap, hv, zero);
-    const ph__vd s = rigid_diag_vd(&r[0], wb->ima, wb->imb);
+    const ph__vd s = rigid_diag_vd(&r[0], wr->ima, wr->imb);
     const ph__vd inv = select_vd(s > splat(1e-300), splat(1.0) / s, zero);
     ph__vd nl = clamp_vd(r[0].lambda - (row_jv(&r[0], u) - t) * inv, zero, inf);
     ph__vd dl = nl - r[0].lambda;
     r[0].lambda = nl;
-    row_apply(&r[0], dl, wb->ima, wb->imb, u);
+    row_apply(&r[0], dl, wr->ima, wr->imb, u);
     const ph__vd bound = box ? wb->box : wb->mu * r[0].lambda;
     for (int q = 1; q <= 2; q++) {
         nl = clamp_vd(r[q].lambda, -bound, bound);
         dl = nl - r[q].lambda;
         r[q].lambda = nl;
-        row_apply(&r[q], dl, wb->ima, wb->imb, u);
+        row_apply(&r[q], dl, wr->ima, wr->imb, u);
     }
 }
 
@@ -216,12 +221,13 @@ static inline __attribute__((always_inline)) void relax_body(ph__world *w, doubl
     const int box = w->settings.friction_model == PH_FRICTION_SCALED_BOX;
     const ph__vd zero = splat(0.0), inf = splat(INFINITY), hv = splat(h);
     for (int32_t b = 0; b < w->wbatch_count;) {
-        ph__wbatch *g = &w->wbatches[b];
+        const ph__wbatch *g = &w->wbatches[b];
+        ph__wbrow *gr = &w->wrows[b];
         const int32_t gl = g->glen;
         wvel u;
         gather(sb, g, &u);
         for (int32_t k = 0; k < gl; k++)
-            relax_batch(&g[k], &u, box, hv, zero, inf);
+            relax_batch(&g[k], &gr[k], &u, box, hv, zero, inf);
         scatter(sb, g, &u);
         b += gl;
     }
@@ -298,21 +304,22 @@ static inline __attribute__((always_inline)) void merits_body(const ph__world *w
     wmerit acc = {zero, zero, zero, zero, zero};
     for (int32_t bi = 0; bi < w->wbatch_count;) {
         const ph__wbatch *grp = &w->wbatches[bi];
+        const ph__wbrow *wr = &w->wrows[bi];
         const int32_t gl = grp->glen;
         wvel u;
         gather(w->sbodies, grp, &u); /* a group's batches share their bodies */
-        for (const ph__wbatch *wb = grp; wb < grp + gl; wb++) {
+        for (const ph__wbatch *wb = grp; wb < grp + gl; wb++, wr++) {
             ph__vd pt = zero; /* every lane is written below; GCC -O2 cannot tell */
             for (int j = 0; j < PH_LANES; j++)
                 pt[j] = (double)wb->point[j];
             const ph__vi live = pt >= zero;
-            const ph__vd bound = box ? wb->box : wb->mu * wb->r[0].lambda;
+            const ph__vd bound = box ? wb->box : wb->mu * wr->r[0].lambda;
             for (int q = 0; q < 3; q++) {
-                const ph__wrow *r = &wb->r[q];
+                const ph__wrow *r = &wr->r[q];
                 const ph__vd l = r->lambda;
                 const ph__vd y = row_jv(r, &u) + r->eps * l - r->rhs;
                 const ph__vd d =
-                    (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) * (wb->ima + wb->imb) +
+                    (r->lin[0] * r->lin[0] + r->lin[1] * r->lin[1] + r->lin[2] * r->lin[2]) * (wr->ima + wr->imb) +
                     (r->ang_a[0] * r->mang_a[0] + r->ang_a[1] * r->mang_a[1] + r->ang_a[2] * r->mang_a[2]) +
                     (r->ang_b[0] * r->mang_b[0] + r->ang_b[1] * r->mang_b[1] + r->ang_b[2] * r->mang_b[2]) + r->eps;
                 merit_add(q == 0, l, y, d, bound, r->B, live, &acc);
@@ -544,11 +551,13 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
     const wcoef cn = wcoef_of(&c->cn), cf = wcoef_of(&c->cf);
     for (int32_t b = 0; b < w->wbatch_count;) {
         ph__wbatch *g = &w->wbatches[b];
+        ph__wbrow *gr = &w->wrows[b];
         const int32_t gl = g->glen;
         wgroup_in gi;
         group_inputs(w, g, c, need_b, &gi);
         for (int32_t k = 0; k < gl; k++) {
             ph__wbatch *wb = &g[k];
+            ph__wbrow *wr = &gr[k];
             const ph__vi live = live_lanes(wb);
             ph__vd p[3], depth, l[3], ra[3], rb[3];
             batch_inputs(&gi, wb, k, p, &depth, l);
@@ -566,16 +575,16 @@ static inline __attribute__((always_inline)) void fill_body(ph__world *w, const 
             r.B = need_b ? r.rhs - row_jv(&r, &gi.u) : zero;
             r.lambda = l[0] * wsf;
             const ph__vd bound = c->box ? gi.boxv : gi.muv * r.lambda;
-            put_row(&wb->r[0], &r, live);
+            put_row(&wr->r[0], &r, live);
             for (int d = 0; d < 2; d++) {
                 make_row(&r, gi.dir[1 + d], ra, rb, &gi.sa, &gi.sb, gi.lin2[1 + d], &cf);
                 r.rhs = zero;
                 r.B = need_b ? -row_jv(&r, &gi.u) : zero;
                 r.lambda = clamp_vd(l[1 + d] * wsf, -bound, bound);
-                put_row(&wb->r[1 + d], &r, live);
+                put_row(&wr->r[1 + d], &r, live);
             }
-            wb->ima = keep(gi.sa.im, live);
-            wb->imb = keep(gi.sb.im, live);
+            wr->ima = keep(gi.sa.im, live);
+            wr->imb = keep(gi.sb.im, live);
             wb->mu = keep(gi.muv, live);
             wb->box = keep(bound, live);
         }

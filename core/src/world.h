@@ -153,12 +153,14 @@ struct ph__world {
     /* Coloured batches of contact points (solver_wide.c). */
     ph__wbatch *wbatches;
     int32_t wbatch_count;
+    ph__wbrow *wrows;    /* row mode: beside wbatches (same index); point mode leaves it alone */
     ph__wpoint *wpts;    /* point mode: beside wbatches (same index) */
     ph__wpointb *wptb;   /* point mode: the merits' B, beside wpts (same index) */
     int wb_made;         /* where the merits' B are: ph__wpointb */
     int wb_eager;        /* test switch: the last substep's refresh in the sweep writes B
                             into wptb (wb_made 1), not the merits (test_tiles) */
     ph__wgroup *wgroups; /* point mode: one per group of batches, in order */
+    ph__wginert *wgin;   /* point mode: beside wgroups (same index), aniso groups' only */
     int wpoint_mode;     /* 1: this step's batches are in point mode (native, contact_block) */
     /* Threads' schedule of the batches (solver_wide.c, point mode): each
      * group's first batch, segments (g0, g1, parallel); valid with wsched_ok. */

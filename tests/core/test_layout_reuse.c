@@ -318,9 +318,14 @@ static void test_edits(void **state) {
     assert_true(ph__world_get(a)->wlayout_hits == hits + 1);
     quiet_steps(a, b, &k, 40);
     assert_true(quiet_steps(a, b, &k, 10) >= 5);
-    /* Row mode (contact_block off) and back; another method and back. */
+    /* Row mode (contact_block off) and back; another method and back.
+     * Row mode's part of the batches (ph__wbrow) has an array of its own,
+     * which point mode never reserves (r21-flat9). */
+    assert_null(ph__world_get(a)->wrows);
     edited_step(a, b, edit_block_off, k++);
     quiet_steps(a, b, &k, 10);
+    assert_non_null(ph__world_get(a)->wrows);
+    assert_true(ph__array_cap(ph__world_get(a)->wrows) >= ph__world_get(a)->wbatch_count);
     edited_step(a, b, edit_block_off, k++);
     quiet_steps(a, b, &k, 10);
     edited_step(a, b, edit_method, k++);
