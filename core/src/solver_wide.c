@@ -719,25 +719,29 @@ static inline void manifold_sbodies(const ph__world *w, const uint64_t *sig, int
     }
 }
 
-/* The native build's first loop with the step's workers: each takes a
- * contiguous range of the manifolds, finds which have rows (a moving body),
- * their heights (w->wheight) and their parts in the layout (w->wsig,
- * compared with the last build's when same[] may hold: reading every
- * manifold is the loop's cost), then, after a barrier, numbers its range's
- * rows from the counts of the ranges before it. The same row0, heights and
+/* The native build's first loop with the step's workers, as two open
+ * passes of pieces of KEYS_PIECE manifolds (claimed: a worker the VM holds
+ * up holds no one up; it was one pass of a range per worker with a
+ * barrier inside, which waited for every worker): the first finds which
+ * manifolds of its piece have rows (a moving body), their heights
+ * (w->wheight) and their parts in the layout (w->wsig, compared with the
+ * last build's when same[] may hold: reading every manifold is the loop's
+ * cost), with the piece's counts; the second numbers each piece's rows
+ * from the counts of the pieces before it. The same row0, heights and
  * parts as the loop on one thread (build). */
+#define KEYS_PIECE 256
+
 typedef struct keys_ctx {
     ph_vec3 down;
-    int cached;                                               /* compare with the last build's parts */
-    int32_t *pts;                                             /* per manifold: its points with rows, -1: none */
-    int32_t np[PH__MAX_WORKERS + 1], na[PH__MAX_WORKERS + 1]; /* per range: points, keys */
-    int same[PH__MAX_WORKERS + 1];                            /* per range: every part as the last build's */
+    int cached;    /* compare with the last build's parts */
+    int32_t *pts;  /* per manifold: its points with rows, -1: none */
+    int32_t *np;   /* per piece: its points with rows, then the points before it */
+    int32_t *na;   /* per piece: its manifolds with rows */
+    int32_t *same; /* per piece: every part as the last build's */
 } keys_ctx;
 
-static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
+static void keys_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     keys_ctx *c = ctx;
-    int32_t i0, i1;
-    ph__tasks_split(w->manifold_count, worker, nworkers, &i0, &i1);
     int32_t np = 0, na = 0;
     int same = c->cached;
     for (int32_t i = i0; i < i1; i++) {
@@ -752,13 +756,14 @@ static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         np += moving ? cm->m.count : 0;
         na += moving;
     }
-    c->np[worker] = np;
-    c->na[worker] = na;
-    c->same[worker] = same;
-    ph__tasks_barrier(w);
-    np = 0;
-    for (int k = 0; k < worker; k++)
-        np += c->np[k];
+    c->np[k] = np;
+    c->na[k] = na;
+    c->same[k] = same;
+}
+
+static void rows_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
+    const keys_ctx *c = ctx;
+    int32_t np = c->np[k];
     for (int32_t i = i0; i < i1; i++) {
         ph__contact_manifold *cm = &w->manifolds[i];
         cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
@@ -767,18 +772,24 @@ static void keys_pass(ph__world *w, void *ctx, int worker, int nworkers) {
 }
 
 static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, int32_t *na, int *same) {
-    const int32_t nm = w->manifold_count;
+    const int32_t nm = w->manifold_count, npc = ph__tasks_pieces(nm, KEYS_PIECE);
     keys_ctx c = {.down = down, .cached = cached};
-    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 1) * sizeof *c.pts, "manifold points");
+    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 3 * (size_t)npc + 1) * sizeof *c.pts, "manifold points");
     if (!c.pts) return PH_ERR_NO_MEMORY;
-    ph__tasks_run(w, keys_pass, &c);
+    c.np = c.pts + nm;
+    c.na = c.np + npc;
+    c.same = c.na + npc;
+    ph__tasks_run_pieces(w, nm, KEYS_PIECE, keys_piece, &c);
     *npoint = *na = 0;
     *same = cached;
-    for (int k = 0; k < w->task_workers; k++) {
-        *npoint += c.np[k];
+    for (int32_t k = 0; k < npc; k++) {
+        const int32_t n = c.np[k];
+        c.np[k] = *npoint; /* (the points before piece k) */
+        *npoint += n;
         *na += c.na[k];
         *same = *same && c.same[k];
     }
+    ph__tasks_run_pieces(w, nm, KEYS_PIECE, rows_piece, &c);
     ph__arena_free(&w->arena, c.pts);
     return PH_OK;
 }

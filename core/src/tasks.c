@@ -21,7 +21,13 @@
  * ph__tasks_claim), so that with free cores each worker keeps to the same
  * items pass after pass. While a step runs (ph__tasks_begin ..
  * ph__tasks_end) the workers spin longer between passes (SPIN_STEP,
- * yielding now and then) before sleeping. ph__tasks_barrier is a counting barrier
+ * yielding now and then) before sleeping; after a step that followed the
+ * last one closely (back to back: a benchmark, a server catching up) they
+ * go on spinning for LINGER_NS after it, so that the next step's first
+ * pass does not start with a futex wake-up of a sleeping worker (whose
+ * vCPU may have halted: tens of microseconds on a VM). A world stepped at
+ * a tick rate (steps milliseconds apart) sleeps between steps as before.
+ * ph__tasks_barrier is a counting barrier
  * with a generation: the last to arrive resets the count and bumps the
  * generation; the others spin on it for a while (a pass's parts are a few
  * microseconds apart) and then sleep on a futex, so a worker descheduled
@@ -53,6 +59,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "world.h"
@@ -71,16 +78,27 @@
  * microseconds, a futex wake-up on a VM as much). */
 #define SPIN_STEP 100000
 #define YIELD_EVERY 64
+/* After a step begun less than this after the last one ended, the workers
+ * spin (yielding) for this long before sleeping (ns). */
+#define LINGER_NS 250000
 #define T_FIXED (1ull << 31)
 #define T_CLOSED (1ull << 30)
 #define T_COUNT (T_CLOSED - 1)
+
+/* How long a waiting worker spins before sleeping: longer while a step
+ * runs (stepping) or until linger (CLOCK_MONOTONIC ns, 0: none) after a
+ * step that came right after the last one. */
+typedef struct pace {
+    atomic_int stepping;
+    _Atomic int64_t linger;
+} pace;
 
 typedef struct {
     _Alignas(64) atomic_uint gen; /* bumped when everyone has arrived */
     atomic_int sleepers;          /* waiters asleep on gen (the last one wakes them) */
     _Alignas(64) atomic_int count;
     int n;
-    const atomic_int *stepping; /* the pool's */
+    const pace *pace; /* the pool's */
 } barrier;
 
 struct ph__tasks {
@@ -94,7 +112,10 @@ struct ph__tasks {
     _Alignas(64) atomic_uint job; /* generation of the published pass */
     atomic_int job_sleepers;
     atomic_int stop;
-    atomic_int stepping; /* a step is running: wait by spinning longer */
+    pace pace;           /* a step is running, or lingering after one: wait by spinning longer */
+    int64_t last_end;    /* (stepping thread) when the last step ended (ns; 0: none yet) */
+    int close;           /* (stepping thread) this step began right after the last one */
+    atomic_llong sleeps; /* the workers' sleeps on a futex (tests) */
     /* The published pass: its generation (high 32 bits), FIXED (every
      * worker runs it, barriers inside) or open (joined while not CLOSED;
      * the low bits count the workers that joined). */
@@ -110,6 +131,12 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void sleep_on(atomic_uint *a, unsigned seen) {
@@ -130,18 +157,28 @@ static void wake_all(atomic_uint *a) {
 #endif
 }
 
-/* Returns once *a != seen: spinning (longer while a step is running,
- * yielding the core now and then), then asleep (sleepers counts us so
- * that the one who changes it knows to wake us). */
-static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers, const atomic_int *stepping) {
+/* Whether a waiting worker keeps spinning (past SPIN polls). */
+static int keep_spinning(const pace *p) {
+    if (atomic_load_explicit(&p->stepping, memory_order_relaxed)) return 1;
+    const int64_t until = atomic_load_explicit(&p->linger, memory_order_relaxed);
+    return until != 0 && now_ns() < until;
+}
+
+/* Returns once *a != seen: spinning (longer while a step is running or
+ * lingering after one, yielding the core now and then), then asleep
+ * (sleepers counts us so that the one who changes it knows to wake us). */
+static void wait_change(atomic_uint *a, unsigned seen, atomic_int *sleepers, const pace *p, atomic_llong *sleeps) {
     for (int i = 0;; i++) {
         if (atomic_load_explicit(a, memory_order_acquire) != seen) return;
-        if (i >= SPIN && (i >= SPIN_STEP || !atomic_load_explicit(stepping, memory_order_relaxed))) break;
+        if (i >= SPIN && i % YIELD_EVERY == 0) {
+            if (i >= SPIN_STEP || !keep_spinning(p)) break;
+            sched_yield();
+        }
         cpu_relax();
-        if (i >= SPIN && i % YIELD_EVERY == 0) sched_yield();
     }
     while (atomic_load_explicit(a, memory_order_acquire) == seen) {
         atomic_fetch_add(sleepers, 1);
+        if (sleeps) atomic_fetch_add_explicit(sleeps, 1, memory_order_relaxed);
         sleep_on(a, seen);
         atomic_fetch_sub(sleepers, 1);
     }
@@ -162,7 +199,7 @@ static void barrier_wait(barrier *b) {
         atomic_store_explicit(&b->count, 0, memory_order_relaxed);
         bump(&b->gen, &b->sleepers);
     } else {
-        wait_change(&b->gen, g, &b->sleepers, b->stepping);
+        wait_change(&b->gen, g, &b->sleepers, b->pace, NULL);
     }
 }
 
@@ -172,7 +209,7 @@ static void *worker_main(void *arg) {
     const int me = a->i;
     unsigned seen = 0;
     for (;;) {
-        wait_change(&t->job, seen, &t->job_sleepers, &t->stepping);
+        wait_change(&t->job, seen, &t->job_sleepers, &t->pace, &t->sleeps);
         seen = atomic_load_explicit(&t->job, memory_order_acquire);
         if (atomic_load(&t->stop)) return NULL;
         uint64_t v = atomic_load_explicit(&t->ticket, memory_order_acquire);
@@ -224,7 +261,7 @@ int ph__tasks_begin(ph__world *w) {
         w->tasks = ph__calloc(1, sizeof *w->tasks);
         if (!w->tasks) return w->task_workers = 1; /* (one worker: the same results) */
         w->tasks->w = w;
-        w->tasks->bar.stepping = &w->tasks->stepping;
+        w->tasks->bar.pace = &w->tasks->pace;
     }
     ph__tasks *t = w->tasks;
     if (w->task_runner) {
@@ -241,12 +278,33 @@ int ph__tasks_begin(ph__world *w) {
             t->nthreads = i;
         }
     }
-    if (t->nthreads) atomic_store_explicit(&t->stepping, 1, memory_order_relaxed);
+    if (t->nthreads) {
+        t->close = t->last_end != 0 && now_ns() - t->last_end < LINGER_NS;
+        atomic_store_explicit(&t->pace.stepping, 1, memory_order_relaxed);
+    }
     return w->task_workers = t->nthreads + 1;
 }
 
 void ph__tasks_end(ph__world *w) {
-    if (w->tasks) atomic_store_explicit(&w->tasks->stepping, 0, memory_order_relaxed);
+    ph__tasks *t = w->tasks;
+    if (!t) return;
+    if (!t->nthreads) {
+        t->last_end = 0;
+        return;
+    }
+    const int64_t now = now_ns();
+    /* (linger before stepping: a worker that sees the step over sees it) */
+    atomic_store_explicit(&t->pace.linger, t->close ? now + LINGER_NS : 0, memory_order_relaxed);
+    atomic_store_explicit(&t->pace.stepping, 0, memory_order_release);
+    t->last_end = now;
+}
+
+int64_t ph__tasks_linger_until(const ph__world *w) {
+    return w->tasks ? atomic_load_explicit(&w->tasks->pace.linger, memory_order_relaxed) : 0;
+}
+
+int64_t ph__tasks_sleeps(const ph__world *w) {
+    return w->tasks ? atomic_load_explicit(&w->tasks->sleeps, memory_order_relaxed) : 0;
 }
 
 /* Publishes a pass: its generation in the ticket, then the job bumped

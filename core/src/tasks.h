@@ -32,8 +32,15 @@ typedef void ph__pass_fn(ph__world *w, void *ctx, int worker, int nworkers);
 int ph__tasks_begin(ph__world *w);
 /* At the end of a step begun by ph__tasks_begin (whatever its result): the
  * pool's threads, which spin a few milliseconds between passes while a step
- * runs, go back to sleeping after a short spin. */
+ * runs, go back to sleeping after a short spin, or, when this step began
+ * right after the last one ended (back to back), after spinning some
+ * hundred microseconds more (ready for the next step's first pass). */
 void ph__tasks_end(ph__world *w);
+/* Tests: until when (CLOCK_MONOTONIC ns) the pool's threads spin after
+ * the last step (0: they sleep after the short spin); how many times they
+ * have slept on a futex waiting for a pass. */
+int64_t ph__tasks_linger_until(const ph__world *w);
+int64_t ph__tasks_sleeps(const ph__world *w);
 /* Runs fn on the workers ph__tasks_begin gave (directly on this thread
  * when that is one) and returns when every worker has returned. */
 void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
