@@ -45,7 +45,7 @@ typedef struct ph__wbatch {
                                 group before it (same level) */
     int32_t aniso;           /* first batch of a group, point mode: 1 when a body of some lane
                                 has unequal principal moments (the velocity updates then use
-                                the full inverse inertias kept in ph__wgroup.ia/ib) */
+                                the full inverse inertias kept in ph__wginert, w->wgin) */
     int32_t point[PH_LANES]; /* contact point (rows 3p..3p+2), -1: empty lane */
     int32_t pm[PH_LANES];    /* its manifold (pm >> 2) and point in it (pm & 3) */
 } ph__wbatch;
