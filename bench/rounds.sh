@@ -15,12 +15,17 @@
 # (load1, /proc/loadavg) at its start. WARMUP=N (default 0) first runs the
 # first scene N times in each engine and prints nothing of them: the VM's
 # first minute after idling, or after another benchmark, runs every engine
-# slow, which would make round 0 an outlier.
+# slow, which would make round 0 an outlier. When physd-pingpong is beside
+# BENCH, each line also gets pingpong_ns, the round trip of a cache line
+# between two threads measured just before the run: on a VM whose host
+# moves the vCPUs it tells a two-thread round on near cores from one on far
+# cores (docs/profile.md, "After the 21st session's merges").
 bench=${1:-./build/release/bench/physd-bench}
 rounds=${2:-7}
 scenes=${SCENES:-pyramid20 grid1000 spheres1000}
 engines=${ENGINES:-physd ode bullet}
 threads=${THREADS:-1}
+pingpong=$(dirname "$bench")/physd-pingpong
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
 run() { # run ENGINE SCENE THREADS; a failed run stops the whole (its error on stderr)
@@ -47,8 +52,12 @@ while [ "$r" -lt "$rounds" ]; do
             [ "$engine" = physd ] && tl=$threads
             for t in $tl; do
                 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
+                pp=
+                if [ -x "$pingpong" ]; then
+                    pp=$("$pingpong" 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9]*\).*/,"pingpong_ns":\1/p')
+                fi
                 run "$engine" "$scene" "$t"
-                printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load/"
+                printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load$pp/"
             done
         done
     done
