@@ -54,7 +54,7 @@ while [ "$r" -lt "$rounds" ]; do
                 load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
                 pp=
                 if [ -x "$pingpong" ]; then
-                    pp=$("$pingpong" 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9]*\).*/,"pingpong_ns":\1/p')
+                    pp=$("$pingpong" 2>/dev/null | sed -n 's/.*"round_trip_ns":\([0-9][0-9]*\).*/,"pingpong_ns":\1/p')
                 fi
                 run "$engine" "$scene" "$t"
                 printf '%s\n' "$out" | sed "s/\"repeat\":0/\"repeat\":$r,\"load1\":$load$pp/"
