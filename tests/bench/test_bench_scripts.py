@@ -72,6 +72,16 @@ check("threads_ratio medians", t[2:4], ["11.25", "12.00"])
 check("threads_ratio loads", t[4], "0.5, 0.7")
 check("threads_ratio wall speed-up", t[5], "1.78 (2.00, 1.60)")
 check("threads_ratio CPU speed-up", t[6], "1.67 (1.82, 1.54)")
+# By placement (pingpong_ns beside each run): near rounds 0 and 2 (80 and
+# 90 ns: 20 / 10 and 20 / 12.5, median 1.80), far round 1 (400 ns: 1.25).
+tp = [bench_line("physd", "pyramid40", k, 20.0, threads=1, pingpong_ns=ns) for k, ns in enumerate((80, 400, 90))]
+tp += [bench_line("physd", "pyramid40", k, ms, threads=2, pingpong_ns=ns)
+       for k, (ms, ns) in enumerate(((10.0, 80), (16.0, 400), (12.5, 90)))]
+out = run("threads_ratio.py", tp)
+check("threads_ratio near", row(out, "pyramid40", "2", "near")[3:5], ["2", "1.80"])
+check("threads_ratio near rounds", row(out, "pyramid40", "2", "near")[5], "2.00 (80 ns), 1.60 (90 ns)")
+check("threads_ratio far", row(out, "pyramid40", "2", "far")[3:6], ["1", "1.25", "1.25 (400 ns)"])
+check("threads_ratio no placement table without pingpong_ns", "placement" in run("threads_ratio.py", tr), False)
 
 # ab_ratio.py: after / before per round 0.8 and 0.9; the end state compared
 # by drift and final merit (stack20's after ends elsewhere).
