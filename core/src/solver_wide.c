@@ -870,7 +870,21 @@ static int body_orders_kept(ph__world *w, int32_t na) { return orders_kept(w, w-
 static void lc_clear(ph__world *w) {
     for (int e = 0; e <= PH_WLAYOUTS; e++)
         w->wlc[e].stamp = 0;
+    w->wlc_idle = 0;
 }
+
+/* Whether this try looks in the cache and saves the layout in place: while
+ * fewer than LC_PATIENCE tries (w->wlc_idle) have passed since the cache
+ * last hit or was emptied, every try; after that every LC_PATIENCE-th (a
+ * probe: its hit makes every try look again). pyramid40's settled layouts
+ * never recur (351 of 600 steps make one, 349 of them new: docs/profile.md,
+ * r21-lev10), so its saves (a copy of the layout, some 50 k instructions)
+ * and looks (an orders_kept per entry) were serial work never used; on
+ * pyramid20 a side contact's order flips back within a few builds. The
+ * cache is a shortcut: looking or not, the layout is the full build's. */
+#define LC_PATIENCE 32
+
+static int lc_on(const ph__world *w) { return w->wlc_idle < LC_PATIENCE || w->wlc_idle % LC_PATIENCE == 0; }
 
 /* The layout in place (na manifolds with rows, all levelled: wpoint holds
  * na) into entry e, stamped as the latest; returns 0, or -1 when there is
@@ -1005,7 +1019,10 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     int32_t ncol = 0;
     *bands = 1;
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
-    for (int32_t q = 0; q < na; q++) {
+    /* every manifold coloured (pyramid30, pyramid40): no bottom-up levels,
+     * nothing to pack, and no manifold's island to look up below */
+    const int all = big && w->wbig_all;
+    for (int32_t q = 0; q < na && !all; q++) {
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
         manifold_sbodies(w, sig, i, &ia, &ib);
@@ -1020,7 +1037,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     }
     /* The bottom-up levels packed into whole groups (pack_levels): here, so
      * that a full build and relevel compare packed levels alike. */
-    if (pack_levels(w, sig, na, big, lev, &ncol)) return -1;
+    if (!all && pack_levels(w, sig, na, big, lev, &ncol)) return -1;
     if (!big) return ncol;
     /* Colouring: top-down (from the highest manifold), each takes the
      * lowest colour neither moving body has yet; the levels are the
@@ -1028,6 +1045,33 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
      * bits are in wmask, of the current band of 64 colours: a body whose
      * stamp ctop is older has none in it; a body with all 64 (64 contacts)
      * starts the next band. */
+    if (all) {
+        /* Every manifold coloured and, as nearly always, no body with 64
+         * of them: the same colours in one band, without the bands' stamps
+         * (wmask is all zero: no bottom-up levels ran; the ground's, 0,
+         * stays so). A body out of colours sends the colouring to the
+         * general loop below, from the start (it clears each body's
+         * colours at its first manifold). */
+        int32_t ncolour = 0, q = na - 1;
+        for (; q >= 0; q--) {
+            const int32_t i = w->wkeys[q].slot;
+            int32_t ia, ib;
+            manifold_sbodies(w, sig, i, &ia, &ib);
+            const uint64_t used = w->wmask[ia] | w->wmask[ib];
+            if (!~used) break;
+            const int c = __builtin_ctzll(~used);
+            const uint64_t bit = 1ull << c;
+            w->wmask[ia] |= ia ? bit : 0;
+            w->wmask[ib] |= ib ? bit : 0;
+            ncolour = c + 1 > ncolour ? c + 1 : ncolour;
+            lev[i] = c;
+        }
+        if (q < 0) {
+            for (q = 0; q < na; q++)
+                lev[w->wkeys[q].slot] = ncolour - 1 - lev[w->wkeys[q].slot];
+            return ncolour;
+        }
+    }
     int32_t *ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *ctop, "colour bands");
     if (!ctop) return -1;
     memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
@@ -1036,7 +1080,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
         manifold_sbodies(w, sig, i, &ia, &ib);
-        if (!big[ia ? ia : ib]) continue;
+        if (!all && !big[ia ? ia : ib]) continue;
         if (ia && ctop[ia] != band) {
             ctop[ia] = band;
             w->wmask[ia] = 0;
@@ -1066,8 +1110,8 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
-        manifold_sbodies(w, sig, i, &ia, &ib);
-        if (big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
+        if (!all) manifold_sbodies(w, sig, i, &ia, &ib);
+        if (all || big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
     }
     return nc > ncol ? nc : ncol;
 }
@@ -1198,14 +1242,17 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
          * cache), else the levels made again and compared (relevel). The
          * layout in place goes into the cache when it is left. */
         if (same && na == w->wreuse_na && na > 0) {
-            struct ph__wlayout *hit = w->wreuse_bands ? lc_find(w, na) : NULL;
-            struct ph__wlayout *room = w->wreuse_bands ? lc_empty(w) : NULL;
+            const int look = w->wreuse_bands && lc_on(w);
+            w->wlc_idle++;
+            struct ph__wlayout *hit = look ? lc_find(w, na) : NULL;
+            struct ph__wlayout *room = look ? lc_empty(w) : NULL;
             const int saved = room && lc_save(w, room, na) == 0;
             if (hit) {
                 const int e = lc_restore(w, hit);
                 if (e) return e;
                 hit->stamp = 0;
                 if (saved) lc_trim(w);
+                w->wlc_idle = 0;
                 w->wide_ok = 1;
                 w->wreuse_ok = 1;
                 w->wreuse_builds++;
@@ -1261,7 +1308,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * (w->wbig) for a later build of the same manifolds (relevel). */
     if (!relevelled) {
         if (ph__array_reserve(w->wbig, nsb + 1)) return PH_ERR_NO_MEMORY;
-        w->wbig_any = 0;
+        w->wbig_any = w->wbig_all = 0;
         if (na >= PH_COLOUR_MIN) {
             if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
             islands(w, w->wkeys, na);
@@ -1278,6 +1325,13 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 w->wbig[s] = s > 0 && cnt[w->tile_of[s]] >= PH_COLOUR_MIN;
                 w->wbig_any |= w->wbig[s];
             }
+            int32_t nbig = 0;
+            for (int32_t q = 0; q < na; q++) {
+                const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+                const int32_t a = w->body_to_sbody[cm->ba];
+                nbig += w->wbig[a ? a : w->body_to_sbody[cm->bb]];
+            }
+            w->wbig_all = nbig == na;
             ph__arena_free(&w->arena, cnt);
         }
         const uint64_t *sig = native && nsb < (1 << 29) ? w->wsig : NULL;
@@ -1341,8 +1395,12 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         }
         for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
             int kmax = 0;
-            for (int j = 0; j < PH_LANES && g + j < end; j++)
-                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
+            for (int j = 0; j < PH_LANES && g + j < end; j++) {
+                /* (a native build's points from wsig: 8 bytes a manifold, not its record) */
+                const int32_t m = w->wpoint[g + j];
+                const int count = native ? (int)(w->wsig[m] & 7) : w->manifolds[m].m.count;
+                if (count > kmax) kmax = count;
+            }
             nbatch += kmax;
         }
     }

@@ -249,6 +249,7 @@ struct ph__world {
      * change (the layout reused). */
     uint8_t *wbig;
     int wbig_any;
+    int wbig_all; /* every manifold with rows was in a coloured island */
     int64_t wrelevel_tries, wrelevel_builds;
 
     /* Layouts kept for a flip back (solver_wide.c, build: the layout
@@ -272,6 +273,7 @@ struct ph__world {
     } wlc[PH_WLAYOUTS + 1];
     int64_t wlc_clock;
     int64_t wlayout_hits;
+    int32_t wlc_idle; /* builds that could have taken one since one did or the cache was emptied */
 
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first

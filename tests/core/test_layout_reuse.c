@@ -180,6 +180,31 @@ static void test_pyramid40_two_threads(void **state) {
     scene_case("pyramid40", 160, 100, 0.2, 2, 5, 5, 0);
 }
 
+/* The layout cache gives up on a scene whose layouts do not recur
+ * (solver_wide.c, lc_on): pyramid40's settled builds make new levels (a
+ * first-fit colouring moved by one side contact's flip) that no later
+ * build takes back, so after LC_PATIENCE (32) tries without a hit only
+ * every 32nd try saves the layout in place (w->wlc_clock counts the
+ * saves). Without the patience every try saves (the count was 160 of 160
+ * from step 60 on). The layouts themselves are the full build's (the
+ * cases above). */
+static void test_pyramid40_cache_patience(void **state) {
+    (void)state;
+    ph_world_id id = make_world("pyramid40", 0, 1, 0);
+    const ph__world *w = ph__world_get(id);
+    int64_t t0 = 0, c0 = 0, h0 = 0;
+    for (int k = 0; k < 220; k++) {
+        if (k == 60) t0 = w->wrelevel_tries, c0 = w->wlc_clock, h0 = w->wlayout_hits;
+        assert_int_equal(ph_world_step(id), PH_OK);
+    }
+    const int64_t tries = w->wrelevel_tries - t0, saves = w->wlc_clock - c0, hits = w->wlayout_hits - h0;
+    print_message("pyramid40 steps 60-220: %lld builds could take a cached layout, %lld saved theirs, %lld hits\n",
+                  (long long)tries, (long long)saves, (long long)hits);
+    assert_true(tries >= 64);
+    assert_true(saves <= tries / 32 + 32);
+    ph_world_destroy(id);
+}
+
 static void test_grid1000_tiles(void **state) {
     (void)state;
     scene_case("grid1000", 120, 60, 0.9, 1, 0, 0, 0);
@@ -384,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_pyramid20),
         cmocka_unit_test(test_pyramid40_coloured),
         cmocka_unit_test(test_pyramid40_two_threads),
+        cmocka_unit_test(test_pyramid40_cache_patience),
         cmocka_unit_test(test_grid1000_tiles),
         cmocka_unit_test(test_spheres1000),
         cmocka_unit_test(test_grid1000_two_threads),
