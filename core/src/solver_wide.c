@@ -738,7 +738,11 @@ typedef struct keys_ctx {
     int32_t *np;   /* per piece: its points with rows, then the points before it */
     int32_t *na;   /* per piece: its manifolds with rows */
     int32_t *same; /* per piece: every part as the last build's */
+    int check;     /* rows_piece: test the order in place (preds_kept) */
+    int32_t *kept; /* per piece: its manifolds' order kept */
 } keys_ctx;
+
+static int preds_kept(const ph__world *w, int32_t i0, int32_t i1);
 
 static void keys_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     keys_ctx *c = ctx;
@@ -769,16 +773,19 @@ static void rows_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t 
         cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
         if (c->pts[i] >= 0) np += c->pts[i];
     }
+    c->kept[k] = c->check && preds_kept(w, i0, i1);
 }
 
-static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, int32_t *na, int *same) {
+static int keys_split(ph__world *w, ph_vec3 down, int cached, int preds, int32_t *npoint, int32_t *na, int *same,
+                      int *kept) {
     const int32_t nm = w->manifold_count, npc = ph__tasks_pieces(nm, KEYS_PIECE);
     keys_ctx c = {.down = down, .cached = cached};
-    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 3 * (size_t)npc + 1) * sizeof *c.pts, "manifold points");
+    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 4 * (size_t)npc + 1) * sizeof *c.pts, "manifold points");
     if (!c.pts) return PH_ERR_NO_MEMORY;
     c.np = c.pts + nm;
     c.na = c.np + npc;
     c.same = c.na + npc;
+    c.kept = c.same + npc;
     ph__tasks_run_pieces(w, nm, KEYS_PIECE, keys_piece, &c);
     *npoint = *na = 0;
     *same = cached;
@@ -789,7 +796,11 @@ static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, i
         *na += c.na[k];
         *same = *same && c.same[k];
     }
+    c.check = preds && *same;
     ph__tasks_run_pieces(w, nm, KEYS_PIECE, rows_piece, &c);
+    *kept = c.check;
+    for (int32_t k = 0; k < npc; k++)
+        *kept = *kept && c.kept[k];
     ph__arena_free(&w->arena, c.pts);
     return PH_OK;
 }
@@ -836,6 +847,51 @@ static inline __attribute__((always_inline)) int orders_kept(ph__world *w, const
 }
 
 static int body_orders_kept(ph__world *w, int32_t na) { return orders_kept(w, w->wkeys, NULL, na); }
+
+/* orders_kept's test manifold by manifold, so that it runs in pieces beside
+ * the rows' numbering (rows_piece) instead of on the stepping thread: each
+ * moving manifold's predecessors in the order in place (w->wpred, 2 by
+ * slot: the manifold before it in w->wkeys of its first and of its second
+ * solver body, -1: none) made once the order has been kept for a step
+ * (make_preds; w->wpred_ok: they describe w->wkeys and w->wsig, cleared by
+ * every build that does not keep the layout). orders_kept passes exactly
+ * when each manifold's height is finite-compared after both its
+ * predecessors' (the same pairs, the same tie rule, the same NaN test), so
+ * preds_kept over all manifolds is orders_kept on the order in place. */
+static int make_preds(ph__world *w, int32_t na) {
+    const int32_t nm = w->manifold_count;
+    if (ph__array_reserve(w->wpred, 2 * nm + 2)) return -1;
+    uint64_t *last = w->wmask;
+    memset(last, 0, (size_t)w->sbody_count * sizeof *last);
+    for (int32_t i = 0; i < 2 * nm; i++)
+        w->wpred[i] = -1;
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t s = w->wkeys[q].slot;
+        const int32_t ab[2] = {(int32_t)(w->wsig[s] >> 32), (int32_t)(w->wsig[s] >> 3 & ((1u << 29) - 1))};
+        for (int e = 0; e < 2; e++) {
+            if (!ab[e]) continue;
+            w->wpred[2 * s + e] = (int32_t)last[ab[e]] - 1;
+            last[ab[e]] = (uint64_t)s + 1;
+        }
+    }
+    w->wpred_ok = 1;
+    return 0;
+}
+
+static int preds_kept(const ph__world *w, int32_t i0, int32_t i1) {
+    const double *h = w->wheight;
+    const int32_t *pred = w->wpred;
+    for (int32_t i = i0; i < i1; i++) {
+        if (!w->wsig[i]) continue;
+        const double x = h[i];
+        if (x != x) return 0;
+        for (int e = 0; e < 2; e++) {
+            const int32_t p = pred[2 * i + e];
+            if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 0;
+        }
+    }
+    return 1;
+}
 
 /* The layout cache (w->wlc; world.h): earlier layouts of the manifolds,
  * bodies and points of the layout in place (w->wsig unchanged since they
@@ -1185,6 +1241,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * manifolds and solver bodies of the same numbers. */
     const int cached = native && w->wreuse_ok && !w->wreuse_off && w->wreuse_nm == nm && w->wreuse_nsb == nsb &&
                        nsb < (1 << 29) && nm > 0;
+    const int preds = cached && w->wpred_ok; /* (the order in place's predecessors: make_preds) */
+    w->wpred_ok = 0;
     w->wreuse_ok = 0;
     w->wide_ok = 0;
     w->wsched_ok = 0;
@@ -1207,9 +1265,9 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         /* Each manifold's rows, height (w->wheight) and part in the layout
          * (w->wsig), compared with the last build's. */
         if (ph__array_reserve(w->wsig, nm + 1) || ph__array_reserve(w->wheight, nm + 1)) return PH_ERR_NO_MEMORY;
-        int same = cached;
+        int same = cached, kept = 0;
         if (split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
-            const int e = keys_split(w, down, cached, &npoint, &na, &same);
+            const int e = keys_split(w, down, cached, preds, &npoint, &na, &same, &kept);
             if (e) return e;
         } else {
             for (int32_t i = 0; i < nm; i++) {
@@ -1224,6 +1282,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 same = same && w->wsig[i] == sig;
                 w->wsig[i] = sig;
             }
+            kept = preds && same && preds_kept(w, 0, nm);
         }
         w->native_rows = 3 * npoint;
         if (ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
@@ -1231,7 +1290,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
          * height order still sorted: everything the build makes from them
          * (levels, colours, tiles, runs, the batches' indices) is what it
          * made then, still in place. */
-        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && body_orders_kept(w, na)) {
+        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && (preds ? kept : body_orders_kept(w, na))) {
+            if (preds || make_preds(w, na) == 0) w->wpred_ok = 1;
             w->wide_ok = 1;
             w->wreuse_ok = 1;
             w->wreuse_builds++;

@@ -250,6 +250,9 @@ struct ph__world {
     uint8_t *wbig;
     int wbig_any;
     int wbig_all; /* every manifold with rows was in a coloured island */
+    int32_t
+        *wpred;   /* by slot, 2 each: the previous manifold of its bodies in wkeys' order (solver_wide.c, make_preds) */
+    int wpred_ok; /* wpred describes wkeys and wsig */
     int64_t wrelevel_tries, wrelevel_builds;
 
     /* Layouts kept for a flip back (solver_wide.c, build: the layout
