@@ -211,24 +211,37 @@ static void test_pyramid40_cache_patience(void **state) {
 /* With the default keys (heights in steps of 1/16 m: solver_wide.c,
  * manifold_height) pyramid40's settled builds keep the layout: from step
  * 100 on at most 4 of 120 builds make one (exact heights: 72 of 120,
- * test_pyramid40_coloured), each compared with the full build's layout
- * and state. */
-static void test_height_steps(void **state) {
-    (void)state;
-    ph_world_id a = make_world("pyramid40", 0, 1, 0), b = make_world("pyramid40", 1, 1, 0);
+ * test_pyramid40_coloured) and at most 4 find their order changed (the
+ * test of the order by predecessors, preds_kept: with one thread after
+ * the keys' loop, with two in the rows' pieces), each compared with the
+ * full build's layout and state. */
+static void height_steps(int threads) {
+    ph_world_id a = make_world("pyramid40", 0, threads, 0), b = make_world("pyramid40", 1, threads, 0);
     ph__world_get(a)->wkey_exact = ph__world_get(b)->wkey_exact = 0;
-    int64_t r0 = 0, f0 = 0;
+    int64_t r0 = 0, f0 = 0, t0 = 0;
     for (int k = 0; k < 220; k++) {
-        if (k == 100) r0 = ph__world_get(a)->wreuse_builds, f0 = ph__world_get(a)->wfull_builds;
+        if (k == 100) {
+            r0 = ph__world_get(a)->wreuse_builds, f0 = ph__world_get(a)->wfull_builds;
+            t0 = ph__world_get(a)->wrelevel_tries;
+        }
         step_both(a, b, k);
     }
     const int64_t reused = ph__world_get(a)->wreuse_builds - r0, made = ph__world_get(a)->wfull_builds - f0;
-    print_message("pyramid40 in height steps: %lld of %lld builds from step 100 reused the layout\n", (long long)reused,
-                  (long long)(reused + made));
+    const int64_t tries = ph__world_get(a)->wrelevel_tries - t0;
+    print_message("pyramid40 in height steps, %d threads: %lld of %lld builds from step 100 reused the layout, "
+                  "%lld found the order changed\n",
+                  threads, (long long)reused, (long long)(reused + made), (long long)tries);
     assert_int_equal(reused + made, 120);
     assert_true(made <= 4);
+    assert_true(tries <= 4);
     ph_world_destroy(a);
     ph_world_destroy(b);
+}
+
+static void test_height_steps(void **state) {
+    (void)state;
+    height_steps(1);
+    height_steps(2);
 }
 
 static void test_grid1000_tiles(void **state) {
