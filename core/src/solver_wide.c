@@ -91,6 +91,7 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
+#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -691,12 +692,32 @@ static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         layout_run(w, lc, r, 1);
 }
 
-/* A manifold's height: the mean of its points along -gravity. */
-static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down) {
+/* A manifold's height key: the mean of its points along -gravity, in
+ * whole steps of 1/PH_HEIGHT_STEPS m (floor; exact: the mean itself, a
+ * test switch, w->wkey_exact). The order of the levels is by key, ties by
+ * slot. With the mean itself, a settled pyramid's side-by-side manifolds
+ * (the same height to some 1e-5 m) swapped order by rounding-level motion
+ * on most steps, and a first-fit colouring moved by one swap made the
+ * whole layout again (pyramid40: 351 of 600 steps, docs/profile.md,
+ * r21-lev10); in steps of 1/16 m they tie and go by slot, and a body's
+ * manifolds change order only when one crosses a step (pyramid40, 30
+ * and 20: a layout made again on 1 of 600 steps in the count that chose
+ * the step: 1/128-1/64 m left pyramid40 242 and 4, 1/32 m 1-4 depending
+ * on the steps' offset, 1/16 m 1 at either). The levels keep their rule
+ * (each body's manifolds bottom-up by key); which of two manifolds of
+ * nearly the same height goes first is the Gauss-Seidel order's, not the
+ * physics' point. A function of the manifold alone: a restored snapshot's
+ * full build makes the same order as the world it came from. */
+#ifndef PH_HEIGHT_STEPS
+#define PH_HEIGHT_STEPS 16.0
+#endif
+
+static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down, int exact) {
     double hsum = 0;
     for (int k = 0; k < cm->m.count; k++)
         hsum += -ph_dot(cm->m.pts[k].point, down);
-    return hsum / cm->m.count;
+    const double h = hsum / cm->m.count;
+    return exact ? h : floor(h * PH_HEIGHT_STEPS);
 }
 
 /* A manifold's part in the layout (build's reuse): its two solver bodies
@@ -738,7 +759,11 @@ typedef struct keys_ctx {
     int32_t *np;   /* per piece: its points with rows, then the points before it */
     int32_t *na;   /* per piece: its manifolds with rows */
     int32_t *same; /* per piece: every part as the last build's */
+    int check;     /* rows_piece: test the order in place (preds_kept) */
+    int32_t *kept; /* per piece: its manifolds' order kept */
 } keys_ctx;
+
+static int preds_kept(const ph__world *w, int32_t i0, int32_t i1);
 
 static void keys_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t k) {
     keys_ctx *c = ctx;
@@ -750,7 +775,7 @@ static void keys_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t 
         const int moving = a != 0 || b != 0;
         const uint64_t sig = manifold_sig(a, b, cm->m.count);
         c->pts[i] = moving ? cm->m.count : -1;
-        if (moving) w->wheight[i] = manifold_height(cm, c->down);
+        if (moving) w->wheight[i] = manifold_height(cm, c->down, w->wkey_exact);
         same = same && w->wsig[i] == sig;
         w->wsig[i] = sig;
         np += moving ? cm->m.count : 0;
@@ -769,16 +794,19 @@ static void rows_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t 
         cm->row0 = c->pts[i] >= 0 ? 3 * np : -1;
         if (c->pts[i] >= 0) np += c->pts[i];
     }
+    c->kept[k] = c->check && preds_kept(w, i0, i1);
 }
 
-static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, int32_t *na, int *same) {
+static int keys_split(ph__world *w, ph_vec3 down, int cached, int preds, int32_t *npoint, int32_t *na, int *same,
+                      int *kept) {
     const int32_t nm = w->manifold_count, npc = ph__tasks_pieces(nm, KEYS_PIECE);
     keys_ctx c = {.down = down, .cached = cached};
-    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 3 * (size_t)npc + 1) * sizeof *c.pts, "manifold points");
+    c.pts = ph__arena_alloc(&w->arena, ((size_t)nm + 4 * (size_t)npc + 1) * sizeof *c.pts, "manifold points");
     if (!c.pts) return PH_ERR_NO_MEMORY;
     c.np = c.pts + nm;
     c.na = c.np + npc;
     c.same = c.na + npc;
+    c.kept = c.same + npc;
     ph__tasks_run_pieces(w, nm, KEYS_PIECE, keys_piece, &c);
     *npoint = *na = 0;
     *same = cached;
@@ -789,7 +817,11 @@ static int keys_split(ph__world *w, ph_vec3 down, int cached, int32_t *npoint, i
         *na += c.na[k];
         *same = *same && c.same[k];
     }
+    c.check = preds && *same;
     ph__tasks_run_pieces(w, nm, KEYS_PIECE, rows_piece, &c);
+    *kept = c.check;
+    for (int32_t k = 0; k < npc; k++)
+        *kept = *kept && c.kept[k];
     ph__arena_free(&w->arena, c.pts);
     return PH_OK;
 }
@@ -837,6 +869,51 @@ static inline __attribute__((always_inline)) int orders_kept(ph__world *w, const
 
 static int body_orders_kept(ph__world *w, int32_t na) { return orders_kept(w, w->wkeys, NULL, na); }
 
+/* orders_kept's test manifold by manifold, so that it runs in pieces beside
+ * the rows' numbering (rows_piece) instead of on the stepping thread: each
+ * moving manifold's predecessors in the order in place (w->wpred, 2 by
+ * slot: the manifold before it in w->wkeys of its first and of its second
+ * solver body, -1: none) made once the order has been kept for a step
+ * (make_preds; w->wpred_ok: they describe w->wkeys and w->wsig, cleared by
+ * every build that does not keep the layout). orders_kept passes exactly
+ * when each manifold's height is finite-compared after both its
+ * predecessors' (the same pairs, the same tie rule, the same NaN test), so
+ * preds_kept over all manifolds is orders_kept on the order in place. */
+static int make_preds(ph__world *w, int32_t na) {
+    const int32_t nm = w->manifold_count;
+    if (ph__array_reserve(w->wpred, 2 * nm + 2)) return -1;
+    uint64_t *last = w->wmask;
+    memset(last, 0, (size_t)w->sbody_count * sizeof *last);
+    for (int32_t i = 0; i < 2 * nm; i++)
+        w->wpred[i] = -1;
+    for (int32_t q = 0; q < na; q++) {
+        const int32_t s = w->wkeys[q].slot;
+        const int32_t ab[2] = {(int32_t)(w->wsig[s] >> 32), (int32_t)(w->wsig[s] >> 3 & ((1u << 29) - 1))};
+        for (int e = 0; e < 2; e++) {
+            if (!ab[e]) continue;
+            w->wpred[2 * s + e] = (int32_t)last[ab[e]] - 1;
+            last[ab[e]] = (uint64_t)s + 1;
+        }
+    }
+    w->wpred_ok = 1;
+    return 0;
+}
+
+static int preds_kept(const ph__world *w, int32_t i0, int32_t i1) {
+    const double *h = w->wheight;
+    const int32_t *pred = w->wpred;
+    for (int32_t i = i0; i < i1; i++) {
+        if (!w->wsig[i]) continue;
+        const double x = h[i];
+        if (x != x) return 0;
+        for (int e = 0; e < 2; e++) {
+            const int32_t p = pred[2 * i + e];
+            if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 0;
+        }
+    }
+    return 1;
+}
+
 /* The layout cache (w->wlc; world.h): earlier layouts of the manifolds,
  * bodies and points of the layout in place (w->wsig unchanged since they
  * were made: any native build of other ones empties the cache, lc_clear),
@@ -870,7 +947,21 @@ static int body_orders_kept(ph__world *w, int32_t na) { return orders_kept(w, w-
 static void lc_clear(ph__world *w) {
     for (int e = 0; e <= PH_WLAYOUTS; e++)
         w->wlc[e].stamp = 0;
+    w->wlc_idle = 0;
 }
+
+/* Whether this try looks in the cache and saves the layout in place: while
+ * fewer than LC_PATIENCE tries (w->wlc_idle) have passed since the cache
+ * last hit or was emptied, every try; after that every LC_PATIENCE-th (a
+ * probe: its hit makes every try look again). pyramid40's settled layouts
+ * never recur (351 of 600 steps make one, 349 of them new: docs/profile.md,
+ * r21-lev10), so its saves (a copy of the layout, some 50 k instructions)
+ * and looks (an orders_kept per entry) were serial work never used; on
+ * pyramid20 a side contact's order flips back within a few builds. The
+ * cache is a shortcut: looking or not, the layout is the full build's. */
+#define LC_PATIENCE 32
+
+static int lc_on(const ph__world *w) { return w->wlc_idle < LC_PATIENCE || w->wlc_idle % LC_PATIENCE == 0; }
 
 /* The layout in place (na manifolds with rows, all levelled: wpoint holds
  * na) into entry e, stamped as the latest; returns 0, or -1 when there is
@@ -1005,7 +1096,10 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     int32_t ncol = 0;
     *bands = 1;
     memset(w->wmask, 0, (size_t)nsb * sizeof(uint64_t));
-    for (int32_t q = 0; q < na; q++) {
+    /* every manifold coloured (pyramid30, pyramid40): no bottom-up levels,
+     * nothing to pack, and no manifold's island to look up below */
+    const int all = big && w->wbig_all;
+    for (int32_t q = 0; q < na && !all; q++) {
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
         manifold_sbodies(w, sig, i, &ia, &ib);
@@ -1020,7 +1114,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     }
     /* The bottom-up levels packed into whole groups (pack_levels): here, so
      * that a full build and relevel compare packed levels alike. */
-    if (pack_levels(w, sig, na, big, lev, &ncol)) return -1;
+    if (!all && pack_levels(w, sig, na, big, lev, &ncol)) return -1;
     if (!big) return ncol;
     /* Colouring: top-down (from the highest manifold), each takes the
      * lowest colour neither moving body has yet; the levels are the
@@ -1028,6 +1122,33 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
      * bits are in wmask, of the current band of 64 colours: a body whose
      * stamp ctop is older has none in it; a body with all 64 (64 contacts)
      * starts the next band. */
+    if (all) {
+        /* Every manifold coloured and, as nearly always, no body with 64
+         * of them: the same colours in one band, without the bands' stamps
+         * (wmask is all zero: no bottom-up levels ran; the ground's, 0,
+         * stays so). A body out of colours sends the colouring to the
+         * general loop below, from the start (it clears each body's
+         * colours at its first manifold). */
+        int32_t ncolour = 0, q = na - 1;
+        for (; q >= 0; q--) {
+            const int32_t i = w->wkeys[q].slot;
+            int32_t ia, ib;
+            manifold_sbodies(w, sig, i, &ia, &ib);
+            const uint64_t used = w->wmask[ia] | w->wmask[ib];
+            if (!~used) break;
+            const int c = __builtin_ctzll(~used);
+            const uint64_t bit = 1ull << c;
+            w->wmask[ia] |= ia ? bit : 0;
+            w->wmask[ib] |= ib ? bit : 0;
+            ncolour = c + 1 > ncolour ? c + 1 : ncolour;
+            lev[i] = c;
+        }
+        if (q < 0) {
+            for (q = 0; q < na; q++)
+                lev[w->wkeys[q].slot] = ncolour - 1 - lev[w->wkeys[q].slot];
+            return ncolour;
+        }
+    }
     int32_t *ctop = ph__arena_alloc(&w->arena, ((size_t)nsb + 1) * sizeof *ctop, "colour bands");
     if (!ctop) return -1;
     memset(ctop, 0, ((size_t)nsb + 1) * sizeof *ctop);
@@ -1036,7 +1157,7 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
         manifold_sbodies(w, sig, i, &ia, &ib);
-        if (!big[ia ? ia : ib]) continue;
+        if (!all && !big[ia ? ia : ib]) continue;
         if (ia && ctop[ia] != band) {
             ctop[ia] = band;
             w->wmask[ia] = 0;
@@ -1066,8 +1187,8 @@ static int32_t assign_levels(ph__world *w, const uint64_t *sig, int32_t na, cons
     for (int32_t q = 0; q < na; q++) {
         const int32_t i = w->wkeys[q].slot;
         int32_t ia, ib;
-        manifold_sbodies(w, sig, i, &ia, &ib);
-        if (big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
+        if (!all) manifold_sbodies(w, sig, i, &ia, &ib);
+        if (all || big[ia ? ia : ib]) lev[i] = nc - 1 - lev[i];
     }
     return nc > ncol ? nc : ncol;
 }
@@ -1141,6 +1262,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * manifolds and solver bodies of the same numbers. */
     const int cached = native && w->wreuse_ok && !w->wreuse_off && w->wreuse_nm == nm && w->wreuse_nsb == nsb &&
                        nsb < (1 << 29) && nm > 0;
+    const int preds = cached && w->wpred_ok; /* (the order in place's predecessors: make_preds) */
+    w->wpred_ok = 0;
     w->wreuse_ok = 0;
     w->wide_ok = 0;
     w->wsched_ok = 0;
@@ -1163,9 +1286,9 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         /* Each manifold's rows, height (w->wheight) and part in the layout
          * (w->wsig), compared with the last build's. */
         if (ph__array_reserve(w->wsig, nm + 1) || ph__array_reserve(w->wheight, nm + 1)) return PH_ERR_NO_MEMORY;
-        int same = cached;
+        int same = cached, kept = 0;
         if (split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
-            const int e = keys_split(w, down, cached, &npoint, &na, &same);
+            const int e = keys_split(w, down, cached, preds, &npoint, &na, &same, &kept);
             if (e) return e;
         } else {
             for (int32_t i = 0; i < nm; i++) {
@@ -1176,10 +1299,11 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 cm->row0 = moving ? 3 * npoint : -1;
                 npoint += moving ? cm->m.count : 0;
                 na += moving;
-                if (moving) w->wheight[i] = manifold_height(cm, down);
+                if (moving) w->wheight[i] = manifold_height(cm, down, w->wkey_exact);
                 same = same && w->wsig[i] == sig;
                 w->wsig[i] = sig;
             }
+            kept = preds && same && preds_kept(w, 0, nm);
         }
         w->native_rows = 3 * npoint;
         if (ph__array_reserve(w->wgap, npoint + 1)) return PH_ERR_NO_MEMORY;
@@ -1187,7 +1311,8 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
          * height order still sorted: everything the build makes from them
          * (levels, colours, tiles, runs, the batches' indices) is what it
          * made then, still in place. */
-        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && body_orders_kept(w, na)) {
+        if (same && na == w->wreuse_na && na > 0 && w->wreuse_bands && (preds ? kept : body_orders_kept(w, na))) {
+            if (preds || make_preds(w, na) == 0) w->wpred_ok = 1;
             w->wide_ok = 1;
             w->wreuse_ok = 1;
             w->wreuse_builds++;
@@ -1198,14 +1323,17 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
          * cache), else the levels made again and compared (relevel). The
          * layout in place goes into the cache when it is left. */
         if (same && na == w->wreuse_na && na > 0) {
-            struct ph__wlayout *hit = w->wreuse_bands ? lc_find(w, na) : NULL;
-            struct ph__wlayout *room = w->wreuse_bands ? lc_empty(w) : NULL;
+            const int look = w->wreuse_bands && lc_on(w);
+            w->wlc_idle++;
+            struct ph__wlayout *hit = look ? lc_find(w, na) : NULL;
+            struct ph__wlayout *room = look ? lc_empty(w) : NULL;
             const int saved = room && lc_save(w, room, na) == 0;
             if (hit) {
                 const int e = lc_restore(w, hit);
                 if (e) return e;
                 hit->stamp = 0;
                 if (saved) lc_trim(w);
+                w->wlc_idle = 0;
                 w->wide_ok = 1;
                 w->wreuse_ok = 1;
                 w->wreuse_builds++;
@@ -1244,7 +1372,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             ph__contact_manifold *cm = &w->manifolds[i];
             w->wlevel[i] = -1;
             if (cm->row0 < 0) continue;
-            w->wkeys[na].key = manifold_height(cm, down);
+            w->wkeys[na].key = manifold_height(cm, down, w->wkey_exact);
             w->wkeys[na].slot = i;
             na++;
         }
@@ -1261,7 +1389,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * (w->wbig) for a later build of the same manifolds (relevel). */
     if (!relevelled) {
         if (ph__array_reserve(w->wbig, nsb + 1)) return PH_ERR_NO_MEMORY;
-        w->wbig_any = 0;
+        w->wbig_any = w->wbig_all = 0;
         if (na >= PH_COLOUR_MIN) {
             if (ph__array_reserve(w->tile_of, nsb + 1)) return PH_ERR_NO_MEMORY;
             islands(w, w->wkeys, na);
@@ -1278,6 +1406,13 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 w->wbig[s] = s > 0 && cnt[w->tile_of[s]] >= PH_COLOUR_MIN;
                 w->wbig_any |= w->wbig[s];
             }
+            int32_t nbig = 0;
+            for (int32_t q = 0; q < na; q++) {
+                const ph__contact_manifold *cm = &w->manifolds[w->wkeys[q].slot];
+                const int32_t a = w->body_to_sbody[cm->ba];
+                nbig += w->wbig[a ? a : w->body_to_sbody[cm->bb]];
+            }
+            w->wbig_all = nbig == na;
             ph__arena_free(&w->arena, cnt);
         }
         const uint64_t *sig = native && nsb < (1 << 29) ? w->wsig : NULL;
@@ -1341,8 +1476,12 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         }
         for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
             int kmax = 0;
-            for (int j = 0; j < PH_LANES && g + j < end; j++)
-                if (w->manifolds[w->wpoint[g + j]].m.count > kmax) kmax = w->manifolds[w->wpoint[g + j]].m.count;
+            for (int j = 0; j < PH_LANES && g + j < end; j++) {
+                /* (a native build's points from wsig: 8 bytes a manifold, not its record) */
+                const int32_t m = w->wpoint[g + j];
+                const int count = native ? (int)(w->wsig[m] & 7) : w->manifolds[m].m.count;
+                if (count > kmax) kmax = count;
+            }
             nbatch += kmax;
         }
     }

@@ -216,6 +216,7 @@ static const size_t world_arrays[] = {
     STEP(wsig),
     STEP(wheight),
     STEP(wbig),
+    STEP(wpred),
     STEP(wlc[0].buf), /* (the layout cache's entries, PH_WLAYOUTS + 1 of them) */
     STEP(wlc[1].buf),
     STEP(wlc[2].buf),

@@ -219,6 +219,7 @@ struct ph__world {
     int wreuse_ok;
     int wreuse_off;   /* tests: 1 = always the full build */
     int wpack_off;    /* tests: 1 = the bottom-up levels as they are (no pack_levels) */
+    int wkey_exact;   /* tests: 1 = the levels' order by exact heights (solver_wide.c, manifold_height) */
     int wreuse_bands; /* the colouring used one band of 64 colours (or none) */
     int32_t wreuse_nm, wreuse_nsb, wreuse_na, wreuse_groups;
     int64_t wreuse_builds; /* native builds that reused the layout (tests) */
@@ -249,6 +250,10 @@ struct ph__world {
      * change (the layout reused). */
     uint8_t *wbig;
     int wbig_any;
+    int wbig_all; /* every manifold with rows was in a coloured island */
+    int32_t
+        *wpred;   /* by slot, 2 each: the previous manifold of its bodies in wkeys' order (solver_wide.c, make_preds) */
+    int wpred_ok; /* wpred describes wkeys and wsig */
     int64_t wrelevel_tries, wrelevel_builds;
 
     /* Layouts kept for a flip back (solver_wide.c, build: the layout
@@ -272,6 +277,7 @@ struct ph__world {
     } wlc[PH_WLAYOUTS + 1];
     int64_t wlc_clock;
     int64_t wlayout_hits;
+    int32_t wlc_idle; /* builds that could have taken one since one did or the cache was emptied */
 
     /* The joints' direct block (joint_direct.c): the factor of the joint
      * rows' bilateral block, made when the step collides (its first

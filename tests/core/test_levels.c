@@ -171,10 +171,62 @@ static void test_levels_layout(void **state) {
     ph_world_destroy(ref);
 }
 
+/* A coloured island's levels (solver_wide.c, assign_levels; pyramid40 is
+ * one island of about 2 400 manifolds, every one coloured: its one-band
+ * loop) are the first-fit colouring of the height order top-down, the
+ * colours in reverse: each manifold, from the highest, takes the lowest
+ * colour neither of its moving bodies has yet. Computed here from the
+ * build's order (w->wkeys) and the manifolds' bodies after each of 40
+ * steps, most of which make their levels again (relevel). */
+static void test_colours_first_fit(void **state) {
+    (void)state;
+    ph_world_id id = make_world("pyramid40", 0);
+    ph__world_get(id)->wkey_exact = 1; /* (exact heights: orders flip, most builds relevel) */
+    const ph__world *w = ph__world_get(id);
+    int checked = 0;
+    for (int s = 0; s < 140; s++) {
+        assert_int_equal(ph_world_step(id), PH_OK);
+        if (s < 100) continue;
+        assert_true(w->wide_ok && w->wpoint_mode && w->wbig_any && w->wbig_all);
+        const int32_t nm = w->manifold_count, nsb = w->sbody_count, na = w->wreuse_na;
+        uint64_t *used = calloc((size_t)nsb + 1, sizeof *used);
+        int32_t *col = malloc(((size_t)nm + 1) * sizeof *col);
+        assert_non_null(used);
+        assert_non_null(col);
+        int32_t ncol = 0, n = 0;
+        for (int32_t q = na - 1; q >= 0; q--) {
+            const int32_t i = w->wkeys[q].slot;
+            const int32_t a = w->body_to_sbody[w->manifolds[i].ba], b = w->body_to_sbody[w->manifolds[i].bb];
+            const uint64_t u = (a ? used[a] : 0) | (b ? used[b] : 0);
+            assert_true(~u != 0); /* (one band: fewer than 64 contacts a body) */
+            const int c = __builtin_ctzll(~u);
+            if (a) used[a] |= 1ull << c;
+            if (b) used[b] |= 1ull << c;
+            col[i] = c;
+            if (c + 1 > ncol) ncol = c + 1;
+        }
+        for (int32_t i = 0; i < nm; i++)
+            n += w->wlevel[i] >= 0;
+        assert_int_equal(n, na);
+        for (int32_t q = 0; q < na; q++) {
+            const int32_t i = w->wkeys[q].slot;
+            if (w->wlevel[i] != ncol - 1 - col[i])
+                fail_msg("step %d: manifold %d at level %d, first fit %d", s, (int)i, (int)w->wlevel[i],
+                         (int)(ncol - 1 - col[i]));
+        }
+        checked++;
+        free(used);
+        free(col);
+    }
+    assert_int_equal(checked, 40);
+    ph_world_destroy(id);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels_same_physics),
         cmocka_unit_test(test_levels_layout),
+        cmocka_unit_test(test_colours_first_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
