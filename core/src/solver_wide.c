@@ -91,7 +91,6 @@
  * an empty lane has bodies 0 and 0 and all-zero rows, so it changes nothing
  * (the ground's velocity stays zero).
  */
-#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -692,32 +691,12 @@ static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         layout_run(w, lc, r, 1);
 }
 
-/* A manifold's height key: the mean of its points along -gravity, in
- * whole steps of 1/PH_HEIGHT_STEPS m (floor; exact: the mean itself, a
- * test switch, w->wkey_exact). The order of the levels is by key, ties by
- * slot. With the mean itself, a settled pyramid's side-by-side manifolds
- * (the same height to some 1e-5 m) swapped order by rounding-level motion
- * on most steps, and a first-fit colouring moved by one swap made the
- * whole layout again (pyramid40: 351 of 600 steps, docs/profile.md,
- * r21-lev10); in steps of 1/16 m they tie and go by slot, and a body's
- * manifolds change order only when one crosses a step (pyramid40, 30
- * and 20: a layout made again on 1 of 600 steps in the count that chose
- * the step: 1/128-1/64 m left pyramid40 242 and 4, 1/32 m 1-4 depending
- * on the steps' offset, 1/16 m 1 at either). The levels keep their rule
- * (each body's manifolds bottom-up by key); which of two manifolds of
- * nearly the same height goes first is the Gauss-Seidel order's, not the
- * physics' point. A function of the manifold alone: a restored snapshot's
- * full build makes the same order as the world it came from. */
-#ifndef PH_HEIGHT_STEPS
-#define PH_HEIGHT_STEPS 16.0
-#endif
-
-static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down, int exact) {
+/* A manifold's height: the mean of its points along -gravity. */
+static inline double manifold_height(const ph__contact_manifold *cm, ph_vec3 down) {
     double hsum = 0;
     for (int k = 0; k < cm->m.count; k++)
         hsum += -ph_dot(cm->m.pts[k].point, down);
-    const double h = hsum / cm->m.count;
-    return exact ? h : floor(h * PH_HEIGHT_STEPS);
+    return hsum / cm->m.count;
 }
 
 /* A manifold's part in the layout (build's reuse): its two solver bodies
@@ -775,7 +754,7 @@ static void keys_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t 
         const int moving = a != 0 || b != 0;
         const uint64_t sig = manifold_sig(a, b, cm->m.count);
         c->pts[i] = moving ? cm->m.count : -1;
-        if (moving) w->wheight[i] = manifold_height(cm, c->down, w->wkey_exact);
+        if (moving) w->wheight[i] = manifold_height(cm, c->down);
         same = same && w->wsig[i] == sig;
         w->wsig[i] = sig;
         np += moving ? cm->m.count : 0;
@@ -1299,7 +1278,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
                 cm->row0 = moving ? 3 * npoint : -1;
                 npoint += moving ? cm->m.count : 0;
                 na += moving;
-                if (moving) w->wheight[i] = manifold_height(cm, down, w->wkey_exact);
+                if (moving) w->wheight[i] = manifold_height(cm, down);
                 same = same && w->wsig[i] == sig;
                 w->wsig[i] = sig;
             }
@@ -1372,7 +1351,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             ph__contact_manifold *cm = &w->manifolds[i];
             w->wlevel[i] = -1;
             if (cm->row0 < 0) continue;
-            w->wkeys[na].key = manifold_height(cm, down, w->wkey_exact);
+            w->wkeys[na].key = manifold_height(cm, down);
             w->wkeys[na].slot = i;
             na++;
         }

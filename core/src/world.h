@@ -219,7 +219,6 @@ struct ph__world {
     int wreuse_ok;
     int wreuse_off;   /* tests: 1 = always the full build */
     int wpack_off;    /* tests: 1 = the bottom-up levels as they are (no pack_levels) */
-    int wkey_exact;   /* tests: 1 = the levels' order by exact heights (solver_wide.c, manifold_height) */
     int wreuse_bands; /* the colouring used one band of 64 colours (or none) */
     int32_t wreuse_nm, wreuse_nsb, wreuse_na, wreuse_groups;
     int64_t wreuse_builds; /* native builds that reused the layout (tests) */

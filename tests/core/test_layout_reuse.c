@@ -70,9 +70,6 @@ static ph_world_id make_world(const char *scene, int reuse_off, int threads, int
     s.sleep = sleep;
     assert_int_equal(ph_world_set_settings(w, &s), PH_OK);
     ph__world_get(w)->wreuse_off = reuse_off;
-    /* (the exact heights as keys: settled pyramids' orders flip, which
-     * exercises relevel and the cache; test_height_steps has the default) */
-    ph__world_get(w)->wkey_exact = 1;
     return w;
 }
 
@@ -206,42 +203,6 @@ static void test_pyramid40_cache_patience(void **state) {
     assert_true(tries >= 64);
     assert_true(saves <= tries / 32 + 32);
     ph_world_destroy(id);
-}
-
-/* With the default keys (heights in steps of 1/16 m: solver_wide.c,
- * manifold_height) pyramid40's settled builds keep the layout: from step
- * 100 on at most 4 of 120 builds make one (exact heights: 72 of 120,
- * test_pyramid40_coloured) and at most 4 find their order changed (the
- * test of the order by predecessors, preds_kept: with one thread after
- * the keys' loop, with two in the rows' pieces), each compared with the
- * full build's layout and state. */
-static void height_steps(int threads) {
-    ph_world_id a = make_world("pyramid40", 0, threads, 0), b = make_world("pyramid40", 1, threads, 0);
-    ph__world_get(a)->wkey_exact = ph__world_get(b)->wkey_exact = 0;
-    int64_t r0 = 0, f0 = 0, t0 = 0;
-    for (int k = 0; k < 220; k++) {
-        if (k == 100) {
-            r0 = ph__world_get(a)->wreuse_builds, f0 = ph__world_get(a)->wfull_builds;
-            t0 = ph__world_get(a)->wrelevel_tries;
-        }
-        step_both(a, b, k);
-    }
-    const int64_t reused = ph__world_get(a)->wreuse_builds - r0, made = ph__world_get(a)->wfull_builds - f0;
-    const int64_t tries = ph__world_get(a)->wrelevel_tries - t0;
-    print_message("pyramid40 in height steps, %d threads: %lld of %lld builds from step 100 reused the layout, "
-                  "%lld found the order changed\n",
-                  threads, (long long)reused, (long long)(reused + made), (long long)tries);
-    assert_int_equal(reused + made, 120);
-    assert_true(made <= 4);
-    assert_true(tries <= 4);
-    ph_world_destroy(a);
-    ph_world_destroy(b);
-}
-
-static void test_height_steps(void **state) {
-    (void)state;
-    height_steps(1);
-    height_steps(2);
 }
 
 static void test_grid1000_tiles(void **state) {
@@ -449,7 +410,6 @@ int main(void) {
         cmocka_unit_test(test_pyramid40_coloured),
         cmocka_unit_test(test_pyramid40_two_threads),
         cmocka_unit_test(test_pyramid40_cache_patience),
-        cmocka_unit_test(test_height_steps),
         cmocka_unit_test(test_grid1000_tiles),
         cmocka_unit_test(test_spheres1000),
         cmocka_unit_test(test_grid1000_two_threads),

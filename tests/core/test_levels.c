@@ -181,7 +181,6 @@ static void test_levels_layout(void **state) {
 static void test_colours_first_fit(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 0);
-    ph__world_get(id)->wkey_exact = 1; /* (exact heights: orders flip, most builds relevel) */
     const ph__world *w = ph__world_get(id);
     int checked = 0;
     for (int s = 0; s < 140; s++) {
