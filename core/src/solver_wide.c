@@ -1528,8 +1528,18 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * the impulses) claim pieces of all groups at once. Which worker computes
  * what never changes what is computed: the results are those of one
  * thread bit for bit. The schedule (w->wgfirst: each group's first batch;
- * w->wsegs: segments g0, g1, parallel, first piece) is made with the
+ * w->wsegs: segments g0, g1, parallel, split) is made with the
  * batches, point mode only. */
+/* The segments' pieces are claimed from both ends, each end its own share
+ * first (ph__tasks_claim_to: worker 0 the groups before the segment's
+ * split, about half its batches with two workers, the others the rest),
+ * the unordered passes' as the ordered ones', so that with two free cores
+ * a group's point records and bodies stay with one worker from the fill
+ * to the store, substep after substep and step after step: on a host
+ * whose two vCPUs may sit on cores without a shared cache a record that
+ * changes hands costs a cache line's round trip (340-510 ns against
+ * 75-135, docs/profile.md). A worker that has run out of its share takes
+ * what is left at the split's edge. */
 #define LEVEL_MIN 8
 #define CHUNK 8     /* groups of a split level claimed at a time */
 #define CHUNK_END 2 /* the same in the last level of a pass */
@@ -1711,15 +1721,21 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
         }
         l0 = g;
     }
-    /* Each segment's first piece (claim_pass): a parallel one's pieces are
-     * CHUNK groups, a serial one is one piece; the total after the last. */
-    int32_t nch = 0;
+    /* Each segment's split (claim_pass, claim_free): worker 0's share its
+     * groups [g0, split), the first 1 / nworkers of its batches, at a
+     * multiple of CHUNK groups from g0 (a piece's edge whichever the
+     * piece size); a serial segment (one piece) worker 0's. */
     for (int32_t k = 0; k < nseg; k++) {
-        const int32_t *sg = &w->wsegs[4 * k];
-        w->wsegs[4 * k + 3] = nch;
-        nch += sg[2] ? (sg[1] - sg[0] + CHUNK - 1) / CHUNK : 1;
+        int32_t *sg = &w->wsegs[4 * k];
+        sg[3] = sg[1];
+        if (!sg[2]) continue;
+        const int32_t b0 = w->wgfirst[sg[0]], want = (w->wgfirst[sg[1]] - b0) / w->task_workers;
+        int32_t s = sg[0];
+        while (s < sg[1] && w->wgfirst[s] - b0 < want)
+            s++;
+        s = sg[0] + (s - sg[0] + CHUNK / 2) / CHUNK * CHUNK;
+        sg[3] = s < sg[1] ? s : sg[1];
     }
-    w->wsegs[4 * nseg + 3] = nch;
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
@@ -1816,7 +1832,7 @@ typedef struct claim_job {
     const wpass *p[2];
     int npass;
     int ordered;
-    claim_seg *seg;      /* npass * wseg_count (one for an unordered pass) */
+    claim_seg *seg;      /* npass * wseg_count (wseg_count for an unordered pass) */
     const ph__wint *wi;  /* ordered: the integration, in the last pass (w->wint) */
     atomic_int free_int; /* with wi: the pieces of the bodies of no group taken */
     atomic_int sb_int;   /* with wi: the bodies integrated (tests) */
@@ -1841,12 +1857,31 @@ static inline void relax_cpu(void) {
 #endif
 }
 
-/* The pieces of an unordered pass. */
+/* A segment's pieces of size groups (0: the whole segment, one piece),
+ * and worker 0's share in pieces (its split: a multiple of CHUNK groups
+ * from the start, so a piece's edge). */
+static inline int32_t seg_pieces(const int32_t *sg, int32_t size, int32_t *mid) {
+    if (!sg[2]) {
+        *mid = 1;
+        return 1;
+    }
+    *mid = (sg[3] - sg[0]) / size;
+    return (sg[1] - sg[0] + size - 1) / size;
+}
+
+/* The pieces of an unordered pass: segment by segment, each claimed from
+ * both ends up to its split as the ordered passes' (claim_pass), so that
+ * each worker fills (or stores) the records it sweeps. */
 static void claim_free(ph__world *w, claim_job *j, int back, int div) {
-    const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
-    for (int32_t c, m; (m = ph__tasks_claim(&j->seg[0].took, np, back, div, &c)) > 0;) {
-        const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
-        run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+    const int32_t *sg = w->wsegs;
+    for (int32_t k = 0; k < w->wseg_count; k++, sg += 4) {
+        const int32_t size = sg[2] ? CHUNK : sg[1] - sg[0];
+        int32_t mid;
+        const int32_t np = seg_pieces(sg, size, &mid);
+        for (int32_t c, m; (m = ph__tasks_claim_to(&j->seg[k].took, np, back, div, mid, &c)) > 0;) {
+            const int32_t a = sg[0] + c * size, e = a + m * size < sg[1] ? a + m * size : sg[1];
+            run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+        }
     }
 }
 
@@ -1871,10 +1906,11 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
          * (where the stepping thread waits for the others' last piece). */
         const int32_t size = !sg[4 * k + 2] ? s1 - s0 : q == nq - 1 ? CHUNK_END : CHUNK;
-        const int32_t np = (s1 - s0 + size - 1) / size;
+        int32_t mid;
+        const int32_t np = seg_pieces(&sg[4 * k], size, &mid);
         claim_seg *cs = &j->seg[q];
         const wpass *p = j->p[q / nseg];
-        for (int32_t c, m; (m = ph__tasks_claim(&cs->took, np, back, div, &c)) > 0;) {
+        for (int32_t c, m; (m = ph__tasks_claim_to(&cs->took, np, back, div, mid, &c)) > 0;) {
             const int32_t a = s0 + c * size, e = a + m * size < s1 ? a + m * size : s1;
             /* The piece in windows of 64 groups; in each, every group whose
              * dependencies are done runs (a level's groups are independent
@@ -1951,16 +1987,26 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
  * solves a tile never changes what is computed). */
 typedef struct tile_job {
     const wpass *p;
-    atomic_int next;
+    int32_t mid; /* worker 0's share: tiles [0, mid) (ph__wide_tile_split) */
+    _Atomic uint64_t took;
 } tile_job;
 
 static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    (void)worker;
-    (void)nworkers;
     tile_job *j = ctx;
-    for (int32_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < w->tile_count;)
+    ph__cursor cur = {0, 0};
+    for (int32_t t; (t = ph__tasks_next(&j->took, w->tile_count, j->mid, worker, nworkers, &cur)) >= 0;)
         if (w->tile_batch[t] < w->tile_batch[t + 1])
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
+}
+
+int32_t ph__wide_tile_split(const ph__world *w) {
+    const int32_t n = w->tile_count, want = w->tile_batch[n] / (w->task_workers > 1 ? w->task_workers : 1);
+    int32_t t = 0;
+    while (t < n && w->tile_batch[t + 1] <= want)
+        t++;
+    /* (the tile that straddles: to the side that holds more of it) */
+    if (t < n && want - w->tile_batch[t] > w->tile_batch[t + 1] - want) t++;
+    return t;
 }
 
 /* Passes p[0 .. npass) over the batches, one after the other (npass 2:
@@ -1969,18 +2015,18 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
  * (wi->done). */
 static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered, ph__wint *wi) {
     void *seg;
-    const int32_t nq = ordered ? npass * w->wseg_count : 1;
+    const int32_t nq = ordered ? npass * w->wseg_count : w->wseg_count;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         for (int i = 0; i < npass; i++) {
-            tile_job j = {.p = i ? p1 : p0};
-            atomic_init(&j.next, 0);
+            tile_job j = {.p = i ? p1 : p0, .mid = ph__wide_tile_split(w)};
+            atomic_init(&j.took, 0);
             ph__tasks_run_open(w, tile_pass, &j);
         }
     } else if (w->wsched_ok && w->task_workers > 1 &&
                (seg = ph__arena_alloc(&w->arena, (size_t)nq * sizeof(claim_seg) + 32, "claimed pieces"))) {
         claim_seg *cs = (claim_seg *)(((uintptr_t)seg + 31) & ~(uintptr_t)31);
         for (int32_t q = 0; q < nq; q++) {
-            const int32_t k = ordered ? q % w->wseg_count : 0;
+            const int32_t k = q % w->wseg_count;
             atomic_init(&cs[q].took, 0);
             atomic_init(&cs[q].done, 0);
             atomic_init(&cs[q].front, w->wsegs[4 * k]);
