@@ -1677,6 +1677,57 @@ static int make_deps(ph__world *w, int32_t ng, int32_t nseg, int deps, int ints)
     return 0;
 }
 
+/* A group's height: its first point's manifold's (w->wheight, the key
+ * that orders a level's groups). */
+static inline double group_height(const ph__world *w, int32_t g) {
+    const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+    int j = 0;
+    while (j < PH_LANES - 1 && wb->point[j] < 0)
+        j++;
+    return w->wheight[wb->pm[j] >> 2];
+}
+
+/* Each segment's split (sg[3]; claim_pass, claim_free): worker 0's share
+ * its groups [g0, split), the others' the rest; a serial segment (one
+ * piece) worker 0's. In every parallel segment at one height: the median
+ * over those segments of the height at which 1 / nworkers of its batches
+ * lie below (a level's groups are in height order), so that a body near
+ * the split is solved by one worker in every level, as far as the levels
+ * allow (levels split at their own batches' share each would put a band
+ * of bodies on both sides). */
+static void make_splits(ph__world *w, int32_t nseg) {
+    double hs[32];
+    int n = 0;
+    for (int32_t k = 0; k < nseg; k++) {
+        int32_t *sg = &w->wsegs[4 * k];
+        sg[3] = sg[1];
+        if (!sg[2]) continue;
+        const int32_t b0 = w->wgfirst[sg[0]], want = (w->wgfirst[sg[1]] - b0) / w->task_workers;
+        int32_t s = sg[0];
+        while (s < sg[1] && w->wgfirst[s] - b0 < want)
+            s++;
+        sg[3] = s;
+        if (s < sg[1] && n < 32) {
+            /* (insertion: the heights in order) */
+            const double h = group_height(w, s);
+            int i = n++;
+            for (; i > 0 && hs[i - 1] > h; i--)
+                hs[i] = hs[i - 1];
+            hs[i] = h;
+        }
+    }
+    if (n < 2) return;
+    const double hm = hs[n / 2];
+    for (int32_t k = 0; k < nseg; k++) {
+        int32_t *sg = &w->wsegs[4 * k];
+        if (!sg[2]) continue;
+        int32_t s = sg[0];
+        while (s < sg[1] && group_height(w, s) < hm)
+            s++;
+        sg[3] = s;
+    }
+}
+
 /* kept: the build kept the last one's layout (the same batches, bodies and
  * groups) and that one made the dependencies (wgdep_groups), which still
  * hold. */
@@ -1721,21 +1772,7 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
         }
         l0 = g;
     }
-    /* Each segment's split (claim_pass, claim_free): worker 0's share its
-     * groups [g0, split), the first 1 / nworkers of its batches, at a
-     * multiple of CHUNK groups from g0 (a piece's edge whichever the
-     * piece size); a serial segment (one piece) worker 0's. */
-    for (int32_t k = 0; k < nseg; k++) {
-        int32_t *sg = &w->wsegs[4 * k];
-        sg[3] = sg[1];
-        if (!sg[2]) continue;
-        const int32_t b0 = w->wgfirst[sg[0]], want = (w->wgfirst[sg[1]] - b0) / w->task_workers;
-        int32_t s = sg[0];
-        while (s < sg[1] && w->wgfirst[s] - b0 < want)
-            s++;
-        s = sg[0] + (s - sg[0] + CHUNK / 2) / CHUNK * CHUNK;
-        sg[3] = s < sg[1] ? s : sg[1];
-    }
+    make_splits(w, nseg);
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
@@ -1835,6 +1872,7 @@ typedef struct claim_job {
     claim_seg *seg;      /* npass * wseg_count (wseg_count for an unordered pass) */
     const ph__wint *wi;  /* ordered: the integration, in the last pass (w->wint) */
     atomic_int free_int; /* with wi: the pieces of the bodies of no group taken */
+    atomic_int claimed;  /* unordered, w->wfree_worker set (tests): another worker has claimed */
     atomic_int sb_int;   /* with wi: the bodies integrated (tests) */
 } claim_job;
 
@@ -1857,29 +1895,51 @@ static inline void relax_cpu(void) {
 #endif
 }
 
-/* A segment's pieces of size groups (0: the whole segment, one piece),
- * and worker 0's share in pieces (its split: a multiple of CHUNK groups
- * from the start, so a piece's edge). */
+/* A segment's pieces of size groups: those of worker 0's share [g0,
+ * split) from g0, then those of [split, g1) from split (the last of each
+ * may be short); a serial segment one piece. Returns their count, worker
+ * 0's in *mid. */
 static inline int32_t seg_pieces(const int32_t *sg, int32_t size, int32_t *mid) {
     if (!sg[2]) {
         *mid = 1;
         return 1;
     }
-    *mid = (sg[3] - sg[0]) / size;
-    return (sg[1] - sg[0] + size - 1) / size;
+    *mid = (sg[3] - sg[0] + size - 1) / size;
+    return *mid + (sg[1] - sg[3] + size - 1) / size;
+}
+
+/* The groups [*a, *e) of the segment's pieces [c, c + m) (seg_pieces). */
+static inline void seg_range(const int32_t *sg, int32_t size, int32_t mid, int32_t c, int32_t m, int32_t *a,
+                             int32_t *e) {
+    const int32_t l = c + m; /* (one past the last) */
+    *a = c < mid ? sg[0] + c * size : sg[3] + (c - mid) * size;
+    *e = l <= mid ? sg[0] + l * size : sg[3] + (l - mid) * size;
+    if (l <= mid && *e > sg[3]) *e = sg[3];
+    if (*e > sg[1]) *e = sg[1];
 }
 
 /* The pieces of an unordered pass: segment by segment, each claimed from
  * both ends up to its split as the ordered passes' (claim_pass), so that
  * each worker fills (or stores) the records it sweeps. */
-static void claim_free(ph__world *w, claim_job *j, int back, int div) {
+static void claim_free(ph__world *w, claim_job *j, int worker, int div) {
     const int32_t *sg = w->wsegs;
+    const int back = worker != 0;
+    uint8_t *own = w->wfree_worker; /* (tests: which worker ran each group) */
+    /* (tests: worker 0 starts once another has claimed its first piece, at
+     * most some seconds of yields later) */
+    for (int i = 0; own && !back && i < 1000000 && !atomic_load_explicit(&j->claimed, memory_order_acquire); i++)
+        sched_yield();
     for (int32_t k = 0; k < w->wseg_count; k++, sg += 4) {
         const int32_t size = sg[2] ? CHUNK : sg[1] - sg[0];
         int32_t mid;
         const int32_t np = seg_pieces(sg, size, &mid);
         for (int32_t c, m; (m = ph__tasks_claim_to(&j->seg[k].took, np, back, div, mid, &c)) > 0;) {
-            const int32_t a = sg[0] + c * size, e = a + m * size < sg[1] ? a + m * size : sg[1];
+            int32_t a, e;
+            seg_range(sg, size, mid, c, m, &a, &e);
+            if (own) {
+                memset(own + a, worker, (size_t)(e - a));
+                atomic_store_explicit(&j->claimed, 1, memory_order_release);
+            }
             run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
         }
     }
@@ -1889,7 +1949,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     claim_job *j = ctx;
     const int back = worker != 0, div = 2 * nworkers, one_back = nworkers == 2;
     if (!j->ordered) {
-        claim_free(w, j, back, div);
+        claim_free(w, j, worker, div);
         return;
     }
     const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
@@ -1911,7 +1971,8 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         claim_seg *cs = &j->seg[q];
         const wpass *p = j->p[q / nseg];
         for (int32_t c, m; (m = ph__tasks_claim_to(&cs->took, np, back, div, mid, &c)) > 0;) {
-            const int32_t a = s0 + c * size, e = a + m * size < s1 ? a + m * size : s1;
+            int32_t a, e;
+            seg_range(&sg[4 * k], size, mid, c, m, &a, &e);
             /* The piece in windows of 64 groups; in each, every group whose
              * dependencies are done runs (a level's groups are independent
              * of each other, so in any order; a serial segment's in order),
@@ -2036,6 +2097,7 @@ static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass
         j.wi = ordered && wi && w->wintg ? wi : NULL;
         atomic_init(&j.free_int, 0);
         atomic_init(&j.sb_int, 0);
+        atomic_init(&j.claimed, 0);
         w->wfused_passes += j.npass > 1;
         ph__tasks_run_open(w, claim_pass, &j);
         ph__arena_free(&w->arena, seg);
