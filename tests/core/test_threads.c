@@ -876,7 +876,7 @@ static void test_free_split(void **state) {
     for (int k = 0; k < 8; k++) {
         memset(own, 0xff, 1 << 16);
         x->wfree_worker = own;
-        assert_int_equal(ph_world_step(id, 1.0 / 60), PH_OK);
+        assert_int_equal(ph_world_step(id), PH_OK);
         x->wfree_worker = NULL;
         if (!x->wsched_ok || x->wsched_tiles || x->task_workers < 2) continue;
         const int32_t nseg = x->wseg_count, *sg = x->wsegs, ng = x->wgroup_count;
