@@ -861,11 +861,20 @@ static void test_claim_to(void **state) {
  * with the worker that sweeps them. pyramid40 at two threads with the
  * test's record of which worker ran each group of the last unordered pass
  * (w->wfree_worker; worker 0 then waits for the other's first claim):
- * each parallel segment's split holds half its batches (to a piece of
- * CHUNK = 8 groups); the other worker's first claim was in the first
+ * the parallel segments split at one height (every group before a split
+ * lower than every group at a split) with some half of their batches
+ * before the splits; the other worker's first claim was in the first
  * segment (claimed over all groups at once it was the last segment's
  * last piece); in each segment worker 0's groups come before the
  * other's. */
+static double group_height(const ph__world *x, int32_t g) {
+    const ph__wbatch *wb = &x->wbatches[x->wgfirst[g]];
+    int j = 0;
+    while (j < PH_LANES - 1 && wb->point[j] < 0)
+        j++;
+    return x->wheight[wb->pm[j] >> 2];
+}
+
 static void test_free_split(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 2, 0, 1);
@@ -881,14 +890,19 @@ static void test_free_split(void **state) {
         if (!x->wsched_ok || x->wsched_tiles || x->task_workers < 2) continue;
         const int32_t nseg = x->wseg_count, *sg = x->wsegs, ng = x->wgroup_count;
         assert_true(ng < (1 << 16) && nseg >= 2);
+        /* (the splits at one height: every group before a split below
+         * every group at one; worker 0's share some half of the batches) */
+        double below = -INFINITY, above = INFINITY;
+        int32_t share = 0, all = 0;
         for (int32_t q = 0; q < nseg; q++) {
             const int32_t g0 = sg[4 * q], g1 = sg[4 * q + 1], split = sg[4 * q + 3], *gf = x->wgfirst;
             assert_true(split >= g0 && split <= g1);
             if (sg[4 * q + 2]) {
-                const int32_t want = (gf[g1] - gf[g0]) / 2;
-                assert_true((split - g0) % 8 == 0 || split == g1);
-                if (split + 3 <= g1) assert_true(gf[split + 3] - gf[g0] >= want);
-                if (split - 5 >= g0) assert_true(gf[split - 5] - gf[g0] < want);
+                for (int32_t g = g0; g < split; g++)
+                    below = fmax(below, group_height(x, g));
+                if (split < g1) above = fmin(above, group_height(x, split));
+                share += gf[split] - gf[g0];
+                all += gf[g1] - gf[g0];
             }
             int seen1 = 0;
             for (int32_t g = g0; g < g1; g++) {
@@ -897,6 +911,9 @@ static void test_free_split(void **state) {
                 seen1 |= own[g] == 1;
             }
         }
+        if (!(below < above)) fail_msg("step %d: a group below a split at %g, one at a split at %g", k, below, above);
+        if (!(10 * share >= 3 * all && 10 * share <= 7 * all))
+            fail_msg("step %d: worker 0's share %d of %d batches", k, share, all);
         int32_t first1 = -1;
         for (int32_t g = 0; g < ng && first1 < 0; g++)
             if (own[g] == 1) first1 = g;
