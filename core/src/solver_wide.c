@@ -1525,7 +1525,9 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * is done (claim_pass). Levels of fewer than LEVEL_MIN groups (a pyramid's
  * bottom-up chains) are one piece, consecutive ones together. The passes
  * over independent records (the native build's fill, the refresh, storing
- * the impulses) claim pieces of all groups at once. Which worker computes
+ * the impulses) claim the same pieces level by level, without waiting
+ * (claim_free), so that each worker fills and stores the groups it sweeps.
+ * Which worker computes
  * what never changes what is computed: the results are those of one
  * thread bit for bit. The schedule (w->wgfirst: each group's first batch;
  * w->wsegs: segments g0, g1, parallel, split) is made with the
@@ -1831,13 +1833,16 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
 /* A pass over the groups, claimed CHUNK at a time (any worker may take any
  * piece; the stepping thread alone may take them all, so a worker the
  * kernel has descheduled holds no one up). Each segment of the level
- * schedule (all groups at once for an unordered pass) is claimed from both
- * ends: worker 0 takes its pieces from the front, the others from the back
- * (one word per segment: pieces taken from the front, low half, and from
- * the back, high half; a compare-and-swap), so that with two free cores
- * each worker keeps to one end of every level (the groups of a level are
- * in height order: the same bodies and points in every level, pass and
- * substep, in its own cache) and they meet where the slower one is.
+ * schedule (an unordered pass's too) is claimed from both ends: worker 0
+ * takes its pieces from the front, the others from the back (one word per
+ * segment: pieces taken from the front, low half, and from the back, high
+ * half; a compare-and-swap), each its own share first (the segment's
+ * split, at one height in every level: make_splits; ph__tasks_claim_to),
+ * so that with two free cores each worker keeps to one side of the same
+ * height in every level (the groups of a level are in height order: the
+ * same bodies and points in every level, pass, substep and step, in its
+ * own cache); one that has run out of its share takes pieces at the
+ * split's edge.
  *
  * Ordered, a group of segment k may run once every group it depends on is
  * done: all of segments 0 .. k - 2 (each segment's done count complete),
