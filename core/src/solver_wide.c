@@ -1643,11 +1643,23 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * is done (claim_pass). Levels of fewer than LEVEL_MIN groups (a pyramid's
  * bottom-up chains) are one piece, consecutive ones together. The passes
  * over independent records (the native build's fill, the refresh, storing
- * the impulses) claim pieces of all groups at once. Which worker computes
+ * the impulses) claim the same pieces level by level, without waiting
+ * (claim_free), so that each worker fills and stores the groups it sweeps.
+ * Which worker computes
  * what never changes what is computed: the results are those of one
  * thread bit for bit. The schedule (w->wgfirst: each group's first batch;
- * w->wsegs: segments g0, g1, parallel, first piece) is made with the
+ * w->wsegs: segments g0, g1, parallel, split) is made with the
  * batches, point mode only. */
+/* The segments' pieces are claimed from both ends, each end its own share
+ * first (ph__tasks_claim_to: worker 0 the groups before the segment's
+ * split, about half its batches with two workers, the others the rest),
+ * the unordered passes' as the ordered ones', so that with two free cores
+ * a group's point records and bodies stay with one worker from the fill
+ * to the store, substep after substep and step after step: on a host
+ * whose two vCPUs may sit on cores without a shared cache a record that
+ * changes hands costs a cache line's round trip (340-510 ns against
+ * 75-135, docs/profile.md). A worker that has run out of its share takes
+ * what is left at the split's edge. */
 #define LEVEL_MIN 8
 #define CHUNK 8     /* groups of a split level claimed at a time */
 #define CHUNK_END 2 /* the same in the last level of a pass */
@@ -1785,6 +1797,57 @@ static int make_deps(ph__world *w, int32_t ng, int32_t nseg, int deps, int ints)
     return 0;
 }
 
+/* A group's height: its first point's manifold's (w->wheight, the key
+ * that orders a level's groups). */
+static inline double group_height(const ph__world *w, int32_t g) {
+    const ph__wbatch *wb = &w->wbatches[w->wgfirst[g]];
+    int j = 0;
+    while (j < PH_LANES - 1 && wb->point[j] < 0)
+        j++;
+    return w->wheight[wb->pm[j] >> 2];
+}
+
+/* Each segment's split (sg[3]; claim_pass, claim_free): worker 0's share
+ * its groups [g0, split), the others' the rest; a serial segment (one
+ * piece) worker 0's. In every parallel segment at one height: the median
+ * over those segments of the height at which 1 / nworkers of its batches
+ * lie below (a level's groups are in height order), so that a body near
+ * the split is solved by one worker in every level, as far as the levels
+ * allow (levels split at their own batches' share each would put a band
+ * of bodies on both sides). */
+static void make_splits(ph__world *w, int32_t nseg) {
+    double hs[32];
+    int n = 0;
+    for (int32_t k = 0; k < nseg; k++) {
+        int32_t *sg = &w->wsegs[4 * k];
+        sg[3] = sg[1];
+        if (!sg[2]) continue;
+        const int32_t b0 = w->wgfirst[sg[0]], want = (w->wgfirst[sg[1]] - b0) / w->task_workers;
+        int32_t s = sg[0];
+        while (s < sg[1] && w->wgfirst[s] - b0 < want)
+            s++;
+        sg[3] = s;
+        if (s < sg[1] && n < 32) {
+            /* (insertion: the heights in order) */
+            const double h = group_height(w, s);
+            int i = n++;
+            for (; i > 0 && hs[i - 1] > h; i--)
+                hs[i] = hs[i - 1];
+            hs[i] = h;
+        }
+    }
+    if (n < 2) return;
+    const double hm = hs[n / 2];
+    for (int32_t k = 0; k < nseg; k++) {
+        int32_t *sg = &w->wsegs[4 * k];
+        if (!sg[2]) continue;
+        int32_t s = sg[0];
+        while (s < sg[1] && group_height(w, s) < hm)
+            s++;
+        sg[3] = s;
+    }
+}
+
 /* kept: the build kept the last one's layout (the same batches, bodies and
  * groups) and that one made the dependencies (wgdep_groups), which still
  * hold. */
@@ -1829,15 +1892,7 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
         }
         l0 = g;
     }
-    /* Each segment's first piece (claim_pass): a parallel one's pieces are
-     * CHUNK groups, a serial one is one piece; the total after the last. */
-    int32_t nch = 0;
-    for (int32_t k = 0; k < nseg; k++) {
-        const int32_t *sg = &w->wsegs[4 * k];
-        w->wsegs[4 * k + 3] = nch;
-        nch += sg[2] ? (sg[1] - sg[0] + CHUNK - 1) / CHUNK : 1;
-    }
-    w->wsegs[4 * nseg + 3] = nch;
+    make_splits(w, nseg);
     /* Mostly small levels (a pyramid's chains of them): the workers would
      * wait at a barrier per level for little shared work, slower than one
      * thread (pyramid40: 0.92-0.98x with two); the passes then run on the
@@ -1896,13 +1951,16 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
 /* A pass over the groups, claimed CHUNK at a time (any worker may take any
  * piece; the stepping thread alone may take them all, so a worker the
  * kernel has descheduled holds no one up). Each segment of the level
- * schedule (all groups at once for an unordered pass) is claimed from both
- * ends: worker 0 takes its pieces from the front, the others from the back
- * (one word per segment: pieces taken from the front, low half, and from
- * the back, high half; a compare-and-swap), so that with two free cores
- * each worker keeps to one end of every level (the groups of a level are
- * in height order: the same bodies and points in every level, pass and
- * substep, in its own cache) and they meet where the slower one is.
+ * schedule (an unordered pass's too) is claimed from both ends: worker 0
+ * takes its pieces from the front, the others from the back (one word per
+ * segment: pieces taken from the front, low half, and from the back, high
+ * half; a compare-and-swap), each its own share first (the segment's
+ * split, at one height in every level: make_splits; ph__tasks_claim_to),
+ * so that with two free cores each worker keeps to one side of the same
+ * height in every level (the groups of a level are in height order: the
+ * same bodies and points in every level, pass, substep and step, in its
+ * own cache); one that has run out of its share takes pieces at the
+ * split's edge.
  *
  * Ordered, a group of segment k may run once every group it depends on is
  * done: all of segments 0 .. k - 2 (each segment's done count complete),
@@ -1934,9 +1992,10 @@ typedef struct claim_job {
     const wpass *p[2];
     int npass;
     int ordered;
-    claim_seg *seg;      /* npass * wseg_count (one for an unordered pass) */
+    claim_seg *seg;      /* npass * wseg_count (wseg_count for an unordered pass) */
     const ph__wint *wi;  /* ordered: the integration, in the last pass (w->wint) */
     atomic_int free_int; /* with wi: the pieces of the bodies of no group taken */
+    atomic_int claimed;  /* unordered, w->wfree_worker set (tests): another worker has claimed */
     atomic_int sb_int;   /* with wi: the bodies integrated (tests) */
 } claim_job;
 
@@ -1959,12 +2018,53 @@ static inline void relax_cpu(void) {
 #endif
 }
 
-/* The pieces of an unordered pass. */
-static void claim_free(ph__world *w, claim_job *j, int back, int div) {
-    const int32_t ng = w->wgroup_count, np = (ng + CHUNK - 1) / CHUNK;
-    for (int32_t c, m; (m = ph__tasks_claim(&j->seg[0].took, np, back, div, &c)) > 0;) {
-        const int32_t a = c * CHUNK, e = a + m * CHUNK < ng ? a + m * CHUNK : ng;
-        run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+/* A segment's pieces of size groups: those of worker 0's share [g0,
+ * split) from g0, then those of [split, g1) from split (the last of each
+ * may be short); a serial segment one piece. Returns their count, worker
+ * 0's in *mid. */
+static inline int32_t seg_pieces(const int32_t *sg, int32_t size, int32_t *mid) {
+    if (!sg[2]) {
+        *mid = 1;
+        return 1;
+    }
+    *mid = (sg[3] - sg[0] + size - 1) / size;
+    return *mid + (sg[1] - sg[3] + size - 1) / size;
+}
+
+/* The groups [*a, *e) of the segment's pieces [c, c + m) (seg_pieces). */
+static inline void seg_range(const int32_t *sg, int32_t size, int32_t mid, int32_t c, int32_t m, int32_t *a,
+                             int32_t *e) {
+    const int32_t l = c + m; /* (one past the last) */
+    *a = c < mid ? sg[0] + c * size : sg[3] + (c - mid) * size;
+    *e = l <= mid ? sg[0] + l * size : sg[3] + (l - mid) * size;
+    if (l <= mid && *e > sg[3]) *e = sg[3];
+    if (*e > sg[1]) *e = sg[1];
+}
+
+/* The pieces of an unordered pass: segment by segment, each claimed from
+ * both ends up to its split as the ordered passes' (claim_pass), so that
+ * each worker fills (or stores) the records it sweeps. */
+static void claim_free(ph__world *w, claim_job *j, int worker, int div) {
+    const int32_t *sg = w->wsegs;
+    const int back = worker != 0;
+    uint8_t *own = w->wfree_worker; /* (tests: which worker ran each group) */
+    /* (tests: worker 0 starts once another has claimed its first piece, at
+     * most some seconds of yields later) */
+    for (int i = 0; own && !back && i < 1000000 && !atomic_load_explicit(&j->claimed, memory_order_acquire); i++)
+        sched_yield();
+    for (int32_t k = 0; k < w->wseg_count; k++, sg += 4) {
+        const int32_t size = sg[2] ? CHUNK : sg[1] - sg[0];
+        int32_t mid;
+        const int32_t np = seg_pieces(sg, size, &mid);
+        for (int32_t c, m; (m = ph__tasks_claim_to(&j->seg[k].took, np, back, div, mid, &c)) > 0;) {
+            int32_t a, e;
+            seg_range(sg, size, mid, c, m, &a, &e);
+            if (own) {
+                memset(own + a, worker, (size_t)(e - a));
+                atomic_store_explicit(&j->claimed, 1, memory_order_release);
+            }
+            run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
+        }
     }
 }
 
@@ -1972,7 +2072,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     claim_job *j = ctx;
     const int back = worker != 0, div = 2 * nworkers, one_back = nworkers == 2;
     if (!j->ordered) {
-        claim_free(w, j, back, div);
+        claim_free(w, j, worker, div);
         return;
     }
     const int32_t *sg = w->wsegs, *dep = w->wgdep, nseg = w->wseg_count, nq = j->npass * nseg;
@@ -1989,11 +2089,13 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         /* Pieces of CHUNK groups, of CHUNK_END in the run's last segment
          * (where the stepping thread waits for the others' last piece). */
         const int32_t size = !sg[4 * k + 2] ? s1 - s0 : q == nq - 1 ? CHUNK_END : CHUNK;
-        const int32_t np = (s1 - s0 + size - 1) / size;
+        int32_t mid;
+        const int32_t np = seg_pieces(&sg[4 * k], size, &mid);
         claim_seg *cs = &j->seg[q];
         const wpass *p = j->p[q / nseg];
-        for (int32_t c, m; (m = ph__tasks_claim(&cs->took, np, back, div, &c)) > 0;) {
-            const int32_t a = s0 + c * size, e = a + m * size < s1 ? a + m * size : s1;
+        for (int32_t c, m; (m = ph__tasks_claim_to(&cs->took, np, back, div, mid, &c)) > 0;) {
+            int32_t a, e;
+            seg_range(&sg[4 * k], size, mid, c, m, &a, &e);
             /* The piece in windows of 64 groups; in each, every group whose
              * dependencies are done runs (a level's groups are independent
              * of each other, so in any order; a serial segment's in order),
@@ -2069,16 +2171,26 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
  * solves a tile never changes what is computed). */
 typedef struct tile_job {
     const wpass *p;
-    atomic_int next;
+    int32_t mid; /* worker 0's share: tiles [0, mid) (ph__wide_tile_split) */
+    _Atomic uint64_t took;
 } tile_job;
 
 static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    (void)worker;
-    (void)nworkers;
     tile_job *j = ctx;
-    for (int32_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < w->tile_count;)
+    ph__cursor cur = {0, 0};
+    for (int32_t t; (t = ph__tasks_next(&j->took, w->tile_count, j->mid, worker, nworkers, &cur)) >= 0;)
         if (w->tile_batch[t] < w->tile_batch[t + 1])
             run_range(w, j->p, w->tile_batch[t], w->tile_batch[t + 1], w->tile_group[t]);
+}
+
+int32_t ph__wide_tile_split(const ph__world *w) {
+    const int32_t n = w->tile_count, want = w->tile_batch[n] / (w->task_workers > 1 ? w->task_workers : 1);
+    int32_t t = 0;
+    while (t < n && w->tile_batch[t + 1] <= want)
+        t++;
+    /* (the tile that straddles: to the side that holds more of it) */
+    if (t < n && want - w->tile_batch[t] > w->tile_batch[t + 1] - want) t++;
+    return t;
 }
 
 /* Passes p[0 .. npass) over the batches, one after the other (npass 2:
@@ -2087,18 +2199,18 @@ static void tile_pass(ph__world *w, void *ctx, int worker, int nworkers) {
  * (wi->done). */
 static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered, ph__wint *wi) {
     void *seg;
-    const int32_t nq = ordered ? npass * w->wseg_count : 1;
+    const int32_t nq = ordered ? npass * w->wseg_count : w->wseg_count;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         for (int i = 0; i < npass; i++) {
-            tile_job j = {.p = i ? p1 : p0};
-            atomic_init(&j.next, 0);
+            tile_job j = {.p = i ? p1 : p0, .mid = ph__wide_tile_split(w)};
+            atomic_init(&j.took, 0);
             ph__tasks_run_open(w, tile_pass, &j);
         }
     } else if (w->wsched_ok && w->task_workers > 1 &&
                (seg = ph__arena_alloc(&w->arena, (size_t)nq * sizeof(claim_seg) + 32, "claimed pieces"))) {
         claim_seg *cs = (claim_seg *)(((uintptr_t)seg + 31) & ~(uintptr_t)31);
         for (int32_t q = 0; q < nq; q++) {
-            const int32_t k = ordered ? q % w->wseg_count : 0;
+            const int32_t k = q % w->wseg_count;
             atomic_init(&cs[q].took, 0);
             atomic_init(&cs[q].done, 0);
             atomic_init(&cs[q].front, w->wsegs[4 * k]);
@@ -2108,6 +2220,7 @@ static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass
         j.wi = ordered && wi && w->wintg ? wi : NULL;
         atomic_init(&j.free_int, 0);
         atomic_init(&j.sb_int, 0);
+        atomic_init(&j.claimed, 0);
         w->wfused_passes += j.npass > 1;
         ph__tasks_run_open(w, claim_pass, &j);
         ph__arena_free(&w->arena, seg);

@@ -164,6 +164,10 @@ void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax
  * numbers as ph__wide_fill, ph__wide_warm_start, the sweeps and
  * ph__wide_relax over all batches. */
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters);
+/* Worker 0's share of the tiles when the workers claim them from both ends
+ * (ph__tasks_next): the tiles [0, split) that hold about 1 / task_workers
+ * of the batches. */
+int32_t ph__wide_tile_split(const ph__world *w);
 /* Tile t's share of the last native substep in point mode: its batches'
  * first sweep with the refresh and the merits' B, iters - 1 more sweeps,
  * and its impulses stored into its manifolds; the same numbers as

@@ -821,7 +821,8 @@ typedef struct tiled_ctx {
     const ph__plan *plans;
     double h, wf;
     int n, iters, last;
-    atomic_int next; /* the next tile to claim */
+    _Atomic uint64_t took; /* tiles claimed from each end (ph__tasks_next) */
+    int32_t mid;           /* worker 0's share: tiles [0, mid) */
     int cancelled[PH__MAX_WORKERS];
     uint8_t *flag;                             /* with last: by manifold (ph__refresh_manifolds_tile) */
     int env;                                   /* with last: the envelope checked per tile (envelope_tile) */
@@ -841,9 +842,9 @@ static void tiled_lap(int worker, double *acc, double *t) {
 
 static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     tiled_ctx *c = ctx;
-    (void)nworkers;
     double t = now_ms();
-    for (int32_t tile; (tile = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed)) < w->tile_count;) {
+    ph__cursor cur = {0, 0};
+    for (int32_t tile; (tile = ph__tasks_next(&c->took, w->tile_count, c->mid, worker, nworkers, &cur)) >= 0;) {
         /* (A cancel request is seen at every tile; the step is undone.) */
         if (atomic_load_explicit(w->limit.cancel, memory_order_relaxed)) {
             c->cancelled[worker] = 1;
@@ -882,7 +883,8 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     if (e) return e;
     tiled_ctx c;
     memset(&c, 0, sizeof c);
-    atomic_init(&c.next, 0);
+    atomic_init(&c.took, 0);
+    c.mid = ph__wide_tile_split(w);
     c.plans = plans;
     c.h = h;
     c.wf = ph__warm_factor(w);

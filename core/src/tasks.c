@@ -17,9 +17,12 @@
  * closes it and waits only for the workers that joined, so a worker the
  * kernel has descheduled holds no one up. ph__tasks_run_pieces is such a
  * pass over pieces of n items, claimed from both ends of a pair of counts
- * (worker 0 from the front, the others from the back, guided:
- * ph__tasks_claim), so that with free cores each worker keeps to the same
- * items pass after pass. While a step runs (ph__tasks_begin ..
+ * (worker 0 from the front, the others from the back, each its own share
+ * first, then guided beyond it: ph__tasks_claim_to), so that with free
+ * cores each worker keeps to the same items pass after pass and step after
+ * step (on a host whose two vCPUs may sit on cores without a shared cache,
+ * an item that changes hands costs a cache line's round trip, some
+ * hundreds of nanoseconds). While a step runs (ph__tasks_begin ..
  * ph__tasks_end) the workers spin longer between passes (SPIN_STEP,
  * yielding now and then) before sleeping; after a step that followed the
  * last one closely (back to back: a benchmark, a server catching up) they
@@ -372,31 +375,68 @@ int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div
     }
 }
 
+int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c) {
+    uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
+    for (;;) {
+        const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32), left = n - f - b;
+        if (left <= 0) return 0;
+        /* (What is left of this end's share: up to mid, less what the
+         * other end has taken of it.) */
+        int32_t own = back ? n - mid - b : mid - f;
+        own = own < left ? own : left;
+        const int32_t m = own > 0 ? (own / 2 > 1 ? own / 2 : 1) : (left / div > 1 ? left / div : 1);
+        if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? (uint64_t)m << 32 : (uint64_t)m),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *c = back ? n - b - m : f;
+            return m;
+        }
+    }
+}
+
+int32_t ph__tasks_next(_Atomic uint64_t *took, int32_t n, int32_t mid, int worker, int nworkers, ph__cursor *cur) {
+    if (cur->i == cur->e) {
+        int32_t c;
+        const int32_t m = ph__tasks_claim_to(took, n, worker != 0, 2 * nworkers, mid, &c);
+        if (m <= 0) return -1;
+        cur->i = c;
+        cur->e = c + m;
+    }
+    return cur->i++;
+}
+
 typedef struct pieces_job {
     ph__piece_fn *fn;
     void *ctx;
-    int32_t n, size, np;
+    int32_t n, size, np, mid; /* mid: worker 0's share, in pieces */
     _Atomic uint64_t took;
 } pieces_job;
 
 static void pieces_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     pieces_job *j = ctx;
-    for (int32_t c, m; (m = ph__tasks_claim(&j->took, j->np, worker != 0, 2 * nworkers, &c)) > 0;)
+    for (int32_t c, m; (m = ph__tasks_claim_to(&j->took, j->np, worker != 0, 2 * nworkers, j->mid, &c)) > 0;)
         for (int32_t q = c; q < c + m; q++) {
             const int32_t i0 = q * j->size, i1 = i0 + j->size < j->n ? i0 + j->size : j->n;
             j->fn(w, j->ctx, i0, i1, q);
         }
 }
 
-void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx) {
+void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx) {
     pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .np = ph__tasks_pieces(n, size)};
     if (w->task_workers <= 1 || !w->tasks) {
         for (int32_t c = 0; c < j.np; c++)
             fn(w, ctx, c * size, c * size + size < n ? c * size + size : n, c);
         return;
     }
+    mid = mid < 0 ? 0 : mid > n ? n : mid;
+    j.mid = (mid + size / 2) / size;
+    j.mid = j.mid < j.np ? j.mid : j.np;
     atomic_init(&j.took, 0);
     ph__tasks_run_open(w, pieces_pass, &j);
+}
+
+void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx) {
+    const int nw = w->task_workers > 1 ? w->task_workers : 1;
+    ph__tasks_run_pieces_to(w, n, size, (int32_t)((int64_t)n / nw), fn, ctx);
 }
 
 void ph__tasks_barrier(ph__world *w) {

@@ -52,12 +52,19 @@ void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
 void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx);
 /* fn(w, ctx, i0, i1, piece) on the pieces [piece * size, ...) of n items,
  * as an open pass (ph__tasks_run_open): worker 0 claims pieces from the
- * front, the others from the back (so that with free cores each keeps to
- * the same end pass after pass), whoever runs takes what is left; the
- * pieces in order on the stepping thread with one worker. fn must write
- * only the items of its piece (and what is indexed by piece). */
+ * front, the others from the back, each first up to its share's edge
+ * (ph__tasks_claim_to: worker 0's share the first n / nworkers items), so
+ * that with free cores each keeps to the same items pass after pass and
+ * step after step; whoever runs out of its own share takes what is left
+ * at the edge. The pieces in order on the stepping thread with one worker.
+ * fn must write only the items of its piece (and what is indexed by
+ * piece). */
 typedef void ph__piece_fn(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
 void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx);
+/* As ph__tasks_run_pieces with worker 0's share the items [0, mid) (the
+ * caller knows where the data the pass reads or writes next are split;
+ * mid is rounded to a piece and clamped to [0, n]). */
+void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx);
 /* The count of pieces ph__tasks_run_pieces makes of n items. */
 static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ? (n + size - 1) / size : 0; }
 /* Claims the next pieces of n from the front (back = 0) or the back, as a
@@ -67,6 +74,21 @@ static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ?
  * Returns how many, the first of them (in increasing order) in *c; 0 when
  * none is left. */
 int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c);
+/* As ph__tasks_claim with the front's share [0, mid) and the back's
+ * [mid, n): each end claims from its own share first, half of what is
+ * left of it at a time (at least one), so that two free workers meet at
+ * mid whichever arrives first; once its share is taken (or claimed by the
+ * other end) it takes what is left beyond mid as ph__tasks_claim does
+ * (left over div, at least one). mid: 0 .. n. */
+int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c);
+/* A worker's run of claimed items (ph__tasks_next): [i, e) not yet taken. */
+typedef struct ph__cursor {
+    int32_t i, e;
+} ph__cursor;
+/* The next item of n for this worker (claimed with ph__tasks_claim_to from
+ * the front for worker 0, from the back for the others, div 2 nworkers),
+ * or -1 when none is left; cur starts as {0, 0}. */
+int32_t ph__tasks_next(_Atomic uint64_t *took, int32_t n, int32_t mid, int worker, int nworkers, ph__cursor *cur);
 /* Inside a pass: returns once every worker of the pass has called it. */
 void ph__tasks_barrier(ph__world *w);
 /* The pool's threads stopped and joined, its record freed (world destroy). */

@@ -167,7 +167,9 @@ struct ph__world {
     int32_t *wgfirst, *wsegs;
     int32_t wgroup_count, wseg_count;
     int wsched_ok;
-    int wsched_tiles; /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
+    int wsched_tiles;      /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
+    uint8_t *wfree_worker; /* tests (NULL: off): by group, the worker that ran it in the last
+                              unordered claimed pass, worker 0 waiting for another's first claim */
     /* The claimed passes' dependencies (solver_wide.c, make_schedule; in
      * wgfirst's allocation, after its ng + 1 entries): per group g, the
      * first and last group of the segment before g's (the last segment for

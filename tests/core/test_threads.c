@@ -26,6 +26,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -786,6 +787,147 @@ static void test_keys_split(void **state) {
         ph_world_destroy(w[i]);
 }
 
+/* The claims from both ends up to a split (tasks.c, ph__tasks_claim_to),
+ * on one thread: the two ends' claims interleaved in a few patterns (the
+ * back late, the front late, alternating), for every split of n pieces.
+ * Every piece is claimed once; an end claims within its own share (front
+ * [0, mid), back [mid, n)) as long as any of it is left, and beyond it
+ * only then, at the split's edge (the claims stay contiguous from each
+ * end); two ends claiming in turn with equal shares meet at mid. */
+static void test_claim_to(void **state) {
+    (void)state;
+    for (int32_t n = 1; n <= 40; n++)
+        for (int32_t mid = 0; mid <= n; mid++)
+            for (int pattern = 0; pattern < 4; pattern++) {
+                _Atomic uint64_t took;
+                atomic_init(&took, 0);
+                int32_t seen[64] = {0}, f = 0, b = 0, turn = 0;
+                for (int32_t round = 0;; round++) {
+                    /* 0: alternating; 1: the back starts after 3 claims; 2: the front
+                     * after 3; 3: the back only after the front has none left */
+                    int back = round % 2;
+                    if (pattern == 1) back = round < 3 ? 0 : round % 2;
+                    if (pattern == 2) back = round < 3 ? 1 : round % 2;
+                    if (pattern == 3) back = turn;
+                    int32_t c, m = ph__tasks_claim_to(&took, n, back, 4, mid, &c);
+                    if (m == 0 && pattern == 3 && !turn) {
+                        turn = 1;
+                        continue;
+                    }
+                    if (m == 0) {
+                        const int other = ph__tasks_claim_to(&took, n, !back, 4, mid, &c);
+                        assert_int_equal(other, 0);
+                        break;
+                    }
+                    assert_true(m >= 1 && c >= 0 && c + m <= n);
+                    for (int32_t i = c; i < c + m; i++)
+                        seen[i]++;
+                    if (!back) {
+                        assert_int_equal(c, f); /* (contiguous from the front) */
+                        /* within its share while any of it was left */
+                        if (f < mid) assert_true(c + m <= mid);
+                        f += m;
+                    } else {
+                        assert_int_equal(c + m, n - b);
+                        if (n - b > mid) assert_true(c >= mid);
+                        b += m;
+                    }
+                }
+                for (int32_t i = 0; i < n; i++)
+                    assert_int_equal(seen[i], 1);
+                /* (in turn with equal shares: they meet at mid) */
+                if (pattern == 0 && 2 * mid == n) assert_int_equal(f, mid);
+            }
+    /* ph__tasks_next: the items one by one, each once, the front's first
+     * from 0 and the back's first from its share. */
+    _Atomic uint64_t took;
+    atomic_init(&took, 0);
+    ph__cursor c0 = {0, 0}, c1 = {0, 0};
+    int32_t seen[20] = {0};
+    assert_int_equal(ph__tasks_next(&took, 20, 8, 0, 2, &c0), 0);
+    const int32_t first_back = ph__tasks_next(&took, 20, 8, 1, 2, &c1);
+    assert_true(first_back >= 8);
+    seen[0]++;
+    seen[first_back]++;
+    for (int32_t i, k = 0; k < 40; k++)
+        if ((i = ph__tasks_next(&took, 20, 8, k % 2, 2, k % 2 ? &c1 : &c0)) >= 0) seen[i]++;
+    for (int32_t i = 0; i < 20; i++)
+        assert_int_equal(seen[i], 1);
+}
+
+/* The unordered claimed passes (the fill, the store: solver_wide.c,
+ * claim_free) claimed segment by segment from both ends up to each
+ * segment's split, as the ordered ones, so that a group's records stay
+ * with the worker that sweeps them. pyramid40 at two threads with the
+ * test's record of which worker ran each group of the last unordered pass
+ * (w->wfree_worker; worker 0 then waits for the other's first claim):
+ * the parallel segments split at one height (every group before a split
+ * lower than every group at a split) with some half of their batches
+ * before the splits; the other worker's first claim was in the first
+ * segment (claimed over all groups at once it was the last segment's
+ * last piece); in each segment worker 0's groups come before the
+ * other's. */
+static double group_height(const ph__world *x, int32_t g) {
+    const ph__wbatch *wb = &x->wbatches[x->wgfirst[g]];
+    int j = 0;
+    while (j < PH_LANES - 1 && wb->point[j] < 0)
+        j++;
+    return x->wheight[wb->pm[j] >> 2];
+}
+
+static void test_free_split(void **state) {
+    (void)state;
+    ph_world_id id = make_world("pyramid40", 2, 0, 1);
+    ph__world *x = ph__world_get(id);
+    uint8_t *own = malloc(1 << 16);
+    assert_non_null(own);
+    int checked = 0;
+    for (int k = 0; k < 8; k++) {
+        memset(own, 0xff, 1 << 16);
+        x->wfree_worker = own;
+        assert_int_equal(ph_world_step(id), PH_OK);
+        x->wfree_worker = NULL;
+        if (!x->wsched_ok || x->wsched_tiles || x->task_workers < 2) continue;
+        const int32_t nseg = x->wseg_count, *sg = x->wsegs, ng = x->wgroup_count;
+        assert_true(ng < (1 << 16) && nseg >= 2);
+        /* (the splits at one height: every group before a split below
+         * every group at one; worker 0's share some half of the batches) */
+        double below = -INFINITY, above = INFINITY;
+        int32_t share = 0, all = 0;
+        for (int32_t q = 0; q < nseg; q++) {
+            const int32_t g0 = sg[4 * q], g1 = sg[4 * q + 1], split = sg[4 * q + 3], *gf = x->wgfirst;
+            assert_true(split >= g0 && split <= g1);
+            if (sg[4 * q + 2]) {
+                for (int32_t g = g0; g < split; g++)
+                    below = fmax(below, group_height(x, g));
+                if (split < g1) above = fmin(above, group_height(x, split));
+                share += gf[split] - gf[g0];
+                all += gf[g1] - gf[g0];
+            }
+            int seen1 = 0;
+            for (int32_t g = g0; g < g1; g++) {
+                assert_true(own[g] <= 1);
+                if (own[g] == 0) assert_false(seen1); /* (worker 0's before the other's) */
+                seen1 |= own[g] == 1;
+            }
+        }
+        if (!(below < above)) fail_msg("step %d: a group below a split at %g, one at a split at %g", k, below, above);
+        if (!(10 * share >= 3 * all && 10 * share <= 7 * all))
+            fail_msg("step %d: worker 0's share %d of %d batches", k, share, all);
+        int32_t first1 = -1;
+        for (int32_t g = 0; g < ng && first1 < 0; g++)
+            if (own[g] == 1) first1 = g;
+        if (first1 >= sg[1])
+            fail_msg("step %d: the other worker's first group %d, after segment 0 [0, %d)", k, first1, sg[1]);
+        assert_true(first1 >= 0);
+        checked++;
+    }
+    print_message("steps checked: %d of 8\n", checked);
+    assert_true(checked >= 6);
+    free(own);
+    ph_world_destroy(id);
+}
+
 /* The pool's pace between steps (tasks.c, LINGER_NS): a step begun right
  * after the last one ended leaves the workers spinning for a while after
  * it (a deadline), one begun 20 ms after the last one leaves them to
@@ -840,6 +982,8 @@ int main(void) {
         cmocka_unit_test(test_pieces_fine),
         cmocka_unit_test(test_keys_split),
         cmocka_unit_test(test_linger),
+        cmocka_unit_test(test_claim_to),
+        cmocka_unit_test(test_free_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
