@@ -1995,7 +1995,7 @@ typedef struct claim_job {
     claim_seg *seg;      /* npass * wseg_count (wseg_count for an unordered pass) */
     const ph__wint *wi;  /* ordered: the integration, in the last pass (w->wint) */
     atomic_int free_int; /* with wi: the pieces of the bodies of no group taken */
-    atomic_int claimed;  /* unordered, w->wfree_worker set (tests): another worker has claimed */
+    atomic_int claimed;  /* unordered, w->wfree_worker set (tests): 1 worker 0 has claimed, 2 another has */
     atomic_int sb_int;   /* with wi: the bodies integrated (tests) */
 } claim_job;
 
@@ -2048,10 +2048,13 @@ static void claim_free(ph__world *w, claim_job *j, int worker, int div) {
     const int32_t *sg = w->wsegs;
     const int back = worker != 0;
     uint8_t *own = w->wfree_worker; /* (tests: which worker ran each group) */
-    /* (tests: worker 0 starts once another has claimed its first piece, at
-     * most some seconds of yields later) */
-    for (int i = 0; own && !back && i < 1000000 && !atomic_load_explicit(&j->claimed, memory_order_acquire); i++)
+    /* (tests: each worker's first claim made while the other waits, at most
+     * some seconds of yields: worker 0 claims once another has claimed
+     * (bit 2), and that one runs its piece once worker 0 has claimed (bit
+     * 1), so that neither takes the other's share before it starts) */
+    for (int i = 0; own && !back && i < 1000000 && !(atomic_load_explicit(&j->claimed, memory_order_acquire) & 2); i++)
         sched_yield();
+    int first = 1;
     for (int32_t k = 0; k < w->wseg_count; k++, sg += 4) {
         const int32_t size = sg[2] ? CHUNK : sg[1] - sg[0];
         int32_t mid;
@@ -2061,7 +2064,12 @@ static void claim_free(ph__world *w, claim_job *j, int worker, int div) {
             seg_range(sg, size, mid, c, m, &a, &e);
             if (own) {
                 memset(own + a, worker, (size_t)(e - a));
-                atomic_store_explicit(&j->claimed, 1, memory_order_release);
+                atomic_fetch_or_explicit(&j->claimed, back ? 2 : 1, memory_order_acq_rel);
+                for (int i = 0;
+                     first && back && i < 1000000 && !(atomic_load_explicit(&j->claimed, memory_order_acquire) & 1);
+                     i++)
+                    sched_yield();
+                first = 0;
             }
             run_range(w, j->p[0], w->wgfirst[a], w->wgfirst[e], a);
         }

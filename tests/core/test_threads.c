@@ -860,7 +860,7 @@ static void test_claim_to(void **state) {
  * segment's split, as the ordered ones, so that a group's records stay
  * with the worker that sweeps them. pyramid40 at two threads with the
  * test's record of which worker ran each group of the last unordered pass
- * (w->wfree_worker; worker 0 then waits for the other's first claim):
+ * (w->wfree_worker; each worker makes its first claim while the other waits):
  * the parallel segments split at one height (every group before a split
  * lower than every group at a split) with some half of their batches
  * before the splits; the other worker's first claim was in the first
