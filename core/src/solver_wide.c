@@ -867,7 +867,8 @@ static int make_preds(ph__world *w, int32_t na) {
         w->wpred[i] = -1;
     for (int32_t q = 0; q < na; q++) {
         const int32_t s = w->wkeys[q].slot;
-        const int32_t ab[2] = {(int32_t)(w->wsig[s] >> 32), (int32_t)(w->wsig[s] >> 3 & ((1u << 29) - 1))};
+        int32_t ab[2];
+        manifold_sbodies(w, w->wsig, s, &ab[0], &ab[1]);
         for (int e = 0; e < 2; e++) {
             if (!ab[e]) continue;
             w->wpred[2 * s + e] = (int32_t)last[ab[e]] - 1;
