@@ -1808,6 +1808,8 @@ static inline double group_height(const ph__world *w, int32_t g) {
     return w->wheight[wb->pm[j] >> 2];
 }
 
+double ph__wide_group_height(const ph__world *w, int32_t g) { return group_height(w, g); }
+
 /* Each segment's split (sg[3]; claim_pass, claim_free): worker 0's share
  * its groups [g0, split), the others' the rest; a serial segment (one
  * piece) worker 0's. In every parallel segment at one height: the median

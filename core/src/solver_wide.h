@@ -168,6 +168,9 @@ void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, i
  * (ph__tasks_next): the tiles [0, split) that hold about 1 / task_workers
  * of the batches. */
 int32_t ph__wide_tile_split(const ph__world *w);
+/* Group g's height in the claimed passes' schedule (its first point's
+ * manifold's, the key that orders a level's groups; make_splits). */
+double ph__wide_group_height(const ph__world *w, int32_t g);
 /* Tile t's share of the last native substep in point mode: its batches'
  * first sweep with the refresh and the merits' B, iters - 1 more sweeps,
  * and its impulses stored into its manifolds; the same numbers as

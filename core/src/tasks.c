@@ -361,20 +361,6 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
     }
 }
 
-int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c) {
-    uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
-    for (;;) {
-        const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32), left = n - f - b;
-        if (left <= 0) return 0;
-        const int32_t m = left / div > 1 ? left / div : 1;
-        if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? (uint64_t)m << 32 : (uint64_t)m),
-                                                  memory_order_relaxed, memory_order_relaxed)) {
-            *c = back ? n - b - m : f;
-            return m;
-        }
-    }
-}
-
 int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c) {
     uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
     for (;;) {

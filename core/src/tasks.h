@@ -69,17 +69,14 @@ void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid,
 static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ? (n + size - 1) / size : 0; }
 /* Claims the next pieces of n from the front (back = 0) or the back, as a
  * pair of counts in *took (low half: taken from the front, high half: from
- * the back; a compare-and-swap): the pieces left over div, at least one
- * (guided: big claims first, single pieces where the two ends meet).
- * Returns how many, the first of them (in increasing order) in *c; 0 when
- * none is left. */
-int32_t ph__tasks_claim(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t *c);
-/* As ph__tasks_claim with the front's share [0, mid) and the back's
- * [mid, n): each end claims from its own share first, half of what is
- * left of it at a time (at least one), so that two free workers meet at
+ * the back; a compare-and-swap), the front's share [0, mid) and the
+ * back's [mid, n): each end claims from its own share first, half of what
+ * is left of it at a time (at least one), so that two free workers meet at
  * mid whichever arrives first; once its share is taken (or claimed by the
- * other end) it takes what is left beyond mid as ph__tasks_claim does
- * (left over div, at least one). mid: 0 .. n. */
+ * other end) it takes what is left beyond mid, the pieces left over div,
+ * at least one (guided: big claims first, single pieces where the two ends
+ * meet). mid: 0 .. n. Returns how many, the first of them (in increasing
+ * order) in *c; 0 when none is left. */
 int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c);
 /* A worker's run of claimed items (ph__tasks_next): [i, e) not yet taken. */
 typedef struct ph__cursor {

@@ -167,7 +167,7 @@ struct ph__world {
     int32_t *wgfirst, *wsegs;
     int32_t wgroup_count, wseg_count;
     int wsched_ok;
-    int wsched_tiles;      /* with wsched_ok: the workers take whole tiles (ph__wide_tile_share) */
+    int wsched_tiles;      /* with wsched_ok: the workers take whole tiles (tile_pass, ph__wide_tile_split) */
     uint8_t *wfree_worker; /* tests (NULL: off): by group, the worker that ran it in the last
                               unordered claimed pass, worker 0 waiting for another's first claim */
     /* The claimed passes' dependencies (solver_wide.c, make_schedule; in

@@ -867,14 +867,6 @@ static void test_claim_to(void **state) {
  * segment (claimed over all groups at once it was the last segment's
  * last piece); in each segment worker 0's groups come before the
  * other's. */
-static double group_height(const ph__world *x, int32_t g) {
-    const ph__wbatch *wb = &x->wbatches[x->wgfirst[g]];
-    int j = 0;
-    while (j < PH_LANES - 1 && wb->point[j] < 0)
-        j++;
-    return x->wheight[wb->pm[j] >> 2];
-}
-
 static void test_free_split(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 2, 0, 1);
@@ -899,8 +891,8 @@ static void test_free_split(void **state) {
             assert_true(split >= g0 && split <= g1);
             if (sg[4 * q + 2]) {
                 for (int32_t g = g0; g < split; g++)
-                    below = fmax(below, group_height(x, g));
-                if (split < g1) above = fmin(above, group_height(x, split));
+                    below = fmax(below, ph__wide_group_height(x, g));
+                if (split < g1) above = fmin(above, ph__wide_group_height(x, split));
                 share += gf[split] - gf[g0];
                 all += gf[g1] - gf[g0];
             }
