@@ -56,7 +56,7 @@ placed = [(scene, t) for scene, t in sorted(runs) if t > 1 and (scene, 1) in run
           any(v[3] is not None for v in runs[(scene, t)].values())]
 if placed:
     print()
-    print(f"| scene | threads | placement (round trip) | rounds | wall speed-up (median of rounds) | per round |")
+    print("| scene | threads | placement (round trip) | rounds | wall speed-up (median of rounds) | per round |")
     print("| --- | ---: | --- | ---: | ---: | --- |")
     for scene, t in placed:
         one, r = runs[(scene, 1)], runs[(scene, t)]
