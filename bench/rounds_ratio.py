@@ -5,7 +5,8 @@ faster peer's (ratio of the medians), and the per-round ratios with their
 median; --cpu: the same from the step's CPU time (cpu_ms_per_step_median),
 which leaves out the time a busy shared machine takes the core away. Lines
 of the sleep mode (--sleep) are kept apart ("NAME (sleep)") and add each
-engine's median time to sleep over the rounds."""
+engine's median time to sleep and its median step once everything sleeps
+(asleep_us_median, µs) over the rounds."""
 import statistics
 import sys
 
@@ -14,11 +15,13 @@ import benchlines
 KEY = "cpu_ms_per_step_median" if "--cpu" in sys.argv[1:] else "ms_per_step_median"
 runs = {}
 sleep_t = {}
+asleep = {}
 for j in benchlines.read(sys.stdin, "rounds_ratio.py"):
     scene = j["scene"] + (" (sleep)" if j.get("sleep") else "")
     runs.setdefault((scene, j["engine"]), {})[j["repeat"]] = j[KEY]
     if j.get("sleep"):
         sleep_t.setdefault((scene, j["engine"]), []).append(j.get("time_to_sleep_s"))
+        asleep.setdefault((scene, j["engine"]), []).append(j.get("asleep_us_median"))
 
 ORDER = ["pyramid20", "grid1000", "spheres1000"]
 
@@ -45,8 +48,8 @@ for scene in scenes:
 
 if sleep_t:
     print()
-    print("| scene | engine | time to sleep (s, median over the rounds; never: -) |")
-    print("| --- | --- | ---: |")
+    print("| scene | engine | time to sleep (s, median over the rounds; never: -) | µs per step once asleep |")
+    print("| --- | --- | ---: | ---: |")
     for scene in scenes:
         for e in ("physd", "ode", "bullet"):
             ts = sleep_t.get((scene, e))
@@ -54,4 +57,6 @@ if sleep_t:
                 continue
             known = [t for t in ts if t is not None]
             m = f"{statistics.median(known):.3g}" if len(known) == len(ts) else "-"
-            print(f"| {scene} | {e} | {m} |")
+            us = [u for u in asleep[(scene, e)] if u is not None]
+            a = f"{statistics.median(us):.3g}" if us and len(us) == len(ts) else "-"
+            print(f"| {scene} | {e} | {m} | {a} |")

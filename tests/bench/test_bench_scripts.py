@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_bench_scripts.py BENCH_DIR: the scripts that turn physd-bench's JSON
 lines into the README's tables (table.py, rounds_ratio.py, ab_ratio.py,
-threads_ratio.py), run on made-up lines whose medians and ratios are known:
+threads_ratio.py, scale_ratio.py), run on made-up lines whose medians and ratios are known:
 each figure they print is checked, and a line that is not JSON (a progress
 message) is left out with a warning instead of stopping the script."""
 import json
@@ -59,6 +59,34 @@ check("rounds_ratio per-round", r[6], "0.45 (0.40–0.50)")
 # --cpu reads the CPU time: physd's CPU twice its wall time doubles the ratios.
 rc = [dict(l, cpu_ms_per_step_median=l["ms_per_step_median"] * (2 if l["engine"] == "physd" else 1)) for l in rr]
 check("rounds_ratio --cpu", row(run("rounds_ratio.py", rc, "--cpu"), "pyramid20")[6], "0.90 (0.80–1.00)")
+
+# rounds_ratio.py on --sleep lines: each engine's time to sleep and step once
+# asleep, medians over the rounds (physd 0.5 and 0.7 s: 0.6; 0.03 and 0.05
+# µs: 0.04); an engine that did not sleep in one round shows "-".
+sl = []
+for k, (tp, up, tb) in enumerate(((0.5, 0.03, 2.0), (0.7, 0.05, None))):
+    sl += [bench_line("physd", "grid1000", k, 0.001, sleep=True, time_to_sleep_s=tp, asleep_us_median=up),
+           bench_line("ode", "grid1000", k, 3.0, sleep=True, time_to_sleep_s=None, asleep_us_median=None),
+           bench_line("bullet", "grid1000", k, 0.3, sleep=True, time_to_sleep_s=tb, asleep_us_median=tb and 250.0)]
+out = run("rounds_ratio.py", sl)
+check("rounds_ratio sleep physd", row(out, "grid1000 (sleep)", "physd")[2:4], ["0.6", "0.04"])
+check("rounds_ratio sleep bullet once never", row(out, "grid1000 (sleep)", "bullet")[2:4], ["-", "-"])
+
+# scale_ratio.py: physd's CPU µs per body per step by size, medians over the
+# rounds (grid1000 1.0 and 1.2: 1.1; grid64000 1.5 and 1.3: 1.4), the spread
+# of the medians 1.4 / 1.1 = 1.27 and per round 1.50 and 1.08; a peer's line
+# and a two-thread line are left out.
+sc = []
+for k, (a, b) in enumerate(((1.0, 1.5), (1.2, 1.3))):
+    sc += [bench_line("physd", "grid1000", k, a, bodies=1000, cpu_us_per_body_step=a),
+           bench_line("physd", "grid64000", k, b, bodies=64000, cpu_us_per_body_step=b),
+           bench_line("physd", "grid64000", k, 9.0, bodies=64000, cpu_us_per_body_step=9.0, threads=2),
+           bench_line("ode", "grid64000", k, 9.0, bodies=64000, cpu_us_per_body_step=9.0)]
+out = run("scale_ratio.py", sc)
+check("scale_ratio grid1000", row(out, "grid1000")[1:4], ["1000", "2", "1.10 (1.00–1.20)"])
+check("scale_ratio grid64000", row(out, "grid64000")[3], "1.40 (1.30–1.50)")
+check("scale_ratio spread", "spread of the medians: x1.27 (grid64000 / grid1000)" in out, True)
+check("scale_ratio per round", "spread per round: x1.50, x1.08" in out, True)
 
 # threads_ratio.py: one thread 20 ms wall and CPU in both rounds, two threads
 # 10 and 12.5 ms wall, 11 and 13 ms CPU: speed-ups 2.00 and 1.60, of the
