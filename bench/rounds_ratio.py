@@ -39,6 +39,10 @@ for s, _ in runs:
         scenes.append(s)
 scenes.sort(key=lambda s: ORDER.index(s) if s in ORDER else len(ORDER))
 for scene in scenes:
+    if any((scene, e) not in runs for e in ("physd", "ode", "bullet")):
+        print(f"rounds_ratio.py: {scene} left out: it needs lines of physd, ode and bullet "
+              "(physd alone: scale_ratio.py or threads_ratio.py)", file=sys.stderr)
+        continue
     p, o, b = runs[(scene, "physd")], runs[(scene, "ode")], runs[(scene, "bullet")]
     rounds = sorted(set(p) & set(o) & set(b))
     mp, mo, mb = (statistics.median(x[r] for r in rounds) for x in (p, o, b))

@@ -56,6 +56,9 @@ check("rounds_ratio rounds", r[1], "2")
 check("rounds_ratio medians", r[2:5], ["0.55", "1.75", "1.5"])
 check("rounds_ratio ratio of the medians", r[5], "0.37")
 check("rounds_ratio per-round", r[6], "0.45 (0.40–0.50)")
+# A scene without the peers' lines (ENGINES=physd) is left out, not a crash.
+check("rounds_ratio physd alone", "pyramid20" in run("rounds_ratio.py", rr + [bench_line("physd", "grid64000", 0, 1.0)]),
+      True)
 # --cpu reads the CPU time: physd's CPU twice its wall time doubles the ratios.
 rc = [dict(l, cpu_ms_per_step_median=l["ms_per_step_median"] * (2 if l["engine"] == "physd" else 1)) for l in rr]
 check("rounds_ratio --cpu", row(run("rounds_ratio.py", rc, "--cpu"), "pyramid20")[6], "0.90 (0.80–1.00)")
