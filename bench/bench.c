@@ -46,9 +46,11 @@ typedef struct options {
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
-    int physd_simd;    /* settings.simd */
-    int physd_threads; /* settings.threads */
-    int sleep;         /* sleeping on in every engine */
+    int physd_simd;              /* settings.simd */
+    int physd_threads[MAX_LIST]; /* settings.threads: physd runs once per entry */
+    int thread_count;
+    int sleep;      /* sleeping on in every engine */
+    int interleave; /* K > 0: each group's runs stepped K steps at a time in turn */
 } options;
 
 static void usage(FILE *out) {
@@ -79,7 +81,13 @@ static void usage(FILE *out) {
                  "  --simd L              cap physd's vector solver: baseline, avx2 or avx512 (settings.simd;\n"
                  "                        default: $PHYSD_SIMD, else avx512)\n"
                  "  --threads N           physd's world stepped by N threads (settings.threads, [1, 8];\n"
-                 "                        default 1); ODE and Bullet stay single-threaded\n"
+                 "                        repeatable: one physd run per count; default 1); ODE and Bullet\n"
+                 "                        stay single-threaded\n"
+                 "  --interleave K        step the runs of each iteration count and repeat (every scene,\n"
+                 "                        engine and thread count) together, K steps of each in turn,\n"
+                 "                        instead of one after the other; each line adds the median\n"
+                 "                        wall and CPU ms of every block (block_ms, block_cpu_ms) for\n"
+                 "                        ratios paired within seconds (bench/paired_ratio.py)\n"
                  "  --list                list physd's presets on stdout and exit\n"
                  "  --help                this text\n");
 }
@@ -110,7 +118,6 @@ static int parse_args(int argc, char **argv, options *o) {
     o->physd_split = 0; /* physd's default step: N substeps x 1 */
     const ph_setting *simd = ph_setting_find("simd");
     o->physd_simd = PH_SIMD_AVX512;
-    o->physd_threads = 1;
     const char *env = getenv("PHYSD_SIMD"); /* the documented way before --simd */
     if (env && *env && ph_setting_enum_parse(simd, env, &o->physd_simd) != PH_OK)
         fprintf(stderr, "physd-bench: PHYSD_SIMD=%s ignored (baseline, avx2 or avx512)\n", env);
@@ -187,7 +194,15 @@ static int parse_args(int argc, char **argv, options *o) {
             if (parse_int(a, v, 1, 64, &o->substeps)) return -1;
             i++;
         } else if (strcmp(a, "--threads") == 0) {
-            if (parse_int(a, v, 1, 8, &o->physd_threads)) return -1;
+            if (o->thread_count == MAX_LIST) {
+                fprintf(stderr, "physd-bench: too many --threads options\n");
+                return -1;
+            }
+            if (parse_int(a, v, 1, 8, &o->physd_threads[o->thread_count])) return -1;
+            o->thread_count++;
+            i++;
+        } else if (strcmp(a, "--interleave") == 0) {
+            if (parse_int(a, v, 1, 100000, &o->interleave)) return -1;
             i++;
         } else if (strcmp(a, "--physd-joint-once") == 0) {
             int on = 0;
@@ -211,6 +226,7 @@ static int parse_args(int argc, char **argv, options *o) {
         for (int k = 0; k < ENGINE_COUNT; k++)
             o->engines[o->engine_count++] = all_engines[k];
     }
+    if (o->thread_count == 0) o->physd_threads[o->thread_count++] = 1;
     if (o->iteration_count == 0) {
         for (size_t k = 0; k < sizeof default_iterations / sizeof default_iterations[0]; k++)
             o->iterations[o->iteration_count++] = default_iterations[k];
@@ -243,11 +259,114 @@ static int describe_scene(const char *name, scene_desc *d) {
     return 0;
 }
 
+/* One run's configuration: the same step and budget in every engine; physd
+ * spends the budget its own default way (N substeps x 1 iteration) unless
+ * --physd-split says otherwise. */
+static engine_config make_config(const options *o, const scene_desc *d, const engine_vtable *ev, int iterations,
+                                 int threads) {
+    engine_config cfg = {
+        .time_step = 1.0 / 60.0,
+        .substeps = o->substeps,
+        .iterations = iterations,
+        .gravity = d->gravity,
+        .collide_jointed = o->collide_jointed,
+        .physd_from_desc = o->physd_from_desc,
+        .physd_record_merits = o->physd_record_merits,
+        .physd_simd = o->physd_simd,
+        .physd_threads = threads,
+        .physd_joint_once = o->physd_joint_once,
+        .sleep = o->sleep,
+    };
+    const int split = o->physd_split > 0 ? o->physd_split : iterations;
+    if (strcmp(ev->name, "physd") == 0 && o->substeps == 1 && split > 1 && iterations >= split) {
+        cfg.substeps = split;
+        cfg.iterations = iterations / split;
+    }
+    return cfg;
+}
+
+static int scene_steps(const options *o, const char *scene) {
+    const ph_scene_info *si = ph_scene_find(scene);
+    return o->steps > 0 ? o->steps : (si && si->steps > 0 ? si->steps : 600);
+}
+
+/* The thread counts an engine runs with: physd's list, once for the others. */
+static int engine_threads(const options *o, const engine_vtable *ev) {
+    return strcmp(ev->name, "physd") == 0 ? o->thread_count : 1;
+}
+
+/* --interleave K: for each iteration count and repeat, every scene, engine
+ * and thread count is created first, then stepped K steps at a time in turn
+ * until each has made its steps; the lines come out at the end, in the
+ * order of the options. Returns the failures. */
+static int run_interleaved(const options *o) {
+    enum { MAX_RUNS = 1024 };
+    static scene_desc descs[MAX_LIST];
+    static int described[MAX_LIST];
+    int failures = 0;
+    for (int s = 0; s < o->scene_count; s++) {
+        described[s] = describe_scene(o->scenes[s], &descs[s]) == 0;
+        if (!described[s]) failures++;
+    }
+    int group = 0;
+    for (int it = 0; it < o->iteration_count; it++) {
+        for (int r = 0; r < o->repeat; r++, group++) {
+            static run_state *st[MAX_RUNS];
+            static const engine_vtable *evs[MAX_RUNS];
+            static engine_config cfgs[MAX_RUNS];
+            static int scene_of[MAX_RUNS];
+            int nruns = 0;
+            for (int s = 0; s < o->scene_count; s++) {
+                if (!described[s]) continue;
+                for (int e = 0; e < o->engine_count; e++) {
+                    for (int t = 0; t < engine_threads(o, o->engines[e]); t++) {
+                        if (nruns == MAX_RUNS) {
+                            fprintf(stderr, "physd-bench: more than %d interleaved runs\n", MAX_RUNS);
+                            return failures + 1;
+                        }
+                        evs[nruns] = o->engines[e];
+                        scene_of[nruns] = s;
+                        cfgs[nruns] = make_config(o, &descs[s], o->engines[e], o->iterations[it], o->physd_threads[t]);
+                        nruns++;
+                    }
+                }
+            }
+            for (int k = 0; k < nruns; k++) {
+                char err[256];
+                st[k] = run_begin(evs[k], &descs[scene_of[k]], &cfgs[k], scene_steps(o, o->scenes[scene_of[k]]), err,
+                                  sizeof err);
+                if (!st[k]) {
+                    fprintf(stderr, "physd-bench: %s on %s: %s\n", evs[k]->name, descs[scene_of[k]].name, err);
+                    failures++;
+                }
+            }
+            for (int busy = 1; busy;) {
+                busy = 0;
+                for (int k = 0; k < nruns; k++)
+                    if (st[k] && run_block(st[k], o->interleave) > 0) busy = 1;
+            }
+            for (int k = 0; k < nruns; k++) {
+                if (!st[k]) continue;
+                run_result res;
+                run_finish(st[k], &res, 1);
+                res.interleave = o->interleave;
+                res.group = group;
+                run_print_json(stdout, evs[k], &descs[scene_of[k]], &cfgs[k], &res, r);
+                run_result_free(&res);
+            }
+        }
+    }
+    for (int s = 0; s < o->scene_count; s++)
+        if (described[s]) sd_free(&descs[s]);
+    return failures;
+}
+
 int main(int argc, char **argv) {
     options o;
     int p = parse_args(argc, argv, &o);
     if (p < 0) return 2;
     if (p > 0) return 0;
+    if (o.interleave > 0) return run_interleaved(&o) ? 1 : 0;
 
     int failures = 0;
     for (int s = 0; s < o.scene_count; s++) {
@@ -256,43 +375,23 @@ int main(int argc, char **argv) {
             failures++;
             continue;
         }
-        const ph_scene_info *si = ph_scene_find(o.scenes[s]);
-        int steps = o.steps > 0 ? o.steps : (si && si->steps > 0 ? si->steps : 600);
+        int steps = scene_steps(&o, o.scenes[s]);
         fprintf(stderr, "physd-bench: %s: %d bodies (%d dynamic), %d shapes, %d joints, %d steps\n", d.name,
                 d.body_count, sd_dynamic_count(&d), d.shape_count, d.joint_count, steps);
         for (int it = 0; it < o.iteration_count; it++) {
             for (int e = 0; e < o.engine_count; e++) {
-                engine_config cfg = {
-                    .time_step = 1.0 / 60.0,
-                    .substeps = o.substeps,
-                    .iterations = o.iterations[it],
-                    .gravity = d.gravity,
-                    .collide_jointed = o.collide_jointed,
-                    .physd_from_desc = o.physd_from_desc,
-                    .physd_record_merits = o.physd_record_merits,
-                    .physd_simd = o.physd_simd,
-                    .physd_threads = o.physd_threads,
-                    .physd_joint_once = o.physd_joint_once,
-                    .sleep = o.sleep,
-                };
-                /* The same budget of sweeps per step in every engine; physd
-                 * spends it its own default way (N substeps x 1 iteration)
-                 * unless --physd-split says otherwise. */
-                const int split = o.physd_split > 0 ? o.physd_split : o.iterations[it];
-                if (strcmp(o.engines[e]->name, "physd") == 0 && o.substeps == 1 && split > 1 &&
-                    o.iterations[it] >= split) {
-                    cfg.substeps = split;
-                    cfg.iterations = o.iterations[it] / split;
-                }
-                for (int r = 0; r < o.repeat; r++) {
-                    run_result res;
-                    char err[256];
-                    if (run_engine(o.engines[e], &d, &cfg, steps, &res, err, sizeof err) != 0) {
-                        fprintf(stderr, "physd-bench: %s on %s: %s\n", o.engines[e]->name, d.name, err);
-                        failures++;
-                        break;
+                for (int t = 0; t < engine_threads(&o, o.engines[e]); t++) {
+                    engine_config cfg = make_config(&o, &d, o.engines[e], o.iterations[it], o.physd_threads[t]);
+                    for (int r = 0; r < o.repeat; r++) {
+                        run_result res;
+                        char err[256];
+                        if (run_engine(o.engines[e], &d, &cfg, steps, &res, err, sizeof err) != 0) {
+                            fprintf(stderr, "physd-bench: %s on %s: %s\n", o.engines[e]->name, d.name, err);
+                            failures++;
+                            break;
+                        }
+                        run_print_json(stdout, o.engines[e], &d, &cfg, &res, r);
                     }
-                    run_print_json(stdout, o.engines[e], &d, &cfg, &res, r);
                 }
             }
         }

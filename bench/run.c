@@ -14,6 +14,11 @@
  * with nothing awake) and the median time of the steps that began with
  * everything asleep.
  *
+ * A run can also be made in parts (run_begin, run_block, run_finish), which
+ * physd-bench --interleave uses to step several runs K steps at a time in
+ * turn: each block's median wall and CPU time is kept beside the per-step
+ * figures, which are the same as in one go.
+ *
  * Failure modes: an engine that cannot be created (message in err); out of
  * memory. A simulation that blows up is not an error: it is reported as
  * "nan": true and the figures that became non-finite print as null.
@@ -76,9 +81,49 @@ static double joint_error(const scene_desc *d, const ph_vec3 *pos, const ph_quat
     return worst;
 }
 
-int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config *cfg, int steps, run_result *r,
-               char *err, size_t errlen) {
-    memset(r, 0, sizeof *r);
+/* A run in progress: run_begin made it, run_block steps it, run_finish
+ * turns it into a run_result. */
+struct run_state {
+    const engine_vtable *ev;
+    const scene_desc *d;
+    const engine_config *cfg;
+    void *e;
+    int n, steps, done, top, count_awake, awake, nidle;
+    ph_vec3 *start, *pos;
+    ph_quat *rot;
+    double *ms, *cpu, *idle; /* per step (idle: the steps begun with everything asleep) */
+    double *scratch;         /* a block's times, sorted for its median */
+    double *block_ms, *block_cpu;
+    int blocks;
+    run_result r; /* the figures gathered so far */
+};
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void state_free(run_state *st) {
+    free(st->start);
+    free(st->pos);
+    free(st->rot);
+    free(st->ms);
+    free(st->cpu);
+    free(st->idle);
+    free(st->scratch);
+    free(st->block_ms);
+    free(st->block_cpu);
+    free(st);
+}
+
+run_state *run_begin(const engine_vtable *ev, const scene_desc *d, const engine_config *cfg, int steps, char *err,
+                     size_t errlen) {
+    run_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    run_result *r = &st->r;
     r->extra.final_merit = NAN;
     r->extra.final_rel_residual = NAN;
     r->extra.final_minmap = NAN;
@@ -89,116 +134,148 @@ int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config
     r->awake_last = -1;
     r->steps = steps;
     r->bodies = sd_dynamic_count(d);
-
-    int n = d->body_count;
-    ph_vec3 *start = calloc((size_t)n + 1, sizeof *start);
-    ph_vec3 *pos = calloc((size_t)n + 1, sizeof *pos);
-    ph_quat *rot = calloc((size_t)n + 1, sizeof *rot);
-    double *ms = calloc((size_t)steps + 1, sizeof *ms);
-    double *idle = calloc((size_t)steps + 1, sizeof *idle); /* steps begun with everything asleep */
-    double *cpu = calloc((size_t)steps + 1, sizeof *cpu);
-    if (!start || !pos || !rot || !ms || !idle || !cpu) {
-        free(start);
-        free(pos);
-        free(rot);
-        free(ms);
-        free(idle);
-        free(cpu);
+    st->ev = ev;
+    st->d = d;
+    st->cfg = cfg;
+    st->steps = steps;
+    const int n = st->n = d->body_count;
+    const size_t ns = (size_t)steps + 1;
+    st->start = calloc((size_t)n + 1, sizeof *st->start);
+    st->pos = calloc((size_t)n + 1, sizeof *st->pos);
+    st->rot = calloc((size_t)n + 1, sizeof *st->rot);
+    st->ms = calloc(ns, sizeof *st->ms);
+    st->cpu = calloc(ns, sizeof *st->cpu);
+    st->idle = calloc(ns, sizeof *st->idle);
+    st->scratch = calloc(ns, sizeof *st->scratch);
+    st->block_ms = calloc(ns, sizeof *st->block_ms);
+    st->block_cpu = calloc(ns, sizeof *st->block_cpu);
+    if (!st->start || !st->pos || !st->rot || !st->ms || !st->cpu || !st->idle || !st->scratch || !st->block_ms ||
+        !st->block_cpu) {
+        state_free(st);
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
+    st->e = ev->create(d, cfg, err, errlen);
+    if (!st->e) {
+        state_free(st);
+        return NULL;
+    }
+    st->count_awake = cfg->sleep && ev->awake_count;
+    st->awake = st->count_awake ? ev->awake_count(st->e) : -1;
+    if (ev->describe) ev->describe(st->e, r->settings, sizeof r->settings);
 
-    void *e = ev->create(d, cfg, err, errlen);
-    if (!e) {
-        free(start);
-        free(pos);
-        free(rot);
-        free(ms);
-        free(idle);
-        free(cpu);
-        return -1;
-    }
-    const int count_awake = cfg->sleep && ev->awake_count;
-    int awake = count_awake ? ev->awake_count(e) : -1, nidle = 0;
-    if (ev->describe) ev->describe(e, r->settings, sizeof r->settings);
-
-    if (!read_poses(ev, e, n, pos, rot)) {
-        r->nan = 1;
-    }
-    memcpy(start, pos, (size_t)n * sizeof *start);
-    if (d->joint_count > 0) r->joint_error_max_m = joint_error(d, pos, rot);
+    if (!read_poses(ev, st->e, n, st->pos, st->rot)) r->nan = 1;
+    memcpy(st->start, st->pos, (size_t)n * sizeof *st->start);
+    if (d->joint_count > 0) r->joint_error_max_m = joint_error(d, st->pos, st->rot);
 
     /* The initially highest dynamic body (the first one on ties). */
-    int top = -1;
+    st->top = -1;
     for (int i = 0; i < n; i++)
-        if (d->bodies[i].type == SD_BODY_DYNAMIC && (top < 0 || start[i].z > start[top].z)) top = i;
+        if (d->bodies[i].type == SD_BODY_DYNAMIC && (st->top < 0 || st->start[i].z > st->start[st->top].z)) st->top = i;
+    return st;
+}
 
-    int progress_every = steps >= 10 ? steps / 10 : 1;
-    for (int s = 0; s < steps; s++) {
+int run_block(run_state *st, int count) {
+    const engine_vtable *ev = st->ev;
+    const scene_desc *d = st->d;
+    run_result *r = &st->r;
+    const int first = st->done, last = st->done + count < st->steps ? st->done + count : st->steps;
+    const int progress_every = st->steps >= 10 ? st->steps / 10 : 1;
+    for (int s = first; s < last; s++) {
         double c0 = cpu_ms(), t0 = now_ms();
-        ev->step(e);
+        ev->step(st->e);
         double t1 = now_ms(), c1 = cpu_ms();
-        ms[s] = t1 - t0;
-        cpu[s] = c1 - c0;
-        if (awake == 0) idle[nidle++] = ms[s];
-        if (count_awake) {
-            awake = ev->awake_count(e);
-            if (awake == 0 && !isfinite(r->time_to_sleep_s)) r->time_to_sleep_s = (s + 1) * cfg->time_step;
+        st->ms[s] = t1 - t0;
+        st->cpu[s] = c1 - c0;
+        if (st->awake == 0) st->idle[st->nidle++] = st->ms[s];
+        if (st->count_awake) {
+            st->awake = ev->awake_count(st->e);
+            if (st->awake == 0 && !isfinite(r->time_to_sleep_s)) r->time_to_sleep_s = (s + 1) * st->cfg->time_step;
         }
-        if (!read_poses(ev, e, n, pos, rot) && !r->nan) {
+        if (!read_poses(ev, st->e, st->n, st->pos, st->rot) && !r->nan) {
             r->nan = 1;
             r->nan_step = s + 1;
         }
         if (d->joint_count > 0) {
-            double je = joint_error(d, pos, rot);
+            double je = joint_error(d, st->pos, st->rot);
             if (!(je <= r->joint_error_max_m)) r->joint_error_max_m = je;
         }
         if ((s + 1) % progress_every == 0)
-            fprintf(stderr, "\r%s %s it=%d: step %d/%d", ev->name, d->name, cfg->iterations, s + 1, steps);
+            fprintf(stderr, "\r%s %s it=%d: step %d/%d", ev->name, d->name, st->cfg->iterations, s + 1, st->steps);
     }
-    fprintf(stderr, "\n");
+    if (last > first) {
+        memcpy(st->scratch, st->ms + first, (size_t)(last - first) * sizeof *st->scratch);
+        st->block_ms[st->blocks] = median_of(st->scratch, last - first);
+        memcpy(st->scratch, st->cpu + first, (size_t)(last - first) * sizeof *st->scratch);
+        st->block_cpu[st->blocks] = median_of(st->scratch, last - first);
+        st->blocks++;
+    }
+    st->done = last;
+    return last - first;
+}
 
+void run_finish(run_state *st, run_result *out, int keep_blocks) {
+    const engine_vtable *ev = st->ev;
+    const scene_desc *d = st->d;
+    run_result *r = &st->r;
+    const int steps = st->done, n = st->n;
+    fprintf(stderr, "\n");
+    r->steps = steps;
     double sum = 0;
     for (int s = 0; s < steps; s++)
-        sum += ms[s];
+        sum += st->ms[s];
     r->total_s = sum * 1e-3;
     if (steps > 0) {
         r->ms_mean = sum / steps;
-        qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
-        r->ms_min = ms[0];
-        r->ms_max = ms[steps - 1];
-        r->ms_median = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
-        qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
-        r->cpu_ms_median = steps % 2 ? cpu[steps / 2] : 0.5 * (cpu[steps / 2 - 1] + cpu[steps / 2]);
+        r->ms_median = median_of(st->ms, steps);
+        r->ms_min = st->ms[0];
+        r->ms_max = st->ms[steps - 1];
+        r->cpu_ms_median = median_of(st->cpu, steps);
     }
-    r->awake_last = awake;
-    if (nidle > 0) {
-        qsort(idle, (size_t)nidle, sizeof *idle, cmp_double);
-        r->asleep_us_median = 1e3 * (nidle % 2 ? idle[nidle / 2] : 0.5 * (idle[nidle / 2 - 1] + idle[nidle / 2]));
-    }
+    r->awake_last = st->awake;
+    if (st->nidle > 0) r->asleep_us_median = 1e3 * median_of(st->idle, st->nidle);
 
     r->drift_max_m = 0;
-    r->top_loss_m = top >= 0 ? start[top].z - pos[top].z : NAN;
+    r->top_loss_m = st->top >= 0 ? st->start[st->top].z - st->pos[st->top].z : NAN;
     for (int i = 0; i < n; i++) {
         if (d->bodies[i].type != SD_BODY_DYNAMIC) continue;
-        double dx = pos[i].x - start[i].x, dy = pos[i].y - start[i].y;
+        double dx = st->pos[i].x - st->start[i].x, dy = st->pos[i].y - st->start[i].y;
         double drift = sqrt(dx * dx + dy * dy);
         if (!(drift <= r->drift_max_m)) r->drift_max_m = drift;
-        if (pos[i].z < 0) r->below_ground++;
+        if (st->pos[i].z < 0) r->below_ground++;
     }
-    if (d->joint_count > 0) r->joint_error_final_m = joint_error(d, pos, rot);
-    r->penetration_max_m = ev->max_penetration(e);
-    r->contacts_last = ev->contact_count(e);
-    if (ev->extra) ev->extra(e, &r->extra);
+    if (d->joint_count > 0) r->joint_error_final_m = joint_error(d, st->pos, st->rot);
+    r->penetration_max_m = ev->max_penetration(st->e);
+    r->contacts_last = ev->contact_count(st->e);
+    if (ev->extra) ev->extra(st->e, &r->extra);
     r->ok = 1;
+    ev->destroy(st->e);
 
-    ev->destroy(e);
-    free(start);
-    free(pos);
-    free(rot);
-    free(ms);
-    free(idle);
-    free(cpu);
+    *out = *r;
+    if (keep_blocks && st->blocks > 0) {
+        /* The result takes the block arrays (run_result_free releases them). */
+        out->blocks = st->blocks;
+        out->block_ms = st->block_ms;
+        out->block_cpu_ms = st->block_cpu;
+        st->block_ms = st->block_cpu = NULL;
+    }
+    state_free(st);
+}
+
+void run_result_free(run_result *r) {
+    free(r->block_ms);
+    free(r->block_cpu_ms);
+    r->block_ms = r->block_cpu_ms = NULL;
+    r->blocks = 0;
+}
+
+int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config *cfg, int steps, run_result *r,
+               char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    run_state *st = run_begin(ev, d, cfg, steps, err, errlen);
+    if (!st) return -1;
+    run_block(st, steps);
+    run_finish(st, r, 0);
     return 0;
 }
 
@@ -253,6 +330,21 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
     put_num(out, "final_merit", r->extra.final_merit);
     put_num(out, "final_rel_residual", r->extra.final_rel_residual);
     put_num(out, "final_minmap", r->extra.final_minmap);
+    if (r->blocks > 0) {
+        fprintf(out, ",\"interleave\":%d,\"group\":%d", r->interleave, r->group);
+        const double *arrays[2] = {r->block_ms, r->block_cpu_ms};
+        const char *names[2] = {"block_ms", "block_cpu_ms"};
+        for (int a = 0; a < 2; a++) {
+            fprintf(out, ",\"%s\":[", names[a]);
+            for (int b = 0; b < r->blocks; b++) {
+                if (isfinite(arrays[a][b]))
+                    fprintf(out, "%s%.6g", b ? "," : "", arrays[a][b]);
+                else
+                    fprintf(out, "%snull", b ? "," : "");
+            }
+            fprintf(out, "]");
+        }
+    }
     fprintf(out, ",\"settings\":{%s}}\n", r->settings);
     fflush(out);
 }

@@ -34,13 +34,35 @@ typedef struct run_result {
     int nan_step;            /* first step (1-based) with a non-finite pose, 0 if none */
     engine_extra extra;
     char settings[1024]; /* engine's describe() output */
+    /* Interleaved runs (physd-bench --interleave K): the run was stepped in
+     * blocks of K steps in turn with the other runs of its group; the median
+     * wall and CPU ms of each block's steps, block by block (NULL and 0
+     * otherwise). A block of one run and the same block of another ran
+     * within seconds of each other, so their ratio is paired. */
+    int interleave, group, blocks;
+    double *block_ms, *block_cpu_ms;
 } run_result;
+
+/* A run in progress (stepped in blocks). */
+typedef struct run_state run_state;
 
 /* Creates the engine from d and cfg, steps it `steps` times timing each step
  * call with CLOCK_MONOTONIC, and fills r. Returns 0, or -1 with a message in
  * err when the engine could not be created. */
 int run_engine(const engine_vtable *ev, const scene_desc *d, const engine_config *cfg, int steps, run_result *r,
                char *err, size_t errlen);
+
+/* The same run in three parts: run_begin creates the engine and reads the
+ * start poses (NULL with a message in err when it cannot be created);
+ * run_block steps it up to `count` more steps, timing each, and records the
+ * block's medians (returns the steps made: 0 once all `steps` are done);
+ * run_finish computes the end figures into out, destroys the engine and frees
+ * st (with keep_blocks, out takes the block arrays: run_result_free). */
+run_state *run_begin(const engine_vtable *ev, const scene_desc *d, const engine_config *cfg, int steps, char *err,
+                     size_t errlen);
+int run_block(run_state *st, int count);
+void run_finish(run_state *st, run_result *out, int keep_blocks);
+void run_result_free(run_result *r);
 
 /* Prints r as one JSON line (newline-terminated) on out. */
 void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, const engine_config *cfg,

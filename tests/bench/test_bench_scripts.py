@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_bench_scripts.py BENCH_DIR: the scripts that turn physd-bench's JSON
 lines into the README's tables (table.py, rounds_ratio.py, ab_ratio.py,
-threads_ratio.py, scale_ratio.py), run on made-up lines whose medians and ratios are known:
+threads_ratio.py, scale_ratio.py, paired_ratio.py), run on made-up lines whose medians and ratios are known:
 each figure they print is checked, and a line that is not JSON (a progress
 message) is left out with a warning instead of stopping the script."""
 import json
@@ -146,6 +146,41 @@ check("table physd's runs", row(run("table.py", tb), "physd", "grid1000")[3], "0
 # rounds.sh and ab.sh, run with a fake physd-bench that logs its arguments
 # and prints one JSON line per run (a scene called "bad" fails with a
 # message, as physd-bench does on a bad option).
+# paired_ratio.py: interleaved lines (physd-bench --interleave), ratios per
+# block. Group 0: physd 1T blocks (1, 2, 3), 2T (0.5, 1, 2), ode (4, 4, 4),
+# bullet (2, 8, 6) -> the faster peer (2, 4, 4); physd 1T / peer = 0.5, 0.5,
+# 0.75; group 1: physd 1T (3, 3), ode (4, 6), bullet (5, 5) -> 0.75, 0.6.
+# All five: median 0.6 (the run-level medians 2 / 4 would say 0.5). Speed-up
+# 1T / 2T: 2, 2, 1.5. Scale: physd 1T alone at 1000 and 4000 bodies, CPU ms
+# per block (1, 1.2) and (4.4, 6): µs per body 1, 1.2 and 1.1, 1.5 -> spreads
+# 1.1, 1.25, median x1.18.
+
+
+def il(engine, scene, group, blocks, cpu=None, threads=1, bodies=100):
+    return bench_line(engine, scene, group, statistics.median(blocks), interleave=10, group=group, threads=threads,
+                      bodies=bodies, block_ms=blocks, block_cpu_ms=blocks if cpu is None else cpu)
+
+
+import statistics  # noqa: E402
+
+pl = [il("physd", "pyramid20", 0, [1, 2, 3]), il("physd", "pyramid20", 0, [0.5, 1, 2], threads=2),
+      il("ode", "pyramid20", 0, [4, 4, 4]), il("bullet", "pyramid20", 0, [2, 8, 6]),
+      il("physd", "pyramid20", 1, [3, 3]), il("ode", "pyramid20", 1, [4, 6]), il("bullet", "pyramid20", 1, [5, 5])]
+out = run("paired_ratio.py", pl)
+r = row(out, "pyramid20", "1")
+check("paired_ratio peers: median of the blocks, quartiles, blocks, per group", r[2:6],
+      ["**0.60**", "0.50–0.75", "5", "0.50, 0.68"])
+r = row(out.split("one-thread step over")[1], "pyramid20", "2")
+check("paired_ratio threads: speed-up per block", r[2:5], ["**2.00**", "1.75–2.00", "3"])
+sl = [il("physd", "grid1000", 0, [9, 9], cpu=[1, 1.2], bodies=1000),
+      il("physd", "grid4000", 0, [9, 9], cpu=[4.4, 6], bodies=4000)]
+out = run("paired_ratio.py", sl)
+check("paired_ratio scale: µs per body by size", [row(out, "grid1000")[2], row(out, "grid4000")[2]], ["1.10", "1.30"])
+check("paired_ratio scale: spread in the same block", "median **x1.18** (25th–75th x1.14–x1.21, 2 blocks)" in out, True)
+check("paired_ratio: lines without blocks are refused", subprocess.run(
+    [sys.executable, f"{BENCH}/paired_ratio.py"], input=json.dumps(bench_line("physd", "a", 0, 1.0)) + "\n",
+    capture_output=True, text=True).returncode, 1)
+
 FAKE = """#!/bin/sh
 engine=; scene=
 while [ $# -gt 0 ]; do

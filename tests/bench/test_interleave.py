@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""test_interleave.py PHYSD_BENCH: physd-bench --interleave K steps a group's
+runs K steps at a time in turn. Checked on stack20 (physd at one and two
+threads, and ODE), 120 steps, against the same runs one after the other:
+the same lines in the same order, every physical figure equal (interleaving
+changes when a step runs, never what it computes), three blocks of 50, 50
+and 20 steps, each block's median inside the run's range of step times, and
+the group number and K on every line; and a bad --interleave is refused."""
+import json
+import subprocess
+import sys
+
+BENCH = sys.argv[1]
+ARGS = ["--engine", "physd", "--engine", "ode", "--scene", "stack20", "--iterations", "10", "--steps", "120",
+        "--threads", "1", "--threads", "2"]
+PHYSICS = ["drift_max_m", "top_loss_m", "penetration_max_m", "contacts_last", "below_ground", "nan", "bodies", "steps",
+           "substeps", "iterations"]
+failures = 0
+
+
+def check(what, got, want):
+    global failures
+    if got != want:
+        print(f"FAIL {what}: {got!r}, expected {want!r}")
+        failures += 1
+    else:
+        print(f"ok {what}: {got}")
+
+
+def bench(*extra):
+    p = subprocess.run([BENCH, *ARGS, *extra], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"physd-bench {' '.join(extra)} failed: {p.stderr}")
+    return [json.loads(l) for l in p.stdout.splitlines()]
+
+
+alone = bench()
+mixed = bench("--interleave", "50")
+check("the same runs in the same order", [(l["engine"], l["threads"]) for l in mixed],
+      [(l["engine"], l["threads"]) for l in alone])
+check("the runs' order", [(l["engine"], l["threads"]) for l in alone], [("physd", 1), ("physd", 2), ("ode", 1)])
+for a, m in zip(alone, mixed):
+    check(f"{a['engine']} x{a['threads']}: the physics unchanged by interleaving", [m[k] for k in PHYSICS],
+          [a[k] for k in PHYSICS])
+    check(f"{a['engine']} x{a['threads']}: blocks of 50, 50 and 20 steps",
+          (len(m["block_ms"]), len(m["block_cpu_ms"]), m["interleave"], m["group"]), (3, 3, 50, 0))
+    check(f"{a['engine']} x{a['threads']}: each block's median within the run's step times",
+          all(m["ms_per_step_min"] <= b <= m["ms_per_step_max"] for b in m["block_ms"]), True)
+    check(f"{a['engine']} x{a['threads']}: no blocks without --interleave", "block_ms" in a, False)
+check("physd at 1 and 2 threads: the same end state", [mixed[0][k] for k in PHYSICS], [mixed[1][k] for k in PHYSICS])
+two = bench("--interleave", "200", "--repeat", "2")
+check("two repeats: two groups, one block each", [(l["group"], l["repeat"], len(l["block_ms"])) for l in two],
+      [(0, 0, 1)] * 3 + [(1, 1, 1)] * 3)
+for bad in ("0", "x", "-3"):
+    p = subprocess.run([BENCH, "--interleave", bad], capture_output=True, text=True)
+    check(f"--interleave {bad} refused", (p.returncode, "--interleave needs an integer" in p.stderr), (2, True))
+sys.exit(1 if failures else 0)
