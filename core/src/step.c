@@ -549,13 +549,10 @@ static int pairs_stage(ph__world *w, double h) {
     return ph__broadphase(w, w->settings.collide_substeps ? h : w->settings.time_step);
 }
 
-/* Stage: the contacts' geometry (plan.collide): the narrowphase with the
- * warm-start matching, contact events and islands, or the points moved
- * with their bodies. */
 /* Whether the step's collision may run tile by tile (r21-tile13,
  * docs/profile.md "A sixteenth pass"): its first narrowphase on the native
  * path with one thread, right after a step that kept its layout (with the
- * order's predecessors) and ran its last substep in two or more tiles, the
+ * order's predecessors) and ran its substeps in two or more tiles, the
  * same solver bodies and manifolds' counts; no sleeping island (a touched
  * one would join the step), no restitutive pair (no tiles), no joint.
  * Whether it does is then the narrowphase's (ph__narrowphase_tiles_begin)
@@ -569,6 +566,9 @@ static int np_by_tile(const ph__world *w, const ph__plan *p) {
            w->manifold_count == w->wreuse_nm && w->awake_count + 1 == w->wreuse_nsb;
 }
 
+/* Stage: the contacts' geometry (plan.collide): the narrowphase with the
+ * warm-start matching, contact events and islands, or the points moved
+ * with their bodies. */
 static int collide_stage(ph__world *w, const ph__plan *p) {
     if (w->save_pending) { /* (the broadphase's refresh makes them: not here) */
         ph__save_bodies(w, 0, w->awake_count);
