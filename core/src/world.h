@@ -229,8 +229,8 @@ struct ph__world {
     int64_t tiled_last;    /* of those, steps whose last substep did too (tests) */
     /* The collision run tile by tile (r21-tile13; step.c, narrowphase.c):
      * np_pending, this step's tiles' manifolds are collided in the tiles;
-     * np_tile_step, steps + 1 of the last step whose layout was kept and
-     * whose last substep ran in the tiles (the next may collide by tile). */
+     * np_tile_step, steps + 1 of the last step whose substeps ran in the
+     * tiles (the next may collide by tile, np_by_tile). */
     int np_tiles_off; /* tests: 1 = the narrowphase over all pairs always */
     int np_pending;
     uint64_t np_tile_step;
