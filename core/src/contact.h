@@ -50,6 +50,14 @@ typedef struct ph__contact_manifold {
  * step's manifolds pushed; w->restitutive counted. */
 int ph__narrowphase(ph__world *w);
 
+/* The collision run tile by tile (r21-tile13): the begin collides what no
+ * tile holds and checks that the pairs touching are last step's (1: the
+ * tiles' manifolds are pending, w->np_pending; 0: nothing changed, run
+ * ph__narrowphase); a tile's manifolds (slots slot[0, n)) collided into
+ * their slots (0: as today's narrowphase, 1: the step must run again). */
+int ph__narrowphase_tiles_begin(ph__world *w);
+int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n);
+
 int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
 /* Substeps after the first: move the points with the bodies (all = 0: only
  * those of restitutive pairs, which the impacts read). */

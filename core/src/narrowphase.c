@@ -252,120 +252,134 @@ static double cache_reuse(const ph__world *w, ph__contact_manifold *cm, const ph
     return maxpen;
 }
 
+/* One pair's manifold (shapes sa < sb) into cm: returns 1 when it is
+ * written (the pair touches or is kept), 0 when not; raises *maxpen,
+ * counts the cache's reuses and the restitutive manifolds. Last step's
+ * manifold of the pair: with prev_at, looked up by find_prev's cursor
+ * (collide_pairs), only when needed; without, it is known (the tiles'
+ * collision, r21-tile13: last step's manifold of the same slot, or NULL
+ * for a pair that had none). The same operations either way. */
+static inline __attribute__((always_inline)) int collide_one(ph__world *w, int32_t sa, int32_t sb,
+                                                             ph__contact_manifold *cm,
+                                                             const ph__contact_manifold *known, int32_t *prev_at,
+                                                             double *maxpen, int32_t *reused, int32_t *restitutive) {
+    const double margin = w->settings.contact_margin;
+    const double tol = w->settings.contact_cache_tolerance;
+    const int warm = w->settings.warm_start;
+    const double match_dist = 0.01; /* m */
+    const ph__shape *a = &w->shapes[sa], *b = &w->shapes[sb];
+    const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
+    const int still = (ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC);
+    const int cacheable = tol > 0 && (costly(a) || costly(b));
+    /* Last step's manifold of the pair; looked up after the collision
+     * when it is needed only there (most pairs do not touch). */
+    const ph__contact_manifold *prev = still || cacheable ? (prev_at ? find_prev(w, prev_at, sa, sb) : known) : NULL;
+    if (still) {
+        /* Nothing on either side moved: keep last step's manifold and its
+         * impulses as they are, without colliding the shapes again. */
+        if (prev && prev->m.count > 0) {
+            *cm = *prev;
+            cm->row0 = -1;
+            *restitutive += cm->restitution > 0;
+            return 1;
+        }
+        return 0;
+    }
+    if (cacheable && prev && prev->m.count > 0 && cache_holds(prev, ba, bb, tol)) {
+        /* The contact cache: the shapes have barely moved relative to
+         * each other since they were last collided. Not for spheres
+         * against spheres or planes, whose collision costs less than
+         * the test. */
+        double pen = cache_reuse(w, cm, prev, ba, bb, warm);
+        if (pen > *maxpen) *maxpen = pen;
+        (*reused)++;
+        *restitutive += cm->restitution > 0;
+        return 1;
+    }
+    if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec,
+                    &cm->m) <= 0)
+        return 0;
+    if (!cacheable) prev = prev_at ? find_prev(w, prev_at, sa, sb) : known;
+    cm->sa = sa;
+    cm->sb = sb;
+    cm->ba = a->body;
+    cm->bb = b->body;
+    cm->friction = sqrt(a->friction * b->friction);
+    cm->restitution = a->restitution > b->restitution ? a->restitution : b->restitution;
+    cm->row0 = -1;
+    ph_tangents(cm->m.normal, &cm->t1, &cm->t2);
+    if (cacheable)
+        cache_store(cm, a, b, ba, bb);
+    else
+        cm->ref_r = -1; /* no reference: never reused (also should the cache be turned on) */
+    if (prev && prev->m.count > 0) {
+        cm->approach = prev->approach;
+    } else {
+        /* First time within the margin: the closing speed at the deepest
+         * point with the velocities of the start of the step (a
+         * speculative contact may stop the bodies before they touch). */
+        int deep = 0;
+        for (int k = 1; k < cm->m.count; k++)
+            if (cm->m.pts[k].depth > cm->m.pts[deep].depth) deep = k;
+        ph_vec3 pt = cm->m.pts[deep].point;
+        ph_vec3 ua = ph_add(ba->v_step, ph_cross(ba->w_step, ph_sub(pt, ba->p)));
+        ph_vec3 ub = ph_add(bb->v_step, ph_cross(bb->w_step, ph_sub(pt, bb->p)));
+        cm->approach = -ph_dot(ph_sub(ub, ua), cm->m.normal);
+    }
+    const ph__contact_manifold *old = warm ? prev : NULL;
+    ph_vec3 oldp[PH_MAX_MANIFOLD_POINTS];
+    int old_ok = 0;
+    double mp = *maxpen;
+    for (int k = 0; k < cm->m.count; k++) {
+        cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
+        cm->loc_a[k] = ph_inv_rotate(ba->q, ph_sub(cm->m.pts[k].point, ba->p));
+        cm->loc_b[k] = ph_inv_rotate(bb->q, ph_sub(cm->m.pts[k].point, bb->p));
+        cm->depth0[k] = cm->m.pts[k].depth;
+        if (cm->m.pts[k].depth > mp) mp = cm->m.pts[k].depth;
+        if (!old) continue;
+        /* Match by feature key; failing that, by the nearest old point
+         * within match_dist (feature keys of clipped points can change
+         * when a corner sits exactly on a side plane of a flush face),
+         * the old points moved with their bodies to now. */
+        int match = -1;
+        for (int q = 0; q < old->m.count && match < 0; q++)
+            if (old->m.pts[q].feature == cm->m.pts[k].feature) match = q;
+        double bestd = match_dist * match_dist;
+        for (int q = 0; q < old->m.count && match < 0; q++) {
+            if (!old_ok) {
+                for (int r = 0; r < old->m.count; r++)
+                    oldp[r] = ph__manifold_point(w, old, r);
+                old_ok = 1;
+            }
+            double dd = ph_len2(ph_sub(oldp[q], cm->m.pts[k].point));
+            if (dd < bestd) {
+                bestd = dd;
+                match = q;
+            }
+        }
+        if (match >= 0) {
+            cm->ln[k] = old->ln[match];
+            carry_friction(cm, k, old, match);
+        }
+    }
+    *maxpen = mp;
+    *restitutive += cm->restitution > 0;
+    return 1;
+}
+
 /* The pairs [i0, i1), their manifolds written from w->manifolds[out] on
  * (at most one per pair); returns how many, with the deepest penetration
  * and the cache's reuses. The previous step's manifolds are walked from
  * the first one not before pair i0. */
 static int32_t collide_pairs(ph__world *w, int32_t i0, int32_t i1, int32_t out, double *maxpen_out, int32_t *reused_out,
                              int32_t *restitutive_out) {
-    const double margin = w->settings.contact_margin;
-    const double tol = w->settings.contact_cache_tolerance;
-    const int warm = w->settings.warm_start;
-    const double match_dist = 0.01; /* m */
     double maxpen = 0;
     int32_t reused = 0, n = 0, restitutive = 0;
     int32_t prev_at = 0; /* find_prev's cursor */
     if (i0 > 0 && i0 < w->pair_count) prev_at = prev_lower(w, w->pairs[i0].sa, w->pairs[i0].sb);
     for (int32_t i = i0; i < i1; i++) {
         const ph__pair *p = &w->pairs[i];
-        const ph__shape *a = &w->shapes[p->sa], *b = &w->shapes[p->sb];
-        ph__contact_manifold *cm = &w->manifolds[out + n];
-        const ph__body *ba = &w->bodies[a->body], *bb = &w->bodies[b->body];
-        const int still = (ba->asleep || ba->type == PH_BODY_STATIC) && (bb->asleep || bb->type == PH_BODY_STATIC);
-        const int cacheable = tol > 0 && (costly(a) || costly(b));
-        /* Last step's manifold of the pair; looked up after the collision
-         * when it is needed only there (most pairs do not touch). */
-        const ph__contact_manifold *prev = still || cacheable ? find_prev(w, &prev_at, p->sa, p->sb) : NULL;
-        if (still) {
-            /* Nothing on either side moved: keep last step's manifold and its
-             * impulses as they are, without colliding the shapes again. */
-            if (prev && prev->m.count > 0) {
-                *cm = *prev;
-                cm->row0 = -1;
-                restitutive += cm->restitution > 0;
-                n++;
-            }
-            continue;
-        }
-        if (cacheable && prev && prev->m.count > 0 && cache_holds(prev, ba, bb, tol)) {
-            /* The contact cache: the shapes have barely moved relative to
-             * each other since they were last collided. Not for spheres
-             * against spheres or planes, whose collision costs less than
-             * the test. */
-            double pen = cache_reuse(w, cm, prev, ba, bb, warm);
-            if (pen > maxpen) maxpen = pen;
-            reused++;
-            restitutive += cm->restitution > 0;
-            n++;
-            continue;
-        }
-        if (ph__collide(&a->geom, ph__shape_pose(w, a), &b->geom, ph__shape_pose(w, b), margin + a->spec + b->spec,
-                        &cm->m) <= 0)
-            continue;
-        if (!cacheable) prev = find_prev(w, &prev_at, p->sa, p->sb);
-        cm->sa = p->sa;
-        cm->sb = p->sb;
-        cm->ba = a->body;
-        cm->bb = b->body;
-        cm->friction = sqrt(a->friction * b->friction);
-        cm->restitution = a->restitution > b->restitution ? a->restitution : b->restitution;
-        cm->row0 = -1;
-        ph_tangents(cm->m.normal, &cm->t1, &cm->t2);
-        if (cacheable)
-            cache_store(cm, a, b, ba, bb);
-        else
-            cm->ref_r = -1; /* no reference: never reused (also should the cache be turned on) */
-        if (prev && prev->m.count > 0) {
-            cm->approach = prev->approach;
-        } else {
-            /* First time within the margin: the closing speed at the deepest
-             * point with the velocities of the start of the step (a
-             * speculative contact may stop the bodies before they touch). */
-            int deep = 0;
-            for (int k = 1; k < cm->m.count; k++)
-                if (cm->m.pts[k].depth > cm->m.pts[deep].depth) deep = k;
-            ph_vec3 pt = cm->m.pts[deep].point;
-            ph_vec3 ua = ph_add(ba->v_step, ph_cross(ba->w_step, ph_sub(pt, ba->p)));
-            ph_vec3 ub = ph_add(bb->v_step, ph_cross(bb->w_step, ph_sub(pt, bb->p)));
-            cm->approach = -ph_dot(ph_sub(ub, ua), cm->m.normal);
-        }
-        const ph__contact_manifold *old = warm ? prev : NULL;
-        ph_vec3 oldp[PH_MAX_MANIFOLD_POINTS];
-        int old_ok = 0;
-        for (int k = 0; k < cm->m.count; k++) {
-            cm->ln[k] = cm->lt1[k] = cm->lt2[k] = 0;
-            cm->loc_a[k] = ph_inv_rotate(ba->q, ph_sub(cm->m.pts[k].point, ba->p));
-            cm->loc_b[k] = ph_inv_rotate(bb->q, ph_sub(cm->m.pts[k].point, bb->p));
-            cm->depth0[k] = cm->m.pts[k].depth;
-            if (cm->m.pts[k].depth > maxpen) maxpen = cm->m.pts[k].depth;
-            if (!old) continue;
-            /* Match by feature key; failing that, by the nearest old point
-             * within match_dist (feature keys of clipped points can change
-             * when a corner sits exactly on a side plane of a flush face),
-             * the old points moved with their bodies to now. */
-            int match = -1;
-            for (int q = 0; q < old->m.count && match < 0; q++)
-                if (old->m.pts[q].feature == cm->m.pts[k].feature) match = q;
-            double bestd = match_dist * match_dist;
-            for (int q = 0; q < old->m.count && match < 0; q++) {
-                if (!old_ok) {
-                    for (int r = 0; r < old->m.count; r++)
-                        oldp[r] = ph__manifold_point(w, old, r);
-                    old_ok = 1;
-                }
-                double dd = ph_len2(ph_sub(oldp[q], cm->m.pts[k].point));
-                if (dd < bestd) {
-                    bestd = dd;
-                    match = q;
-                }
-            }
-            if (match >= 0) {
-                cm->ln[k] = old->ln[match];
-                carry_friction(cm, k, old, match);
-            }
-        }
-        restitutive += cm->restitution > 0;
-        n++;
+        n += collide_one(w, p->sa, p->sb, &w->manifolds[out + n], NULL, &prev_at, &maxpen, &reused, &restitutive);
     }
     *maxpen_out = maxpen;
     *reused_out = reused;
@@ -739,4 +753,86 @@ int ph__refresh_manifolds_tiles_end(ph__world *w, const uint8_t *flag, double ma
     w->stats.max_penetration = maxpen;
     w->stats.contacts = (int)points;
     return PH_OK;
+}
+
+/* The collision run tile by tile (r21-tile13, docs/profile.md "A sixteenth
+ * pass"). A step that may keep last step's layout (step.c decides; one
+ * thread) collides here only what belongs to no tile, and each tile's
+ * manifolds are collided right before the tile's first substep
+ * (ph__narrowphase_tile), into the slots they had last step. That is
+ * today's narrowphase exactly when the pairs that touch are last step's
+ * (so each keeps its slot), none begins or ends touching (no event) and
+ * none is restitutive: checked here and in the tiles, the step run again
+ * with today's narrowphase when not (step.c). */
+
+/* Whether pair (sa, sb) comes before manifold m in pair order. */
+static inline int pair_before(int32_t sa, int32_t sb, const ph__contact_manifold *m) {
+    return sa < m->sa || (sa == m->sa && sb < m->sb);
+}
+
+/* One manifold collided into its slot i, with last step's of the same
+ * slot (the same pair): returns 0 when it is what today's narrowphase
+ * would make in slot i without an event or a restitutive pair, else 1. */
+static inline int tile_one(ph__world *w, int32_t i, double *maxpen, int32_t *reused) {
+    const ph__contact_manifold *old = &w->prev_manifolds[i];
+    ph__contact_manifold *cm = &w->manifolds[i];
+    int32_t rest = 0;
+    if (!collide_one(w, old->sa, old->sb, cm, old, NULL, maxpen, reused, &rest)) return 1;
+    return rest != 0 || touches_any(cm) != touches_any(old);
+}
+
+int ph__narrowphase_tiles_begin(ph__world *w) {
+    ph__contact_manifold *t = w->prev_manifolds;
+    const int32_t last_prev = w->prev_count, nm = w->manifold_count;
+    const int32_t need = (w->pair_count > nm ? w->pair_count : nm) + 1;
+    if (ph__array_reserve(t, need)) return 0; /* (today's narrowphase reports it) */
+    w->prev_manifolds = w->manifolds;
+    w->prev_count = nm;
+    w->manifolds = t;
+    w->manifold_count = 0;
+    w->restitutive = 0;
+    const ph__contact_manifold *pm = w->prev_manifolds;
+    ph__contact_manifold *scratch = &w->manifolds[nm];
+    double maxpen = 0;
+    int32_t reused = 0, rest = 0, i = 0;
+    int ok = 1;
+    for (int32_t j = 0; j < w->pair_count && ok; j++) {
+        const ph__pair *p = &w->pairs[j];
+        if (i < nm && !pair_before(p->sa, p->sb, &pm[i]) && !(p->sa == pm[i].sa && p->sb == pm[i].sb)) {
+            ok = 0; /* (last step's manifold i has no pair now) */
+        } else if (i < nm && p->sa == pm[i].sa && p->sb == pm[i].sb) {
+            /* (In no tile: no moving body, collided now; the build checks
+             * its part once the solver bodies are made.) */
+            if (!w->wsig[i]) ok = !tile_one(w, i, &maxpen, &reused);
+            i++;
+        } else {
+            /* A pair without a manifold last step must still have none. */
+            ok = !collide_one(w, p->sa, p->sb, scratch, NULL, NULL, &maxpen, &reused, &rest);
+        }
+    }
+    if (!ok || i < nm) { /* (nothing changed: today's narrowphase runs) */
+        w->manifolds = w->prev_manifolds;
+        w->manifold_count = nm;
+        w->prev_manifolds = t;
+        w->prev_count = last_prev;
+        return 0;
+    }
+    w->manifold_count = nm;
+    w->stats.max_penetration = maxpen;
+    w->stats.manifolds_reused = reused;
+    w->np_pending = 1;
+    return 1;
+}
+
+int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n) {
+    double maxpen = w->stats.max_penetration;
+    int32_t reused = 0;
+    for (int32_t q = 0; q < n; q++) {
+        const int32_t i = slot[q];
+        if (tile_one(w, i, &maxpen, &reused)) return 1;
+        w->manifolds[i].row0 = w->prev_manifolds[i].row0; /* (the kept layout's rows) */
+    }
+    w->stats.max_penetration = maxpen;
+    w->stats.manifolds_reused += reused;
+    return 0;
 }

@@ -1243,6 +1243,18 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     const int cached = native && w->wreuse_ok && !w->wreuse_off && w->wreuse_nm == nm && w->wreuse_nsb == nsb &&
                        nsb < (1 << 29) && nm > 0;
     const int preds = cached && w->wpred_ok; /* (the order in place's predecessors: make_preds) */
+    if (native && w->np_pending) {
+        /* The collision run by tile (r21-tile13, below): the layout in place
+         * must be one the build may keep, and the manifolds of no tile
+         * (collided already) as its, else the step runs again (checked
+         * before anything here changes). */
+        if (!(cached && preds && w->wreuse_na > 0 && w->wreuse_bands)) return PH__NP_RETRY;
+        for (int32_t i = 0; i < nm; i++) {
+            if (w->wsig[i]) continue;
+            const ph__contact_manifold *cm = &w->manifolds[i];
+            if (manifold_sig(w->body_to_sbody[cm->ba], w->body_to_sbody[cm->bb], cm->m.count)) return PH__NP_RETRY;
+        }
+    }
     w->wpred_ok = 0;
     w->wreuse_ok = 0;
     w->wide_ok = 0;
@@ -1266,6 +1278,19 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
         /* Each manifold's rows, height (w->wheight) and part in the layout
          * (w->wsig), compared with the last build's. */
         if (ph__array_reserve(w->wsig, nm + 1) || ph__array_reserve(w->wheight, nm + 1)) return PH_ERR_NO_MEMORY;
+        if (w->np_pending) {
+            /* The collision run tile by tile (r21-tile13): the tiles'
+             * manifolds are collided in the tiles, each tile checking their
+             * parts, heights and order (ph__wide_tile_keys: together the
+             * checks below), so the layout in place is kept as below when
+             * they all hold (a tile that finds otherwise runs the step
+             * again). */
+            w->wpred_ok = 1;
+            w->wide_ok = 1;
+            w->wreuse_ok = 1;
+            w->wreuse_builds++;
+            return PH_OK;
+        }
         int same = cached, kept = 0;
         if (split && w->task_workers > 1 && nm >= 16 * PH_TASKS_MIN_GROUPS) {
             const int e = keys_split(w, down, cached, preds, &npoint, &na, &same, &kept);
@@ -2328,6 +2353,32 @@ void ph__wide_tile_last(ph__world *w, int32_t t, double h, int iters) {
      * it, step.c's tiled_substeps sets wb_made.) */
     PH_DISPATCH(w, tile_solve, (w, t, h, iters, 0));
     store_impulses(w, w->tile_batch[t], w->tile_batch[t + 1]);
+}
+
+int ph__wide_tile_keys(ph__world *w, int32_t t) {
+    const int32_t q0 = w->tile_mf[t], q1 = w->tile_mf[t + 1];
+    const ph_vec3 down = ph_normalize(w->settings.gravity);
+    for (int32_t q = q0; q < q1; q++) {
+        const int32_t i = w->wpoint[q];
+        const ph__contact_manifold *cm = &w->manifolds[i];
+        const uint64_t sig = manifold_sig(w->body_to_sbody[cm->ba], w->body_to_sbody[cm->bb], cm->m.count);
+        if (sig != w->wsig[i]) return 1;
+        w->wheight[i] = manifold_height(cm, down);
+    }
+    /* (preds_kept on the tile's manifolds: a body's predecessors are its
+     * own tile's, their heights written above.) */
+    const double *h = w->wheight;
+    const int32_t *pred = w->wpred;
+    for (int32_t q = q0; q < q1; q++) {
+        const int32_t i = w->wpoint[q];
+        const double x = h[i];
+        if (x != x) return 1;
+        for (int e = 0; e < 2; e++) {
+            const int32_t p = pred[2 * i + e];
+            if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 1;
+        }
+    }
+    return 0;
 }
 
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters) {

@@ -164,6 +164,15 @@ void ph__wide_tile_solve(ph__world *w, int32_t t, double h, int iters, int relax
  * numbers as ph__wide_fill, ph__wide_warm_start, the sweeps and
  * ph__wide_relax over all batches. */
 void ph__wide_tile_first(ph__world *w, int32_t t, const ph__plan *p, double h, int iters);
+/* The collision run tile by tile (r21-tile13): tile t's share of the
+ * native build's checks once its manifolds are collided (their parts as
+ * the kept layout's, their heights, each body's order still sorted):
+ * 0 when they hold, 1 when the step must run again (PH__NP_RETRY). */
+int ph__wide_tile_keys(ph__world *w, int32_t t);
+/* (A private return of the step's stages: the collision by tile found the
+ * layout or the contacts changed; step.c undoes the step and runs it
+ * again with today's narrowphase.) */
+#define PH__NP_RETRY (-1000)
 /* Worker 0's share of the tiles when the workers claim them from both ends
  * (ph__tasks_next): the tiles [0, split) that hold about 1 / task_workers
  * of the batches. */

@@ -549,6 +549,23 @@ static int pairs_stage(ph__world *w, double h) {
     return ph__broadphase(w, w->settings.collide_substeps ? h : w->settings.time_step);
 }
 
+/* Whether the step's collision may run tile by tile (r21-tile13,
+ * docs/profile.md "A sixteenth pass"): its first narrowphase on the native
+ * path with one thread, right after a step that kept its layout (with the
+ * order's predecessors) and ran its substeps in two or more tiles, the
+ * same solver bodies and manifolds' counts; no sleeping island (a touched
+ * one would join the step), no restitutive pair (no tiles), no joint.
+ * Whether it does is then the narrowphase's (ph__narrowphase_tiles_begin)
+ * and the tiles' checks. */
+static int np_by_tile(const ph__world *w, const ph__plan *p) {
+    const ph_settings *s = &w->settings;
+    return !w->np_tiles_off && w->steps > 0 && w->np_tile_step == w->steps && w->steps >= w->np_resume &&
+           p->home == PH_HOME_BATCHES && w->narrowphases == 1 && w->task_workers <= 1 && !w->collide_whole &&
+           !s->collide_substeps && (!s->sleep || w->island_count == 0) && w->restitutive == 0 &&
+           w->joint_pool.count == 0 && w->wreuse_ok && w->wpred_ok && !w->wreuse_off && w->tile_count >= 2 &&
+           w->tile_mf && w->wpoint_mode && w->manifold_count == w->wreuse_nm && w->awake_count + 1 == w->wreuse_nsb;
+}
+
 /* Stage: the contacts' geometry (plan.collide): the narrowphase with the
  * warm-start matching, contact events and islands, or the points moved
  * with their bodies. */
@@ -559,8 +576,10 @@ static int collide_stage(ph__world *w, const ph__plan *p) {
     }
     switch (p->collide) {
     case PH_COLLIDE_FULL: {
-        w->narrowphases++;          /* (it swaps the manifold arrays first) */
-        int e = ph__narrowphase(w); /* (with the events; w->restitutive, the restitutive manifolds) */
+        w->narrowphases++; /* (it swaps the manifold arrays first) */
+        /* (The tiles' manifolds collided in the tiles, or all of them
+         * here with the events; w->restitutive, the restitutive ones.) */
+        int e = np_by_tile(w, p) && ph__narrowphase_tiles_begin(w) ? PH_OK : ph__narrowphase(w);
         /* Sleeping islands touched by an awake body join this step. */
         if (e == PH_OK) e = ph__wake_touched(w);
         return e;
@@ -639,6 +658,34 @@ static void count_contacts(ph__world *w) {
 }
 
 enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
+
+/* Tile t's manifolds collided into their slots and checked
+ * (ph__narrowphase_tile, ph__wide_tile_keys): 0, or 1 when the step must
+ * run again. */
+static int np_tile(ph__world *w, int32_t t) {
+    const int32_t m0 = w->tile_mf[t], m1 = w->tile_mf[t + 1];
+    return ph__narrowphase_tile(w, w->wpoint + m0, m1 - m0) || ph__wide_tile_keys(w, t);
+}
+
+/* A step collided by tile without a retry: 64 of them halve the wait
+ * after the next retry (awake_step). */
+static void np_tile_done(ph__world *w) {
+    w->np_pending = 0;
+    w->np_tile_steps++;
+    if (++w->np_good >= 64) {
+        w->np_backoff /= 2;
+        w->np_good = 0;
+    }
+}
+
+/* Every tile's manifolds, in tile order, before the fill (a step whose
+ * collision ran by tile but whose substeps do not fit the tiles). */
+static int np_tiles_all(ph__world *w) {
+    for (int32_t t = 0; t < w->tile_count; t++)
+        if (np_tile(w, t)) return PH__NP_RETRY;
+    np_tile_done(w);
+    return PH_OK;
+}
 static int tiles_fit(const ph__world *w, const ph__plan *p0, int n, ph__plan *plans);
 static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__plan *plans, ph__plan *p);
 static void envelope_tile(const ph__world *w, const int32_t *idx, int32_t n, int32_t *first);
@@ -736,6 +783,10 @@ static int substep(ph__world *w, double h, int k, int n, ph__plan *p, int *tiled
             lap(w, PH_STAGE_ROWS, t);
             return tiled_substeps(w, h, n, fit == 2, plans, p);
         }
+        if (w->np_pending) { /* (the collision by tile, without the tiles: every tile's now) */
+            e = np_tiles_all(w);
+            if (e) return e;
+        }
         ph__wide_fill(w, p, h);
     }
     ph__warm_start(w, p);
@@ -830,6 +881,7 @@ typedef struct tiled_ctx {
     double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
     int64_t points[PH__MAX_WORKERS];           /* and contact points */
     double solve_ms, integrate_ms, collide_ms; /* worker 0's */
+    int np, np_fail;                           /* the collision by tile (one thread), and a check failed */
 } tiled_ctx;
 
 /* Adds the time since *t to *acc (worker 0 only: its own split). */
@@ -852,6 +904,15 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         }
         const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
         const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
+        /* The collision by tile: the tile's manifolds made right before its
+         * fill reads them (one thread: np_by_tile). */
+        if (c->np) {
+            if (np_tile(w, tile)) {
+                c->np_fail = 1;
+                return;
+            }
+            tiled_lap(worker, &c->collide_ms, &t);
+        }
         for (int k = 0; k <= c->n - 2; k++) {
             if (w->tile_batch[tile] < w->tile_batch[tile + 1]) {
                 if (k == 0)
@@ -892,6 +953,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     c.iters = w->settings.iterations;
     c.last = last;
     c.env = last && !w->passes_whole;
+    c.np = w->np_pending;
     for (int k = 0; k < PH__MAX_WORKERS; k++)
         c.env_first[k] = INT32_MAX;
     if (last) {
@@ -920,6 +982,14 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
             w->limit.cancelled = 1;
             return PH_ERR_CANCELLED; /* (the step is undone) */
         }
+    if (c.np_fail) { /* (the step is undone and runs again: awake_step) */
+        if (c.flag) ph__arena_free(&w->arena, c.flag);
+        return PH__NP_RETRY;
+    }
+    if (c.np) {
+        w->np_pending = 0;
+        np_tile_done(w);
+    }
     /* The ground as each of those substeps leaves it (apply_forces,
      * contact_dv), the rows they count. */
     forces_ground(w);
@@ -929,6 +999,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     ph__limit_count(&w->limit, (uint64_t)nrelax * (uint64_t)(w->native_rows / 3));
     *p = plans[n - 2];
     w->tiled_steps++;
+    w->np_tile_step = w->steps + 1; /* (the next step may collide by tile) */
     if (!last) return PH_OK;
     w->tiled_last++;
     /* The last substep's work outside the tiles: the manifolds of no
@@ -1080,6 +1151,7 @@ static void restore_state(ph__world *w) {
         w->prev_count = 0;
     }
     w->narrowphases = 0;
+    w->np_pending = 0;
     w->event_count = 0;
     w->fat_ok = 0;
     w->wide_ok = 0;
@@ -1264,6 +1336,7 @@ static int idle_step(ph__world *w) {
 }
 
 static int awake_step(ph__world *w, ph_world_id id);
+static int awake_step_once(ph__world *w, ph_world_id id);
 
 int ph_world_step(ph_world_id id) {
     ph__world *w = ph__world_get(id);
@@ -1284,8 +1357,27 @@ int ph_world_step(ph_world_id id) {
     return e;
 }
 
-/* A step with awake bodies (the pool's workers ready). */
+/* A step with awake bodies (the pool's workers ready). A step whose
+ * collision ran by tile and found, in a tile, that today's narrowphase
+ * would have made another layout or pushed an event (PH__NP_RETRY) has
+ * been undone (restore_state) and runs again with the narrowphase over all
+ * pairs. */
 static int awake_step(ph__world *w, ph_world_id id) {
+    const int e = awake_step_once(w, id);
+    if (e != PH__NP_RETRY) return e;
+    w->np_retries++;
+    w->np_tile_step = 0; /* (not by tile again) */
+    /* A retry costs the step's collision and part of its solve twice: the
+     * next try waits 1, 2, 4 ... up to 64 steps (halved by every 64 steps
+     * collided by tile since), so a world whose contacts keep changing
+     * pays some 1/64 more at most. */
+    w->np_backoff = w->np_backoff ? (w->np_backoff < 64 ? 2 * w->np_backoff : 64) : 1;
+    w->np_good = 0;
+    w->np_resume = w->steps + 1 + (uint64_t)w->np_backoff;
+    return awake_step_once(w, id);
+}
+
+static int awake_step_once(ph__world *w, ph_world_id id) {
     int e;
     double t0 = now_ms();
     ph_step_stats *st = &w->stats;

@@ -227,6 +227,19 @@ struct ph__world {
     int64_t wfull_builds;  /* native builds that made it (tests) */
     int64_t tiled_steps;   /* steps whose substeps ran tile by tile (tests) */
     int64_t tiled_last;    /* of those, steps whose last substep did too (tests) */
+    /* The collision run tile by tile (r21-tile13; step.c, narrowphase.c):
+     * np_pending, this step's tiles' manifolds are collided in the tiles;
+     * np_tile_step, steps + 1 of the last step whose substeps ran in the
+     * tiles (the next may collide by tile, np_by_tile). */
+    int np_tiles_off; /* tests: 1 = the narrowphase over all pairs always */
+    int np_pending;
+    uint64_t np_tile_step;
+    int64_t np_tile_steps, np_retries; /* steps collided by tile, and run again (tests) */
+    /* After a step run again, the collision by tile waits until step
+     * np_resume; np_backoff, the wait (1, 2, 4 ... 64 steps: doubled by
+     * each retry, halved by every np_good = 64 steps collided by tile). */
+    uint64_t np_resume;
+    int np_backoff, np_good;
     /* The step's passes over the bodies folded into others (step.c, issue
      * #21 target 3, docs/profile.md "An eighth pass"): env_first, the first
      * solver body outside the envelope (INT32_MAX none) as the tiles found
