@@ -45,6 +45,19 @@ def summary(per_group):
     return f"**{fmt(med)}** | {fmt(q1)}–{fmt(q3)} | {len(every)} | {groups}"
 
 
+def table(ratios, title, header):
+    """ratios: {(scene, threads): {group: [ratio per block]}} -> a table."""
+    if not ratios:
+        return
+    print(title)
+    print()
+    print(header)
+    print("| --- | ---: | ---: | --- | ---: | --- |")
+    for scene, n in sorted(ratios):
+        print(f"| {scene} | {n} | {summary(ratios[(scene, n)])} |")
+    print()
+
+
 def main(argv):
     use_cpu = "--cpu" in argv[1:]
     key = "block_cpu_ms" if use_cpu else "block_ms"
@@ -74,22 +87,10 @@ def main(argv):
                 blocks = min(len(one), len(line[key]))
                 threads.setdefault((scene, n), {})[g] = [one[b] / line[key][b] for b in range(blocks)]
 
-    if peers:
-        print(f"Paired by block ({what} ms): physd over the faster peer of the same block")
-        print()
-        print("| scene | physd threads | median of the blocks' ratios | 25th–75th | blocks | per group |")
-        print("| --- | ---: | ---: | --- | ---: | --- |")
-        for scene, n in sorted(peers):
-            print(f"| {scene} | {n} | {summary(peers[(scene, n)])} |")
-        print()
-    if threads:
-        print(f"Paired by block ({what} ms): physd's one-thread step over its N-thread step")
-        print()
-        print("| scene | threads | median speed-up | 25th–75th | blocks | per group |")
-        print("| --- | ---: | ---: | --- | ---: | --- |")
-        for scene, n in sorted(threads):
-            print(f"| {scene} | {n} | {summary(threads[(scene, n)])} |")
-        print()
+    table(peers, f"Paired by block ({what} ms): physd over the faster peer of the same block",
+          "| scene | physd threads | median of the blocks' ratios | 25th–75th | blocks | per group |")
+    table(threads, f"Paired by block ({what} ms): physd's one-thread step over its N-thread step",
+          "| scene | threads | median speed-up | 25th–75th | blocks | per group |")
 
     # scale: physd one thread, CPU µs per body per step, scenes in the same group
     per_body = {}  # group -> scene -> [µs per body per block]
