@@ -879,18 +879,21 @@ static int make_preds(ph__world *w, int32_t na) {
     return 0;
 }
 
-static int preds_kept(const ph__world *w, int32_t i0, int32_t i1) {
-    const double *h = w->wheight;
-    const int32_t *pred = w->wpred;
-    for (int32_t i = i0; i < i1; i++) {
-        if (!w->wsig[i]) continue;
-        const double x = h[i];
-        if (x != x) return 0;
-        for (int e = 0; e < 2; e++) {
-            const int32_t p = pred[2 * i + e];
-            if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 0;
-        }
+/* Whether manifold i still comes after both its kept predecessors by the
+ * tie rule (height, then slot); a NaN height never does. */
+static inline int pred_order_holds(const double *h, const int32_t *pred, int32_t i) {
+    const double x = h[i];
+    if (x != x) return 0;
+    for (int e = 0; e < 2; e++) {
+        const int32_t p = pred[2 * i + e];
+        if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 0;
     }
+    return 1;
+}
+
+static int preds_kept(const ph__world *w, int32_t i0, int32_t i1) {
+    for (int32_t i = i0; i < i1; i++)
+        if (w->wsig[i] && !pred_order_holds(w->wheight, w->wpred, i)) return 0;
     return 1;
 }
 
@@ -2367,17 +2370,8 @@ int ph__wide_tile_keys(ph__world *w, int32_t t) {
     }
     /* (preds_kept on the tile's manifolds: a body's predecessors are its
      * own tile's, their heights written above.) */
-    const double *h = w->wheight;
-    const int32_t *pred = w->wpred;
-    for (int32_t q = q0; q < q1; q++) {
-        const int32_t i = w->wpoint[q];
-        const double x = h[i];
-        if (x != x) return 1;
-        for (int e = 0; e < 2; e++) {
-            const int32_t p = pred[2 * i + e];
-            if (p >= 0 && !(x > h[p] || (x == h[p] && i > p))) return 1;
-        }
-    }
+    for (int32_t q = q0; q < q1; q++)
+        if (!pred_order_holds(w->wheight, w->wpred, w->wpoint[q])) return 1;
     return 0;
 }
 

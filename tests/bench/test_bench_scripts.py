@@ -8,8 +8,10 @@ import json
 import subprocess
 import sys
 
+import checks
+from checks import check
+
 BENCH = sys.argv[1]
-failures = 0
 
 
 def run(script, lines, *args):
@@ -30,13 +32,6 @@ def row(out, *first):
     raise SystemExit(f"no row {first} in:\n{out}")
 
 
-def check(what, got, want):
-    global failures
-    if got != want:
-        print(f"FAIL {what}: {got!r}, expected {want!r}")
-        failures += 1
-    else:
-        print(f"ok {what}: {got}")
 
 
 def bench_line(engine, scene, repeat, ms, cpu=None, **kw):
@@ -230,4 +225,4 @@ check("ab.sh lines (order alternates by round)", [(l["build"], l["scene"], l["re
 p, runs = shell("ab.sh", {"SCENES": "bad"}, "b1", "b2", "1")
 check("ab.sh stops on a failed run", (p.returncode, p.stdout, len(runs)), (1, "", 1))
 
-sys.exit(1 if failures else 0)
+sys.exit(1 if checks.failures else 0)

@@ -10,21 +10,16 @@ import json
 import subprocess
 import sys
 
+import checks
+from checks import check
+
 BENCH = sys.argv[1]
 ARGS = ["--engine", "physd", "--engine", "ode", "--scene", "stack20", "--iterations", "10", "--steps", "120",
         "--threads", "1", "--threads", "2"]
 PHYSICS = ["drift_max_m", "top_loss_m", "penetration_max_m", "contacts_last", "below_ground", "nan", "bodies", "steps",
            "substeps", "iterations"]
-failures = 0
 
 
-def check(what, got, want):
-    global failures
-    if got != want:
-        print(f"FAIL {what}: {got!r}, expected {want!r}")
-        failures += 1
-    else:
-        print(f"ok {what}: {got}")
 
 
 def bench(*extra):
@@ -54,4 +49,4 @@ check("two repeats: two groups, one block each", [(l["group"], l["repeat"], len(
 for bad in ("0", "x", "-3"):
     p = subprocess.run([BENCH, "--interleave", bad], capture_output=True, text=True)
     check(f"--interleave {bad} refused", (p.returncode, "--interleave needs an integer" in p.stderr), (2, True))
-sys.exit(1 if failures else 0)
+sys.exit(1 if checks.failures else 0)
