@@ -54,9 +54,12 @@ int ph__narrowphase(ph__world *w);
  * tile holds and checks that the pairs touching are last step's (1: the
  * tiles' manifolds are pending, w->np_pending; 0: nothing changed, run
  * ph__narrowphase); a tile's manifolds (slots slot[0, n)) collided into
- * their slots (0: as today's narrowphase, 1: the step must run again). */
+ * their slots (0: as today's narrowphase, 1: the step must run again),
+ * raising *maxpen to their deepest point and adding their cache reuses to
+ * *reused (the caller's, one per worker: tiles of different workers run
+ * side by side; the caller folds them into w->stats). */
 int ph__narrowphase_tiles_begin(ph__world *w);
-int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n);
+int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n, double *maxpen, int32_t *reused);
 
 int ph__impacts(ph__world *w, double h); /* Newton–Coulomb impacts; returns count */
 /* Substeps after the first: move the points with the bodies (all = 0: only

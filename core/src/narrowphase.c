@@ -831,8 +831,8 @@ int ph__narrowphase_tiles_begin(ph__world *w) {
  * "Prefetching the next records"). */
 #define NP_AHEAD 4
 
-int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n) {
-    double maxpen = w->stats.max_penetration;
+int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n, double *maxpen_io, int32_t *reused_io) {
+    double maxpen = *maxpen_io;
     int32_t reused = 0;
     for (int32_t q = 0; q < n; q++) {
         const int32_t i = slot[q];
@@ -850,7 +850,7 @@ int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n) {
         if (tile_one(w, i, &maxpen, &reused)) return 1;
         w->manifolds[i].row0 = w->prev_manifolds[i].row0; /* (the kept layout's rows) */
     }
-    w->stats.max_penetration = maxpen;
-    w->stats.manifolds_reused += reused;
+    *maxpen_io = maxpen;
+    *reused_io += reused;
     return 0;
 }

@@ -550,8 +550,9 @@ static int pairs_stage(ph__world *w, double h) {
 }
 
 /* Whether the step's collision may run tile by tile (r21-tile13,
- * docs/profile.md "A sixteenth pass"): its first narrowphase on the native
- * path with one thread, right after a step that kept its layout (with the
+ * docs/profile.md "A sixteenth pass"; with workers, each collides the
+ * tiles it claims: "A seventeenth pass"): its first narrowphase on the
+ * native path, right after a step that kept its layout (with the
  * order's predecessors) and ran its substeps in two or more tiles, the
  * same solver bodies and manifolds' counts; no sleeping island (a touched
  * one would join the step), no restitutive pair (no tiles), no joint.
@@ -560,10 +561,10 @@ static int pairs_stage(ph__world *w, double h) {
 static int np_by_tile(const ph__world *w, const ph__plan *p) {
     const ph_settings *s = &w->settings;
     return !w->np_tiles_off && w->steps > 0 && w->np_tile_step == w->steps && w->steps >= w->np_resume &&
-           p->home == PH_HOME_BATCHES && w->narrowphases == 1 && w->task_workers <= 1 && !w->collide_whole &&
-           !s->collide_substeps && (!s->sleep || w->island_count == 0) && w->restitutive == 0 &&
-           w->joint_pool.count == 0 && w->wreuse_ok && w->wpred_ok && !w->wreuse_off && w->tile_count >= 2 &&
-           w->tile_mf && w->wpoint_mode && w->manifold_count == w->wreuse_nm && w->awake_count + 1 == w->wreuse_nsb;
+           p->home == PH_HOME_BATCHES && w->narrowphases == 1 && !w->collide_whole && !s->collide_substeps &&
+           (!s->sleep || w->island_count == 0) && w->restitutive == 0 && w->joint_pool.count == 0 && w->wreuse_ok &&
+           w->wpred_ok && !w->wreuse_off && w->tile_count >= 2 && w->tile_mf && w->wpoint_mode &&
+           w->manifold_count == w->wreuse_nm && w->awake_count + 1 == w->wreuse_nsb;
 }
 
 /* Stage: the contacts' geometry (plan.collide): the narrowphase with the
@@ -661,10 +662,10 @@ enum { TILED_SUBSTEPS = 64 }; /* (settings.substeps' maximum) */
 
 /* Tile t's manifolds collided into their slots and checked
  * (ph__narrowphase_tile, ph__wide_tile_keys): 0, or 1 when the step must
- * run again. */
-static int np_tile(ph__world *w, int32_t t) {
+ * run again; *maxpen raised, *reused counted (the worker's own). */
+static int np_tile(ph__world *w, int32_t t, double *maxpen, int32_t *reused) {
     const int32_t m0 = w->tile_mf[t], m1 = w->tile_mf[t + 1];
-    return ph__narrowphase_tile(w, w->wpoint + m0, m1 - m0) || ph__wide_tile_keys(w, t);
+    return ph__narrowphase_tile(w, w->wpoint + m0, m1 - m0, maxpen, reused) || ph__wide_tile_keys(w, t);
 }
 
 /* A step collided by tile without a retry: 64 of them halve the wait
@@ -681,8 +682,12 @@ static void np_tile_done(ph__world *w) {
 /* Every tile's manifolds, in tile order, before the fill (a step whose
  * collision ran by tile but whose substeps do not fit the tiles). */
 static int np_tiles_all(ph__world *w) {
+    double maxpen = w->stats.max_penetration;
+    int32_t reused = 0;
     for (int32_t t = 0; t < w->tile_count; t++)
-        if (np_tile(w, t)) return PH__NP_RETRY;
+        if (np_tile(w, t, &maxpen, &reused)) return PH__NP_RETRY;
+    w->stats.max_penetration = maxpen;
+    w->stats.manifolds_reused += reused;
     np_tile_done(w);
     return PH_OK;
 }
@@ -881,7 +886,10 @@ typedef struct tiled_ctx {
     double maxpen[PH__MAX_WORKERS];            /* with last: each worker's deepest point */
     int64_t points[PH__MAX_WORKERS];           /* and contact points */
     double solve_ms, integrate_ms, collide_ms; /* worker 0's */
-    int np, np_fail;                           /* the collision by tile (one thread), and a check failed */
+    int np;                                    /* the collision by tile */
+    atomic_int np_fail;                        /* a tile's check failed: the others stop */
+    double np_maxpen[PH__MAX_WORKERS];         /* with np: each worker's deepest point */
+    int32_t np_reused[PH__MAX_WORKERS];        /* and the cache's reuses */
 } tiled_ctx;
 
 /* Adds the time since *t to *acc (worker 0 only: its own split). */
@@ -905,10 +913,14 @@ static void tiled_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         const int32_t *idx = w->tile_sb + w->tile_sbody[tile];
         const int32_t nb = w->tile_sbody[tile + 1] - w->tile_sbody[tile];
         /* The collision by tile: the tile's manifolds made right before its
-         * fill reads them (one thread: np_by_tile). */
+         * fill reads them (np_by_tile), each worker its own tiles' (tiles
+         * share no moving body: a tile's collision reads only its own
+         * bodies, which no other worker moves). A failed check undoes the
+         * step: the other workers stop at their next tile. */
         if (c->np) {
-            if (np_tile(w, tile)) {
-                c->np_fail = 1;
+            if (atomic_load_explicit(&c->np_fail, memory_order_relaxed) ||
+                np_tile(w, tile, &c->np_maxpen[worker], &c->np_reused[worker])) {
+                atomic_store_explicit(&c->np_fail, 1, memory_order_relaxed);
                 return;
             }
             tiled_lap(worker, &c->collide_ms, &t);
@@ -954,8 +966,11 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
     c.last = last;
     c.env = last && !w->passes_whole;
     c.np = w->np_pending;
-    for (int k = 0; k < PH__MAX_WORKERS; k++)
+    atomic_init(&c.np_fail, 0);
+    for (int k = 0; k < PH__MAX_WORKERS; k++) {
         c.env_first[k] = INT32_MAX;
+        c.np_maxpen[k] = w->stats.max_penetration;
+    }
     if (last) {
         c.flag = ph__arena_alloc(&w->arena, (size_t)w->manifold_count + 1, "refresh flags");
         if (!c.flag) return PH_ERR_NO_MEMORY;
@@ -982,11 +997,16 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
             w->limit.cancelled = 1;
             return PH_ERR_CANCELLED; /* (the step is undone) */
         }
-    if (c.np_fail) { /* (the step is undone and runs again: awake_step) */
+    if (atomic_load_explicit(&c.np_fail, memory_order_relaxed)) { /* (undone, run again: awake_step) */
         if (c.flag) ph__arena_free(&w->arena, c.flag);
         return PH__NP_RETRY;
     }
     if (c.np) {
+        /* (A maximum and a sum: exact in any order.) */
+        for (int k = 0; k < PH__MAX_WORKERS; k++) {
+            if (c.np_maxpen[k] > w->stats.max_penetration) w->stats.max_penetration = c.np_maxpen[k];
+            w->stats.manifolds_reused += c.np_reused[k];
+        }
         w->np_pending = 0;
         np_tile_done(w);
     }

@@ -15,7 +15,7 @@
  * again, or not by tile) stay the same.
  *
  * Normal path: build two worlds, step, compare. Failure modes: none beyond
- * the assertions. Invariants: default settings, one thread.
+ * the assertions. Invariants: default settings; one thread but in test_np_tiles_threads (2 and 4).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,13 +77,21 @@ static ph_body_id body_at(ph_world_id w, int n) {
     return ids[n];
 }
 
+static void set_threads(ph_world_id w, int threads) {
+    ph_settings s;
+    assert_int_equal(ph_world_get_settings(w, &s), PH_OK);
+    s.threads = threads;
+    assert_int_equal(ph_world_set_settings(w, &s), PH_OK);
+}
+
 /* grid1000 settled, then disturbed: a push sideways (contacts that break,
  * a layout made again), a lift (a box leaves its contact for some steps),
  * a removed box (the counts change): every step the same as with the
- * collision over all pairs. */
-static void test_np_tiles_grid(void **state) {
-    (void)state;
+ * collision over all pairs (world b, one thread). World a steps with
+ * threads (each worker colliding the tiles it claims). */
+static void grid_disturbed(int threads) {
     ph_world_id a = make("grid1000", 0), b = make("grid1000", 1);
+    set_threads(a, threads);
     for (int s = 0; s < 260; s++) {
         if (s == 120 || s == 180 || s == 220) {
             ph_world_id ws[2] = {a, b};
@@ -103,14 +111,19 @@ static void test_np_tiles_grid(void **state) {
         same_worlds(a, b, s);
     }
     const ph__world *wa = ph__world_get(a), *wb = ph__world_get(b);
-    print_message("grid1000: %lld of 260 steps collided by tile, %lld run again\n", (long long)wa->np_tile_steps,
-                  (long long)wa->np_retries);
+    print_message("grid1000, %d thread(s): %lld of 260 steps collided by tile, %lld run again\n", threads,
+                  (long long)wa->np_tile_steps, (long long)wa->np_retries);
     assert_int_equal(wb->np_tile_steps, 0);
     assert_int_equal(wb->np_retries, 0);
     assert_true(wa->np_tile_steps >= 150); /* (settled from step ~30 on, but for the disturbances) */
     assert_true(wa->np_retries >= 1);      /* (the push and the lift: some step ran again) */
     ph_world_destroy(a);
     ph_world_destroy(b);
+}
+
+static void test_np_tiles_grid(void **state) {
+    (void)state;
+    grid_disturbed(1);
 }
 
 /* 64 small pyramids (rows of 3, 2, 1 cubes), several tiles: two cubes
@@ -197,24 +210,14 @@ static void test_np_tiles_backoff(void **state) {
     assert_true(retries <= 12);
 }
 
-/* Two threads never collide by tile (np_by_tile), and give the same
- * states as one thread colliding by tile. */
+/* With two and four threads each worker collides the tiles it claims:
+ * the same disturbed grid, every step the same as one thread colliding
+ * over all pairs (a tile whose check fails stops the others and the step
+ * runs again, whichever worker found it). */
 static void test_np_tiles_threads(void **state) {
     (void)state;
-    ph_world_id a = make("grid1000", 0), b = make("grid1000", 0);
-    ph_settings s;
-    assert_int_equal(ph_world_get_settings(b, &s), PH_OK);
-    s.threads = 2;
-    assert_int_equal(ph_world_set_settings(b, &s), PH_OK);
-    for (int k = 0; k < 80; k++) {
-        assert_int_equal(ph_world_step(a), PH_OK);
-        assert_int_equal(ph_world_step(b), PH_OK);
-        if (ph_world_state_hash(a) != ph_world_state_hash(b)) fail_msg("step %d: the states differ", k);
-    }
-    assert_true(ph__world_get(a)->np_tile_steps > 0);
-    assert_int_equal(ph__world_get(b)->np_tile_steps, 0);
-    ph_world_destroy(a);
-    ph_world_destroy(b);
+    grid_disturbed(2);
+    grid_disturbed(4);
 }
 
 int main(void) {
