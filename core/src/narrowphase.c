@@ -828,7 +828,7 @@ int ph__narrowphase_tiles_begin(ph__world *w) {
  * buffers' slots) and, half as far, its bodies: a tile's slots are in its
  * batches' order, not the arrays', so the hardware's prefetcher does not
  * follow them; grid64000 from memory, 6 % of the step (docs/profile.md,
- * "Prefetching the next records"). */
+ * "A seventeenth pass"). */
 #define NP_AHEAD 4
 
 int ph__narrowphase_tile(ph__world *w, const int32_t *slot, int32_t n, double *maxpen_io, int32_t *reused_io) {

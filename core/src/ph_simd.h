@@ -15,7 +15,7 @@
 /* Asks for the cache lines of [p, p + n) ahead of their use, to be read or
  * written (a hint: no fault, no effect on any value). For the records a
  * large world's tile streams from memory in an order the hardware cannot
- * guess (docs/profile.md, "Prefetching the next records"). */
+ * guess (docs/profile.md, "A seventeenth pass"). */
 static inline __attribute__((always_inline)) void ph__prefetch_read(const void *p, size_t n) {
     for (size_t k = 0; k < n; k += 64)
         __builtin_prefetch((const char *)p + k, 0, 3);

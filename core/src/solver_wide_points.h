@@ -576,7 +576,7 @@ static inline __attribute__((always_inline)) void point_fill_body(ph__world *w, 
         /* The next group's point records, which this pass writes whole:
          * asked for a group ahead (a tile's first substep in a large
          * world finds them in memory; grid64000 4 % of the step,
-         * docs/profile.md "Prefetching the next records"). */
+         * docs/profile.md "A seventeenth pass"). */
         if (b + gl < b1) ph__prefetch_write(&w->wpts[b + gl], (size_t)w->wbatches[b + gl].glen * sizeof(ph__wpoint));
         wgroup_in gi;
         group_inputs(w, g, c, need_b, &gi);
