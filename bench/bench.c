@@ -16,11 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine.h"
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
 #include "physd/ph_settings.h"
+#include "probe.h"
 #include "run.h"
 #include "scene_desc.h"
 
@@ -295,10 +297,28 @@ static int engine_threads(const options *o, const engine_vtable *ev) {
     return strcmp(ev->name, "physd") == 0 ? o->thread_count : 1;
 }
 
+/* The round trip of a cache line between the two cores now (probe.h): after
+ * 2 ms asleep, so that the last block's pool workers have stopped spinning
+ * (a physd pool lingers 250 µs after back-to-back steps) and the partner
+ * starts on an idle core; the fastest of five short probes. */
+static double placement_ns(void) {
+    const struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+    double best = 0;
+    for (int c = 0; c < 5; c++) {
+        const double v = probe_round_trip_ns(c == 0 ? 300 : 20, 400);
+        if (c == 0 || v < best) best = v;
+    }
+    return best;
+}
+
 /* --interleave K: for each iteration count and repeat, every scene, engine
  * and thread count is created first, then stepped K steps at a time in turn
  * until each has made its steps; the lines come out at the end, in the
- * order of the options. Returns the failures. */
+ * order of the options. With physd at more than one thread, each round of
+ * blocks begins with a probe of how far apart the two cores are
+ * (placement_ns; block_rt_ns in the lines: a two-thread block's speed-up
+ * depends on it). Returns the failures. */
 static int run_interleaved(const options *o) {
     enum { MAX_RUNS = 1024 };
     static scene_desc descs[MAX_LIST];
@@ -308,6 +328,11 @@ static int run_interleaved(const options *o) {
         described[s] = describe_scene(o->scenes[s], &descs[s]) == 0;
         if (!described[s]) failures++;
     }
+    int probe = 0;
+    for (int e = 0; e < o->engine_count; e++)
+        for (int t = 0; t < engine_threads(o, o->engines[e]); t++)
+            if (strcmp(o->engines[e]->name, "physd") == 0 && o->physd_threads[t] > 1) probe = 1;
+    if (probe && probe_start() != 0) probe = 0; /* (one core, or no thread: no probe) */
     int group = 0;
     for (int it = 0; it < o->iteration_count; it++) {
         for (int r = 0; r < o->repeat; r++, group++) {
@@ -340,8 +365,15 @@ static int run_interleaved(const options *o) {
                     failures++;
                 }
             }
-            for (int busy = 1; busy;) {
+            int max_steps = 0;
+            for (int k = 0; k < nruns; k++) {
+                const int n = scene_steps(o, o->scenes[scene_of[k]]);
+                if (n > max_steps) max_steps = n;
+            }
+            double *rt = probe ? calloc((size_t)max_steps / (size_t)o->interleave + 2, sizeof *rt) : NULL;
+            for (int busy = 1, round = 0; busy; round++) {
                 busy = 0;
+                if (rt) rt[round] = placement_ns();
                 for (int k = 0; k < nruns; k++)
                     if (st[k] && run_block(st[k], o->interleave) > 0) busy = 1;
             }
@@ -351,13 +383,16 @@ static int run_interleaved(const options *o) {
                 run_finish(st[k], &res, 1);
                 res.interleave = o->interleave;
                 res.group = group;
+                res.block_rt_ns = rt;
                 run_print_json(stdout, evs[k], &descs[scene_of[k]], &cfgs[k], &res, r);
                 run_result_free(&res);
             }
+            free(rt);
         }
     }
     for (int s = 0; s < o->scene_count; s++)
         if (described[s]) sd_free(&descs[s]);
+    if (probe) probe_stop();
     return failures;
 }
 

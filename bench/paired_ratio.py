@@ -13,6 +13,10 @@ Tables (each printed when its lines are there):
 - peers: physd (one line per thread count) over the faster of the other
   engines in the same block (issue #21 targets 4 and 6);
 - threads: physd's one-thread block over its N-thread block (target 5);
+  and, when the lines carry block_rt_ns (physd-bench probes the two cores'
+  distance before each round of blocks when physd runs with more than one
+  thread), the same ratios split by placement: near (a cache line's round
+  trip under NEAR_NS) and far;
 - scale: physd's one-thread CPU µs per body per step by scene, and the
   spread (largest over smallest) of the scenes' µs per body in the same
   block (target 3: grid1000 ... grid64000).
@@ -23,6 +27,8 @@ import statistics
 import sys
 
 import benchlines
+
+NEAR_NS = 200  # a round trip under it: the two vCPUs share a cache (tens of ns), else far (hundreds)
 
 
 def quantiles(v):
@@ -74,6 +80,7 @@ def main(argv):
 
     peers = {}  # (scene, threads) -> group -> ratios
     threads = {}  # (scene, n) -> group -> speed-ups
+    placed = {}  # (scene, n, "near" | "far") -> ([speed-up], [round trip ns])
     for (g, scene), by_engine in runs.items():
         physd = by_engine.get("physd", {})
         others = [t[1] for e, t in by_engine.items() if e != "physd" and 1 in t]
@@ -86,11 +93,29 @@ def main(argv):
                 one = physd[1][key]
                 blocks = min(len(one), len(line[key]))
                 threads.setdefault((scene, n), {})[g] = [one[b] / line[key][b] for b in range(blocks)]
+                rt = line.get("block_rt_ns")
+                for b in range(min(blocks, len(rt or []))):
+                    where = "near" if rt[b] < NEAR_NS else "far"
+                    cell = placed.setdefault((scene, n, where), ([], []))
+                    cell[0].append(one[b] / line[key][b])
+                    cell[1].append(rt[b])
 
     table(peers, f"Paired by block ({what} ms): physd over the faster peer of the same block",
           "| scene | physd threads | median of the blocks' ratios | 25th–75th | blocks | per group |")
     table(threads, f"Paired by block ({what} ms): physd's one-thread step over its N-thread step",
           "| scene | threads | median speed-up | 25th–75th | blocks | per group |")
+    if placed:
+        print(f"The same by the two cores' placement before each block (near: a cache line's round trip "
+              f"under {NEAR_NS} ns)")
+        print()
+        print("| scene | threads | placement | median speed-up | 25th–75th | blocks | round trip (median ns) |")
+        print("| --- | ---: | --- | ---: | --- | ---: | ---: |")
+        for scene, n, where in sorted(placed, key=lambda k: (k[0], k[1], k[2] != "near")):
+            ups, rts = placed[(scene, n, where)]
+            q1, med, q3 = quantiles(ups)
+            print(f"| {scene} | {n} | {where} | **{fmt(med)}** | {fmt(q1)}–{fmt(q3)} | {len(ups)} | "
+                  f"{statistics.median(rts):.0f} |")
+        print()
 
     # scale: physd one thread, CPU µs per body per step, scenes in the same group
     per_body = {}  # group -> scene -> [µs per body per block]

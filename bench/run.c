@@ -344,6 +344,12 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
             }
             fprintf(out, "]");
         }
+        if (r->block_rt_ns) {
+            fprintf(out, ",\"block_rt_ns\":[");
+            for (int b = 0; b < r->blocks; b++)
+                fprintf(out, "%s%.0f", b ? "," : "", r->block_rt_ns[b]);
+            fprintf(out, "]");
+        }
     }
     fprintf(out, ",\"settings\":{%s}}\n", r->settings);
     fflush(out);

@@ -41,6 +41,9 @@ typedef struct run_result {
      * within seconds of each other, so their ratio is paired. */
     int interleave, group, blocks;
     double *block_ms, *block_cpu_ms;
+    /* With block_rt_ns (not owned: the group's), each block's round of
+     * blocks began with a probe of the two cores' distance (probe.h), ns. */
+    const double *block_rt_ns;
 } run_result;
 
 /* A run in progress (stepped in blocks). */

@@ -167,6 +167,20 @@ check("paired_ratio peers: median of the blocks, quartiles, blocks, per group", 
       ["**0.60**", "0.50–0.75", "5", "0.50, 0.68"])
 r = row(out.split("one-thread step over")[1], "pyramid20", "2")
 check("paired_ratio threads: speed-up per block", r[2:5], ["**2.00**", "1.75–2.00", "3"])
+check("paired_ratio threads: no placement table without block_rt_ns", "placement" in out, False)
+# Placement: the N-thread blocks' probes (block_rt_ns) 80, 90 (near) and
+# 400, 380 (far); 1T (2, 2, 2, 2) over 2T (1, 1, 1.6, 1.6): near 2, 2, far
+# 1.25, 1.25; the round trips' medians 85 and 390.
+rt = [80, 90, 400, 380]
+tl = [dict(il("physd", "pyramid40", 0, [2, 2, 2, 2]), block_rt_ns=rt),
+      dict(il("physd", "pyramid40", 0, [1, 1, 1.6, 1.6], threads=2), block_rt_ns=rt)]
+out = run("paired_ratio.py", tl)
+placed = out.split("by the two cores' placement")[1]
+check("paired_ratio threads by placement: near", row(placed, "pyramid40", "2", "near")[3:7],
+      ["**2.00**", "2.00–2.00", "2", "85"])
+check("paired_ratio threads by placement: far", row(placed, "pyramid40", "2", "far")[3:7],
+      ["**1.25**", "1.25–1.25", "2", "390"])
+check("paired_ratio threads: all blocks together", row(out, "pyramid40", "2")[2:5], ["**1.62**", "1.25–2.00", "4"])
 sl = [il("physd", "grid1000", 0, [9, 9], cpu=[1, 1.2], bodies=1000),
       il("physd", "grid4000", 0, [9, 9], cpu=[4.4, 6], bodies=4000)]
 out = run("paired_ratio.py", sl)
