@@ -6,7 +6,7 @@
  * depends on it as much as on physd (docs/profile.md, "After the 21st
  * session's merges"), so bench/rounds.sh records it beside each run.
  * Prints one JSON line: {"probe":"pingpong","round_trip_ns":N}, N null
- * with fewer than two cores online. */
+ * when the process may run on fewer than two cores. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -27,13 +27,11 @@ typedef struct partner_arg {
 static void *answer(void *arg) {
     const partner_arg *a = arg;
     const int n = a->n;
-    if (a->cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        for (int c = 0; c < ncpu && c < CPU_SETSIZE; c++)
-            if (c != a->cpu) CPU_SET(c, &set);
-        (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* (a hint: on failure, where it is) */
+    cpu_set_t set;
+    if (a->cpu >= 0 && a->cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof set, &set) == 0) {
+        /* (the cores this process may use, but the prober's) */
+        CPU_CLR(a->cpu, &set);
+        if (CPU_COUNT(&set) > 0) (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* (a hint) */
     }
     for (int i = 0; i < n; i++) {
         wait_for(2 * i + 1);
@@ -48,7 +46,13 @@ static double now_ns(void) {
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-int probe_start(void) { return sysconf(_SC_NPROCESSORS_ONLN) < 2 ? -1 : 0; }
+int probe_start(void) {
+    /* (the cores this process may run on: a container's cpuset may allow
+     * fewer than are online) */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return sysconf(_SC_NPROCESSORS_ONLN) < 2 ? -1 : 0;
+    return CPU_COUNT(&set) < 2 ? -1 : 0;
+}
 
 double probe_round_trip_ns(int warm, int trips) {
     const int n = warm + trips;

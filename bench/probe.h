@@ -12,8 +12,9 @@
  * (hundreds): a two-thread step's speed-up depends on it as much as on
  * physd (docs/profile.md, "After the 21st session's merges").
  *
- * Failure modes: probe_start returns -1 with fewer than two cores online
- * (then no probe may be taken). Not thread safe: one caller. */
+ * Failure modes: probe_start returns -1 when the process may run on fewer
+ * than two cores (its affinity; then no probe may be taken). Not thread
+ * safe: one caller. */
 #ifndef PHYSD_BENCH_PROBE_H
 #define PHYSD_BENCH_PROBE_H
 
