@@ -13,6 +13,7 @@
  * message on stderr, the other runs go on, exit 1 at the end).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,14 +301,15 @@ static int engine_threads(const options *o, const engine_vtable *ev) {
 /* The round trip of a cache line between the two cores now (probe.h): after
  * 2 ms asleep, so that the last block's pool workers have stopped spinning
  * (a physd pool lingers 250 µs after back-to-back steps) and the partner
- * starts on an idle core; the fastest of five short probes. */
+ * starts on an idle core; the fastest of five short probes (NaN, printed
+ * null, when no partner thread starts). */
 static double placement_ns(void) {
     const struct timespec pause = {0, 2000000};
     nanosleep(&pause, NULL);
-    double best = 0;
+    double best = NAN;
     for (int c = 0; c < 5; c++) {
         const double v = probe_round_trip_ns(c == 0 ? 300 : 20, 400);
-        if (c == 0 || v < best) best = v;
+        if (v >= 0 && !(v >= best)) best = v;
     }
     return best;
 }
@@ -328,11 +330,12 @@ static int run_interleaved(const options *o) {
         described[s] = describe_scene(o->scenes[s], &descs[s]) == 0;
         if (!described[s]) failures++;
     }
-    int probe = 0;
+    int probe = 0; /* (physd among the engines at more than one thread, on two cores or more) */
     for (int e = 0; e < o->engine_count; e++)
-        for (int t = 0; t < engine_threads(o, o->engines[e]); t++)
-            if (strcmp(o->engines[e]->name, "physd") == 0 && o->physd_threads[t] > 1) probe = 1;
-    if (probe && probe_start() != 0) probe = 0; /* (one core, or no thread: no probe) */
+        if (strcmp(o->engines[e]->name, "physd") == 0)
+            for (int t = 0; t < o->thread_count; t++)
+                probe |= o->physd_threads[t] > 1;
+    probe = probe && probe_cores_ok();
     int group = 0;
     for (int it = 0; it < o->iteration_count; it++) {
         for (int r = 0; r < o->repeat; r++, group++) {
@@ -392,7 +395,6 @@ static int run_interleaved(const options *o) {
     }
     for (int s = 0; s < o->scene_count; s++)
         if (described[s]) sd_free(&descs[s]);
-    if (probe) probe_stop();
     return failures;
 }
 

@@ -95,6 +95,8 @@ def main(argv):
                 threads.setdefault((scene, n), {})[g] = [one[b] / line[key][b] for b in range(blocks)]
                 rt = line.get("block_rt_ns")
                 for b in range(min(blocks, len(rt or []))):
+                    if rt[b] is None:  # (no probe taken: physd-bench printed null)
+                        continue
                     where = "near" if rt[b] < NEAR_NS else "far"
                     cell = placed.setdefault((scene, n, where), ([], []))
                     cell[0].append(one[b] / line[key][b])

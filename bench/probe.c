@@ -46,12 +46,12 @@ static double now_ns(void) {
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-int probe_start(void) {
+int probe_cores_ok(void) {
     /* (the cores this process may run on: a container's cpuset may allow
      * fewer than are online) */
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return sysconf(_SC_NPROCESSORS_ONLN) < 2 ? -1 : 0;
-    return CPU_COUNT(&set) < 2 ? -1 : 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+    return CPU_COUNT(&set) >= 2;
 }
 
 double probe_round_trip_ns(int warm, int trips) {
@@ -69,5 +69,3 @@ double probe_round_trip_ns(int warm, int trips) {
     pthread_join(partner, NULL);
     return trips > 0 ? (now_ns() - t0) / trips : 0;
 }
-
-void probe_stop(void) {}

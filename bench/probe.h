@@ -12,16 +12,16 @@
  * (hundreds): a two-thread step's speed-up depends on it as much as on
  * physd (docs/profile.md, "After the 21st session's merges").
  *
- * Failure modes: probe_start returns -1 when the process may run on fewer
- * than two cores (its affinity; then no probe may be taken). Not thread
- * safe: one caller. */
+ * Failure modes: probe_cores_ok says 0 when the process may run on fewer
+ * than two cores (its affinity; then no probe means anything); a probe whose
+ * partner thread cannot start returns -1. Not thread safe: one caller. */
 #ifndef PHYSD_BENCH_PROBE_H
 #define PHYSD_BENCH_PROBE_H
 
-int probe_start(void);
+/* 1 when the process may run on two cores or more (the probe means something). */
+int probe_cores_ok(void);
 /* The mean round trip of `trips` timed ones after `warm` untimed (ns; -1
  * when no thread starts). */
 double probe_round_trip_ns(int warm, int trips);
-void probe_stop(void);
 
 #endif

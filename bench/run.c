@@ -346,8 +346,12 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
         }
         if (r->block_rt_ns) {
             fprintf(out, ",\"block_rt_ns\":[");
-            for (int b = 0; b < r->blocks; b++)
-                fprintf(out, "%s%.0f", b ? "," : "", r->block_rt_ns[b]);
+            for (int b = 0; b < r->blocks; b++) {
+                if (isfinite(r->block_rt_ns[b]))
+                    fprintf(out, "%s%.0f", b ? "," : "", r->block_rt_ns[b]);
+                else
+                    fprintf(out, "%snull", b ? "," : "");
+            }
             fprintf(out, "]");
         }
     }

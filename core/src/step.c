@@ -1007,8 +1007,7 @@ static int tiled_substeps(ph__world *w, double h, int n, int last, const ph__pla
             if (c.np_maxpen[k] > w->stats.max_penetration) w->stats.max_penetration = c.np_maxpen[k];
             w->stats.manifolds_reused += c.np_reused[k];
         }
-        w->np_pending = 0;
-        np_tile_done(w);
+        np_tile_done(w); /* (np_pending cleared) */
     }
     /* The ground as each of those substeps leaves it (apply_forces,
      * contact_dv), the rows they count. */

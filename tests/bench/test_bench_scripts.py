@@ -181,6 +181,15 @@ check("paired_ratio threads by placement: near", row(placed, "pyramid40", "2", "
 check("paired_ratio threads by placement: far", row(placed, "pyramid40", "2", "far")[3:7],
       ["**1.25**", "1.25–1.25", "2", "390"])
 check("paired_ratio threads: all blocks together", row(out, "pyramid40", "2")[2:5], ["**1.62**", "1.25–2.00", "4"])
+# A block whose probe was not taken (null) is in no placement's row: of
+# speed-ups 2 (null) and 1.25 (80 ns) only 1.25 is near.
+tl = [dict(il("physd", "pyramid40", 0, [2, 2]), block_rt_ns=[None, 80]),
+      dict(il("physd", "pyramid40", 0, [1, 1.6], threads=2), block_rt_ns=[None, 80])]
+out = run("paired_ratio.py", tl)
+placed = out.split("by the two cores' placement")[1]
+check("paired_ratio threads by placement: a null probe left out", row(placed, "pyramid40", "2", "near")[3:7],
+      ["**1.25**", "1.25–1.25", "1", "80"])
+check("paired_ratio threads by placement: no far row from a null", "| far |" in placed, False)
 sl = [il("physd", "grid1000", 0, [9, 9], cpu=[1, 1.2], bodies=1000),
       il("physd", "grid4000", 0, [9, 9], cpu=[4.4, 6], bodies=4000)]
 out = run("paired_ratio.py", sl)
