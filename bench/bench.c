@@ -376,7 +376,8 @@ static int run_interleaved(const options *o) {
             double *rt = probe ? calloc((size_t)max_steps / (size_t)o->interleave + 2, sizeof *rt) : NULL;
             for (int busy = 1, round = 0; busy; round++) {
                 busy = 0;
-                if (rt) rt[round] = placement_ns();
+                /* (no probe in the last round, where no run has steps left) */
+                if (rt && (long)round * o->interleave < max_steps) rt[round] = placement_ns();
                 for (int k = 0; k < nruns; k++)
                     if (st[k] && run_block(st[k], o->interleave) > 0) busy = 1;
             }
