@@ -1680,8 +1680,11 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * w->wsegs: segments g0, g1, parallel, split) is made with the
  * batches, point mode only. */
 /* The segments' pieces are claimed from both ends, each end its own share
- * first (ph__tasks_claim_to: worker 0 the groups before the segment's
- * split, about half its batches with two workers, the others the rest),
+ * first and all of it in one claim (ph__tasks_claim_share: worker 0 the
+ * groups before the segment's split, about half its batches with two
+ * workers, the others the rest; one compare-and-swap a share and end,
+ * where half-at-a-time claims made some four, each a round trip of the
+ * claim word between the cores: docs/profile.md, "An eighteenth pass"),
  * the unordered passes' as the ordered ones', so that with two free cores
  * a group's point records and bodies stay with one worker from the fill
  * to the store, substep after substep and step after step: on a host
@@ -1690,7 +1693,7 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * 75-135, docs/profile.md). A worker that has run out of its share takes
  * what is left at the split's edge. */
 #define LEVEL_MIN 8
-#define CHUNK 8     /* groups of a split level claimed at a time */
+#define CHUNK 8     /* groups of a split level in a piece (a claim beyond a worker's share takes pieces) */
 #define CHUNK_END 2 /* the same in the last level of a pass */
 
 /* Each group's dependencies on the segment before its own (claim_pass):
@@ -1986,7 +1989,7 @@ static void run_range(ph__world *w, const wpass *p, int32_t b0, int32_t b1, int3
  * takes its pieces from the front, the others from the back (one word per
  * segment: pieces taken from the front, low half, and from the back, high
  * half; a compare-and-swap), each its own share first (the segment's
- * split, at one height in every level: make_splits; ph__tasks_claim_to),
+ * split, at one height in every level: make_splits; ph__tasks_claim_share),
  * so that with two free cores each worker keeps to one side of the same
  * height in every level (the groups of a level are in height order: the
  * same bodies and points in every level, pass, substep and step, in its
@@ -2090,7 +2093,7 @@ static void claim_free(ph__world *w, claim_job *j, int worker, int div) {
         const int32_t size = sg[2] ? CHUNK : sg[1] - sg[0];
         int32_t mid;
         const int32_t np = seg_pieces(sg, size, &mid);
-        for (int32_t c, m; (m = ph__tasks_claim_to(&j->seg[k].took, np, back, div, mid, &c)) > 0;) {
+        for (int32_t c, m; (m = ph__tasks_claim_share(&j->seg[k].took, np, back, div, mid, &c)) > 0;) {
             int32_t a, e;
             seg_range(sg, size, mid, c, m, &a, &e);
             if (own) {
@@ -2132,7 +2135,7 @@ static void claim_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         const int32_t np = seg_pieces(&sg[4 * k], size, &mid);
         claim_seg *cs = &j->seg[q];
         const wpass *p = j->p[q / nseg];
-        for (int32_t c, m; (m = ph__tasks_claim_to(&cs->took, np, back, div, mid, &c)) > 0;) {
+        for (int32_t c, m; (m = ph__tasks_claim_share(&cs->took, np, back, div, mid, &c)) > 0;) {
             int32_t a, e;
             seg_range(&sg[4 * k], size, mid, c, m, &a, &e);
             /* The piece in windows of 64 groups; in each, every group whose

@@ -361,7 +361,8 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
     }
 }
 
-int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c) {
+static inline int32_t claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int whole,
+                               int32_t *c) {
     uint64_t v = atomic_load_explicit(took, memory_order_relaxed);
     for (;;) {
         const int32_t f = (int32_t)(uint32_t)v, b = (int32_t)(v >> 32), left = n - f - b;
@@ -370,13 +371,25 @@ int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t 
          * other end has taken of it.) */
         int32_t own = back ? n - mid - b : mid - f;
         own = own < left ? own : left;
-        const int32_t m = own > 0 ? (own / 2 > 1 ? own / 2 : 1) : (left / div > 1 ? left / div : 1);
+        int32_t m;
+        if (own > 0)
+            m = whole ? own : own / 2 > 1 ? own / 2 : 1; /* (all of it, or half at a time) */
+        else
+            m = left / div > 1 ? left / div : 1;
         if (atomic_compare_exchange_weak_explicit(took, &v, v + (back ? (uint64_t)m << 32 : (uint64_t)m),
                                                   memory_order_relaxed, memory_order_relaxed)) {
             *c = back ? n - b - m : f;
             return m;
         }
     }
+}
+
+int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c) {
+    return claim_to(took, n, back, div, mid, 0, c);
+}
+
+int32_t ph__tasks_claim_share(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c) {
+    return claim_to(took, n, back, div, mid, 1, c);
 }
 
 int32_t ph__tasks_next(_Atomic uint64_t *took, int32_t n, int32_t mid, int worker, int nworkers, ph__cursor *cur) {

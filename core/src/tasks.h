@@ -78,6 +78,15 @@ static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ?
  * meet). mid: 0 .. n. Returns how many, the first of them (in increasing
  * order) in *c; 0 when none is left. */
 int32_t ph__tasks_claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c);
+/* As ph__tasks_claim_to, except that an end's claim within its own share
+ * takes all that is left of it at once: one compare-and-swap a share
+ * where the guided claims make some log2 of it, each a round trip of the
+ * pair's cache line between the cores when the other end has just
+ * claimed. For passes whose caller balances the shares and whose pieces
+ * cost alike (the level passes' groups, split at one height:
+ * solver_wide.c); beyond its share an end claims as ph__tasks_claim_to
+ * does. */
+int32_t ph__tasks_claim_share(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int32_t *c);
 /* A worker's run of claimed items (ph__tasks_next): [i, e) not yet taken. */
 typedef struct ph__cursor {
     int32_t i, e;

@@ -793,51 +793,67 @@ static void test_keys_split(void **state) {
  * Every piece is claimed once; an end claims within its own share (front
  * [0, mid), back [mid, n)) as long as any of it is left, and beyond it
  * only then, at the split's edge (the claims stay contiguous from each
- * end); two ends claiming in turn with equal shares meet at mid. */
+ * end); two ends claiming in turn with equal shares meet at mid. The same
+ * for ph__tasks_claim_share, whose claim within an end's share takes all
+ * that is left of it: two ends claiming in turn make one claim each. */
+static int32_t claim(int whole, _Atomic uint64_t *took, int32_t n, int back, int32_t mid, int32_t *c) {
+    return whole ? ph__tasks_claim_share(took, n, back, 4, mid, c) : ph__tasks_claim_to(took, n, back, 4, mid, c);
+}
+
 static void test_claim_to(void **state) {
     (void)state;
-    for (int32_t n = 1; n <= 40; n++)
-        for (int32_t mid = 0; mid <= n; mid++)
-            for (int pattern = 0; pattern < 4; pattern++) {
-                _Atomic uint64_t took;
-                atomic_init(&took, 0);
-                int32_t seen[64] = {0}, f = 0, b = 0, turn = 0;
-                for (int32_t round = 0;; round++) {
-                    /* 0: alternating; 1: the back starts after 3 claims; 2: the front
-                     * after 3; 3: the back only after the front has none left */
-                    int back = round % 2;
-                    if (pattern == 1) back = round < 3 ? 0 : round % 2;
-                    if (pattern == 2) back = round < 3 ? 1 : round % 2;
-                    if (pattern == 3) back = turn;
-                    int32_t c, m = ph__tasks_claim_to(&took, n, back, 4, mid, &c);
-                    if (m == 0 && pattern == 3 && !turn) {
-                        turn = 1;
-                        continue;
+    for (int whole = 0; whole < 2; whole++)
+        for (int32_t n = 1; n <= 40; n++)
+            for (int32_t mid = 0; mid <= n; mid++)
+                for (int pattern = 0; pattern < 4; pattern++) {
+                    _Atomic uint64_t took;
+                    atomic_init(&took, 0);
+                    int32_t seen[64] = {0}, f = 0, b = 0, turn = 0, claims[2] = {0, 0};
+                    for (int32_t round = 0;; round++) {
+                        /* 0: alternating; 1: the back starts after 3 claims; 2: the front
+                         * after 3; 3: the back only after the front has none left */
+                        int back = round % 2;
+                        if (pattern == 1) back = round < 3 ? 0 : round % 2;
+                        if (pattern == 2) back = round < 3 ? 1 : round % 2;
+                        if (pattern == 3) back = turn;
+                        int32_t c, m = claim(whole, &took, n, back, mid, &c);
+                        if (m == 0 && pattern == 3 && !turn) {
+                            turn = 1;
+                            continue;
+                        }
+                        if (m == 0) {
+                            const int other = claim(whole, &took, n, !back, mid, &c);
+                            assert_int_equal(other, 0);
+                            break;
+                        }
+                        assert_true(m >= 1 && c >= 0 && c + m <= n);
+                        claims[back]++;
+                        for (int32_t i = c; i < c + m; i++)
+                            seen[i]++;
+                        if (!back) {
+                            assert_int_equal(c, f); /* (contiguous from the front) */
+                            /* within its share while any of it was left; with
+                             * ph__tasks_claim_share all that is left of it */
+                            if (f < mid) assert_true(c + m <= mid);
+                            if (f < mid && whole) assert_int_equal(c + m, mid < n - b ? mid : n - b);
+                            f += m;
+                        } else {
+                            assert_int_equal(c + m, n - b);
+                            if (n - b > mid) assert_true(c >= mid);
+                            if (n - b > mid && whole) assert_int_equal(c, mid > f ? mid : f);
+                            b += m;
+                        }
                     }
-                    if (m == 0) {
-                        const int other = ph__tasks_claim_to(&took, n, !back, 4, mid, &c);
-                        assert_int_equal(other, 0);
-                        break;
+                    for (int32_t i = 0; i < n; i++)
+                        assert_int_equal(seen[i], 1);
+                    /* (in turn with equal shares: they meet at mid; with
+                     * ph__tasks_claim_share in one claim each) */
+                    if (whole && pattern == 0 && mid > 0 && mid < n) {
+                        assert_int_equal(claims[0], 1);
+                        assert_int_equal(claims[1], 1);
                     }
-                    assert_true(m >= 1 && c >= 0 && c + m <= n);
-                    for (int32_t i = c; i < c + m; i++)
-                        seen[i]++;
-                    if (!back) {
-                        assert_int_equal(c, f); /* (contiguous from the front) */
-                        /* within its share while any of it was left */
-                        if (f < mid) assert_true(c + m <= mid);
-                        f += m;
-                    } else {
-                        assert_int_equal(c + m, n - b);
-                        if (n - b > mid) assert_true(c >= mid);
-                        b += m;
-                    }
+                    if (pattern == 0 && 2 * mid == n) assert_int_equal(f, mid);
                 }
-                for (int32_t i = 0; i < n; i++)
-                    assert_int_equal(seen[i], 1);
-                /* (in turn with equal shares: they meet at mid) */
-                if (pattern == 0 && 2 * mid == n) assert_int_equal(f, mid);
-            }
     /* ph__tasks_next: the items one by one, each once, the front's first
      * from 0 and the back's first from its share. */
     _Atomic uint64_t took;
