@@ -6,7 +6,8 @@
  * depends on it as much as on physd (docs/profile.md, "After the 21st
  * session's merges"), so bench/rounds.sh records it beside each run.
  * Prints one JSON line: {"probe":"pingpong","round_trip_ns":N}, N null
- * when the process may run on fewer than two cores. */
+ * when the process may run on fewer than two cores or a partner thread
+ * cannot start. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,8 +28,13 @@ int main(void) {
         return 0;
     }
     double ns[RUNS];
-    for (int r = 0; r < RUNS; r++)
+    for (int r = 0; r < RUNS; r++) {
         ns[r] = probe_round_trip_ns(WARM, TRIPS);
+        if (ns[r] < 0) { /* (no partner thread: no distance to print) */
+            printf("{\"probe\":\"pingpong\",\"round_trip_ns\":null}\n");
+            return 0;
+        }
+    }
     qsort(ns, RUNS, sizeof ns[0], cmp);
     printf("{\"probe\":\"pingpong\",\"round_trip_ns\":%.0f}\n", ns[RUNS / 2]);
     return 0;
