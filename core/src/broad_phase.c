@@ -416,7 +416,7 @@ int ph__broadphase(ph__world *w, double dt) {
     if (split) {
         atomic_init(&bc.inside, 1);
         atomic_init(&bc.shapes, 0);
-        ph__tasks_run_pieces(w, w->awake_count, PIECE_BODIES, boxes_piece, &bc);
+        ph__tasks_run_pieces_at(w, w->awake_count, PIECE_BODIES, w->wbody_cut, boxes_piece, &bc);
         reuse = reuse && atomic_load(&bc.inside);
         nfinite = atomic_load(&bc.shapes);
     } else {

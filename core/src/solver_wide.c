@@ -616,6 +616,57 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done, int kept, int
     return PH_OK;
 }
 
+/* A level of at least LEVEL_MIN groups is split among the workers (make_schedule). */
+#define LEVEL_MIN 8
+
+/* The height at which make_splits will split a build's levels, from its
+ * runs before the layout (one tile: a run is a level, a parallel segment
+ * of the schedule when it has LEVEL_MIN groups or more; the smaller ones
+ * are worker 0's): the same rule on the same numbers, group g's height its
+ * first manifold's (lane 0), gfb[g] its first batch. Writes cut[2r], run
+ * r's manifold where worker 0's part ends, and cut[2r + 1] that group's
+ * first batch, so that each worker lays out the batches it will fill,
+ * sweep and store (layout_pass). */
+static inline double run_group_height(const ph__world *w, const int32_t *seg, int32_t r, int32_t g) {
+    return w->wheight[w->wpoint[seg[3 * r] + (g - seg[3 * r + 2]) * PH_LANES]];
+}
+
+static void run_cuts(const ph__world *w, const int32_t *seg, int32_t nrun, const int32_t *gfb, int32_t *cut) {
+    double hs[32];
+    int n = 0;
+    for (int32_t r = 0; r < nrun; r++) {
+        const int32_t g0 = seg[3 * r + 2], g1 = seg[3 * r + 5];
+        int32_t s = g1;
+        if (g1 - g0 >= LEVEL_MIN) {
+            const int32_t b0 = gfb[g0], want = (gfb[g1] - b0) / w->task_workers;
+            s = g0;
+            while (s < g1 && gfb[s] - b0 < want)
+                s++;
+            if (s < g1 && n < 32) {
+                const double h = run_group_height(w, seg, r, s);
+                int i = n++;
+                for (; i > 0 && hs[i - 1] > h; i--)
+                    hs[i] = hs[i - 1];
+                hs[i] = h;
+            }
+        }
+        cut[2 * r] = s;
+    }
+    for (int32_t r = 0; r < nrun; r++) {
+        const int32_t g0 = seg[3 * r + 2], g1 = seg[3 * r + 5];
+        int32_t s = cut[2 * r];
+        if (n >= 2 && g1 - g0 >= LEVEL_MIN) {
+            const double hm = hs[n / 2];
+            s = g0;
+            while (s < g1 && run_group_height(w, seg, r, s) < hm)
+                s++;
+        }
+        const int32_t m = seg[3 * r] + (s - g0) * PH_LANES;
+        cut[2 * r] = m < seg[3 * r + 3] ? m : seg[3 * r + 3];
+        cut[2 * r + 1] = gfb[s];
+    }
+}
+
 /* The batch layout of a build (build, below): seg holds each run's first
  * manifold (in w->wpoint), batch and group, 3 per run (a run: one level of
  * one tile), and the ends after the last; o the visiting order's contact
@@ -624,22 +675,26 @@ typedef struct layout_ctx {
     const int32_t *seg;
     int32_t nrun;
     int32_t *o;
-    atomic_int next;
+    /* With cuts (run_cuts): each run's split manifold and its batch (2
+     * per run); the front parts are claimed from next, the back ones from
+     * back, each counter on a line of its own (layout_pass). */
+    const int32_t *cut;
+    _Alignas(64) atomic_int next;
+    _Alignas(64) atomic_int back;
 } layout_ctx;
 
-/* Lays out run r's groups, each group's batches (its points 0, 1, ...) one
- * after the other: the batches of a group touch the same bodies in the
+/* Lays out the groups of the run starting at manifold pos (in w->wpoint)
+ * from manifold g0 to end, the first of them at batch b: each group's
+ * batches (its points 0, 1, ...) one after the other: the batches of a group touch the same bodies in the
  * same lanes, so a pass gathers their velocities once per group and
  * scatters them once. A lane whose manifold has no point k keeps that
  * manifold's bodies with all-zero rows (it changes nothing). Manifolds of
  * one level are independent, so any arrangement of a level that keeps each
- * manifold's points in order is the same sweep. Writes only the run's
+ * manifold's points in order is the same sweep. Writes only those groups'
  * batches. */
-static inline __attribute__((always_inline)) void layout_run(ph__world *w, layout_ctx *lc, int32_t r,
-                                                             const int native) {
-    const int32_t pos = lc->seg[3 * r], end = lc->seg[3 * r + 3];
-    int32_t b = lc->seg[3 * r + 1];
-    for (int32_t g = pos; g < end; g += PH_LANES) {
+static inline __attribute__((always_inline)) void layout_part(ph__world *w, layout_ctx *lc, int32_t pos,
+                                                              int32_t g0, int32_t end, int32_t b, const int native) {
+    for (int32_t g = g0; g < end; g += PH_LANES) {
         const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
         int kmax = 0;
         for (int j = 0; j < lanes; j++)
@@ -680,15 +735,39 @@ static inline __attribute__((always_inline)) void layout_run(ph__world *w, layou
     }
 }
 
-/* layout_run with the step's workers: each claims the next run until none
- * is left (native builds only: row mode's visiting order is written in
- * sequence). */
+static inline __attribute__((always_inline)) void layout_run(ph__world *w, layout_ctx *lc, int32_t r,
+                                                             const int native) {
+    layout_part(w, lc, lc->seg[3 * r], lc->seg[3 * r], lc->seg[3 * r + 3], lc->seg[3 * r + 1], native);
+}
+
+/* Run r's part before its split (front) or from it (back). */
+static void layout_cut(ph__world *w, layout_ctx *lc, int32_t r, int back) {
+    const int32_t pos = lc->seg[3 * r], end = lc->seg[3 * r + 3], s = lc->cut[2 * r];
+    if (back)
+        layout_part(w, lc, pos, s, end, lc->cut[2 * r + 1], 1);
+    else
+        layout_part(w, lc, pos, pos, s, lc->seg[3 * r + 1], 1);
+}
+
+/* layout_run with the step's workers (native builds only: row mode's
+ * visiting order is written in sequence): with cuts, worker 0 lays out
+ * the runs' parts before their cuts, run by run from a counter, and the
+ * others the parts after them from another, each then helping with the
+ * other's if any is left; without, each claims the next whole run. */
 static void layout_pass(ph__world *w, void *ctx, int worker, int nworkers) {
-    (void)worker;
     (void)nworkers;
     layout_ctx *lc = ctx;
-    for (int32_t r; (r = atomic_fetch_add_explicit(&lc->next, 1, memory_order_relaxed)) < lc->nrun;)
-        layout_run(w, lc, r, 1);
+    if (!lc->cut) {
+        for (int32_t r; (r = atomic_fetch_add_explicit(&lc->next, 1, memory_order_relaxed)) < lc->nrun;)
+            layout_run(w, lc, r, 1);
+        return;
+    }
+    for (int side = 0; side < 2; side++) {
+        const int back = (worker != 0) != side;
+        atomic_int *c = back ? &lc->back : &lc->next;
+        for (int32_t r; (r = atomic_fetch_add_explicit(c, 1, memory_order_relaxed)) < lc->nrun;)
+            layout_cut(w, lc, r, back);
+    }
 }
 
 /* A manifold's height: the mean of its points along -gravity. */
@@ -1464,11 +1543,14 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
      * after the last run; then the layout, run by run (a run's batches are
      * contiguous, so runs may be laid out side by side: layout_run). Each
      * tile's first batch and group are its first run's. */
-    int32_t *seg = ph__arena_alloc(&w->arena, (3 * (size_t)nmf + 3) * sizeof *seg, "run layout");
+    const int par_layout = native && split && w->task_workers > 1 && nmf >= 16 * PH_TASKS_MIN_GROUPS;
+    const int cuts = par_layout && w->settings.contact_block && w->tile_count <= 1;
+    int32_t *seg = ph__arena_alloc(&w->arena, (6 * (size_t)nmf + 6) * sizeof *seg, "run layout");
     if (!seg) {
         if (tile) ph__arena_free(&w->arena, tile);
         return PH_ERR_NO_MEMORY;
     }
+    int32_t *cut = cuts ? seg + 3 * (size_t)nmf + 3 : NULL, *gfb = cuts ? cut + 2 * (size_t)nmf + 2 : NULL;
     for (int32_t t = 0; t <= w->tile_count && w->tile_count > 0; t++)
         w->tile_batch[t] = w->tile_group[t] = -1;
     int32_t nbatch = 0, ngroup = 0, nrun = 0, end = 0;
@@ -1483,6 +1565,7 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
             w->tile_group[t] = ngroup;
         }
         for (int32_t g = pos; g < end; g += PH_LANES, ngroup++) {
+            if (gfb) gfb[ngroup] = nbatch;
             int kmax = 0;
             for (int j = 0; j < PH_LANES && g + j < end; j++) {
                 /* (a native build's points from wsig: 8 bytes a manifold, not its record) */
@@ -1496,6 +1579,10 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     seg[3 * nrun] = nmf;
     seg[3 * nrun + 1] = nbatch;
     seg[3 * nrun + 2] = ngroup;
+    if (cut) {
+        gfb[ngroup] = nbatch;
+        run_cuts(w, seg, nrun, gfb, cut);
+    }
     /* A tile without manifolds (bodies touching nothing) has no batches. */
     if (w->tile_count > 0) {
         w->tile_batch[w->tile_count] = nbatch;
@@ -1513,9 +1600,17 @@ static inline __attribute__((always_inline)) int build(ph__world *w, int32_t nco
     }
     const int32_t njoint = w->row_count - ncontact;
     if (!native) w->order_njoint = njoint;
-    layout_ctx lc = {.seg = seg, .nrun = nrun, .o = w->order + njoint};
-    if (native && split && w->task_workers > 1 && nrun >= 4 && nmf >= 16 * PH_TASKS_MIN_GROUPS) {
+    layout_ctx lc = {.seg = seg, .nrun = nrun, .o = w->order + njoint, .cut = cut};
+    if (w->wcut_test) {
+        w->wcut_runs = 0;
+        for (int32_t r = 0; cut && r < nrun && r < w->wcut_cap; r++, w->wcut_runs++) {
+            w->wcut_test[2 * r] = seg[3 * r + 2];
+            w->wcut_test[2 * r + 1] = seg[3 * r + 2] + (cut[2 * r] - seg[3 * r] + PH_LANES - 1) / PH_LANES;
+        }
+    }
+    if (par_layout && nrun >= 4) {
         atomic_init(&lc.next, 0);
+        atomic_init(&lc.back, 0);
         ph__tasks_run_open(w, layout_pass, &lc);
     } else {
         for (int32_t r = 0; r < nrun; r++)
@@ -1692,7 +1787,6 @@ PH_VARIANTS_ISA(tile_first, (ph__world * w, int32_t t, const ph__contact_ctx *c,
  * changes hands costs a cache line's round trip (340-510 ns against
  * 75-135, docs/profile.md). A worker that has run out of its share takes
  * what is left at the split's edge. */
-#define LEVEL_MIN 8
 #define CHUNK 8     /* groups of a split level in a piece (a claim beyond a worker's share takes pieces) */
 #define CHUNK_END 2 /* the same in the last level of a pass */
 
@@ -1841,7 +1935,9 @@ static inline double group_height(const ph__world *w, int32_t g) {
 
 double ph__wide_group_height(const ph__world *w, int32_t g) { return group_height(w, g); }
 
-/* Each segment's split (sg[3]; claim_pass, claim_free): worker 0's share
+/* Each segment's split (sg[3]; claim_pass, claim_free; run_cuts applies
+ * the same rule to a build's runs before the layout: keep the two in
+ * step, test_cuts compares them): worker 0's share
  * its groups [g0, split), the others' the rest; a serial segment (one
  * piece) worker 0's. In every parallel segment at one height: the median
  * over those segments of the height at which 1 / nworkers of its batches
@@ -1882,11 +1978,50 @@ static void make_splits(ph__world *w, int32_t nseg) {
     }
 }
 
+/* The solver bodies' split for the passes over bodies (w->wbody_cut,
+ * ph__tasks_run_pieces_at: worker 0's share the awake bodies [0, cut),
+ * solver bodies 1 .. cut): where the fewest bodies are on the wrong side
+ * of it, each body's side the worker that integrates it (the one that
+ * runs its last group: make_int's lists), so that those passes find a
+ * body's records in their core's cache. 0: none. */
+static void body_cut(ph__world *w, int32_t ng, int32_t nseg) {
+    w->wbody_cut = 0;
+    const int32_t nsb = w->sbody_count;
+    if (!w->wintg || nsb < 3) return;
+    uint8_t *side = ph__arena_alloc(&w->arena, (size_t)nsb + 1, "bodies' sides");
+    if (!side) return;
+    memset(side, 0, (size_t)nsb + 1);
+    const int32_t *gi = w->wintg, *list = w->wint + ng + 3;
+    for (int32_t k = 0; k < nseg; k++) {
+        const int32_t *sg = &w->wsegs[4 * k];
+        for (int32_t q = gi[sg[3]]; q < gi[sg[1]]; q++)
+            side[list[q]] = 1;
+    }
+    /* wrong(c): ones before c plus zeros from c on, c = 1 .. nsb. */
+    int32_t best = 0, bestw = INT32_MAX, before = 0, zeros_after = 0;
+    for (int32_t b = 1; b < nsb; b++)
+        zeros_after += !side[b];
+    for (int32_t c = 1; c <= nsb; c++) {
+        const int32_t wrong = before + zeros_after;
+        if (wrong < bestw) {
+            bestw = wrong;
+            best = c;
+        }
+        if (c < nsb) {
+            before += side[c];
+            zeros_after -= !side[c];
+        }
+    }
+    ph__arena_free(&w->arena, side);
+    w->wbody_cut = best - 1;
+}
+
 /* kept: the build kept the last one's layout (the same batches, bodies and
  * groups) and that one made the dependencies (wgdep_groups), which still
  * hold. */
 static int make_schedule(ph__world *w, int32_t ng, int kept) {
     w->wsched_ok = w->wsched_tiles = 0;
+    w->wbody_cut = 0;
     const int deps_kept = kept && ng > 0;
     if (w->task_workers <= 1 || !w->wpoint_mode || ng < PH_TASKS_MIN_GROUPS) return PH_OK;
     /* Islands first (Box2D v3 and Jolt split islands among workers too):
@@ -1941,6 +2076,7 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
     w->wgroup_count = ng;
     w->wseg_count = nseg;
     w->wsched_ok = 1;
+    body_cut(w, ng, nseg);
     return PH_OK;
 }
 

@@ -190,7 +190,7 @@ static int build_solver_bodies(ph__world *w, int remap, double h, int apply, int
     if (big_split(w, n)) {
         atomic_init(&c.aniso, 0);
         atomic_init(&c.forced, 0);
-        ph__tasks_run_pieces(w, n - 1, PIECE_BODIES, sbody_piece, &c);
+        ph__tasks_run_pieces_at(w, n - 1, PIECE_BODIES, w->wbody_cut, sbody_piece, &c);
         aniso = atomic_load(&c.aniso);
         forced = atomic_load(&c.forced);
     } else {
@@ -331,7 +331,7 @@ static void apply_forces(ph__world *w, double h, int warm) {
     const double wf = ph__warm_factor(w);
     forces_ctx c = {h, wf, warm && wf != 0};
     if (big_split(w, w->sbody_count))
-        ph__tasks_run_pieces(w, w->sbody_count - 1, PIECE_BODIES, apply_piece, &c);
+        ph__tasks_run_pieces_at(w, w->sbody_count - 1, PIECE_BODIES, w->wbody_cut, apply_piece, &c);
     else
         apply_piece(w, &c, 0, w->sbody_count - 1, 0);
     forces_ground(w);
@@ -1103,7 +1103,7 @@ static int save_state(ph__world *w) {
      * a body before it; collide_stage makes them if it has not). */
     w->save_pending = !w->passes_whole;
     if (!w->save_pending && big_split(w, n))
-        ph__tasks_run_pieces(w, n, PIECE_BODIES, save_piece, NULL);
+        ph__tasks_run_pieces_at(w, n, PIECE_BODIES, w->wbody_cut, save_piece, NULL);
     else if (!w->save_pending)
         ph__save_bodies(w, 0, n);
     for (int32_t j = 0; j < w->joint_pool.hwm; j++)
@@ -1241,7 +1241,7 @@ static int check_envelope(ph__world *w, uint16_t world0) {
     } else if (big_split(w, w->sbody_count)) {
         atomic_int first;
         atomic_init(&first, INT32_MAX);
-        ph__tasks_run_pieces(w, w->sbody_count - 1, PIECE_BODIES, envelope_piece, &first);
+        ph__tasks_run_pieces_at(w, w->sbody_count - 1, PIECE_BODIES, w->wbody_cut, envelope_piece, &first);
         s = atomic_load(&first);
         if (s == INT32_MAX) s = -1;
     } else {

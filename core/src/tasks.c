@@ -407,16 +407,42 @@ typedef struct pieces_job {
     ph__piece_fn *fn;
     void *ctx;
     int32_t n, size, np, mid; /* mid: worker 0's share, in pieces */
+    int32_t cut;              /* > 0: the pieces end at item cut, worker 0's share before it */
     _Atomic uint64_t took;
 } pieces_job;
+
+static inline void piece_items(const pieces_job *j, int32_t q, int32_t *i0, int32_t *i1) {
+    int32_t a = q * j->size, e = j->n;
+    if (j->cut > 0) {
+        if (q < j->mid)
+            e = j->cut;
+        else
+            a = j->cut + (q - j->mid) * j->size;
+    }
+    *i0 = a;
+    *i1 = a + j->size < e ? a + j->size : e;
+}
 
 static void pieces_pass(ph__world *w, void *ctx, int worker, int nworkers) {
     pieces_job *j = ctx;
     for (int32_t c, m; (m = ph__tasks_claim_to(&j->took, j->np, worker != 0, 2 * nworkers, j->mid, &c)) > 0;)
         for (int32_t q = c; q < c + m; q++) {
-            const int32_t i0 = q * j->size, i1 = i0 + j->size < j->n ? i0 + j->size : j->n;
+            int32_t i0, i1;
+            piece_items(j, q, &i0, &i1);
             j->fn(w, j->ctx, i0, i1, q);
         }
+}
+
+void ph__tasks_run_pieces_at(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx) {
+    if (cut <= 0 || cut >= n || w->task_workers <= 1 || !w->tasks) {
+        ph__tasks_run_pieces(w, n, size, fn, ctx);
+        return;
+    }
+    pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .cut = cut};
+    j.mid = ph__tasks_pieces(cut, size);
+    j.np = j.mid + ph__tasks_pieces(n - cut, size);
+    atomic_init(&j.took, 0);
+    ph__tasks_run_open(w, pieces_pass, &j);
 }
 
 void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx) {

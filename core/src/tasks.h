@@ -65,6 +65,11 @@ void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *f
  * caller knows where the data the pass reads or writes next are split;
  * mid is rounded to a piece and clamped to [0, n]). */
 void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx);
+/* As ph__tasks_run_pieces with worker 0's share exactly the items [0,
+ * cut): the pieces of size items end at cut (the last before it shorter)
+ * and start again there; piece numbers are not i0 / size. cut outside (0,
+ * n): ph__tasks_run_pieces. */
+void ph__tasks_run_pieces_at(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx);
 /* The count of pieces ph__tasks_run_pieces makes of n items. */
 static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ? (n + size - 1) / size : 0; }
 /* Claims the next pieces of n from the front (back = 0) or the back, as a

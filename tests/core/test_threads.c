@@ -936,6 +936,136 @@ static void test_free_split(void **state) {
     ph_world_destroy(id);
 }
 
+/* ph__tasks_run_pieces_at: the pieces end at the cut and start again
+ * there (worker 0's share exactly the items before it), every item in one
+ * piece, no piece longer than its size or empty, each piece number once;
+ * a cut outside (0, n) or one worker: ph__tasks_run_pieces's pieces. */
+enum { AT_MAX = 600 };
+typedef struct at_ctx {
+    atomic_int seen[AT_MAX], piece_seen[AT_MAX], bad;
+    int32_t cut, size, n;
+    int split; /* (a cut in (0, n) and two workers) */
+} at_ctx;
+
+static void at_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
+    (void)w;
+    at_ctx *c = ctx;
+    if (i1 <= i0 || i1 - i0 > c->size || i0 < 0 || i1 > c->n || piece < 0 || piece >= AT_MAX)
+        atomic_fetch_add(&c->bad, 1);
+    else if (c->split && i0 < c->cut && i1 > c->cut)
+        atomic_fetch_add(&c->bad, 1); /* (across the cut) */
+    else if (!c->split && i0 != piece * c->size)
+        atomic_fetch_add(&c->bad, 1); /* (without a cut: piece k starts at k * size) */
+    if (piece >= 0 && piece < AT_MAX) atomic_fetch_add(&c->piece_seen[piece], 1);
+    for (int32_t i = i0; i < i1 && i >= 0 && i < AT_MAX; i++)
+        atomic_fetch_add(&c->seen[i], 1);
+}
+
+static void test_pieces_at(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        ph_world_id id = make_world("pyramid20", threads, 0, 1);
+        assert_int_equal(ph_world_step(id), PH_OK); /* (the pool started) */
+        ph__world *x = ph__world_get(id);
+        assert_int_equal(x->task_workers, threads);
+        const int32_t ns[] = {1, 5, 127, 128, 129, 300, 555}, sizes[] = {1, 7, 128};
+        for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+            for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) {
+                const int32_t n = ns[a], size = sizes[b];
+                if (n / size + 2 >= AT_MAX) continue;
+                const int32_t cuts[] = {-1, 0, 1, size - 1, size, size + 1, n / 2, n - 1, n, n + 5};
+                for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+                    static at_ctx c;
+                    memset(&c, 0, sizeof c);
+                    c.cut = cuts[k];
+                    c.size = size;
+                    c.n = n;
+                    c.split = c.cut > 0 && c.cut < n && threads > 1;
+                    ph__tasks_run_pieces_at(x, n, size, c.cut, at_piece, &c);
+                    assert_int_equal(atomic_load(&c.bad), 0);
+                    for (int32_t i = 0; i < n; i++)
+                        assert_int_equal(atomic_load(&c.seen[i]), 1);
+                    const int32_t np = c.split ? ph__tasks_pieces(c.cut, size) + ph__tasks_pieces(n - c.cut, size)
+                                             : ph__tasks_pieces(n, size);
+                    for (int32_t q = 0; q < AT_MAX; q++)
+                        assert_int_equal(atomic_load(&c.piece_seen[q]), q < np);
+                }
+            }
+        ph_world_destroy(id);
+    }
+}
+
+/* Where the passes over bodies and the layout split pyramid40 at two
+ * threads (solver_wide.c, body_cut and run_cuts): the bodies' split
+ * (w->wbody_cut) is the one with the fewest bodies on the wrong side of it
+ * (a body's side: the worker that integrates it, the owner of its last
+ * group); a layout made by two workers splits each wide level at the
+ * group where the schedule made after it splits that level, so each
+ * worker writes the batches it will fill, sweep and store. */
+static void test_cuts(void **state) {
+    (void)state;
+    ph_world_id id = make_world("pyramid40", 2, 0, 1);
+    ph__world *x = ph__world_get(id);
+    enum { CAP = 4096 };
+    int32_t *runs = malloc(2 * CAP * sizeof *runs);
+    assert_non_null(runs);
+    x->wcut_test = runs;
+    x->wcut_cap = CAP;
+    int body_steps = 0, layout_steps = 0, worst = 0;
+    int32_t off_groups = 0, wide_levels = 0;
+    for (int k = 0; k < 60; k++) {
+        assert_int_equal(ph_world_step(id), PH_OK);
+        if (!x->wsched_ok || x->wsched_tiles || !x->wintg || x->wgdep_groups == 0) continue;
+        const int32_t nsb = x->sbody_count, ng = x->wgroup_count, nseg = x->wseg_count, *sg = x->wsegs;
+        assert_int_equal(x->wint_bodies, nsb);
+        /* each body's side */
+        int8_t *side = calloc((size_t)nsb, 1);
+        assert_non_null(side);
+        const int32_t *gi = x->wintg, *list = x->wint + ng + 3;
+        for (int32_t q = 0; q < nseg; q++)
+            for (int32_t g = sg[4 * q]; g < sg[4 * q + 1]; g++)
+                for (int32_t i = gi[g]; i < gi[g + 1]; i++)
+                    side[list[i]] = g >= sg[4 * q + 3];
+        int32_t best = INT32_MAX, at = -1;
+        for (int32_t c = 0; c < nsb; c++) { /* (items [0, c): solver bodies 1 .. c) */
+            int32_t wrong = 0;
+            for (int32_t s = 1; s < nsb; s++)
+                wrong += (s - 1 < c) == side[s];
+            if (wrong < best) best = wrong;
+            if (c == x->wbody_cut) at = wrong;
+        }
+        free(side);
+        assert_true(x->wbody_cut > 0 && x->wbody_cut < nsb - 1);
+        if (at != best) fail_msg("step %d: %d bodies on the wrong side of the cut %d, %d at the best", k, at,
+                                 x->wbody_cut, best);
+        if (best > worst) worst = best;
+        body_steps++;
+        if (x->wcut_runs == 0) continue;
+        /* the layout's cut in each wide level against the schedule's split */
+        layout_steps++;
+        for (int32_t q = 0; q < nseg; q++) {
+            if (!sg[4 * q + 2]) continue;
+            int32_t r = 0;
+            while (r < x->wcut_runs && runs[2 * r] != sg[4 * q])
+                r++;
+            assert_true(r < x->wcut_runs); /* (a wide level is a run of its own) */
+            const int32_t d = runs[2 * r + 1] - sg[4 * q + 3];
+            off_groups += d < 0 ? -d : d;
+            wide_levels++;
+        }
+    }
+    x->wcut_test = NULL;
+    free(runs);
+    print_message("steps: %d with the bodies' cut (at most %d bodies on the wrong side), %d with a layout cut; %d "
+                  "groups off the splits in %d wide levels\n",
+                  body_steps, worst, layout_steps, off_groups, wide_levels);
+    assert_true(body_steps >= 50);
+    assert_true(layout_steps >= 5);
+    assert_true(wide_levels >= 5 * layout_steps);
+    assert_int_equal(off_groups, 0);
+    ph_world_destroy(id);
+}
+
 /* The pool's pace between steps (tasks.c, LINGER_NS): a step begun right
  * after the last one ended leaves the workers spinning for a while after
  * it (a deadline), one begun 20 ms after the last one leaves them to
@@ -992,6 +1122,8 @@ int main(void) {
         cmocka_unit_test(test_linger),
         cmocka_unit_test(test_claim_to),
         cmocka_unit_test(test_free_split),
+        cmocka_unit_test(test_pieces_at),
+        cmocka_unit_test(test_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
