@@ -49,6 +49,7 @@ typedef struct options {
     int collide_jointed;
     int physd_from_desc;
     int physd_record_merits;
+    int physd_pass_profile;
     int physd_simd;              /* settings.simd */
     int physd_threads[MAX_LIST]; /* settings.threads: physd runs once per entry */
     int thread_count;
@@ -81,6 +82,8 @@ static void usage(FILE *out) {
                  "                        (default: they do not, the usual convention of both)\n"
                  "  --physd-from-desc     build physd's world from the neutral description, not the preset\n"
                  "  --physd-record-merits keep physd's per-iteration merits on (slower; off by default)\n"
+                 "  --physd-pass-profile  time physd's passes (ph_world_set_pass_profile): a \"passes\" array\n"
+                 "                        in each physd line, every pass's calls, wall and per-worker ms\n"
                  "  --simd L              cap physd's vector solver: baseline, avx2 or avx512 (settings.simd;\n"
                  "                        default: $PHYSD_SIMD, else avx512)\n"
                  "  --threads N           physd's world stepped by N threads (settings.threads, [1, 8];\n"
@@ -145,6 +148,8 @@ static int parse_args(int argc, char **argv, options *o) {
             o->physd_from_desc = 1;
         } else if (strcmp(a, "--physd-record-merits") == 0) {
             o->physd_record_merits = 1;
+        } else if (strcmp(a, "--physd-pass-profile") == 0) {
+            o->physd_pass_profile = 1;
         } else if (strcmp(a, "--simd") == 0) {
             if (ph_setting_enum_parse(simd, v, &o->physd_simd) != PH_OK) {
                 fprintf(stderr, "physd-bench: --simd needs baseline, avx2 or avx512, got '%s'\n", v ? v : "");
@@ -275,6 +280,7 @@ static engine_config make_config(const options *o, const scene_desc *d, const en
         .collide_jointed = o->collide_jointed,
         .physd_from_desc = o->physd_from_desc,
         .physd_record_merits = o->physd_record_merits,
+        .physd_pass_profile = o->physd_pass_profile,
         .physd_simd = o->physd_simd,
         .physd_threads = threads,
         .physd_joint_once = o->physd_joint_once,

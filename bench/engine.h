@@ -31,6 +31,7 @@ typedef struct engine_config {
     int collide_jointed;     /* ODE, Bullet: bodies linked by a joint also collide (default 0) */
     int physd_from_desc;     /* physd only: build from the description instead of the preset */
     int physd_record_merits; /* physd only: settings.record_merits */
+    int physd_pass_profile;  /* physd only: the pass profile on (ph_world_set_pass_profile) */
     int physd_simd;          /* physd only: settings.simd (a ph_simd) */
     int physd_threads;       /* physd only: settings.threads (the others run on one thread) */
     int physd_joint_once;    /* physd only: settings.joint_step_once 1 on, -1 off, 0 the core's default */
@@ -70,6 +71,9 @@ typedef struct engine_vtable {
     /* Optional (may be NULL): dynamic bodies awake (not asleep, disabled or
      * deactivated) after the last step. */
     int (*awake_count)(void *e);
+    /* Optional (may be NULL): the pass profile of the steps so far as the
+     * body of a JSON array ("" when there is none). */
+    void (*pass_profile)(void *e, char *buf, size_t len);
 } engine_vtable;
 
 extern const engine_vtable engine_physd;

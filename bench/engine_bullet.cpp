@@ -354,4 +354,5 @@ int bullet_awake_count(void *p) {
 extern "C" const engine_vtable engine_bullet = {
     "bullet", bullet_create,   bullet_step,      bullet_get_pose, bullet_max_penetration, bullet_contact_count,
     nullptr,  bullet_describe, bullet_precision, bullet_version,  bullet_destroy,         bullet_awake_count,
+    nullptr, /* pass_profile */
 };

@@ -37,6 +37,7 @@ typedef struct physd_engine {
     int step_error_reported;
     ph_step_stats *stats; /* large: on the heap */
     int from_preset;
+    int threads;
 } physd_engine;
 
 static void physd_destroy(void *p) {
@@ -158,6 +159,11 @@ static void *physd_create(const scene_desc *d, const engine_config *cfg, char *e
     s.sleep = cfg->sleep;
     rc = ph_world_set_settings(e->world, &s);
     if (rc) return fail(e, err, errlen, "ph_world_set_settings", rc);
+    e->threads = s.threads;
+    if (cfg->physd_pass_profile) {
+        rc = ph_world_set_pass_profile(e->world, 1);
+        if (rc) return fail(e, err, errlen, "ph_world_set_pass_profile", rc);
+    }
 
     int n = ph_world_get_bodies(e->world, e->ids, d->body_count + 1);
     if (n < 0) return fail(e, err, errlen, "ph_world_get_bodies", n);
@@ -261,6 +267,29 @@ static int physd_awake_count(void *p) {
     return n;
 }
 
+static void physd_pass_profile(void *p, char *buf, size_t len) {
+    physd_engine *e = p;
+    enum { MAX = 48 };
+    ph_pass_time t[MAX];
+    buf[0] = 0;
+    const int n = ph_world_get_pass_profile(e->world, t, MAX);
+    size_t at = 0;
+    for (int i = 0; i < n && i < MAX && at < len; i++) {
+        int k = snprintf(buf + at, len - at, "%s{\"name\":\"%s\",\"calls\":%lld,\"wall_ms\":%.6g,\"busy_ms\":[", i ? "," : "",
+                         t[i].name, (long long)t[i].calls, t[i].wall_ms);
+        for (int w = 0; w < e->threads && w < PH_PASS_WORKERS && k >= 0 && at + (size_t)k < len; w++) {
+            const int m = snprintf(buf + at + k, len - at - (size_t)k, "%s%.6g", w ? "," : "", t[i].busy_ms[w]);
+            k = m < 0 ? -1 : k + m;
+        }
+        if (k >= 0 && at + (size_t)k < len) k += snprintf(buf + at + k, len - at - (size_t)k, "]}");
+        if (k < 0 || at + (size_t)k >= len) { /* (too long: the passes that fit) */
+            buf[at] = 0;
+            break;
+        }
+        at += (size_t)k;
+    }
+}
+
 static const char *physd_precision(void) { return "double"; }
 static const char *physd_version(void) { return "dev"; }
 
@@ -277,4 +306,5 @@ const engine_vtable engine_physd = {
     .version = physd_version,
     .destroy = physd_destroy,
     .awake_count = physd_awake_count,
+    .pass_profile = physd_pass_profile,
 };

@@ -248,6 +248,7 @@ void run_finish(run_state *st, run_result *out, int keep_blocks) {
     r->penetration_max_m = ev->max_penetration(st->e);
     r->contacts_last = ev->contact_count(st->e);
     if (ev->extra) ev->extra(st->e, &r->extra);
+    if (ev->pass_profile) ev->pass_profile(st->e, r->passes, sizeof r->passes);
     r->ok = 1;
     ev->destroy(st->e);
 
@@ -355,6 +356,7 @@ void run_print_json(FILE *out, const engine_vtable *ev, const scene_desc *d, con
             fprintf(out, "]");
         }
     }
+    if (r->passes[0]) fprintf(out, ",\"passes\":[%s]", r->passes);
     fprintf(out, ",\"settings\":{%s}}\n", r->settings);
     fflush(out);
 }

@@ -34,6 +34,7 @@ typedef struct run_result {
     int nan_step;            /* first step (1-based) with a non-finite pose, 0 if none */
     engine_extra extra;
     char settings[1024]; /* engine's describe() output */
+    char passes[6144];   /* engine's pass_profile() output ("": none) */
     /* Interleaved runs (physd-bench --interleave K): the run was stepped in
      * blocks of K steps in turn with the other runs of its group; the median
      * wall and CPU ms of each block's steps, block by block (NULL and 0

@@ -2081,6 +2081,7 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
 }
 
 typedef enum { PASS_WARM, PASS_SWEEP, PASS_SWEEP_REFRESH, PASS_REFRESH, PASS_RELAX, PASS_FILL, PASS_STORE } pass_kind;
+static const char *const pass_name[] = {"warm", "sweep", "sweep_refresh", "refresh", "relax", "fill", "store"};
 
 typedef struct wpass {
     pass_kind kind;
@@ -2377,6 +2378,7 @@ int32_t ph__wide_tile_split(const ph__world *w) {
  * (wi->done). */
 static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass, int ordered, ph__wint *wi) {
     void *seg;
+    ph__prof_tag(w, pass_name[p0->kind], npass > 1 ? pass_name[p1->kind] : NULL);
     const int32_t nq = ordered ? npass * w->wseg_count : w->wseg_count;
     if (w->wsched_ok && w->task_workers > 1 && w->wsched_tiles) {
         for (int i = 0; i < npass; i++) {
@@ -2408,9 +2410,12 @@ static void run_passes(ph__world *w, const wpass *p0, const wpass *p1, int npass
             w->wint_sb += atomic_load_explicit(&j.sb_int, memory_order_relaxed);
         }
     } else {
+        const int64_t t0 = ph__prof_start(w);
         run_range(w, p0, 0, w->wbatch_count, 0);
         if (npass > 1) run_range(w, p1, 0, w->wbatch_count, 0);
+        ph__prof_stop(w, "claim_pass", t0);
     }
+    ph__prof_tag(w, NULL, NULL);
 }
 
 static void run_pass(ph__world *w, const wpass *p, int ordered) { run_passes(w, p, p, 1, ordered, NULL); }

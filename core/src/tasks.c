@@ -62,6 +62,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "alloc.h"
@@ -127,6 +129,7 @@ struct ph__tasks {
     ph__pass_fn *fn;
     void *ctx;
     int nworkers; /* workers of the running pass */
+    int prof;     /* its row in the world's pass profile (-1: none) */
     barrier bar;
 };
 
@@ -206,6 +209,70 @@ static void barrier_wait(barrier *b) {
     }
 }
 
+/* The pass profile's row of a pass (a new one for a new name and tags;
+ * -1 when the table is full). */
+static int prof_row(ph__world *w, const char *name) {
+    ph__prof *p = w->prof;
+    for (int i = 0; i < p->n; i++)
+        if (p->tag[i] == p->cur_tag && p->tag2[i] == p->cur_tag2 &&
+            (p->name[i] == name || strcmp(p->name[i], name) == 0))
+            return i;
+    if (p->n == PH__PROF_MAX) {
+        p->dropped++;
+        return -1;
+    }
+    p->name[p->n] = name;
+    p->tag[p->n] = p->cur_tag;
+    p->tag2[p->n] = p->cur_tag2;
+    return p->n++;
+}
+
+/* A worker's call of the published pass, timed into the profile's row. */
+static void call_timed(ph__tasks *t, int me) {
+    const int row = t->prof;
+    const int64_t a = row >= 0 ? now_ns() : 0;
+    t->fn(t->w, t->ctx, me, t->nworkers);
+    if (row >= 0) t->w->prof->busy[me][row] += now_ns() - a;
+}
+
+void ph__prof_tag(ph__world *w, const char *tag, const char *tag2) {
+    if (!w->prof) return;
+    w->prof->cur_tag = tag;
+    w->prof->cur_tag2 = tag2;
+}
+
+int64_t ph__prof_start(const ph__world *w) { return w->prof ? now_ns() : 0; }
+
+void ph__prof_stop(ph__world *w, const char *name, int64_t t0) {
+    if (!w->prof) return;
+    const int64_t dt = now_ns() - t0;
+    const int row = prof_row(w, name);
+    if (row < 0) return;
+    w->prof->calls[row]++;
+    w->prof->wall[row] += dt;
+    w->prof->busy[0][row] += dt;
+}
+
+/* A pass's row (-1: the profile is off), and its end: calls and wall. */
+static inline int prof_begin(ph__world *w, const char *name, int64_t *t0) {
+    if (!w->prof) return -1;
+    *t0 = now_ns();
+    return prof_row(w, name);
+}
+
+static inline void prof_end(ph__world *w, int row, int64_t t0) {
+    if (row < 0) return;
+    w->prof->calls[row]++;
+    w->prof->wall[row] += now_ns() - t0;
+}
+
+/* Worker 0's part of a pass, timed into row. */
+static inline void call0(ph__world *w, int row, ph__pass_fn *fn, void *ctx, int n) {
+    const int64_t a = row >= 0 ? now_ns() : 0;
+    fn(w, ctx, 0, n);
+    if (row >= 0) w->prof->busy[0][row] += now_ns() - a;
+}
+
 static void *worker_main(void *arg) {
     const struct worker_arg *a = arg;
     ph__tasks *t = a->t;
@@ -219,7 +286,7 @@ static void *worker_main(void *arg) {
         if ((unsigned)(v >> 32) != seen) continue; /* (a newer pass: job has moved on) */
         if (v & T_FIXED) {
             if (me < t->nworkers) {
-                t->fn(t->w, t->ctx, me, t->nworkers);
+                call_timed(t, me);
                 barrier_wait(&t->bar);
             }
             continue;
@@ -231,7 +298,7 @@ static void *worker_main(void *arg) {
                                                       memory_order_acquire)) {
                 /* (fn, ctx and n read only once joined: until we leave,
                  * the stepping thread publishes nothing new.) */
-                if (me < t->nworkers) t->fn(t->w, t->ctx, me, t->nworkers);
+                if (me < t->nworkers) call_timed(t, me);
                 atomic_fetch_add_explicit(&t->left, 1, memory_order_release);
                 break;
             }
@@ -252,7 +319,10 @@ static void stop_threads(ph__tasks *t) {
 /* A host's runner: each of its tasks is one worker of the pass. */
 static void host_task(void *ctx, int task) {
     ph__tasks *t = ctx;
-    t->fn(t->w, t->ctx, task, t->nworkers);
+    if (task >= 0 && task < MAX_WORKERS)
+        call_timed(t, task);
+    else
+        t->fn(t->w, t->ctx, task, t->nworkers);
 }
 
 int ph__tasks_begin(ph__world *w) {
@@ -312,10 +382,11 @@ int64_t ph__tasks_sleeps(const ph__world *w) {
 
 /* Publishes a pass: its generation in the ticket, then the job bumped
  * (sequentially consistent: fn, ctx, n and the ticket are seen with it). */
-static void publish(ph__tasks *t, ph__pass_fn *fn, void *ctx, int n, uint64_t flags) {
+static void publish(ph__tasks *t, ph__pass_fn *fn, void *ctx, int n, uint64_t flags, int row) {
     t->fn = fn;
     t->ctx = ctx;
     t->nworkers = n;
+    t->prof = row;
     t->bar.n = n;
     const unsigned gen = atomic_load_explicit(&t->job, memory_order_relaxed) + 1;
     atomic_store_explicit(&t->left, 0, memory_order_relaxed);
@@ -323,35 +394,39 @@ static void publish(ph__tasks *t, ph__pass_fn *fn, void *ctx, int n, uint64_t fl
     bump(&t->job, &t->job_sleepers);
 }
 
-void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx) {
+void ph__tasks_run_named(ph__world *w, ph__pass_fn *fn, void *ctx, const char *name) {
     const int n = w->task_workers;
     ph__tasks *t = w->tasks;
+    int64_t t0 = 0;
+    const int row = prof_begin(w, name, &t0);
     if (n <= 1 || !t) {
-        fn(w, ctx, 0, 1);
-        return;
-    }
-    if (w->task_runner) {
+        call0(w, row, fn, ctx, 1);
+    } else if (w->task_runner) {
         t->fn = fn;
         t->ctx = ctx;
         t->nworkers = n;
+        t->prof = row;
         t->bar.n = n;
         w->task_runner(w->task_runner_user, host_task, t, n);
-        return;
+    } else {
+        publish(t, fn, ctx, n, T_FIXED, row);
+        call0(w, row, fn, ctx, n);
+        barrier_wait(&t->bar);
     }
-    publish(t, fn, ctx, n, T_FIXED);
-    fn(w, ctx, 0, n);
-    barrier_wait(&t->bar);
+    prof_end(w, row, t0);
 }
 
-void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
+void ph__tasks_run_open_named(ph__world *w, ph__pass_fn *fn, void *ctx, const char *name) {
     const int n = w->task_workers;
     ph__tasks *t = w->tasks;
     if (n <= 1 || !t || w->task_runner) {
-        ph__tasks_run(w, fn, ctx);
+        ph__tasks_run_named(w, fn, ctx, name);
         return;
     }
-    publish(t, fn, ctx, n, 0);
-    fn(w, ctx, 0, n);
+    int64_t t0 = 0;
+    const int row = prof_begin(w, name, &t0);
+    publish(t, fn, ctx, n, 0, row);
+    call0(w, row, fn, ctx, n);
     /* Closed: no worker joins from now on; wait for those that did. */
     const uint64_t v = atomic_fetch_or_explicit(&t->ticket, T_CLOSED, memory_order_acq_rel);
     const int joined = (int)(v & T_COUNT);
@@ -359,6 +434,7 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx) {
         cpu_relax();
         if (spins > SPIN) sched_yield(); /* (a joined worker descheduled mid-piece) */
     }
+    prof_end(w, row, t0);
 }
 
 static inline int32_t claim_to(_Atomic uint64_t *took, int32_t n, int back, int32_t div, int32_t mid, int whole,
@@ -433,39 +509,75 @@ static void pieces_pass(ph__world *w, void *ctx, int worker, int nworkers) {
         }
 }
 
-void ph__tasks_run_pieces_at(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx) {
+void ph__tasks_run_pieces_at_named(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx,
+                                   const char *name) {
     if (cut <= 0 || cut >= n || w->task_workers <= 1 || !w->tasks) {
-        ph__tasks_run_pieces(w, n, size, fn, ctx);
+        ph__tasks_run_pieces_named(w, n, size, fn, ctx, name);
         return;
     }
     pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .cut = cut};
     j.mid = ph__tasks_pieces(cut, size);
     j.np = j.mid + ph__tasks_pieces(n - cut, size);
     atomic_init(&j.took, 0);
-    ph__tasks_run_open(w, pieces_pass, &j);
+    ph__tasks_run_open_named(w, pieces_pass, &j, name);
 }
 
-void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx) {
+void ph__tasks_run_pieces_to_named(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx,
+                                   const char *name) {
     pieces_job j = {.fn = fn, .ctx = ctx, .n = n, .size = size, .np = ph__tasks_pieces(n, size)};
     if (w->task_workers <= 1 || !w->tasks) {
+        const int64_t t0 = ph__prof_start(w);
         for (int32_t c = 0; c < j.np; c++)
             fn(w, ctx, c * size, c * size + size < n ? c * size + size : n, c);
+        ph__prof_stop(w, name, t0);
         return;
     }
     mid = mid < 0 ? 0 : mid > n ? n : mid;
     j.mid = (mid + size / 2) / size;
     j.mid = j.mid < j.np ? j.mid : j.np;
     atomic_init(&j.took, 0);
-    ph__tasks_run_open(w, pieces_pass, &j);
+    ph__tasks_run_open_named(w, pieces_pass, &j, name);
 }
 
-void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx) {
+void ph__tasks_run_pieces_named(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx, const char *name) {
     const int nw = w->task_workers > 1 ? w->task_workers : 1;
-    ph__tasks_run_pieces_to(w, n, size, (int32_t)((int64_t)n / nw), fn, ctx);
+    ph__tasks_run_pieces_to_named(w, n, size, (int32_t)((int64_t)n / nw), fn, ctx, name);
 }
 
 void ph__tasks_barrier(ph__world *w) {
     if (w->task_workers > 1) barrier_wait(&w->tasks->bar);
+}
+
+int ph_world_set_pass_profile(ph_world_id id, int on) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    ph__free(w->prof);
+    w->prof = NULL;
+    if (!on) return PH_OK;
+    _Static_assert(PH__MAX_WORKERS == PH_PASS_WORKERS, "a row per worker");
+    w->prof = ph__alloc_aligned(64, sizeof *w->prof);
+    if (!w->prof) return PH_ERR_NO_MEMORY;
+    memset(w->prof, 0, sizeof *w->prof);
+    return PH_OK;
+}
+
+int ph_world_get_pass_profile(ph_world_id id, ph_pass_time *out, int max) {
+    const ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (max < 0 || (max > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
+    const ph__prof *p = w->prof;
+    if (!p) return 0;
+    for (int i = 0; i < p->n && i < max; i++) {
+        ph_pass_time *o = &out[i];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s%s%s%s%s", p->name[i], p->tag[i] ? " " : "", p->tag[i] ? p->tag[i] : "",
+                 p->tag2[i] ? "+" : "", p->tag2[i] ? p->tag2[i] : "");
+        o->calls = p->calls[i];
+        o->wall_ms = 1e-6 * (double)p->wall[i];
+        for (int k = 0; k < PH__MAX_WORKERS; k++)
+            o->busy_ms[k] = 1e-6 * (double)p->busy[k][i];
+    }
+    return p->n;
 }
 
 void ph__tasks_free(ph__world *w) {

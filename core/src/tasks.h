@@ -43,13 +43,13 @@ int64_t ph__tasks_linger_until(const ph__world *w);
 int64_t ph__tasks_sleeps(const ph__world *w);
 /* Runs fn on the workers ph__tasks_begin gave (directly on this thread
  * when that is one) and returns when every worker has returned. */
-void ph__tasks_run(ph__world *w, ph__pass_fn *fn, void *ctx);
+void ph__tasks_run_named(ph__world *w, ph__pass_fn *fn, void *ctx, const char *name);
 /* As ph__tasks_run for a pass without ph__tasks_barrier whose work the
  * workers claim (an atomic counter: any worker may do any part, worker 0
  * all of it): a worker joins only while the stepping thread has not
  * finished its own part, and the call returns when the workers that joined
  * have returned, so a worker the kernel has descheduled holds no one up. */
-void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx);
+void ph__tasks_run_open_named(ph__world *w, ph__pass_fn *fn, void *ctx, const char *name);
 /* fn(w, ctx, i0, i1, piece) on the pieces [piece * size, ...) of n items,
  * as an open pass (ph__tasks_run_open): worker 0 claims pieces from the
  * front, the others from the back, each first up to its share's edge
@@ -60,16 +60,50 @@ void ph__tasks_run_open(ph__world *w, ph__pass_fn *fn, void *ctx);
  * fn must write only the items of its piece (and what is indexed by
  * piece). */
 typedef void ph__piece_fn(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
-void ph__tasks_run_pieces(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx);
+void ph__tasks_run_pieces_named(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx,
+                                 const char *name);
 /* As ph__tasks_run_pieces with worker 0's share the items [0, mid) (the
  * caller knows where the data the pass reads or writes next are split;
  * mid is rounded to a piece and clamped to [0, n]). */
-void ph__tasks_run_pieces_to(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx);
+void ph__tasks_run_pieces_to_named(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn,
+                                    void *ctx, const char *name);
 /* As ph__tasks_run_pieces with worker 0's share exactly the items [0,
  * cut): the pieces of size items end at cut (the last before it shorter)
  * and start again there; piece numbers are not i0 / size. cut outside (0,
  * n): ph__tasks_run_pieces. */
-void ph__tasks_run_pieces_at(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx);
+void ph__tasks_run_pieces_at_named(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn,
+                                    void *ctx, const char *name);
+/* The passes are called by these names, which pass the function's name
+ * at the call site on to the pass profile (ph__prof below). */
+#define ph__tasks_run(w, fn, ctx) ph__tasks_run_named(w, fn, ctx, #fn)
+#define ph__tasks_run_open(w, fn, ctx) ph__tasks_run_open_named(w, fn, ctx, #fn)
+#define ph__tasks_run_pieces(w, n, size, fn, ctx) ph__tasks_run_pieces_named(w, n, size, fn, ctx, #fn)
+#define ph__tasks_run_pieces_to(w, n, size, mid, fn, ctx) ph__tasks_run_pieces_to_named(w, n, size, mid, fn, ctx, #fn)
+#define ph__tasks_run_pieces_at(w, n, size, cut, fn, ctx) ph__tasks_run_pieces_at_named(w, n, size, cut, fn, ctx, #fn)
+
+/* The pass profile (ph_world_set_pass_profile; a diagnostic, off by
+ * default: w->prof NULL). For each pass, by the name of its function at
+ * the call site and the tag set while it runs (ph__prof_tag: the level
+ * passes' kinds), its calls, the stepping thread's time from its start to
+ * its end (wall) and each worker's time inside its function (busy: each
+ * worker's row on lines of its own). Serial parts of the step time
+ * themselves with ph__prof_start / ph__prof_stop (worker 0 alone). Off,
+ * a pass costs one test of w->prof. */
+#define PH__PROF_MAX 48
+typedef struct ph__prof {
+    _Alignas(64) int64_t busy[PH__MAX_WORKERS][PH__PROF_MAX];
+    int64_t calls[PH__PROF_MAX], wall[PH__PROF_MAX];
+    const char *name[PH__PROF_MAX], *tag[PH__PROF_MAX], *tag2[PH__PROF_MAX];
+    const char *cur_tag, *cur_tag2;
+    int n, dropped; /* (passes beyond PH__PROF_MAX names are counted in dropped) */
+} ph__prof;
+/* Tags the passes run until the next call (NULL, NULL: none). */
+void ph__prof_tag(ph__world *w, const char *tag, const char *tag2);
+/* Now (CLOCK_MONOTONIC ns) when the profile is on, else 0. */
+int64_t ph__prof_start(const ph__world *w);
+/* Adds a serial part that started at t0 (ph__prof_start) under name. */
+void ph__prof_stop(ph__world *w, const char *name, int64_t t0);
+
 /* The count of pieces ph__tasks_run_pieces makes of n items. */
 static inline int32_t ph__tasks_pieces(int32_t n, int32_t size) { return n > 0 ? (n + size - 1) / size : 0; }
 /* Claims the next pieces of n from the front (back = 0) or the back, as a

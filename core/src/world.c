@@ -253,6 +253,7 @@ void ph__world_release_step_arrays(ph__world *w) {
 
 void ph__world_free(ph__world *w) {
     ph__tasks_free(w);
+    ph__free(w->prof);
     for (int32_t k = 0; k < ph__array_cap(w->islands); k++)
         ph__free(w->islands[k].m);
     ph__array_free(w->islands);

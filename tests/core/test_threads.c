@@ -1066,6 +1066,71 @@ static void test_cuts(void **state) {
     ph_world_destroy(id);
 }
 
+/* The pass profile (ph_world_set_pass_profile): off, nothing; on, the
+ * level passes by kind at one thread (pyramid40: 8 sweeps with the
+ * refresh a step, on the stepping thread alone: busy = wall); at two
+ * threads the shared passes too, each worker's time inside a pass within
+ * the pass's time on the stepping thread (both on one clock, the worker's
+ * nested in the pass); the errors of the getter. */
+static const ph_pass_time *find_pass(const ph_pass_time *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0) return &t[i];
+    return NULL;
+}
+
+static void test_pass_profile(void **state) {
+    (void)state;
+    enum { MAX = 48, STEPS = 10 };
+    static ph_pass_time t[MAX];
+    for (int threads = 1; threads <= 2; threads++) {
+        ph_world_id id = make_world("pyramid40", threads, 0, 1);
+        assert_int_equal(ph_world_step(id), PH_OK);
+        assert_int_equal(ph_world_get_pass_profile(id, t, MAX), 0);
+        assert_int_equal(ph_world_set_pass_profile(id, 1), PH_OK);
+        for (int k = 0; k < STEPS; k++)
+            assert_int_equal(ph_world_step(id), PH_OK);
+        const int n = ph_world_get_pass_profile(id, t, MAX);
+        assert_true(n >= 4 && n <= MAX);
+        const ph_pass_time *sr = find_pass(t, n, "claim_pass sweep_refresh");
+        assert_non_null(sr);
+        assert_int_equal(sr->calls, 8 * STEPS);
+        assert_non_null(find_pass(t, n, "claim_pass fill"));
+        assert_non_null(find_pass(t, n, "claim_pass store"));
+        double busy = 0;
+        for (int i = 0; i < n; i++) {
+            assert_true(t[i].calls > 0 && t[i].wall_ms > 0);
+            for (int w = 0; w < PH_PASS_WORKERS; w++) {
+                assert_true(t[i].busy_ms[w] >= 0 && t[i].busy_ms[w] <= t[i].wall_ms);
+                if (w >= threads) assert_true(t[i].busy_ms[w] == 0);
+            }
+            if (threads == 1 && strncmp(t[i].name, "claim_pass", 10) == 0) /* (timed once: busy is wall) */
+                assert_true(t[i].busy_ms[0] == t[i].wall_ms);
+            busy += t[i].busy_ms[threads - 1];
+        }
+        if (threads == 2) {
+            assert_non_null(find_pass(t, n, "collide_piece"));
+            assert_true(busy > 0); /* (the other worker ran) */
+        }
+        print_message("threads %d: %d passes, the sweeps with the refresh %.3f ms in %lld calls\n", threads, n,
+                      sr->wall_ms, (long long)sr->calls);
+        /* (only the first max copied; the count all the same) */
+        assert_int_equal(ph_world_get_pass_profile(id, t, 1), n);
+        assert_int_equal(ph_world_get_pass_profile(id, NULL, 0), n);
+        assert_int_equal(ph_world_get_pass_profile(id, NULL, 1), PH_ERR_INVALID_ARGUMENT);
+        assert_int_equal(ph_world_get_pass_profile(id, t, -1), PH_ERR_INVALID_ARGUMENT);
+        /* on again: cleared */
+        assert_int_equal(ph_world_set_pass_profile(id, 1), PH_OK);
+        assert_int_equal(ph_world_get_pass_profile(id, t, MAX), 0);
+        assert_int_equal(ph_world_step(id), PH_OK);
+        assert_int_equal(find_pass(t, ph_world_get_pass_profile(id, t, MAX), "claim_pass sweep_refresh")->calls, 8);
+        assert_int_equal(ph_world_set_pass_profile(id, 0), PH_OK);
+        assert_int_equal(ph_world_get_pass_profile(id, t, MAX), 0);
+        ph_world_destroy(id);
+        assert_int_equal(ph_world_set_pass_profile(id, 1), PH_ERR_INVALID_HANDLE);
+        assert_int_equal(ph_world_get_pass_profile(id, t, MAX), PH_ERR_INVALID_HANDLE);
+    }
+}
+
 /* The pool's pace between steps (tasks.c, LINGER_NS): a step begun right
  * after the last one ended leaves the workers spinning for a while after
  * it (a deadline), one begun 20 ms after the last one leaves them to
@@ -1124,6 +1189,7 @@ int main(void) {
         cmocka_unit_test(test_free_split),
         cmocka_unit_test(test_pieces_at),
         cmocka_unit_test(test_cuts),
+        cmocka_unit_test(test_pass_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -792,6 +792,31 @@ int ph_world_get_stats(ph_world_id w, ph_step_stats *out);
  * merits are measured), for a server that counts budget stops every step. */
 int ph_world_get_work(ph_world_id w, uint64_t *row_updates, int *budget_exhausted);
 
+/* The pass profile, a diagnostic (off by default): while it is on, each
+ * pass of the step that the threads share (the narrowphase's pieces, the
+ * level build's, the solver's level passes by kind, the passes over
+ * bodies; the level passes also on one thread) adds up its calls, its
+ * time on the stepping thread from its start to its end, and each
+ * worker's time inside it, under the name of the pass's function (the
+ * level passes' with their kinds, "claim_pass sweep_refresh+relax").
+ * What a two-thread step spends where (docs/profile.md); on, it costs two
+ * clock reads per pass and worker, off nothing. */
+#define PH_PASS_WORKERS 8
+typedef struct ph_pass_time {
+    char name[64];
+    int64_t calls;
+    double wall_ms;                   /* the stepping thread, from the pass's start to its end */
+    double busy_ms[PH_PASS_WORKERS];  /* each worker inside the pass (0: the stepping thread) */
+} ph_pass_time;
+/* on != 0: clears the profile and starts it; 0: stops and drops it.
+ * PH_OK, PH_ERR_INVALID_HANDLE or PH_ERR_NO_MEMORY. */
+int ph_world_set_pass_profile(ph_world_id w, int on);
+/* Copies up to max passes' figures into out (in the order the passes
+ * first ran) and returns how many passes the profile holds (more than max:
+ * the rest are not copied; 0 when it is off), or PH_ERR_INVALID_HANDLE, or
+ * PH_ERR_INVALID_ARGUMENT for max < 0 or out NULL with max > 0. */
+int ph_world_get_pass_profile(ph_world_id w, ph_pass_time *out, int max);
+
 /* ------------------------------------------------------------- contacts */
 
 typedef struct ph_contact_info {
