@@ -275,8 +275,8 @@ static void physd_pass_profile(void *p, char *buf, size_t len) {
     const int n = ph_world_get_pass_profile(e->world, t, MAX);
     size_t at = 0;
     for (int i = 0; i < n && i < MAX && at < len; i++) {
-        int k = snprintf(buf + at, len - at, "%s{\"name\":\"%s\",\"calls\":%lld,\"wall_ms\":%.6g,\"busy_ms\":[", i ? "," : "",
-                         t[i].name, (long long)t[i].calls, t[i].wall_ms);
+        int k = snprintf(buf + at, len - at, "%s{\"name\":\"%s\",\"calls\":%lld,\"wall_ms\":%.6g,\"busy_ms\":[",
+                         i ? "," : "", t[i].name, (long long)t[i].calls, t[i].wall_ms);
         for (int w = 0; w < e->threads && w < PH_PASS_WORKERS && k >= 0 && at + (size_t)k < len; w++) {
             const int m = snprintf(buf + at + k, len - at - (size_t)k, "%s%.6g", w ? "," : "", t[i].busy_ms[w]);
             k = m < 0 ? -1 : k + m;

@@ -692,8 +692,8 @@ typedef struct layout_ctx {
  * one level are independent, so any arrangement of a level that keeps each
  * manifold's points in order is the same sweep. Writes only those groups'
  * batches. */
-static inline __attribute__((always_inline)) void layout_part(ph__world *w, layout_ctx *lc, int32_t pos,
-                                                              int32_t g0, int32_t end, int32_t b, const int native) {
+static inline __attribute__((always_inline)) void layout_part(ph__world *w, layout_ctx *lc, int32_t pos, int32_t g0,
+                                                              int32_t end, int32_t b, const int native) {
     for (int32_t g = g0; g < end; g += PH_LANES) {
         const int lanes = end - g < PH_LANES ? (int)(end - g) : PH_LANES;
         int kmax = 0;

@@ -61,8 +61,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 

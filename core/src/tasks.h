@@ -60,19 +60,18 @@ void ph__tasks_run_open_named(ph__world *w, ph__pass_fn *fn, void *ctx, const ch
  * fn must write only the items of its piece (and what is indexed by
  * piece). */
 typedef void ph__piece_fn(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece);
-void ph__tasks_run_pieces_named(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx,
-                                 const char *name);
+void ph__tasks_run_pieces_named(ph__world *w, int32_t n, int32_t size, ph__piece_fn *fn, void *ctx, const char *name);
 /* As ph__tasks_run_pieces with worker 0's share the items [0, mid) (the
  * caller knows where the data the pass reads or writes next are split;
  * mid is rounded to a piece and clamped to [0, n]). */
-void ph__tasks_run_pieces_to_named(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn,
-                                    void *ctx, const char *name);
+void ph__tasks_run_pieces_to_named(ph__world *w, int32_t n, int32_t size, int32_t mid, ph__piece_fn *fn, void *ctx,
+                                   const char *name);
 /* As ph__tasks_run_pieces with worker 0's share exactly the items [0,
  * cut): the pieces of size items end at cut (the last before it shorter)
  * and start again there; piece numbers are not i0 / size. cut outside (0,
  * n): ph__tasks_run_pieces. */
-void ph__tasks_run_pieces_at_named(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn,
-                                    void *ctx, const char *name);
+void ph__tasks_run_pieces_at_named(ph__world *w, int32_t n, int32_t size, int32_t cut, ph__piece_fn *fn, void *ctx,
+                                   const char *name);
 /* The passes are called by these names, which pass the function's name
  * at the call site on to the pass profile (ph__prof below). */
 #define ph__tasks_run(w, fn, ctx) ph__tasks_run_named(w, fn, ctx, #fn)

@@ -986,7 +986,7 @@ static void test_pieces_at(void **state) {
                     for (int32_t i = 0; i < n; i++)
                         assert_int_equal(atomic_load(&c.seen[i]), 1);
                     const int32_t np = c.split ? ph__tasks_pieces(c.cut, size) + ph__tasks_pieces(n - c.cut, size)
-                                             : ph__tasks_pieces(n, size);
+                                               : ph__tasks_pieces(n, size);
                     for (int32_t q = 0; q < AT_MAX; q++)
                         assert_int_equal(atomic_load(&c.piece_seen[q]), q < np);
                 }
@@ -1036,8 +1036,8 @@ static void test_cuts(void **state) {
         }
         free(side);
         assert_true(x->wbody_cut > 0 && x->wbody_cut < nsb - 1);
-        if (at != best) fail_msg("step %d: %d bodies on the wrong side of the cut %d, %d at the best", k, at,
-                                 x->wbody_cut, best);
+        if (at != best)
+            fail_msg("step %d: %d bodies on the wrong side of the cut %d, %d at the best", k, at, x->wbody_cut, best);
         if (best > worst) worst = best;
         body_steps++;
         if (x->wcut_runs == 0) continue;

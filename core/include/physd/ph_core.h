@@ -800,13 +800,13 @@ int ph_world_get_work(ph_world_id w, uint64_t *row_updates, int *budget_exhauste
  * worker's time inside it, under the name of the pass's function (the
  * level passes' with their kinds, "claim_pass sweep_refresh+relax").
  * What a two-thread step spends where (docs/profile.md); on, it costs two
- * clock reads per pass and worker, off nothing. */
+ * clock reads per pass and worker, off one test of a pointer a pass. */
 #define PH_PASS_WORKERS 8
 typedef struct ph_pass_time {
     char name[64];
     int64_t calls;
-    double wall_ms;                   /* the stepping thread, from the pass's start to its end */
-    double busy_ms[PH_PASS_WORKERS];  /* each worker inside the pass (0: the stepping thread) */
+    double wall_ms;                  /* the stepping thread, from the pass's start to its end */
+    double busy_ms[PH_PASS_WORKERS]; /* each worker inside the pass (0: the stepping thread) */
 } ph_pass_time;
 /* on != 0: clears the profile and starts it; 0: stops and drops it.
  * PH_OK, PH_ERR_INVALID_HANDLE or PH_ERR_NO_MEMORY. */
