@@ -646,12 +646,34 @@ static int rows_stage(ph__world *w, const ph__plan *p, double h) {
     return PH_OK;
 }
 
+/* A piece of count_contacts' sum (an integer: exact in any order). */
+static void count_piece(ph__world *w, void *ctx, int32_t i0, int32_t i1, int32_t piece) {
+    (void)piece;
+    int n = 0;
+    for (int32_t i = i0; i < i1; i++)
+        n += w->manifolds[i].m.count;
+    atomic_fetch_add_explicit((atomic_int *)ctx, n, memory_order_relaxed);
+}
+
 /* The contact statistics, after the last substep (the manifolds do not
- * change between collisions). */
+ * change between collisions). Split among the workers when the solver's
+ * passes are (pieces of 128 manifolds, split as the collision's pairs):
+ * read on the stepping thread alone, every manifold's first line was
+ * shared with it, and the other worker's collision two steps later paid a
+ * cache line's round trip for each line it wrote again (pyramid40 at a
+ * far placement: its collision 104 -> 90 us a step; docs/profile.md, "A
+ * nineteenth pass"). */
 static void count_contacts(ph__world *w) {
     int contacts = 0;
-    for (int32_t i = 0; i < w->manifold_count; i++)
-        contacts += w->manifolds[i].m.count;
+    if (w->task_workers > 1 && w->wsched_ok && w->manifold_count >= PH_TASKS_MIN_BODIES) {
+        atomic_int c;
+        atomic_init(&c, 0);
+        ph__tasks_run_pieces(w, w->manifold_count, 128, count_piece, &c);
+        contacts = atomic_load(&c);
+    } else {
+        for (int32_t i = 0; i < w->manifold_count; i++)
+            contacts += w->manifolds[i].m.count;
+    }
     w->stats.contacts = contacts;
     w->points_counted = 1;
     w->stats.manifolds = w->manifold_count;

@@ -98,6 +98,7 @@ static void run_case(ph_world_id *w, int steps, edit_fn edit) {
                          (unsigned long long)h[i], (unsigned long long)h[0]);
             assert_int_equal(st[i].rows, st[0].rows);
             assert_int_equal(st[i].manifolds, st[0].manifolds);
+            assert_int_equal(st[i].contacts, st[0].contacts); /* (count_contacts split among the workers) */
             assert_true(st[i].row_updates == st[0].row_updates);
             /* The final merit, a sum over the batches in their layout's
              * order: the layout (tiles, levels) is the same at every
