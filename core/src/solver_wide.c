@@ -627,28 +627,40 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done, int kept, int
  * r's manifold where worker 0's part ends, and cut[2r + 1] that group's
  * first batch, so that each worker lays out the batches it will fill,
  * sweep and store (layout_pass). */
+/* The split of a level's groups [g0, g1) by batches (gf: each group's
+ * first batch): the first group with 1 / nw of them before it. */
+static int32_t share_split(const int32_t *gf, int32_t g0, int32_t g1, int nw) {
+    const int32_t b0 = gf[g0], want = (gf[g1] - b0) / nw;
+    int32_t s = g0;
+    while (s < g1 && gf[s] - b0 < want)
+        s++;
+    return s;
+}
+
+/* The levels' split heights, ascending (insertion), the first
+ * SPLIT_HEIGHTS of them. */
+#define SPLIT_HEIGHTS 32
+static void split_height_add(double *hs, int *n, double h) {
+    if (*n >= SPLIT_HEIGHTS) return;
+    int i = (*n)++;
+    for (; i > 0 && hs[i - 1] > h; i--)
+        hs[i] = hs[i - 1];
+    hs[i] = h;
+}
+
 static inline double run_group_height(const ph__world *w, const int32_t *seg, int32_t r, int32_t g) {
     return w->wheight[w->wpoint[seg[3 * r] + (g - seg[3 * r + 2]) * PH_LANES]];
 }
 
 static void run_cuts(const ph__world *w, const int32_t *seg, int32_t nrun, const int32_t *gfb, int32_t *cut) {
-    double hs[32];
+    double hs[SPLIT_HEIGHTS];
     int n = 0;
     for (int32_t r = 0; r < nrun; r++) {
         const int32_t g0 = seg[3 * r + 2], g1 = seg[3 * r + 5];
         int32_t s = g1;
         if (g1 - g0 >= LEVEL_MIN) {
-            const int32_t b0 = gfb[g0], want = (gfb[g1] - b0) / w->task_workers;
-            s = g0;
-            while (s < g1 && gfb[s] - b0 < want)
-                s++;
-            if (s < g1 && n < 32) {
-                const double h = run_group_height(w, seg, r, s);
-                int i = n++;
-                for (; i > 0 && hs[i - 1] > h; i--)
-                    hs[i] = hs[i - 1];
-                hs[i] = h;
-            }
+            s = share_split(gfb, g0, g1, w->task_workers);
+            if (s < g1) split_height_add(hs, &n, run_group_height(w, seg, r, s));
         }
         cut[2 * r] = s;
     }
@@ -685,9 +697,9 @@ typedef struct layout_ctx {
 
 /* Lays out the groups of the run starting at manifold pos (in w->wpoint)
  * from manifold g0 to end, the first of them at batch b: each group's
- * batches (its points 0, 1, ...) one after the other: the batches of a group touch the same bodies in the
- * same lanes, so a pass gathers their velocities once per group and
- * scatters them once. A lane whose manifold has no point k keeps that
+ * batches (its points 0, 1, ...) one after the other. The batches of a
+ * group touch the same bodies in the same lanes, so a pass gathers their
+ * velocities once per group and scatters them once. A lane whose manifold has no point k keeps that
  * manifold's bodies with all-zero rows (it changes nothing). Manifolds of
  * one level are independent, so any arrangement of a level that keeps each
  * manifold's points in order is the same sweep. Writes only those groups'
@@ -1946,25 +1958,14 @@ double ph__wide_group_height(const ph__world *w, int32_t g) { return group_heigh
  * allow (levels split at their own batches' share each would put a band
  * of bodies on both sides). */
 static void make_splits(ph__world *w, int32_t nseg) {
-    double hs[32];
+    double hs[SPLIT_HEIGHTS];
     int n = 0;
     for (int32_t k = 0; k < nseg; k++) {
         int32_t *sg = &w->wsegs[4 * k];
         sg[3] = sg[1];
         if (!sg[2]) continue;
-        const int32_t b0 = w->wgfirst[sg[0]], want = (w->wgfirst[sg[1]] - b0) / w->task_workers;
-        int32_t s = sg[0];
-        while (s < sg[1] && w->wgfirst[s] - b0 < want)
-            s++;
-        sg[3] = s;
-        if (s < sg[1] && n < 32) {
-            /* (insertion: the heights in order) */
-            const double h = group_height(w, s);
-            int i = n++;
-            for (; i > 0 && hs[i - 1] > h; i--)
-                hs[i] = hs[i - 1];
-            hs[i] = h;
-        }
+        sg[3] = share_split(w->wgfirst, sg[0], sg[1], w->task_workers);
+        if (sg[3] < sg[1]) split_height_add(hs, &n, group_height(w, sg[3]));
     }
     if (n < 2) return;
     const double hm = hs[n / 2];
