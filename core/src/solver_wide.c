@@ -616,7 +616,8 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done, int kept, int
     return PH_OK;
 }
 
-/* A level of at least LEVEL_MIN groups is split among the workers (make_schedule). */
+/* A level of at least LEVEL_MIN groups is split among the workers, and so
+ * is a lone smaller one (make_schedule, run_split). */
 #define LEVEL_MIN 8
 
 /* The height at which make_splits will split a build's levels, from its
@@ -652,22 +653,32 @@ static inline double run_group_height(const ph__world *w, const int32_t *seg, in
     return w->wheight[w->wpoint[seg[3 * r] + (g - seg[3 * r + 2]) * PH_LANES]];
 }
 
+/* Whether run r of a build's runs (seg: layout_ctx's) is split: a level
+ * of LEVEL_MIN groups or more, or a lone small one (make_schedule). */
+static int run_split(const int32_t *seg, int32_t nrun, int32_t r) {
+#define RUN_GROUPS(r) (seg[3 * (r) + 5] - seg[3 * (r) + 2])
+    const int32_t n = RUN_GROUPS(r);
+    return n >= LEVEL_MIN ||
+           (n >= 2 && (r == 0 || RUN_GROUPS(r - 1) >= LEVEL_MIN) && (r == nrun - 1 || RUN_GROUPS(r + 1) >= LEVEL_MIN));
+#undef RUN_GROUPS
+}
+
 static void run_cuts(const ph__world *w, const int32_t *seg, int32_t nrun, const int32_t *gfb, int32_t *cut) {
     double hs[SPLIT_HEIGHTS];
     int n = 0;
     for (int32_t r = 0; r < nrun; r++) {
         const int32_t g0 = seg[3 * r + 2], g1 = seg[3 * r + 5];
         int32_t s = g1;
-        if (g1 - g0 >= LEVEL_MIN) {
+        if (run_split(seg, nrun, r)) {
             s = share_split(gfb, g0, g1, w->task_workers);
-            if (s < g1) split_height_add(hs, &n, run_group_height(w, seg, r, s));
+            if (s < g1 && g1 - g0 >= LEVEL_MIN) split_height_add(hs, &n, run_group_height(w, seg, r, s));
         }
         cut[2 * r] = s;
     }
     for (int32_t r = 0; r < nrun; r++) {
         const int32_t g0 = seg[3 * r + 2], g1 = seg[3 * r + 5];
         int32_t s = cut[2 * r];
-        if (n >= 2 && g1 - g0 >= LEVEL_MIN) {
+        if (n >= 2 && run_split(seg, nrun, r)) {
             const double hm = hs[n / 2];
             s = g0;
             while (s < g1 && run_group_height(w, seg, r, s) < hm)
@@ -1965,7 +1976,7 @@ static void make_splits(ph__world *w, int32_t nseg) {
         sg[3] = sg[1];
         if (!sg[2]) continue;
         sg[3] = share_split(w->wgfirst, sg[0], sg[1], w->task_workers);
-        if (sg[3] < sg[1]) split_height_add(hs, &n, group_height(w, sg[3]));
+        if (sg[3] < sg[1] && sg[2] == 1) split_height_add(hs, &n, group_height(w, sg[3]));
     }
     if (n < 2) return;
     const double hm = hs[n / 2];
@@ -2054,13 +2065,28 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
         if (par) npar += g - l0;
         if (!par && nseg > 0 && !w->wsegs[4 * nseg - 2]) {
             w->wsegs[4 * nseg - 3] = g;
+            w->wsegs[4 * nseg - 1] = -1; /* (two levels or more: not lone) */
         } else {
             w->wsegs[4 * nseg] = l0;
             w->wsegs[4 * nseg + 1] = g;
             w->wsegs[4 * nseg + 2] = par;
+            w->wsegs[4 * nseg + 3] = 0;
             nseg++;
         }
         l0 = g;
+    }
+    /* A lone small level (between wide ones, or a wide one and the end)
+     * is split too (par 2; run_split is the layout's rule): a coloured
+     * island's last colour is a few groups spread over its whole height,
+     * whose bodies, run by one worker, changed hands twice a sweep
+     * (pyramid40: 26 bodies on both workers' sides of 55, 146 hand-offs a
+     * sweep -> 41 and 118; docs/profile.md, "A twentieth pass"). Its
+     * groups are independent, as a wide level's; it does not count
+     * towards npar. */
+    for (int32_t k = 0; k < nseg; k++) {
+        int32_t *sg = &w->wsegs[4 * k];
+        if (!sg[2] && sg[3] == 0 && sg[1] - sg[0] >= 2 && (k == 0 || sg[-2] == 1) && (k == nseg - 1 || sg[6] == 1))
+            sg[2] = 2;
     }
     make_splits(w, nseg);
     /* Mostly small levels (a pyramid's chains of them): the workers would

@@ -1003,6 +1003,72 @@ static void test_pieces_at(void **state) {
  * group); a layout made by two workers splits each wide level at the
  * group where the schedule made after it splits that level, so each
  * worker writes the batches it will fill, sweep and store. */
+/* The sweep's boundary: pyramid40's solver bodies touched by both
+ * workers' shares of the level passes (worker 1's: each split segment's
+ * groups from its split), and the hand-offs of one sweep (a body's
+ * records moving to the other core, counted over the segments in order
+ * and around to the next sweep). The split at one height leaves about one
+ * row of the wall on both sides (row 11 of 40: 28 boxes, and 9 of row
+ * 12); before the lone small colour was split too, 55 bodies and 146
+ * hand-offs a sweep (docs/profile.md, "A twentieth pass"). */
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_boundary(void **state) {
+    (void)state;
+    ph_world_id id = make_world("pyramid40", 2, 0, 1);
+    ph__world *x = ph__world_get(id);
+    int steps = 0, lone = 0, boths[60];
+    int64_t hand = 0;
+    for (int k = 0; k < 60; k++) {
+        assert_int_equal(ph_world_step(id), PH_OK);
+        if (!x->wsched_ok || x->wsched_tiles || x->wgdep_groups == 0) continue;
+        const int32_t nsb = x->sbody_count, nseg = x->wseg_count, *sg = x->wsegs;
+        uint8_t *seen = calloc((size_t)nsb, 1);
+        int8_t *last = malloc((size_t)nsb);
+        assert_non_null(seen);
+        assert_non_null(last);
+        memset(last, -1, (size_t)nsb);
+        for (int sweep = 0; sweep < 2; sweep++)
+            for (int32_t q = 0; q < nseg; q++) {
+                if (sweep == 0 && sg[4 * q + 2] == 2 && sg[4 * q + 3] > sg[4 * q] && sg[4 * q + 3] < sg[4 * q + 1])
+                    lone++;
+                for (int32_t g = sg[4 * q]; g < sg[4 * q + 1]; g++) {
+                    const int8_t wk = (int8_t)(sg[4 * q + 2] && g >= sg[4 * q + 3]);
+                    const ph__wbatch *wb = &x->wbatches[x->wgfirst[g]];
+                    for (int j = 0; j < PH_LANES; j++) {
+                        if (wb->point[j] < 0) continue;
+                        const int32_t bd[2] = {wb->ia[j], wb->ib[j]};
+                        for (int t = 0; t < 2; t++) {
+                            if (bd[t] <= 0) continue;
+                            if (sweep == 1 && last[bd[t]] >= 0 && last[bd[t]] != wk) hand++;
+                            last[bd[t]] = wk;
+                            seen[bd[t]] |= (uint8_t)(1 << wk);
+                        }
+                    }
+                }
+            }
+        int both = 0;
+        for (int32_t b = 1; b < nsb; b++)
+            both += seen[b] == 3;
+        boths[steps] = both;
+        free(seen);
+        free(last);
+        steps++;
+    }
+    assert_true(steps >= 50);
+    qsort(boths, (size_t)steps, sizeof *boths, cmp_int);
+    const int both = boths[steps / 2];
+    print_message("%d steps: %d bodies on both sides (median; %d-%d), %.1f hand-offs a sweep; %d lone small levels "
+                  "split\n",
+                  steps, both, boths[0], boths[steps - 1], (double)hand / steps, lone);
+    assert_true(lone >= steps * 3 / 4); /* (the last colour, most steps) */
+    assert_true(both >= 28 && both <= 46);
+    assert_true(hand <= 128 * (int64_t)steps);
+}
+
 static void test_cuts(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 2, 0, 1);
@@ -1190,6 +1256,7 @@ int main(void) {
         cmocka_unit_test(test_free_split),
         cmocka_unit_test(test_pieces_at),
         cmocka_unit_test(test_cuts),
+        cmocka_unit_test(test_boundary),
         cmocka_unit_test(test_pass_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
