@@ -158,10 +158,10 @@ int ph_body_destroy(ph_body_id id) {
     return PH_OK;
 }
 
-int ph_body_is_valid(ph_body_id id) { return ph__body_get(id, NULL) != NULL; }
+int ph_body_is_valid(ph_body_id id) { return ph__body_peek(id, NULL) != NULL; }
 
 int ph_body_get_state(ph_body_id id, ph_body_state *o) {
-    ph__body *b = ph__body_get(id, NULL);
+    const ph__body *b = ph__body_peek(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!o) return PH_ERR_INVALID_ARGUMENT;
     o->type = b->type;
@@ -180,7 +180,7 @@ int ph_body_get_state(ph_body_id id, ph_body_state *o) {
 }
 
 int ph_body_get_transform(ph_body_id id, ph_transform *out) {
-    ph__body *b = ph__body_get(id, NULL);
+    const ph__body *b = ph__body_peek(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!out) return PH_ERR_INVALID_ARGUMENT;
     out->p = b->p;
@@ -312,7 +312,7 @@ int ph_body_set_damping(ph_body_id id, double lin, double ang) {
 int ph_body_is_awake(ph_body_id id, int *awake) {
     if (!awake) return PH_ERR_INVALID_ARGUMENT;
     *awake = 0;
-    ph__body *b = ph__body_get(id, NULL);
+    const ph__body *b = ph__body_peek(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
     *awake = b->type != PH_BODY_STATIC && !b->asleep;
     return PH_OK;
@@ -327,7 +327,7 @@ int ph_body_wake(ph_body_id id) {
 }
 
 int ph_body_get_angular_momentum(ph_body_id id, ph_vec3 *out) {
-    ph__body *b = ph__body_get(id, NULL);
+    const ph__body *b = ph__body_peek(id, NULL);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (!out) return PH_ERR_INVALID_ARGUMENT;
     ph_vec3 l = ph_inv_rotate(b->q, b->w);

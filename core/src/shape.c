@@ -231,7 +231,7 @@ int ph_shape_get_def(ph_shape_id id, ph_shape_def *out) {
 
 int ph_body_get_shapes(ph_body_id id, ph_shape_id *out, int cap) {
     ph__world *w;
-    ph__body *b = ph__body_get(id, &w);
+    const ph__body *b = ph__body_peek(id, &w);
     if (!b) return PH_ERR_INVALID_HANDLE;
     if (cap < 0 || (cap > 0 && !out)) return PH_ERR_INVALID_ARGUMENT;
     int n = 0;

@@ -406,14 +406,24 @@ static inline ph__world *ph__world_of(uint16_t world0) {
     return (w && w->alive) ? w : NULL;
 }
 
-static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
+/* The live body of a handle (generation-checked), for reading: the
+ * state hash's cache stays good. */
+static inline const ph__body *ph__body_peek(ph_body_id id, ph__world **wout) {
     ph__world *w = ph__world_of(id.world0);
     if (!w || id.index1 <= 0 || id.index1 > w->body_pool.hwm) return NULL;
-    ph__body *b = &w->bodies[id.index1 - 1];
+    const ph__body *b = &w->bodies[id.index1 - 1];
     if (!b->alive || b->gen != id.gen) return NULL;
-    w->hash_ok = 0;
     if (wout) *wout = w;
     return b;
+}
+
+/* The same for a change: clears the state hash's cache. */
+static inline ph__body *ph__body_get(ph_body_id id, ph__world **wout) {
+    ph__world *w;
+    if (!ph__body_peek(id, &w)) return NULL;
+    w->hash_ok = 0;
+    if (wout) *wout = w;
+    return &w->bodies[id.index1 - 1];
 }
 
 static inline ph__shape *ph__shape_get(ph_shape_id id, ph__world **wout) {

@@ -16,6 +16,7 @@
 #include "physd/ph_core.h"
 #include "physd/ph_scenes.h"
 #include "physd/ph_snapshot.h"
+#include "world.h"
 
 static ph_world_id new_world(ph_vec3 gravity) {
     ph_world_def d = ph_default_world_def();
@@ -469,6 +470,27 @@ static void test_state_hash_cache(void **state) {
     }
     const uint64_t h0 = ph_world_state_hash(w);
     assert_true(h0 == fresh_hash(w));
+    /* The getters leave the cache good (a server reads every pose each
+     * tick); a change clears it. */
+    const ph__world *x = ph__world_get(w);
+    assert_non_null(x);
+    assert_int_equal(x->hash_ok, 1);
+    ph_body_state bs;
+    ph_vec3 am;
+    ph_shape_id sh[4];
+    int awake = -1;
+    assert_int_equal(ph_body_get_transform(top, &tr), PH_OK);
+    assert_int_equal(ph_body_get_state(top, &bs), PH_OK);
+    assert_int_equal(ph_body_get_angular_momentum(top, &am), PH_OK);
+    assert_int_equal(ph_body_is_awake(top, &awake), PH_OK);
+    assert_int_equal(awake, 0);
+    assert_int_equal(ph_body_get_shapes(top, sh, 4), 1);
+    assert_true(ph_body_is_valid(top));
+    assert_int_equal(x->hash_ok, 1);
+    assert_int_equal(ph_body_set_damping(top, bs.linear_damping, bs.angular_damping), PH_OK);
+    assert_int_equal(x->hash_ok, 0);
+    assert_true(ph_world_state_hash(w) == h0);
+    assert_int_equal(x->hash_ok, 1);
     for (int i = 0; i < 5; i++)
         assert_int_equal(ph_world_step(w), PH_OK); /* idle steps */
     assert_true(ph_world_state_hash(w) == h0);
