@@ -2079,8 +2079,9 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
      * is split too (par 2; run_split is the layout's rule): a coloured
      * island's last colour is a few groups spread over its whole height,
      * whose bodies, run by one worker, changed hands twice a sweep
-     * (pyramid40: 26 bodies on both workers' sides of 55, 146 hand-offs a
-     * sweep -> 41 and 118; docs/profile.md, "A twentieth pass"). Its
+     * (pyramid40, test_boundary: 54 bodies on both workers' sides and 142
+     * hand-offs a sweep -> 42 and 120; docs/profile.md, "A twentieth
+     * pass"). Its
      * groups are independent, as a wide level's; it does not count
      * towards npar. */
     for (int32_t k = 0; k < nseg; k++) {

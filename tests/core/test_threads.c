@@ -1009,7 +1009,7 @@ static void test_pieces_at(void **state) {
  * records moving to the other core, counted over the segments in order
  * and around to the next sweep). The split at one height leaves about one
  * row of the wall on both sides (row 11 of 40: 28 boxes, and 9 of row
- * 12); before the lone small colour was split too, 55 bodies and 146
+ * 12); before the lone small colour was split too, 54 bodies and 142
  * hand-offs a sweep (docs/profile.md, "A twentieth pass"). */
 static int cmp_int(const void *a, const void *b) {
     const int x = *(const int *)a, y = *(const int *)b;
