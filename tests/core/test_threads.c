@@ -996,13 +996,11 @@ static void test_pieces_at(void **state) {
     }
 }
 
-/* Where the passes over bodies and the layout split pyramid40 at two
- * threads (solver_wide.c, body_cut and run_cuts): the bodies' split
- * (w->wbody_cut) is the one with the fewest bodies on the wrong side of it
- * (a body's side: the worker that integrates it, the owner of its last
- * group); a layout made by two workers splits each wide level at the
- * group where the schedule made after it splits that level, so each
- * worker writes the batches it will fill, sweep and store. */
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 /* The sweep's boundary: pyramid40's solver bodies touched by both
  * workers' shares of the level passes (worker 1's: each split segment's
  * groups from its split), and the hand-offs of one sweep (a body's
@@ -1011,11 +1009,6 @@ static void test_pieces_at(void **state) {
  * row of the wall on both sides (row 11 of 40: 28 boxes, and 9 of row
  * 12); before the lone small colour was split too, 54 bodies and 142
  * hand-offs a sweep (docs/profile.md, "A twentieth pass"). */
-static int cmp_int(const void *a, const void *b) {
-    const int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 static void test_boundary(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 2, 0, 1);
@@ -1069,6 +1062,13 @@ static void test_boundary(void **state) {
     assert_true(hand <= 128 * (int64_t)steps);
 }
 
+/* Where the passes over bodies and the layout split pyramid40 at two
+ * threads (solver_wide.c, body_cut and run_cuts): the bodies' split
+ * (w->wbody_cut) is the one with the fewest bodies on the wrong side of it
+ * (a body's side: the worker that integrates it, the owner of its last
+ * group); a layout made by two workers splits each wide level at the
+ * group where the schedule made after it splits that level, so each
+ * worker writes the batches it will fill, sweep and store. */
 static void test_cuts(void **state) {
     (void)state;
     ph_world_id id = make_world("pyramid40", 2, 0, 1);
