@@ -620,14 +620,6 @@ static int make_tiles(ph__world *w, int32_t nmf, int islands_done, int kept, int
  * is a lone smaller one (make_schedule, run_split). */
 #define LEVEL_MIN 8
 
-/* The height at which make_splits will split a build's levels, from its
- * runs before the layout (one tile: a run is a level, a parallel segment
- * of the schedule when it has LEVEL_MIN groups or more; the smaller ones
- * are worker 0's): the same rule on the same numbers, group g's height its
- * first manifold's (lane 0), gfb[g] its first batch. Writes cut[2r], run
- * r's manifold where worker 0's part ends, and cut[2r + 1] that group's
- * first batch, so that each worker lays out the batches it will fill,
- * sweep and store (layout_pass). */
 /* The split of a level's groups [g0, g1) by batches (gf: each group's
  * first batch): the first group with 1 / nw of them before it. */
 static int32_t share_split(const int32_t *gf, int32_t g0, int32_t g1, int nw) {
@@ -663,6 +655,14 @@ static int run_split(const int32_t *seg, int32_t nrun, int32_t r) {
 #undef RUN_GROUPS
 }
 
+/* Where make_splits will split a build's levels, from its runs before
+ * the layout (one tile: a run is a level, split when run_split says so, as
+ * make_schedule splits its segments; the others are worker 0's): the same
+ * rule on the same numbers, group g's height its first manifold's (lane
+ * 0), gfb[g] its first batch. Writes cut[2r], run r's manifold where
+ * worker 0's part ends, and cut[2r + 1] that group's first batch, so that
+ * each worker lays out the batches it will fill, sweep and store
+ * (layout_pass). */
 static void run_cuts(const ph__world *w, const int32_t *seg, int32_t nrun, const int32_t *gfb, int32_t *cut) {
     double hs[SPLIT_HEIGHTS];
     int n = 0;
@@ -2081,9 +2081,8 @@ static int make_schedule(ph__world *w, int32_t ng, int kept) {
      * whose bodies, run by one worker, changed hands twice a sweep
      * (pyramid40, test_boundary: 54 bodies on both workers' sides and 142
      * hand-offs a sweep -> 42 and 120; docs/profile.md, "A twentieth
-     * pass"). Its
-     * groups are independent, as a wide level's; it does not count
-     * towards npar. */
+     * pass"). Its groups are independent, as a wide level's; it does not
+     * count towards npar, nor its split towards make_splits' median. */
     for (int32_t k = 0; k < nseg; k++) {
         int32_t *sg = &w->wsegs[4 * k];
         if (!sg[2] && sg[3] == 0 && sg[1] - sg[0] >= 2 && (k == 0 || sg[-2] == 1) && (k == nseg - 1 || sg[6] == 1))

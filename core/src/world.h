@@ -170,9 +170,9 @@ struct ph__world {
     int wsched_tiles;      /* with wsched_ok: the workers take whole tiles (tile_pass, ph__wide_tile_split) */
     int32_t wbody_cut;     /* the last schedule's split of the awake bodies (body_cut; 0: none) */
     struct ph__prof *prof; /* the pass profile (tasks.h; NULL: off) */
-    int32_t *wcut_test;    /* tests (NULL: off): a build whose layout was split at the last split's
-                              height writes, for each run (up to wcut_cap), its first group and the
-                              group it was split at, and wcut_runs = the runs (else 0) */
+    int32_t *wcut_test;    /* tests (NULL: off): a build whose layout was cut (run_cuts) writes, for
+                              each run (up to wcut_cap), its first group and the group it was cut
+                              at, and wcut_runs = the runs (else 0) */
     int32_t wcut_cap, wcut_runs;
     uint8_t *wfree_worker; /* tests (NULL: off): by group, the worker that ran it in the last
                               unordered claimed pass, worker 0 waiting for another's first claim */
