@@ -4,7 +4,7 @@
 # then fuzzes for a bounded time. docs/fuzzing.md has the details.
 #
 # Usage: tests/fuzz/fuzz.sh [--time SECONDS] [--build-dir DIR] [--cc CLANG]
-#                           [--ci] [--no-build | --build-only] [--ws]
+#                           [--ci] [--no-build | --build-only] [--ws | --snapshot]
 #                           [-- LIBFUZZER FLAGS...]
 #   --time S       fuzz for S seconds after the replay (default 600; 0: replay only)
 #   --build-dir D  the clang build directory (default build/fuzz)
@@ -19,6 +19,9 @@
 #                  test itself reports the skip)
 #   --ws           the WebSocket target instead (physd_fuzz_ws: session
 #                  scripts for the connection behind /ws, seeds corpus_ws/)
+#   --snapshot     the snapshot target instead (physd_fuzz_snapshot: bytes
+#                  for ph_world_restore, seeds corpus_snapshot/, its own
+#                  dictionary snapshot.dict)
 # Without --ci the new inputs go to D/work/corpus and crashes to
 # D/work/artifacts/ (crash-<sha1>, leak-..., timeout-..., oom-...).
 # Exit status: 0 clean, 1 a crash/leak/timeout (libFuzzer's message and the
@@ -35,6 +38,7 @@ do_build=1
 build_only=0
 target=physd_fuzz
 seeds=(corpus regress)
+dict=physd.dict
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
     --no-build) do_build=0; shift ;;
     --build-only) build_only=1; shift ;;
     --ws) target=physd_fuzz_ws; seeds=(corpus_ws); shift ;;
+    --snapshot) target=physd_fuzz_snapshot; seeds=(corpus_snapshot); dict=snapshot.dict; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -93,7 +98,7 @@ if [ "$ci" = 1 ]; then work="$probe/work"; fi
 mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-flags=(-dict="$here/physd.dict" -max_len=65546 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/")
+flags=(-dict="$here/$dict" -max_len=65546 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/")
 # CI fuzzes from a fixed seed (PHYSD_FUZZ_CI_SEED, default 1), so that its
 # run mutates the same way each time: a failure there is a finding to fix,
 # not luck. Long runs by hand take libFuzzer's random seed.

@@ -71,6 +71,20 @@
 #define PF_WS_SOFT 4096u
 #define PF_WS_HARD 262144u
 
+/* Counters over all sessions run so far (physd_fuzz_print_stats). */
+typedef struct physd_fuzz_stats {
+    uint64_t sessions;
+    uint64_t requests;        /* frames unpacked as ClientMessage */
+    uint64_t replies;         /* Reply messages received */
+    uint64_t replies_ok;      /* ... with STATUS_OK */
+    uint64_t pushes;          /* Frame, Stats, ContactEvents, Notice */
+    uint64_t server_closed;   /* sessions the server ended (bad frame, ...) */
+    uint64_t settled;         /* sessions whose worlds went idle before the settle deadline */
+    uint64_t worlds_created;  /* worlds left to the teardown */
+    uint64_t reply_kinds[32]; /* Reply.payload_case counts (ok replies) */
+    uint64_t status_kinds[16];
+} physd_fuzz_stats;
+
 static ps_server *srv;
 static physd_fuzz_stats stats;
 static uint64_t settle_ns = 10000000ull; /* 10 ms: libFuzzer's default */
@@ -141,7 +155,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-const physd_fuzz_stats *physd_fuzz_get_stats(void) { return &stats; }
+void physd_fuzz_print_stats(FILE *f) {
+    fprintf(f,
+            "%llu sessions, %llu requests, %llu replies (%llu ok), %llu pushes, %llu sessions ended by the server, "
+            "%llu settled",
+            (unsigned long long)stats.sessions, (unsigned long long)stats.requests, (unsigned long long)stats.replies,
+            (unsigned long long)stats.replies_ok, (unsigned long long)stats.pushes,
+            (unsigned long long)stats.server_closed, (unsigned long long)stats.settled);
+}
 
 void physd_fuzz_set_settle_ms(double ms) {
     const char *e = getenv("PHYSD_FUZZ_SETTLE_MS");

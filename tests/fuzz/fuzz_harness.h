@@ -9,6 +9,7 @@
 #define PHYSD_FUZZ_HARNESS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* How the input is cut into the pieces fed to the connection. */
@@ -38,20 +39,8 @@ void physd_fuzz_shutdown(void);
  * (StepWorld requests to finish); PHYSD_FUZZ_SETTLE_MS takes precedence. */
 void physd_fuzz_set_settle_ms(double ms);
 
-/* Counters over all sessions run so far (fuzz_replay prints them). */
-typedef struct physd_fuzz_stats {
-    uint64_t sessions;
-    uint64_t requests;        /* frames unpacked as ClientMessage */
-    uint64_t replies;         /* Reply messages received */
-    uint64_t replies_ok;      /* ... with STATUS_OK */
-    uint64_t pushes;          /* Frame, Stats, ContactEvents, Notice */
-    uint64_t server_closed;   /* sessions the server ended (bad frame, ...) */
-    uint64_t settled;         /* sessions whose worlds went idle before the settle deadline */
-    uint64_t worlds_created;  /* worlds left to the teardown */
-    uint64_t reply_kinds[32]; /* Reply.payload_case counts (ok replies) */
-    uint64_t status_kinds[16];
-} physd_fuzz_stats;
-
-const physd_fuzz_stats *physd_fuzz_get_stats(void);
+/* Prints the counters over all inputs run so far, one line's middle part
+ * without a newline (fuzz_replay's summary: "N sessions, ..."). */
+void physd_fuzz_print_stats(FILE *f);
 
 #endif /* PHYSD_FUZZ_HARNESS_H */

@@ -281,14 +281,9 @@ int main(int argc, char **argv) {
     free(inputs);
     physd_fuzz_shutdown();
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    const physd_fuzz_stats *s = physd_fuzz_get_stats();
-    printf("fuzz_replay: %lu files, %lu mutated inputs, %llu sessions, %llu requests, %llu replies (%llu ok), %llu "
-           "pushes, "
-           "%llu sessions ended by the server, %llu settled, %.2f s\n",
-           files, mutated, (unsigned long long)s->sessions, (unsigned long long)s->requests,
-           (unsigned long long)s->replies, (unsigned long long)s->replies_ok, (unsigned long long)s->pushes,
-           (unsigned long long)s->server_closed, (unsigned long long)s->settled,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    printf("fuzz_replay: %lu files, %lu mutated inputs, ", files, mutated);
+    physd_fuzz_print_stats(stdout);
+    printf(", %.2f s\n", (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     if (files == 0) {
         fprintf(stderr, "fuzz_replay: no corpus files found\n");
         return 2;
