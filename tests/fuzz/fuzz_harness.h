@@ -3,7 +3,10 @@
  * (framer, dispatch, world host, broadcast) of one in-process server whose
  * only missing piece is the socket (ps_conn_open_virtual). Used by the
  * libFuzzer build (clang, -DPHYSD_FUZZ=ON) and by fuzz_replay, the corpus
- * replayer of the normal (GCC, sanitized) test build.
+ * replayer of the normal (GCC, sanitized) test build. The WebSocket target
+ * is the same file built with PHYSD_FUZZ_WS; the snapshot target
+ * (fuzz_snapshot.c) implements this interface too, its four modes being
+ * fix-ups of the snapshot instead of ways to cut it.
  */
 #ifndef PHYSD_FUZZ_HARNESS_H
 #define PHYSD_FUZZ_HARNESS_H

@@ -6,8 +6,9 @@
  * Usage: fuzz_replay [-v] [-m MODE] [--mutate N [--seconds S] [--seed X]] PATH...
  *   PATH   a file, or a directory whose regular files are all replayed
  *          (sorted by name, dot files skipped)
- *   -m     chunk mode 0..3 (fuzz_harness.h); default: every mode, so each
- *          file runs four times with its frames cut four ways
+ *   -m     chunk mode 0..3 (fuzz_harness.h; the snapshot target's
+ *          fix-ups, fuzz_snapshot.c); default: every mode, so each file
+ *          runs four times with its frames cut four ways
  *   -v     print every reply (-v -v: pushes too)
  *   --mutate N  after the replay, N inputs made by mutating the files
  *          (byte flips, inserts, deletes, copies, splices of two files,

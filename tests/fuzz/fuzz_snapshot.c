@@ -59,7 +59,7 @@
 #define SNAP_MAX (1u << 22) /* larger inputs are not fixed up (libFuzzer's -max_len is far below) */
 
 static struct {
-    unsigned long long inputs, fixed, restored, normalized, nonfinite, refused[8], limit, stepped, steps;
+    unsigned long long inputs, fixed, restored, normalized, nonfinite, refused[5], limit, stepped, steps;
 } st;
 
 static void fail(const char *fmt, ...)
