@@ -153,6 +153,12 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
         rc = st->code;
     if (!rc && (im->epoch > PS_MAX_EPOCH || strlen(im->meta->name) > 64 || strlen(im->meta->preset) > 63))
         rc = ps_fail(st, PS_ST_INVALID, "the snapshot's id epoch, name or preset is out of range");
+    /* (its tokens checked before anything is made: the world's id is the
+     * one they are for; all of them go in, or the image is refused) */
+    for (size_t k = 0; !rc && with_tokens && k < im->n_tokens; k++) {
+        const char *bad = ps_token_journal_bad(im->tokens[k], id ? id : 1); /* (a world's, never the admin's) */
+        if (bad) rc = ps_fail(st, PS_ST_INVALID, "the image's token %zu: %s", k, bad);
+    }
     if (!rc) {
         ph_snapshot_limits lim = {s->cfg.max_bodies_per_world, s->cfg.max_bodies_per_world};
         int err = ph_world_restore(im->core.data, im->core.len, &lim, &w);

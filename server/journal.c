@@ -375,16 +375,31 @@ static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_
     return 0;
 }
 
-void ps_token_from_journal(ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id) {
+const char *ps_token_journal_bad(const Physd__Journal__V1__Token *tk, uint64_t world_id) {
+    const size_t n = tk->id ? strlen(tk->id) : 0;
+    if (n == 0 || n > PS_TOKEN_ID_LEN) return "its id is empty or too long";
+    if (tk->hash.len != 32) return "its hash is not 32 bytes";
+    if (world_id == 0 ? tk->role != PS_ROLE_ADMIN : tk->role < PS_ROLE_VIEWER || tk->role > PS_ROLE_OWNER)
+        return "its role is not one of a token of its world";
+    return NULL;
+}
+
+int ps_token_from_journal(ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id) {
+    const char *bad = ps_token_journal_bad(tk, world_id);
+    if (bad) {
+        ps_log("world %llu: a journaled token left out: %s", (unsigned long long)world_id, bad);
+        return -1;
+    }
     ps_token t;
     memset(&t, 0, sizeof t);
     snprintf(t.id, sizeof t.id, "%s", tk->id);
     t.world_id = world_id;
-    t.role = (int)tk->role;
-    snprintf(t.label, sizeof t.label, "%s", tk->label);
-    if (tk->hash.len == 32) memcpy(t.hash, tk->hash.data, 32);
+    t.role = (int)tk->role; /* (in [PS_ROLE_VIEWER, PS_ROLE_ADMIN]: above) */
+    snprintf(t.label, sizeof t.label, "%s", tk->label ? tk->label : "");
+    memcpy(t.hash, tk->hash.data, 32);
     t.created_unix = tk->created_unix;
     if (!ps_tokens_find(&s->tokens, t.id)) ps_tokens_add(&s->tokens, &t);
+    return 0;
 }
 
 /* physd --replay --simd S: the instruction set the replay runs with, to

@@ -67,8 +67,14 @@ int ps_journal_append_at(struct ps_host *h, Physd__Journal__V1__Record *r, uint6
  * being destroyed (shutdown): the journal stays on disk. */
 void ps_journal_detach(struct ps_server *s, ps_journal *j);
 
-/* A journaled token (its hash) back in the server's table, for world_id. */
-void ps_token_from_journal(struct ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id);
+/* Whether a token read from a journal or a world image may go into the
+ * table for world_id: an id of 1..PS_TOKEN_ID_LEN characters, a 32-byte
+ * hash and a role that exists for that world (viewer, editor or owner of a
+ * world; admin only for world 0, the admin token). NULL, or why not. */
+const char *ps_token_journal_bad(const Physd__Journal__V1__Token *tk, uint64_t world_id);
+/* A journaled token (its hash) back in the server's table, for world_id;
+ * one that ps_token_journal_bad refuses is left out (-1, logged). */
+int ps_token_from_journal(struct ps_server *s, const Physd__Journal__V1__Token *tk, uint64_t world_id);
 
 /* Records of the changes (each appends one record at the host's tick). */
 struct ps_token;
