@@ -155,6 +155,9 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
         rc = ps_fail(st, PS_ST_INVALID, "the snapshot's id epoch, name or preset is out of range");
     /* (its tokens checked before anything is made: the world's id is the
      * one they are for; all of them go in, or the image is refused) */
+    if (!rc && with_tokens && im->n_tokens > (size_t)s->cfg.max_tokens_per_world)
+        rc = ps_fail(st, PS_ST_EXHAUSTED, "the image has %zu tokens, more than max_tokens_per_world (%d)", im->n_tokens,
+                     s->cfg.max_tokens_per_world);
     for (size_t k = 0; !rc && with_tokens && k < im->n_tokens; k++) {
         const char *bad = ps_token_journal_bad(im->tokens[k], id ? id : 1); /* (a world's, never the admin's) */
         if (bad) rc = ps_fail(st, PS_ST_INVALID, "the image's token %zu: %s", k, bad);

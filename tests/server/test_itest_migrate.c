@@ -851,24 +851,32 @@ static void test_drain_refuses_new_worlds(void **state) {
 }
 
 /* ImportWorld by hand: what a target says at each step. */
-/* img (a PHYSDW01 image) with one token added to its body: role and a hash
- * of hash_len bytes; the length and CRC-32C made to match. Freed by the
- * caller. */
-static uint8_t *image_with_token(const uint8_t *img, size_t len, uint32_t role, size_t hash_len, size_t *out_len) {
+/* img (a PHYSDW01 image) with count tokens in its body instead of its own:
+ * role and a hash of hash_len bytes; the length and CRC-32C made to match.
+ * Freed by the caller. */
+static uint8_t *image_with_tokens(const uint8_t *img, size_t len, uint32_t role, size_t hash_len, size_t count,
+                                  size_t *out_len) {
     const size_t head = 16; /* "PHYSDW01", u32 length, u32 CRC-32C (image.c) */
     Physd__Journal__V1__WorldImage *im = physd__journal__v1__world_image__unpack(NULL, len - head, img + head);
     assert_non_null(im);
-    Physd__Journal__V1__Token tk = PHYSD__JOURNAL__V1__TOKEN__INIT;
+    Physd__Journal__V1__Token *tk = calloc(count, sizeof *tk), **tp = calloc(count, sizeof *tp);
+    char(*ids)[17] = calloc(count, sizeof *ids);
+    assert_true(tk && tp && ids);
     uint8_t hash[32] = {1, 2, 3};
-    tk.id = "0123456789abcdef";
-    tk.role = role;
-    tk.label = "crafted";
-    tk.hash.data = hash;
-    tk.hash.len = hash_len;
-    Physd__Journal__V1__Token **keep = im->tokens, *one[1] = {&tk};
+    for (size_t k = 0; k < count; k++) {
+        physd__journal__v1__token__init(&tk[k]);
+        snprintf(ids[k], sizeof ids[k], "%016zx", k);
+        tk[k].id = ids[k];
+        tk[k].role = role;
+        tk[k].label = "crafted";
+        tk[k].hash.data = hash;
+        tk[k].hash.len = hash_len;
+        tp[k] = &tk[k];
+    }
+    Physd__Journal__V1__Token **keep = im->tokens;
     const size_t nkeep = im->n_tokens;
-    im->tokens = one;
-    im->n_tokens = 1;
+    im->tokens = tp;
+    im->n_tokens = count;
     const size_t n = physd__journal__v1__world_image__get_packed_size(im);
     uint8_t *out = malloc(head + n);
     assert_non_null(out);
@@ -882,6 +890,9 @@ static uint8_t *image_with_token(const uint8_t *img, size_t len, uint32_t role, 
     im->tokens = keep;
     im->n_tokens = nkeep;
     physd__journal__v1__world_image__free_unpacked(im, NULL);
+    free(tk);
+    free(tp);
+    free(ids);
     *out_len = head + n;
     return out;
 }
@@ -927,25 +938,31 @@ static void test_import_protocol(void **state) {
         physd__v1__server_message__free_unpacked(r, NULL);
     }
     /* An image whose token is not one a world has (a role past owner, the
-     * admin's, none, one wrapping to -1 as an int, or a short hash) is
-     * refused whole, saying which token and why; a good one is taken. */
+     * admin's, none, one wrapping to -1 as an int, or a short hash), or
+     * with more tokens than max_tokens_per_world (1024), is refused whole,
+     * saying which token and why; good ones are taken. */
     const struct {
         uint32_t role;
-        size_t hash_len;
+        size_t hash_len, count;
         int want;
         const char *says;
     } tcases[] = {
-        {9, 32, ST(INVALID_ARGUMENT), "role"},     {4, 32, ST(INVALID_ARGUMENT), "role"},
-        {0, 32, ST(INVALID_ARGUMENT), "role"},     {0xffffffffu, 32, ST(INVALID_ARGUMENT), "role"},
-        {3, 31, ST(INVALID_ARGUMENT), "32 bytes"}, {3, 32, ST(OK), NULL},
+        {9, 32, 1, ST(INVALID_ARGUMENT), "role"},
+        {4, 32, 1, ST(INVALID_ARGUMENT), "role"},
+        {0, 32, 1, ST(INVALID_ARGUMENT), "role"},
+        {0xffffffffu, 32, 1, ST(INVALID_ARGUMENT), "role"},
+        {3, 31, 1, ST(INVALID_ARGUMENT), "32 bytes"},
+        {1, 32, 1025, ST(RESOURCE_EXHAUSTED), "max_tokens_per_world"},
+        {3, 32, 1, ST(OK), NULL},
+        {1, 32, 1024, ST(OK), NULL},
     };
     for (size_t k = 0; k < sizeof tcases / sizeof tcases[0]; k++) {
         size_t blen = 0;
-        uint8_t *bad = image_with_token(img, len, tcases[k].role, tcases[k].hash_len, &blen);
+        uint8_t *bad = image_with_tokens(img, len, tcases[k].role, tcases[k].hash_len, tcases[k].count, &blen);
         smsg *r = mt_import(&t, A, 30 + k, 0, bad, blen, 0, 1);
         if ((int)r->reply->status != tcases[k].want || (tcases[k].says && !strstr(r->reply->message, tcases[k].says)))
-            fail_msg("token role %u, hash %zu bytes: %s: %s", tcases[k].role, tcases[k].hash_len,
-                     pc_status_name((int)r->reply->status), r->reply->message);
+            fail_msg("%zu tokens of role %u, hash %zu bytes: %s: %s", tcases[k].count, tcases[k].role,
+                     tcases[k].hash_len, pc_status_name((int)r->reply->status), r->reply->message);
         physd__v1__server_message__free_unpacked(r, NULL);
         if (tcases[k].want == ST(OK)) /* (dropped again: the world is imported below) */
             assert_int_equal(status_of(mt_import(&t, A, 30 + k, 2, NULL, 0, 0, 0)), ST(OK));
