@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "journal.h" /* (ps_crc32c and the journal's records: a crafted record appended) */
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -405,6 +406,95 @@ static void test_torn_and_corrupt_tail(void **state) {
     stop(&sv);
 }
 
+/* Appends a token_add record for world w (id, role, a hash of hash_len
+ * bytes) at the tick and id epoch of the journal's last record, framed as
+ * journal.c frames one (u32 length, u32 CRC-32C, the Record). */
+static void append_token_record(const char *path, uint64_t w, const char *id, uint32_t role, size_t hash_len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t text[1 << 20];
+    const size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    uint64_t tick = 0, epoch = 0;
+    for (size_t at = 16; at + 8 <= n;) { /* (after the 16-byte header) */
+        const uint32_t len = (uint32_t)text[at] | (uint32_t)text[at + 1] << 8 | (uint32_t)text[at + 2] << 16 |
+                             (uint32_t)text[at + 3] << 24;
+        assert_true(at + 8 + len <= n);
+        Physd__Journal__V1__Record *r = physd__journal__v1__record__unpack(NULL, len, text + at + 8);
+        assert_non_null(r);
+        tick = r->tick;
+        epoch = r->epoch;
+        physd__journal__v1__record__free_unpacked(r, NULL);
+        at += 8 + len;
+    }
+    uint8_t hash[32] = {7};
+    Physd__Journal__V1__Token tk = PHYSD__JOURNAL__V1__TOKEN__INIT;
+    tk.id = (char *)id;
+    tk.world_id = w;
+    tk.role = role;
+    tk.label = "crafted";
+    tk.hash.data = hash;
+    tk.hash.len = hash_len;
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    r.tick = tick;
+    r.epoch = epoch;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD;
+    r.token_add = &tk;
+    uint8_t buf[512];
+    const size_t len = physd__journal__v1__record__get_packed_size(&r);
+    assert_true(len + 8 <= sizeof buf);
+    physd__journal__v1__record__pack(&r, buf + 8);
+    const uint32_t crc = ps_crc32c(0, buf + 8, len);
+    for (int i = 0; i < 4; i++) {
+        buf[i] = (uint8_t)(len >> (8 * i));
+        buf[4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    f = fopen(path, "ab");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len + 8, f), len + 8);
+    fclose(f);
+}
+
+/* Tokens replayed from a journal are checked as an image's are
+ * (ps_token_journal_bad): one with a role no world token has, or a short
+ * hash, is left out and logged; a good one is back. */
+static void test_journal_bad_tokens(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 8);
+    itest_client c;
+    itest_connect(&c, sv.port, "tokens");
+    const uint64_t w = create_world(&c, "box_on_plane", 1);
+    itest_step(&c, w, 2);
+    itest_client_close(&c);
+    stop(&sv);
+    char path[256];
+    snprintf(path, sizeof path, "%s/data/worlds/%llu.journal", dir, (unsigned long long)w);
+    append_token_record(path, w, "badrole000000009", 9, 32);
+    append_token_record(path, w, "badhash000000003", 3, 31);
+    append_token_record(path, w, "goodtoken0000001", 1, 32);
+    start(&sv, "always", 9);
+    assert_true(log_has(&sv, "a journaled token left out: its role is not one of a token of its world"));
+    assert_true(log_has(&sv, "a journaled token left out: its hash is not 32 bytes"));
+    itest_connect(&c, sv.port, "tokens");
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListTokens lt = PHYSD__V1__LIST_TOKENS__INIT;
+    lt.world_id = w;
+    m.request_case = REQ(LIST_TOKENS);
+    m.list_tokens = &lt;
+    Physd__V1__ServerMessage *r = itest_expect(itest_call(&c, &m), ST(OK));
+    int good = 0;
+    for (size_t k = 0; k < r->reply->tokens->n_tokens; k++) {
+        const char *id = r->reply->tokens->tokens[k]->token_id;
+        assert_true(strncmp(id, "bad", 3) != 0);
+        good += strcmp(id, "goodtoken0000001") == 0;
+    }
+    assert_int_equal(good, 1);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
 /* A journal past journal_max_bytes rotates to one that starts with the
  * world's image; when that image does not restore, the world is rebuilt
  * from the previous journal and the records after the image. */
@@ -482,6 +572,7 @@ int main(void) {
         cmocka_unit_test_setup(test_kill9_fsync_everysec, fresh),
         cmocka_unit_test_setup(test_torn_and_corrupt_tail, fresh),
         cmocka_unit_test_setup(test_rotation_and_fallback, fresh),
+        cmocka_unit_test_setup(test_journal_bad_tokens, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
