@@ -59,6 +59,8 @@ static int is_hex(const char *s, size_t n) {
     return 1;
 }
 
+int ps_token_id_ok(const char *id) { return id && strlen(id) == PS_TOKEN_ID_LEN && is_hex(id, PS_TOKEN_ID_LEN); }
+
 static int sha256(const char *in, size_t n, uint8_t out[32]) {
     unsigned len = 0;
     return EVP_Digest(in, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;

@@ -67,6 +67,9 @@ int ps_token_make(uint64_t world_id, int role, const char *label, ps_token *t, c
 /* Parses a token's string: its id and the hash of its secret. Returns 0,
  * or -1 when s is not a well-formed token. */
 int ps_token_parse(const char *s, size_t n, char id[PS_TOKEN_ID_LEN + 1], uint8_t hash[32]);
+/* Whether id has a token id's form (PS_TOKEN_ID_LEN lowercase hex digits,
+ * what ps_token_make writes and ps_token_parse reads). */
+int ps_token_id_ok(const char *id);
 
 void ps_tokens_init(ps_token_table *tt);
 void ps_tokens_free(ps_token_table *tt);

@@ -68,8 +68,8 @@ int ps_journal_append_at(struct ps_host *h, Physd__Journal__V1__Record *r, uint6
 void ps_journal_detach(struct ps_server *s, ps_journal *j);
 
 /* Whether a token read from a journal or a world image may go into the
- * table for world_id: an id of 1..PS_TOKEN_ID_LEN characters, a 32-byte
- * hash and a role that exists for that world (viewer, editor or owner of a
+ * table for world_id: a token id's form (ps_token_id_ok), a 32-byte hash
+ * and a role that exists for that world (viewer, editor or owner of a
  * world; admin only for world 0, the admin token). NULL, or why not. */
 const char *ps_token_journal_bad(const Physd__Journal__V1__Token *tk, uint64_t world_id);
 /* A journaled token (its hash) back in the server's table, for world_id;

@@ -456,8 +456,9 @@ static void append_token_record(const char *path, uint64_t w, const char *id, ui
 }
 
 /* Tokens replayed from a journal are checked as an image's are
- * (ps_token_journal_bad): one with a role no world token has, or a short
- * hash, is left out and logged; a good one is back. */
+ * (ps_token_journal_bad): one with a role no world token has, a short hash
+ * or an id that is not a token id is left out and logged; a good one is
+ * back. */
 static void test_journal_bad_tokens(void **state) {
     (void)state;
     server sv;
@@ -470,12 +471,14 @@ static void test_journal_bad_tokens(void **state) {
     stop(&sv);
     char path[256];
     snprintf(path, sizeof path, "%s/data/worlds/%llu.journal", dir, (unsigned long long)w);
-    append_token_record(path, w, "badrole000000009", 9, 32);
-    append_token_record(path, w, "badhash000000003", 3, 31);
-    append_token_record(path, w, "goodtoken0000001", 1, 32);
+    append_token_record(path, w, "bad0000000000009", 9, 32); /* a role past owner */
+    append_token_record(path, w, "bad0000000000031", 3, 31); /* a 31-byte hash */
+    append_token_record(path, w, "bad-not-hex-id!!", 3, 32); /* not a token id */
+    append_token_record(path, w, "600d000000000001", 1, 32); /* a viewer's */
     start(&sv, "always", 9);
     assert_true(log_has(&sv, "a journaled token left out: its role is not one of a token of its world"));
     assert_true(log_has(&sv, "a journaled token left out: its hash is not 32 bytes"));
+    assert_true(log_has(&sv, "a journaled token left out: its id is not 16 lowercase hex digits"));
     itest_connect(&c, sv.port, "tokens");
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ListTokens lt = PHYSD__V1__LIST_TOKENS__INIT;
@@ -487,7 +490,7 @@ static void test_journal_bad_tokens(void **state) {
     for (size_t k = 0; k < r->reply->tokens->n_tokens; k++) {
         const char *id = r->reply->tokens->tokens[k]->token_id;
         assert_true(strncmp(id, "bad", 3) != 0);
-        good += strcmp(id, "goodtoken0000001") == 0;
+        good += strcmp(id, "600d000000000001") == 0;
     }
     assert_int_equal(good, 1);
     physd__v1__server_message__free_unpacked(r, NULL);

@@ -852,10 +852,11 @@ static void test_drain_refuses_new_worlds(void **state) {
 
 /* ImportWorld by hand: what a target says at each step. */
 /* img (a PHYSDW01 image) with count tokens in its body instead of its own:
- * role and a hash of hash_len bytes; the length and CRC-32C made to match.
- * Freed by the caller. */
+ * role and a hash of hash_len bytes, ids 0, 1, ... in hex (the first id0
+ * when given); the length and CRC-32C made to match. Freed by the
+ * caller. */
 static uint8_t *image_with_tokens(const uint8_t *img, size_t len, uint32_t role, size_t hash_len, size_t count,
-                                  size_t *out_len) {
+                                  const char *id0, size_t *out_len) {
     const size_t head = 16; /* "PHYSDW01", u32 length, u32 CRC-32C (image.c) */
     Physd__Journal__V1__WorldImage *im = physd__journal__v1__world_image__unpack(NULL, len - head, img + head);
     assert_non_null(im);
@@ -866,6 +867,7 @@ static uint8_t *image_with_tokens(const uint8_t *img, size_t len, uint32_t role,
     for (size_t k = 0; k < count; k++) {
         physd__journal__v1__token__init(&tk[k]);
         snprintf(ids[k], sizeof ids[k], "%016zx", k);
+        if (k == 0 && id0) snprintf(ids[k], sizeof ids[k], "%s", id0);
         tk[k].id = ids[k];
         tk[k].role = role;
         tk[k].label = "crafted";
@@ -938,27 +940,32 @@ static void test_import_protocol(void **state) {
         physd__v1__server_message__free_unpacked(r, NULL);
     }
     /* An image whose token is not one a world has (a role past owner, the
-     * admin's, none, one wrapping to -1 as an int, or a short hash), or
+     * admin's, none, one wrapping to -1 as an int, a short hash, an id
+     * that is not 16 lowercase hex digits), or
      * with more tokens than max_tokens_per_world (1024), is refused whole,
      * saying which token and why; good ones are taken. */
     const struct {
         uint32_t role;
         size_t hash_len, count;
+        const char *id0;
         int want;
         const char *says;
     } tcases[] = {
-        {9, 32, 1, ST(INVALID_ARGUMENT), "role"},
-        {4, 32, 1, ST(INVALID_ARGUMENT), "role"},
-        {0, 32, 1, ST(INVALID_ARGUMENT), "role"},
-        {0xffffffffu, 32, 1, ST(INVALID_ARGUMENT), "role"},
-        {3, 31, 1, ST(INVALID_ARGUMENT), "32 bytes"},
-        {1, 32, 1025, ST(RESOURCE_EXHAUSTED), "max_tokens_per_world"},
-        {3, 32, 1, ST(OK), NULL},
-        {1, 32, 1024, ST(OK), NULL},
+        {9, 32, 1, NULL, ST(INVALID_ARGUMENT), "role"},
+        {4, 32, 1, NULL, ST(INVALID_ARGUMENT), "role"},
+        {0, 32, 1, NULL, ST(INVALID_ARGUMENT), "role"},
+        {0xffffffffu, 32, 1, NULL, ST(INVALID_ARGUMENT), "role"},
+        {3, 31, 1, NULL, ST(INVALID_ARGUMENT), "32 bytes"},
+        {3, 32, 1, "0123456789ABCDEF", ST(INVALID_ARGUMENT), "hex"},
+        {3, 32, 1, "", ST(INVALID_ARGUMENT), "hex"},
+        {1, 32, 1025, NULL, ST(RESOURCE_EXHAUSTED), "max_tokens_per_world"},
+        {3, 32, 1, NULL, ST(OK), NULL},
+        {1, 32, 1024, NULL, ST(OK), NULL},
     };
     for (size_t k = 0; k < sizeof tcases / sizeof tcases[0]; k++) {
         size_t blen = 0;
-        uint8_t *bad = image_with_tokens(img, len, tcases[k].role, tcases[k].hash_len, tcases[k].count, &blen);
+        uint8_t *bad =
+            image_with_tokens(img, len, tcases[k].role, tcases[k].hash_len, tcases[k].count, tcases[k].id0, &blen);
         smsg *r = mt_import(&t, A, 30 + k, 0, bad, blen, 0, 1);
         if ((int)r->reply->status != tcases[k].want || (tcases[k].says && !strstr(r->reply->message, tcases[k].says)))
             fail_msg("%zu tokens of role %u, hash %zu bytes: %s: %s", tcases[k].count, tcases[k].role,
