@@ -52,7 +52,6 @@
  * the hard limit. See ws_run below for the script format and its extra
  * invariants.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,22 +90,6 @@ static uint64_t settle_ns = 10000000ull; /* 10 ms: libFuzzer's default */
 static int env_verbose;
 
 /* ------------------------------------------------------------ failures */
-
-static void fail(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2), noreturn))
-#endif
-    ;
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "physd fuzz: invariant violated: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    abort();
-}
 
 /* ---------------------------------------------------------------- server */
 
@@ -263,14 +246,14 @@ static int known_status(int s) {
 
 static void check_server_message(session *S, const uint8_t *p, size_t len) {
     Physd__V1__ServerMessage *m = physd__v1__server_message__unpack(NULL, len, p);
-    if (!m) fail("the server wrote a frame of %zu bytes that is not a ServerMessage", len);
+    if (!m) physd_fuzz_fail("the server wrote a frame of %zu bytes that is not a ServerMessage", len);
     switch (m->msg_case) {
     case PHYSD__V1__SERVER_MESSAGE__MSG_REPLY: {
         const Physd__V1__Reply *r = m->reply;
         S->replies++;
         stats.replies++;
         if (!known_status((int)r->status))
-            fail("reply %llu has status %d", (unsigned long long)r->request_id, r->status);
+            physd_fuzz_fail("reply %llu has status %d", (unsigned long long)r->request_id, r->status);
         stats.status_kinds[(unsigned)r->status & 15]++;
         if (r->status == PHYSD__V1__STATUS__STATUS_OK) {
             stats.replies_ok++;
@@ -292,12 +275,12 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
         if (r->request_id != 0) {
             id_count *ic = find_id(S, r->request_id);
             if (!ic)
-                fail("a reply carries request id %llu, which no request of the session had",
-                     (unsigned long long)r->request_id);
+                physd_fuzz_fail("a reply carries request id %llu, which no request of the session had",
+                                (unsigned long long)r->request_id);
             if (++ic->replies > ic->requests)
-                fail("request id %llu got %u replies for %u requests (last: %s, \"%s\")",
-                     (unsigned long long)r->request_id, ic->replies, ic->requests, ps_status_name((int)r->status),
-                     r->message ? r->message : "");
+                physd_fuzz_fail("request id %llu got %u replies for %u requests (last: %s, \"%s\")",
+                                (unsigned long long)r->request_id, ic->replies, ic->requests,
+                                ps_status_name((int)r->status), r->message ? r->message : "");
         }
         break;
     }
@@ -315,7 +298,7 @@ static void check_server_message(session *S, const uint8_t *p, size_t len) {
                     (unsigned long long)m->notice->world_id, m->notice->message ? m->notice->message : "");
         break;
     default:
-        fail("the server wrote a ServerMessage with no message set (case %d)", (int)m->msg_case);
+        physd_fuzz_fail("the server wrote a ServerMessage with no message set (case %d)", (int)m->msg_case);
     }
     physd__v1__server_message__free_unpacked(m, NULL);
 }
@@ -327,13 +310,13 @@ static void drain_output(session *S) {
         uint64_t len = 0;
         size_t used = 0;
         if (pw_frame_peek(S->pending + off, S->npending - off, (uint64_t)1 << 31, &used, &len) < 0)
-            fail("the server wrote a malformed frame length");
+            physd_fuzz_fail("the server wrote a malformed frame length");
         if (!used || len > S->npending - off - used) break;
         /* Every frame the server sends fits in the max_frame it announced
          * (larger pushes come in parts, larger replies are refused). */
         if (len > PF_MAX_FRAME)
-            fail("the server wrote a frame of %llu bytes, over its max_frame (%u)", (unsigned long long)len,
-                 (unsigned)PF_MAX_FRAME);
+            physd_fuzz_fail("the server wrote a frame of %llu bytes, over its max_frame (%u)", (unsigned long long)len,
+                            (unsigned)PF_MAX_FRAME);
         check_server_message(S, S->pending + off + used, (size_t)len);
         off += used + (size_t)len;
     }
@@ -445,8 +428,8 @@ static void check_all_replied(const session *S, const ps_conn *c, const char *wh
     for (size_t k = 0; k < S->nids; k++)
         if (S->ids[k].id != 0 && S->ids[k].replies != S->ids[k].requests &&
             !(S->ids[k].replies + 1 == S->ids[k].requests && waits_for_tick(c, S->ids[k].id)))
-            fail("%s: request id %llu: %u requests, %u replies, and the worlds are idle", who,
-                 (unsigned long long)S->ids[k].id, S->ids[k].requests, S->ids[k].replies);
+            physd_fuzz_fail("%s: request id %llu: %u requests, %u replies, and the worlds are idle", who,
+                            (unsigned long long)S->ids[k].id, S->ids[k].requests, S->ids[k].replies);
 }
 
 /* ------------------------------------------------------------ observer */
@@ -485,7 +468,7 @@ static void observer_open(observer *O, uint64_t hash) {
     O->S.ids = calloc(1, sizeof *O->S.ids);
     if (!O->S.ids) abort();
     O->c = ps_conn_open_virtual(srv, sink, &O->S);
-    if (!O->c) fail("ps_conn_open_virtual failed");
+    if (!O->c) physd_fuzz_fail("ps_conn_open_virtual failed");
     ps_conn_ref(O->c);
     Physd__V1__Hello h = PHYSD__V1__HELLO__INIT;
     h.protocol_version = PS_PROTOCOL_VERSION;
@@ -528,8 +511,8 @@ static void wait_released(ps_conn *c, observer *O, int with_observer) {
     while (c->refs > 1 || srv->nhosts > 0 || (with_observer && O->on && O->c->refs > 1)) {
         uv_run(ps_server_loop(srv), any_busy() ? UV_RUN_ONCE : UV_RUN_NOWAIT);
         if (uv_hrtime() > give_up)
-            fail("teardown did not finish in 60 s (connection refs %d, observer refs %d, worlds %d)", c->refs,
-                 O->on ? O->c->refs : 0, srv->nhosts);
+            physd_fuzz_fail("teardown did not finish in 60 s (connection refs %d, observer refs %d, worlds %d)",
+                            c->refs, O->on ? O->c->refs : 0, srv->nhosts);
     }
 }
 
@@ -554,21 +537,22 @@ static void teardown(ps_conn *c, observer *O) {
     /* Close callbacks of the worlds' timers. */
     uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
     uv_run(ps_server_loop(srv), UV_RUN_NOWAIT);
-    if (c->refs != 1) fail("connection refs %d after teardown", c->refs);
+    if (c->refs != 1) physd_fuzz_fail("connection refs %d after teardown", c->refs);
     ps_conn_unref(c); /* frees it */
     if (O->on) {
-        if (O->c->refs != 1) fail("observer refs %d after teardown", O->c->refs);
+        if (O->c->refs != 1) physd_fuzz_fail("observer refs %d after teardown", O->c->refs);
         ps_conn_unref(O->c);
-        if (O->S.npending != 0) fail("the server's output to the observer ends inside a frame");
+        if (O->S.npending != 0) physd_fuzz_fail("the server's output to the observer ends inside a frame");
         free(O->S.ids);
         free(O->S.pending);
     }
-    if (srv->nconns != 0) fail("%d connections left after the session", srv->nconns);
-    if (srv->conns) fail("connection list not empty after the session");
-    if (srv->nhosts != 0) fail("%d worlds left after the teardown", srv->nhosts);
+    if (srv->nconns != 0) physd_fuzz_fail("%d connections left after the session", srv->nconns);
+    if (srv->conns) physd_fuzz_fail("connection list not empty after the session");
+    if (srv->nhosts != 0) physd_fuzz_fail("%d worlds left after the teardown", srv->nhosts);
     if (srv->input_used != 0)
-        fail("input memory pool holds %llu bytes with no connection open", (unsigned long long)srv->input_used);
-    if (srv->dirty) fail("flush list not empty after the session");
+        physd_fuzz_fail("input memory pool holds %llu bytes with no connection open",
+                        (unsigned long long)srv->input_used);
+    if (srv->dirty) physd_fuzz_fail("flush list not empty after the session");
     /* Ids from 1 again for the next input. */
     srv->next_world_id = 0;
     srv->next_sub_id = 0;
@@ -601,7 +585,7 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
                 obs_mode);
 
     ps_conn *c = ps_conn_open_virtual(srv, sink, &S);
-    if (!c) fail("ps_conn_open_virtual failed");
+    if (!c) physd_fuzz_fail("ps_conn_open_virtual failed");
     ps_conn_ref(c); /* ours: c stays readable after the server closes it */
     observer O;
     memset(&O, 0, sizeof O);
@@ -642,7 +626,7 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     stats.server_closed += (uint64_t)server_closed;
     if (settled && !server_closed) {
         /* Every request dispatched has had its reply by now. */
-        if (S.input_error) fail("the server kept a connection open after a frame it must reject");
+        if (S.input_error) physd_fuzz_fail("the server kept a connection open after a frame it must reject");
         check_all_replied(&S, c, "fuzzed connection");
     }
     if (settled && O.on && !O.c->closing && !O.c->close_after_flush) check_all_replied(&O.S, O.c, "observer");
@@ -654,7 +638,7 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
         settle(settle_ns);
     }
     teardown(c, &O);
-    if (S.npending != 0) fail("the server's output ends inside a frame (%zu bytes left)", S.npending);
+    if (S.npending != 0) physd_fuzz_fail("the server's output ends inside a frame (%zu bytes left)", S.npending);
     if (S.verbose)
         fprintf(stderr, "session end: %llu replies, %llu pushes%s%s\n", (unsigned long long)S.replies,
                 (unsigned long long)S.pushes, settled ? "" : ", not settled",
@@ -703,7 +687,7 @@ typedef struct ws_peer {
 static void ws_sink(void *arg, ps_conn *c, const uv_buf_t *bufs, unsigned n) {
     (void)bufs, (void)n;
     ws_peer *P = arg;
-    if (!c->writing) fail("an async sink was called without a write in flight");
+    if (!c->writing) physd_fuzz_fail("an async sink was called without a write in flight");
     P->next = 0;
     P->n = c->n_inflight;
     P->sinks++;
@@ -711,7 +695,7 @@ static void ws_sink(void *arg, ps_conn *c, const uv_buf_t *bufs, unsigned n) {
 
 static void ws_closed(void *arg, ps_conn *c) {
     ws_peer *P = arg;
-    if (c->writing) fail("the connection closed with its async write still in flight");
+    if (c->writing) physd_fuzz_fail("the connection closed with its async write still in flight");
     P->next = P->n = 0;
 }
 
@@ -723,10 +707,11 @@ static int ws_writable(ws_peer *P) {
     uint64_t len = 0;
     size_t used = 0;
     if (pw_frame_peek(e->buf->data, e->buf->len, (uint64_t)1 << 40, &used, &len) < 0 || used == 0)
-        fail("an in-flight entry does not start with a varint length");
+        physd_fuzz_fail("an in-flight entry does not start with a varint length");
     const size_t head = e->buf->len - used, total = head + (e->tail ? e->tail->len : 0);
-    if (len != total) fail("an entry's varint says %llu bytes, %zu follow", (unsigned long long)len, total);
-    if (total > PF_MAX_FRAME) fail("a WebSocket message of %zu bytes, over max_frame (%u)", total, PF_MAX_FRAME);
+    if (len != total) physd_fuzz_fail("an entry's varint says %llu bytes, %zu follow", (unsigned long long)len, total);
+    if (total > PF_MAX_FRAME)
+        physd_fuzz_fail("a WebSocket message of %zu bytes, over max_frame (%u)", total, PF_MAX_FRAME);
     if (total > P->cap) {
         uint8_t *nm = realloc(P->msg, total);
         if (!nm) abort();
@@ -793,8 +778,8 @@ static void ws_parse(session *S, const uint8_t *data, size_t size) {
 
 static void ws_check_backlog(const ps_conn *c) {
     if (!c->closing && ps_outq_backlog(&c->outq) > c->outq.hard)
-        fail("an open connection's backlog is %llu bytes, past the hard limit (%llu)",
-             (unsigned long long)ps_outq_backlog(&c->outq), (unsigned long long)c->outq.hard);
+        physd_fuzz_fail("an open connection's backlog is %llu bytes, past the hard limit (%llu)",
+                        (unsigned long long)ps_outq_backlog(&c->outq), (unsigned long long)c->outq.hard);
 }
 
 static int ws_run(const uint8_t *data, size_t size, int mode, int verbose) {
@@ -810,7 +795,7 @@ static int ws_run(const uint8_t *data, size_t size, int mode, int verbose) {
     memset(&P, 0, sizeof P);
     P.S = &S;
     ps_conn *c = ps_conn_open_async(srv, ws_sink, ws_closed, &P);
-    if (!c) fail("ps_conn_open_async failed");
+    if (!c) physd_fuzz_fail("ps_conn_open_async failed");
     ps_conn_ref(c);
     P.c = c;
     if (S.verbose)
@@ -863,7 +848,8 @@ static int ws_run(const uint8_t *data, size_t size, int mode, int verbose) {
     const int server_closed = gone ? closed_first : c->closing || c->close_after_flush;
     stats.server_closed += (uint64_t)server_closed;
     if (settled && !c->closing && !c->close_after_flush) {
-        if (S.input_error) fail("the server kept a WebSocket connection open after a message it must refuse");
+        if (S.input_error)
+            physd_fuzz_fail("the server kept a WebSocket connection open after a message it must refuse");
         check_all_replied(&S, c, "WebSocket connection");
     }
     if (!c->closing) ps_conn_close(c, "WebSocket closed");
@@ -892,7 +878,7 @@ void physd_fuzz_shutdown(void) {
     if (!srv) return;
     ps_server_stop(srv);
     int r = ps_server_run(srv);
-    if (r != 0) fail("the server did not stop cleanly: %s", uv_strerror(r));
+    if (r != 0) physd_fuzz_fail("the server did not stop cleanly: %s", uv_strerror(r));
     ps_server_destroy(srv);
     srv = NULL;
 }

@@ -42,6 +42,14 @@ void physd_fuzz_shutdown(void);
  * (StepWorld requests to finish); PHYSD_FUZZ_SETTLE_MS takes precedence. */
 void physd_fuzz_set_settle_ms(double ms);
 
+/* A broken invariant: "physd fuzz: invariant violated: " and the message
+ * on stderr, then abort() (fuzz_fail.c, shared by the targets). */
+void physd_fuzz_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
 /* Prints the counters over all inputs run so far, one line's middle part
  * without a newline (fuzz_replay's summary: "N sessions, ..."). */
 void physd_fuzz_print_stats(FILE *f);

@@ -39,7 +39,6 @@
  *   nothing left.
  * Besides these, ASan, UBSan and LeakSanitizer watch every input.
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,22 +60,6 @@
 static struct {
     unsigned long long inputs, fixed, restored, normalized, nonfinite, refused[5], limit, stepped, steps;
 } st;
-
-static void fail(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2), noreturn))
-#endif
-    ;
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "physd fuzz: invariant violated: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    abort();
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -141,14 +124,15 @@ static void check_round_trip(ph_world_id w, const uint8_t *data, size_t size, in
     size_t alen = 0;
     int e = ph_world_snapshot(w, &again, &alen);
     if (e == PH_ERR_NO_MEMORY) return;
-    if (e != PH_OK) fail("ph_world_snapshot of a restored world: %s", ph_err_name(e));
+    if (e != PH_OK) physd_fuzz_fail("ph_world_snapshot of a restored world: %s", ph_err_name(e));
     if (data && (alen != size || memcmp(again, data, size) != 0)) {
         if (depth > 0) {
             size_t at = 0;
             while (at < size && at < alen && again[at] == data[at])
                 at++;
-            fail("a restored snapshot's world gives another snapshot (%zu bytes against %zu, first at byte %zu)", alen,
-                 size, at);
+            physd_fuzz_fail(
+                "a restored snapshot's world gives another snapshot (%zu bytes against %zu, first at byte %zu)", alen,
+                size, at);
         }
         st.normalized++;
     }
@@ -159,7 +143,7 @@ static void check_round_trip(ph_world_id w, const uint8_t *data, size_t size, in
             check_round_trip(w2, again, alen, 1);
             ph_world_destroy(w2);
         } else if (e != PH_ERR_NO_MEMORY && e != PH_ERR_LIMIT) {
-            fail("a restored world's own snapshot is refused: %s", ph_err_name(e));
+            physd_fuzz_fail("a restored world's own snapshot is refused: %s", ph_err_name(e));
         }
     }
     ph_snapshot_free(again);
@@ -197,21 +181,22 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
         else if (e == PH_ERR_LIMIT)
             st.limit++;
         else if (e != PH_ERR_NO_MEMORY)
-            fail("ph_world_restore returned %s", ph_err_name(e));
-        if (w.index1 != 0) fail("a refused restore gave a world id");
-        if (new_slot() >= 0) fail("a refused restore left a world in registry slot %d", new_slot());
+            physd_fuzz_fail("ph_world_restore returned %s", ph_err_name(e));
+        if (w.index1 != 0) physd_fuzz_fail("a refused restore gave a world id");
+        if (new_slot() >= 0) physd_fuzz_fail("a refused restore left a world in registry slot %d", new_slot());
         /* The restore checks the header first: a header refused is the
          * restore's refusal too. */
         if (ei != PH_OK && ei != e)
-            fail("ph_snapshot_info_get says %s, the restore %s", ph_err_name(ei), ph_err_name(e));
+            physd_fuzz_fail("ph_snapshot_info_get says %s, the restore %s", ph_err_name(ei), ph_err_name(e));
         free(data);
         return 0;
     }
     st.restored++;
-    if (ei != PH_OK) fail("a restored snapshot's header is refused by ph_snapshot_info_get: %s", ph_err_name(ei));
+    if (ei != PH_OK)
+        physd_fuzz_fail("a restored snapshot's header is refused by ph_snapshot_info_get: %s", ph_err_name(ei));
     if ((int)info.bodies != ph_world_body_count(w) || (int)info.joints != ph_world_joint_count(w))
-        fail("the header says %u bodies and %u joints, the world has %d and %d", info.bodies, info.joints,
-             ph_world_body_count(w), ph_world_joint_count(w));
+        physd_fuzz_fail("the header says %u bodies and %u joints, the world has %d and %d", info.bodies, info.joints,
+                        ph_world_body_count(w), ph_world_joint_count(w));
     check_round_trip(w, mode == 2 ? NULL : data, size, 0);
     ph_settings set;
     /* (stepped when its budget is at most 640 sweeps a step: a snapshot may
@@ -224,17 +209,18 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
             if (s == PH_ERR_NONFINITE) {
                 /* (a body pushed out of the envelope, say by a pending
                  * force: the step is refused and undone, ph_world_step) */
-                if (ph_world_state_hash(w) != h0) fail("a refused step (%s) changed the world", ph_err_name(s));
+                if (ph_world_state_hash(w) != h0)
+                    physd_fuzz_fail("a refused step (%s) changed the world", ph_err_name(s));
                 st.nonfinite++;
                 break;
             }
             if (s == PH_ERR_NO_MEMORY) break;
-            if (s != PH_OK) fail("a restored world's step %d: %s", k, ph_err_name(s));
+            if (s != PH_OK) physd_fuzz_fail("a restored world's step %d: %s", k, ph_err_name(s));
             st.steps++;
         }
     }
-    if (ph_world_destroy(w) != PH_OK) fail("a restored world could not be destroyed");
-    if (ph_world_is_valid(w)) fail("a destroyed world's id is still valid");
+    if (ph_world_destroy(w) != PH_OK) physd_fuzz_fail("a restored world could not be destroyed");
+    if (ph_world_is_valid(w)) physd_fuzz_fail("a destroyed world's id is still valid");
     free(data);
     return 0;
 }
