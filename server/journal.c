@@ -378,8 +378,9 @@ static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_
 const char *ps_token_journal_bad(const Physd__Journal__V1__Token *tk, uint64_t world_id) {
     if (!ps_token_id_ok(tk->id)) return "its id is not 16 lowercase hex digits";
     if (tk->hash.len != 32) return "its hash is not 32 bytes";
-    if (world_id == 0 ? tk->role != PS_ROLE_ADMIN : tk->role < PS_ROLE_VIEWER || tk->role > PS_ROLE_OWNER)
-        return "its role is not one of a token of its world";
+    const int role_ok =
+        world_id == 0 ? tk->role == PS_ROLE_ADMIN : (tk->role >= PS_ROLE_VIEWER && tk->role <= PS_ROLE_OWNER);
+    if (!role_ok) return "its role is not one of a token of its world";
     return NULL;
 }
 

@@ -66,6 +66,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* (No server, no event loop: nothing settles and nothing is left to shut
+ * down; each input destroys the worlds it made. fuzz_replay calls these.) */
 void physd_fuzz_set_settle_ms(double ms) { (void)ms; }
 void physd_fuzz_shutdown(void) {}
 
