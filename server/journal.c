@@ -175,7 +175,12 @@ int ps_data_dir_open(ps_server *s, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (f) {
         unsigned long long next = 0;
-        if (fscanf(f, "next_world_id %llu", &next) == 1 && next > s->next_world_id) s->next_world_id = next;
+        if (fscanf(f, "next_world_id %llu", &next) == 1 && next > s->next_world_id) {
+            if (next <= PS_MAX_WORLD_ID)
+                s->next_world_id = next;
+            else /* (the journals' ids still count: ps_recover_all) */
+                ps_log("%s says next_world_id %llu, above the largest world id (2^53): ignored", path, next);
+        }
         fclose(f);
     }
     return 0;
@@ -348,11 +353,22 @@ static int replay_step_to(ps_host *h, uint64_t tick) {
     return 0;
 }
 
+/* A journaled tick rate is one a client could have set: in [min_tick_rate,
+ * max_tick_rate] (NaN is not). */
+static int replay_rate_bad(const ps_server *s, double rate, ps_status *st) {
+    if (rate >= s->cfg.min_tick_rate && rate <= s->cfg.max_tick_rate) return 0;
+    return ps_fail(st, PS_ST_INVALID, "the journaled tick rate %g is outside [%g, %g] Hz", rate, s->cfg.min_tick_rate,
+                   s->cfg.max_tick_rate);
+}
+
 static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_host **out, ps_status *st) {
     ph_settings set = ps_default_world_settings(&s->cfg);
     double rate = s->cfg.default_tick_rate;
     if (ps_codec_settings(cr->settings, &set, &rate, &s->cfg, st)) return st->code;
     rate = cr->tick_rate;
+    if (replay_rate_bad(s, rate, st)) return st->code;
+    if (strlen(cr->name) > 64 || strlen(cr->preset) > 63)
+        return ps_fail(st, PS_ST_INVALID, "the journaled name or preset is too long");
     ps_edit_batch *scene = NULL;
     uint64_t *ids = NULL;
     if (cr->n_scene > 0) {
@@ -423,6 +439,11 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
                (unsigned long long)h->epoch);
         return -1;
     }
+    if (target > h->tick && target - h->tick > PS_JOURNAL_MAX_GAP) {
+        ps_log("world %llu: journal record at tick %llu is more than %u ticks after the replay's tick %llu",
+               (unsigned long long)h->id, (unsigned long long)target, PS_JOURNAL_MAX_GAP, (unsigned long long)h->tick);
+        return -1;
+    }
     /* With a history (history.c), the steps keep it, so a late edit below
      * can roll back as it did live. */
     int err = ps_history_replay_to(h, target);
@@ -456,8 +477,13 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_SETTINGS: {
         ph_settings set = h->settings;
         double rate = h->tick_rate;
-        if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &s->cfg, &st)) return -1;
-        if (ps_host_set_settings(h, &set, r->settings->tick_rate, &st)) return -1;
+        if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &s->cfg, &st) ||
+            replay_rate_bad(s, r->settings->tick_rate, &st) ||
+            ps_host_set_settings(h, &set, r->settings->tick_rate, &st)) {
+            ps_log("world %llu: a journaled settings change at tick %llu does not apply: %s", (unsigned long long)h->id,
+                   (unsigned long long)target, r->settings ? st.msg : "it is empty");
+            return -1;
+        }
         replay_force_simd(s, h);
         break;
     }
@@ -500,11 +526,19 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
         break;
     }
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD:
-        if (r->token_add) ps_token_from_journal(s, r->token_add, r->token_add->world_id);
+        /* (a world's journal holds its own tokens: one naming another world,
+         * or the admin's world 0, is not one physd wrote) */
+        if (r->token_add && r->token_add->world_id == h->id)
+            ps_token_from_journal(s, r->token_add, h->id);
+        else if (r->token_add)
+            ps_log("world %llu: a journaled token left out: it names world %llu", (unsigned long long)h->id,
+                   (unsigned long long)r->token_add->world_id);
         break;
-    case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE:
-        ps_tokens_remove(&s->tokens, r->token_revoke);
+    case PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE: {
+        const ps_token *t = ps_tokens_find(&s->tokens, r->token_revoke);
+        if (t && t->world_id == h->id) ps_tokens_remove(&s->tokens, r->token_revoke);
         break;
+    }
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_HASH: {
         const uint64_t got = ph_world_state_hash(h->world);
         res->hashes_checked++;
@@ -575,6 +609,10 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
         return -EINVAL;
     }
     out->world_id = get_le64(hdr + 8);
+    if (out->world_id == 0 || out->world_id > PS_MAX_WORLD_ID) {
+        close(fd);
+        return -EINVAL;
+    }
     /* A record is at most a frame's request plus its envelope. */
     const uint64_t max_record = 2 * s->cfg.max_frame + (1u << 20);
     uint64_t off = HEADER_BYTES;
@@ -705,6 +743,17 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The world id in a journal's header, or 0 (no such file, a short one or
+ * another magic: the replay sets it aside as before). */
+static uint64_t header_world(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t hdr[HEADER_BYTES];
+    const int ok = read_all(fd, hdr, sizeof hdr) == 0 && memcmp(hdr, JOURNAL_MAGIC, 8) == 0;
+    close(fd);
+    return ok ? get_le64(hdr + 8) : 0;
+}
+
 int ps_recover_all(ps_server *s) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/worlds", s->cfg.data_dir);
@@ -716,7 +765,11 @@ int ps_recover_all(ps_server *s) {
     while ((e = readdir(d)) != NULL) {
         char *end = NULL;
         unsigned long long id = strtoull(e->d_name, &end, 10);
-        if (!end || id == 0) continue;
+        if (!end || id == 0 || end == e->d_name) continue;
+        if (id > PS_MAX_WORLD_ID) { /* (not a name physd gives: left alone) */
+            ps_log("%s/%s: not a world's file (its id is above 2^53): left alone", dir, e->d_name);
+            continue;
+        }
         if (strcmp(end, ".moved") == 0) {
             /* A world that moved to another instance: its tombstone
              * (requests on it get a redirect; docs/fleet.md). */
@@ -764,6 +817,17 @@ int ps_recover_all(ps_server *s) {
         const uint64_t t0 = ps_now_ns();
         ps_replay_result res;
         ps_host *h = NULL;
+        const uint64_t named = header_world(path);
+        if (named != 0 && named != ids[k]) {
+            /* (a journal copied or renamed by hand: replayed, it would be
+             * another world's, or a second world with one id) */
+            char aside[530];
+            snprintf(aside, sizeof aside, "%s.corrupt", path);
+            rename(path, aside);
+            ps_log("world %llu: its journal's header names world %llu; set aside as %s", (unsigned long long)ids[k],
+                   (unsigned long long)named, aside);
+            continue;
+        }
         int rc = ps_replay_file(s, path, 1, &res, &h);
         if (rc == -EINVAL && !h) {
             /* The journal's first record (a rotation's image) does not
@@ -772,7 +836,8 @@ int ps_recover_all(ps_server *s) {
             snprintf(prev, sizeof prev, "%s.prev", path);
             ps_replay_result pres;
             ps_host *ph = NULL;
-            if (access(prev, F_OK) == 0 && ps_replay_file(s, prev, 0, &pres, &ph) == 0 && ph) {
+            if (access(prev, F_OK) == 0 && header_world(prev) == ids[k] &&
+                ps_replay_file(s, prev, 0, &pres, &ph) == 0 && ph) {
                 rc = replay_file(s, path, 1, &res, &h, ph, 0);
                 res.records += pres.records;
                 res.hashes_checked += pres.hashes_checked;

@@ -29,6 +29,13 @@ struct ps_host;
 
 enum { PS_FSYNC_NO = 0, PS_FSYNC_EVERYSEC = 1, PS_FSYNC_ALWAYS = 2 };
 
+/* The most ticks between two records of a journal: a stepping world writes
+ * a state-hash record every journal_hash_every ticks, at most this many
+ * (config.c). A record further on than this from the one before is not
+ * one physd wrote, and is refused at replay instead of stepped to (a
+ * crafted tick of 2^63 would otherwise step for ever). */
+#define PS_JOURNAL_MAX_GAP 1000000u
+
 typedef struct ps_journal {
     int fd;
     uint64_t world_id;

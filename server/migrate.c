@@ -71,8 +71,6 @@
 #define MIG_PART_ROOM 4096     /* bytes of a part's request beside its data */
 #define MIG_DRAIN_TRIES 3      /* a drain tries a world this often when the target refuses it (UNAVAILABLE) */
 #define MIG_DRAIN_RETRY_MS 500 /* ... after this */
-/* The largest world id an import may have: ids handed out after it do not wrap. */
-#define PS_MAX_IMPORTED_WORLD_ID (UINT64_C(1) << 53)
 
 enum { M_CONNECTING = 1, M_BOUNDARY, M_UPLOAD, M_COMMIT, M_IN_DOUBT, M_ASKING };
 
@@ -1526,7 +1524,7 @@ void ps_migrate_import(ps_conn *c, ps_msg *m) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "world_id and migration_id must be non-zero");
         return;
     }
-    if (iw->world_id > PS_MAX_IMPORTED_WORLD_ID) {
+    if (iw->world_id > PS_MAX_WORLD_ID) {
         ps_reply_error(c, m->request_id, PS_ST_INVALID, "world_id is above 2^53");
         return;
     }

@@ -701,6 +701,11 @@ uint64_t ps_wire_shape(const ps_host *h, ph_shape_id s);
 ph_body_id ps_core_body(const ps_host *h, uint64_t wire);
 ph_joint_id ps_core_joint(const ps_host *h, uint64_t wire);
 #define PS_MAX_EPOCH 65535u
+/* The largest world id (2^53): every id a client, a file name, a journal
+ * or an image gives is checked against it, so next_world_id never wraps to
+ * 0 (the admin's scope, "no world") and an id survives a trip through JSON
+ * and JavaScript (the HTTP API, the viewer) exactly. */
+#define PS_MAX_WORLD_ID (UINT64_C(1) << 53)
 
 /* Creates the world from a decoded creation request; on failure fills st.
  * scene (may be NULL; ownership passes to the world on success) is applied

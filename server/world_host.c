@@ -319,11 +319,26 @@ int ps_host_create(ps_server *s, const char *name, const char *preset, const ph_
     return ps_host_create_id(s, 0, name, preset, settings, tick_rate, paused, scene, scene_ids, out, st);
 }
 
+/* The id a new host takes is free and in range: a given one (recovery, an
+ * import) is at most PS_MAX_WORLD_ID and names no live world; a new one
+ * (0) leaves next_world_id at most PS_MAX_WORLD_ID. */
+static int host_id_check(const ps_server *s, uint64_t id, ps_status *st) {
+    if (id > PS_MAX_WORLD_ID)
+        return ps_fail(st, PS_ST_INVALID, "world id %llu is above the largest (2^53)", (unsigned long long)id);
+    if (id && ps_server_find_world((ps_server *)s, id))
+        return ps_fail(st, PS_ST_EXISTS, "world %llu exists on this server", (unsigned long long)id);
+    const uint64_t next = s->next_world_id < s->cfg.world_id_base ? s->cfg.world_id_base : s->next_world_id;
+    if (!id && next >= PS_MAX_WORLD_ID)
+        return ps_fail(st, PS_ST_EXHAUSTED, "every world id up to 2^53 has been handed out");
+    return 0;
+}
+
 int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *preset, const ph_settings *settings,
                       double tick_rate, int paused, ps_edit_batch *scene, uint64_t *scene_ids, ps_host **out,
                       ps_status *st) {
     if (s->nhosts >= s->cfg.max_worlds)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
+    if (host_id_check(s, id, st)) return st->code;
     ph_world_def def = ph_default_world_def();
     def.settings = *settings;
     def.max_bodies = s->cfg.max_bodies_per_world;
@@ -371,6 +386,7 @@ int ps_host_adopt(ps_server *s, uint64_t id, const char *name, const char *prese
                   ps_edit_batch *scene, ps_host **out, ps_status *st) {
     if (s->nhosts >= s->cfg.max_worlds)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
+    if (host_id_check(s, id, st)) return st->code;
     ps_host *h = host_new(s, id, w, name, preset);
     if (!h) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
     h->creation_settings = *creation;

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,27 +407,53 @@ static void test_torn_and_corrupt_tail(void **state) {
     stop(&sv);
 }
 
-/* Appends a token_add record for world w (id, role, a hash of hash_len
- * bytes) at the tick and id epoch of the journal's last record, framed as
- * journal.c frames one (u32 length, u32 CRC-32C, the Record). */
-static void append_token_record(const char *path, uint64_t w, const char *id, uint32_t role, size_t hash_len) {
+/* The tick and id epoch of a journal's last record. */
+static void last_record(const char *path, uint64_t *tick, uint64_t *epoch) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     static uint8_t text[1 << 20];
     const size_t n = fread(text, 1, sizeof text, f);
     fclose(f);
-    uint64_t tick = 0, epoch = 0;
+    *tick = *epoch = 0;
     for (size_t at = 16; at + 8 <= n;) { /* (after the 16-byte header) */
         const uint32_t len = (uint32_t)text[at] | (uint32_t)text[at + 1] << 8 | (uint32_t)text[at + 2] << 16 |
                              (uint32_t)text[at + 3] << 24;
         assert_true(at + 8 + len <= n);
         Physd__Journal__V1__Record *r = physd__journal__v1__record__unpack(NULL, len, text + at + 8);
         assert_non_null(r);
-        tick = r->tick;
-        epoch = r->epoch;
+        *tick = r->tick;
+        *epoch = r->epoch;
         physd__journal__v1__record__free_unpacked(r, NULL);
         at += 8 + len;
     }
+}
+
+/* Appends r at `ahead` ticks after the journal's last record (in its id
+ * epoch), framed as journal.c frames one (u32 length, u32 CRC-32C, the
+ * Record). */
+static void append_record(const char *path, Physd__Journal__V1__Record *r, uint64_t ahead) {
+    uint64_t tick, epoch;
+    last_record(path, &tick, &epoch);
+    r->tick = tick + ahead;
+    r->epoch = epoch;
+    uint8_t buf[1024];
+    const size_t len = physd__journal__v1__record__get_packed_size(r);
+    assert_true(len + 8 <= sizeof buf);
+    physd__journal__v1__record__pack(r, buf + 8);
+    const uint32_t crc = ps_crc32c(0, buf + 8, len);
+    for (int i = 0; i < 4; i++) {
+        buf[i] = (uint8_t)(len >> (8 * i));
+        buf[4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len + 8, f), len + 8);
+    fclose(f);
+}
+
+/* Appends a token_add record for world w (id, role, a hash of hash_len
+ * bytes) at the tick of the journal's last record. */
+static void append_token_record(const char *path, uint64_t w, const char *id, uint32_t role, size_t hash_len) {
     uint8_t hash[32] = {7};
     Physd__Journal__V1__Token tk = PHYSD__JOURNAL__V1__TOKEN__INIT;
     tk.id = (char *)id;
@@ -436,23 +463,28 @@ static void append_token_record(const char *path, uint64_t w, const char *id, ui
     tk.hash.data = hash;
     tk.hash.len = hash_len;
     Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
-    r.tick = tick;
-    r.epoch = epoch;
     r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_ADD;
     r.token_add = &tk;
-    uint8_t buf[512];
-    const size_t len = physd__journal__v1__record__get_packed_size(&r);
-    assert_true(len + 8 <= sizeof buf);
-    physd__journal__v1__record__pack(&r, buf + 8);
-    const uint32_t crc = ps_crc32c(0, buf + 8, len);
-    for (int i = 0; i < 4; i++) {
-        buf[i] = (uint8_t)(len >> (8 * i));
-        buf[4 + i] = (uint8_t)(crc >> (8 * i));
-    }
-    f = fopen(path, "ab");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, len + 8, f), len + 8);
-    fclose(f);
+    append_record(path, &r, 0);
+}
+
+static void journal_path(char *path, size_t n, uint64_t w) {
+    snprintf(path, n, "%s/data/worlds/%llu.journal", dir, (unsigned long long)w);
+}
+
+/* The token ids of world w (ListTokens): whether id is among them. */
+static int has_token(itest_client *c, uint64_t w, const char *id) {
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ListTokens lt = PHYSD__V1__LIST_TOKENS__INIT;
+    lt.world_id = w;
+    m.request_case = REQ(LIST_TOKENS);
+    m.list_tokens = &lt;
+    Physd__V1__ServerMessage *r = itest_expect(itest_call(c, &m), ST(OK));
+    int found = 0;
+    for (size_t k = 0; k < r->reply->tokens->n_tokens; k++)
+        found += strcmp(r->reply->tokens->tokens[k]->token_id, id) == 0;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return found;
 }
 
 /* Tokens replayed from a journal are checked as an image's are
@@ -480,20 +512,136 @@ static void test_journal_bad_tokens(void **state) {
     assert_true(log_has(&sv, "a journaled token left out: its hash is not 32 bytes"));
     assert_true(log_has(&sv, "a journaled token left out: its id is not 16 lowercase hex digits"));
     itest_connect(&c, sv.port, "tokens");
+    assert_int_equal(has_token(&c, w, "bad0000000000009"), 0);
+    assert_int_equal(has_token(&c, w, "bad0000000000031"), 0);
+    assert_int_equal(has_token(&c, w, "bad-not-hex-id!!"), 0);
+    assert_int_equal(has_token(&c, w, "600d000000000001"), 1);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
+/* Records physd never writes, each ending its journal where it stands (cut
+ * and logged) or left out: a record two million ticks on (a crafted tick
+ * would otherwise be stepped to, for ever at 2^63), a settings change with
+ * a NaN tick rate, a token of world 0 (the admin's) in a world's journal,
+ * a revocation of another world's token. */
+static void test_journal_crafted_records(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 10);
+    itest_client c;
+    itest_connect(&c, sv.port, "crafted");
+    const uint64_t w1 = create_world(&c, "box_on_plane", 1), w2 = create_world(&c, "box_on_plane", 1),
+                   w3 = create_world(&c, "box_on_plane", 1);
+    assert_true(w1 < w2 && w2 < w3); /* (replayed in id order) */
+    itest_step(&c, w1, 3);
+    itest_step(&c, w2, 4);
+    itest_step(&c, w3, 5);
+    uint64_t t2, t3;
+    const uint64_t hash2 = itest_state_hash(&c, w2, &t2), hash3 = itest_state_hash(&c, w3, &t3);
+    itest_client_close(&c);
+    stop(&sv);
+    char p1[256], p2[256], p3[256];
+    journal_path(p1, sizeof p1, w1);
+    journal_path(p2, sizeof p2, w2);
+    journal_path(p3, sizeof p3, w3);
+    /* world 1: an admin token (world 0, role admin) and a token of its own */
+    append_token_record(p1, 0, "ad00000000000000", 4, 32);
+    append_token_record(p1, w1, "600d000000000011", 1, 32);
+    /* world 2: world 1's token revoked, then a settings change with a NaN
+     * tick rate (the journal ends before it) */
+    Physd__Journal__V1__Record r = PHYSD__JOURNAL__V1__RECORD__INIT;
+    r.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_TOKEN_REVOKE;
+    r.token_revoke = "600d000000000011";
+    append_record(p2, &r, 0);
+    const long cut2 = file_size(p2);
+    Physd__Journal__V1__Record rs = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__SettingsChange sc = PHYSD__JOURNAL__V1__SETTINGS_CHANGE__INIT;
+    sc.tick_rate = NAN;
+    rs.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_SETTINGS;
+    rs.settings = &sc;
+    append_record(p2, &rs, 0);
+    /* world 3: a state hash record 2 000 000 ticks on */
+    Physd__Journal__V1__Record rh = PHYSD__JOURNAL__V1__RECORD__INIT;
+    Physd__Journal__V1__StateHash sh = PHYSD__JOURNAL__V1__STATE_HASH__INIT;
+    rh.change_case = PHYSD__JOURNAL__V1__RECORD__CHANGE_HASH;
+    rh.hash = &sh;
+    const long cut3 = file_size(p3);
+    append_record(p3, &rh, 2000000);
+    const double t0 = itest_now();
+    start(&sv, "always", 11);
+    const double took = itest_now() - t0;
+    assert_true(log_has(&sv, "a journaled token left out: it names world 0"));
+    assert_true(log_has(&sv, "a journaled settings change at tick"));
+    assert_true(log_has(&sv, "the journaled tick rate nan is outside"));
+    assert_true(log_has(&sv, "is more than 1000000 ticks after the replay's tick"));
+    itest_connect(&c, sv.port, "crafted");
+    assert_int_equal(has_token(&c, w1, "600d000000000011"), 1); /* (not revoked by world 2's journal) */
+    uint64_t t, h;
+    h = itest_state_hash(&c, w2, &t);
+    assert_int_equal(t, t2);
+    assert_int_equal(h, hash2);
+    h = itest_state_hash(&c, w3, &t);
+    assert_int_equal(t, t3);
+    assert_int_equal(h, hash3);
+    itest_client_close(&c);
+    stop(&sv);
+    /* Both journals were cut where the crafted record began. */
+    char line[400];
+    snprintf(line, sizeof line, "journal %s cut at byte %ld ", p2, cut2);
+    assert_true(log_has(&sv, line));
+    snprintf(line, sizeof line, "journal %s cut at byte %ld ", p3, cut3);
+    assert_true(log_has(&sv, line));
+    printf("crafted records: the restart took %.2f s; worlds %llu and %llu back at ticks %llu and %llu, their "
+           "journals cut at bytes %ld and %ld\n",
+           took, (unsigned long long)w2, (unsigned long long)w3, (unsigned long long)t2, (unsigned long long)t3, cut2,
+           cut3);
+}
+
+/* World ids: a journal copied under another world's name is set aside
+ * (replayed, it would be a second world with its header's id); a
+ * server.state past the largest id (2^53) and a file named by an id past it
+ * are ignored, so the next world's id is the next after the journals'. */
+static void test_journal_ids(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 12);
+    itest_client c;
+    itest_connect(&c, sv.port, "ids");
+    const uint64_t w = create_world(&c, "box_on_plane", 1);
+    itest_step(&c, w, 2);
+    itest_client_close(&c);
+    stop(&sv);
+    char src[256], copy[256], big[256], state_path[256];
+    journal_path(src, sizeof src, w);
+    journal_path(copy, sizeof copy, w + 50);
+    snprintf(big, sizeof big, "%s/data/worlds/9007199254740993.journal", dir);
+    snprintf(state_path, sizeof state_path, "%s/data/server.state", dir);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "cp %s %s && cp %s %s", src, copy, src, big);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(state_path, "w");
+    assert_non_null(f);
+    fprintf(f, "next_world_id 18446744073709551000\n");
+    fclose(f);
+    start(&sv, "always", 13);
+    char line[200];
+    snprintf(line, sizeof line, "world %llu: its journal's header names world %llu; set aside",
+             (unsigned long long)(w + 50), (unsigned long long)w);
+    assert_true(log_has(&sv, line));
+    assert_true(log_has(&sv, "above the largest world id (2^53): ignored"));
+    assert_true(log_has(&sv, "9007199254740993.journal: not a world's file (its id is above 2^53): left alone"));
+    itest_connect(&c, sv.port, "ids");
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
-    Physd__V1__ListTokens lt = PHYSD__V1__LIST_TOKENS__INIT;
-    lt.world_id = w;
-    m.request_case = REQ(LIST_TOKENS);
-    m.list_tokens = &lt;
+    Physd__V1__ListWorlds lw = PHYSD__V1__LIST_WORLDS__INIT;
+    m.request_case = REQ(LIST_WORLDS);
+    m.list_worlds = &lw;
     Physd__V1__ServerMessage *r = itest_expect(itest_call(&c, &m), ST(OK));
-    int good = 0;
-    for (size_t k = 0; k < r->reply->tokens->n_tokens; k++) {
-        const char *id = r->reply->tokens->tokens[k]->token_id;
-        assert_true(strncmp(id, "bad", 3) != 0);
-        good += strcmp(id, "600d000000000001") == 0;
-    }
-    assert_int_equal(good, 1);
+    assert_int_equal(r->reply->worlds->n_worlds, 1);
+    assert_int_equal(r->reply->worlds->worlds[0]->world_id, w);
     physd__v1__server_message__free_unpacked(r, NULL);
+    const uint64_t next = create_world(&c, "box_on_plane", 1);
+    assert_int_equal(next, w + 51);
     itest_client_close(&c);
     stop(&sv);
 }
@@ -576,6 +724,8 @@ int main(void) {
         cmocka_unit_test_setup(test_torn_and_corrupt_tail, fresh),
         cmocka_unit_test_setup(test_rotation_and_fallback, fresh),
         cmocka_unit_test_setup(test_journal_bad_tokens, fresh),
+        cmocka_unit_test_setup(test_journal_crafted_records, fresh),
+        cmocka_unit_test_setup(test_journal_ids, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -851,6 +851,23 @@ static void test_drain_refuses_new_worlds(void **state) {
 }
 
 /* ImportWorld by hand: what a target says at each step. */
+/* im packed as a PHYSDW01 image ("PHYSDW01", u32 length, u32 CRC-32C of
+ * the body: image.c). Freed by the caller. */
+static uint8_t *image_pack(const Physd__Journal__V1__WorldImage *im, size_t *out_len) {
+    const size_t head = 16, n = physd__journal__v1__world_image__get_packed_size(im);
+    uint8_t *out = malloc(head + n);
+    assert_non_null(out);
+    memcpy(out, "PHYSDW01", 8);
+    physd__journal__v1__world_image__pack(im, out + head);
+    const uint32_t crc = ps_crc32c(0, out + head, n);
+    for (int i = 0; i < 4; i++) {
+        out[8 + i] = (uint8_t)(n >> (8 * i));
+        out[12 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    *out_len = head + n;
+    return out;
+}
+
 /* img (a PHYSDW01 image) with count tokens in its body instead of its own:
  * role and a hash of hash_len bytes, ids 0, 1, ... in hex (the first id0
  * when given); the length and CRC-32C made to match. Freed by the
@@ -879,23 +896,27 @@ static uint8_t *image_with_tokens(const uint8_t *img, size_t len, uint32_t role,
     const size_t nkeep = im->n_tokens;
     im->tokens = tp;
     im->n_tokens = count;
-    const size_t n = physd__journal__v1__world_image__get_packed_size(im);
-    uint8_t *out = malloc(head + n);
-    assert_non_null(out);
-    memcpy(out, img, 8);
-    physd__journal__v1__world_image__pack(im, out + head);
-    const uint32_t crc = ps_crc32c(0, out + head, n);
-    for (int i = 0; i < 4; i++) {
-        out[8 + i] = (uint8_t)(n >> (8 * i));
-        out[12 + i] = (uint8_t)(crc >> (8 * i));
-    }
+    uint8_t *out = image_pack(im, out_len);
     im->tokens = keep;
     im->n_tokens = nkeep;
     physd__journal__v1__world_image__free_unpacked(im, NULL);
     free(tk);
     free(tp);
     free(ids);
-    *out_len = head + n;
+    return out;
+}
+
+/* img as an image of world `world`, without a name (so it is taken beside
+ * the world it was made from). */
+static uint8_t *image_of_world(const uint8_t *img, size_t len, uint64_t world, size_t *out_len) {
+    Physd__Journal__V1__WorldImage *im = physd__journal__v1__world_image__unpack(NULL, len - 16, img + 16);
+    assert_non_null(im);
+    char *name = im->meta->name;
+    im->meta->world_id = world;
+    im->meta->name = "";
+    uint8_t *out = image_pack(im, out_len);
+    im->meta->name = name;
+    physd__journal__v1__world_image__free_unpacked(im, NULL);
     return out;
 }
 
@@ -1007,6 +1028,19 @@ static void test_import_protocol(void **state) {
     step(&t2, A, 3);
     step(&a, A, 3);
     assert_int_equal(hash_of(&t2, A, &tt), hash_of(&a, A, &ts));
+    /* The largest world id, 2^53: an image of that world is taken, one of
+     * 2^53 + 1 is refused; after it there is no id left to hand out. */
+    const uint64_t top = 1ull << 53;
+    size_t tlen = 0, tlen1 = 0;
+    uint8_t *timg = image_of_world(img, len, top, &tlen), *timg1 = image_of_world(img, len, top + 1, &tlen1);
+    assert_int_equal(status_of(mt_import(&t2, top + 1, 40, 0, timg1, tlen1, 0, 1)), ST(INVALID_ARGUMENT));
+    assert_int_equal(status_of(mt_import(&t2, top, 41, 0, timg, tlen, 0, 1)), ST(OK));
+    assert_int_equal(status_of(mt_import(&t2, top, 41, 1, NULL, 0, 0, 0)), ST(OK));
+    int cst = 0;
+    itest_create_world(&t2, "after the largest id", "", 0, &cst);
+    assert_int_equal(cst, ST(RESOURCE_EXHAUSTED));
+    free(timg);
+    free(timg1);
     free(img);
     /* A server stopped with an import prepared on an open connection. */
     const uint64_t B = mt_create(&a, "box_drop", 1, 0);
