@@ -289,22 +289,34 @@ int ps_threads_admit(const ps_server *s, const ps_host *h, int threads, ps_statu
 
 /* A world that arrives with more threads than the budget leaves (a restored,
  * imported or recovered one, whose owner was not asked) steps with fewer:
- * the results do not depend on the thread count (docs/core.md "Threads"). */
-static void host_fit_threads(ps_host *h) {
-    const int spare = h->srv->cfg.max_extra_world_threads - extra_threads(h->srv, h);
-    if (h->settings.threads <= 1 || h->settings.threads - 1 <= spare) return;
-    const int was = h->settings.threads;
+ * the results do not depend on the thread count (docs/core.md "Threads").
+ * One that arrives with a larger work budget than the server's steps with
+ * the server's (a step that would pass it ends its sweeps early, as any
+ * world's does: budget_exhausted). */
+static void host_fit_limits(ps_host *h) {
+    const ps_config *cfg = &h->srv->cfg;
+    const int spare = cfg->max_extra_world_threads - extra_threads(h->srv, h);
     ph_settings s = h->settings;
-    s.threads = spare > 0 ? spare + 1 : 1;
+    if (s.threads > cfg->max_world_threads) s.threads = cfg->max_world_threads;
+    if (s.threads > 1 && s.threads - 1 > spare) s.threads = spare > 0 ? spare + 1 : 1;
+    /* (the codec refuses a larger budget from a client; an image or a
+     * journal made elsewhere may carry one) */
+    if (s.max_step_work == 0 || s.max_step_work > cfg->max_step_work) s.max_step_work = cfg->max_step_work;
+    if (s.threads == h->settings.threads && s.max_step_work == h->settings.max_step_work) return;
+    const ph_settings was = h->settings;
     if (ph_world_set_settings(h->world, &s) != PH_OK) return;
     h->settings = s;
-    ps_log("world %llu steps with %d threads, not %d (max_extra_world_threads %d)", (unsigned long long)h->id,
-           s.threads, was, h->srv->cfg.max_extra_world_threads);
+    if (s.threads != was.threads)
+        ps_log("world %llu steps with %d threads, not %d (max_world_threads %d, max_extra_world_threads %d)",
+               (unsigned long long)h->id, s.threads, was.threads, cfg->max_world_threads, cfg->max_extra_world_threads);
+    if (s.max_step_work != was.max_step_work)
+        ps_log("world %llu steps with max_step_work %llu, not %llu (the server's max_step_work)",
+               (unsigned long long)h->id, (unsigned long long)s.max_step_work, (unsigned long long)was.max_step_work);
 }
 
 static int host_add(ps_server *s, ps_host *h, ps_status *st) {
     if (ps_server_add_world(s, h) != 0) return ps_fail(st, PS_ST_INTERNAL, "out of memory");
-    host_fit_threads(h);
+    host_fit_limits(h);
     uv_timer_init(&s->loop, &h->timer);
     h->timer.data = h;
     ps_ticker_init(&s->loop, &h->fine, on_fine, h);
@@ -991,7 +1003,7 @@ int ps_host_set_settings(ps_host *h, const ph_settings *s, double tick_rate, ps_
     if ((int64_t)s->substeps * s->iterations > (int64_t)h->settings.substeps * h->settings.iterations && heavy_guess(s))
         h->heavy = 1; /* until its steps say otherwise */
     h->settings = *s;
-    host_fit_threads(h);   /* (journal replays: a client's request was admitted before) */
+    host_fit_limits(h);    /* (journal replays: a client's request was admitted before) */
     ps_history_restart(h); /* a rollback never crosses a settings change */
     if (tick_rate != h->tick_rate) {
         h->tick_rate = tick_rate;
@@ -1041,7 +1053,7 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     }
     ph_world_destroy(old);
     h->settings = h->creation_settings;
-    host_fit_threads(h);
+    host_fit_limits(h);
     h->tick_rate = h->creation_tick_rate;
     h->tick = 0;
     h->base_ns = ps_now_ns();

@@ -4,7 +4,7 @@
 # then fuzzes for a bounded time. docs/fuzzing.md has the details.
 #
 # Usage: tests/fuzz/fuzz.sh [--time SECONDS] [--build-dir DIR] [--cc CLANG]
-#                           [--ci] [--no-build | --build-only] [--ws | --snapshot]
+#                           [--ci] [--no-build | --build-only] [--ws | --snapshot | --journal]
 #                           [-- LIBFUZZER FLAGS...]
 #   --time S       fuzz for S seconds after the replay (default 600; 0: replay only)
 #   --build-dir D  the clang build directory (default build/fuzz)
@@ -22,6 +22,9 @@
 #   --snapshot     the snapshot target instead (physd_fuzz_snapshot: bytes
 #                  for ph_world_restore, seeds corpus_snapshot/, its own
 #                  dictionary snapshot.dict)
+#   --journal      the journal target instead (physd_fuzz_journal: bytes
+#                  replayed as a world's journal, seeds corpus_journal/, its
+#                  own dictionary journal.dict)
 # Without --ci the new inputs go to D/work/corpus and crashes to
 # D/work/artifacts/ (crash-<sha1>, leak-..., timeout-..., oom-...).
 # Exit status: 0 clean, 1 a crash/leak/timeout (libFuzzer's message and the
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --build-only) build_only=1; shift ;;
     --ws) target=physd_fuzz_ws; seeds=(corpus_ws); shift ;;
     --snapshot) target=physd_fuzz_snapshot; seeds=(corpus_snapshot); dict=snapshot.dict; shift ;;
+    --journal) target=physd_fuzz_journal; seeds=(corpus_journal); dict=journal.dict; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
