@@ -284,6 +284,22 @@ static void encode_row(const ph_setting *r, const ProtobufCFieldDescriptor *f, c
     }
 }
 
+ps_config ps_config_recovering(const ps_config *cfg) {
+    ps_config c = *cfg;
+    c.max_step_work = UINT64_MAX;
+    const ph_setting *threads = ph_setting_find("threads");
+    c.max_world_threads = threads ? (int)threads->max : 64;
+    c.min_tick_rate = PS_TICK_RATE_LOWEST;
+    c.max_tick_rate = PS_TICK_RATE_HIGHEST;
+    return c;
+}
+
+int ps_tick_rate_fit(const ps_config *cfg, double in, double *out) {
+    if (!(in >= PS_TICK_RATE_LOWEST && in <= PS_TICK_RATE_HIGHEST)) return -1;
+    *out = in < cfg->min_tick_rate ? cfg->min_tick_rate : in > cfg->max_tick_rate ? cfg->max_tick_rate : in;
+    return *out != in;
+}
+
 void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage) {
     ps_settings_storage *z = storage;
     physd__v1__settings__init(m);

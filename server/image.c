@@ -124,7 +124,8 @@ int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len) {
 }
 
 int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
-                     int with_tokens, ps_host **out, ps_status *st) {
+                     int flags, ps_host **out, ps_status *st) {
+    const int with_tokens = (flags & PS_IMAGE_TOKENS) != 0;
     *out = NULL;
     if (len < IMAGE_HEADER || memcmp(data, IMAGE_MAGIC, 8) != 0)
         return ps_fail(st, PS_ST_INVALID, "not a physd snapshot (magic PHYSDW01 missing)");
@@ -144,10 +145,18 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
     double crate = s->cfg.default_tick_rate, rate = im->tick_rate;
     ps_edit_batch *scene = NULL;
     ph_world_id w = {0};
-    if (!(rate >= s->cfg.min_tick_rate && rate <= s->cfg.max_tick_rate))
+    /* A journal's image (a restart) is read under the widest limits and
+     * fitted to this server's; an upload is held to them. */
+    const ps_config wide = ps_config_recovering(&s->cfg);
+    const ps_config *lim_cfg = flags & PS_IMAGE_RECOVERING ? &wide : &s->cfg;
+    if (!(rate >= lim_cfg->min_tick_rate && rate <= lim_cfg->max_tick_rate))
         rc = ps_fail(st, PS_ST_INVALID, "the snapshot's tick rate %g is outside [%g, %g] Hz", rate,
-                     s->cfg.min_tick_rate, s->cfg.max_tick_rate);
-    if (!rc && ps_codec_settings(im->meta->settings, &creation, &crate, &s->cfg, st)) rc = st->code;
+                     lim_cfg->min_tick_rate, lim_cfg->max_tick_rate);
+    else if (ps_tick_rate_fit(&s->cfg, rate, &rate) > 0)
+        ps_log("world %llu ticks at %g Hz, not its image's %g (min_tick_rate %g, max_tick_rate %g)",
+               (unsigned long long)id, rate, im->tick_rate, s->cfg.min_tick_rate, s->cfg.max_tick_rate);
+    if (!rc && ps_codec_settings(im->meta->settings, &creation, &crate, lim_cfg, st)) rc = st->code;
+    if (!rc) ps_tick_rate_fit(&s->cfg, crate, &crate);
     if (!rc && im->meta->n_scene > 0 &&
         ps_codec_edit_ops(im->meta->scene, im->meta->n_scene, s->cfg.max_edits_per_batch, &scene, st))
         rc = st->code;

@@ -353,20 +353,23 @@ static int replay_step_to(ps_host *h, uint64_t tick) {
     return 0;
 }
 
-/* A journaled tick rate is one a client could have set: in [min_tick_rate,
- * max_tick_rate] (NaN is not). */
-static int replay_rate_bad(const ps_server *s, double rate, ps_status *st) {
-    if (rate >= s->cfg.min_tick_rate && rate <= s->cfg.max_tick_rate) return 0;
-    return ps_fail(st, PS_ST_INVALID, "the journaled tick rate %g is outside [%g, %g] Hz", rate, s->cfg.min_tick_rate,
-                   s->cfg.max_tick_rate);
+/* A journaled tick rate: refused when no configuration allows it (NaN,
+ * 0, 1e300: not one physd wrote), else fitted to this server's range. */
+static int replay_rate(const ps_server *s, uint64_t world, double in, double *out, ps_status *st) {
+    const int fit = ps_tick_rate_fit(&s->cfg, in, out);
+    if (fit < 0) return ps_fail(st, PS_ST_INVALID, "the journaled tick rate %g is not a tick rate", in);
+    if (fit > 0)
+        ps_log("world %llu ticks at %g Hz, not its journaled %g (min_tick_rate %g, max_tick_rate %g)",
+               (unsigned long long)world, *out, in, s->cfg.min_tick_rate, s->cfg.max_tick_rate);
+    return 0;
 }
 
 static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_host **out, ps_status *st) {
     ph_settings set = ps_default_world_settings(&s->cfg);
     double rate = s->cfg.default_tick_rate;
-    if (ps_codec_settings(cr->settings, &set, &rate, &s->cfg, st)) return st->code;
-    rate = cr->tick_rate;
-    if (replay_rate_bad(s, rate, st)) return st->code;
+    const ps_config wide = ps_config_recovering(&s->cfg);
+    if (ps_codec_settings(cr->settings, &set, &rate, &wide, st)) return st->code;
+    if (replay_rate(s, cr->world_id, cr->tick_rate, &rate, st)) return st->code;
     if (strlen(cr->name) > 64 || strlen(cr->preset) > 63)
         return ps_fail(st, PS_ST_INVALID, "the journaled name or preset is too long");
     ps_edit_batch *scene = NULL;
@@ -477,9 +480,9 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_SETTINGS: {
         ph_settings set = h->settings;
         double rate = h->tick_rate;
-        if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &s->cfg, &st) ||
-            replay_rate_bad(s, r->settings->tick_rate, &st) ||
-            ps_host_set_settings(h, &set, r->settings->tick_rate, &st)) {
+        const ps_config wide = ps_config_recovering(&s->cfg);
+        if (!r->settings || ps_codec_settings(r->settings->settings, &set, &rate, &wide, &st) ||
+            replay_rate(s, h->id, r->settings->tick_rate, &rate, &st) || ps_host_set_settings(h, &set, rate, &st)) {
             ps_log("world %llu: a journaled settings change at tick %llu does not apply: %s", (unsigned long long)h->id,
                    (unsigned long long)target, r->settings ? st.msg : "it is empty");
             return -1;
@@ -683,7 +686,8 @@ static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result
                 r->create->world_id == out->world_id)
                 ok = replay_create(s, r->create, &h, &st) == 0;
             else if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)
-                ok = ps_image_restore(s, r->image.data, r->image.len, out->world_id, NULL, -1, 1, &h, &st) == 0;
+                ok = ps_image_restore(s, r->image.data, r->image.len, out->world_id, NULL, -1,
+                                      PS_IMAGE_TOKENS | PS_IMAGE_RECOVERING, &h, &st) == 0;
             if (ok) replay_force_simd(s, h);
             if (!ok) {
                 if (r->change_case == PHYSD__JOURNAL__V1__RECORD__CHANGE_IMAGE)

@@ -1401,7 +1401,7 @@ static void import_prepare(ps_conn *c, const Physd__V1__ImportWorld *iw, uint64_
     }
     /* Restored paused (nothing ticks until the commit), with the world's
      * own id and its token hashes. */
-    if (ps_image_restore(s, data, len, iw->world_id, NULL, 1, 1, &h, &st)) {
+    if (ps_image_restore(s, data, len, iw->world_id, NULL, 1, PS_IMAGE_TOKENS, &h, &st)) {
         free(imp);
         ps_reply_status(c, request_id, &st, 0);
         return;

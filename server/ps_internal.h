@@ -657,9 +657,13 @@ void ps_host_refuse_deferred(ps_host *h, int code, const char *msg);
  * segments only). 0 or a PH_ERR_* code; *out is malloc'd. */
 int ps_image_build(ps_host *h, int with_tokens, uint8_t **out, size_t *len);
 /* A new host from an image (id 0: a new world id; name NULL/"": the
- * image's; paused -1: the image's). Fails with st filled. */
+ * image's; paused -1: the image's). flags: PS_IMAGE_TOKENS takes the
+ * image's tokens (journal segments, imports); PS_IMAGE_RECOVERING reads
+ * its settings as ps_config_recovering says (a journal's image: this
+ * server wrote it, perhaps under other limits). Fails with st filled. */
+enum { PS_IMAGE_TOKENS = 1, PS_IMAGE_RECOVERING = 2 };
 int ps_image_restore(struct ps_server *s, const uint8_t *data, size_t len, uint64_t id, const char *name, int paused,
-                     int with_tokens, ps_host **out, ps_status *st);
+                     int flags, ps_host **out, ps_status *st);
 /* What an image says of its world (its checksum checked): the world id
  * it was made from, its tick, paused flag, state hash and name; 0 or
  * INVALID. */
@@ -909,6 +913,21 @@ int ps_codec_edit_ops(Physd__V1__EditOp *const *ops, size_t n, int max_ops, ps_e
 int ps_codec_settings(const Physd__V1__Settings *m, ph_settings *s, double *tick_rate, const ps_config *cfg,
                       ps_status *st);
 void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Settings *m, void *storage);
+/* The limits a journal's settings are read under at a restart: this
+ * server's, with the ones a client's request is held to by configuration
+ * (max_step_work, max_world_threads, min_tick_rate, max_tick_rate) opened
+ * to the widest any configuration allows. A world journaled under other
+ * limits comes back and is then fitted to today's (host_fit_limits,
+ * ps_tick_rate_fit) instead of being lost. */
+ps_config ps_config_recovering(const ps_config *cfg);
+/* The tick rates any configuration allows (config.c's bounds of
+ * min_tick_rate and max_tick_rate). */
+#define PS_TICK_RATE_LOWEST 1e-6
+#define PS_TICK_RATE_HIGHEST 100000.0
+/* A journaled tick rate fitted to [cfg->min_tick_rate, cfg->max_tick_rate]:
+ * -1 when it is no tick rate any configuration allows (NaN, 0, 1e300), 1
+ * when *out had to be moved into the range (the caller logs it), else 0. */
+int ps_tick_rate_fit(const ps_config *cfg, double in, double *out);
 /* Storage for ps_codec_settings_out: the wrapper and composite messages it
  * points into, one after the other (a reply fills every field). */
 #define PS_SETTINGS_STORAGE 4096

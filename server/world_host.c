@@ -296,6 +296,10 @@ int ps_threads_admit(const ps_server *s, const ps_host *h, int threads, ps_statu
 static void host_fit_limits(ps_host *h) {
     const ps_config *cfg = &h->srv->cfg;
     const int spare = cfg->max_extra_world_threads - extra_threads(h->srv, h);
+    /* (what a reset makes and an image carries: within the limits too) */
+    ph_settings *cs = &h->creation_settings;
+    if (cs->threads > cfg->max_world_threads) cs->threads = cfg->max_world_threads;
+    if (cs->max_step_work == 0 || cs->max_step_work > cfg->max_step_work) cs->max_step_work = cfg->max_step_work;
     ph_settings s = h->settings;
     if (s.threads > cfg->max_world_threads) s.threads = cfg->max_world_threads;
     if (s.threads > 1 && s.threads - 1 > spare) s.threads = spare > 0 ? spare + 1 : 1;

@@ -365,7 +365,7 @@ static void check_image(ps_host *h, const ps_replay_result *res) {
     destroy_host(h);
     ps_host *h2 = NULL;
     ps_status s;
-    if (ps_image_restore(srv, img, len, res->world_id, NULL, -1, 1, &h2, &s) != 0)
+    if (ps_image_restore(srv, img, len, res->world_id, NULL, -1, PS_IMAGE_TOKENS, &h2, &s) != 0)
         physd_fuzz_fail("a replayed world's image does not restore: %s", s.msg);
     uint8_t *again = NULL;
     size_t again_len = 0;

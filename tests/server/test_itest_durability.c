@@ -34,7 +34,7 @@ typedef struct server {
 
 /* Starts physd on the data directory (with one more option, or NULL);
  * waits for "listening on". */
-static void start_with(server *sv, const char *fsync_mode, int run, const char *opt, const char *val) {
+static void start_args(server *sv, const char *fsync_mode, int run, const char *const *extra) {
     snprintf(sv->log, sizeof sv->log, "%s/physd-%d.log", dir, run);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -43,12 +43,23 @@ static void start_with(server *sv, const char *fsync_mode, int run, const char *
         if (fd >= 0) dup2(fd, 2);
         char data[128];
         snprintf(data, sizeof data, "%s/data", dir);
-        if (opt)
-            execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
-                  fsync_mode, "--journal-hash-every", "10", opt, val, (char *)NULL);
-        else
-            execl(PHYSD_BIN, "physd", "--port", "0", "--no-demo", "--workers", "2", "--data-dir", data, "--fsync",
-                  fsync_mode, "--journal-hash-every", "10", (char *)NULL);
+        const char *argv[32] = {"physd",
+                                "--port",
+                                "0",
+                                "--no-demo",
+                                "--workers",
+                                "2",
+                                "--data-dir",
+                                data,
+                                "--fsync",
+                                fsync_mode,
+                                "--journal-hash-every",
+                                "10"};
+        int n = 12;
+        for (int k = 0; extra && extra[k] && n < 31; k++)
+            argv[n++] = extra[k];
+        argv[n] = NULL;
+        execv(PHYSD_BIN, (char *const *)argv);
         _exit(127);
     }
     sv->pid = pid;
@@ -66,6 +77,11 @@ static void start_with(server *sv, const char *fsync_mode, int run, const char *
         if (l) sv->port = atoi(l + strlen("listening on 127.0.0.1:"));
     }
     assert_true(sv->port > 0);
+}
+
+static void start_with(server *sv, const char *fsync_mode, int run, const char *opt, const char *val) {
+    const char *extra[] = {opt, val, NULL};
+    start_args(sv, fsync_mode, run, extra);
 }
 
 static void start(server *sv, const char *fsync_mode, int run) { start_with(sv, fsync_mode, run, NULL, NULL); }
@@ -573,7 +589,7 @@ static void test_journal_crafted_records(void **state) {
     const double took = itest_now() - t0;
     assert_true(log_has(&sv, "a journaled token left out: it names world 0"));
     assert_true(log_has(&sv, "a journaled settings change at tick"));
-    assert_true(log_has(&sv, "the journaled tick rate nan is outside"));
+    assert_true(log_has(&sv, "the journaled tick rate nan is not a tick rate"));
     assert_true(log_has(&sv, "is more than 1000000 ticks after the replay's tick"));
     itest_connect(&c, sv.port, "crafted");
     assert_int_equal(has_token(&c, w1, "600d000000000011"), 1); /* (not revoked by world 2's journal) */
@@ -596,6 +612,63 @@ static void test_journal_crafted_records(void **state) {
            "journals cut at bytes %ld and %ld\n",
            took, (unsigned long long)w2, (unsigned long long)w3, (unsigned long long)t2, (unsigned long long)t3, cut2,
            cut3);
+}
+
+/* A restart under tighter limits (max_tick_rate, max_step_work,
+ * max_world_threads) than the worlds were journaled under: each world
+ * comes back, fitted to the new limits and logged, instead of being set
+ * aside as corrupt (its create record's settings would not pass the new
+ * limits as a client's request). */
+static void test_journal_under_new_limits(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 14);
+    itest_client c;
+    itest_connect(&c, sv.port, "limits");
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__CreateWorld cw = PHYSD__V1__CREATE_WORLD__INIT;
+    Physd__V1__Settings set = PHYSD__V1__SETTINGS__INIT;
+    Physd__V1__DoubleValue rate = PHYSD__V1__DOUBLE_VALUE__INIT;
+    Physd__V1__Int32Value threads = PHYSD__V1__INT32_VALUE__INIT;
+    rate.value = 500;
+    threads.value = 2;
+    set.tick_rate = &rate;
+    set.threads = &threads;
+    cw.preset = "box_on_plane";
+    cw.settings = &set;
+    m.request_case = REQ(CREATE_WORLD);
+    m.create_world = &cw;
+    smsg *r = itest_expect(itest_call(&c, &m), ST(OK));
+    const uint64_t w = r->reply->world->world_id;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    itest_sleep(0.1);
+    itest_client_close(&c);
+    stop(&sv);
+    const char *tighter[] = {"--max-tick-rate", "240", "--max-step-work", "100000", "--max-world-threads", "1", NULL};
+    start_args(&sv, "always", 15, tighter);
+    char line[200];
+    snprintf(line, sizeof line, "world %llu ticks at 240 Hz, not its journaled 500", (unsigned long long)w);
+    assert_true(log_has(&sv, line));
+    snprintf(line, sizeof line, "world %llu steps with 1 threads, not 2", (unsigned long long)w);
+    assert_true(log_has(&sv, line));
+    snprintf(line, sizeof line, "world %llu steps with max_step_work 100000, not 50000000", (unsigned long long)w);
+    assert_true(log_has(&sv, line));
+    assert_false(log_has(&sv, "set aside"));
+    itest_connect(&c, sv.port, "limits");
+    Physd__V1__ClientMessage q = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    q.request_case = REQ(INSPECT_WORLD);
+    q.inspect_world = &iw;
+    r = itest_expect(itest_call(&c, &q), ST(OK));
+    const Physd__V1__Settings *got = r->reply->world->settings;
+    assert_non_null(got);
+    assert_true(got->tick_rate && got->tick_rate->value == 240);
+    assert_true(got->threads && got->threads->value == 1);
+    assert_true(got->max_step_work && got->max_step_work->value == 100000);
+    physd__v1__server_message__free_unpacked(r, NULL);
+    itest_client_close(&c);
+    stop(&sv);
 }
 
 /* World ids: a journal copied under another world's name is set aside
@@ -726,6 +799,7 @@ int main(void) {
         cmocka_unit_test_setup(test_journal_bad_tokens, fresh),
         cmocka_unit_test_setup(test_journal_crafted_records, fresh),
         cmocka_unit_test_setup(test_journal_ids, fresh),
+        cmocka_unit_test_setup(test_journal_under_new_limits, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
