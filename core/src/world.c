@@ -39,7 +39,7 @@
 /* The registry: a world slot is NULL (free), a live or dying world, or the
  * retired mark. Read without the lock by the handle lookups (world.h). */
 ph__world *ph__worlds[PH_MAX_WORLDS];
-static uint16_t g_world_gen[PH_MAX_WORLDS];
+static uint32_t g_world_gen[PH_MAX_WORLDS];
 /* The registry's mark of a retired world slot (never alive, never free). */
 static ph__world g_retired_world;
 static pthread_mutex_t g_worlds_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -130,7 +130,7 @@ int ph__world_register(ph__world *w, ph_world_id *out) {
         }
     }
     if (slot >= 0) {
-        g_world_gen[slot] = ph__next_gen(g_world_gen[slot]);
+        g_world_gen[slot]++; /* (from 1; a slot at UINT32_MAX is retired on destruction) */
         w->gen = g_world_gen[slot];
         ph__worlds[slot] = w;
     }
@@ -271,7 +271,7 @@ int ph_world_destroy(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     /* A world slot's generation is bumped at each creation: one whose
      * next creation would wrap is retired. */
-    if (w) ph__worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == 0xffff ? &g_retired_world : NULL;
+    if (w) ph__worlds[id.index1 - 1] = g_world_gen[id.index1 - 1] == UINT32_MAX ? &g_retired_world : NULL;
     pthread_mutex_unlock(&g_worlds_lock);
     if (!w) return PH_ERR_INVALID_HANDLE;
     ph__world_free(w);

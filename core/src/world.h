@@ -26,7 +26,7 @@
 struct ph__world {
     /* What a step with nothing awake reads and writes, together in the first
      * cache line (a server steps thousands of sleeping worlds per second). */
-    uint16_t gen;
+    uint32_t gen; /* (the registry slot's: 32 bits, ph_world_id) */
     uint8_t alive;
     int stats_idle; /* the statistics describe a step with nothing awake (filled in when read) */
     uint64_t steps;

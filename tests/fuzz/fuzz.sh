@@ -4,7 +4,8 @@
 # then fuzzes for a bounded time. docs/fuzzing.md has the details.
 #
 # Usage: tests/fuzz/fuzz.sh [--time SECONDS] [--build-dir DIR] [--cc CLANG]
-#                           [--ci] [--no-build | --build-only] [--ws | --snapshot | --journal]
+#                           [--ci] [--no-build | --build-only]
+#                           [--ws | --snapshot | --journal | --compact]
 #                           [-- LIBFUZZER FLAGS...]
 #   --time S       fuzz for S seconds after the replay (default 600; 0: replay only)
 #   --build-dir D  the clang build directory (default build/fuzz)
@@ -25,6 +26,9 @@
 #   --journal      the journal target instead (physd_fuzz_journal: bytes
 #                  replayed as a world's journal, seeds corpus_journal/, its
 #                  own dictionary journal.dict)
+#   --compact      the compact target instead (physd_fuzz_compact: body
+#                  sections for the compact frame decoder, seeds
+#                  corpus_compact/, no dictionary)
 # Without --ci the new inputs go to D/work/corpus and crashes to
 # D/work/artifacts/ (crash-<sha1>, leak-..., timeout-..., oom-...).
 # Exit status: 0 clean, 1 a crash/leak/timeout (libFuzzer's message and the
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --ws) target=physd_fuzz_ws; seeds=(corpus_ws); shift ;;
     --snapshot) target=physd_fuzz_snapshot; seeds=(corpus_snapshot); dict=snapshot.dict; shift ;;
     --journal) target=physd_fuzz_journal; seeds=(corpus_journal); dict=journal.dict; shift ;;
+    --compact) target=physd_fuzz_compact; seeds=(corpus_compact); dict=; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -102,7 +107,7 @@ if [ "$ci" = 1 ]; then work="$probe/work"; fi
 mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-flags=(-dict="$here/$dict" -max_len=65546 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/")
+flags=(${dict:+-dict="$here/$dict"} -max_len=65546 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/")
 # CI fuzzes from a fixed seed (PHYSD_FUZZ_CI_SEED, default 1), so that its
 # run mutates the same way each time: a failure there is a finding to fix,
 # not luck. Long runs by hand take libFuzzer's random seed.

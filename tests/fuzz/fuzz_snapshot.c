@@ -80,15 +80,18 @@ void physd_fuzz_print_stats(FILE *f) {
             st.refused[1], st.refused[2], st.refused[3], st.refused[4], st.limit);
 }
 
-/* Which registry slots hold a world (or the retired mark). */
+/* Which registry slots hold a live world. */
 static unsigned char slots_before[PH_MAX_WORLDS];
+/* (a slot holds NULL, a world, or the retired mark, which is never alive:
+ * a slot retired by a destruction is not a world left behind) */
+static int slot_live(int i) { return ph__worlds[i] != NULL && ph__worlds[i]->alive; }
 static void take_slots(void) {
     for (int i = 0; i < PH_MAX_WORLDS; i++)
-        slots_before[i] = ph__worlds[i] != NULL;
+        slots_before[i] = (unsigned char)slot_live(i);
 }
 static int new_slot(void) {
     for (int i = 0; i < PH_MAX_WORLDS; i++)
-        if (!slots_before[i] && ph__worlds[i] != NULL) return i;
+        if (!slots_before[i] && slot_live(i)) return i;
     return -1;
 }
 

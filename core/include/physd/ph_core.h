@@ -7,8 +7,9 @@
  * handle to something destroyed (even if its slot has been reused) is
  * detected: every function that takes a handle validates it and returns
  * PH_ERR_INVALID_HANDLE (or a neutral value) instead of touching memory. A
- * slot whose 16-bit generation would wrap is retired, never reused: an id
- * names only what it was issued for.
+ * slot whose generation would wrap (16 bits for bodies, shapes and joints,
+ * 32 for worlds) is retired, never reused: an id names only what it was
+ * issued for.
  *
  * Units are SI throughout: metres, kilograms, seconds, radians, newtons.
  * z is up by convention only; gravity is a world setting.
@@ -79,10 +80,13 @@ const char *ph_err_name(int err);
 
 /* --------------------------------------------------------------- handles */
 
-/* index1 is the slot index plus one, so an all-zero handle is null. */
+/* index1 is the slot index plus one, so an all-zero handle is null. A
+ * world's generation is 32 bits: worlds are made at a client's request
+ * rate (creations, resets, rollbacks and past-tick queries each make one),
+ * so 16 bits would retire the whole registry in hours (docs/core.md). */
 typedef struct ph_world_id {
     uint16_t index1;
-    uint16_t gen;
+    uint32_t gen;
 } ph_world_id;
 
 typedef struct ph_body_id {
