@@ -128,7 +128,7 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
         for (size_t i = 0; i < 40; i++)
             fc_body(&in.p, &s, 5 * i + 3, &out.b[out.n++]);
     }
-    if (mode == 3 && pw_cstate_reserve(&out, in.base.n) == 0) {
+    if (mode == 3 && in.base.n > 0 && pw_cstate_reserve(&out, in.base.n) == 0) {
         memcpy(out.b, in.base.b, in.base.n * sizeof *out.b);
         out.n = in.base.n;
     }

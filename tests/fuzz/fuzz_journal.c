@@ -107,6 +107,9 @@ void physd_fuzz_set_settle_ms(double ms) { (void)ms; }
 
 void physd_fuzz_shutdown(void) {
     if (!srv) return;
+    ps_server_stop(srv);
+    const int r = ps_server_run(srv); /* (closes the listener and the loop's handles) */
+    if (r != 0) physd_fuzz_fail("the server did not stop cleanly: %s", ps_server_strerror(r));
     ps_server_destroy(srv);
     srv = NULL;
 }
