@@ -163,8 +163,9 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
     if (!rc && (im->epoch > PS_MAX_EPOCH || strlen(im->meta->name) > 64 || strlen(im->meta->preset) > 63))
         rc = ps_fail(st, PS_ST_INVALID, "the snapshot's id epoch, name or preset is out of range");
     /* (its tokens checked before anything is made: the world's id is the
-     * one they are for; all of them go in, or the image is refused) */
-    if (!rc && with_tokens && im->n_tokens > (size_t)s->cfg.max_tokens_per_world)
+     * one they are for; all of them go in, or the image is refused; a
+     * journal's image may hold more than today's max_tokens_per_world) */
+    if (!rc && with_tokens && !(flags & PS_IMAGE_RECOVERING) && im->n_tokens > (size_t)s->cfg.max_tokens_per_world)
         rc = ps_fail(st, PS_ST_EXHAUSTED, "the image has %zu tokens, more than max_tokens_per_world (%d)", im->n_tokens,
                      s->cfg.max_tokens_per_world);
     for (size_t k = 0; !rc && with_tokens && k < im->n_tokens; k++) {
