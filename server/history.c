@@ -75,6 +75,7 @@ struct ps_history {
     uint64_t rollbacks, resim_ticks;
     ph_world_id scratch; /* lag compensation: the world at scratch_serial's tick */
     uint64_t scratch_serial;
+    double restore_ms; /* the last restore of a past tick took this long (the next one's estimate) */
     hist_sched *sched;
     int nsched;
 };
@@ -511,6 +512,17 @@ static void edit_future(ps_host *h, ps_conn *c, ps_msg *m, uint64_t T) {
     hh->nsched++;
 }
 
+/* The loop time that re-simulations (late batches) and restores of past
+ * ticks (lag compensation) may take, all worlds together: a bucket of
+ * max_rollback_ms_per_second, refilled with time, holding one second's
+ * worth. */
+static void budget_refill(ps_server *s, uint64_t now) {
+    const double rate = s->cfg.max_rollback_ms_per_second;
+    s->rollback_ms_tokens += rate * (double)(now - s->rollback_last_ns) * 1e-9;
+    if (s->rollback_last_ns == 0 || s->rollback_ms_tokens > rate) s->rollback_ms_tokens = rate;
+    s->rollback_last_ns = now;
+}
+
 void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) {
     const uint64_t T = m->edit->tick->value, P = h->tick;
     const uint32_t W = ps_history_window(h);
@@ -531,9 +543,7 @@ void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) 
         }
         const double rate = s->cfg.max_rollback_ms_per_second;
         const uint64_t now = ps_now_ns();
-        s->rollback_ms_tokens += rate * (double)(now - s->rollback_last_ns) * 1e-9;
-        if (s->rollback_last_ns == 0 || s->rollback_ms_tokens > rate) s->rollback_ms_tokens = rate;
-        s->rollback_last_ns = now;
+        budget_refill(s, now);
         const double estimate = (double)(P - T) * 1.5 * (h->step_ms_avg > 0 ? h->step_ms_avg : h->last_step_ms);
         if (estimate > s->rollback_ms_tokens) {
             ps_status st;
@@ -618,9 +628,28 @@ int ps_history_world_at(ps_host *h, uint64_t tick, ph_world_id *out, ps_status *
     if (past_entry(h, tick, &e, st)) return st->code;
     ps_history *hh = h->hist;
     if (!hh->scratch.index1 || hh->scratch_serial != e->serial) {
+        /* A restore runs on the loop: charged to the rollback budget, as a
+         * re-simulation is (queries at alternating ticks would otherwise
+         * restore a world each, as fast as a client can send them). The
+         * tick the scratch world holds is free. */
+        ps_server *s = h->srv;
+        const uint64_t now = ps_now_ns();
+        budget_refill(s, now);
+        const double estimate = hh->restore_ms > 0 ? hh->restore_ms : h->step_ms_avg;
+        if (estimate > s->rollback_ms_tokens) {
+            s->rollback_refused++;
+            return ps_fail(st, PS_ST_EXHAUSTED,
+                           "restoring tick %llu (about %.2f ms) is over the server's rollback budget "
+                           "(max_rollback_ms_per_second %g, %.2f ms left): retry later, or query the tick last "
+                           "queried",
+                           (unsigned long long)tick, estimate, s->cfg.max_rollback_ms_per_second,
+                           s->rollback_ms_tokens > 0 ? s->rollback_ms_tokens : 0);
+        }
         if (hh->scratch.index1) ph_world_destroy(hh->scratch);
         hh->scratch.index1 = 0;
         int err = ph_world_restore(e->snap, e->snap_len, NULL, &hh->scratch);
+        hh->restore_ms = (double)(ps_now_ns() - now) / 1e6;
+        s->rollback_ms_tokens -= hh->restore_ms;
         if (err != PH_OK)
             return ps_fail(st, err == PH_ERR_LIMIT ? PS_ST_EXHAUSTED : PS_ST_INTERNAL, "cannot restore tick %llu: %s",
                            (unsigned long long)tick, ph_strerror(err));

@@ -539,6 +539,53 @@ static void test_rollback_budget(void **state) {
     itest_stop();
 }
 
+/* Past-tick queries restore a world from the history whenever they ask
+ * for another tick than the last one: those restores share the rollback
+ * budget. Queries at alternating ticks of a pyramid20 world, sent until
+ * one is refused (RESOURCE_EXHAUSTED, a budget of 5 ms per second): some
+ * are answered first, and the tick last restored is still answered at once
+ * (its world is kept). Before, every such query restored a world on the
+ * loop, as fast as a client could send them. */
+static void test_past_query_budget(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_rollback_ms_per_second = 5;
+    cfg.max_requests_per_second = 0;
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "past");
+    const uint64_t w = create(&c, "pyramid20", 16);
+    itest_step(&c, w, 16);
+    int ok = 0, refused = 0, last_ok = -1;
+    const double t0 = itest_now();
+    for (int k = 0; k < 4000 && !refused; k++) {
+        const int tick = 4 + k % 2;
+        smsg *r = query_at(&c, w, tick, 0, 1);
+        if (r->reply->status == ST(OK)) {
+            ok++;
+            last_ok = tick;
+        } else if (r->reply->status == ST(RESOURCE_EXHAUSTED)) {
+            refused++;
+            printf("  refused: %s\n", r->reply->message);
+        } else {
+            fail_msg("query %d at tick %d: %s", k, tick, r->reply->message);
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    printf("past-tick queries at ticks 4 and 5 of pyramid20 with max_rollback_ms_per_second 5: %d answered, then "
+           "one refused, in %.3f s\n",
+           ok, itest_now() - t0);
+    assert_true(ok >= 1);
+    assert_int_equal(refused, 1);
+    /* The tick whose world is kept costs nothing: answered, however empty
+     * the bucket. */
+    for (int k = 0; k < 20; k++)
+        itest_status(itest_expect(query_at(&c, w, last_ok, 0, 1), ST(OK)));
+    itest_client_close(&c);
+    itest_stop();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_equals_on_time),
@@ -548,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_blowup_corrected_in_the_past),
         cmocka_unit_test(test_journal_replays_rollback),
         cmocka_unit_test(test_rollback_budget),
+        cmocka_unit_test(test_past_query_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
