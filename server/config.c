@@ -119,9 +119,9 @@ static const entry table[] = {
     {"journal_hash_every", T_INT, F(journal_hash_every), 0, 1, 1000000, "60",
      "ticks between the state-hash records of a journal (and how far back a recovered running world may be)"},
     {"max_rollback_ms_per_second", T_DBL, F(max_rollback_ms_per_second), 0, 1, 1000, "250",
-     "loop time the re-simulations of late edit batches and the restores of past-tick queries may take, all worlds "
-     "together, ms per second (a bucket holding one second's worth; past it a late batch or a past-tick query gets "
-     "RESOURCE_EXHAUSTED)"},
+     "loop time the re-simulations of late edit batches, the restores of past-tick queries and the rebuilds of "
+     "resets may take, all worlds together, ms per second (a bucket holding one second's worth; past it such a "
+     "request gets RESOURCE_EXHAUSTED)"},
     {"max_snapshot_bytes", T_U64, F(max_snapshot_bytes), 0, 65536, 1e12, "268435456",
      "largest snapshot taken (take_snapshot) or uploaded (restore_world), bytes"},
     {"journal_max_bytes", T_U64, F(journal_max_bytes), 0, 4096, 1e15, "67108864",

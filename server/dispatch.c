@@ -568,7 +568,19 @@ static void w_reset(ps_host *h, ps_conn *c, ps_msg *m, void *decoded) {
     (void)decoded;
     ps_status st;
     const uint64_t tick_before = h->tick, epoch_before = h->epoch;
-    if (ps_host_reset(h, &st)) {
+    /* A reset builds the world again on the loop (its preset and scene: a
+     * large grid takes tens of ms): it shares the rollback budget, so an
+     * editor's resets cannot hold the loop. Estimated as its last build. */
+    char what[96];
+    snprintf(what, sizeof what, "rebuilding world %llu (a reset)", (unsigned long long)h->id);
+    if (ps_loop_budget_check(c->srv, h->build_ms, what, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
+    const uint64_t t0 = ps_now_ns();
+    const int failed = ps_host_reset(h, &st);
+    ps_loop_budget_charge(c->srv, (double)(ps_now_ns() - t0) / 1e6);
+    if (failed) {
         ps_audit(c, h->id, "reset", st.code, st.msg);
         ps_reply_status(c, m->request_id, &st, h->tick);
         return;

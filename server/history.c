@@ -512,16 +512,25 @@ static void edit_future(ps_host *h, ps_conn *c, ps_msg *m, uint64_t T) {
     hh->nsched++;
 }
 
-/* The loop time that re-simulations (late batches) and restores of past
- * ticks (lag compensation) may take, all worlds together: a bucket of
- * max_rollback_ms_per_second, refilled with time, holding one second's
- * worth. */
 static void budget_refill(ps_server *s, uint64_t now) {
     const double rate = s->cfg.max_rollback_ms_per_second;
     s->rollback_ms_tokens += rate * (double)(now - s->rollback_last_ns) * 1e-9;
     if (s->rollback_last_ns == 0 || s->rollback_ms_tokens > rate) s->rollback_ms_tokens = rate;
     s->rollback_last_ns = now;
 }
+
+int ps_loop_budget_check(ps_server *s, double estimate_ms, const char *what, ps_status *st) {
+    budget_refill(s, ps_now_ns());
+    if (!(estimate_ms > s->rollback_ms_tokens)) return 0;
+    s->rollback_refused++;
+    return ps_fail(st, PS_ST_EXHAUSTED,
+                   "%s (about %.2f ms) is over the server's rollback budget (max_rollback_ms_per_second %g, %.2f ms "
+                   "left): retry later",
+                   what, estimate_ms, s->cfg.max_rollback_ms_per_second,
+                   s->rollback_ms_tokens > 0 ? s->rollback_ms_tokens : 0);
+}
+
+void ps_loop_budget_charge(ps_server *s, double ms) { s->rollback_ms_tokens -= ms; }
 
 void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) {
     const uint64_t T = m->edit->tick->value, P = h->tick;
@@ -541,22 +550,17 @@ void ps_history_edit(ps_host *h, ps_conn *c, ps_msg *m, const ps_edit_batch *b) 
             ps_reply_status(c, m->request_id, &wst, P);
             return;
         }
-        const double rate = s->cfg.max_rollback_ms_per_second;
-        const uint64_t now = ps_now_ns();
-        budget_refill(s, now);
         const double estimate = (double)(P - T) * 1.5 * (h->step_ms_avg > 0 ? h->step_ms_avg : h->last_step_ms);
-        if (estimate > s->rollback_ms_tokens) {
-            ps_status st;
-            ps_fail(&st, PS_ST_EXHAUSTED,
-                    "re-simulating %llu ticks (about %.1f ms) is over the server's rollback budget "
-                    "(max_rollback_ms_per_second %g, %.1f ms left): retry later or send inputs earlier",
-                    (unsigned long long)(P - T), estimate, rate, s->rollback_ms_tokens > 0 ? s->rollback_ms_tokens : 0);
+        char what[96];
+        snprintf(what, sizeof what, "re-simulating %llu ticks (send inputs earlier)", (unsigned long long)(P - T));
+        ps_status st;
+        if (ps_loop_budget_check(s, estimate, what, &st)) {
             ps_reply_status(c, m->request_id, &st, P);
-            s->rollback_refused++;
             return;
         }
+        const uint64_t now = ps_now_ns();
         edit_past(h, c, m, b, T);
-        s->rollback_ms_tokens -= (double)(ps_now_ns() - now) / 1e6;
+        ps_loop_budget_charge(s, (double)(ps_now_ns() - now) / 1e6);
         return;
     }
     /* T > P (T == P is an ordinary batch); no overflow: T - P > 0. */
@@ -632,24 +636,16 @@ int ps_history_world_at(ps_host *h, uint64_t tick, ph_world_id *out, ps_status *
          * re-simulation is (queries at alternating ticks would otherwise
          * restore a world each, as fast as a client can send them). The
          * tick the scratch world holds is free. */
-        ps_server *s = h->srv;
+        char what[96];
+        snprintf(what, sizeof what, "restoring tick %llu (the tick last queried is kept)", (unsigned long long)tick);
+        if (ps_loop_budget_check(h->srv, hh->restore_ms > 0 ? hh->restore_ms : h->step_ms_avg, what, st))
+            return st->code;
         const uint64_t now = ps_now_ns();
-        budget_refill(s, now);
-        const double estimate = hh->restore_ms > 0 ? hh->restore_ms : h->step_ms_avg;
-        if (estimate > s->rollback_ms_tokens) {
-            s->rollback_refused++;
-            return ps_fail(st, PS_ST_EXHAUSTED,
-                           "restoring tick %llu (about %.2f ms) is over the server's rollback budget "
-                           "(max_rollback_ms_per_second %g, %.2f ms left): retry later, or query the tick last "
-                           "queried",
-                           (unsigned long long)tick, estimate, s->cfg.max_rollback_ms_per_second,
-                           s->rollback_ms_tokens > 0 ? s->rollback_ms_tokens : 0);
-        }
         if (hh->scratch.index1) ph_world_destroy(hh->scratch);
         hh->scratch.index1 = 0;
         int err = ph_world_restore(e->snap, e->snap_len, NULL, &hh->scratch);
         hh->restore_ms = (double)(ps_now_ns() - now) / 1e6;
-        s->rollback_ms_tokens -= hh->restore_ms;
+        ps_loop_budget_charge(h->srv, hh->restore_ms);
         if (err != PH_OK)
             return ps_fail(st, err == PH_ERR_LIMIT ? PS_ST_EXHAUSTED : PS_ST_INTERNAL, "cannot restore tick %llu: %s",
                            (unsigned long long)tick, ph_strerror(err));

@@ -520,6 +520,7 @@ struct ps_host {
     ph_world_id world;
     double tick_rate;   /* Hz */
     double step_ms_avg; /* moving average of the step time */
+    double build_ms;    /* its last build from the creation request (create, reset): a reset's estimate */
     /* clock: tick due n is at base_ns + n / tick_rate */
     uint64_t base_ns;
     uint64_t ticks_since_base;
@@ -767,6 +768,15 @@ int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_
  * docs/durability.md "History and rollback"). Loop thread, world idle,
  * except ps_history_capture (the step job's worker). */
 typedef struct ps_history ps_history;
+/* The loop time that re-simulations of late batches, restores of past
+ * ticks and resets may take, all worlds together: a bucket of
+ * max_rollback_ms_per_second, refilled with time, holding one second's
+ * worth (history.c). 0 when estimate_ms fits in what it holds, else
+ * RESOURCE_EXHAUSTED in st ("<what> (about X ms) is over the server's
+ * rollback budget ..."). */
+int ps_loop_budget_check(struct ps_server *s, double estimate_ms, const char *what, ps_status *st);
+/* Takes ms, as measured, from the bucket. */
+void ps_loop_budget_charge(struct ps_server *s, double ms);
 /* Starts keeping window ticks (0: nothing to do; above max_history_ticks:
  * INVALID) from the world as it is now. */
 int ps_history_enable(ps_host *h, uint32_t window, ps_status *st);

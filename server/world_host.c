@@ -355,6 +355,7 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
     if (s->nhosts >= s->cfg.max_worlds)
         return ps_fail(st, PS_ST_EXHAUSTED, "too many worlds (max_worlds = %d)", s->cfg.max_worlds);
     if (host_id_check(s, id, st)) return st->code;
+    const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = *settings;
     def.max_bodies = s->cfg.max_bodies_per_world;
@@ -388,6 +389,7 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
         return st->code;
     }
     h->scene = scene;
+    h->build_ms = (double)(ps_now_ns() - t0) / 1e6;
     if (host_add(s, h, st) != 0) {
         ph_world_destroy(w);
         free(h); /* the scene stays the caller's */
@@ -1023,6 +1025,7 @@ int ps_host_reset(ps_host *h, ps_status *st) {
         return ps_fail(st, PS_ST_EXHAUSTED,
                        "world %llu was reset %u times, the most its ids can tell apart: create a new world",
                        (unsigned long long)h->id, PS_MAX_EPOCH);
+    const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = h->creation_settings;
     def.max_bodies = s->cfg.max_bodies_per_world;
@@ -1064,6 +1067,7 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     h->ticks_since_base = 0;
     h->contact_count = 0;
     ps_history_on_reset(h);
+    h->build_ms = (double)(ps_now_ns() - t0) / 1e6;
     ps_log("world %llu reset (id epoch %llu)", (unsigned long long)h->id, (unsigned long long)h->epoch);
     return 0;
 }

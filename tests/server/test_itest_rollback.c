@@ -586,6 +586,49 @@ static void test_past_query_budget(void **state) {
     itest_stop();
 }
 
+/* A reset builds the world again on the loop: resets share the rollback
+ * budget too. Resets of a pyramid20 world sent until one is refused
+ * (RESOURCE_EXHAUSTED naming the rebuild, a budget of 5 ms per second):
+ * some are done first; a second later (the bucket refilled) one is done
+ * again. */
+static void test_reset_budget(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_rollback_ms_per_second = 5;
+    cfg.max_requests_per_second = 0;
+    int port = itest_start(&cfg);
+    itest_client c;
+    itest_connect(&c, port, "resets");
+    const uint64_t w = create(&c, "pyramid20", 0);
+    Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__ResetWorld rs = PHYSD__V1__RESET_WORLD__INIT;
+    rs.world_id = w;
+    m.request_case = REQ(RESET);
+    m.reset = &rs;
+    int ok = 0, refused = 0;
+    for (int k = 0; k < 4000 && !refused; k++) {
+        smsg *r = itest_call(&c, &m);
+        if (r->reply->status == ST(OK)) {
+            ok++;
+        } else if (r->reply->status == ST(RESOURCE_EXHAUSTED)) {
+            refused++;
+            printf("  refused: %s\n", r->reply->message);
+            assert_non_null(strstr(r->reply->message, "rebuilding world"));
+        } else {
+            fail_msg("reset %d: %s", k, r->reply->message);
+        }
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    printf("resets of pyramid20 with max_rollback_ms_per_second 5: %d done, then one refused\n", ok);
+    assert_true(ok >= 1);
+    assert_int_equal(refused, 1);
+    itest_sleep(1.1);
+    itest_status(itest_expect(itest_call(&c, &m), ST(OK)));
+    itest_client_close(&c);
+    itest_stop();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_equals_on_time),
@@ -596,6 +639,7 @@ int main(void) {
         cmocka_unit_test(test_journal_replays_rollback),
         cmocka_unit_test(test_rollback_budget),
         cmocka_unit_test(test_past_query_budget),
+        cmocka_unit_test(test_reset_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
