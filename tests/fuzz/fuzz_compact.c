@@ -56,13 +56,6 @@ void physd_fuzz_print_stats(FILE *f) {
             st.decoded, st.bodies, st.keys, st.predicted, st.malformed);
 }
 
-static uint64_t input_hash(const uint8_t *d, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * 1099511628211ull;
-    return h;
-}
-
 static int decode(const fc_input *in, const uint8_t *d, size_t n, size_t max_bodies, pw_cstate *out) {
     const pw_cstate *base = in->key ? NULL : &in->base;
     if (in->predict) return pw_compact_decode_predicted(&in->p, base, &in->pr, d, n, in->body_count, max_bodies, out);
@@ -113,7 +106,7 @@ static void check_same(const pw_cstate *a, const pw_cstate *b, const char *what)
 
 int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
     st.inputs++;
-    if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(input_hash(data, size) % PF_CHUNK_MODES);
+    if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(physd_fuzz_hash(data, size) % PF_CHUNK_MODES);
     fc_input in;
     if (fc_input_make(data, size, &in) != 0) {
         fc_input_free(&in);

@@ -1,6 +1,7 @@
 /*
- * fuzz_fail.c — the fuzz targets' one way to fail (fuzz_harness.h): the
- * message libFuzzer and fuzz_replay show, then abort().
+ * fuzz_fail.c — what the fuzz targets share (fuzz_harness.h): their one
+ * way to fail (the message libFuzzer and fuzz_replay show, then abort()),
+ * and the hash of an input that picks its mode.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,4 +17,11 @@ void physd_fuzz_fail(const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     abort();
+}
+
+uint64_t physd_fuzz_hash(const uint8_t *d, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ d[i]) * 1099511628211ull;
+    return h;
 }

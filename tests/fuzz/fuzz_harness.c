@@ -374,15 +374,6 @@ static int settle(uint64_t budget_ns) {
 
 /* ------------------------------------------------------------- session */
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static uint64_t xorshift(uint64_t *s) {
     uint64_t x = *s;
     x ^= x << 13;
@@ -568,7 +559,7 @@ int physd_fuzz_run(const uint8_t *data, size_t size, int mode, int verbose) {
 #ifdef PHYSD_FUZZ_WS
     return ws_run(data, size, mode, verbose);
 #endif
-    const uint64_t h = hash_bytes(data, size);
+    const uint64_t h = physd_fuzz_hash(data, size);
     if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(h % PF_CHUNK_MODES);
     /* The observer: 0 none, 1 closed after the second piece, 2 closed after
      * the settle, 3 closed after the worlds are destroyed. */
@@ -783,7 +774,7 @@ static void ws_check_backlog(const ps_conn *c) {
 }
 
 static int ws_run(const uint8_t *data, size_t size, int mode, int verbose) {
-    const uint64_t h = hash_bytes(data, size);
+    const uint64_t h = physd_fuzz_hash(data, size);
     if (mode < 0 || mode >= PF_CHUNK_MODES) mode = (int)(h % PF_CHUNK_MODES);
     session S;
     memset(&S, 0, sizeof S);

@@ -50,6 +50,9 @@ void physd_fuzz_fail(const char *fmt, ...)
 #endif
     ;
 
+/* FNV-1a of an input: what PF_CHUNK_AUTO picks a mode by (fuzz_fail.c). */
+uint64_t physd_fuzz_hash(const uint8_t *d, size_t n);
+
 /* Prints the counters over all inputs run so far, one line's middle part
  * without a newline (fuzz_replay's summary: "N sessions, ..."). */
 void physd_fuzz_print_stats(FILE *f);

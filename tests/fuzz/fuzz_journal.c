@@ -60,10 +60,10 @@
 #include "journal.h"
 #include "physd/ph_snapshot.h"
 #include "ps_internal.h"
-/* (internal: the registry, ph__worlds, where a refused replay must leave
- * nothing, and the checksum, ph__xxh64, that makes a snapshot's trailer
+/* (the registry, where a refused replay must leave nothing; world.h
+ * through it: the checksum, ph__xxh64, that makes a snapshot's trailer
  * match) */
-#include "world.h"
+#include "fuzz_registry.h"
 
 #define J_HEADER 16       /* "PHYSDJ01", u64 world id (journal.c) */
 #define I_HEADER 16       /* "PHYSDW01", u32 length, u32 CRC-32C (image.c) */
@@ -154,14 +154,6 @@ static void put_le32(uint8_t *p, uint32_t v) {
 static void put_le64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* FNV-1a of the input: which fix-up PF_CHUNK_AUTO takes. */
-static uint64_t input_hash(const uint8_t *d, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * 1099511628211ull;
-    return h;
 }
 
 /* A core snapshot's length field and XXH64 trailer made to match. */
@@ -296,20 +288,6 @@ static uint64_t steps_asked(const bytes *j) {
 
 /* ------------------------------------------------------------ checks */
 
-static unsigned char slots_before[PH_MAX_WORLDS];
-/* (a slot holds NULL, a world, or the retired mark, which is never alive:
- * a slot retired by a destruction is not a world left behind) */
-static int slot_live(int i) { return ph__worlds[i] != NULL && ph__worlds[i]->alive; }
-static void take_slots(void) {
-    for (int i = 0; i < PH_MAX_WORLDS; i++)
-        slots_before[i] = (unsigned char)slot_live(i);
-}
-static int new_slot(void) {
-    for (int i = 0; i < PH_MAX_WORLDS; i++)
-        if (!slots_before[i] && slot_live(i)) return i;
-    return -1;
-}
-
 /* Destroys h and runs the loop until its handles are closed. */
 static void destroy_host(ps_host *h) {
     const int before = srv->nhosts;
@@ -395,7 +373,7 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
     server_init();
     st.inputs++;
     if (mode < 0 || mode >= PF_CHUNK_MODES) {
-        const uint64_t h = input_hash(in, size);
+        const uint64_t h = physd_fuzz_hash(in, size);
         mode = (h & 7) == 0 ? 0 : 1 + (int)((h >> 3) % 3);
     }
     bytes j = {0};
@@ -409,7 +387,7 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
     if (fd < 0 || (j.n && write(fd, j.p, j.n) != (ssize_t)j.n)) abort();
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    take_slots();
+    fuzz_take_slots();
     const int hosts0 = srv->nhosts;
     ps_replay_result res;
     ps_host *h = NULL;
@@ -421,7 +399,7 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
         if (rc != -EINVAL && rc != -ENOMEM) physd_fuzz_fail("ps_replay_file returned %d", rc);
         if (h) physd_fuzz_fail("a refused replay (%d) gave a world", rc);
         if (srv->nhosts != hosts0) physd_fuzz_fail("a refused replay left %d worlds", srv->nhosts - hosts0);
-        if (new_slot() >= 0) physd_fuzz_fail("a refused replay left a world in registry slot %d", new_slot());
+        if (fuzz_new_slot() >= 0) physd_fuzz_fail("a refused replay left a world in registry slot %d", fuzz_new_slot());
         st.refused++;
     } else if (!h) {
         if (!res.destroyed) physd_fuzz_fail("a replay gave no world, and the journal does not end with its end");
@@ -452,7 +430,7 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
     }
     if (srv->nhosts != hosts0) physd_fuzz_fail("%d worlds left after an input", srv->nhosts - hosts0);
     if (srv->tokens.n != 0) physd_fuzz_fail("%zu tokens left after an input", srv->tokens.n);
-    if (new_slot() >= 0) physd_fuzz_fail("a world left in registry slot %d after an input", new_slot());
+    if (fuzz_new_slot() >= 0) physd_fuzz_fail("a world left in registry slot %d after an input", fuzz_new_slot());
     close(fd);
     free(j.p);
     return 0;

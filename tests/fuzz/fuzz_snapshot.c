@@ -47,10 +47,10 @@
 #include "fuzz_harness.h"
 #include "physd/ph_core.h"
 #include "physd/ph_snapshot.h"
-/* (internal: the registry, ph__worlds, where a refused restore must
- * leave nothing, and the checksum, ph__xxh64, that makes a mutated
- * snapshot's trailer match) */
-#include "world.h"
+/* (the registry, where a refused restore must leave nothing; world.h
+ * through it: the checksum, ph__xxh64, that makes a mutated snapshot's
+ * trailer match) */
+#include "fuzz_registry.h"
 
 #define SNAP_LENGTH_AT 24 /* the header's u64 total length (snapshot.c, check_header) */
 #define SNAP_HEADER 64
@@ -78,29 +78,6 @@ void physd_fuzz_print_stats(FILE *f) {
             "%llu version, %llu truncated, %llu corrupt, %llu invalid, %llu limit",
             st.inputs, st.fixed, st.restored, st.normalized, st.stepped, st.steps, st.nonfinite, st.refused[0],
             st.refused[1], st.refused[2], st.refused[3], st.refused[4], st.limit);
-}
-
-/* Which registry slots hold a live world. */
-static unsigned char slots_before[PH_MAX_WORLDS];
-/* (a slot holds NULL, a world, or the retired mark, which is never alive:
- * a slot retired by a destruction is not a world left behind) */
-static int slot_live(int i) { return ph__worlds[i] != NULL && ph__worlds[i]->alive; }
-static void take_slots(void) {
-    for (int i = 0; i < PH_MAX_WORLDS; i++)
-        slots_before[i] = (unsigned char)slot_live(i);
-}
-static int new_slot(void) {
-    for (int i = 0; i < PH_MAX_WORLDS; i++)
-        if (!slots_before[i] && slot_live(i)) return i;
-    return -1;
-}
-
-/* FNV-1a of the input: which fix-up PF_CHUNK_AUTO takes. */
-static uint64_t input_hash(const uint8_t *d, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * 1099511628211ull;
-    return h;
 }
 
 static int refusal_index(int e) {
@@ -157,7 +134,7 @@ static void check_round_trip(ph_world_id w, const uint8_t *data, size_t size, in
 int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
     st.inputs++;
     if (mode < 0 || mode >= PF_CHUNK_MODES) {
-        const uint64_t h = input_hash(in, size);
+        const uint64_t h = physd_fuzz_hash(in, size);
         mode = (h & 7) == 0 ? 0 : 1 + (int)((h >> 3) % 3);
     }
     uint8_t *data = malloc(size ? size : 1);
@@ -173,7 +150,7 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
         st.fixed++;
     }
     const ph_snapshot_limits small = {64, 16};
-    take_slots();
+    fuzz_take_slots();
     ph_world_id w = {0, 0};
     const int e = ph_world_restore(data, size, mode == 2 ? &small : NULL, &w);
     ph_snapshot_info info;
@@ -188,7 +165,8 @@ int physd_fuzz_run(const uint8_t *in, size_t size, int mode, int verbose) {
         else if (e != PH_ERR_NO_MEMORY)
             physd_fuzz_fail("ph_world_restore returned %s", ph_err_name(e));
         if (w.index1 != 0) physd_fuzz_fail("a refused restore gave a world id");
-        if (new_slot() >= 0) physd_fuzz_fail("a refused restore left a world in registry slot %d", new_slot());
+        if (fuzz_new_slot() >= 0)
+            physd_fuzz_fail("a refused restore left a world in registry slot %d", fuzz_new_slot());
         /* The restore checks the header first: a header refused is the
          * restore's refusal too. */
         if (ei != PH_OK && ei != e)
