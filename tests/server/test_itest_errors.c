@@ -294,6 +294,39 @@ static void test_bad_requests(void **state) {
     uint64_t live = r->reply->world->body_ids[1];
     physd__v1__server_message__free_unpacked(r, NULL);
     {
+        /* A body removed earlier in a batch is gone for the ops after it
+         * (the batch's set of removed ids), removing it twice is refused
+         * the same way, and the refused batch changes nothing. */
+        Physd__V1__BodyRef lref = PHYSD__V1__BODY_REF__INIT;
+        lref.ref_case = PHYSD__V1__BODY_REF__REF_ID;
+        lref.id = live;
+        Physd__V1__RemoveBody lrb = PHYSD__V1__REMOVE_BODY__INIT;
+        lrb.body = &lref;
+        Physd__V1__EditOp lrm = PHYSD__V1__EDIT_OP__INIT;
+        lrm.op_case = PHYSD__V1__EDIT_OP__OP_REMOVE_BODY;
+        lrm.remove_body = &lrb;
+        Physd__V1__SetVelocity lsv = PHYSD__V1__SET_VELOCITY__INIT;
+        lsv.body = &lref;
+        Physd__V1__EditOp lsvop = PHYSD__V1__EDIT_OP__INIT;
+        lsvop.op_case = PHYSD__V1__EDIT_OP__OP_SET_VELOCITY;
+        lsvop.set_velocity = &lsv;
+        Physd__V1__EditOp *seq[3] = {&lsvop, &lrm, &lsvop};
+        Physd__V1__EditBatch sb = PHYSD__V1__EDIT_BATCH__INIT;
+        sb.world_id = w;
+        sb.n_ops = 3;
+        sb.ops = seq;
+        Physd__V1__ClientMessage sm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+        sm.request_case = REQ(EDIT);
+        sm.edit = &sb;
+        expect(&c, &sm, ST(NOT_FOUND), 2, "no such body");
+        seq[2] = &lrm;
+        expect(&c, &sm, ST(NOT_FOUND), 2, "no such body");
+        m.request_case = REQ(INSPECT_WORLD);
+        r = itest_expect(itest_call(&c, &m), ST(OK));
+        assert_int_equal(r->reply->world->body_count, 2);
+        physd__v1__server_message__free_unpacked(r, NULL);
+    }
+    {
         Physd__V1__EditOp *many[51];
         for (int k = 0; k < 51; k++)
             many[k] = &b[0].op;
