@@ -18,7 +18,6 @@ installs both for the Python protocol tests).
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -47,53 +46,14 @@ def main():
         srv.stop()
 
 
-class Conn:
-    def __init__(self, pb, port):
-        self.pb = pb
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-        self.rid = 0
-
-    def send(self, m):
-        self.rid += 1
-        m.request_id = self.rid
-        d = m.SerializeToString()
-        self.s.sendall(physd_py.varint(len(d)) + d)
-        return self.rid
-
-    def recv(self):
-        while True:
-            n = shift = i = 0
-            whole = False
-            while i < len(self.buf):
-                b = self.buf[i]
-                n |= (b & 0x7F) << shift
-                shift += 7
-                i += 1
-                if not b & 0x80:
-                    whole = True
-                    break
-            if whole and len(self.buf) >= i + n:
-                m = self.pb.ServerMessage()
-                m.ParseFromString(self.buf[i:i + n])
-                self.buf = self.buf[i + n:]
-                return m
-            chunk = self.s.recv(1 << 20)
-            if not chunk:
-                raise EOFError("physd closed the connection")
-            self.buf += chunk
-
-    def call(self, m):
-        rid = self.send(m)
-        while True:
-            r = self.recv()
-            if r.WhichOneof("msg") == "reply" and r.reply.request_id == rid:
-                return r.reply
+def connect(pb, port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return physd_py.SockConn(pb, s)
 
 
 def run(pb, port, preset, batches):
-    a, v = Conn(pb, port), Conn(pb, port)
+    a, v = connect(pb, port), connect(pb, port)
     for c, name in ((a, "attacker"), (v, "victim")):
         m = pb.ClientMessage()
         m.hello.protocol_version = 1
@@ -146,7 +106,7 @@ def run(pb, port, preset, batches):
             def reader():
                 for _ in range(batches):
                     while True:
-                        r = a.recv()
+                        r = a.recv(timeout=60)
                         if r.WhichOneof("msg") == "reply":
                             statuses[r.reply.status] = statuses.get(r.reply.status, 0) + 1
                             break

@@ -88,3 +88,49 @@ class Calls:
         if r.status != self.pb.STATUS_OK:
             sys.exit("%s: %s %s" % (what, self.pb.Status.Name(r.status), r.message))
         return r
+
+
+class SockConn(Calls):
+    """The protocol over a connected socket (TCP or an ssl-wrapped one):
+    request ids from 1, varint-framed ServerMessages, each recv waiting at
+    most timeout seconds."""
+
+    def __init__(self, pb, sock):
+        self.pb = pb
+        self.sock = sock
+        self.buf = b""
+        self.next_id = 1
+
+    def send(self, msg):
+        msg.request_id = self.next_id
+        self.next_id += 1
+        data = msg.SerializeToString()
+        self.sock.sendall(varint(len(data)) + data)
+        return msg.request_id
+
+    def recv(self, timeout=10.0):
+        end = time.monotonic() + timeout
+        while True:
+            n, shift, i = 0, 0, 0
+            while i < len(self.buf):
+                b = self.buf[i]
+                n |= (b & 0x7F) << shift
+                shift += 7
+                i += 1
+                if not b & 0x80:
+                    break
+            else:
+                i = -1
+            if i > 0 and len(self.buf) - i >= n:
+                m = self.pb.ServerMessage()
+                m.ParseFromString(self.buf[i:i + n])
+                self.buf = self.buf[i + n:]
+                return m
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no message within %.1f s" % timeout)
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise EOFError("connection closed by the server")
+            self.buf += chunk

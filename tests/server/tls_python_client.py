@@ -15,10 +15,9 @@ import os
 import socket
 import ssl
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from physd_py import Calls, Physd, load_pb, varint  # noqa: E402
+from physd_py import Physd, SockConn, load_pb  # noqa: E402
 
 physd_bin, proto_dir, cert_dir, work = sys.argv[1:5]
 pb = load_pb(proto_dir, work)
@@ -28,47 +27,9 @@ def cert(name):
     return os.path.join(cert_dir, name)
 
 
-class Conn(Calls):
-    pb = pb
-
+class Conn(SockConn):
     def __init__(self, sock):
-        self.sock = sock
-        self.buf = b""
-        self.next_id = 1
-
-    def send(self, msg):
-        msg.request_id = self.next_id
-        self.next_id += 1
-        data = msg.SerializeToString()
-        self.sock.sendall(varint(len(data)) + data)
-        return msg.request_id
-
-    def recv(self, timeout=10.0):
-        end = time.monotonic() + timeout
-        while True:
-            n, shift, i = 0, 0, 0
-            while i < len(self.buf):
-                b = self.buf[i]
-                n |= (b & 0x7F) << shift
-                shift += 7
-                i += 1
-                if not b & 0x80:
-                    break
-            else:
-                i = -1
-            if i > 0 and len(self.buf) - i >= n:
-                m = pb.ServerMessage()
-                m.ParseFromString(self.buf[i:i + n])
-                self.buf = self.buf[i + n:]
-                return m
-            left = end - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no message within %.1f s" % timeout)
-            self.sock.settimeout(left)
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed by the server")
-            self.buf += chunk
+        super().__init__(pb, sock)
 
 
 physd = Physd([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--no-demo", "--workers", "1",
