@@ -53,6 +53,13 @@ static const entry table[] = {
      "requests waiting for one world's tick boundary"},
     {"max_requests_per_second", T_DBL, F(max_requests_per_second), 0, 0, 1e9, "20000",
      "requests per second per connection, bursts up to one second's worth (0: unlimited)"},
+    {"max_conn_loop_ms_per_second", T_DBL, F(max_conn_loop_ms_per_second), 0, 0, 1000, "250",
+     "loop time one connection's requests may take, ms per second (decoding, checking and running them, at "
+     "once or at the world's tick boundary); past it the server stops reading from the connection until its "
+     "bucket is full enough again (0: unlimited)"},
+    {"conn_loop_burst_ms", T_DBL, F(conn_loop_burst_ms), 0, 1, 60000, "250",
+     "the size of a connection's loop-time bucket, ms: how much loop time it may take at once after a quiet "
+     "spell"},
     {"workers", T_INT, F(workers), 0, 0, 1024, "0", "step threads (0: number of CPUs; UV_THREADPOOL_SIZE wins)"},
     {"output_soft_limit", T_U64, F(output_soft_limit), 0, 1024, 1e12, "1048576",
      "pending output above which contact events are dropped, bytes"},

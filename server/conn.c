@@ -155,6 +155,7 @@ void ps_conn_unref(ps_conn *c) {
 }
 
 static void start_drain(ps_conn *c);
+static void held_release(ps_conn *c);
 
 static void on_close(uv_handle_t *handle) {
     ps_conn *c = handle->data;
@@ -173,6 +174,7 @@ void ps_conn_close(ps_conn *c, const char *why) {
     if (c->draining) s->ndraining--;
     ps_log("conn %llu (%s%s%s) closed: %s", (unsigned long long)c->id, c->peer, c->name[0] ? " " : "", c->name, why);
     ps_conn_drop_subs(c);
+    held_release(c);
     /* An async sink's write in flight will not complete: release it, and
      * tell the sink's owner (a WebSocket session) the connection is gone. */
     if (c->sink_async && c->writing) ps_conn_sink_done(c, UV_ECANCELED);
@@ -514,7 +516,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     ps_conn *c = handle->data;
     uint8_t *w = NULL;
     size_t n = 0;
-    if (!c->closing && !c->close_after_flush && !c->tls) pw_decoder_window(&c->framer, &w, &n);
+    if (!c->closing && !c->close_after_flush && !c->tls && !c->paused_ns) pw_decoder_window(&c->framer, &w, &n);
     /* At most rbuf's size per read, as without the window: the loop turns
      * as often between reads of a large frame (timers stay on time). */
     if (n > sizeof c->srv->rbuf) n = sizeof c->srv->rbuf;
@@ -548,9 +550,13 @@ static void conn_eof(ps_conn *c, ssize_t nread) {
     ps_conn_close(c, nread == UV_EOF ? "peer closed" : uv_strerror((int)nread));
 }
 
-/* Bytes from the peer: frames are cut out and dispatched one by one. */
-static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
-    c->srv->metrics.bytes_in += left;
+static int budget_pause(ps_conn *c, const uint8_t *p, size_t left);
+static void charged_dispatch(ps_conn *c, const uint8_t *frame, size_t flen);
+
+/* Bytes from the peer: frames are cut out and dispatched one by one; past
+ * the connection's loop-time budget the rest waits (budget_pause). */
+static void conn_frames(ps_conn *c, const uint8_t *p, size_t left) {
+    if (budget_pause(c, p, left)) return;
     while (left > 0 && !c->closing && !c->close_after_flush) {
         size_t used = 0;
         const uint8_t *frame = NULL;
@@ -593,15 +599,18 @@ static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
         if (c->srv->input_used > c->srv->input_peak) c->srv->input_peak = c->srv->input_used;
         if (frame) {
             c->frame_start_ns = 0;
-            if (ps_dispatch_frame(c, frame, flen) < 0) {
-                fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
-                return;
-            }
+            charged_dispatch(c, frame, flen);
+            if (budget_pause(c, p, left)) return;
         } else if (c->frame_start_ns == 0 && pw_decoder_partial(&c->framer)) {
             c->frame_start_ns = ps_now_ns();
         }
     }
     if (!c->closing && c->frame_start_ns == 0 && pw_decoder_partial(&c->framer)) c->frame_start_ns = ps_now_ns();
+}
+
+static void conn_input(ps_conn *c, const uint8_t *p, size_t left) {
+    c->srv->metrics.bytes_in += left;
+    conn_frames(c, p, left);
 }
 
 /* nread bytes landed in the decoder's window. */
@@ -612,8 +621,8 @@ static void conn_window(ps_conn *c, size_t nread) {
     pw_decoder_commit(&c->framer, nread, &frame, &flen);
     if (!frame) return;
     c->frame_start_ns = 0;
-    if (ps_dispatch_frame(c, frame, flen) < 0)
-        fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
+    charged_dispatch(c, frame, flen);
+    budget_pause(c, NULL, 0);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -645,11 +654,224 @@ void ps_conn_eof(ps_conn *c) { conn_eof(c, UV_EOF); }
 
 void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {
     if (c->closing || c->close_after_flush) return;
+    if (n == 0 && c->paused_ns) {
+        c->held_eof = 1; /* after the held bytes */
+        return;
+    }
     if (n == 0) {
         conn_eof(c, UV_EOF);
         return;
     }
     conn_input(c, data, n);
+}
+
+/* ------------------------------------------------------ loop-time budget */
+
+/* Every request's time on the loop (decoding, checking, running: at once in
+ * ps_dispatch_frame or later at its world's tick boundary) is charged to
+ * its connection's bucket of max_conn_loop_ms_per_second, which holds
+ * conn_loop_burst_ms. A connection that owes time (the bucket below zero)
+ * is not read from until the bucket is back at zero: the socket's reading
+ * stops (a WebSocket's through its sink_flow, a TLS connection's decryption
+ * too), bytes already read wait in held, and the budget timer resumes it.
+ * Nothing is refused or lost: the client only goes slower, and the time it
+ * waits does not count against its frame or hello deadline. A request's
+ * own cost is not known before it runs (it is bounded by the other limits:
+ * max_edits_per_batch, max_bodies_per_world, max_frame), so a connection
+ * may overdraw by one request and then waits for what it overdrew. */
+
+void ps_charge_begin(ps_server *s, ps_charge *ch, ps_conn *c) {
+    ch->prev = s->charge_top;
+    ch->c = c;
+    ch->inner_ns = 0;
+    ch->start_ns = ps_now_ns();
+    s->charge_top = ch;
+}
+
+static void bucket_refill(ps_conn *c, uint64_t now) {
+    const ps_config *cfg = &c->srv->cfg;
+    if (c->loop_last_ns == 0)
+        c->loop_tokens_ms = cfg->conn_loop_burst_ms;
+    else if (now > c->loop_last_ns)
+        c->loop_tokens_ms += cfg->max_conn_loop_ms_per_second * (double)(now - c->loop_last_ns) * 1e-9;
+    if (c->loop_tokens_ms > cfg->conn_loop_burst_ms) c->loop_tokens_ms = cfg->conn_loop_burst_ms;
+    c->loop_last_ns = now;
+}
+
+void ps_charge_end(ps_server *s, ps_charge *ch) {
+    const uint64_t now = ps_now_ns();
+    const uint64_t el = now - ch->start_ns;
+    s->charge_top = ch->prev;
+    if (ch->prev) ch->prev->inner_ns += el;
+    const uint64_t own = el > ch->inner_ns ? el - ch->inner_ns : 0;
+    ps_conn *c = ch->c;
+    if (!c) return;
+    s->metrics.conn_loop_ns += own;
+    if (s->cfg.max_conn_loop_ms_per_second <= 0) return;
+    bucket_refill(c, now);
+    c->loop_tokens_ms -= (double)own * 1e-6;
+}
+
+static void charged_dispatch(ps_conn *c, const uint8_t *frame, size_t flen) {
+    ps_charge ch;
+    ps_charge_begin(c->srv, &ch, c);
+    const int r = ps_dispatch_frame(c, frame, flen);
+    ps_charge_end(c->srv, &ch);
+    if (r < 0) fatal_frame_error(c, PS_ST_INVALID, "malformed frame: not a physd.v1.ClientMessage");
+}
+
+/* Keeps n bytes for the resume, counted in the server's input memory (past
+ * max_input_memory the connection is closed, as for a partial frame). */
+static int held_append(ps_conn *c, const uint8_t *p, size_t n) {
+    ps_server *s = c->srv;
+    if (n == 0) return 0;
+    if (c->held_len + n > c->held_cap) {
+        size_t ncap = c->held_cap ? c->held_cap : 4096;
+        while (ncap < c->held_len + n)
+            ncap *= 2;
+        if (s->input_used + (ncap - c->held_cap) > s->cfg.max_input_memory) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s (max_input_memory = %llu bytes)", ps_strerror(PS_EPOOL),
+                     (unsigned long long)s->cfg.max_input_memory);
+            PS_LIMIT_HIT(s, MAX_INPUT_MEMORY);
+            fatal_frame_error(c, PS_ST_EXHAUSTED, msg);
+            return -1;
+        }
+        uint8_t *nb = realloc(c->held, ncap);
+        if (!nb) {
+            fatal_frame_error(c, PS_ST_INTERNAL, "out of memory holding input");
+            return -1;
+        }
+        s->input_used += ncap - c->held_cap;
+        if (s->input_used > s->input_peak) s->input_peak = s->input_used;
+        c->held = nb;
+        c->held_cap = ncap;
+    }
+    memcpy(c->held + c->held_len, p, n);
+    c->held_len += n;
+    return 0;
+}
+
+static void held_release(ps_conn *c) {
+    if (c->held) c->srv->input_used -= c->held_cap;
+    free(c->held);
+    c->held = NULL;
+    c->held_len = c->held_cap = 0;
+    if (c->paused_ns) c->srv->metrics.conn_paused_ns += ps_now_ns() - c->paused_ns;
+    c->paused_ns = 0;
+}
+
+static void budget_arm(ps_server *s, uint64_t now);
+
+/* 1 when the connection waits (its bytes p..left kept in held): paused
+ * already, or its bucket is below zero now (reading stops). 0: go on. */
+static int budget_pause(ps_conn *c, const uint8_t *p, size_t left) {
+    ps_server *s = c->srv;
+    if (c->closing || c->close_after_flush) return 0;
+    if (!c->paused_ns) {
+        const double rate = s->cfg.max_conn_loop_ms_per_second;
+        if (rate <= 0) return 0;
+        const uint64_t now = ps_now_ns();
+        bucket_refill(c, now);
+        if (c->loop_tokens_ms >= 0) return 0;
+        c->paused_ns = now;
+        c->resume_ns = now + (uint64_t)(-c->loop_tokens_ms / rate * 1e9) + 1;
+        PS_LIMIT_HIT(s, MAX_CONN_LOOP_MS_PER_SECOND);
+        if (c->sink_flow)
+            c->sink_flow(c->sink_arg, 0);
+        else if (!c->sink)
+            uv_read_stop((uv_stream_t *)&c->tcp);
+        if (!s->budget_due_ns || c->resume_ns < s->budget_due_ns) budget_arm(s, now);
+    }
+    held_append(c, p, left);
+    return 1;
+}
+
+/* The pause is over: the held bytes first, then reading again (unless they
+ * paused it once more). Its deadlines move on by the time it waited. */
+static void budget_resume(ps_conn *c, uint64_t now) {
+    ps_server *s = c->srv;
+    const uint64_t waited = now - c->paused_ns;
+    s->metrics.conn_paused_ns += waited;
+    c->paused_ns = 0;
+    if (c->frame_start_ns) c->frame_start_ns += waited;
+    if (!c->hello_done) c->accepted_ns += waited;
+    if (c->closing || c->close_after_flush) return;
+    uint8_t *hb = c->held;
+    const size_t hl = c->held_len, hcap = c->held_cap;
+    const int eof = c->held_eof;
+    c->held = NULL;
+    c->held_len = c->held_cap = 0;
+    c->held_eof = 0;
+    if (hb) {
+        conn_frames(c, hb, hl); /* may pause again: the rest goes to a new held */
+        s->input_used -= hcap;
+        free(hb);
+    }
+    if (c->closing || c->close_after_flush) return;
+    if (c->paused_ns) {
+        c->held_eof |= eof;
+        return;
+    }
+    if (eof) {
+        conn_eof(c, UV_EOF);
+        return;
+    }
+    if (c->tls) {
+        ps_tls_resume(c); /* plaintext OpenSSL still holds */
+        if (c->closing || c->close_after_flush || c->paused_ns) return;
+    }
+    if (c->sink_flow)
+        c->sink_flow(c->sink_arg, 1);
+    else if (!c->sink && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+        ps_conn_close(c, "cannot read again after a pause");
+}
+
+static void on_budget_timer(uv_timer_t *t) {
+    ps_server *s = t->data;
+    s->budget_due_ns = 0;
+    const uint64_t now = ps_now_ns();
+    /* Gathered first: a resumed connection's requests may close others. */
+    size_t n = 0, cap = 0;
+    ps_conn **due = NULL;
+    for (ps_conn *c = s->conns; c; c = c->next) {
+        if (!c->paused_ns || c->resume_ns > now + 200000) continue;
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            ps_conn **nd = realloc(due, ncap * sizeof *nd);
+            if (!nd) break; /* the others at the next firing */
+            due = nd;
+            cap = ncap;
+        }
+        ps_conn_ref(c);
+        due[n++] = c;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (due[k]->paused_ns && !due[k]->closing) budget_resume(due[k], now);
+        ps_conn_unref(due[k]);
+    }
+    free(due);
+    budget_arm(s, ps_now_ns());
+}
+
+/* Arms the timer for the earliest resume of a paused connection. */
+static void budget_arm(ps_server *s, uint64_t now) {
+    uint64_t first = 0;
+    for (ps_conn *c = s->conns; c; c = c->next)
+        if (c->paused_ns && !c->closing && (!first || c->resume_ns < first)) first = c->resume_ns;
+    if (!first || s->stopping) {
+        s->budget_due_ns = 0;
+        uv_timer_stop(&s->budget_timer);
+        return;
+    }
+    const uint64_t ms = first > now ? (first - now + 999999) / 1000000 : 0;
+    s->budget_due_ns = first;
+    uv_timer_start(&s->budget_timer, on_budget_timer, ms, 0);
+}
+
+void ps_conn_budget_init(ps_server *s) {
+    uv_timer_init(&s->loop, &s->budget_timer);
+    s->budget_timer.data = s;
 }
 
 /* Closes connections that have not said hello within hello_timeout or
@@ -661,6 +883,7 @@ void ps_conn_check_deadlines(ps_server *s, uint64_t now) {
     for (ps_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
         if (c->closing || c->close_after_flush || c->draining) continue;
+        if (c->paused_ns) continue; /* not the peer's delay: its deadlines move on at the resume */
         if (c->tls && ps_tls_check_deadline(c, now)) continue; /* in its TLS handshake */
         char msg[160];
         if (!c->hello_done && now - c->accepted_ns > hello_ns) {

@@ -582,6 +582,8 @@ void ps_history_run_due(ps_host *h) {
         hist_sched *s = hh->sched;
         hh->sched = s->next;
         hh->nsched--;
+        ps_charge ch; /* the batch's time is its connection's (conn.c) */
+        ps_charge_begin(h->srv, &ch, s->conn);
         ps_status st;
         Physd__V1__EditBatch *m = NULL;
         ps_edit_batch *b = NULL;
@@ -612,6 +614,7 @@ void ps_history_run_due(ps_host *h) {
         free(ids);
         ps_edit_batch_free(b);
         if (m) physd__v1__edit_batch__free_unpacked(m, NULL);
+        ps_charge_end(h->srv, &ch); /* before the reference goes (sched_free) */
         sched_free(s);
     }
 }

@@ -428,12 +428,19 @@ static void ws_receive(struct lws *wsi, sess *ss, const uint8_t *in, size_t len)
     free(m);
 }
 
+/* The connection's loop-time budget (conn.c) pauses and resumes reading. */
+static void ws_flow(void *arg, int on) {
+    sess *ss = arg;
+    if (ss->wsi) lws_rx_flow_control(ss->wsi, on);
+}
+
 static int ws_established(struct lws *wsi, sess *ss) {
     ps_server *s = http_of(wsi)->srv;
     ss->wsi = wsi;
     ss->c = ps_conn_open_async(s, ws_sink, ws_closed, ss);
     if (!ss->c) return -1;
     ps_conn *c = ss->c;
+    c->sink_flow = ws_flow;
     char ip[48] = "?";
     lws_get_peer_simple(wsi, ip, sizeof ip);
     snprintf(c->addr, sizeof c->addr, "%s", ip);

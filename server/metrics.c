@@ -196,6 +196,19 @@ char *ps_metrics_render(ps_server *s, size_t *len) {
     head(&o, "physd_dropped_frames_total", "counter",
          "Pushes replaced by a newer one or dropped because a connection read too slowly.");
     put(&o, "physd_dropped_frames_total %llu\n", (unsigned long long)m->frames_dropped);
+    head(&o, "physd_connection_loop_seconds_total", "counter",
+         "Loop time charged to connections' requests (max_conn_loop_ms_per_second).");
+    put(&o, "physd_connection_loop_seconds_total %.6f\n", (double)m->conn_loop_ns * 1e-9);
+    {
+        /* Pauses still running count up to now. */
+        uint64_t paused = m->conn_paused_ns;
+        const uint64_t t = ps_now_ns();
+        for (const ps_conn *c = s->conns; c; c = c->next)
+            if (c->paused_ns && t > c->paused_ns) paused += t - c->paused_ns;
+        head(&o, "physd_connection_paused_seconds_total", "counter",
+             "Time connections' reading was paused by their loop-time budget, summed over connections.");
+        put(&o, "physd_connection_paused_seconds_total %.6f\n", (double)paused * 1e-9);
+    }
     head(&o, "physd_input_memory_bytes", "gauge", "Bytes of partially received frames (max_input_memory).");
     put(&o, "physd_input_memory_bytes %llu\n", (unsigned long long)s->input_used);
 

@@ -29,6 +29,7 @@
     XX(OUTPUT_SOFT_LIMIT, "output_soft_limit")                                                                         \
     XX(OUTPUT_HARD_LIMIT, "output_hard_limit")                                                                         \
     XX(MAX_REQUESTS_PER_SECOND, "max_requests_per_second")                                                             \
+    XX(MAX_CONN_LOOP_MS_PER_SECOND, "max_conn_loop_ms_per_second")                                                     \
     XX(MAX_CONNECTIONS, "max_connections")                                                                             \
     XX(MAX_CONNECTIONS_PER_ADDRESS, "max_connections_per_address")
 
@@ -54,6 +55,8 @@ typedef struct ps_metrics {
     uint64_t requests_unknown;
     uint64_t errors[PS_METRICS_STATUS_CODES]; /* replies with a status other than OK, by code */
     uint64_t limit_hits[PS_LIMIT_COUNT];
+    uint64_t conn_loop_ns;     /* loop time charged to connections' requests (max_conn_loop_ms_per_second) */
+    uint64_t conn_paused_ns;   /* time connections' reading was paused for it, summed over connections */
     uint64_t http_requests[4]; /* /metrics scrapes, /healthz, /readyz, other */
 } ps_metrics;
 

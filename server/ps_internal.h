@@ -237,6 +237,18 @@ typedef struct ps_conn {
     int sink_async;
     void (*sink_closed)(void *arg, struct ps_conn *c);
     uint64_t edit_world, edit_tick; /* the last edit batch applied: its world and tick boundary */
+    /* The loop-time budget (max_conn_loop_ms_per_second, conn.c): a bucket
+     * of ms charged with what the connection's requests took on the loop.
+     * Past it reading pauses (paused_ns) until resume_ns; bytes already read
+     * wait in held (counted in the server's input memory). */
+    double loop_tokens_ms;
+    uint64_t loop_last_ns;
+    uint64_t paused_ns; /* reading paused since (0: reading) */
+    uint64_t resume_ns;
+    uint8_t *held;
+    size_t held_len, held_cap;
+    int held_eof;                         /* an EOF came after the held bytes (ps_conn_feed) */
+    void (*sink_flow)(void *arg, int on); /* an async sink's reading off (0) and on (1) */
 } ps_conn;
 
 int ps_conn_accept(struct ps_server *s);
@@ -268,6 +280,21 @@ void ps_conn_flush(ps_conn *c);
 /* Queues a NOTICE_DROPPED if drops happened since the last one (at most
  * one per second). */
 void ps_conn_report_drops(ps_conn *c, uint64_t now_ns);
+
+/* Loop time charged to a connection (max_conn_loop_ms_per_second): what
+ * runs between ps_charge_begin and ps_charge_end is the connection's, less
+ * what a nested charge inside it measured for itself. c may be NULL (time
+ * nobody is charged for, still subtracted from an enclosing charge). */
+typedef struct ps_charge {
+    struct ps_charge *prev;
+    ps_conn *c;
+    uint64_t start_ns, inner_ns;
+} ps_charge;
+void ps_charge_begin(struct ps_server *s, ps_charge *ch, ps_conn *c);
+void ps_charge_end(struct ps_server *s, ps_charge *ch);
+/* The budget timer (closed with the server's other timers): resumes the
+ * connections whose pause is over. */
+void ps_conn_budget_init(struct ps_server *s);
 
 /* Replies. */
 void ps_send_reply(ps_conn *c, ps_reply_msg *r);
@@ -318,9 +345,12 @@ struct ps_server {
     uv_signal_t sigint, sigterm;
     uv_prepare_t prepare;
     uv_timer_t shutdown_timer;
-    uv_timer_t drain_timer; /* closes connections that linger after an error reply */
-    uv_timer_t house_timer; /* hello and frame deadlines */
-    uint64_t input_used;    /* bytes of partial frames of all connections (max_input_memory) */
+    uv_timer_t drain_timer;       /* closes connections that linger after an error reply */
+    uv_timer_t house_timer;       /* hello and frame deadlines */
+    uv_timer_t budget_timer;      /* resumes connections paused by their loop-time budget (conn.c) */
+    uint64_t budget_due_ns;       /* when it fires (0: not armed) */
+    struct ps_charge *charge_top; /* the innermost loop-time charge running */
+    uint64_t input_used;          /* bytes of partial frames of all connections (max_input_memory) */
     uint64_t input_peak;
     uint64_t accept_errors, accept_errors_logged;
     uint64_t last_accept_log_ns;

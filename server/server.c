@@ -220,6 +220,8 @@ void ps_server_maybe_finish(ps_server *s) {
     close_if_open((uv_handle_t *)&s->drain_timer);
     uv_timer_stop(&s->house_timer);
     close_if_open((uv_handle_t *)&s->house_timer);
+    uv_timer_stop(&s->budget_timer);
+    close_if_open((uv_handle_t *)&s->budget_timer);
     uv_timer_stop(&s->fsync_timer);
     close_if_open((uv_handle_t *)&s->fsync_timer);
     ps_wheel_close(s);
@@ -469,6 +471,7 @@ int ps_server_create(ps_server **out, const ps_config *cfg) {
     uv_timer_init(&s->loop, &s->drain_timer);
     uv_timer_init(&s->loop, &s->house_timer);
     uv_timer_init(&s->loop, &s->fsync_timer);
+    ps_conn_budget_init(s);
     s->fsync_timer.data = s;
     s->house_timer.data = s;
     s->drain_timer.data = s;

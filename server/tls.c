@@ -249,7 +249,8 @@ static void handshake_failed(ps_conn *c, int sslerr) {
 
 static void read_plain(ps_conn *c) {
     ps_tls *t = c->tls;
-    while (c->tls && !c->closing && !c->close_after_flush) {
+    /* Paused by its loop-time budget (conn.c): what OpenSSL holds waits. */
+    while (c->tls && !c->closing && !c->close_after_flush && !c->paused_ns) {
         uint8_t *w = NULL;
         size_t n = 0;
         pw_decoder_window(&c->framer, &w, &n);
@@ -279,6 +280,10 @@ static void read_plain(ps_conn *c) {
         ps_conn_close(c, msg);
         return;
     }
+}
+
+void ps_tls_resume(ps_conn *c) {
+    if (c->tls && c->tls->state == TLS_OPEN) read_plain(c);
 }
 
 void ps_tls_input(ps_conn *c, const uint8_t *p, size_t n) {

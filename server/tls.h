@@ -43,6 +43,9 @@ int ps_tls_conn_start(ps_conn *c, ps_tls_ctx *x);
 void ps_tls_conn_free(ps_conn *c);
 /* n bytes of ciphertext read from the socket. */
 void ps_tls_input(ps_conn *c, const uint8_t *data, size_t n);
+/* After a pause of the connection's reading (its loop-time budget, conn.c):
+ * decrypts and hands on what OpenSSL still holds, until the next pause. */
+void ps_tls_resume(ps_conn *c);
 /* For a connection still in its handshake: closes it when it is older
  * than tls_handshake_timeout and returns 1 (the other deadlines do not
  * apply yet); 0 once the handshake is done. */

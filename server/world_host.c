@@ -845,11 +845,14 @@ void ps_host_kick(ps_host *h) {
         /* Access is checked again at the tick boundary: a token revoked
          * while the request waited takes effect now. */
         const int need = ps_request_need((unsigned)d->msg->request_case, NULL);
+        ps_charge ch; /* the request's time is its connection's (conn.c) */
+        ps_charge_begin(h->srv, &ch, d->conn);
         if (need >= PS_ROLE_VIEWER && ps_conn_role(d->conn, h->id) < need)
             ps_reply_error(d->conn, d->msg->request_id, PS_ST_DENIED,
                            "the connection lost its access to this world before the request ran");
         else
             d->run(h, d->conn, d->msg, d->decoded);
+        ps_charge_end(h->srv, &ch); /* before the reference goes (free_deferred) */
         free_deferred(d);
     }
     h->draining = 0;

@@ -102,8 +102,9 @@ static void server_init(void) {
     cfg.quiet = 1;
     cfg.demo = 0;
     cfg.workers = 1;
-    cfg.max_requests_per_second = 0;  /* time-dependent: would make inputs irreproducible */
-    cfg.auth_free_failures = 1000000; /* so would the back-off of refused hellos (one address, "virtual") */
+    cfg.max_requests_per_second = 0;     /* time-dependent: would make inputs irreproducible */
+    cfg.max_conn_loop_ms_per_second = 0; /* so would the loop-time budget's pauses */
+    cfg.auth_free_failures = 1000000;    /* so would the back-off of refused hellos (one address, "virtual") */
     cfg.max_frame = PF_MAX_FRAME;
     /* One limit for every frame, as parse_input models it (the smaller
      * limit before a hello is tested in test_itest_errors). */

@@ -7,7 +7,10 @@ and checks: a full session (hello, create_world, edit, subscribe and a
 transform frame, ping, destroy_world) over TLS with the server verified
 against the test CA and its IP address; a wrong CA refused with
 "certificate verify failed"; a plain-TCP client answered in clear with
-FAILED_PRECONDITION. Exits 0 when all of it holds.
+FAILED_PRECONDITION; a session past its loop-time budget paced, not refused
+(CreateWorld requests sent back to back answered in order at about
+max_conn_loop_ms_per_second: decryption waits while the reading is paused).
+Exits 0 when all of it holds.
 
 Usage: tls_python_client.py PHYSD_BIN PROTO_DIR CERT_DIR WORK_DIR
 """
@@ -17,7 +20,7 @@ import ssl
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from physd_py import Physd, SockConn, load_pb  # noqa: E402
+from physd_py import Physd, SockConn, load_pb, paced_burst  # noqa: E402
 
 physd_bin, proto_dir, cert_dir, work = sys.argv[1:5]
 pb = load_pb(proto_dir, work)
@@ -32,8 +35,10 @@ class Conn(SockConn):
         super().__init__(pb, sock)
 
 
+RATE, BURST = 20, 5  # max_conn_loop_ms_per_second, conn_loop_burst_ms of this server
 physd = Physd([physd_bin, "--port", "0", "--listen", "127.0.0.1", "--no-demo", "--workers", "1",
-               "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key")])
+               "--tls-cert", cert("server.pem"), "--tls-key", cert("server.key"),
+               "--max-conn-loop-ms-per-second", str(RATE), "--conn-loop-burst-ms", str(BURST)])
 m = physd.wait_log(r"listening on 127\.0\.0\.1:(\d+) with TLS")
 if not m:
     physd.proc.kill()
@@ -92,6 +97,11 @@ try:
     m = pb.ClientMessage()
     m.destroy_world.world_id = world
     c.ok(m, "destroy_world")
+
+    # The loop-time budget: a burst of creates is paced over TLS.
+    n, took, expected = paced_burst(c, pb, RATE, BURST)
+    print("python: %d creates sent back to back over TLS answered in order in %.2f s (paced: %.2f s expected)"
+          % (n, took, expected))
     tls.close()
 
     # A CA that did not sign the server's certificate.

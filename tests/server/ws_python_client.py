@@ -11,7 +11,11 @@ proto/physd.proto. Starts physd with the HTTP side on ephemeral ports of
   hello and a text message are answered with TCP's words and closed;
 - a WebSocket client that stops reading is closed at output_hard_limit,
   as a TCP client that stops reading is, with the same log line, and
-  /metrics counts both (physd_limit_hits_total{limit="output_hard_limit"}).
+  /metrics counts both (physd_limit_hits_total{limit="output_hard_limit"});
+- a WebSocket session past its loop-time budget is paced, not refused:
+  CreateWorld requests sent back to back are all answered in order at about
+  max_conn_loop_ms_per_second, and /metrics counts the pauses (libwebsockets'
+  rx flow control stops and restarts its reading).
 Exits 0 when all of it holds.
 
 Usage: ws_python_client.py PHYSD_BIN PROTO_DIR WORK_DIR
@@ -25,15 +29,17 @@ import urllib.request
 import websocket
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from physd_py import Calls, Physd, load_pb, varint  # noqa: E402
+from physd_py import Calls, Physd, load_pb, paced_burst, varint  # noqa: E402
 
 physd_bin, proto_dir, work = sys.argv[1:4]
 pb = load_pb(proto_dir, work)
 
 HARD = 262144  # output_hard_limit of this server, bytes
+RATE, BURST = 20, 5  # max_conn_loop_ms_per_second, conn_loop_burst_ms of this server
 
 physd = Physd([physd_bin, "--port", "0", "--http-port", "0", "--no-demo", "--workers", "2",
-               "--output-hard-limit", str(HARD)])
+               "--output-hard-limit", str(HARD), "--max-conn-loop-ms-per-second", str(RATE),
+               "--conn-loop-burst-ms", str(BURST)])
 wait_log, log_text = physd.wait_log, physd.log
 
 m1 = wait_log(r"HTTP on http://127\.0\.0\.1:(\d+)/")
@@ -201,6 +207,18 @@ try:
     print("python: /metrics: %d hard-limit hits, %d WebSocket connections in all" % (hits, ws_total))
     slow_ws.ws.close()
     tcp.close()
+    c.ws.close()
+
+    # The loop-time budget: a burst of creates is paced over /ws.
+    c = WS()
+    hello(c, "builder")
+    n, took, expected = paced_burst(c, pb, RATE, BURST)
+    st, text = get("/metrics")
+    pauses = metric(text, "physd_limit_hits_total", '{limit="max_conn_loop_ms_per_second"}')
+    paused = metric(text, "physd_connection_paused_seconds_total")
+    assert pauses is not None and pauses >= 1 and paused > 0, (pauses, paused)
+    print("python: %d creates sent back to back over /ws answered in order in %.2f s (paced: %.2f s expected), "
+          "%d pauses, %.2f s paused" % (n, took, expected, pauses, paused))
     c.ws.close()
 finally:
     rc = physd.stop()
