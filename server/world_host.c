@@ -785,8 +785,12 @@ static void dispatch_step(ps_host *h, int manual) {
         h->idle_ticks++;
         job->idle = 1;
         if (!was_idle) h->srv->trim_wanted = 1; /* (this step releases the core's step arrays) */
+        ps_server *srv = h->srv;                /* (h may be gone after after_work_cb) */
+        ps_charge ch;                           /* the world's step, not the request's that kicked it (conn.c) */
+        ps_charge_begin(srv, &ch, NULL);
         work_cb(&h->work);
         after_work_cb(&h->work, 0);
+        ps_charge_end(srv, &ch);
         return;
     }
     if (h->heavy && !lane_free(h->srv)) {
@@ -800,9 +804,13 @@ static void dispatch_step(ps_host *h, int manual) {
         h->busy = 1;
         h->loop_ticks++;
         h->job_start_ns = ps_now_ns();
+        ps_server *srv = h->srv; /* (h may be gone after after_work_cb) */
+        ps_charge ch;            /* the world's step, not the request's that kicked it (conn.c) */
+        ps_charge_begin(srv, &ch, NULL);
         work_cb(&h->work);
         h->srv->loop_step_ns += job->end_ns - job->start_ns;
         after_work_cb(&h->work, 0);
+        ps_charge_end(srv, &ch);
         return;
     }
     h->busy = 1;
