@@ -60,6 +60,10 @@ static const entry table[] = {
     {"conn_loop_burst_ms", T_DBL, F(conn_loop_burst_ms), 0, 1, 60000, "250",
      "the size of a connection's loop-time bucket, ms: how much loop time it may take at once after a quiet "
      "spell"},
+    {"max_address_loop_ms_per_second", T_DBL, F(max_address_loop_ms_per_second), 0, 0, 1000, "0",
+     "loop time all connections from one IP address may take together, ms per second (a bucket of "
+     "conn_loop_burst_ms shared by them; past it they are not read from until it is paid back); 0: no bound "
+     "beyond each connection's"},
     {"workers", T_INT, F(workers), 0, 0, 1024, "0", "step threads (0: number of CPUs; UV_THREADPOOL_SIZE wins)"},
     {"output_soft_limit", T_U64, F(output_soft_limit), 0, 1024, 1e12, "1048576",
      "pending output above which contact events are dropped, bytes"},

@@ -147,6 +147,7 @@ void ps_conn_ref(ps_conn *c) { c->refs++; }
 
 void ps_conn_unref(ps_conn *c) {
     if (--c->refs == 0) {
+        if (c->abud && --c->abud->refs == 0) free(c->abud);
         ps_conn_free_principals(c);
         ps_bulk_free(c);
         ps_upload_end(c);
@@ -688,14 +689,25 @@ void ps_charge_begin(ps_server *s, ps_charge *ch, ps_conn *c) {
     s->charge_top = ch;
 }
 
-static void bucket_refill(ps_conn *c, uint64_t now) {
+/* A bucket of ms refilled at rate ms per second up to burst (a first use
+ * finds it full). */
+static void bucket_refill(double *tokens, uint64_t *last, double rate, double burst, uint64_t now) {
+    if (*last == 0)
+        *tokens = burst;
+    else if (now > *last)
+        *tokens += rate * (double)(now - *last) * 1e-9;
+    if (*tokens > burst) *tokens = burst;
+    *last = now;
+}
+
+static void conn_refill(ps_conn *c, uint64_t now) {
     const ps_config *cfg = &c->srv->cfg;
-    if (c->loop_last_ns == 0)
-        c->loop_tokens_ms = cfg->conn_loop_burst_ms;
-    else if (now > c->loop_last_ns)
-        c->loop_tokens_ms += cfg->max_conn_loop_ms_per_second * (double)(now - c->loop_last_ns) * 1e-9;
-    if (c->loop_tokens_ms > cfg->conn_loop_burst_ms) c->loop_tokens_ms = cfg->conn_loop_burst_ms;
-    c->loop_last_ns = now;
+    if (cfg->max_conn_loop_ms_per_second > 0)
+        bucket_refill(&c->loop_tokens_ms, &c->loop_last_ns, cfg->max_conn_loop_ms_per_second, cfg->conn_loop_burst_ms,
+                      now);
+    if (c->abud)
+        bucket_refill(&c->abud->tokens_ms, &c->abud->last_ns, cfg->max_address_loop_ms_per_second,
+                      cfg->conn_loop_burst_ms, now);
 }
 
 void ps_charge_end(ps_server *s, ps_charge *ch) {
@@ -707,9 +719,22 @@ void ps_charge_end(ps_server *s, ps_charge *ch) {
     ps_conn *c = ch->c;
     if (!c) return;
     s->metrics.conn_loop_ns += own;
-    if (s->cfg.max_conn_loop_ms_per_second <= 0) return;
-    bucket_refill(c, now);
-    c->loop_tokens_ms -= (double)own * 1e-6;
+    conn_refill(c, now);
+    if (s->cfg.max_conn_loop_ms_per_second > 0) c->loop_tokens_ms -= (double)own * 1e-6;
+    if (c->abud) c->abud->tokens_ms -= (double)own * 1e-6;
+}
+
+void ps_conn_attach_address(ps_conn *c) {
+    ps_server *s = c->srv;
+    if (c->abud || s->cfg.max_address_loop_ms_per_second <= 0) return;
+    for (ps_conn *o = s->conns; o; o = o->next)
+        if (o != c && o->abud && strcmp(o->addr, c->addr) == 0) {
+            c->abud = o->abud;
+            c->abud->refs++;
+            return;
+        }
+    c->abud = calloc(1, sizeof *c->abud); /* NULL: this connection goes without (out of memory) */
+    if (c->abud) c->abud->refs = 1;
 }
 
 static void charged_dispatch(ps_conn *c, const uint8_t *frame, size_t flen) {
@@ -769,14 +794,20 @@ static int budget_pause(ps_conn *c, const uint8_t *p, size_t left) {
     ps_server *s = c->srv;
     if (c->closing || c->close_after_flush) return 0;
     if (!c->paused_ns) {
-        const double rate = s->cfg.max_conn_loop_ms_per_second;
-        if (rate <= 0) return 0;
+        const double rate = s->cfg.max_conn_loop_ms_per_second, arate = s->cfg.max_address_loop_ms_per_second;
+        if (rate <= 0 && !c->abud) return 0;
         const uint64_t now = ps_now_ns();
-        bucket_refill(c, now);
-        if (c->loop_tokens_ms >= 0) return 0;
+        conn_refill(c, now);
+        /* Paused until both its own and its address's debts are paid. */
+        const double own_s = rate > 0 && c->loop_tokens_ms < 0 ? -c->loop_tokens_ms / rate : 0;
+        const double addr_s = c->abud && c->abud->tokens_ms < 0 ? -c->abud->tokens_ms / arate : 0;
+        if (own_s <= 0 && addr_s <= 0) return 0;
         c->paused_ns = now;
-        c->resume_ns = now + (uint64_t)(-c->loop_tokens_ms / rate * 1e9) + 1;
-        PS_LIMIT_HIT(s, MAX_CONN_LOOP_MS_PER_SECOND);
+        c->resume_ns = now + (uint64_t)((own_s > addr_s ? own_s : addr_s) * 1e9) + 1;
+        if (own_s >= addr_s)
+            PS_LIMIT_HIT(s, MAX_CONN_LOOP_MS_PER_SECOND);
+        else
+            PS_LIMIT_HIT(s, MAX_ADDRESS_LOOP_MS_PER_SECOND);
         if (c->sink_flow)
             c->sink_flow(c->sink_arg, 0);
         else if (!c->sink)
@@ -988,6 +1019,7 @@ int ps_conn_accept(ps_server *s) {
         snprintf(c->peer, sizeof c->peer, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
         snprintf(c->addr, sizeof c->addr, "%s", ip);
     }
+    ps_conn_attach_address(c);
     if (s->nconns > s->cfg.max_connections) {
         char msg[96];
         snprintf(msg, sizeof msg, "too many connections (max_connections = %d)", s->cfg.max_connections);

@@ -445,6 +445,7 @@ static int ws_established(struct lws *wsi, sess *ss) {
     lws_get_peer_simple(wsi, ip, sizeof ip);
     snprintf(c->addr, sizeof c->addr, "%s", ip);
     snprintf(c->peer, sizeof c->peer, "%s:%s", http_of(wsi)->tls ? "wss" : "ws", ip);
+    ps_conn_attach_address(c);
     ps_log("conn %llu (%s) WebSocket accepted", (unsigned long long)c->id, c->peer);
     /* The connection limits of the protocol port (docs/limits.md). */
     if (s->nconns > s->cfg.max_connections) {

@@ -30,6 +30,7 @@
     XX(OUTPUT_HARD_LIMIT, "output_hard_limit")                                                                         \
     XX(MAX_REQUESTS_PER_SECOND, "max_requests_per_second")                                                             \
     XX(MAX_CONN_LOOP_MS_PER_SECOND, "max_conn_loop_ms_per_second")                                                     \
+    XX(MAX_ADDRESS_LOOP_MS_PER_SECOND, "max_address_loop_ms_per_second")                                               \
     XX(MAX_CONNECTIONS, "max_connections")                                                                             \
     XX(MAX_CONNECTIONS_PER_ADDRESS, "max_connections_per_address")
 

@@ -248,6 +248,7 @@ typedef struct ps_conn {
     uint8_t *held;
     size_t held_len, held_cap;
     int held_eof;                         /* an EOF came after the held bytes (ps_conn_feed) */
+    struct ps_addr_budget *abud;          /* shared by the connections from its address (NULL: no such bound) */
     void (*sink_flow)(void *arg, int on); /* an async sink's reading off (0) and on (1) */
 } ps_conn;
 
@@ -280,6 +281,18 @@ void ps_conn_flush(ps_conn *c);
 /* Queues a NOTICE_DROPPED if drops happened since the last one (at most
  * one per second). */
 void ps_conn_report_drops(ps_conn *c, uint64_t now_ns);
+
+/* The loop-time bucket of one IP address (max_address_loop_ms_per_second),
+ * shared by its connections (refs: one per connection). */
+typedef struct ps_addr_budget {
+    int refs;
+    double tokens_ms;
+    uint64_t last_ns;
+} ps_addr_budget;
+/* Gives c its address's bucket (another connection's from the same
+ * address, or a new one) once c->addr is known; nothing when
+ * max_address_loop_ms_per_second is 0. */
+void ps_conn_attach_address(ps_conn *c);
 
 /* Loop time charged to a connection (max_conn_loop_ms_per_second): what
  * runs between ps_charge_begin and ps_charge_end is the connection's, less

@@ -30,48 +30,51 @@
 
 /* Every limit and option; see ps_config_table in config.c for ranges. */
 typedef struct ps_config {
-    char listen[64];                    /* address to bind, default 127.0.0.1 */
-    int port;                           /* default 7447; 0 = ephemeral (tests) */
-    uint64_t max_frame;                 /* bytes, default 4 MiB */
-    int max_connections;                /* default 1024 */
-    int max_worlds;                     /* default 256 */
-    int max_bodies_per_world;           /* default 100000 */
-    int max_edits_per_batch;            /* default 10000 */
-    int max_subscriptions;              /* per connection, default 256 */
-    int max_pending_requests;           /* per world, queued while a step runs, default 4096 */
-    double max_requests_per_second;     /* per connection (token bucket holding one second's worth),
-                                           0 = unlimited, default 20000 */
-    double max_conn_loop_ms_per_second; /* loop time one connection's requests may take, ms per s (bucket
-                                           of conn_loop_burst_ms; over it reading pauses), 0 = unlimited */
-    double conn_loop_burst_ms;          /* the bucket's size, ms, default 250 */
-    int workers;                        /* step threads, default 0 = number of CPUs */
-    uint64_t output_soft_limit;         /* bytes of pending output above which events are dropped, default 1 MiB */
-    uint64_t output_hard_limit;         /* backlog bytes past which a connection is closed, default 16 MiB */
-    double default_tick_rate;           /* Hz, default 60 */
-    double max_tick_rate;               /* Hz, default 1000 */
-    int max_catchup;                    /* steps a late world may run back to back before skipping, default 4 */
-    double min_tick_rate;               /* Hz, lowest tick rate a client may set, default 0.01 */
-    int max_connections_per_address;    /* simultaneous connections from one IP address, default 256 */
-    double hello_timeout;               /* s a new connection has to complete its hello, default 10 */
-    double frame_timeout;               /* s a started frame has to arrive completely, default 10 */
-    uint64_t max_input_memory;          /* bytes of partially received frames, all connections together,
-                                           default 256 MiB */
-    uint64_t max_decode_memory;         /* bytes one frame may take once unpacked, default 32 MiB */
-    int max_world_subscriptions;        /* subscriptions to one world, all connections together, default 16384 */
-    uint64_t max_step_work;             /* row updates one step may make (default and upper bound of the
-                                           world setting), default 50 000 000 */
-    int max_world_threads;              /* settings.threads a world may ask for (its step's threads: the
-                                           worker's and those of the world's own pool), default 2 */
-    int max_extra_world_threads;        /* the sum over worlds of (threads - 1): pool threads all worlds may
-                                           start together */
-    double heavy_step_ms;               /* a world whose last step took longer is "heavy": heavy worlds share
-                                           at most workers - 1 threads, default 20 ms */
-    double shutdown_timeout;            /* s, flushing at shutdown, default 2 */
-    int demo;                           /* create the demo world at start, default 0 (main turns it on) */
-    char demo_scene[64];                /* preset of the demo world, default "chain30" */
-    int handle_signals;                 /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
-    int quiet;                          /* no log lines (benchmarks), default 0 */
-    int simd;                           /* default of the worlds' settings.simd (a ph_simd), default no cap */
+    char listen[64];                       /* address to bind, default 127.0.0.1 */
+    int port;                              /* default 7447; 0 = ephemeral (tests) */
+    uint64_t max_frame;                    /* bytes, default 4 MiB */
+    int max_connections;                   /* default 1024 */
+    int max_worlds;                        /* default 256 */
+    int max_bodies_per_world;              /* default 100000 */
+    int max_edits_per_batch;               /* default 10000 */
+    int max_subscriptions;                 /* per connection, default 256 */
+    int max_pending_requests;              /* per world, queued while a step runs, default 4096 */
+    double max_requests_per_second;        /* per connection (token bucket holding one second's worth),
+                                              0 = unlimited, default 20000 */
+    double max_conn_loop_ms_per_second;    /* loop time one connection's requests may take, ms per s (bucket
+                                              of conn_loop_burst_ms; over it reading pauses), 0 = unlimited */
+    double conn_loop_burst_ms;             /* the bucket's size, ms, default 250 */
+    double max_address_loop_ms_per_second; /* loop time all connections from one IP address may take
+                                              together, ms per s (a bucket of conn_loop_burst_ms), 0 = unbounded
+                                              (the default) */
+    int workers;                           /* step threads, default 0 = number of CPUs */
+    uint64_t output_soft_limit;            /* bytes of pending output above which events are dropped, default 1 MiB */
+    uint64_t output_hard_limit;            /* backlog bytes past which a connection is closed, default 16 MiB */
+    double default_tick_rate;              /* Hz, default 60 */
+    double max_tick_rate;                  /* Hz, default 1000 */
+    int max_catchup;                       /* steps a late world may run back to back before skipping, default 4 */
+    double min_tick_rate;                  /* Hz, lowest tick rate a client may set, default 0.01 */
+    int max_connections_per_address;       /* simultaneous connections from one IP address, default 256 */
+    double hello_timeout;                  /* s a new connection has to complete its hello, default 10 */
+    double frame_timeout;                  /* s a started frame has to arrive completely, default 10 */
+    uint64_t max_input_memory;             /* bytes of partially received frames, all connections together,
+                                              default 256 MiB */
+    uint64_t max_decode_memory;            /* bytes one frame may take once unpacked, default 32 MiB */
+    int max_world_subscriptions;           /* subscriptions to one world, all connections together, default 16384 */
+    uint64_t max_step_work;                /* row updates one step may make (default and upper bound of the
+                                              world setting), default 50 000 000 */
+    int max_world_threads;                 /* settings.threads a world may ask for (its step's threads: the
+                                              worker's and those of the world's own pool), default 2 */
+    int max_extra_world_threads;           /* the sum over worlds of (threads - 1): pool threads all worlds may
+                                              start together */
+    double heavy_step_ms;                  /* a world whose last step took longer is "heavy": heavy worlds share
+                                              at most workers - 1 threads, default 20 ms */
+    double shutdown_timeout;               /* s, flushing at shutdown, default 2 */
+    int demo;                              /* create the demo world at start, default 0 (main turns it on) */
+    char demo_scene[64];                   /* preset of the demo world, default "chain30" */
+    int handle_signals;                    /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
+    int quiet;                             /* no log lines (benchmarks), default 0 */
+    int simd;                              /* default of the worlds' settings.simd (a ph_simd), default no cap */
     /* Access control (docs/security.md) */
     char admin_token_file[256]; /* set: tokens are required; the admin token is read (or generated) here */
     int insecure;               /* listen beyond loopback without access control, default 0 */

@@ -17,8 +17,9 @@
  *     write are answered after the pause, in order, and a frame cut in two
  *     by the pause is not held against frame_timeout for the time the
  *     server did not read it;
- *   - a paused connection's requests already waiting for their world's
- *     tick boundary are charged too (they ran after the step).
+ *   - with max_address_loop_ms_per_second, the connections from one
+ *     address share one bucket: two of them flooding together are paced as
+ *     one, while a connection from another address is not slowed.
  *
  * Each test measures the cost of one batch on this build first (the
  * sanitized build is about ten times slower), so the bounds hold in both.
@@ -380,10 +381,112 @@ static void test_held_bytes_in_order(void **state) {
     itest_raw_close(&a);
 }
 
+/* The address's bucket instead of the connection's. */
+static int setup_address(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_conn_loop_ms_per_second = 0;
+    cfg.max_address_loop_ms_per_second = RATE_MS;
+    cfg.conn_loop_burst_ms = BURST_MS;
+    cfg.max_requests_per_second = 0;
+    port = itest_start(&cfg);
+    return 0;
+}
+
+static uint64_t address_pauses(void) {
+    return __atomic_load_n(&itest_server()->metrics.limit_hits[PS_LIMIT_MAX_ADDRESS_LOOP_MS_PER_SECOND],
+                           __ATOMIC_RELAXED);
+}
+
+static void test_address_shares_one_bucket(void **state) {
+    (void)state;
+    itest_client owner;
+    itest_connect(&owner, port, "owner");
+    static uint64_t ids[4000];
+    size_t nids = 0;
+    const uint64_t w = grid_world(&owner, ids, 4000, &nids);
+    /* Two connections from 127.0.0.1 flood together; one from 127.0.0.2
+     * sends a batch meanwhile. */
+    itest_raw a1, a2, b;
+    assert_int_equal(itest_raw_connect_from(&a1, port, 0, "127.0.0.1"), 0);
+    assert_int_equal(itest_raw_connect_from(&a2, port, 0, "127.0.0.1"), 0);
+    assert_int_equal(itest_raw_connect_from(&b, port, 0, "127.0.0.2"), 0);
+    assert_int_equal(itest_raw_hello(&a1, "flooder-1"), ST(OK));
+    assert_int_equal(itest_raw_hello(&a2, "flooder-2"), ST(OK));
+    assert_int_equal(itest_raw_hello(&b, "other-address"), ST(OK));
+    const double c1 = calibrate(&a1, w, ids, nids, 1000);
+    int k = (int)ceil(4 * BURST_MS / c1);
+    if (k < 3) k = 3;
+    if (k > 100) k = 100;
+    size_t flen = 0;
+    uint8_t *one = batch_frame(w, ids, nids, 0, &flen);
+    free(one);
+    uint8_t *all[2];
+    size_t alen[2];
+    for (int j = 0; j < 2; j++) {
+        uint8_t *p = all[j] = malloc((size_t)k * (flen + 16));
+        assert_non_null(p);
+        for (int i = 0; i < k; i++) {
+            size_t l = 0;
+            uint8_t *f = batch_frame(w, ids, nids, 2000 + (uint64_t)i, &l);
+            memcpy(p, f, l);
+            p += l;
+            free(f);
+        }
+        alen[j] = (size_t)(p - all[j]);
+    }
+    const double ch0 = charged_ms();
+    const uint64_t n0 = address_pauses(), nc0 = pauses();
+    const double t0 = itest_now();
+    sender snd[2] = {{&a1, all[0], alen[0], -1, 0, 0}, {&a2, all[1], alen[1], -1, 0, 0}};
+    pthread_t th[2];
+    for (int j = 0; j < 2; j++)
+        assert_int_equal(pthread_create(&th[j], NULL, send_thread, &snd[j]), 0);
+    /* The other address's bucket is its own: its batch is not paced. */
+    itest_sleep(0.1);
+    size_t bl = 0;
+    uint8_t *bf = batch_frame(w, ids, nids, 77, &bl);
+    const double b0 = itest_now();
+    assert_int_equal(itest_raw_send(&b, bf, bl), 0);
+    const double b_took = expect_reply(&b, 77, ST(OK), 30000) - b0;
+    free(bf);
+    double last = 0;
+    for (int j = 0; j < 2; j++) {
+        pthread_join(th[j], NULL);
+        assert_int_equal(snd[j].rc, 0);
+        for (int i = 0; i < k; i++) {
+            const double t = expect_reply(j ? &a2 : &a1, 2000 + (uint64_t)i, ST(OK), 60000);
+            if (t > last) last = t;
+        }
+    }
+    const double T = last - t0, C = charged_ms() - ch0;
+    const uint64_t np = address_pauses() - n0;
+    printf("  2 x %d batches from 127.0.0.1 (%.1f ms of loop time with the other address's one) answered in %.3f s: "
+           "%.1f ms of loop per second (the address's budget %.0f, bucket %.0f); %llu pauses; the batch from "
+           "127.0.0.2 answered in %.1f ms\n",
+           k, C, T, C / T, RATE_MS, BURST_MS, (unsigned long long)np, b_took * 1e3);
+    /* One bucket for both: within the bucket, the rate over the time and
+     * one batch overdrawn per connection (2 x the calibrated one each), the
+     * other address's batch aside. */
+    assert_true(C - 2 * c1 <= BURST_MS + RATE_MS * T + 4 * c1 + 2.0);
+    assert_true(C >= 0.8 * (2 * k + 1) * c1);
+    assert_true(np >= 1);
+    assert_int_equal(pauses() - nc0, 0); /* no connection's own budget here */
+    assert_true(b_took < 3 * c1 * 1e-3 + 0.1);
+    free(all[0]);
+    free(all[1]);
+    itest_raw_close(&a1);
+    itest_raw_close(&a2);
+    itest_raw_close(&b);
+    itest_client_close(&owner);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_flood_is_paced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_bytes_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_address_shares_one_bucket, setup_address, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
