@@ -84,6 +84,9 @@ static const entry table[] = {
      "bytes of partially received frames, all connections together"},
     {"max_decode_memory", T_U64, F(max_decode_memory), 0, 65536, 1e12, "33554432",
      "bytes one request may take once decoded"},
+    {"max_pending_memory", T_U64, F(max_pending_memory), 0, 65536, 1e12, "268435456",
+     "bytes of requests waiting for their world's tick boundary or for a future tick (as priced for decoding; a "
+     "future-tick batch as packed), all connections together; one connection may hold at most a quarter"},
     {"max_world_subscriptions", T_INT, F(max_world_subscriptions), 0, 1, 10000000, "16384",
      "subscriptions to one world, all connections together"},
     {"max_step_work", T_U64, F(max_step_work), 0, 1000, 1e15, "50000000",

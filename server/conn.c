@@ -666,6 +666,35 @@ void ps_conn_feed(ps_conn *c, const uint8_t *data, size_t n) {
     conn_input(c, data, n);
 }
 
+/* -------------------------------------------------------- pending memory */
+
+int ps_pending_reserve(ps_conn *c, uint64_t bytes, const char *what, ps_status *st) {
+    ps_server *s = c->srv;
+    const uint64_t max = s->cfg.max_pending_memory, share = max / 4;
+    if (s->pending_bytes + bytes > max) {
+        PS_LIMIT_HIT(s, MAX_PENDING_MEMORY);
+        return ps_fail(st, PS_ST_EXHAUSTED,
+                       "waiting requests hold %llu bytes, this one %llu more (max_pending_memory %llu): retry after %s",
+                       (unsigned long long)s->pending_bytes, (unsigned long long)bytes, (unsigned long long)max, what);
+    }
+    if (c->pending_bytes + bytes > share) {
+        PS_LIMIT_HIT(s, MAX_PENDING_MEMORY);
+        return ps_fail(st, PS_ST_EXHAUSTED,
+                       "this connection's waiting requests hold %llu bytes, this one %llu more (its share, "
+                       "max_pending_memory / 4: %llu): retry after %s",
+                       (unsigned long long)c->pending_bytes, (unsigned long long)bytes, (unsigned long long)share,
+                       what);
+    }
+    s->pending_bytes += bytes;
+    c->pending_bytes += bytes;
+    return 0;
+}
+
+void ps_pending_release(ps_conn *c, uint64_t bytes) {
+    c->srv->pending_bytes -= bytes;
+    c->pending_bytes -= bytes;
+}
+
 /* ------------------------------------------------------ loop-time budget */
 
 /* Every request's time on the loop (decoding, checking, running: at once in

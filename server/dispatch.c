@@ -1439,7 +1439,7 @@ int ps_dispatch_frame(ps_conn *c, const uint8_t *data, size_t len) {
         /* A destroy need not wait for a long step: the step in flight stops
          * at its next substep or sweep boundary (the core undoes it). */
         if (m->request_case == REQ(DESTROY_WORLD) && host->busy) ph_world_cancel_step(host->world);
-        ps_host_defer(host, c, m, decoded, free_fn, h->run_world);
+        ps_host_defer(host, c, m, decoded, free_fn, h->run_world, need);
         return 0;
     }
     h->run(c, m);

@@ -206,6 +206,7 @@ int ps_history_enable(ps_host *h, uint32_t window, ps_status *st) {
 uint32_t ps_history_window(const ps_host *h) { return h->hist ? h->hist->window : 0; }
 
 static void sched_free(hist_sched *s) {
+    ps_pending_release(s->conn, s->len);
     ps_conn_unref(s->conn);
     free(s->packed);
     free(s);
@@ -491,9 +492,19 @@ static void edit_future(ps_host *h, ps_conn *c, ps_msg *m, uint64_t T) {
         ps_reply_error(c, m->request_id, PS_ST_EXHAUSTED, msg);
         return;
     }
+    /* It waits packed, reserved in the pending pool before it is packed. */
+    ps_status st;
+    char what[64];
+    snprintf(what, sizeof what, "tick %llu of world %llu", (unsigned long long)T, (unsigned long long)h->id);
+    const size_t len = protobuf_c_message_get_packed_size(&m->edit->base);
+    if (ps_pending_reserve(c, len, what, &st)) {
+        ps_reply_status(c, m->request_id, &st, h->tick);
+        return;
+    }
     hist_input in;
     hist_sched *s = malloc(sizeof *s);
     if (!s || pack_batch(m->edit, &in) != 0) {
+        ps_pending_release(c, len);
         free(s);
         ps_reply_error(c, m->request_id, PS_ST_INTERNAL, "out of memory");
         return;

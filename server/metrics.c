@@ -209,6 +209,9 @@ char *ps_metrics_render(ps_server *s, size_t *len) {
              "Time connections' reading was paused by their loop-time budget, summed over connections.");
         put(&o, "physd_connection_paused_seconds_total %.6f\n", (double)paused * 1e-9);
     }
+    head(&o, "physd_pending_memory_bytes", "gauge",
+         "Bytes of requests waiting for tick boundaries or future ticks (max_pending_memory).");
+    put(&o, "physd_pending_memory_bytes %llu\n", (unsigned long long)s->pending_bytes);
     head(&o, "physd_input_memory_bytes", "gauge", "Bytes of partially received frames (max_input_memory).");
     put(&o, "physd_input_memory_bytes %llu\n", (unsigned long long)s->input_used);
 

@@ -24,6 +24,7 @@
     XX(MAX_UNAUTH_FRAME, "max_unauth_frame")                                                                           \
     XX(MAX_INPUT_MEMORY, "max_input_memory")                                                                           \
     XX(MAX_DECODE_MEMORY, "max_decode_memory")                                                                         \
+    XX(MAX_PENDING_MEMORY, "max_pending_memory")                                                                       \
     XX(FRAME_TIMEOUT, "frame_timeout")                                                                                 \
     XX(HELLO_TIMEOUT, "hello_timeout")                                                                                 \
     XX(OUTPUT_SOFT_LIMIT, "output_soft_limit")                                                                         \

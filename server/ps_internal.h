@@ -237,6 +237,7 @@ typedef struct ps_conn {
     int sink_async;
     void (*sink_closed)(void *arg, struct ps_conn *c);
     uint64_t edit_world, edit_tick; /* the last edit batch applied: its world and tick boundary */
+    uint64_t pending_bytes;         /* its requests waiting (max_pending_memory) */
     /* The loop-time budget (max_conn_loop_ms_per_second, conn.c): a bucket
      * of ms charged with what the connection's requests took on the loop.
      * Past it reading pauses (paused_ns) until resume_ns; bytes already read
@@ -305,6 +306,14 @@ typedef struct ps_charge {
 } ps_charge;
 void ps_charge_begin(struct ps_server *s, ps_charge *ch, ps_conn *c);
 void ps_charge_end(struct ps_server *s, ps_charge *ch);
+/* Requests that wait (for their world's tick boundary, for a future tick)
+ * hold memory: bytes is reserved in the server's pool (max_pending_memory)
+ * and the connection's share of it (a quarter), or RESOURCE_EXHAUSTED in
+ * st naming what to wait for ("what", e.g. "world 3's tick boundary").
+ * Released when the request runs or is dropped. */
+int ps_pending_reserve(ps_conn *c, uint64_t bytes, const char *what, ps_status *st);
+void ps_pending_release(ps_conn *c, uint64_t bytes);
+
 /* The budget timer (closed with the server's other timers): resumes the
  * connections whose pause is over. */
 void ps_conn_budget_init(struct ps_server *s);
@@ -365,6 +374,7 @@ struct ps_server {
     struct ps_charge *charge_top; /* the innermost loop-time charge running */
     uint64_t input_used;          /* bytes of partial frames of all connections (max_input_memory) */
     uint64_t input_peak;
+    uint64_t pending_bytes; /* requests waiting for tick boundaries or future ticks (max_pending_memory) */
     uint64_t accept_errors, accept_errors_logged;
     uint64_t last_accept_log_ns;
     int ndraining;
@@ -515,6 +525,7 @@ struct ps_deferred {
     void *decoded;
     void (*free_decoded)(void *);
     ps_run_fn run;
+    uint64_t bytes; /* reserved in the pending pool (ps_pending_reserve) */
 };
 
 /* A push too large for one frame, in parts of at most max_frame bytes. */
@@ -778,9 +789,12 @@ void ps_host_end_step_request(ps_host *h, const char *by);
 int ps_host_awake_bodies(ps_host *h);
 /* How far the world's clock is behind its tick rate, s (0 when paused). */
 double ps_host_behind_s(const ps_host *h);
-/* Runs fn now if the world is idle, else queues it for the tick boundary.
- * Takes ownership of m and decoded. */
-void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn);
+/* Runs fn now if the world is idle, else queues it for the tick boundary
+ * (bytes, the request's decoded size, reserved in the pending pool; past
+ * it or max_pending_requests the request is refused). Takes ownership of m
+ * and decoded. */
+void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn,
+                   uint64_t bytes);
 /* Re-evaluates the clock: drains deferred requests when idle, dispatches
  * the next step when due, arms the timer otherwise. */
 void ps_host_kick(ps_host *h);

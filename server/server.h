@@ -60,21 +60,23 @@ typedef struct ps_config {
     uint64_t max_input_memory;             /* bytes of partially received frames, all connections together,
                                               default 256 MiB */
     uint64_t max_decode_memory;            /* bytes one frame may take once unpacked, default 32 MiB */
-    int max_world_subscriptions;           /* subscriptions to one world, all connections together, default 16384 */
-    uint64_t max_step_work;                /* row updates one step may make (default and upper bound of the
-                                              world setting), default 50 000 000 */
-    int max_world_threads;                 /* settings.threads a world may ask for (its step's threads: the
-                                              worker's and those of the world's own pool), default 2 */
-    int max_extra_world_threads;           /* the sum over worlds of (threads - 1): pool threads all worlds may
-                                              start together */
-    double heavy_step_ms;                  /* a world whose last step took longer is "heavy": heavy worlds share
-                                              at most workers - 1 threads, default 20 ms */
-    double shutdown_timeout;               /* s, flushing at shutdown, default 2 */
-    int demo;                              /* create the demo world at start, default 0 (main turns it on) */
-    char demo_scene[64];                   /* preset of the demo world, default "chain30" */
-    int handle_signals;                    /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
-    int quiet;                             /* no log lines (benchmarks), default 0 */
-    int simd;                              /* default of the worlds' settings.simd (a ph_simd), default no cap */
+    uint64_t max_pending_memory; /* bytes of requests waiting for tick boundaries or future ticks, all connections
+                                    (one may hold a quarter), default 256 MiB */
+    int max_world_subscriptions; /* subscriptions to one world, all connections together, default 16384 */
+    uint64_t max_step_work;      /* row updates one step may make (default and upper bound of the
+                                    world setting), default 50 000 000 */
+    int max_world_threads;       /* settings.threads a world may ask for (its step's threads: the
+                                    worker's and those of the world's own pool), default 2 */
+    int max_extra_world_threads; /* the sum over worlds of (threads - 1): pool threads all worlds may
+                                    start together */
+    double heavy_step_ms;        /* a world whose last step took longer is "heavy": heavy worlds share
+                                    at most workers - 1 threads, default 20 ms */
+    double shutdown_timeout;     /* s, flushing at shutdown, default 2 */
+    int demo;                    /* create the demo world at start, default 0 (main turns it on) */
+    char demo_scene[64];         /* preset of the demo world, default "chain30" */
+    int handle_signals;          /* SIGINT/SIGTERM stop the server (main sets 1), default 0 */
+    int quiet;                   /* no log lines (benchmarks), default 0 */
+    int simd;                    /* default of the worlds' settings.simd (a ph_simd), default no cap */
     /* Access control (docs/security.md) */
     char admin_token_file[256]; /* set: tokens are required; the admin token is read (or generated) here */
     int insecure;               /* listen beyond loopback without access control, default 0 */

@@ -828,6 +828,7 @@ static void dispatch_step(ps_host *h, int manual) {
 }
 
 static void free_deferred(ps_deferred *d) {
+    ps_pending_release(d->conn, d->bytes);
     if (d->free_decoded && d->decoded) d->free_decoded(d->decoded);
     if (d->msg) physd__v1__client_message__free_unpacked(d->msg, NULL);
     ps_conn_unref(d->conn);
@@ -932,7 +933,8 @@ void ps_host_kick(ps_host *h) {
         uv_timer_start(&h->timer, on_timer, delay_ms, 0);
 }
 
-void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn) {
+void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free_decoded)(void *), ps_run_fn fn,
+                   uint64_t bytes) {
     if (!h->busy && !h->draining && !h->dq_head && !h->frozen) {
         fn(h, c, m, decoded);
         if (free_decoded && decoded) free_decoded(decoded);
@@ -941,15 +943,23 @@ void ps_host_defer(ps_host *h, ps_conn *c, ps_msg *m, void *decoded, void (*free
         return;
     }
     ps_deferred *d = NULL;
-    if (h->dq_len >= h->srv->cfg.max_pending_requests || !(d = malloc(sizeof *d))) {
-        ps_status st;
+    ps_status st;
+    char what[64];
+    snprintf(what, sizeof what, "world %llu's tick boundary", (unsigned long long)h->id);
+    if (h->dq_len >= h->srv->cfg.max_pending_requests)
         ps_fail(&st, PS_ST_EXHAUSTED, "too many requests waiting for world %llu's tick boundary (max %d)",
                 (unsigned long long)h->id, h->srv->cfg.max_pending_requests);
+    else if (ps_pending_reserve(c, bytes, what, &st) == 0 && !(d = malloc(sizeof *d))) {
+        ps_pending_release(c, bytes);
+        ps_fail(&st, PS_ST_INTERNAL, "out of memory");
+    }
+    if (!d) {
         ps_reply_status(c, m->request_id, &st, h->tick);
         if (free_decoded && decoded) free_decoded(decoded);
         physd__v1__client_message__free_unpacked(m, NULL);
         return;
     }
+    d->bytes = bytes;
     d->next = NULL;
     d->conn = c;
     d->msg = m;

@@ -8,7 +8,9 @@
  * world of that tick; a journal with a late batch replays (physd --replay,
  * and a restart) to the same hash; a running world's late batch equals the
  * on-time batch on a paused copy; a world that blew up is corrected by a
- * late batch (one that blows up again is refused). Paused worlds stepped by
+ * late batch (one that blows up again is refused); batches waiting for a
+ * future tick and requests waiting for a tick boundary are bounded in
+ * memory (max_pending_memory). Paused worlds stepped by
  * StepWorld, or ticks named in the replies, so nothing depends on timing.
  */
 #include <math.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "ps_internal.h"
 
 #define REQ(x) PHYSD__V1__CLIENT_MESSAGE__REQUEST_##x
 #define ST(x) PHYSD__V1__STATUS__STATUS_##x
@@ -629,6 +632,210 @@ static void test_reset_budget(void **state) {
     itest_stop();
 }
 
+/* ------------------------------------------------------ pending memory */
+
+#define PEND_MAX 65536 /* max_pending_memory of test_pending_memory */
+
+/* A batch of n add_body ops (spheres) for tick T of world w. */
+typedef struct big_batch {
+    Physd__V1__ClientMessage m;
+    Physd__V1__EditBatch eb;
+    Physd__V1__UInt64Value tick;
+    Physd__V1__EditOp ops[200], *pops[200];
+    Physd__V1__AddBody ab[200];
+    Physd__V1__BodyDef bd[200];
+    Physd__V1__Pose pose[200];
+    Physd__V1__Vec3 pos[200];
+    Physd__V1__ShapeDef sd[200], *psd[200];
+} big_batch;
+
+static void big_batch_init(big_batch *b, uint64_t w, uint64_t T, int n) {
+    memset(b, 0, sizeof *b);
+    physd__v1__client_message__init(&b->m);
+    physd__v1__edit_batch__init(&b->eb);
+    physd__v1__uint64_value__init(&b->tick);
+    for (int k = 0; k < n; k++) {
+        physd__v1__edit_op__init(&b->ops[k]);
+        physd__v1__add_body__init(&b->ab[k]);
+        physd__v1__body_def__init(&b->bd[k]);
+        physd__v1__pose__init(&b->pose[k]);
+        physd__v1__vec3__init(&b->pos[k]);
+        physd__v1__shape_def__init(&b->sd[k]);
+        b->sd[k].type = PHYSD__V1__SHAPE_TYPE__SHAPE_SPHERE;
+        b->psd[k] = &b->sd[k];
+        b->pos[k].x = 40 + (k % 20) * 1.5, b->pos[k].y = (k / 20) * 1.5, b->pos[k].z = 0.5;
+        b->pose[k].position = &b->pos[k];
+        b->bd[k].pose = &b->pose[k];
+        b->bd[k].n_shapes = 1;
+        b->bd[k].shapes = &b->psd[k];
+        b->ab[k].body = &b->bd[k];
+        b->ops[k].op_case = PHYSD__V1__EDIT_OP__OP_ADD_BODY;
+        b->ops[k].add_body = &b->ab[k];
+        b->pops[k] = &b->ops[k];
+    }
+    b->tick.value = T;
+    b->eb.tick = &b->tick;
+    b->eb.world_id = w;
+    b->eb.n_ops = (size_t)n;
+    b->eb.ops = b->pops;
+    b->m.request_case = REQ(EDIT);
+    b->m.edit = &b->eb;
+}
+
+/* Sends m and a ping behind it: the reply to m if it came before the
+ * ping's (an immediate answer: a refusal), else NULL (it waits). */
+static smsg *send_then_ping(itest_client *c, Physd__V1__ClientMessage *m) {
+    assert_int_equal(itest_client_send(c, m), 0);
+    const uint64_t rid = m->request_id;
+    Physd__V1__ClientMessage p = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__Ping ping = PHYSD__V1__PING__INIT;
+    p.request_case = REQ(PING);
+    p.ping = &ping;
+    assert_int_equal(itest_client_send(c, &p), 0);
+    smsg *got = NULL;
+    for (;;) {
+        smsg *r = itest_client_recv(c, 30000);
+        assert_non_null(r);
+        if (r->msg_case != PHYSD__V1__SERVER_MESSAGE__MSG_REPLY) {
+            physd__v1__server_message__free_unpacked(r, NULL);
+            continue;
+        }
+        if (r->reply->request_id == p.request_id) {
+            physd__v1__server_message__free_unpacked(r, NULL);
+            return got;
+        }
+        assert_int_equal(r->reply->request_id, rid);
+        got = r;
+    }
+}
+
+static uint64_t pending_bytes(void) { return __atomic_load_n(&itest_server()->pending_bytes, __ATOMIC_RELAXED); }
+
+/* Requests that wait hold memory, bounded (max_pending_memory): batches
+ * for a future tick (as packed) and requests waiting for a busy world's
+ * tick boundary (as priced for decoding); one connection holds at most a
+ * quarter. Without the bound one client queued 4 096 future batches of up
+ * to max_frame each in one world (16 GiB; measured growing at 40 MB/s past
+ * 670 MB). */
+static void test_pending_memory(void **state) {
+    (void)state;
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_pending_memory = PEND_MAX;
+    cfg.max_requests_per_second = 0;
+    int port = itest_start(&cfg);
+    itest_client c[5];
+    for (int j = 0; j < 5; j++)
+        itest_connect(&c[j], port, "pending");
+    const uint64_t w = create(&c[0], "pyramid20", 16);
+    big_batch *b = malloc(sizeof *b);
+    assert_non_null(b);
+    /* Three batches to a connection's share, so five connections' shares
+     * are more than the pool. */
+    int nops = 150;
+    uint64_t L = 0;
+    for (;; nops--) {
+        big_batch_init(b, w, 5, nops);
+        L = protobuf_c_message_get_packed_size(&b->eb.base);
+        if (3 * L <= PEND_MAX / 4) break;
+    }
+    printf("  a future batch of %d spheres: %llu bytes packed; max_pending_memory %d, a connection's share %d\n", nops,
+           (unsigned long long)L, PEND_MAX, PEND_MAX / 4);
+    /* The rules, predicted: all connections together, then each one's share. */
+    uint64_t total = 0, per[5] = {0}, accepted[5] = {0};
+    int share_refusals = 0, pool_refusals = 0;
+    for (int j = 0; j < 5; j++)
+        for (int round = 0; round < 4; round++) {
+            const int want = total + L > PEND_MAX ? 2 : per[j] + L > PEND_MAX / 4 ? 1 : 0;
+            smsg *r = send_then_ping(&c[j], &b->m);
+            if (want == 0) {
+                assert_null(r);
+                total += L;
+                per[j] += L;
+                accepted[j]++;
+                continue;
+            }
+            assert_non_null(r);
+            assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
+            assert_non_null(strstr(r->reply->message, want == 2 ? "(max_pending_memory" : "max_pending_memory / 4"));
+            if (want == 2) {
+                pool_refusals++;
+            } else {
+                share_refusals++;
+            }
+            if (round == 3 && j == 4) printf("  refused: %s\n", r->reply->message);
+            physd__v1__server_message__free_unpacked(r, NULL);
+        }
+    printf("  accepted %llu %llu %llu %llu %llu; %d refused for a connection's share, %d for the pool\n",
+           (unsigned long long)accepted[0], (unsigned long long)accepted[1], (unsigned long long)accepted[2],
+           (unsigned long long)accepted[3], (unsigned long long)accepted[4], share_refusals, pool_refusals);
+    assert_true(share_refusals >= 1);
+    assert_true(pool_refusals >= 1);
+    assert_int_equal(pending_bytes(), total);
+    /* Stepped to tick 5: every accepted batch applies (and its memory goes). */
+    itest_step(&c[0], w, 5);
+    for (int j = 0; j < 5; j++)
+        for (uint64_t k = 0; k < accepted[j]; k++) {
+            smsg *r = itest_expect(itest_client_recv(&c[j], 30000), ST(OK));
+            assert_int_equal(r->reply->edit->applied_tick, 5);
+            assert_int_equal(r->reply->edit->n_new_ids, (size_t)nops);
+            physd__v1__server_message__free_unpacked(r, NULL);
+        }
+    assert_int_equal(pending_bytes(), 0);
+
+    /* Waiting for a tick boundary: a 16 000-box grid stepping back to back
+     * (a step request), a query naming 4 000 bodies (priced at about
+     * 160 KB, over the pool) is refused; one naming one body waits and is
+     * answered at the boundary. */
+    const uint64_t g = create(&c[4], "grid16000", 0);
+    static uint64_t ids[4000];
+    ids[0] = some_body(&c[4], g, 0);
+    for (int k = 1; k < 4000; k++)
+        ids[k] = ids[0]; /* (priced before any id is looked up) */
+    Physd__V1__ClientMessage st = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__StepWorld sw = PHYSD__V1__STEP_WORLD__INIT;
+    sw.world_id = g;
+    sw.steps = 100000;
+    st.request_case = REQ(STEP);
+    st.step = &sw;
+    assert_int_equal(itest_client_send(&c[4], &st), 0);
+    itest_sleep(0.2);
+    Physd__V1__ClientMessage q = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__QueryBodies qb = PHYSD__V1__QUERY_BODIES__INIT;
+    qb.world_id = g;
+    qb.n_body_ids = 4000;
+    qb.body_ids = ids;
+    q.request_case = REQ(QUERY_BODIES);
+    q.query_bodies = &qb;
+    smsg *r = itest_call(&c[1], &q);
+    printf("  the 4 000-body query: %s\n", r->reply->message);
+    assert_int_equal(r->reply->status, ST(RESOURCE_EXHAUSTED));
+    assert_non_null(strstr(r->reply->message, "max_pending_memory"));
+    assert_non_null(strstr(r->reply->message, "tick boundary"));
+    physd__v1__server_message__free_unpacked(r, NULL);
+    qb.n_body_ids = 1;
+    itest_status(itest_expect(itest_call(&c[1], &q), ST(OK)));
+    /* A pause ends the step request. */
+    Physd__V1__ClientMessage pm = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__PauseWorld pw = PHYSD__V1__PAUSE_WORLD__INIT;
+    pw.world_id = g;
+    pm.request_case = REQ(PAUSE);
+    pm.pause = &pw;
+    itest_status(itest_expect(itest_call(&c[0], &pm), ST(OK)));
+    for (;;) {
+        smsg *sr = itest_client_recv(&c[4], 30000);
+        assert_non_null(sr);
+        const int done = sr->msg_case == PHYSD__V1__SERVER_MESSAGE__MSG_REPLY && sr->reply->request_id == st.request_id;
+        physd__v1__server_message__free_unpacked(sr, NULL);
+        if (done) break;
+    }
+    assert_int_equal(pending_bytes(), 0);
+    free(b);
+    for (int j = 0; j < 5; j++)
+        itest_client_close(&c[j]);
+    itest_stop();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_equals_on_time),
@@ -640,6 +847,7 @@ int main(void) {
         cmocka_unit_test(test_rollback_budget),
         cmocka_unit_test(test_past_query_budget),
         cmocka_unit_test(test_reset_budget),
+        cmocka_unit_test(test_pending_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
