@@ -291,7 +291,19 @@ ps_config ps_config_recovering(const ps_config *cfg) {
     c.max_world_threads = threads ? (int)threads->max : 64;
     c.min_tick_rate = PS_TICK_RATE_LOWEST;
     c.max_tick_rate = PS_TICK_RATE_HIGHEST;
+    if (!cfg->replay_counts_today) {
+        c.max_bodies_per_world = PH_MAX_BODIES;
+        c.max_edits_per_batch = PS_MAX_EDITS_PER_BATCH;
+    }
     return c;
+}
+
+int ps_max_bodies(const ps_server *s) {
+    return s->replaying && !s->cfg.replay_counts_today ? PH_MAX_BODIES : s->cfg.max_bodies_per_world;
+}
+
+int ps_max_edits(const ps_server *s) {
+    return s->replaying && !s->cfg.replay_counts_today ? PS_MAX_EDITS_PER_BATCH : s->cfg.max_edits_per_batch;
 }
 
 int ps_tick_rate_fit(const ps_config *cfg, double in, double *out) {

@@ -317,8 +317,8 @@ static int reapply(ps_host *h, const hist_entry *e, ps_status *st) {
         Physd__V1__EditBatch *m = physd__v1__edit_batch__unpack(NULL, in->len, in->packed);
         ps_edit_batch *b = NULL;
         uint64_t *ids = NULL;
-        int rc = !m ? ps_fail(st, PS_ST_INTERNAL, "out of memory")
-                    : ps_codec_edit_batch(m, h->srv->cfg.max_edits_per_batch, &b, st);
+        int rc =
+            !m ? ps_fail(st, PS_ST_INTERNAL, "out of memory") : ps_codec_edit_batch(m, ps_max_edits(h->srv), &b, st);
         if (!rc && !(ids = calloc(b->n ? b->n : 1, sizeof *ids))) rc = ps_fail(st, PS_ST_INTERNAL, "out of memory");
         if (!rc && ps_host_apply_edits(h, b->ops, b->n, ids, st))
             rc = ps_fail(st, PS_ST_ABORTED, "the late batch conflicts with the batch applied at tick %llu: %s",

@@ -158,7 +158,7 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
     if (!rc && ps_codec_settings(im->meta->settings, &creation, &crate, lim_cfg, st)) rc = st->code;
     if (!rc) ps_tick_rate_fit(&s->cfg, crate, &crate);
     if (!rc && im->meta->n_scene > 0 &&
-        ps_codec_edit_ops(im->meta->scene, im->meta->n_scene, s->cfg.max_edits_per_batch, &scene, st))
+        ps_codec_edit_ops(im->meta->scene, im->meta->n_scene, lim_cfg->max_edits_per_batch, &scene, st))
         rc = st->code;
     if (!rc && (im->epoch > PS_MAX_EPOCH || strlen(im->meta->name) > 64 || strlen(im->meta->preset) > 63))
         rc = ps_fail(st, PS_ST_INVALID, "the snapshot's id epoch, name or preset is out of range");
@@ -173,7 +173,7 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
         if (bad) rc = ps_fail(st, PS_ST_INVALID, "the image's token %zu: %s", k, bad);
     }
     if (!rc) {
-        ph_snapshot_limits lim = {s->cfg.max_bodies_per_world, s->cfg.max_bodies_per_world};
+        ph_snapshot_limits lim = {lim_cfg->max_bodies_per_world, lim_cfg->max_bodies_per_world};
         int err = ph_world_restore(im->core.data, im->core.len, &lim, &w);
         if (err != PH_OK)
             rc = ps_fail(st, err == PH_ERR_LIMIT ? PS_ST_EXHAUSTED : PS_ST_INVALID, "the world's snapshot: %s",

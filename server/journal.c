@@ -375,7 +375,7 @@ static int replay_create(ps_server *s, const Physd__Journal__V1__Create *cr, ps_
     ps_edit_batch *scene = NULL;
     uint64_t *ids = NULL;
     if (cr->n_scene > 0) {
-        if (ps_codec_edit_ops(cr->scene, cr->n_scene, s->cfg.max_edits_per_batch, &scene, st)) return st->code;
+        if (ps_codec_edit_ops(cr->scene, cr->n_scene, ps_max_edits(s), &scene, st)) return st->code;
         ids = calloc(scene->n, sizeof *ids);
         if (!ids) {
             ps_edit_batch_free(scene);
@@ -459,7 +459,7 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     switch (r->change_case) {
     case PHYSD__JOURNAL__V1__RECORD__CHANGE_EDIT: {
         ps_edit_batch *b = NULL;
-        if (ps_codec_edit_batch(r->edit, s->cfg.max_edits_per_batch, &b, &st)) return -1;
+        if (ps_codec_edit_batch(r->edit, ps_max_edits(s), &b, &st)) return -1;
         uint64_t *ids = calloc(b->n ? b->n : 1, sizeof *ids);
         /* A late edit (stamped below the record's tick) rolls back as it
          * did live (history.c); else it applies now, as it did. */
@@ -559,8 +559,20 @@ static int replay_record(ps_server *s, ps_host *h, const Physd__Journal__V1__Rec
     return 0;
 }
 
+static int replay_file_in(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
+                          int chain);
+
+/* While a journal replays, the counts its world was built with under an
+ * earlier configuration are taken as they are (ps_max_bodies,
+ * ps_max_edits): a lower max_bodies_per_world or max_edits_per_batch
+ * today holds new requests, not what was accepted then. */
 static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
-                       int chain);
+                       int chain) {
+    s->replaying++;
+    const int rc = replay_file_in(s, path, cut, out, host, base, chain);
+    s->replaying--;
+    return rc;
+}
 
 int ps_replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host) {
     return replay_file(s, path, cut, out, host, NULL, 0);
@@ -600,8 +612,8 @@ static void chain_check(ps_host *base, const uint8_t *rec, size_t len, const cha
  * journals of a chain before this one): the first record of this one
  * (its image) is skipped (chain: compared with base first) and the rest
  * applied on top of base. */
-static int replay_file(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
-                       int chain) {
+static int replay_file_in(ps_server *s, const char *path, int cut, ps_replay_result *out, ps_host **host, ps_host *base,
+                          int chain) {
     memset(out, 0, sizeof *out);
     if (host) *host = NULL;
     int fd = open(path, (cut ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -909,6 +921,10 @@ int ps_recover_all(ps_server *s) {
         if (res.cut_at)
             ps_log("world %llu: journal %s cut at byte %llu (a record cut short or failing its CRC-32C)",
                    (unsigned long long)h->id, path, (unsigned long long)res.cut_at);
+        if (h->body_count > s->cfg.max_bodies_per_world || h->joint_count > s->cfg.max_bodies_per_world)
+            ps_log("world %llu has %d bodies and %d joints, more than max_bodies_per_world (%d) allows: it keeps "
+                   "them; edits that add more are refused",
+                   (unsigned long long)h->id, h->body_count, h->joint_count, s->cfg.max_bodies_per_world);
         s->recovered_mismatches += res.mismatches;
         /* The id fence: what the lost tail of an earlier life (acknowledged
          * with fsync everysec or no, never on disk) handed out is never

@@ -375,6 +375,7 @@ struct ps_server {
     uint64_t input_used;          /* bytes of partial frames of all connections (max_input_memory) */
     uint64_t input_peak;
     uint64_t pending_bytes; /* requests waiting for tick boundaries or future ticks (max_pending_memory) */
+    int replaying;          /* a journal replays (journal.c): ps_max_bodies, ps_max_edits are the widest */
     uint64_t accept_errors, accept_errors_logged;
     uint64_t last_accept_log_ns;
     int ndraining;
@@ -985,8 +986,15 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
  * (max_step_work, max_world_threads, min_tick_rate, max_tick_rate) opened
  * to the widest any configuration allows. A world journaled under other
  * limits comes back and is then fitted to today's (host_fit_limits,
- * ps_tick_rate_fit) instead of being lost. */
+ * ps_tick_rate_fit) instead of being lost. The counts (max_bodies_per_world,
+ * max_edits_per_batch) are opened too: a world keeps what it was built with. */
 ps_config ps_config_recovering(const ps_config *cfg);
+/* The largest edit batch any configuration allows (config.c's bound). */
+#define PS_MAX_EDITS_PER_BATCH 1000000
+/* The bodies (and joints) a world may have and the ops a batch may have:
+ * today's limits, or the widest while a journal replays (s->replaying). */
+int ps_max_bodies(const struct ps_server *s);
+int ps_max_edits(const struct ps_server *s);
 /* The tick rates any configuration allows (config.c's bounds of
  * min_tick_rate and max_tick_rate). */
 #define PS_TICK_RATE_LOWEST 1e-6

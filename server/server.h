@@ -124,9 +124,11 @@ typedef struct ps_config {
     char agones_counter[64];     /* the GameServer counter of worlds, default "worlds" */
     char agones_port_name[64];   /* the GameServer port that is physd's protocol port, default "physd" */
     /* Worlds that move (docs/fleet.md) */
-    uint64_t world_id_base; /* new world ids start above this (give each instance of a fleet its own range) */
-    char drain_to[300];     /* "HOST:PORT": a drain (SIGTERM under Agones, Shutdown) moves every world there first */
-    int no_outgoing;        /* migrations refused without connecting (the fuzz target; not an option) */
+    uint64_t world_id_base;  /* new world ids start above this (give each instance of a fleet its own range) */
+    char drain_to[300];      /* "HOST:PORT": a drain (SIGTERM under Agones, Shutdown) moves every world there first */
+    int no_outgoing;         /* migrations refused without connecting (the fuzz target; not an option) */
+    int replay_counts_today; /* journal replays held to today's body and batch counts, not the widest (the
+                                journal fuzz target, whose inputs must stay cheap; not an option) */
     char advertise_address[300];  /* "HOST:PORT" told to sources that move worlds here, default "" */
     char migrate_token_file[256]; /* the token presented to targets, default "" (the admin token) */
     int migrate_tls;              /* TLS to targets, default 0 (1 when migrate_tls_ca is set) */

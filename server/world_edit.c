@@ -237,7 +237,7 @@ static int track_op(ps_host *h, batch_state *b, size_t i, ps_status *st) {
 
 static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
     int bodies = h->body_count, joints = h->joint_count;
-    int max_bodies = h->srv->cfg.max_bodies_per_world;
+    const int max_bodies = ps_max_bodies(h->srv);
     for (size_t i = 0; i < b->n; i++) {
         const ps_edit *e = &b->ops[i];
         int type = 0, tb = 0;

@@ -358,8 +358,8 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
     const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = *settings;
-    def.max_bodies = s->cfg.max_bodies_per_world;
-    def.max_joints = s->cfg.max_bodies_per_world;
+    def.max_bodies = ps_max_bodies(s);
+    def.max_joints = ps_max_bodies(s);
     int err = 0;
     ph_world_id w = ph_world_create(&def, &err);
     if (w.index1 == 0) {
@@ -1049,8 +1049,8 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = h->creation_settings;
-    def.max_bodies = s->cfg.max_bodies_per_world;
-    def.max_joints = s->cfg.max_bodies_per_world;
+    def.max_bodies = ps_max_bodies(s);
+    def.max_joints = ps_max_bodies(s);
     int err = 0;
     /* Build the new world first, so a failure leaves the old one intact. */
     ph_world_id w = ph_world_create(&def, &err);

@@ -91,6 +91,7 @@ static void server_init(void) {
     cfg.max_history_ticks = 64;
     cfg.max_step_work = 200000; /* (a step of a crafted world stays short) */
     cfg.no_outgoing = 1;
+    cfg.replay_counts_today = 1; /* (a crafted world stays small: 4096 bodies, not a million) */
     const int r = ps_server_create(&srv, &cfg);
     if (r < 0) {
         fprintf(stderr, "physd fuzz: ps_server_create: %s\n", ps_server_strerror(r));

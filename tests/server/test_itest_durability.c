@@ -4,8 +4,10 @@
  * restarted; every acknowledged edit is back (fsync always), at most the
  * last second of them is missing (fsync everysec), the recovered state
  * equals an offline replay of the journal (physd --replay), a torn and a
- * bit-flipped journal tail are cut to the last valid record, and world ids
- * are never handed out twice.
+ * bit-flipped journal tail are cut to the last valid record, world ids
+ * are never handed out twice, crafted records are refused, and a restart
+ * under tighter limits (tick rate, step work, threads; body and batch
+ * counts) keeps every world.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -671,6 +673,60 @@ static void test_journal_under_new_limits(void **state) {
     stop(&sv);
 }
 
+/* The world's body count (InspectWorld). */
+static uint32_t body_count(itest_client *c, uint64_t w) {
+    Physd__V1__ClientMessage q = PHYSD__V1__CLIENT_MESSAGE__INIT;
+    Physd__V1__InspectWorld iw = PHYSD__V1__INSPECT_WORLD__INIT;
+    iw.world_id = w;
+    q.request_case = REQ(INSPECT_WORLD);
+    q.inspect_world = &iw;
+    smsg *r = itest_expect(itest_call(c, &q), ST(OK));
+    const uint32_t n = r->reply->world->body_count;
+    physd__v1__server_message__free_unpacked(r, NULL);
+    return n;
+}
+
+/* A restart under lower counts keeps its worlds: a world built with 120
+ * spheres in batches of 60 comes back whole under max_bodies_per_world 50
+ * and max_edits_per_batch 20 (the same tick and state hash), logged; an
+ * edit that adds a body is then refused; nothing is set aside. (Before,
+ * the first batch over today's limits ended the journal: the world came
+ * back without its later history.) */
+static void test_journal_under_lower_counts(void **state) {
+    (void)state;
+    server sv;
+    start(&sv, "always", 16);
+    itest_client c;
+    itest_connect(&c, sv.port, "counts");
+    const uint64_t w = create_world(&c, "box_on_plane", 1);
+    itest_add_spheres(&c, w, 60, 0, 10, 1.5, 3);
+    itest_add_spheres(&c, w, 60, 0, 10, 1.5, 6);
+    itest_step(&c, w, 3);
+    uint64_t tick0 = 0;
+    const uint64_t h0 = itest_state_hash(&c, w, &tick0);
+    const uint32_t n0 = body_count(&c, w);
+    assert_true(n0 >= 120);
+    itest_client_close(&c);
+    stop(&sv);
+    const char *lower[] = {"--max-bodies-per-world", "50", "--max-edits-per-batch", "20", NULL};
+    start_args(&sv, "always", 17, lower);
+    char line[200];
+    snprintf(line, sizeof line, "world %llu has %u bodies and 0 joints, more than max_bodies_per_world (50) allows",
+             (unsigned long long)w, n0);
+    assert_true(log_has(&sv, line));
+    assert_false(log_has(&sv, "set aside"));
+    assert_false(log_has(&sv, "does not apply"));
+    itest_connect(&c, sv.port, "counts");
+    uint64_t tick1 = 0;
+    assert_int_equal(itest_state_hash(&c, w, &tick1), h0);
+    assert_int_equal(tick1, tick0);
+    assert_int_equal(body_count(&c, w), n0);
+    assert_int_equal(add_sphere(&c, w, 0, 0, 1), 0); /* refused: over max_bodies_per_world */
+    assert_int_equal(body_count(&c, w), n0);
+    itest_client_close(&c);
+    stop(&sv);
+}
+
 /* World ids: a journal copied under another world's name is set aside
  * (replayed, it would be a second world with its header's id); a
  * server.state past the largest id (2^53) and a file named by an id past it
@@ -800,6 +856,7 @@ int main(void) {
         cmocka_unit_test_setup(test_journal_crafted_records, fresh),
         cmocka_unit_test_setup(test_journal_ids, fresh),
         cmocka_unit_test_setup(test_journal_under_new_limits, fresh),
+        cmocka_unit_test_setup(test_journal_under_lower_counts, fresh),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -274,7 +274,7 @@ static void test_flood_is_paced(void **state) {
      * one batch overdrawn (2 x the calibrated one, for noise). Without the
      * budget the K batches run back to back (C ~ T: 1000 ms per second). */
     assert_true(C <= BURST_MS + RATE_MS * T + 2 * c1 + 2.0);
-    assert_true(C >= 0.8 * k * c1); /* every batch was charged */
+    assert_true(C >= 0.5 * k * c1); /* every batch was charged (their cost varies) */
     assert_true(np >= 1);
     assert_true(P >= 0.5 * T * 1e3);
     /* The loop was free for the others meanwhile. */
@@ -470,7 +470,7 @@ static void test_address_shares_one_bucket(void **state) {
      * one batch overdrawn per connection (2 x the calibrated one each), the
      * other address's batch aside. */
     assert_true(C - 2 * c1 <= BURST_MS + RATE_MS * T + 4 * c1 + 2.0);
-    assert_true(C >= 0.8 * (2 * k + 1) * c1);
+    assert_true(C >= 0.5 * (2 * k + 1) * c1);
     assert_true(np >= 1);
     assert_int_equal(pauses() - nc0, 0); /* no connection's own budget here */
     assert_true(b_took < 3 * c1 * 1e-3 + 0.1);
