@@ -291,10 +291,7 @@ ps_config ps_config_recovering(const ps_config *cfg) {
     c.max_world_threads = threads ? (int)threads->max : 64;
     c.min_tick_rate = PS_TICK_RATE_LOWEST;
     c.max_tick_rate = PS_TICK_RATE_HIGHEST;
-    if (!cfg->replay_counts_today) {
-        c.max_bodies_per_world = PH_MAX_BODIES;
-        c.max_edits_per_batch = PS_MAX_EDITS_PER_BATCH;
-    }
+    if (!cfg->replay_counts_today) c.max_edits_per_batch = PS_MAX_EDITS_PER_BATCH;
     return c;
 }
 

@@ -173,8 +173,12 @@ int ps_image_restore(ps_server *s, const uint8_t *data, size_t len, uint64_t id,
         if (bad) rc = ps_fail(st, PS_ST_INVALID, "the image's token %zu: %s", k, bad);
     }
     if (!rc) {
-        ph_snapshot_limits lim = {lim_cfg->max_bodies_per_world, lim_cfg->max_bodies_per_world};
-        int err = ph_world_restore(im->core.data, im->core.len, &lim, &w);
+        /* A journal's image keeps the limits its world was built with (it
+         * may hold more than today's max_bodies_per_world); an upload gets
+         * this server's. */
+        ph_snapshot_limits lim = {s->cfg.max_bodies_per_world, s->cfg.max_bodies_per_world};
+        const int own = (flags & PS_IMAGE_RECOVERING) && !s->cfg.replay_counts_today;
+        int err = ph_world_restore(im->core.data, im->core.len, own ? NULL : &lim, &w);
         if (err != PH_OK)
             rc = ps_fail(st, err == PH_ERR_LIMIT ? PS_ST_EXHAUSTED : PS_ST_INVALID, "the world's snapshot: %s",
                          ph_strerror(err));

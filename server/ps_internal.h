@@ -986,8 +986,8 @@ void ps_codec_settings_out(const ph_settings *s, double tick_rate, Physd__V1__Se
  * (max_step_work, max_world_threads, min_tick_rate, max_tick_rate) opened
  * to the widest any configuration allows. A world journaled under other
  * limits comes back and is then fitted to today's (host_fit_limits,
- * ps_tick_rate_fit) instead of being lost. The counts (max_bodies_per_world,
- * max_edits_per_batch) are opened too: a world keeps what it was built with. */
+ * ps_tick_rate_fit) instead of being lost. max_edits_per_batch is opened
+ * too (a world's bodies: ps_max_bodies and the image's own limits). */
 ps_config ps_config_recovering(const ps_config *cfg);
 /* The largest edit batch any configuration allows (config.c's bound). */
 #define PS_MAX_EDITS_PER_BATCH 1000000

@@ -100,6 +100,7 @@ typedef struct batch_state {
     id_set removed;       /* body ids removed earlier in the batch */
     uint8_t *new_removed; /* per op: the body this AddBody creates was removed */
     id_set removed_joints;
+    int peak_bodies, peak_joints; /* the most the batch makes the world hold at once (dry_run) */
 } batch_state;
 
 static int was_removed(const batch_state *b, uint64_t id) { return id_set_has(&b->removed, id); }
@@ -246,6 +247,7 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
             if (++bodies > max_bodies)
                 return ps_fail_at(st, PS_ST_EXHAUSTED, (uint32_t)i,
                                   "op %zu: the world would exceed max_bodies_per_world (%d)", i, max_bodies);
+            if (bodies > b->peak_bodies) b->peak_bodies = bodies;
             break;
         case PS_EDIT_REMOVE_BODY:
             if (check_ref(h, b, i, &e->body, "remove_body", &type, st)) return st->code;
@@ -282,6 +284,7 @@ static int dry_run(ps_host *h, batch_state *b, ps_status *st) {
             if (++joints > max_bodies)
                 return ps_fail_at(st, PS_ST_EXHAUSTED, (uint32_t)i,
                                   "op %zu: the world would exceed its joint limit (%d)", i, max_bodies);
+            if (joints > b->peak_joints) b->peak_joints = joints;
             break;
         case PS_EDIT_REMOVE_JOINT: {
             ph_joint_id j = ps_core_joint(h, e->joint);
@@ -379,6 +382,11 @@ int ps_host_apply_edits(ps_host *h, const ps_edit *ops, size_t n, uint64_t *new_
     if (!sets_ok || !b.new_removed || !created || !b.trk || !b.trk_index) {
         rc = ps_fail(st, PS_ST_INTERNAL, "out of memory");
     } else if ((rc = dry_run(h, &b, st)) == 0) {
+        /* A journal replaying (ps_max_bodies): a world built under a larger
+         * max_bodies_per_world than today's gets the room its history
+         * needs in the core (created with today's limit, so a world that
+         * never needs more keeps the same snapshot bytes). */
+        if (h->srv->replaying) ph_world_raise_limits(h->world, b.peak_bodies, b.peak_joints);
         for (size_t i = 0; i < n; i++) {
             new_ids[i] = 0;
             int err = apply_one(h, &ops[i], created, i, &new_ids[i]);

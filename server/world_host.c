@@ -358,8 +358,8 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
     const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = *settings;
-    def.max_bodies = ps_max_bodies(s);
-    def.max_joints = ps_max_bodies(s);
+    def.max_bodies = s->cfg.max_bodies_per_world;
+    def.max_joints = s->cfg.max_bodies_per_world;
     int err = 0;
     ph_world_id w = ph_world_create(&def, &err);
     if (w.index1 == 0) {
@@ -368,6 +368,14 @@ int ps_host_create_id(ps_server *s, uint64_t id, const char *name, const char *p
     }
     if (preset && preset[0]) {
         err = ph_scene_build(w, preset);
+        if (err == PH_ERR_LIMIT && s->replaying && !s->cfg.replay_counts_today) {
+            /* A journaled world whose preset is larger than today's
+             * max_bodies_per_world: built with room for it. */
+            ph_world_destroy(w);
+            def.max_bodies = def.max_joints = PH_MAX_BODIES;
+            w = ph_world_create(&def, &err);
+            err = w.index1 ? ph_scene_build(w, preset) : err;
+        }
         if (err != PH_OK) {
             ph_world_destroy(w);
             if (err == PH_ERR_LIMIT)
@@ -1049,13 +1057,22 @@ int ps_host_reset(ps_host *h, ps_status *st) {
     const uint64_t t0 = ps_now_ns();
     ph_world_def def = ph_default_world_def();
     def.settings = h->creation_settings;
-    def.max_bodies = ps_max_bodies(s);
-    def.max_joints = ps_max_bodies(s);
+    def.max_bodies = s->cfg.max_bodies_per_world;
+    def.max_joints = s->cfg.max_bodies_per_world;
     int err = 0;
     /* Build the new world first, so a failure leaves the old one intact. */
     ph_world_id w = ph_world_create(&def, &err);
     if (w.index1 == 0) return ps_fail(st, PS_ST_EXHAUSTED, "cannot create the world: %s", ph_strerror(err));
-    if (h->preset[0] && (err = ph_scene_build(w, h->preset)) != PH_OK) {
+    if (h->preset[0] && (err = ph_scene_build(w, h->preset)) == PH_ERR_LIMIT && s->replaying &&
+        !s->cfg.replay_counts_today) {
+        /* (a journaled reset of a preset larger than today's limit) */
+        ph_world_destroy(w);
+        def.max_bodies = def.max_joints = PH_MAX_BODIES;
+        w = ph_world_create(&def, &err);
+        if (w.index1 == 0) return ps_fail(st, PS_ST_EXHAUSTED, "cannot create the world: %s", ph_strerror(err));
+        err = ph_scene_build(w, h->preset);
+    }
+    if (h->preset[0] && err != PH_OK) {
         ph_world_destroy(w);
         return ps_fail(st, ps_status_from_core(err), "preset \"%s\" failed: %s", h->preset, ph_strerror(err));
     }

@@ -323,6 +323,16 @@ uint64_t ph_world_get_step_count(ph_world_id id) {
     return w ? w->steps : 0;
 }
 
+int ph_world_raise_limits(ph_world_id id, int max_bodies, int max_joints) {
+    ph__world *w = ph__world_get(id);
+    if (!w) return PH_ERR_INVALID_HANDLE;
+    if (max_bodies < 0 || max_bodies > PH_MAX_BODIES || max_joints < 0 || max_joints > PH_MAX_BODIES)
+        return PH_ERR_INVALID_ARGUMENT;
+    if (max_bodies > w->max_bodies) w->max_bodies = max_bodies;
+    if (max_joints > w->max_joints) w->max_joints = max_joints;
+    return PH_OK;
+}
+
 int ph_world_body_count(ph_world_id id) {
     ph__world *w = ph__world_get(id);
     return w ? w->body_pool.count : PH_ERR_INVALID_HANDLE;

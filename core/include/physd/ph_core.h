@@ -500,6 +500,11 @@ int ph_world_get_fault(ph_world_id w, ph_fault *out);
 /* Number of steps taken since creation. */
 uint64_t ph_world_get_step_count(ph_world_id w);
 int ph_world_body_count(ph_world_id w);
+/* Raises the world's max_bodies and max_joints (ph_world_def) to at least
+ * these, at most PH_MAX_BODIES (never lowers them): a host replaying a
+ * history accepted under larger limits. PH_OK, PH_ERR_INVALID_HANDLE or
+ * PH_ERR_INVALID_ARGUMENT. The limits are part of the world's snapshot. */
+int ph_world_raise_limits(ph_world_id w, int max_bodies, int max_joints);
 /* Bodies the next step may move (the awake list: kinematic and dynamic
  * bodies not asleep; it may still count bodies destroyed or put to sleep
  * since the last step), or PH_ERR_INVALID_HANDLE. 0: the next step is idle
