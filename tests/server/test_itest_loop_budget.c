@@ -141,6 +141,24 @@ static uint8_t *batch_frame(uint64_t w, const uint64_t *ids, size_t nids, uint64
     return b;
 }
 
+/* k batches (request ids rid0, rid0 + 1, ...) one after the other in one
+ * buffer, for one write; *len gets its size. */
+static uint8_t *batch_frames(uint64_t w, const uint64_t *ids, size_t nids, int k, uint64_t rid0, size_t *len) {
+    size_t flen = 0;
+    free(batch_frame(w, ids, nids, 0, &flen));
+    uint8_t *all = malloc((size_t)k * (flen + 16)), *p = all;
+    assert_non_null(all);
+    for (int i = 0; i < k; i++) {
+        size_t l = 0;
+        uint8_t *f = batch_frame(w, ids, nids, rid0 + (uint64_t)i, &l);
+        memcpy(p, f, l);
+        p += l;
+        free(f);
+    }
+    *len = (size_t)(p - all);
+    return all;
+}
+
 static uint8_t *ping_frame(uint64_t rid, size_t *len) {
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__Ping p = PHYSD__V1__PING__INIT;
@@ -228,24 +246,14 @@ static void test_flood_is_paced(void **state) {
     int k = (int)ceil(8 * BURST_MS / c1);
     if (k < 6) k = 6;
     if (k > 200) k = 200;
-    size_t flen = 0;
-    uint8_t *one = batch_frame(w, ids, nids, 0, &flen);
-    free(one);
-    uint8_t *all = malloc((size_t)k * (flen + 16)), *p = all;
-    assert_non_null(all);
-    for (int i = 0; i < k; i++) {
-        size_t l = 0;
-        uint8_t *f = batch_frame(w, ids, nids, 2000 + (uint64_t)i, &l);
-        memcpy(p, f, l);
-        p += l;
-        free(f);
-    }
+    size_t all_len = 0;
+    uint8_t *all = batch_frames(w, ids, nids, k, 2000, &all_len);
     const double ch0 = charged_ms(), pa0 = paused_ms();
     const uint64_t n0 = pauses();
     const double t0 = itest_now();
     /* The write blocks while the server does not read: a thread sends it,
      * and the victim pings meanwhile. */
-    sender snd = {&a, all, (size_t)(p - all), -1, 0, 0};
+    sender snd = {&a, all, all_len, -1, 0, 0};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, send_thread, &snd), 0);
     double worst_ping = 0;
@@ -419,23 +427,10 @@ static void test_address_shares_one_bucket(void **state) {
     int k = (int)ceil(4 * BURST_MS / c1);
     if (k < 3) k = 3;
     if (k > 100) k = 100;
-    size_t flen = 0;
-    uint8_t *one = batch_frame(w, ids, nids, 0, &flen);
-    free(one);
     uint8_t *all[2];
     size_t alen[2];
-    for (int j = 0; j < 2; j++) {
-        uint8_t *p = all[j] = malloc((size_t)k * (flen + 16));
-        assert_non_null(p);
-        for (int i = 0; i < k; i++) {
-            size_t l = 0;
-            uint8_t *f = batch_frame(w, ids, nids, 2000 + (uint64_t)i, &l);
-            memcpy(p, f, l);
-            p += l;
-            free(f);
-        }
-        alen[j] = (size_t)(p - all[j]);
-    }
+    for (int j = 0; j < 2; j++)
+        all[j] = batch_frames(w, ids, nids, k, 2000, &alen[j]);
     const double ch0 = charged_ms();
     const uint64_t n0 = address_pauses(), nc0 = pauses();
     const double t0 = itest_now();
