@@ -56,6 +56,7 @@
  * was undone (PH_ERR_NONFINITE: they are part of the state it restores);
  * a step that stands leaves every awake dynamic body inside the envelope.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@
 
 #include "body.h"
 #include "broad_phase.h"
+#include "collide.h"
 #include "contact.h"
 #include "island.h"
 #include "joint.h"
@@ -1138,6 +1140,30 @@ static int save_state(ph__world *w) {
     return PH_OK;
 }
 
+static int v3_finite(ph_vec3 v) { return isfinite(v.x) && isfinite(v.y) && isfinite(v.z); }
+
+/* A box a failed step computed from a non-finite pose is made again from
+ * the restored one. The next step makes every moving shape's box again
+ * before reading it, so only a snapshot of the undone world would see it,
+ * and ph_world_restore refuses non-finite boxes: a world paused by
+ * NOTICE_NONFINITE could not be snapshotted, rotated into a new journal or
+ * moved (the journal fuzz target found it). Only non-finite boxes change,
+ * so an undone step that stayed finite leaves the same bytes as before. */
+static void finite_boxes(ph__world *w) {
+    for (int32_t s = 0; s < w->shape_pool.hwm; s++) {
+        ph__shape *sh = &w->shapes[s];
+        if (sh->body < 0) continue;
+        if (!v3_finite(sh->aabb_lo) || !v3_finite(sh->aabb_hi) || !v3_finite(sh->fat_lo) || !v3_finite(sh->fat_hi) ||
+            !isfinite(sh->slack) || !isfinite(sh->spec)) {
+            ph__geom_aabb(&sh->geom, ph__shape_pose(w, sh), w->settings.contact_margin, &sh->aabb_lo, &sh->aabb_hi);
+            sh->fat_lo = sh->aabb_lo;
+            sh->fat_hi = sh->aabb_hi;
+            sh->slack = 0;
+            sh->spec = 0;
+        }
+    }
+}
+
 /* Puts the world back as save_state found it. The manifolds: a step that
  * collided once swapped last step's manifolds into prev_manifolds and only
  * read them since, so swapping back restores them; after several
@@ -1191,6 +1217,7 @@ static void restore_state(ph__world *w) {
         w->spare_manifolds = t;
         w->prev_count = 0;
     }
+    finite_boxes(w);
     w->narrowphases = 0;
     w->np_pending = 0;
     w->event_count = 0;
