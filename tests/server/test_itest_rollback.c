@@ -488,6 +488,17 @@ static void test_journal_replays_rollback(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A server whose rollback budget is ms per second (no request-rate limit,
+ * so the budget is what refuses) and a connection to it, for the budget
+ * tests. */
+static void start_budget(double ms, itest_client *c, const char *name) {
+    ps_config cfg;
+    itest_config(&cfg);
+    cfg.max_rollback_ms_per_second = ms;
+    cfg.max_requests_per_second = 0;
+    itest_connect(c, itest_start(&cfg), name);
+}
+
 /* Late batches cannot take more of the loop than the server's rollback
  * budget: of a burst of batches each 30 ticks late on a stack20 world,
  * sent one after another, the first is applied and, once the budget (60
@@ -498,13 +509,8 @@ static void test_journal_replays_rollback(void **state) {
  * not in the other. */
 static void test_rollback_budget(void **state) {
     (void)state;
-    ps_config cfg;
-    itest_config(&cfg);
-    cfg.max_rollback_ms_per_second = 60;
-    cfg.max_requests_per_second = 0;
-    int port = itest_start(&cfg);
     itest_client c;
-    itest_connect(&c, port, "budget");
+    start_budget(60, &c, "budget");
     uint64_t w = create(&c, "stack20", 32);
     itest_step(&c, w, 32);
     const uint64_t body = some_body(&c, w, 5);
@@ -551,13 +557,8 @@ static void test_rollback_budget(void **state) {
  * loop, as fast as a client could send them. */
 static void test_past_query_budget(void **state) {
     (void)state;
-    ps_config cfg;
-    itest_config(&cfg);
-    cfg.max_rollback_ms_per_second = 5;
-    cfg.max_requests_per_second = 0;
-    int port = itest_start(&cfg);
     itest_client c;
-    itest_connect(&c, port, "past");
+    start_budget(5, &c, "past");
     const uint64_t w = create(&c, "pyramid20", 16);
     itest_step(&c, w, 16);
     int ok = 0, refused = 0, last_ok = -1;
@@ -596,13 +597,8 @@ static void test_past_query_budget(void **state) {
  * again. */
 static void test_reset_budget(void **state) {
     (void)state;
-    ps_config cfg;
-    itest_config(&cfg);
-    cfg.max_rollback_ms_per_second = 5;
-    cfg.max_requests_per_second = 0;
-    int port = itest_start(&cfg);
     itest_client c;
-    itest_connect(&c, port, "resets");
+    start_budget(5, &c, "resets");
     const uint64_t w = create(&c, "pyramid20", 0);
     Physd__V1__ClientMessage m = PHYSD__V1__CLIENT_MESSAGE__INIT;
     Physd__V1__ResetWorld rs = PHYSD__V1__RESET_WORLD__INIT;
